@@ -1,0 +1,198 @@
+/**
+ * Group commit for one log: appends to the same run queue up and are sealed against the
+ * run's head and committed together (one Redis script call, or one write+fsync), in
+ * arrival order. Every commit is a compare-and-append on the head, so a writer in another
+ * process makes the commit fail with "conflict" and the batch is re-sealed on the new head:
+ * no gap, no duplicate, whatever the concurrency.
+ *
+ * Never reorders: items are taken from the front of the queue only.
+ */
+import { AgentdError, invalid } from "../errors.ts";
+import { LoggedEvent, type SealedEvent, sealEvent } from "./event-codec.ts";
+import { GENESIS_HASH } from "./hash-chain.ts";
+import type { AppendRequest } from "./port.ts";
+
+/** Largest stored event; bigger content belongs in the artifact store. */
+export const MAX_EVENT_BYTES = 512 * 1024;
+/** At most this many events go into one commit. */
+const MAX_BATCH = 256;
+
+export interface Head {
+  seq: number;
+  hash: string;
+}
+
+/** What an adapter is asked to store atomically: events following `prev`. */
+export interface Commit {
+  runId: string;
+  sessionId: string;
+  /** Set for the first event of a run. */
+  tenantId: string | undefined;
+  fence: number | undefined;
+  prev: Head;
+  events: SealedEvent[];
+}
+
+export type CommitOutcome =
+  | { kind: "ok" }
+  | { kind: "conflict"; head: Head }
+  | { kind: "fenced"; epoch: number };
+
+export interface AppendBatcherOptions {
+  /** Reads the run's head from storage (seq 0 and GENESIS_HASH when empty). */
+  loadHead(runId: string): Promise<Head>;
+  /** Stores a commit atomically, or reports why it could not. */
+  commit(c: Commit): Promise<CommitOutcome>;
+  /** Clock, for tests. */
+  now?: () => number;
+}
+
+interface Pending {
+  req: AppendRequest;
+  resolve(ev: LoggedEvent): void;
+  reject(err: unknown): void;
+}
+
+interface RunQueue {
+  items: Pending[];
+  head: Head | undefined;
+  draining: boolean;
+}
+
+export class AppendBatcher {
+  readonly #opts: AppendBatcherOptions;
+  readonly #runs = new Map<string, RunQueue>();
+  readonly #now: () => number;
+
+  constructor(opts: AppendBatcherOptions) {
+    this.#opts = opts;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  append(req: AppendRequest): Promise<LoggedEvent> {
+    return new Promise<LoggedEvent>((resolve, reject) => {
+      let q = this.#runs.get(req.runId);
+      if (q === undefined) {
+        q = { items: [], head: undefined, draining: false };
+        this.#runs.set(req.runId, q);
+      }
+      q.items.push({ req, resolve, reject });
+      if (!q.draining) void this.#drain(req.runId, q);
+    });
+  }
+
+  /** Forgets a cached head (e.g. after an error left it unknown). */
+  invalidate(runId: string): void {
+    const q = this.#runs.get(runId);
+    if (q !== undefined) q.head = undefined;
+  }
+
+  async #drain(runId: string, q: RunQueue): Promise<void> {
+    q.draining = true;
+    try {
+      while (q.items.length > 0) {
+        try {
+          q.head ??= await this.#opts.loadHead(runId);
+          await this.#commitFront(q, q.head);
+        } catch (err) {
+          // Storage failed: the head is unknown now; fail the front group, go on.
+          q.head = undefined;
+          const group = this.#takeGroup(q);
+          for (const p of group) p.reject(err);
+        }
+      }
+    } finally {
+      q.draining = false;
+      if (q.items.length === 0) this.#runs.delete(runId);
+    }
+  }
+
+  /** The longest prefix of the queue that can share one commit. */
+  #takeGroup(q: RunQueue): Pending[] {
+    const first = q.items[0];
+    if (first === undefined) return [];
+    if (first.req.expectedSeq !== undefined) return q.items.splice(0, 1);
+    let n = 1;
+    while (
+      n < q.items.length &&
+      n < MAX_BATCH &&
+      q.items[n]?.req.fence === first.req.fence &&
+      q.items[n]?.req.expectedSeq === undefined &&
+      q.items[n]?.req.sessionId === first.req.sessionId
+    ) {
+      n++;
+    }
+    return q.items.splice(0, n);
+  }
+
+  async #commitFront(q: RunQueue, head: Head): Promise<void> {
+    const first = q.items[0];
+    if (first === undefined) return;
+    if (first.req.expectedSeq !== undefined && first.req.expectedSeq !== head.seq) {
+      q.items.shift();
+      first.reject(
+        new AgentdError(
+          "ECONFLICT",
+          `run ${first.req.runId} moved on: last seq is ${head.seq}, expected ${first.req.expectedSeq}`,
+        ),
+      );
+      return;
+    }
+    const group = this.#takeGroup(q);
+    const sealed: SealedEvent[] = [];
+    const ok: Pending[] = [];
+    let prevHash = head.seq === 0 ? GENESIS_HASH : head.hash;
+    const now = this.#now();
+    for (const p of group) {
+      const seq = head.seq + ok.length + 1;
+      try {
+        if (seq === 1 && !p.req.tenantId) {
+          throw invalid("tenantId", "the first event of a run must name its tenant");
+        }
+        const s = sealEvent(p.req, seq, prevHash, now);
+        if (s.json.length > MAX_EVENT_BYTES) {
+          throw new AgentdError(
+            "ETOOLARGE",
+            `event ${s.type} is ${s.json.length} bytes, over the ${MAX_EVENT_BYTES}-byte limit; store large content as an artifact`,
+          );
+        }
+        sealed.push(s);
+        ok.push(p);
+        prevHash = s.hash;
+      } catch (err) {
+        p.reject(err);
+      }
+    }
+    if (ok.length === 0) return;
+    const firstReq = ok[0]?.req as AppendRequest;
+    const outcome = await this.#opts.commit({
+      runId: firstReq.runId,
+      sessionId: firstReq.sessionId,
+      tenantId: firstReq.tenantId,
+      fence: firstReq.fence,
+      prev: head,
+      events: sealed,
+    });
+    if (outcome.kind === "ok") {
+      const last = sealed[sealed.length - 1] as SealedEvent;
+      q.head = { seq: last.seq, hash: last.hash };
+      ok.forEach((p, i) => {
+        const s = sealed[i] as SealedEvent;
+        p.resolve(new LoggedEvent(p.req.runId, s.seq, s.json));
+      });
+      return;
+    }
+    if (outcome.kind === "fenced") {
+      const err = new AgentdError(
+        "EFENCED",
+        `stale writer on run ${firstReq.runId}: fencing token ${firstReq.fence} but the run's epoch is ${outcome.epoch}`,
+      );
+      for (const p of ok) p.reject(err);
+      return;
+    }
+    // Someone else appended: take the new head and retry these same items, in order,
+    // except a compare-and-append, whose expectation is now false.
+    q.head = outcome.head;
+    q.items.unshift(...ok);
+  }
+}

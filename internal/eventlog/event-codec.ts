@@ -1,0 +1,115 @@
+/**
+ * Builds, seals and decodes events. The stored form of an event is its canonical
+ * protobuf-JSON (see canonical-json.ts); `hash` is sha256 over that form without `hash`.
+ * Never re-encode a stored event to serve it: the stored bytes are what the chain covers.
+ */
+import { create, fromJsonString, toJson } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { ulid } from "ulid";
+import { type Event, EventSchema } from "../gen/agentd/v1/events_pb.js";
+import { canonicalJson } from "./canonical-json.ts";
+import { GENESIS_HASH, sha256Hex } from "./hash-chain.ts";
+
+/** Event type names (the `type` field) and the payload case each one carries. */
+export const EVENT_TYPES = {
+  "run.queued": "runQueued",
+  "run.started": "runStarted",
+  "run.paused": "runPaused",
+  "run.resumed": "runResumed",
+  "run.completed": "runCompleted",
+  "run.failed": "runFailed",
+  "run.cancelled": "runCancelled",
+  "run.cancel_requested": "runCancelRequested",
+  "output.delta": "outputDelta",
+  "output.message": "outputMessage",
+  "tool.call": "toolCall",
+  "tool.output": "toolOutput",
+  "tool.result": "toolResult",
+  "policy.decision": "policyDecision",
+  "approval.requested": "approvalRequested",
+  "approval.resolved": "approvalResolved",
+  "artifact.emitted": "artifactEmitted",
+  "checkpoint.created": "checkpointCreated",
+} as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
+
+export type EventType = keyof typeof EVENT_TYPES;
+/** A payload: one case of the Event oneof. */
+export type EventPayload = Exclude<Event["payload"], { case: undefined }>;
+
+const TYPE_OF_CASE = new Map<string, EventType>(
+  Object.entries(EVENT_TYPES).map(([type, kase]) => [kase, type as EventType]),
+);
+
+/** The event type whose payload case is `kase`. */
+export function typeOfPayload(payload: EventPayload): EventType {
+  const type = TYPE_OF_CASE.get(payload.case);
+  if (type === undefined) throw new TypeError(`unknown payload case ${payload.case}`);
+  return type;
+}
+
+/** Types after which a run never changes state again. */
+export const TERMINAL_TYPES: ReadonlySet<string> = new Set([
+  "run.completed",
+  "run.failed",
+  "run.cancelled",
+]);
+
+/** What a writer supplies; the log adds id, seq, ts and the chain. */
+export interface NewEvent {
+  runId: string;
+  sessionId: string;
+  payload: EventPayload;
+}
+
+/** An event sealed into its stored form. */
+export interface SealedEvent {
+  readonly seq: number;
+  readonly type: EventType;
+  readonly hash: string;
+  /** Canonical JSON, including `hash`. */
+  readonly json: string;
+}
+
+/** Seals `ev` at position `seq` after `prevHash`, stamped `nowMs`. */
+export function sealEvent(ev: NewEvent, seq: number, prevHash: string, nowMs: number): SealedEvent {
+  const type = typeOfPayload(ev.payload);
+  const message = create(EventSchema, {
+    eventId: ulid(nowMs),
+    runId: ev.runId,
+    sessionId: ev.sessionId,
+    seq: BigInt(seq),
+    ts: timestampFromMs(nowMs),
+    type,
+    prevHash: prevHash || GENESIS_HASH,
+    payload: ev.payload,
+  });
+  const obj = toJson(EventSchema, message) as Record<string, unknown>;
+  const hash = sha256Hex(canonicalJson(obj));
+  obj.hash = hash;
+  return { seq, type, hash, json: canonicalJson(obj) };
+}
+
+/** An event read from a log: its stored JSON, decoded on first use. */
+export class LoggedEvent {
+  readonly runId: string;
+  readonly seq: number;
+  /** The stored canonical JSON: serve these bytes as they are. */
+  readonly json: string;
+  #event: Event | undefined;
+
+  constructor(runId: string, seq: number, json: string) {
+    this.runId = runId;
+    this.seq = seq;
+    this.json = json;
+  }
+
+  /** The decoded protobuf message (memoised). */
+  get event(): Event {
+    this.#event ??= fromJsonString(EventSchema, this.json, { ignoreUnknownFields: true });
+    return this.#event;
+  }
+
+  get type(): string {
+    return this.event.type;
+  }
+}

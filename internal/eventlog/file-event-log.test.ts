@@ -1,0 +1,66 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, appendFileSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { it } from "node:test";
+import { ulid } from "ulid";
+import { delta, queued, runEventLogConformance } from "./conformance.ts";
+import { type FileEventLog, openFileEventLog } from "./file-event-log.ts";
+import { verifyChain } from "./hash-chain.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "agentd-filelog-"));
+let current: FileEventLog | undefined;
+
+runEventLogConformance("file", {
+  async open() {
+    current = await openFileEventLog({ dir });
+    return current;
+  },
+  async writers(n) {
+    // One process owns a data directory: its writers share the one instance.
+    return Array.from({ length: n }, () => current as FileEventLog);
+  },
+  async restart() {
+    // A crash: the old instance is dropped without close(); its lock is taken over.
+    current = await openFileEventLog({ dir });
+    return current;
+  },
+  async cleanup() {
+    rmSync(dir, { recursive: true, force: true });
+  },
+});
+
+it("file log: cuts a torn last line left by a crash and goes on from the last full event", async () => {
+  const d = mkdtempSync(join(tmpdir(), "agentd-torn-"));
+  try {
+    const log = await openFileEventLog({ dir: d });
+    const runId = ulid();
+    await log.append(queued(runId, "t"));
+    await log.append(delta(runId, "a"));
+    await log.close();
+    const path = join(d, "runs", `${runId}.ndjson`);
+    appendFileSync(path, '{"eventId":"01TORN","seq":"3"');
+    const again = await openFileEventLog({ dir: d });
+    assert.equal((await again.head(runId))?.seq, 2);
+    const ev = await again.append(delta(runId, "b"));
+    assert.equal(ev.seq, 3);
+    const lines = readFileSync(path, "utf8").trimEnd().split("\n");
+    assert.equal(lines.length, 3);
+    assert.equal(verifyChain(lines).ok, true);
+    await again.close();
+  } finally {
+    rmSync(d, { recursive: true, force: true });
+  }
+});
+
+it("file log: a second process cannot open a data directory in use", async () => {
+  const d = mkdtempSync(join(tmpdir(), "agentd-lock-"));
+  try {
+    const { writeFileSync } = await import("node:fs");
+    // pid 1 is always alive: a live owner other than us.
+    writeFileSync(join(d, "LOCK"), "1");
+    await assert.rejects(openFileEventLog({ dir: d }), /in use by process 1/);
+  } finally {
+    rmSync(d, { recursive: true, force: true });
+  }
+});

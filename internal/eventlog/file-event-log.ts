@@ -1,0 +1,321 @@
+/**
+ * The embedded EventLog: one append-only NDJSON file per run under a data directory,
+ * written with group commit and fdatasync before an append is acknowledged. Default for
+ * `agentd dev` and for tests that need no Redis. One process owns a data directory (LOCK).
+ *
+ * Why NDJSON and not node:sqlite: the format is the stored canonical JSON itself (the bytes
+ * the hash chain covers), readable with cat and jq, one file per run so damage stays local,
+ * and a torn last line after a crash is detected and cut at start. node:sqlite is still
+ * experimental in Node 24 and would add a second encoding of every event.
+ *
+ * Never rewrites a stored line; the only truncation is of a torn (unterminated) last line.
+ */
+import { closeSync, fsyncSync, openSync, unlinkSync } from "node:fs";
+import { mkdir, open, readdir, readFile, rename, truncate, writeFile, type FileHandle } from "node:fs/promises";
+import { join } from "node:path";
+import { AgentdError } from "../errors.ts";
+import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
+import { LoggedEvent } from "./event-codec.ts";
+import { followLog, type LiveFeed } from "./follow.ts";
+import { GENESIS_HASH } from "./hash-chain.ts";
+import type { AppendRequest, EventLog, ListRunIdsQuery, RunHead, RunIdPage } from "./port.ts";
+
+export interface FileEventLogOptions {
+  /** The data directory; created when missing. */
+  dir: string;
+  /** fdatasync every commit before acknowledging it. Default true; false only for benchmarks of the format. */
+  fsync?: boolean;
+}
+
+interface RunMeta {
+  tenantId: string;
+  sessionId: string;
+  epoch: number;
+}
+
+interface FileRun {
+  runId: string;
+  meta: RunMeta;
+  /** Stored lines, index = seq - 1. */
+  lines: string[];
+  hash: string;
+  fh: FileHandle | undefined;
+  listeners: Set<(ev: LoggedEvent) => void>;
+}
+
+const RUN_ID_FILE = /^([0-9A-Za-z_-]{1,128})\.ndjson$/;
+
+/** Opens (and recovers) the embedded log in `opts.dir`. */
+export async function openFileEventLog(opts: FileEventLogOptions): Promise<FileEventLog> {
+  const runsDir = join(opts.dir, "runs");
+  await mkdir(runsDir, { recursive: true });
+  const unlock = await lockDir(opts.dir);
+  const log = new FileEventLog(runsDir, opts.fsync ?? true, unlock);
+  try {
+    await log.load();
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+  return log;
+}
+
+export class FileEventLog implements EventLog {
+  readonly kind = "file";
+  readonly #dir: string;
+  readonly #fsync: boolean;
+  readonly #unlock: () => void;
+  readonly #runs = new Map<string, FileRun>();
+  readonly #locks = new Map<string, Promise<unknown>>();
+  readonly #batcher: AppendBatcher;
+  readonly #feed: LiveFeed;
+  #closed = false;
+
+  constructor(dir: string, fsync: boolean, unlock: () => void) {
+    this.#dir = dir;
+    this.#fsync = fsync;
+    this.#unlock = unlock;
+    this.#batcher = new AppendBatcher({
+      loadHead: async (runId) => this.#head(runId),
+      commit: (c) => this.#withRunLock(c.runId, () => this.#commit(c)),
+    });
+    this.#feed = {
+      subscribe: async (runId, onEvent) => {
+        const run = this.#runOrEmpty(runId);
+        run.listeners.add(onEvent);
+        return () => run.listeners.delete(onEvent);
+      },
+    };
+  }
+
+  /** Reads every run file; cuts a torn last line left by a crash. */
+  async load(): Promise<void> {
+    for (const name of await readdir(this.#dir)) {
+      const m = RUN_ID_FILE.exec(name);
+      if (m === null) continue;
+      const runId = m[1] as string;
+      const meta = await this.#readMeta(runId);
+      if (meta === undefined) continue;
+      const path = join(this.#dir, name);
+      const text = await readFile(path, "utf8");
+      const end = text.lastIndexOf("\n") + 1;
+      if (end < text.length) {
+        // A write torn by a crash: it was never acknowledged, so it is not part of the log.
+        await truncate(path, Buffer.byteLength(text.slice(0, end)));
+      }
+      const lines = end === 0 ? [] : text.slice(0, end - 1).split("\n");
+      const last = lines[lines.length - 1];
+      let hash = GENESIS_HASH;
+      if (last !== undefined) {
+        try {
+          hash = String((JSON.parse(last) as { hash?: string }).hash ?? "");
+        } catch {
+          hash = "";
+        }
+      }
+      this.#runs.set(runId, { runId, meta, lines, hash, fh: undefined, listeners: new Set() });
+    }
+  }
+
+  async #readMeta(runId: string): Promise<RunMeta | undefined> {
+    try {
+      return JSON.parse(await readFile(join(this.#dir, `${runId}.meta.json`), "utf8")) as RunMeta;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw new AgentdError("EIO", `run ${runId}: unreadable metadata`, { cause: err });
+    }
+  }
+
+  async #writeMeta(runId: string, meta: RunMeta): Promise<void> {
+    const path = join(this.#dir, `${runId}.meta.json`);
+    const tmp = `${path}.tmp`;
+    await writeFile(tmp, JSON.stringify(meta), { flush: this.#fsync });
+    await rename(tmp, path);
+    if (this.#fsync) fsyncDir(this.#dir);
+  }
+
+  #runOrEmpty(runId: string): FileRun {
+    let run = this.#runs.get(runId);
+    if (run === undefined) {
+      run = {
+        runId,
+        meta: { tenantId: "", sessionId: "", epoch: 0 },
+        lines: [],
+        hash: GENESIS_HASH,
+        fh: undefined,
+        listeners: new Set(),
+      };
+      this.#runs.set(runId, run);
+    }
+    return run;
+  }
+
+  /** Serialises commits and epoch bumps of one run (the fence check and the write are one step). */
+  async #withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#locks.get(runId) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const settled = next.catch(() => undefined);
+    this.#locks.set(runId, settled);
+    try {
+      return await next;
+    } finally {
+      if (this.#locks.get(runId) === settled) this.#locks.delete(runId);
+    }
+  }
+
+  #head(runId: string): Head {
+    const run = this.#runs.get(runId);
+    return run === undefined ? { seq: 0, hash: GENESIS_HASH } : { seq: run.lines.length, hash: run.hash };
+  }
+
+  append(req: AppendRequest): Promise<LoggedEvent> {
+    if (this.#closed) return Promise.reject(new AgentdError("EUNAVAILABLE", "event log is closed"));
+    return this.#batcher.append(req);
+  }
+
+  async #commit(c: Commit): Promise<CommitOutcome> {
+    const run = this.#runOrEmpty(c.runId);
+    if (c.fence !== undefined && c.fence !== run.meta.epoch) {
+      return { kind: "fenced", epoch: run.meta.epoch };
+    }
+    if (run.lines.length !== c.prev.seq) {
+      return { kind: "conflict", head: { seq: run.lines.length, hash: run.hash } };
+    }
+    try {
+      if (c.prev.seq === 0) {
+        run.meta = { tenantId: c.tenantId ?? "", sessionId: c.sessionId, epoch: run.meta.epoch };
+        await this.#writeMeta(c.runId, run.meta);
+      }
+      if (run.fh === undefined) {
+        run.fh = await open(join(this.#dir, `${c.runId}.ndjson`), "a");
+        if (this.#fsync && c.prev.seq === 0) fsyncDir(this.#dir);
+      }
+      await run.fh.write(`${c.events.map((e) => e.json).join("\n")}\n`);
+      if (this.#fsync) await run.fh.datasync();
+    } catch (err) {
+      throw new AgentdError("EIO", `run ${c.runId}: append failed: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    for (const e of c.events) run.lines.push(e.json);
+    run.hash = c.events[c.events.length - 1]?.hash ?? run.hash;
+    for (const e of c.events) {
+      const ev = new LoggedEvent(c.runId, e.seq, e.json);
+      for (const l of run.listeners) l(ev);
+    }
+    return { kind: "ok" };
+  }
+
+  async read(runId: string, afterSeq: number, limit?: number): Promise<LoggedEvent[]> {
+    const run = this.#runs.get(runId);
+    if (run === undefined) return [];
+    const start = Math.max(0, afterSeq);
+    const end = limit === undefined ? run.lines.length : Math.min(run.lines.length, start + limit);
+    const out: LoggedEvent[] = [];
+    for (let i = start; i < end; i++) out.push(new LoggedEvent(runId, i + 1, run.lines[i] as string));
+    return out;
+  }
+
+  follow(runId: string, afterSeq: number, signal: AbortSignal): AsyncIterable<LoggedEvent> {
+    return followLog((r, a, l) => this.read(r, a, l), this.#feed, runId, afterSeq, signal);
+  }
+
+  async head(runId: string): Promise<RunHead | undefined> {
+    const run = this.#runs.get(runId);
+    if (run === undefined || run.lines.length === 0) return undefined;
+    return {
+      runId,
+      tenantId: run.meta.tenantId,
+      sessionId: run.meta.sessionId,
+      seq: run.lines.length,
+      hash: run.hash,
+      epoch: run.meta.epoch,
+    };
+  }
+
+  async heads(runIds: readonly string[]): Promise<(RunHead | undefined)[]> {
+    return Promise.all(runIds.map((id) => this.head(id)));
+  }
+
+  bumpEpoch(runId: string): Promise<number> {
+    return this.#withRunLock(runId, async () => {
+      const run = this.#runOrEmpty(runId);
+      run.meta = { ...run.meta, epoch: run.meta.epoch + 1 };
+      await this.#writeMeta(runId, run.meta);
+      return run.meta.epoch;
+    });
+  }
+
+  async listRunIds(q: ListRunIdsQuery): Promise<RunIdPage> {
+    const ids: string[] = [];
+    for (const run of this.#runs.values()) {
+      if (run.lines.length === 0 || run.meta.tenantId !== q.tenantId) continue;
+      if (q.sessionId !== undefined && run.meta.sessionId !== q.sessionId) continue;
+      if (q.before !== undefined && run.runId >= q.before) continue;
+      ids.push(run.runId);
+    }
+    ids.sort((a, b) => (a < b ? 1 : a > b ? -1 : 0));
+    const page = ids.slice(0, q.limit);
+    return { runIds: page, next: ids.length > q.limit ? page[page.length - 1] : undefined };
+  }
+
+  async ping(): Promise<void> {
+    if (this.#closed) throw new AgentdError("EUNAVAILABLE", "event log is closed");
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled([...this.#locks.values()]);
+    for (const run of this.#runs.values()) await run.fh?.close();
+    this.#unlock();
+  }
+}
+
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Takes the data directory's LOCK file; a lock left by a dead process is taken over. */
+async function lockDir(dir: string): Promise<() => void> {
+  const path = join(dir, "LOCK");
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fh = await open(path, "wx");
+      await fh.write(String(process.pid));
+      await fh.close();
+      return () => {
+        try {
+          unlinkSync(path);
+        } catch {
+          // already gone
+        }
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const pid = Number((await readFile(path, "utf8").catch(() => "")).trim());
+      if (pid > 0 && pid !== process.pid && isAlive(pid)) {
+        throw new AgentdError(
+          "EUNAVAILABLE",
+          `data directory ${dir} is in use by process ${pid} (LOCK); stop it or use another --data-dir`,
+        );
+      }
+      await rename(path, `${path}.stale`).catch(() => undefined);
+    }
+  }
+  throw new AgentdError("EUNAVAILABLE", `could not lock data directory ${dir}`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}

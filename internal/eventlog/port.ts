@@ -1,0 +1,81 @@
+/**
+ * EventLog: the port every reader and writer of run events goes through. Two adapters
+ * (redis-event-log.ts, file-event-log.ts) pass the same conformance suite (conformance.ts).
+ *
+ * Guarantees every adapter must keep: seq is gap-free from 1 per run; an appended event is
+ * never rewritten, reordered or duplicated; appends carrying a stale fencing token fail
+ * with EFENCED and write nothing; follow() delivers every event after its start exactly
+ * once, in order.
+ */
+import type { LoggedEvent, NewEvent } from "./event-codec.ts";
+
+/** An append request. */
+export interface AppendRequest extends NewEvent {
+  /**
+   * Fencing token: the writer's lease epoch on the run. When set, the append fails with
+   * EFENCED unless it equals the run's current epoch. Unset: the server's own appends
+   * (run.queued, approval.resolved, cancel requests), which need no lease.
+   */
+  fence?: number;
+  /**
+   * Compare-and-append: when set, the append fails with ECONFLICT unless the run's last
+   * seq is exactly this (0 for a run that does not exist yet).
+   */
+  expectedSeq?: number;
+  /** Required for seq 1 (run.queued): the run's tenant, for the tenant index. */
+  tenantId?: string;
+}
+
+/** The head of a run's log plus the metadata the indexes keep. */
+export interface RunHead {
+  runId: string;
+  tenantId: string;
+  sessionId: string;
+  /** seq of the last event (0 when none). */
+  seq: number;
+  /** hash of the last event. */
+  hash: string;
+  /** Current lease epoch (0 when never leased). */
+  epoch: number;
+}
+
+/** A page of run ids, newest first. */
+export interface RunIdPage {
+  runIds: string[];
+  /** Pass as `before` for the next page; undefined on the last page. */
+  next: string | undefined;
+}
+
+export interface ListRunIdsQuery {
+  tenantId: string;
+  /** Only runs of this session. */
+  sessionId?: string;
+  /** Only runs older than this run id (exclusive): the cursor. */
+  before?: string;
+  limit: number;
+}
+
+export interface EventLog {
+  /** Human-readable adapter name for logs and /readyz ("redis", "file"). */
+  readonly kind: string;
+  /** Appends one event; resolves with it as stored. */
+  append(req: AppendRequest): Promise<LoggedEvent>;
+  /** Events with seq > afterSeq, in order, at most `limit` (default: all). */
+  read(runId: string, afterSeq: number, limit?: number): Promise<LoggedEvent[]>;
+  /**
+   * Events with seq > afterSeq: stored ones first, then live ones as they are appended,
+   * each exactly once, in order, until `signal` aborts (the iterator then just ends).
+   */
+  follow(runId: string, afterSeq: number, signal: AbortSignal): AsyncIterable<LoggedEvent>;
+  /** The run's head, or undefined when the run has no events. */
+  head(runId: string): Promise<RunHead | undefined>;
+  /** Heads of many runs at once (undefined where a run does not exist). */
+  heads(runIds: readonly string[]): Promise<(RunHead | undefined)[]>;
+  /** Increments the run's lease epoch and returns the new value (the new fencing token). */
+  bumpEpoch(runId: string): Promise<number>;
+  /** A tenant's run ids, newest first (ids are ULIDs, so newest = greatest). */
+  listRunIds(query: ListRunIdsQuery): Promise<RunIdPage>;
+  /** Resolves when the log is reachable; throws EUNAVAILABLE otherwise. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,312 @@
+/**
+ * EventLog on Redis Streams: one stream per run, entry id `0-<seq>`, so Redis itself
+ * refuses an entry that is not after the last one. All writes go through one Lua script
+ * (append-lua.ts) that checks the fencing token, checks the head (compare-and-append),
+ * XADDs and updates the run's head and indexes atomically.
+ *
+ * Redis' Lua has no SHA-256, so the writer seals events (seq, prevHash, hash) against the
+ * head it knows and the script refuses the commit if the head moved; see append-batcher.ts.
+ * Live tail: one blocking connection per followed run, fanned out to all local subscribers.
+ * Never trims a run's stream.
+ */
+import type { Redis } from "ioredis";
+import { AgentdError } from "../errors.ts";
+import { APPEND_LUA } from "./append-lua.ts";
+import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
+import { LoggedEvent } from "./event-codec.ts";
+import { followLog, type LiveFeed } from "./follow.ts";
+import { GENESIS_HASH } from "./hash-chain.ts";
+import type {
+  AppendRequest,
+  EventLog,
+  ListRunIdsQuery,
+  RunHead,
+  RunIdPage,
+} from "./port.ts";
+
+export interface RedisEventLogOptions {
+  /** Connection for commands; duplicated for blocking tail reads. Not closed by close(). */
+  client: Redis;
+  /** Prefix of every key. Default "agentd:". */
+  prefix?: string;
+  /** XREAD BLOCK timeout of a tail loop, ms. Default 5000 (only bounds how long a stopped tail lingers). */
+  blockMs?: number;
+  /** How long ping() waits before the log counts as unreachable, ms. Default 1000. */
+  pingTimeoutMs?: number;
+}
+
+type ScriptReply = [string, string?, string?];
+
+export class RedisEventLog implements EventLog {
+  readonly kind = "redis";
+  readonly #client: Redis;
+  readonly #prefix: string;
+  readonly #blockMs: number;
+  readonly #pingTimeoutMs: number;
+  readonly #batcher: AppendBatcher;
+  readonly #tails = new Map<string, RunTail>();
+  readonly #feed: LiveFeed;
+
+  constructor(opts: RedisEventLogOptions) {
+    this.#client = opts.client;
+    this.#prefix = opts.prefix ?? "agentd:";
+    this.#blockMs = opts.blockMs ?? 5000;
+    this.#pingTimeoutMs = opts.pingTimeoutMs ?? 1000;
+    this.#client.defineCommand("agentdAppend", { numberOfKeys: 4, lua: APPEND_LUA });
+    this.#batcher = new AppendBatcher({
+      loadHead: (runId) => this.#loadHead(runId),
+      commit: (c) => this.#commit(c),
+    });
+    this.#feed = { subscribe: (runId, onEvent) => this.#subscribe(runId, onEvent) };
+  }
+
+  #streamKey(runId: string): string {
+    return `${this.#prefix}run:${runId}:events`;
+  }
+  #metaKey(runId: string): string {
+    return `${this.#prefix}run:${runId}:meta`;
+  }
+  #tenantKey(tenantId: string): string {
+    return `${this.#prefix}tenant:${tenantId}:runs`;
+  }
+  #sessionKey(tenantId: string, sessionId: string): string {
+    return `${this.#prefix}tenant:${tenantId}:session:${sessionId}:runs`;
+  }
+
+  append(req: AppendRequest): Promise<LoggedEvent> {
+    return this.#batcher.append(req);
+  }
+
+  async #loadHead(runId: string): Promise<Head> {
+    const [seq, hash] = await wrap(this.#client.hmget(this.#metaKey(runId), "seq", "hash"));
+    return { seq: Number(seq ?? 0), hash: hash ?? GENESIS_HASH };
+  }
+
+  async #commit(c: Commit): Promise<CommitOutcome> {
+    const tenant = c.tenantId ?? "";
+    const args: (string | number)[] = [
+      this.#streamKey(c.runId),
+      this.#metaKey(c.runId),
+      this.#tenantKey(tenant),
+      this.#sessionKey(tenant, c.sessionId),
+      c.fence === undefined ? "" : String(c.fence),
+      c.prev.seq,
+      c.prev.hash,
+      c.runId,
+      tenant,
+      c.sessionId,
+    ];
+    for (const e of c.events) args.push(e.json, e.hash);
+    const client = this.#client as unknown as {
+      agentdAppend(...a: (string | number)[]): Promise<ScriptReply>;
+    };
+    const reply = await wrap(client.agentdAppend(...args));
+    switch (reply[0]) {
+      case "OK":
+        return { kind: "ok" };
+      case "FENCED":
+        return { kind: "fenced", epoch: Number(reply[1]) };
+      case "CONFLICT":
+        return { kind: "conflict", head: { seq: Number(reply[1]), hash: reply[2] || GENESIS_HASH } };
+      default:
+        throw new AgentdError("EIO", `append script answered ${String(reply[0])}`);
+    }
+  }
+
+  async read(runId: string, afterSeq: number, limit?: number): Promise<LoggedEvent[]> {
+    const args: (string | number)[] = [this.#streamKey(runId), `0-${afterSeq + 1}`, "+"];
+    if (limit !== undefined) args.push("COUNT", limit);
+    const rows = (await wrap(this.#client.call("XRANGE", ...args))) as [string, string[]][];
+    return rows.map((row) => toLogged(runId, row));
+  }
+
+  follow(runId: string, afterSeq: number, signal: AbortSignal): AsyncIterable<LoggedEvent> {
+    return followLog((r, a, l) => this.read(r, a, l), this.#feed, runId, afterSeq, signal);
+  }
+
+  async #subscribe(runId: string, onEvent: (ev: LoggedEvent) => void): Promise<() => void> {
+    let tail = this.#tails.get(runId);
+    if (tail === undefined) {
+      tail = new RunTail(this.#client, this.#streamKey(runId), runId, this.#blockMs, () =>
+        this.#tails.delete(runId),
+      );
+      this.#tails.set(runId, tail);
+    }
+    return tail.add(onEvent);
+  }
+
+  async head(runId: string): Promise<RunHead | undefined> {
+    const [h] = await this.heads([runId]);
+    return h;
+  }
+
+  async heads(runIds: readonly string[]): Promise<(RunHead | undefined)[]> {
+    if (runIds.length === 0) return [];
+    const pipe = this.#client.pipeline();
+    for (const id of runIds) pipe.hmget(this.#metaKey(id), "tenant", "session", "seq", "hash", "epoch");
+    const results = (await wrap(pipe.exec())) ?? [];
+    return runIds.map((runId, i) => {
+      const [err, row] = results[i] ?? [null, null];
+      if (err) throw new AgentdError("EUNAVAILABLE", `redis: ${err.message}`, { cause: err });
+      const [tenant, session, seq, hash, epoch] = (row ?? []) as (string | null)[];
+      if (!seq || seq === "0") return undefined;
+      return {
+        runId,
+        tenantId: tenant ?? "",
+        sessionId: session ?? "",
+        seq: Number(seq),
+        hash: hash ?? "",
+        epoch: Number(epoch ?? 0),
+      };
+    });
+  }
+
+  async bumpEpoch(runId: string): Promise<number> {
+    return Number(await wrap(this.#client.hincrby(this.#metaKey(runId), "epoch", 1)));
+  }
+
+  async listRunIds(q: ListRunIdsQuery): Promise<RunIdPage> {
+    const key =
+      q.sessionId === undefined ? this.#tenantKey(q.tenantId) : this.#sessionKey(q.tenantId, q.sessionId);
+    const max = q.before === undefined ? "+" : `(${q.before}`;
+    const ids = (await wrap(
+      this.#client.zrevrangebylex(key, max, "-", "LIMIT", 0, q.limit + 1),
+    )) as string[];
+    const more = ids.length > q.limit;
+    const page = more ? ids.slice(0, q.limit) : ids;
+    return { runIds: page, next: more ? page[page.length - 1] : undefined };
+  }
+
+  async ping(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.#client.ping(),
+        new Promise((_, reject) => {
+          timer = setTimeout(
+            () => reject(new AgentdError("EUNAVAILABLE", "redis did not answer PING in time")),
+            this.#pingTimeoutMs,
+          );
+        }),
+      ]);
+    } catch (err) {
+      if (err instanceof AgentdError) throw err;
+      throw new AgentdError("EUNAVAILABLE", `redis: ${(err as Error).message}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.#tails.values()) t.stop();
+    this.#tails.clear();
+  }
+}
+
+/** Entries of a one-stream XREAD reply, RESP2 ([[key, entries]]) or RESP3 map ([key, entries]). */
+function streamRows(res: unknown[] | null): [string, string[]][] {
+  if (res === null || res.length === 0) return [];
+  const first = res[0];
+  const entries = Array.isArray(first) ? first[1] : res[1];
+  return (entries ?? []) as [string, string[]][];
+}
+
+function toLogged(runId: string, [id, fields]: [string, string[]]): LoggedEvent {
+  const seq = Number(id.slice(id.indexOf("-") + 1));
+  const i = fields.indexOf("e");
+  const json = fields[i + 1];
+  if (i < 0 || json === undefined) {
+    throw new AgentdError("EIO", `stream entry ${id} of run ${runId} has no event field`);
+  }
+  return new LoggedEvent(runId, seq, json);
+}
+
+async function wrap<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    if (err instanceof AgentdError) throw err;
+    throw new AgentdError("EUNAVAILABLE", `redis: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** One blocking XREAD loop per followed run, shared by every local subscriber. */
+class RunTail {
+  readonly #subs = new Set<(ev: LoggedEvent) => void>();
+  readonly #conn: Redis;
+  readonly #key: string;
+  readonly #runId: string;
+  readonly #blockMs: number;
+  readonly #onStop: () => void;
+  readonly #ready: Promise<void>;
+  #stopped = false;
+  #lastId = "0-0";
+
+  constructor(client: Redis, key: string, runId: string, blockMs: number, onStop: () => void) {
+    // A blocked XREAD holds its connection: tails never share the command connection.
+    this.#conn = client.duplicate();
+    // Connection errors surface as failed XREADs, retried by the loop; no unhandled events.
+    this.#conn.on("error", () => undefined);
+    this.#key = key;
+    this.#runId = runId;
+    this.#blockMs = blockMs;
+    this.#onStop = onStop;
+    this.#ready = this.#start();
+  }
+
+  async add(onEvent: (ev: LoggedEvent) => void): Promise<() => void> {
+    this.#subs.add(onEvent);
+    await this.#ready;
+    return () => {
+      this.#subs.delete(onEvent);
+      if (this.#subs.size === 0) this.stop();
+    };
+  }
+
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#onStop();
+    this.#conn.disconnect();
+  }
+
+  async #start(): Promise<void> {
+    // Start from the current last entry: everything appended after this point is ours to
+    // deliver; older events are read by each subscriber from the log.
+    const last = (await wrap(this.#conn.call("XREVRANGE", this.#key, "+", "-", "COUNT", 1))) as [
+      string,
+      string[],
+    ][];
+    this.#lastId = last[0]?.[0] ?? "0-0";
+    void this.#loop();
+  }
+
+  async #loop(): Promise<void> {
+    let backoff = 50;
+    while (!this.#stopped) {
+      try {
+        const res = (await this.#conn.call(
+          "XREAD",
+          "COUNT",
+          1000,
+          "BLOCK",
+          this.#blockMs,
+          "STREAMS",
+          this.#key,
+          this.#lastId,
+        )) as unknown[] | null;
+        backoff = 50;
+        for (const row of streamRows(res)) {
+          const ev = toLogged(this.#runId, row);
+          this.#lastId = row[0];
+          for (const sub of this.#subs) sub(ev);
+        }
+      } catch {
+        if (this.#stopped) return;
+        // Redis restarting: the connection reconnects by itself; retry from the last id.
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 2000);
+      }
+    }
+  }
+}
