@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { ulid } from "ulid";
-import { OutputDeltaSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import { isAgentdError } from "../errors.ts";
+import { OutputDeltaSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { EventPayload, LoggedEvent } from "./event-codec.ts";
 import { verifyChain } from "./hash-chain.ts";
 import type { AppendRequest, EventLog } from "./port.ts";
@@ -27,7 +27,10 @@ export function queued(runId: string, tenantId: string, sessionId = "s1"): Appen
     runId,
     sessionId,
     tenantId,
-    payload: { case: "runQueued", value: create(RunQueuedSchema, { tenantId, prompt: "p", priority: 5 }) },
+    payload: {
+      case: "runQueued",
+      value: create(RunQueuedSchema, { tenantId, prompt: "p", priority: 5 }),
+    },
   };
 }
 
@@ -72,8 +75,21 @@ export function runEventLogConformance(name: string, h: ConformanceHarness): voi
         assert.equal(ev.seq, i + 2);
       }
       const all = await log.read(runId, 0);
-      assert.deepEqual(all.map((e) => e.seq), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-      assert.deepEqual(all.slice(1).map(textOf), ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"]);
+      assert.deepEqual(
+        all.map((e) => e.seq),
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+      );
+      assert.deepEqual(all.slice(1).map(textOf), [
+        "m0",
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+        "m5",
+        "m6",
+        "m7",
+        "m8",
+      ]);
       assert.equal(all[0]?.type, "run.queued");
       const verdict = verifyChain(all.map((e) => e.json));
       assert.deepEqual(verdict.ok, true);
@@ -108,7 +124,10 @@ export function runEventLogConformance(name: string, h: ConformanceHarness): voi
       // One writer's fire-and-forget appends still land in the order it made them.
       for (let wi = 0; wi < 20; wi++) {
         const mine = texts.filter((t) => t.startsWith(`w${wi}-`));
-        assert.deepEqual(mine, Array.from({ length: perWriter }, (_, i) => `w${wi}-${i}`));
+        assert.deepEqual(
+          mine,
+          Array.from({ length: perWriter }, (_, i) => `w${wi}-${i}`),
+        );
       }
       assert.equal(verifyChain(all.map((e) => e.json)).ok, true);
     });
@@ -157,8 +176,14 @@ export function runEventLogConformance(name: string, h: ConformanceHarness): voi
       const runId = ulid();
       await log.append(queued(runId, tenant));
       for (let i = 0; i < 9; i++) await log.append(delta(runId, `r${i}`));
-      assert.deepEqual((await log.read(runId, 3, 4)).map((e) => e.seq), [4, 5, 6, 7]);
-      assert.deepEqual((await log.read(runId, 8)).map((e) => e.seq), [9, 10]);
+      assert.deepEqual(
+        (await log.read(runId, 3, 4)).map((e) => e.seq),
+        [4, 5, 6, 7],
+      );
+      assert.deepEqual(
+        (await log.read(runId, 8)).map((e) => e.seq),
+        [9, 10],
+      );
       assert.deepEqual(await log.read(runId, 10), []);
       assert.deepEqual(await log.read(ulid(), 0), []);
     });
@@ -179,8 +204,14 @@ export function runEventLogConformance(name: string, h: ConformanceHarness): voi
       const a = await fromStart;
       const b = await fromMiddle;
       ac.abort();
-      assert.deepEqual(a.map((e) => e.seq), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-      assert.deepEqual(b.map((e) => e.seq), [3, 4, 5, 6, 7, 8, 9, 10]);
+      assert.deepEqual(
+        a.map((e) => e.seq),
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+      );
+      assert.deepEqual(
+        b.map((e) => e.seq),
+        [3, 4, 5, 6, 7, 8, 9, 10],
+      );
       assert.equal(textOf(a[9] as LoggedEvent), "live6");
     });
 

@@ -11,7 +11,16 @@
  * Never rewrites a stored line; the only truncation is of a torn (unterminated) last line.
  */
 import { closeSync, fsyncSync, openSync, unlinkSync } from "node:fs";
-import { mkdir, open, readdir, readFile, rename, truncate, writeFile, type FileHandle } from "node:fs/promises";
+import {
+  type FileHandle,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  truncate,
+  writeFile,
+} from "node:fs/promises";
 import { join } from "node:path";
 import { AgentdError } from "../errors.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
@@ -165,7 +174,9 @@ export class FileEventLog implements EventLog {
 
   #head(runId: string): Head {
     const run = this.#runs.get(runId);
-    return run === undefined ? { seq: 0, hash: GENESIS_HASH } : { seq: run.lines.length, hash: run.hash };
+    return run === undefined
+      ? { seq: 0, hash: GENESIS_HASH }
+      : { seq: run.lines.length, hash: run.hash };
   }
 
   append(req: AppendRequest): Promise<LoggedEvent> {
@@ -212,7 +223,8 @@ export class FileEventLog implements EventLog {
     const start = Math.max(0, afterSeq);
     const end = limit === undefined ? run.lines.length : Math.min(run.lines.length, start + limit);
     const out: LoggedEvent[] = [];
-    for (let i = start; i < end; i++) out.push(new LoggedEvent(runId, i + 1, run.lines[i] as string));
+    for (let i = start; i < end; i++)
+      out.push(new LoggedEvent(runId, i + 1, run.lines[i] as string));
     return out;
   }
 

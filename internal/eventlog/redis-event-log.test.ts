@@ -1,8 +1,8 @@
 import { Redis } from "ioredis";
 import { ulid } from "ulid";
+import { startRedis, type TestRedis } from "../testing/redis-server.ts";
 import { runEventLogConformance } from "./conformance.ts";
 import { RedisEventLog } from "./redis-event-log.ts";
-import { startRedis, type TestRedis } from "../testing/redis-server.ts";
 
 let redis: TestRedis;
 const prefix = `test:${ulid()}:`;

@@ -11,18 +11,12 @@
  */
 import type { Redis } from "ioredis";
 import { AgentdError } from "../errors.ts";
-import { APPEND_LUA } from "./append-lua.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
+import { APPEND_LUA } from "./append-lua.ts";
 import { LoggedEvent } from "./event-codec.ts";
 import { followLog, type LiveFeed } from "./follow.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
-import type {
-  AppendRequest,
-  EventLog,
-  ListRunIdsQuery,
-  RunHead,
-  RunIdPage,
-} from "./port.ts";
+import type { AppendRequest, EventLog, ListRunIdsQuery, RunHead, RunIdPage } from "./port.ts";
 
 export interface RedisEventLogOptions {
   /** Connection for commands; duplicated for blocking tail reads. Not closed by close(). */
@@ -107,7 +101,10 @@ export class RedisEventLog implements EventLog {
       case "FENCED":
         return { kind: "fenced", epoch: Number(reply[1]) };
       case "CONFLICT":
-        return { kind: "conflict", head: { seq: Number(reply[1]), hash: reply[2] || GENESIS_HASH } };
+        return {
+          kind: "conflict",
+          head: { seq: Number(reply[1]), hash: reply[2] || GENESIS_HASH },
+        };
       default:
         throw new AgentdError("EIO", `append script answered ${String(reply[0])}`);
     }
@@ -143,7 +140,8 @@ export class RedisEventLog implements EventLog {
   async heads(runIds: readonly string[]): Promise<(RunHead | undefined)[]> {
     if (runIds.length === 0) return [];
     const pipe = this.#client.pipeline();
-    for (const id of runIds) pipe.hmget(this.#metaKey(id), "tenant", "session", "seq", "hash", "epoch");
+    for (const id of runIds)
+      pipe.hmget(this.#metaKey(id), "tenant", "session", "seq", "hash", "epoch");
     const results = (await wrap(pipe.exec())) ?? [];
     return runIds.map((runId, i) => {
       const [err, row] = results[i] ?? [null, null];
@@ -167,7 +165,9 @@ export class RedisEventLog implements EventLog {
 
   async listRunIds(q: ListRunIdsQuery): Promise<RunIdPage> {
     const key =
-      q.sessionId === undefined ? this.#tenantKey(q.tenantId) : this.#sessionKey(q.tenantId, q.sessionId);
+      q.sessionId === undefined
+        ? this.#tenantKey(q.tenantId)
+        : this.#sessionKey(q.tenantId, q.sessionId);
     const max = q.before === undefined ? "+" : `(${q.before}`;
     const ids = (await wrap(
       this.#client.zrevrangebylex(key, max, "-", "LIMIT", 0, q.limit + 1),

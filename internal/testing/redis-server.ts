@@ -42,7 +42,9 @@ async function freePort(): Promise<number> {
   });
 }
 
-export async function startRedis(opts: { appendfsync?: "always" | "everysec" } = {}): Promise<TestRedis> {
+export async function startRedis(
+  opts: { appendfsync?: "always" | "everysec" } = {},
+): Promise<TestRedis> {
   const bin = redisServerPath();
   const dir = mkdtempSync(join(tmpdir(), "agentd-redis-"));
   const port = await freePort();
@@ -53,15 +55,36 @@ export async function startRedis(opts: { appendfsync?: "always" | "everysec" } =
     proc = spawn(
       bin,
       [
-        "--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
-        "--appendonly", "yes", "--appendfsync", opts.appendfsync ?? "always",
-        "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning",
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        dir,
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        opts.appendfsync ?? "always",
+        "--daemonize",
+        "no",
+        "--protected-mode",
+        "no",
+        "--loglevel",
+        "warning",
       ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const probe = new Redis({ port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const probe = new Redis({
+        port,
+        host: "127.0.0.1",
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
       try {
         await probe.connect();
         await probe.ping();

@@ -1,0 +1,130 @@
+/**
+ * agentd's configuration: flags first, then AGENTD_* environment variables, then defaults.
+ * Read once here (the composition root); internal/ only sees the parsed options.
+ */
+import { parseArgs } from "node:util";
+import { z } from "zod";
+
+export const FLAGS = {
+  listen: {
+    env: "AGENTD_LISTEN",
+    help: "HOST:PORT to serve gRPC, gRPC-Web, Connect, SSE and probes on",
+    def: "127.0.0.1:7070",
+  },
+  "event-log": {
+    env: "AGENTD_EVENT_LOG",
+    help: "redis://HOST:PORT[/DB] or file:DIR (dev default: file:<data-dir>)",
+    def: undefined,
+  },
+  "auth-file": {
+    env: "AGENTD_AUTH_FILE",
+    help: "YAML file of sha256-hashed bearer tokens: tokens: [{sha256, tenant, roles}]",
+    def: undefined,
+  },
+  "auth-tokens": {
+    env: "AGENTD_AUTH_TOKENS",
+    help: "the auth file's YAML content inline (instead of --auth-file)",
+    def: undefined,
+  },
+  "data-dir": {
+    env: "AGENTD_DATA_DIR",
+    help: "dev: directory of the embedded event log and artifacts",
+    def: ".data/dev",
+  },
+  "artifact-dir": {
+    env: "AGENTD_ARTIFACT_DIR",
+    help: "directory of the artifact store (default: <data-dir>/artifacts, or .data/artifacts with Redis)",
+    def: undefined,
+  },
+  "redis-prefix": { env: "AGENTD_REDIS_PREFIX", help: "prefix of every Redis key", def: "agentd:" },
+  "max-request-bytes": {
+    env: "AGENTD_MAX_REQUEST_BYTES",
+    help: "largest request message accepted (RESOURCE_EXHAUSTED above)",
+    def: String(8 * 1024 * 1024),
+  },
+  "log-level": { env: "AGENTD_LOG_LEVEL", help: "trace, debug, info, warn, error", def: "info" },
+  "insecure-no-auth": {
+    env: "AGENTD_INSECURE_NO_AUTH",
+    help: "server: accept every caller as tenant 'default' (dev does this unless given an auth file)",
+    def: undefined,
+    bool: true,
+  },
+} as const;
+
+export type FlagName = keyof typeof FLAGS;
+
+const ListenSchema = z
+  .string()
+  .regex(
+    /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/,
+    "must be HOST:PORT, e.g. 127.0.0.1:7070 or [::1]:7070",
+  )
+  .transform((s) => {
+    const i = s.lastIndexOf(":");
+    return { host: s.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(s.slice(i + 1)) };
+  })
+  .refine((l) => l.port <= 65535, "port must be at most 65535");
+
+const EventLogSchema = z
+  .string()
+  .refine(
+    (s) => /^redis(s)?:\/\//.test(s) || s.startsWith("file:"),
+    "must be redis://HOST:PORT[/DB] or file:DIR",
+  );
+
+export const ConfigSchema = z.object({
+  listen: ListenSchema,
+  "event-log": EventLogSchema.optional(),
+  "auth-file": z.string().min(1).optional(),
+  "auth-tokens": z.string().min(1).optional(),
+  "data-dir": z.string().min(1),
+  "artifact-dir": z.string().min(1).optional(),
+  "redis-prefix": z.string().min(1).max(64),
+  "max-request-bytes": z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(1024 * 1024 * 1024),
+  "log-level": z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
+  "insecure-no-auth": z.boolean(),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+export class UsageError extends Error {}
+
+/** Parses argv (after the subcommand) and the environment into a Config. */
+export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): Config & { help: boolean } {
+  const options: Record<string, { type: "string" | "boolean" }> = { help: { type: "boolean" } };
+  for (const [name, f] of Object.entries(FLAGS))
+    options[name] = { type: "bool" in f ? "boolean" : "string" };
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    values = parseArgs({ args: argv, options, allowPositionals: false, strict: true }).values;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const raw: Record<string, unknown> = {};
+  for (const [name, f] of Object.entries(FLAGS)) {
+    const v = values[name] ?? env[f.env] ?? f.def;
+    raw[name] = "bool" in f ? v === true || v === "1" || v === "true" : v;
+  }
+  const parsed = ConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = String(issue?.path[0] ?? "");
+    const f = FLAGS[name as FlagName];
+    throw new UsageError(`--${name}${f ? ` (${f.env})` : ""}: ${issue?.message ?? "invalid"}`);
+  }
+  return { ...parsed.data, help: values.help === true };
+}
+
+export function flagHelp(names: readonly FlagName[]): string {
+  return names
+    .map((n) => {
+      const f = FLAGS[n];
+      const def = f.def === undefined ? "" : ` (default ${f.def})`;
+      return `  --${n}${"bool" in f ? "" : " VALUE"}\n      ${f.help}${def}\n      env: ${f.env}`;
+    })
+    .join("\n");
+}

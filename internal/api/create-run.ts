@@ -1,0 +1,80 @@
+/** CreateRun: validate, store the workspace archive, append `run.queued`. */
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import { ulid } from "ulid";
+import { invalid } from "../errors.ts";
+import { RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
+import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
+import { applyEvent, emptyRun } from "../projections/run-projection.ts";
+import { principalOf } from "./context.ts";
+import type { ApiDeps } from "./deps.ts";
+import { SESSION_RE, textField } from "./validate.ts";
+
+const MAX_PROMPT_BYTES = 64 * 1024;
+const SKILL_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
+const LABEL_KEY_RE = /^[A-Za-z0-9._/-]{1,63}$/;
+
+export function createRunHandler(deps: ApiDeps) {
+  return async (
+    req: CreateRunRequest,
+    ctx: HandlerContext,
+  ): Promise<MessageInitShape<typeof CreateRunResponseSchema>> => {
+    const principal = principalOf(ctx);
+    textField("prompt", req.prompt, MAX_PROMPT_BYTES, true);
+    if (req.sessionId !== "" && !SESSION_RE.test(req.sessionId)) {
+      throw invalid("session_id", "must be 1-128 characters of [A-Za-z0-9._:-]");
+    }
+    if (req.priority > 10)
+      throw invalid("priority", "must be 1 (highest) to 10 (lowest), or 0 for the default 5");
+    if (req.skills.length > 16) throw invalid("skills", "at most 16 skills");
+    req.skills.forEach((s, i) => {
+      if (!SKILL_RE.test(s))
+        throw invalid(`skills[${i}]`, "must be a skill name of [a-z0-9-], at most 64 characters");
+    });
+    const labels = Object.entries(req.labels);
+    if (labels.length > 32) throw invalid("labels", "at most 32 labels");
+    for (const [k, v] of labels) {
+      if (!LABEL_KEY_RE.test(k))
+        throw invalid(
+          `labels[${JSON.stringify(k)}]`,
+          "key must be 1-63 characters of [A-Za-z0-9._/-]",
+        );
+      textField(`labels[${JSON.stringify(k)}]`, v, 256);
+    }
+    let workspace = { digest: "", size: 0 };
+    if (req.workspaceTar.byteLength > 0) {
+      if (!looksLikeTar(req.workspaceTar))
+        throw invalid("workspace_tar", "is not a tar archive (no ustar header)");
+      workspace = await deps.artifacts.put(req.workspaceTar);
+    }
+    const runId = ulid();
+    const sessionId = req.sessionId || ulid();
+    const ev = await deps.log.append({
+      runId,
+      sessionId,
+      tenantId: principal.tenantId,
+      expectedSeq: 0,
+      payload: {
+        case: "runQueued",
+        value: create(RunQueuedSchema, {
+          tenantId: principal.tenantId,
+          prompt: req.prompt,
+          priority: req.priority === 0 ? 5 : req.priority,
+          skills: req.skills,
+          labels: req.labels,
+          workspaceDigest: workspace.digest,
+          workspaceSizeBytes: BigInt(workspace.size),
+          submittedBy: principal.name,
+        }),
+      },
+    });
+    return { run: applyEvent(emptyRun(runId), ev.event) };
+  };
+}
+
+/** A POSIX tar starts with a 512-byte header carrying "ustar" at offset 257. */
+function looksLikeTar(data: Uint8Array): boolean {
+  if (data.byteLength < 512 || data.byteLength % 512 !== 0) return false;
+  return Buffer.from(data.subarray(257, 262)).toString("latin1") === "ustar";
+}

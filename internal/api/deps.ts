@@ -1,0 +1,28 @@
+/** What the RPC handlers need; built by the composition root (cmd/agentd). */
+import type { ArtifactStore } from "../artifacts/port.ts";
+import type { Principal } from "../auth/tokens.ts";
+import type { EventLog, RunHead } from "../eventlog/port.ts";
+import type { Run } from "../gen/agentd/v1/run_service_pb.js";
+import type { RunProjectionCache } from "../projections/run-cache.ts";
+import { notFoundRun, runIdField } from "./validate.ts";
+
+export interface ApiDeps {
+  log: EventLog;
+  runs: RunProjectionCache;
+  artifacts: ArtifactStore;
+}
+
+/** The caller's run (head and projection), or NOT_FOUND for a missing or foreign run. */
+export async function runOf(
+  deps: ApiDeps,
+  principal: Principal,
+  runId: string,
+  field = "run_id",
+): Promise<{ head: RunHead; run: Run }> {
+  runIdField(field, runId);
+  const head = await deps.log.head(runId);
+  if (head === undefined || head.tenantId !== principal.tenantId) throw notFoundRun(runId);
+  const run = await deps.runs.get(runId, head);
+  if (run === undefined) throw notFoundRun(runId);
+  return { head, run };
+}

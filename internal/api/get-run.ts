@@ -1,0 +1,16 @@
+/** GetRun: the run's projection, scoped to the caller's tenant. */
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import type { GetRunRequest, GetRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
+import { principalOf } from "./context.ts";
+import { type ApiDeps, runOf } from "./deps.ts";
+
+export function getRunHandler(deps: ApiDeps) {
+  return async (
+    req: GetRunRequest,
+    ctx: HandlerContext,
+  ): Promise<MessageInitShape<typeof GetRunResponseSchema>> => {
+    const { run } = await runOf(deps, principalOf(ctx), req.runId);
+    return { run };
+  };
+}

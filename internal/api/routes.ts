@@ -1,0 +1,24 @@
+/** Registers agentd.v1.RunService: one handler per file, wired here. */
+import type { ConnectRouter } from "@connectrpc/connect";
+import { RunService } from "../gen/agentd/v1/run_service_pb.js";
+import { listApprovalsHandler, resolveApprovalHandler } from "./approvals.ts";
+import { cancelRunHandler } from "./cancel-run.ts";
+import { createRunHandler } from "./create-run.ts";
+import type { ApiDeps } from "./deps.ts";
+import { getArtifactHandler } from "./get-artifact.ts";
+import { getRunHandler } from "./get-run.ts";
+import { listRunsHandler } from "./list-runs.ts";
+import { streamEventsHandler } from "./stream-events.ts";
+
+export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
+  router.service(RunService, {
+    createRun: createRunHandler(deps),
+    getRun: getRunHandler(deps),
+    listRuns: listRunsHandler(deps),
+    streamEvents: streamEventsHandler(deps),
+    resolveApproval: resolveApprovalHandler(),
+    listApprovals: listApprovalsHandler(),
+    cancelRun: cancelRunHandler(deps),
+    getArtifact: getArtifactHandler(deps),
+  });
+}

@@ -1,0 +1,75 @@
+/**
+ * StreamEvents: the run's events after `after_seq`, then live ones until the terminal
+ * event (or only the stored ones with `history_only`). Resuming from the last seq a
+ * client saw gives every later event exactly once.
+ */
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import type { Principal } from "../auth/tokens.ts";
+import { AgentdError, invalid } from "../errors.ts";
+import type { LoggedEvent } from "../eventlog/event-codec.ts";
+import { TERMINAL_TYPES } from "../eventlog/event-codec.ts";
+import type {
+  StreamEventsRequest,
+  StreamEventsResponseSchema,
+} from "../gen/agentd/v1/run_service_pb.js";
+import { isTerminal } from "../projections/run-projection.ts";
+import { principalOf } from "./context.ts";
+import { type ApiDeps, runOf } from "./deps.ts";
+
+/**
+ * The events a client asked for, as stored: shared by the gRPC stream and the SSE endpoint.
+ * Validates `afterSeq` (negative: INVALID_ARGUMENT, past the last seq: OUT_OF_RANGE).
+ */
+export async function* runEvents(
+  deps: ApiDeps,
+  principal: Principal,
+  runId: string,
+  afterSeq: bigint | number,
+  historyOnly: boolean,
+  signal: AbortSignal,
+): AsyncGenerator<LoggedEvent> {
+  if (afterSeq < 0) throw invalid("after_seq", "must not be negative");
+  const { head, run } = await runOf(deps, principal, runId);
+  if (BigInt(afterSeq) > BigInt(head.seq)) {
+    throw new AgentdError(
+      "EOUTOFRANGE",
+      `after_seq ${afterSeq} is beyond the run's last seq ${head.seq}`,
+      { field: "after_seq" },
+    );
+  }
+  const after = Number(afterSeq);
+  if (historyOnly || isTerminal(run.state)) {
+    // Nothing will follow a terminal event: serve what is stored and end.
+    let last = after;
+    for (;;) {
+      const page = await deps.log.read(runId, last, 1000);
+      for (const ev of page) yield ev;
+      if (page.length < 1000) return;
+      last = page[page.length - 1]?.seq ?? last;
+    }
+  }
+  for await (const ev of deps.log.follow(runId, after, signal)) {
+    yield ev;
+    if (TERMINAL_TYPES.has(ev.type)) return;
+  }
+}
+
+export function streamEventsHandler(deps: ApiDeps) {
+  return async function* (
+    req: StreamEventsRequest,
+    ctx: HandlerContext,
+  ): AsyncGenerator<MessageInitShape<typeof StreamEventsResponseSchema>> {
+    const principal = principalOf(ctx);
+    for await (const ev of runEvents(
+      deps,
+      principal,
+      req.runId,
+      req.afterSeq,
+      req.historyOnly,
+      ctx.signal,
+    )) {
+      yield { event: ev.event };
+    }
+  };
+}

@@ -1,0 +1,136 @@
+/**
+ * Bearer-token authentication. Tokens are never stored: the auth file holds their sha256
+ * hashes, each mapped to a tenant and roles. Lookup hashes the presented token and compares
+ * it with every entry in constant time (no early exit, no timing hint of a near match).
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { parseDocument } from "yaml";
+import { z } from "zod";
+import { AgentdError } from "../errors.ts";
+
+export const ROLES = ["submit", "read", "approve", "admin"] as const;
+export type Role = (typeof ROLES)[number];
+
+/** Who is calling: from a token, or the single local principal when auth is off. */
+export interface Principal {
+  /** A name for logs and events ("submitted_by"); never the token. */
+  name: string;
+  tenantId: string;
+  roles: ReadonlySet<Role>;
+}
+
+export const TENANT_RE = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+
+const AuthFileSchema = z
+  .object({
+    tokens: z
+      .array(
+        z
+          .object({
+            sha256: z
+              .string()
+              .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hex characters (sha256 of the token)"),
+            tenant: z.string().regex(TENANT_RE, "must match [a-z0-9][a-z0-9_-]{0,62}"),
+            roles: z.array(z.enum(ROLES)).min(1),
+            name: z.string().min(1).max(128).optional(),
+          })
+          .strict(),
+      )
+      .min(1, "at least one token is needed"),
+  })
+  .strict();
+
+export interface TokenEntry {
+  digest: Buffer;
+  principal: Principal;
+}
+
+/** Parses an auth file's YAML text; errors name the source, line and field. */
+export function parseAuthConfig(text: string, source: string): TokenEntry[] {
+  const doc = parseDocument(text, { prettyErrors: false });
+  if (doc.errors.length > 0) {
+    const e = doc.errors[0];
+    const line = e?.linePos?.[0]?.line ?? 0;
+    throw new AgentdError("EVALIDATION", `${source}:${line}: ${e?.message ?? "invalid YAML"}`);
+  }
+  const parsed = AuthFileSchema.safeParse(doc.toJS());
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const path = issue?.path ?? [];
+    const node = doc.getIn(path, true) as { range?: [number, number] } | undefined;
+    const line = node?.range ? lineOf(text, node.range[0]) : 0;
+    const field = path.join(".");
+    throw new AgentdError(
+      "EVALIDATION",
+      `${source}:${line}: ${field || "(root)"}: ${issue?.message ?? "invalid"}`,
+      { field },
+    );
+  }
+  return parsed.data.tokens.map((t, i) => ({
+    digest: Buffer.from(t.sha256.toLowerCase(), "hex"),
+    principal: { name: t.name ?? `${t.tenant}#${i}`, tenantId: t.tenant, roles: new Set(t.roles) },
+  }));
+}
+
+/** Reads and parses an auth file. */
+export function loadAuthFile(path: string): TokenEntry[] {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new AgentdError("EVALIDATION", `auth file ${path}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  return parseAuthConfig(text, path);
+}
+
+function lineOf(text: string, offset: number): number {
+  let line = 1;
+  for (let i = 0; i < offset && i < text.length; i++) if (text.charCodeAt(i) === 10) line++;
+  return line;
+}
+
+/** sha256 hex of a token: what goes in the auth file. */
+export function hashToken(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
+export interface Authenticator {
+  /** The principal of an `Authorization` header value; throws EUNAUTHENTICATED. */
+  authenticate(authorization: string | null | undefined): Principal;
+}
+
+/** Authenticates bearer tokens against hashed entries. */
+export function createTokenAuthenticator(entries: readonly TokenEntry[]): Authenticator {
+  return {
+    authenticate(authorization) {
+      const m = /^Bearer[ \t]+(\S{1,4096})[ \t]*$/i.exec(authorization ?? "");
+      if (m === null) {
+        throw new AgentdError(
+          "EUNAUTHENTICATED",
+          authorization
+            ? "malformed Authorization header: expected 'Bearer <token>'"
+            : "missing bearer token",
+        );
+      }
+      const presented = createHash("sha256")
+        .update(m[1] as string, "utf8")
+        .digest();
+      let found: Principal | undefined;
+      for (const e of entries) {
+        // Every entry is compared, whatever matched before.
+        if (timingSafeEqual(presented, e.digest) && found === undefined) found = e.principal;
+      }
+      if (found === undefined) throw new AgentdError("EUNAUTHENTICATED", "invalid bearer token");
+      return found;
+    },
+  };
+}
+
+/** No authentication (agentd dev on a laptop): every caller is this one principal. */
+export function createOpenAuthenticator(tenantId = "default"): Authenticator {
+  const principal: Principal = { name: "local", tenantId, roles: new Set(ROLES) };
+  return { authenticate: () => principal };
+}

@@ -1,0 +1,110 @@
+/**
+ * The HTTP application behind the one port: the Connect/gRPC/gRPC-Web API (RunService,
+ * health, reflection), the SSE event stream, /healthz and /readyz.
+ */
+import type http from "node:http";
+import type http2 from "node:http2";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { ApiDeps } from "../api/deps.ts";
+import { authInterceptor } from "../api/interceptors/auth.ts";
+import { errorInterceptor } from "../api/interceptors/errors.ts";
+import { registerRunService } from "../api/routes.ts";
+import type { Authenticator } from "../auth/tokens.ts";
+import { file_agentd_v1_events } from "../gen/agentd/v1/events_pb.js";
+import { file_agentd_v1_run_service } from "../gen/agentd/v1/run_service_pb.js";
+import { file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
+import type { Logger } from "../telemetry/logger.ts";
+import type { RequestHandler } from "./dual-protocol.ts";
+import { registerHealth } from "./health.ts";
+import { registerReflection } from "./reflection.ts";
+import { type Res, SSE_PATH, serveSse } from "./sse.ts";
+
+export interface AppOptions {
+  deps: ApiDeps;
+  auth: Authenticator;
+  logger: Logger;
+  /** Largest request message accepted, bytes (RESOURCE_EXHAUSTED above). Default 8 MiB. */
+  maxRequestBytes?: number;
+}
+
+export const SERVICES = [
+  "agentd.v1.RunService",
+  "grpc.health.v1.Health",
+  "grpc.reflection.v1.ServerReflection",
+] as const;
+
+export function createApp(opts: AppOptions): RequestHandler {
+  const { deps, auth, logger } = opts;
+  const logError = (err: unknown, incident?: string): void => {
+    logger.error({ err, incident }, "request failed");
+  };
+  const ready = async (): Promise<boolean> => {
+    try {
+      await deps.log.ping();
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const api = connectNodeAdapter({
+    readMaxBytes: opts.maxRequestBytes ?? 8 * 1024 * 1024,
+    interceptors: [errorInterceptor(logError), authInterceptor(auth)],
+    routes(router) {
+      registerRunService(router, deps);
+      registerHealth(router, { check: ready, services: ["agentd.v1.RunService"] });
+      registerReflection(router, {
+        files: [
+          file_agentd_v1_run_service,
+          file_agentd_v1_events,
+          file_google_protobuf_timestamp,
+          file_grpc_health_v1_health,
+        ],
+        services: SERVICES,
+      });
+    },
+  });
+
+  return (req, res) => {
+    const url = new URL(req.url ?? "/", "http://agentd");
+    if (req.method === "GET" || req.method === "HEAD") {
+      if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
+      if (url.pathname === "/readyz") {
+        void ready().then((ok) =>
+          json(
+            res,
+            ok ? 200 : 503,
+            ok
+              ? { status: "ready", eventLog: deps.log.kind }
+              : { status: "not ready", reason: "event log unreachable" },
+          ),
+        );
+        return;
+      }
+      const m = SSE_PATH.exec(url.pathname);
+      if (m !== null && req.method === "GET") {
+        void serveSse(
+          deps,
+          auth,
+          req,
+          res as unknown as Res,
+          decodeURIComponent(m[1] as string),
+          url,
+          (e) => logError(e),
+        );
+        return;
+      }
+    }
+    api(req as http.IncomingMessage, res as http.ServerResponse);
+  };
+}
+
+function json(
+  response: http.ServerResponse | http2.Http2ServerResponse,
+  status: number,
+  body: unknown,
+): void {
+  const res = response as unknown as Res;
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}

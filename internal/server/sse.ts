@@ -1,0 +1,98 @@
+/**
+ * GET /v1/runs/{id}/events as Server-Sent Events, for browsers and curl. Each event is
+ * `id: <seq>`, `event: <type>`, `data: <stored canonical JSON>` (the exact bytes the hash
+ * chain covers). Resume with the standard `Last-Event-ID` header (or `?after_seq=`); the
+ * stream ends after the run's terminal event.
+ */
+import type http from "node:http";
+import type http2 from "node:http2";
+import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
+import { hasRole } from "../api/context.ts";
+import type { ApiDeps } from "../api/deps.ts";
+import { toConnectError } from "../api/errors.ts";
+import { runEvents } from "../api/stream-events.ts";
+import type { Authenticator } from "../auth/tokens.ts";
+import { AgentdError } from "../errors.ts";
+
+type Req = http.IncomingMessage | http2.Http2ServerRequest;
+/** What SSE needs of an HTTP/1.1 or HTTP/2 compat response (their union is not callable). */
+export interface Res {
+  writeHead(status: number, headers: Record<string, string>): unknown;
+  write(chunk: string): boolean;
+  end(chunk?: string): unknown;
+  on(event: "close", fn: () => void): unknown;
+  once(event: "drain", fn: () => void): unknown;
+}
+
+/** Comment lines keep proxies from closing an idle stream. */
+const KEEPALIVE_MS = 15_000;
+
+export const SSE_PATH = /^\/v1\/runs\/([^/]+)\/events$/;
+
+export async function serveSse(
+  deps: ApiDeps,
+  auth: Authenticator,
+  req: Req,
+  res: Res,
+  runId: string,
+  url: URL,
+  onError: (err: unknown) => void,
+): Promise<void> {
+  const ac = new AbortController();
+  res.on("close", () => ac.abort());
+  let started = false;
+  let keepalive: NodeJS.Timeout | undefined;
+  try {
+    const principal = auth.authenticate(header(req, "authorization"));
+    if (!hasRole(principal, "read"))
+      throw new AgentdError("EPERMISSION", "reading events needs the 'read' role");
+    const fromHeader = header(req, "last-event-id");
+    const raw = fromHeader ?? url.searchParams.get("after_seq") ?? "0";
+    const field = fromHeader !== undefined ? "Last-Event-ID" : "after_seq";
+    if (!/^\d{1,19}$/.test(raw.trim())) {
+      throw new AgentdError(
+        "EVALIDATION",
+        `${field}: must be a non-negative integer (the last seq seen)`,
+        { field },
+      );
+    }
+    const it = runEvents(deps, principal, runId, BigInt(raw.trim()), false, ac.signal)[
+      Symbol.asyncIterator
+    ]();
+    // Validation and NOT_FOUND surface on the first step, before any byte is sent.
+    let step = await it.next();
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      "x-accel-buffering": "no",
+    });
+    started = true;
+    res.write(": agentd event stream\n\n");
+    keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS);
+    while (!step.done) {
+      const ev = step.value;
+      const ok = res.write(`id: ${ev.seq}\nevent: ${ev.type}\ndata: ${ev.json}\n\n`);
+      if (!ok) await new Promise<void>((r) => res.once("drain", () => r()));
+      step = await it.next();
+    }
+    res.end();
+  } catch (err) {
+    if (started) {
+      onError(err);
+      res.end();
+      return;
+    }
+    // The same mapping as the RPCs, in the Connect protocol's JSON error shape.
+    const ce = toConnectError(err, onError);
+    const field = err instanceof AgentdError ? err.field : undefined;
+    res.writeHead(codeToHttpStatus(ce.code), { "content-type": "application/json" });
+    res.end(JSON.stringify({ code: codeToString(ce.code), message: ce.rawMessage, field }));
+  } finally {
+    clearInterval(keepalive);
+  }
+}
+
+function header(req: Req, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
