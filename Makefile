@@ -1,0 +1,62 @@
+# agentd — the single entry point. Every target works on a fresh clone: it ensures
+# Node.js 24 (project-local when the machine's is older) and the dependencies itself.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+ROOT := $(abspath .)
+NODE := $(shell "$(ROOT)/scripts/ensure-node.sh")
+ifeq ($(NODE),)
+$(error Node.js >= 24 is required and could not be installed; see the message above)
+endif
+export PATH := $(dir $(NODE)):$(ROOT)/node_modules/.bin:$(PATH)
+# npm itself runs on the Node above; this keeps its "engines" checks honest.
+export npm_config_update_notifier := false
+
+.PHONY: help setup generate build lint test bench demo images clean check-generated
+
+help:
+	@echo "make setup      install dependencies (Node 24 into .tools/ when needed)"
+	@echo "make generate   generate protobuf code into internal/gen (buf + protoc-gen-es)"
+	@echo "make build      generate + typecheck (bin/agentd and bin/agentctl run from source)"
+	@echo "make lint       biome (fails on warnings), tsc strict, buf lint"
+	@echo "make test       the whole test suite (starts private redis-server instances)"
+	@echo "make bench      benchmarks under bench/ (not part of the tests)"
+	@echo "make demo       the main job, on the embedded event log"
+
+setup: node_modules/.setup-done
+
+node_modules/.setup-done: package.json package-lock.json
+	@# npm ci refuses this lock file (npm 11 omits the other platforms' optional biome
+	@# binaries from it); npm install honours the same lock file.
+	npm install --no-audit --no-fund --loglevel=error
+	@touch $@
+
+generate: setup
+	buf generate
+
+# CI: generated code must be what the protos say (no diff, no stray files).
+check-generated: generate
+	@if [ -n "$$(git status --porcelain -- internal/gen)" ]; then \
+	  git status --porcelain -- internal/gen; \
+	  echo "internal/gen is stale: run 'make generate' and commit the result"; exit 1; fi
+
+build: generate
+	tsc -p tsconfig.json
+
+lint: setup
+	biome check --error-on-warnings .
+	tsc -p tsconfig.json
+	buf lint
+
+test: build
+	@"$(ROOT)/scripts/ensure-redis.sh"
+	node scripts/run-tests.ts
+
+bench: build
+	@"$(ROOT)/scripts/ensure-redis.sh"
+	node bench/eventlog.ts
+
+demo: build
+	@"$(ROOT)/scripts/demo.sh"
+
+clean:
+	rm -rf node_modules .tools .data dist

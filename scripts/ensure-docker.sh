@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Makes sure a Docker engine answers. Installed but stopped and we are root: start it.
+# Otherwise stop with a message naming what to install or start.
+set -euo pipefail
+if docker info >/dev/null 2>&1; then exit 0; fi
+if ! command -v dockerd >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && [ "${AGENTD_INSTALL_DOCKER:-}" = "1" ]; then
+    echo "ensure-docker: installing docker.io (apt-get)" >&2
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+  else
+    echo "ensure-docker: no Docker engine. Install one (Debian/Ubuntu: apt-get install -y docker.io) and start it (dockerd &)." >&2
+    exit 1
+  fi
+fi
+if [ "$(id -u)" != "0" ]; then
+  echo "ensure-docker: the Docker engine is installed but not running; start it (sudo dockerd & or systemctl start docker)." >&2
+  exit 1
+fi
+# A killed engine leaves its pid file behind and then refuses to start.
+if ! pgrep -x dockerd >/dev/null 2>&1; then rm -f /var/run/docker.pid; fi
+if ! pgrep -x dockerd >/dev/null 2>&1; then
+  echo "ensure-docker: starting dockerd (log: /var/log/dockerd.log)" >&2
+  nohup dockerd >/var/log/dockerd.log 2>&1 &
+fi
+for _ in $(seq 1 60); do
+  docker info >/dev/null 2>&1 && exit 0
+  sleep 0.5
+done
+echo "ensure-docker: dockerd did not become ready in 30 s; see /var/log/dockerd.log" >&2
+exit 1
