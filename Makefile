@@ -21,6 +21,7 @@ help:
 	@echo "make test       the whole test suite (starts private redis-server instances)"
 	@echo "make bench      benchmarks under bench/ (not part of the tests)"
 	@echo "make demo       the main job, on the embedded event log"
+	@echo "make images     build the sandbox images (sandbox-images/; IMAGES=base|test|all)"
 
 setup: node_modules/.setup-done
 
@@ -57,6 +58,11 @@ bench: build
 
 demo: build
 	@"$(ROOT)/scripts/demo.sh"
+
+# Sandbox images, from Debian packages and busybox (no registry); see sandbox-images/README.md.
+images:
+	@"$(ROOT)/scripts/ensure-docker.sh"
+	@"$(ROOT)/scripts/build-images.sh" $(IMAGES)
 
 clean:
 	rm -rf node_modules .tools .data dist
