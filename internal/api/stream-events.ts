@@ -19,16 +19,18 @@ import { type ApiDeps, runOf } from "./deps.ts";
 
 /**
  * The events a client asked for, as stored: shared by the gRPC stream and the SSE endpoint.
- * Validates `afterSeq` (negative: INVALID_ARGUMENT, past the last seq: OUT_OF_RANGE).
+ * Validates `afterSeq` (negative: INVALID_ARGUMENT, past the last seq: OUT_OF_RANGE) and
+ * the run (NOT_FOUND) before it resolves, so a caller can answer errors before it starts a
+ * response, and start one without waiting for the next event.
  */
-export async function* runEvents(
+export async function openRunEvents(
   deps: ApiDeps,
   principal: Principal,
   runId: string,
   afterSeq: bigint | number,
   historyOnly: boolean,
   signal: AbortSignal,
-): AsyncGenerator<LoggedEvent> {
+): Promise<AsyncIterable<LoggedEvent>> {
   if (afterSeq < 0) throw invalid("after_seq", "must not be negative");
   const { head, run } = await runOf(deps, principal, runId);
   if (BigInt(afterSeq) > BigInt(head.seq)) {
@@ -39,16 +41,34 @@ export async function* runEvents(
     );
   }
   const after = Number(afterSeq);
-  if (historyOnly || isTerminal(run.state)) {
-    // Nothing will follow a terminal event: serve what is stored and end.
-    let last = after;
-    for (;;) {
-      const page = await deps.log.read(runId, last, 1000);
-      for (const ev of page) yield ev;
-      if (page.length < 1000) return;
-      last = page[page.length - 1]?.seq ?? last;
-    }
+  // Nothing will follow a terminal event: serve what is stored and end.
+  if (historyOnly || isTerminal(run.state)) return storedEvents(deps, runId, after);
+  return liveEvents(deps, runId, after, signal);
+}
+
+/** openRunEvents as one generator: errors surface on the first step. */
+export async function* runEvents(
+  deps: ApiDeps,
+  principal: Principal,
+  runId: string,
+  afterSeq: bigint | number,
+  historyOnly: boolean,
+  signal: AbortSignal,
+): AsyncGenerator<LoggedEvent> {
+  yield* await openRunEvents(deps, principal, runId, afterSeq, historyOnly, signal);
+}
+
+async function* storedEvents(deps: ApiDeps, runId: string, after: number) {
+  let last = after;
+  for (;;) {
+    const page = await deps.log.read(runId, last, 1000);
+    for (const ev of page) yield ev;
+    if (page.length < 1000) return;
+    last = page[page.length - 1]?.seq ?? last;
   }
+}
+
+async function* liveEvents(deps: ApiDeps, runId: string, after: number, signal: AbortSignal) {
   for await (const ev of deps.log.follow(runId, after, signal)) {
     yield ev;
     if (TERMINAL_TYPES.has(ev.type)) return;

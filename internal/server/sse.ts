@@ -10,7 +10,7 @@ import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-con
 import { hasRole } from "../api/context.ts";
 import type { ApiDeps } from "../api/deps.ts";
 import { toConnectError } from "../api/errors.ts";
-import { runEvents } from "../api/stream-events.ts";
+import { openRunEvents } from "../api/stream-events.ts";
 import type { Authenticator } from "../auth/tokens.ts";
 import { AgentdError } from "../errors.ts";
 
@@ -56,11 +56,16 @@ export async function serveSse(
         { field },
       );
     }
-    const it = runEvents(deps, principal, runId, BigInt(raw.trim()), false, ac.signal)[
-      Symbol.asyncIterator
-    ]();
-    // Validation and NOT_FOUND surface on the first step, before any byte is sent.
-    let step = await it.next();
+    // Validation and NOT_FOUND surface here, before any byte is sent; the headers go out
+    // at once, not with the first event (a run may stay idle for long).
+    const events = await openRunEvents(
+      deps,
+      principal,
+      runId,
+      BigInt(raw.trim()),
+      false,
+      ac.signal,
+    );
     res.writeHead(200, {
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-store",
@@ -69,11 +74,16 @@ export async function serveSse(
     started = true;
     res.write(": agentd event stream\n\n");
     keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS);
-    while (!step.done) {
-      const ev = step.value;
+    for await (const ev of events) {
       const ok = res.write(`id: ${ev.seq}\nevent: ${ev.type}\ndata: ${ev.json}\n\n`);
-      if (!ok) await new Promise<void>((r) => res.once("drain", () => r()));
-      step = await it.next();
+      // A client gone while we wait for drain must not hold the stream (and its tail) forever.
+      if (!ok && !ac.signal.aborted) {
+        await new Promise<void>((r) => {
+          res.once("drain", () => r());
+          ac.signal.addEventListener("abort", () => r(), { once: true });
+        });
+      }
+      if (ac.signal.aborted) break;
     }
     res.end();
   } catch (err) {

@@ -85,6 +85,7 @@ export async function startRedis(
         maxRetriesPerRequest: 0,
         retryStrategy: () => null,
       });
+      probe.on("error", () => undefined); // not up yet: connect() rejects, we retry
       try {
         await probe.connect();
         await probe.ping();

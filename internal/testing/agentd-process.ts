@@ -1,0 +1,179 @@
+/**
+ * Runs the real `bin/agentd` as a child process for integration tests: spawns it with the
+ * given flags (and `--listen 127.0.0.1:0` unless a listen address is given), waits for its
+ * `"msg":"listening"` log line and parses the port from it. Also writes auth files.
+ *
+ * AGENTD_* variables of the test's own environment are not passed on, so the server sees
+ * only the flags and `env` a test gives it. Children still running when the test process
+ * exits are killed.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+export const AGENTD_BIN = fileURLToPath(new URL("../../bin/agentd", import.meta.url));
+
+/** How a child ended. */
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface AgentdProcess {
+  /** The port the server listens on. */
+  readonly port: number;
+  /** "127.0.0.1:PORT": a grpc-js target. */
+  readonly addr: string;
+  /** "http://127.0.0.1:PORT". */
+  readonly url: string;
+  readonly pid: number;
+  /** Resolves once the process has exited. */
+  readonly exited: Promise<Exit>;
+  /** Everything the process wrote so far (stdout and stderr lines), for failure messages. */
+  output(): string;
+  /**
+   * Sends `signal` (default SIGTERM) and resolves with how the process exited; SIGKILLs it
+   * and rejects when it has not exited within `timeoutMs` (default 10 s).
+   */
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<Exit>;
+  /** SIGKILL: the process dies at once, without any shutdown. */
+  kill(): Promise<Exit>;
+}
+
+export interface AgentdOptions {
+  /** Environment added to the (AGENTD_*-free) environment of the test. */
+  env?: Record<string, string>;
+  /** How long to wait for the listening line. Default 20 s. */
+  readyTimeoutMs?: number;
+}
+
+const live = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+function killLeftovers(): void {
+  for (const child of live) child.kill("SIGKILL");
+}
+
+/**
+ * Starts `bin/agentd COMMAND ...flags` ("server" or "dev") and resolves once it listens.
+ * Rejects with the process output when it exits or stays silent instead.
+ */
+export async function startAgentd(
+  command: "server" | "dev",
+  flags: readonly string[],
+  opts: AgentdOptions = {},
+): Promise<AgentdProcess> {
+  if (!exitHookInstalled) {
+    process.once("exit", killLeftovers);
+    exitHookInstalled = true;
+  }
+  const args = [command, ...flags];
+  if (!flags.some((f) => f === "--listen" || f.startsWith("--listen=")))
+    args.push("--listen", "127.0.0.1:0");
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !k.startsWith("AGENTD_")) env[k] = v;
+  }
+  Object.assign(env, opts.env);
+
+  const child = spawn(AGENTD_BIN, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+  live.add(child);
+  const lines: string[] = [];
+  const remember = (line: string): void => {
+    lines.push(line);
+    if (lines.length > 2000) lines.splice(0, lines.length - 2000);
+  };
+  const exited = new Promise<Exit>((resolve) => {
+    child.once("exit", (code, signal) => {
+      live.delete(child);
+      resolve({ code, signal });
+    });
+  });
+  const output = (): string => lines.join("\n");
+  // Both pipes are read to the end, always: a full pipe would block the server's logger.
+  createInterface({ input: child.stderr }).on("line", remember);
+  const stdout = createInterface({ input: child.stdout });
+
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`agentd ${args.join(" ")}: no "listening" line in time\n${output()}`));
+    }, opts.readyTimeoutMs ?? 20_000);
+    stdout.on("line", (line) => {
+      remember(line);
+      let rec: { msg?: unknown; addr?: unknown };
+      try {
+        rec = JSON.parse(line) as typeof rec;
+      } catch {
+        return;
+      }
+      if (rec.msg !== "listening" || typeof rec.addr !== "string") return;
+      const m = /^127\.0\.0\.1:(\d+)$/.exec(rec.addr);
+      clearTimeout(timer);
+      if (m === null) reject(new Error(`agentd listens on unexpected address ${rec.addr}`));
+      else resolve(Number(m[1]));
+    });
+    void exited.then((e) => {
+      clearTimeout(timer);
+      reject(
+        new Error(
+          `agentd ${args.join(" ")} exited (code ${e.code}, signal ${e.signal}) before listening\n${output()}`,
+        ),
+      );
+    });
+  });
+
+  const stop = async (signal: NodeJS.Signals = "SIGTERM", timeoutMs = 10_000): Promise<Exit> => {
+    if (child.exitCode !== null || child.signalCode !== null) return exited;
+    child.kill(signal);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        child.kill("SIGKILL");
+        reject(new Error(`agentd did not exit within ${timeoutMs} ms of ${signal}\n${output()}`));
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([exited, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  return {
+    port,
+    addr: `127.0.0.1:${port}`,
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid as number,
+    exited,
+    output,
+    stop,
+    kill: () => stop("SIGKILL"),
+  };
+}
+
+/** A bearer token and what it may do, for an auth file. */
+export interface TestToken {
+  token: string;
+  tenant: string;
+  roles: readonly ("submit" | "read" | "approve" | "admin")[];
+}
+
+/** sha256 hex of a token, computed here (not by the code under test). */
+export function sha256Hex(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
+/** Writes `DIR/auth.yaml` listing the tokens' hashes; returns its path. */
+export function writeAuthFile(dir: string, tokens: readonly TestToken[]): string {
+  const path = join(dir, "auth.yaml");
+  const entries = tokens.map(
+    (t) =>
+      `  - sha256: ${sha256Hex(t.token)}\n    tenant: ${t.tenant}\n    roles: [${t.roles.join(", ")}]\n`,
+  );
+  writeFileSync(path, `tokens:\n${entries.join("")}`);
+  return path;
+}
