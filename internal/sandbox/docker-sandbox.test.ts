@@ -1,0 +1,328 @@
+/**
+ * Hostile tests of the Docker sandbox against the real engine: limits, jail, isolation.
+ * Each test's containers carry a label unique to this file and are removed at the end.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import type Docker from "dockerode";
+import { ulid } from "ulid";
+import { isAgentdError } from "../errors.ts";
+import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { LABEL_MANAGED, LABEL_RUN, LABEL_TENANT } from "./docker-sandbox.ts";
+import type { ExecRequest, Sandbox, SandboxHandle } from "./port.ts";
+import {
+  normaliseWorkspaceArchive,
+  packWorkspace,
+  readHostDirectory,
+} from "./workspace-archive.ts";
+
+let docker: Docker;
+let sandbox: Sandbox;
+let cleanup: () => Promise<void>;
+let image: string;
+let box: SandboxHandle;
+
+const run = (h: SandboxHandle, cmd: string, extra: Partial<ExecRequest> = {}) =>
+  h.exec({ argv: ["sh", "-c", cmd], timeoutMs: 10_000, maxOutputBytes: 64 * 1024, ...extra });
+
+before(async () => {
+  ({ docker, sandbox, cleanup } = await testSandbox());
+  image = sandboxImage("test");
+  const tar = await packWorkspace([
+    { path: "hello.txt", type: "file", mode: 0o644, data: Buffer.from("hi\n") },
+  ]);
+  box = await sandbox.create({
+    runId: ulid(),
+    tenantId: "acme",
+    image,
+    limits: TEST_LIMITS,
+    network: "none",
+    workspaceTar: tar,
+  });
+});
+after(async () => {
+  await cleanup();
+});
+
+describe("hardening", () => {
+  it("runs as uid 1000 with no capabilities, no-new-privileges, a read-only root and the run's labels", async () => {
+    const r = await run(
+      box,
+      "id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; cat /workspace/hello.txt",
+    );
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.match(r.stdout, /^1000\n/);
+    assert.match(r.stdout, /CapEff:\s+0000000000000000/);
+    assert.match(r.stdout, /NoNewPrivs:\s+1/);
+    assert.match(r.stdout, /hi\n$/);
+    const info = await docker.getContainer(box.id).inspect();
+    assert.equal(info.Config.User, "1000:1000");
+    assert.deepEqual(info.HostConfig.CapDrop, ["ALL"]);
+    assert.equal(info.HostConfig.ReadonlyRootfs, true);
+    assert.deepEqual(info.HostConfig.SecurityOpt, ["no-new-privileges"]);
+    assert.equal(info.HostConfig.NetworkMode, "none");
+    assert.equal(info.HostConfig.Memory, TEST_LIMITS.memoryBytes);
+    assert.equal(info.HostConfig.PidsLimit, TEST_LIMITS.pids);
+    assert.equal(info.HostConfig.Privileged, false);
+    assert.equal((info.HostConfig.Binds ?? []).length, 0, "no bind mount of a host path");
+    assert.ok(
+      info.Mounts.every((m) => m.Type !== "bind"),
+      "no bind mounts",
+    );
+    assert.equal(info.Config.Labels[LABEL_RUN], box.runId);
+    assert.equal(info.Config.Labels[LABEL_TENANT], "acme");
+  });
+
+  it("refuses writes outside /workspace and /tmp", async () => {
+    const r = await run(
+      box,
+      "for p in /etc/x /usr/x /x /home/agent/x /var/x; do touch $p 2>/dev/null && echo WROTE $p; done; touch /workspace/ok /tmp/ok && echo fine",
+    );
+    assert.equal(r.stdout.includes("WROTE"), false, r.stdout);
+    assert.match(r.stdout, /fine/);
+  });
+
+  it("has no network", async () => {
+    const r = await run(
+      box,
+      "nc -w 2 1.1.1.1 80 </dev/null && echo CONNECTED; ip link 2>/dev/null | grep -c 'state UP' || true; cat /proc/net/dev | grep -v -E 'lo:|Inter|face' | wc -l",
+    );
+    assert.equal(r.stdout.includes("CONNECTED"), false);
+    assert.match(
+      r.stdout.trim().split("\n").pop() ?? "",
+      /^0$/,
+      "only the loopback interface exists",
+    );
+  });
+
+  it("sees neither the Docker socket nor other runs' processes", async () => {
+    const other = await sandbox.create({
+      runId: ulid(),
+      tenantId: "globex",
+      image,
+      limits: TEST_LIMITS,
+      network: "none",
+    });
+    try {
+      const bg = other.exec({ argv: ["sleep", "4242"], timeoutMs: 3000, maxOutputBytes: 1024 });
+      await new Promise((r) => setTimeout(r, 300));
+      const inOther = await run(other, "ps -o args | grep -c '^sleep 4242$' || true");
+      assert.equal(inOther.stdout.trim(), "1", "the other sandbox runs it");
+      const r = await run(
+        box,
+        "ls /var/run/docker.sock /run/docker.sock 2>&1; ps -o args | grep -c '^sleep 4242$'; ls /proc | grep -c '^[0-9]'",
+      );
+      assert.match(r.stdout, /No such file/);
+      const [, seen, procs] = r.stdout.trim().split("\n").slice(-3);
+      assert.equal(seen, "0", "this sandbox cannot see it");
+      assert.ok(Number(procs) < 15, `few processes visible: ${procs}`);
+      await bg;
+    } finally {
+      await other.destroy();
+    }
+  });
+});
+
+describe("limits", () => {
+  it("kills a command past its timeout, with its whole process group", async () => {
+    const t = Date.now();
+    const r = await run(box, "sleep 30 & sleep 31 & sleep 32", { timeoutMs: 800 });
+    assert.equal(r.timedOut, true);
+    assert.ok(Date.now() - t < 5000, "returns soon after the timeout");
+    const ps = await run(box, "ps -o args | grep -c '^sleep 3[012]' || true");
+    assert.equal(ps.stdout.trim(), "0", "no child survived");
+  });
+
+  it("caps the output of yes with a visible marker and stops it", async () => {
+    const r = await run(box, "yes", { maxOutputBytes: 10_000 });
+    assert.equal(r.truncated, true);
+    assert.match(r.stdout, /\[agentd: output truncated at 10000 bytes/);
+    assert.ok(r.stdout.length < 10_200);
+    const ps = await run(box, "ps -o args | grep -c '^yes' || true");
+    assert.equal(ps.stdout.trim(), "0");
+  });
+
+  it("stops a fork bomb at the pids limit and stays usable", async () => {
+    const t = Date.now();
+    const r = await run(box, "b(){ b|b& }; b 2>/dev/null; sleep 5", { timeoutMs: 3000 });
+    assert.ok(Date.now() - t < 10_000, "returns");
+    assert.notEqual(r.exitCode, 0);
+    const after = await run(box, "echo alive; ps | wc -l");
+    assert.equal(after.exitCode, 0, after.stderr);
+    assert.match(after.stdout, /alive/);
+    assert.ok(Number(after.stdout.trim().split("\n")[1]) < 15, "the bomb is gone");
+  });
+
+  it("reports a memory bomb as OOM-killed", async () => {
+    const r = await run(box, "x=$(head -c 400m /dev/zero | tr '\\0' a); echo survived "$(printf %s "$x" | wc -c)"", {
+      timeoutMs: 30_000,
+    });
+    assert.equal(r.oomKilled, true, JSON.stringify({ ...r, stdout: r.stdout.slice(0, 200) }));
+    assert.equal(r.stdout.includes("survived"), false);
+  });
+
+  it("streams output as it comes and passes stdin", async () => {
+    const chunks: string[] = [];
+    const r = await run(box, "echo one; sleep 0.3; echo two >&2; cat", {
+      stdin: Buffer.from("piped\n"),
+      onOutput: (s, c) => chunks.push(`${s}:${c}`),
+    });
+    assert.equal(r.exitCode, 0);
+    assert.deepEqual(chunks, ["stdout:one\n", "stderr:two\n", "stdout:piped\n"]);
+  });
+
+  it("cancels a running command when its signal aborts", async () => {
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 300);
+    const r = await run(box, "sleep 20", { signal: ac.signal });
+    assert.equal(r.cancelled, true);
+  });
+});
+
+describe("workspace", () => {
+  it("copies a host directory in (never mounts it) and leaves the host unchanged", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agentd-hostws-"));
+    try {
+      writeFileSync(join(dir, "a.txt"), "original\n");
+      const fingerprint = () =>
+        readdirSync(dir)
+          .sort()
+          .map(
+            (f) =>
+              `${f}:${statSync(join(dir, f)).mtimeMs}:${createHash("sha256")
+                .update(readFileSync(join(dir, f)))
+                .digest("hex")}`,
+          )
+          .join("|");
+      const beforeFp = fingerprint();
+      const tar = await packWorkspace(await readHostDirectory(dir));
+      const h = await sandbox.create({
+        runId: ulid(),
+        tenantId: "acme",
+        image,
+        limits: TEST_LIMITS,
+        network: "none",
+        workspaceTar: tar,
+      });
+      try {
+        const r = await run(h, "echo changed > a.txt; echo new > b.txt; cat a.txt");
+        assert.equal(r.stdout, "changed\n");
+        assert.equal(fingerprint(), beforeFp, "the host directory is unchanged");
+        const d = await h.diff();
+        assert.deepEqual(d.modified, ["a.txt"]);
+        assert.deepEqual(d.added, ["b.txt"]);
+        assert.match(
+          d.patch,
+          /^diff --git a\/a.txt b\/a.txt\n--- a\/a.txt\n\+\+\+ b\/a.txt\n@@ -1,1 \+1,1 @@\n-original\n\+changed\n/,
+        );
+        // The diff applies to the original with git apply.
+        const { execFileSync } = await import("node:child_process");
+        execFileSync("git", ["init", "-q"], { cwd: dir });
+        writeFileSync(join(dir, "p.diff"), d.patch);
+        execFileSync("git", ["apply", "p.diff"], { cwd: dir });
+        assert.equal(readFileSync(join(dir, "a.txt"), "utf8"), "changed\n");
+        assert.equal(readFileSync(join(dir, "b.txt"), "utf8"), "new\n");
+        const out = await h.exportWorkspace();
+        assert.ok(out.includes(Buffer.from("changed\n")));
+      } finally {
+        await h.destroy();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses hostile archives with typed errors", async () => {
+    const tarOf = async (
+      entries: {
+        name: string;
+        type?: "file" | "symlink" | "link" | "character-device" | "directory";
+        linkname?: string;
+        data?: string;
+      }[],
+    ) => {
+      const tar = await import("tar-stream");
+      const pack = tar.pack();
+      const chunks: Buffer[] = [];
+      pack.on("data", (c: unknown) => chunks.push(c as Buffer));
+      for (const e of entries) {
+        pack.entry(
+          { name: e.name, type: e.type ?? "file", linkname: e.linkname, mode: 0o644 },
+          e.data ?? "",
+        );
+      }
+      pack.finalize();
+      await new Promise<void>((r) => pack.on("end", () => r()));
+      return Buffer.concat(chunks);
+    };
+    const cases: [string, Promise<Buffer>, RegExp][] = [
+      ["absolute path", tarOf([{ name: "/etc/passwd", data: "x" }]), /absolute path/],
+      ["tar-slip", tarOf([{ name: "a/../../evil", data: "x" }]), /tar-slip/],
+      [
+        "symlink out",
+        tarOf([{ name: "l", type: "symlink", linkname: "../../etc" }]),
+        /outside the workspace/,
+      ],
+      [
+        "absolute symlink",
+        tarOf([{ name: "l", type: "symlink", linkname: "/etc/passwd" }]),
+        /absolute path/,
+      ],
+      ["device", tarOf([{ name: "dev", type: "character-device" }]), /character-device/],
+      ["hard link", tarOf([{ name: "h", type: "link", linkname: "x" }]), /hard link/],
+    ];
+    for (const [what, tar, re] of cases) {
+      await assert.rejects(
+        normaliseWorkspaceArchive(await tar),
+        (e) => isAgentdError(e, "EVALIDATION") && re.test((e as Error).message),
+        what,
+      );
+    }
+    await assert.rejects(
+      normaliseWorkspaceArchive(Buffer.from("definitely not a tar archive, just text".repeat(20))),
+      /not a tar archive/,
+    );
+    await assert.rejects(
+      normaliseWorkspaceArchive(Buffer.alloc(2048), { maxArchiveBytes: 1024 }),
+      (e) => isAgentdError(e, "ETOOLARGE"),
+    );
+  });
+
+  it("refuses an unknown image with ENOTFOUND", async () => {
+    await assert.rejects(
+      sandbox.create({
+        runId: ulid(),
+        tenantId: "acme",
+        image: "agentd-no-such-image:nope",
+        limits: TEST_LIMITS,
+        network: "none",
+      }),
+      (e) => isAgentdError(e, "ENOTFOUND") && /make images/.test((e as Error).message),
+    );
+  });
+});
+
+describe("reaper", () => {
+  it("removes containers whose run is gone and keeps live ones", async () => {
+    const dead = await sandbox.create({
+      runId: ulid(),
+      tenantId: "acme",
+      image,
+      limits: TEST_LIMITS,
+      network: "none",
+    });
+    const reaped = await sandbox.reap((runId) => runId !== dead.runId);
+    assert.deepEqual(reaped, [dead.runId]);
+    await assert.rejects(docker.getContainer(dead.id).inspect(), /no such container/i);
+    const still = await docker.listContainers({ filters: { label: [`${LABEL_MANAGED}`] } });
+    assert.ok(
+      still.some((c) => c.Id === box.id),
+      "the live run's container stays",
+    );
+    assert.equal((await sandbox.find(box.runId))?.id, box.id);
+  });
+});

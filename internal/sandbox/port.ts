@@ -1,0 +1,106 @@
+/**
+ * Sandbox: where every effect of a run happens. One isolated container per run; the
+ * workspace goes in as an archive (never a writable bind mount of a host path) and comes
+ * out as an archive or a diff. Exec streams output, enforces a timeout on the whole
+ * process group and caps output. Nothing here decides *whether* to run something: that is
+ * the kernel's job; the sandbox only makes sure an effect stays inside.
+ */
+
+/** Resources and reach of a sandbox. */
+export interface SandboxLimits {
+  /** Memory limit in bytes (no swap on top). */
+  memoryBytes: number;
+  /** CPU limit in cores (fractions allowed). */
+  cpus: number;
+  /** Maximum processes and threads. */
+  pids: number;
+  /** Size of the /tmp tmpfs in bytes. */
+  tmpBytes: number;
+}
+
+export interface SandboxSpec {
+  runId: string;
+  tenantId: string;
+  /** Image reference, e.g. "agentd-sandbox-base:latest". */
+  image: string;
+  limits: SandboxLimits;
+  /** "none" (default): no network at all. "bridge": the engine's default network. */
+  network: "none" | "bridge";
+  /** The normalised workspace tar (see workspace-archive.ts); empty workspace when absent. */
+  workspaceTar?: Uint8Array;
+  /** Extra environment for every exec. */
+  env?: Record<string, string>;
+}
+
+export type OutputStreamName = "stdout" | "stderr";
+
+export interface ExecRequest {
+  /** Program and arguments (no shell unless argv says so). */
+  argv: string[];
+  /** Absolute working directory inside the sandbox; default /workspace. */
+  cwd?: string;
+  env?: Record<string, string>;
+  /** The whole process group is killed after this long. */
+  timeoutMs: number;
+  /** stdout + stderr kept at most; past it the process group is killed and a marker added. */
+  maxOutputBytes: number;
+  /** Bytes written to the process' stdin (then closed). */
+  stdin?: Uint8Array;
+  /** Live output, as it comes (already capped). */
+  onOutput?: (stream: OutputStreamName, chunk: string) => void;
+  /** Aborting kills the process group (e.g. run cancelled). */
+  signal?: AbortSignal;
+}
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  /** Output went past maxOutputBytes and was cut (the marker is in the text). */
+  truncated: boolean;
+  /** Killed because the timeout passed. */
+  timedOut: boolean;
+  /** Killed by the kernel's OOM killer at the memory limit. */
+  oomKilled: boolean;
+  /** Killed because `signal` aborted. */
+  cancelled: boolean;
+  durationMs: number;
+}
+
+/** The diff of a workspace against its initial snapshot. */
+export interface WorkspaceDiff {
+  /** git-style unified diff (`git apply` accepts it); "" when nothing changed. */
+  patch: string;
+  added: string[];
+  modified: string[];
+  deleted: string[];
+  /** Binary files that changed (listed in the patch as "Binary files … differ"). */
+  binary: string[];
+}
+
+export interface SandboxHandle {
+  readonly id: string;
+  readonly runId: string;
+  exec(req: ExecRequest): Promise<ExecResult>;
+  /** The workspace as a tar (paths relative to /workspace). */
+  exportWorkspace(): Promise<Buffer>;
+  /** The workspace's changes since the initial snapshot (or `baseTar`). */
+  diff(baseTar?: Uint8Array): Promise<WorkspaceDiff>;
+  /** Stops and removes the container and its workspace volume. Idempotent. */
+  destroy(): Promise<void>;
+}
+
+export interface Sandbox {
+  /** Creates, starts and fills a run's container. */
+  create(spec: SandboxSpec): Promise<SandboxHandle>;
+  /** The live container of a run, if one exists (e.g. after a worker restart). */
+  find(runId: string): Promise<SandboxHandle | undefined>;
+  /**
+   * Removes every agentd container whose run is no longer live; returns their run ids.
+   * `isLive` decides per run (e.g. "not terminal in the event log").
+   */
+  reap(isLive: (runId: string) => Promise<boolean> | boolean): Promise<string[]>;
+}
+
+/** Mount point of the workspace in every sandbox. */
+export const WORKSPACE = "/workspace";
