@@ -158,7 +158,7 @@ describe("limits", () => {
   });
 
   it("reports a memory bomb as OOM-killed", async () => {
-    const r = await run(box, "x=$(head -c 400m /dev/zero | tr '\\0' a); echo survived "$(printf %s "$x" | wc -c)"", {
+    const r = await run(box, "x=$(head -c 400m /dev/zero | tr '\\0' a); echo survived", {
       timeoutMs: 30_000,
     });
     assert.equal(r.oomKilled, true, JSON.stringify({ ...r, stdout: r.stdout.slice(0, 200) }));
