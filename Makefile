@@ -48,7 +48,7 @@ lint: setup
 	tsc -p tsconfig.json
 	buf lint
 
-test: build
+test: build images
 	@"$(ROOT)/scripts/ensure-redis.sh"
 	node scripts/run-tests.ts
 

@@ -7,6 +7,7 @@ import { invalid } from "../errors.ts";
 import { RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { applyEvent, emptyRun } from "../projections/run-projection.ts";
+import { normaliseWorkspaceArchive } from "../sandbox/workspace-archive.ts";
 import { principalOf } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
 import { SESSION_RE, textField } from "./validate.ts";
@@ -44,9 +45,9 @@ export function createRunHandler(deps: ApiDeps) {
     }
     let workspace = { digest: "", size: 0 };
     if (req.workspaceTar.byteLength > 0) {
-      if (!looksLikeTar(req.workspaceTar))
-        throw invalid("workspace_tar", "is not a tar archive (no ustar header)");
-      workspace = await deps.artifacts.put(req.workspaceTar);
+      // Checked whole before anything is stored: tar-slip, absolute paths, links out of
+      // the tree, devices and size limits are refused; what is stored is the normalised form.
+      workspace = await deps.artifacts.put(await normaliseWorkspaceArchive(req.workspaceTar));
     }
     const runId = ulid();
     const sessionId = req.sessionId || ulid();
@@ -71,10 +72,4 @@ export function createRunHandler(deps: ApiDeps) {
     });
     return { run: applyEvent(emptyRun(runId), ev.event) };
   };
-}
-
-/** A POSIX tar starts with a 512-byte header carrying "ustar" at offset 257. */
-function looksLikeTar(data: Uint8Array): boolean {
-  if (data.byteLength < 512 || data.byteLength % 512 !== 0) return false;
-  return Buffer.from(data.subarray(257, 262)).toString("latin1") === "ustar";
 }

@@ -112,6 +112,32 @@ describe("bad requests get precise errors and harm no one", { timeout: 40_000 },
     await assertStillServing();
   });
 
+  it("hostile workspace archives: INVALID_ARGUMENT naming workspace_tar, nothing stored", async () => {
+    const before = (await stack.client.listRuns({ pageSize: 500 })).runs.length;
+    const slip = await tarOf([{ name: "src/../../evil.sh", data: "x" }]);
+    const abs = await tarOf([{ name: "/etc/cron.d/evil", data: "x" }]);
+    const link = await tarOf([{ name: "l", type: "symlink", linkname: "/etc/passwd" }]);
+    for (const [bytes, re] of [
+      [slip, /tar-slip/],
+      [abs, /absolute path/],
+      [link, /absolute path/],
+      [new TextEncoder().encode("not a tar at all".repeat(64)), /not a tar archive/],
+    ] as const) {
+      await assertGrpcError(
+        stack.client.createRun({ prompt: "p", workspaceTar: bytes }),
+        grpc.status.INVALID_ARGUMENT,
+        new RegExp(`workspace_tar.*${re.source}`),
+      );
+    }
+    assert.equal((await stack.client.listRuns({ pageSize: 500 })).runs.length, before);
+    const good = await stack.client.createRun({
+      prompt: "p",
+      workspaceTar: await tarOf([{ name: "./src/a.txt", data: "hello" }]),
+    });
+    assert.match(good.run?.workspaceDigest ?? "", /^[0-9a-f]{64}$/);
+    await assertStillServing();
+  });
+
   it("after_seq: negative is INVALID_ARGUMENT, beyond the last seq OUT_OF_RANGE", async () => {
     const neg = stack.client.streamEvents({ runId, afterSeq: -1n });
     const negEnd = await neg.end();
@@ -235,3 +261,22 @@ describe("/readyz follows Redis", { timeout: 30_000 }, () => {
     }
   });
 });
+
+/** A tar archive of the given entries (tar-stream), for the workspace cases. */
+async function tarOf(
+  entries: { name: string; type?: "file" | "symlink"; linkname?: string; data?: string }[],
+): Promise<Uint8Array> {
+  const tar = await import("tar-stream");
+  const pack = tar.pack();
+  const chunks: Buffer[] = [];
+  pack.on("data", (c: unknown) => chunks.push(c as Buffer));
+  for (const e of entries) {
+    pack.entry(
+      { name: e.name, type: e.type ?? "file", linkname: e.linkname, mode: 0o644 },
+      e.data ?? "",
+    );
+  }
+  pack.finalize();
+  await new Promise<void>((r) => pack.on("end", () => r()));
+  return new Uint8Array(Buffer.concat(chunks));
+}
