@@ -269,7 +269,9 @@ async function cancelCmd(client: RunClient, args: string[]): Promise<number> {
     runId: positionals[0] as string,
     reason: (values.reason as string | undefined) ?? "",
   });
-  process.stdout.write(`run ${res.run?.runId}: ${(RunState[res.run?.state ?? 0] ?? "unknown").toLowerCase()}\n`);
+  process.stdout.write(
+    `run ${res.run?.runId}: ${(RunState[res.run?.state ?? 0] ?? "unknown").toLowerCase()}\n`,
+  );
   return 0;
 }
 

@@ -25,21 +25,34 @@ it("authenticates hashed tokens to their tenant and roles", () => {
 it("refuses missing, malformed and wrong tokens with EUNAUTHENTICATED", () => {
   const auth = createTokenAuthenticator(parseAuthConfig(yaml, "auth.yaml"));
   for (const h of [undefined, "", "Basic abc", "Bearer", "Bearer acme-secretx", "Bearer a b"]) {
-    assert.throws(() => auth.authenticate(h), (e) => isAgentdError(e, "EUNAUTHENTICATED"), String(h));
+    assert.throws(
+      () => auth.authenticate(h),
+      (e) => isAgentdError(e, "EUNAUTHENTICATED"),
+      String(h),
+    );
   }
 });
 
 it("auth file errors name the file, line and field", () => {
   assert.throws(
-    () => parseAuthConfig("tokens:\n  - sha256: abc\n    tenant: acme\n    roles: [read]\n", "a.yaml"),
+    () =>
+      parseAuthConfig("tokens:\n  - sha256: abc\n    tenant: acme\n    roles: [read]\n", "a.yaml"),
     /^AgentdError: a\.yaml:2: tokens\.0\.sha256: must be 64 hex/,
   );
   assert.throws(
-    () => parseAuthConfig(`tokens:\n  - sha256: ${"a".repeat(64)}\n    tenant: acme\n    roles: [root]\n`, "b.yaml"),
+    () =>
+      parseAuthConfig(
+        `tokens:\n  - sha256: ${"a".repeat(64)}\n    tenant: acme\n    roles: [root]\n`,
+        "b.yaml",
+      ),
     /b\.yaml:4: tokens\.0\.roles\.0/,
   );
   assert.throws(
-    () => parseAuthConfig(`tokens:\n  - sha256: ${"a".repeat(64)}\n    tenant: acme\n    roles: [read]\n    extra: 1\n`, "c.yaml"),
+    () =>
+      parseAuthConfig(
+        `tokens:\n  - sha256: ${"a".repeat(64)}\n    tenant: acme\n    roles: [read]\n    extra: 1\n`,
+        "c.yaml",
+      ),
     /c\.yaml:\d+: tokens\.0/,
   );
   assert.throws(() => parseAuthConfig("tokens: [unclosed\n", "d.yaml"), /d\.yaml:\d+:/);

@@ -3,7 +3,8 @@ export const APPEND_LUA = `
 -- Appends a batch of sealed events to a run, atomically.
 -- KEYS: 1 stream, 2 meta hash, 3 tenant index (zset), 4 session index (zset)
 -- ARGV: 1 fence ("" = server append, no lease), 2 expected head seq, 3 expected head hash,
---       4 run id, 5 tenant, 6 session, then pairs (event json, event hash)...
+--       4 run id, 5 tenant, 6 session, 7 hash of the last event, then the events' json...
+--       (only the last hash is kept: it is the new head; the others live in the events)
 -- Replies: {"OK", seq} | {"FENCED", epoch} | {"CONFLICT", seq, hash}
 local meta = KEYS[2]
 local h = redis.call('HMGET', meta, 'seq', 'hash', 'epoch')
@@ -22,12 +23,11 @@ if seq ~= expected or (seq > 0 and hash ~= ARGV[3]) then
   return {'CONFLICT', tostring(seq), hash}
 end
 
-local n = (#ARGV - 6) / 2
-for i = 0, n - 1 do
+for i = 8, #ARGV do
   seq = seq + 1
-  redis.call('XADD', KEYS[1], '0-' .. seq, 'e', ARGV[7 + 2 * i])
-  hash = ARGV[8 + 2 * i]
+  redis.call('XADD', KEYS[1], '0-' .. seq, 'e', ARGV[i])
 end
+if #ARGV >= 8 then hash = ARGV[7] end
 
 if expected == 0 then
   -- First event of the run: record who owns it and index it (ULIDs sort by time).

@@ -3,11 +3,12 @@
  * protobuf-JSON (see canonical-json.ts); `hash` is sha256 over that form without `hash`.
  * Never re-encode a stored event to serve it: the stored bytes are what the chain covers.
  */
+import { randomFillSync } from "node:crypto";
 import { create, fromJsonString, toJson } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { ulid } from "ulid";
 import { type Event, EventSchema } from "../gen/agentd/v1/events_pb.js";
-import { canonicalJson } from "./canonical-json.ts";
+import { canonicalJsonWith } from "./canonical-json.ts";
 import { GENESIS_HASH, sha256Hex } from "./hash-chain.ts";
 
 /** Event type names (the `type` field) and the payload case each one carries. */
@@ -70,11 +71,26 @@ export interface SealedEvent {
   readonly json: string;
 }
 
+/**
+ * Randomness of event ids: crypto-strong bytes served from a pool refilled 4 KiB at a time.
+ * ulid's default PRNG calls getRandomValues once per character (16 per id, ~35 µs), which
+ * made id generation most of the CPU cost of an append. Same distribution: byte / 256.
+ */
+const RANDOM_POOL = new Uint8Array(4096);
+let randomPos = RANDOM_POOL.length;
+function pooledRandom(): number {
+  if (randomPos >= RANDOM_POOL.length) {
+    randomFillSync(RANDOM_POOL);
+    randomPos = 0;
+  }
+  return (RANDOM_POOL[randomPos++] as number) / 256;
+}
+
 /** Seals `ev` at position `seq` after `prevHash`, stamped `nowMs`. */
 export function sealEvent(ev: NewEvent, seq: number, prevHash: string, nowMs: number): SealedEvent {
   const type = typeOfPayload(ev.payload);
   const message = create(EventSchema, {
-    eventId: ulid(nowMs),
+    eventId: ulid(nowMs, pooledRandom),
     runId: ev.runId,
     sessionId: ev.sessionId,
     seq: BigInt(seq),
@@ -84,9 +100,8 @@ export function sealEvent(ev: NewEvent, seq: number, prevHash: string, nowMs: nu
     payload: ev.payload,
   });
   const obj = toJson(EventSchema, message) as Record<string, unknown>;
-  const hash = sha256Hex(canonicalJson(obj));
-  obj.hash = hash;
-  return { seq, type, hash, json: canonicalJson(obj) };
+  const { value: hash, json } = canonicalJsonWith(obj, "hash", sha256Hex);
+  return { seq, type, hash, json };
 }
 
 /** An event read from a log: its stored JSON, decoded on first use. */

@@ -13,9 +13,20 @@ function chain(n: number): SealedEvent[] {
   for (let seq = 1; seq <= n; seq++) {
     const payload =
       seq === 1
-        ? { case: "runQueued" as const, value: create(RunQueuedSchema, { tenantId: "t", prompt: "p" }) }
-        : { case: "outputDelta" as const, value: create(OutputDeltaSchema, { text: `chunk ${seq}` }) };
-    const s = sealEvent({ runId: "01JTESTRUN0000000000000000", sessionId: "s", payload }, seq, prev, 1_700_000_000_000 + seq);
+        ? {
+            case: "runQueued" as const,
+            value: create(RunQueuedSchema, { tenantId: "t", prompt: "p" }),
+          }
+        : {
+            case: "outputDelta" as const,
+            value: create(OutputDeltaSchema, { text: `chunk ${seq}` }),
+          };
+    const s = sealEvent(
+      { runId: "01JTESTRUN0000000000000000", sessionId: "s", payload },
+      seq,
+      prev,
+      1_700_000_000_000 + seq,
+    );
     out.push(s);
     prev = s.hash;
   }
@@ -23,7 +34,10 @@ function chain(n: number): SealedEvent[] {
 }
 
 it("canonical JSON sorts keys at every depth and drops undefined", () => {
-  assert.equal(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: "x" }, u: undefined }), '{"a":{"c":"x","d":[3,{"y":2,"z":1}]},"b":1}');
+  assert.equal(
+    canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: "x" }, u: undefined }),
+    '{"a":{"c":"x","d":[3,{"y":2,"z":1}]},"b":1}',
+  );
 });
 
 it("a sealed chain verifies", () => {

@@ -89,8 +89,9 @@ export class RedisEventLog implements EventLog {
       c.runId,
       tenant,
       c.sessionId,
+      c.events[c.events.length - 1]?.hash ?? "",
     ];
-    for (const e of c.events) args.push(e.json, e.hash);
+    for (const e of c.events) args.push(e.json);
     const client = this.#client as unknown as {
       agentdAppend(...a: (string | number)[]): Promise<ScriptReply>;
     };

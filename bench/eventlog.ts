@@ -1,0 +1,850 @@
+#!/usr/bin/env node
+/**
+ * Event-log benchmark: `node bench/eventlog.ts` (what `make bench` runs; never run by the
+ * tests). One run measures, against a private redis-server (AOF on, appendfsync everysec):
+ *
+ *  (a) appends/s through RedisEventLog.append vs raw ioredis XADD: same payload size, same
+ *      concurrency (64 appends in flight), same Redis, same client options
+ *      (enableAutoPipelining, as cmd/agentd/main.ts configures it), rounds interleaved;
+ *  (b) StreamEvents fan-out: 100 gRPC subscribers (HTTP/2, real server in-process) on one
+ *      run while a separate RedisEventLog appends 5,000 output.delta at a steady rate:
+ *      append-to-receive latency, and every subscriber must get every seq exactly once;
+ *  (c) appends/s through the embedded file log (fsync on) vs a raw write+fdatasync group
+ *      commit with the same batching.
+ *
+ * Prints a table, then one JSON line with every figure. Exit status 1 only when a
+ * correctness check fails (gaps, duplicates, wrong heads); a missed speed target is
+ * reported, not fatal. See bench/README.md. Sized for a 2-core machine, about a minute.
+ */
+import { statfsSync } from "node:fs";
+import { type FileHandle, mkdtemp, open, rm } from "node:fs/promises";
+import { availableParallelism, tmpdir } from "node:os";
+import { join } from "node:path";
+import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
+import { create } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Redis } from "ioredis";
+import { ulid } from "ulid";
+import { FsArtifactStore } from "../internal/artifacts/fs-artifact-store.ts";
+import { createOpenAuthenticator } from "../internal/auth/tokens.ts";
+import { sealEvent } from "../internal/eventlog/event-codec.ts";
+import { openFileEventLog } from "../internal/eventlog/file-event-log.ts";
+import type { EventLog } from "../internal/eventlog/port.ts";
+import { RedisEventLog } from "../internal/eventlog/redis-event-log.ts";
+import {
+  OutputDeltaSchema,
+  RunCompletedSchema,
+  RunQueuedSchema,
+} from "../internal/gen/agentd/v1/events_pb.js";
+import { RunService } from "../internal/gen/agentd/v1/run_service_pb.js";
+import { RunProjectionCache } from "../internal/projections/run-cache.ts";
+import { createApp } from "../internal/server/app.ts";
+import { createDualServer } from "../internal/server/dual-protocol.ts";
+import { createLogger } from "../internal/telemetry/logger.ts";
+import { startRedis, type TestRedis } from "../internal/testing/redis-server.ts";
+
+/** Characters of output.delta text: the sealed event is then ~460 bytes of JSON. */
+const DELTA_TEXT_CHARS = 100;
+
+const APPEND = {
+  /** Appends in flight at any time (one worker each, awaiting its append before the next). */
+  inflight: 64,
+  /** Run counts: the spread case (4 in flight per run) and the single-run case. */
+  shapes: [16, 1],
+  /** Per side and shape: warm-up, then rounds of `perRound`, adapter and raw interleaved. */
+  warmup: 5_000,
+  rounds: 4,
+  perRound: 15_000,
+  /** A side stops issuing appends after this long in one round (slow disks). */
+  roundCapMs: 15_000,
+  target: 0.5,
+};
+
+const FANOUT = {
+  subscribers: 100,
+  events: 5_000,
+  /**
+   * Steady append rates, events/s, one pass (and one run) each: the target case, then a
+   * lighter reference pass showing the latency when the server is not saturated.
+   */
+  rates: [1_000, 200],
+  /** One HTTP/2 connection per subscriber (distinct clients), not 100 streams on one. */
+  connections: 100,
+  targetP99Ms: 50,
+  /** A pass must finish within this, or it is reported as failed. */
+  deadlineMs: 60_000,
+};
+
+const TENANT = "default";
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+function deltaText(prefix = ""): string {
+  return prefix + "x".repeat(Math.max(0, DELTA_TEXT_CHARS - prefix.length));
+}
+
+function delta(runId: string, sessionId: string, text: string) {
+  return {
+    runId,
+    sessionId,
+    payload: { case: "outputDelta" as const, value: create(OutputDeltaSchema, { text }) },
+  };
+}
+
+function queued(runId: string, sessionId: string) {
+  return {
+    runId,
+    sessionId,
+    tenantId: TENANT,
+    expectedSeq: 0,
+    payload: {
+      case: "runQueued" as const,
+      value: create(RunQueuedSchema, { tenantId: TENANT, prompt: "bench", priority: 5 }),
+    },
+  };
+}
+
+/** A sealed event of the size the adapter stores: the raw sides write these bytes. */
+function sampleEventJson(): string {
+  return sealEvent(delta(ulid(), ulid(), deltaText()), 2, "", Date.now()).json;
+}
+
+/** Absolute time in ms with µs resolution, comparable across threads of this process. */
+function clockMs(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i] as number;
+}
+
+const int = (n: number): string => Math.round(n).toLocaleString("en-US");
+const fix = (n: number, d = 2): string => n.toFixed(d);
+const round = (n: number, d = 2): number => Number(n.toFixed(d));
+
+async function redisCpuSeconds(admin: Redis): Promise<number> {
+  const info = await admin.info("cpu");
+  const field = (name: string): number => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1]);
+  return field("used_cpu_user") + field("used_cpu_sys");
+}
+
+// ---------------------------------------------------------------------------------------
+// Closed-loop throughput: `inflight` workers spread over `runs`, each awaiting its append.
+
+interface Side {
+  /** Appends one event to run number `run`. */
+  append(run: number): Promise<unknown>;
+}
+
+interface RoundResult {
+  events: number;
+  ms: number;
+  nodeCpuUs: number;
+  redisCpuUs: number;
+}
+
+async function runRound(
+  side: Side,
+  runs: number,
+  inflight: number,
+  count: number,
+  capMs: number,
+  admin?: Redis,
+): Promise<RoundResult> {
+  let issued = 0;
+  const redis0 = admin ? await redisCpuSeconds(admin) : 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const stopAt = t0 + capMs;
+  await Promise.all(
+    Array.from({ length: inflight }, async (_, w) => {
+      const run = w % runs;
+      while (issued < count && performance.now() < stopAt) {
+        issued++;
+        await side.append(run);
+      }
+    }),
+  );
+  const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const redis1 = admin ? await redisCpuSeconds(admin) : 0;
+  return {
+    events: issued,
+    ms,
+    nodeCpuUs: cpu.user + cpu.system,
+    redisCpuUs: (redis1 - redis0) * 1e6,
+  };
+}
+
+interface Comparison {
+  runs: number;
+  inflight: number;
+  adapterPerSec: number;
+  rawPerSec: number;
+  ratio: number;
+  /** Ratio of each round pair, in round order. */
+  roundRatios: number[];
+  /** Events measured (warm-up excluded). */
+  adapterEvents: number;
+  rawEvents: number;
+  /** Events the adapter side appended in all, warm-up included (for the heads check). */
+  adapterAppended: number;
+  /** CPU per event, µs: this process, and redis-server (Redis sides only). */
+  adapterCpuUs: { node: number; redis?: number };
+  rawCpuUs: { node: number; redis?: number };
+}
+
+/** Warm-up, then rounds with adapter and raw interleaved (order alternating per round). */
+async function compare(runs: number, adapter: Side, raw: Side, admin?: Redis): Promise<Comparison> {
+  const { inflight, warmup, rounds, perRound, roundCapMs } = APPEND;
+  const warm = await runRound(adapter, runs, inflight, warmup, roundCapMs);
+  await runRound(raw, runs, inflight, warmup, roundCapMs);
+  const a: RoundResult[] = [];
+  const r: RoundResult[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const order: ["a" | "r", Side][] =
+      i % 2 === 0
+        ? [
+            ["a", adapter],
+            ["r", raw],
+          ]
+        : [
+            ["r", raw],
+            ["a", adapter],
+          ];
+    for (const [which, side] of order) {
+      const res = await runRound(side, runs, inflight, perRound, roundCapMs, admin);
+      (which === "a" ? a : r).push(res);
+    }
+  }
+  const sum = (xs: RoundResult[], f: (x: RoundResult) => number): number =>
+    xs.reduce((s, x) => s + f(x), 0);
+  const rate = (xs: RoundResult[]): number =>
+    (sum(xs, (x) => x.events) / sum(xs, (x) => x.ms)) * 1000;
+  const cpu = (xs: RoundResult[]) => {
+    const n = sum(xs, (x) => x.events);
+    const node = round(sum(xs, (x) => x.nodeCpuUs) / n);
+    return admin ? { node, redis: round(sum(xs, (x) => x.redisCpuUs) / n) } : { node };
+  };
+  const adapterPerSec = rate(a);
+  const rawPerSec = rate(r);
+  return {
+    runs,
+    inflight,
+    adapterPerSec: Math.round(adapterPerSec),
+    rawPerSec: Math.round(rawPerSec),
+    ratio: round(adapterPerSec / rawPerSec, 3),
+    roundRatios: a.map((x, i) =>
+      round(x.events / x.ms / ((r[i] as RoundResult).events / (r[i] as RoundResult).ms), 3),
+    ),
+    adapterEvents: sum(a, (x) => x.events),
+    rawEvents: sum(r, (x) => x.events),
+    adapterAppended: warm.events + sum(a, (x) => x.events),
+    adapterCpuUs: cpu(a),
+    rawCpuUs: cpu(r),
+  };
+}
+
+/** Creates `n` runs (run.queued) in `log`; returns their ids. */
+async function createRuns(log: EventLog, n: number): Promise<{ ids: string[]; session: string }> {
+  const session = ulid();
+  const ids = Array.from({ length: n }, () => ulid());
+  for (const id of ids) await log.append(queued(id, session));
+  return { ids, session };
+}
+
+/** Every run's head must be 1 (run.queued) + the events the adapter side appended. */
+async function checkHeads(log: EventLog, ids: string[], appended: number): Promise<boolean> {
+  const heads = await log.heads(ids);
+  const total = heads.reduce((s, h) => s + (h?.seq ?? 0), 0);
+  return total === ids.length + appended;
+}
+
+// ---------------------------------------------------------------------------------------
+// (a) Redis adapter vs raw XADD
+
+interface RedisAppendResult {
+  shapes: Comparison[];
+  headsOk: boolean;
+}
+
+async function benchRedisAppend(redis: TestRedis, eventJson: string): Promise<RedisAppendResult> {
+  const prefix = `bench:${ulid()}:`;
+  const opts = { enableAutoPipelining: true } as const;
+  const adapterClient = new Redis(redis.url, opts);
+  const rawClient = new Redis(redis.url, opts);
+  const admin = new Redis(redis.url);
+  const log = new RedisEventLog({ client: adapterClient, prefix });
+  const shapes: Comparison[] = [];
+  let headsOk = true;
+  try {
+    for (const runs of APPEND.shapes) {
+      const { ids, session } = await createRuns(log, runs);
+      const text = deltaText();
+      const adapter: Side = {
+        append: (run) => log.append(delta(ids[run] as string, session, text)),
+      };
+      const rawKeys = ids.map((id) => `${prefix}raw:${id}`);
+      const raw: Side = {
+        append: (run) => rawClient.xadd(rawKeys[run] as string, "*", "e", eventJson),
+      };
+      const cmp = await compare(runs, adapter, raw, admin);
+      shapes.push(cmp);
+      headsOk &&= await checkHeads(log, ids, cmp.adapterAppended);
+    }
+  } finally {
+    await log.close();
+    adapterClient.disconnect();
+    rawClient.disconnect();
+    admin.disconnect();
+  }
+  return { shapes, headsOk };
+}
+
+// ---------------------------------------------------------------------------------------
+// (c) File adapter vs raw write+fdatasync group commit
+
+/** Raw group commit: per file, whatever is queued is written in one write, then fdatasync. */
+class RawGroupCommit {
+  readonly #fh: FileHandle;
+  #queue: { line: string; done: () => void; fail: (e: unknown) => void }[] = [];
+  #flushing = false;
+
+  constructor(fh: FileHandle) {
+    this.#fh = fh;
+  }
+
+  append(line: string): Promise<void> {
+    return new Promise((done, fail) => {
+      this.#queue.push({ line, done, fail });
+      if (!this.#flushing) void this.#flush();
+    });
+  }
+
+  async #flush(): Promise<void> {
+    this.#flushing = true;
+    for (;;) {
+      // Yield once so that appends made in this same tick (e.g. by the callers just
+      // acknowledged) join the group, as they do in the adapter's batcher.
+      await null;
+      if (this.#queue.length === 0) break;
+      const batch = this.#queue.splice(0, 256); // the adapter's MAX_BATCH
+      try {
+        await this.#fh.write(`${batch.map((b) => b.line).join("\n")}\n`);
+        await this.#fh.datasync();
+        for (const b of batch) b.done();
+      } catch (err) {
+        for (const b of batch) b.fail(err);
+      }
+    }
+    this.#flushing = false;
+  }
+}
+
+interface FileAppendResult {
+  dir: string;
+  filesystem: string;
+  shapes: Comparison[];
+  headsOk: boolean;
+}
+
+/** statfs f_type magic numbers of common filesystems. */
+const FS_TYPES: Record<number, string> = {
+  61267: "ext4",
+  16914836: "tmpfs",
+  2035054128: "overlayfs",
+  1481003842: "xfs",
+  2435016766: "btrfs",
+  801189825: "zfs",
+};
+
+async function benchFileAppend(baseDir: string, eventJson: string): Promise<FileAppendResult> {
+  const root = await mkdtemp(join(baseDir, "agentd-bench-file-"));
+  const fsType = statfsSync(root).type;
+  const filesystem = FS_TYPES[fsType] ?? `0x${fsType.toString(16)}`;
+  const log = await openFileEventLog({ dir: join(root, "log") }); // fsync: on (the default)
+  const rawFiles: FileHandle[] = [];
+  const shapes: Comparison[] = [];
+  let headsOk = true;
+  try {
+    for (const runs of APPEND.shapes) {
+      const { ids, session } = await createRuns(log, runs);
+      const text = deltaText();
+      const adapter: Side = {
+        append: (run) => log.append(delta(ids[run] as string, session, text)),
+      };
+      const writers: RawGroupCommit[] = [];
+      for (let i = 0; i < runs; i++) {
+        const fh = await open(join(root, `raw-${runs}-${i}.ndjson`), "a");
+        rawFiles.push(fh);
+        writers.push(new RawGroupCommit(fh));
+      }
+      const raw: Side = { append: (run) => (writers[run] as RawGroupCommit).append(eventJson) };
+      const cmp = await compare(runs, adapter, raw);
+      shapes.push(cmp);
+      headsOk &&= await checkHeads(log, ids, cmp.adapterAppended);
+    }
+  } finally {
+    await log.close();
+    for (const fh of rawFiles) await fh.close();
+    await rm(root, { recursive: true, force: true });
+  }
+  return { dir: baseDir, filesystem, shapes, headsOk };
+}
+
+// ---------------------------------------------------------------------------------------
+// (b) StreamEvents fan-out. The server runs on the main thread; subscribers and the
+// appender run on a worker thread, so client-side decoding does not share the server's
+// event loop (as with real, remote clients) and both timestamps come from one clock.
+
+interface FanoutJob {
+  baseUrl: string;
+  redisUrl: string;
+  prefix: string;
+  rate: number;
+}
+
+interface FanoutResult {
+  subscribers: number;
+  connections: number;
+  events: number;
+  ratePerSec: number;
+  /** Achieved append rate (first to last append call). */
+  achievedRatePerSec: number;
+  /** Deliveries (events x subscribers) per second, first append call to last receive. */
+  deliveriesPerSec: number;
+  latencyMs: { p50: number; p90: number; p99: number; max: number; samples: number };
+  /** Append call to acknowledgement, per appended event. */
+  appendAckMs: { p50: number; p99: number; max: number };
+  /** Subscribers that received seq 1..last exactly once, in order, and saw the stream end. */
+  complete: number;
+  /** Seqs a subscriber never received (skipped, or missing at the end), summed. */
+  gaps: number;
+  duplicates: number;
+  lastSeq: number;
+  errors: string[];
+  totalMs: number;
+}
+
+/** Runs one pass per rate against one in-process server. */
+async function benchFanout(redis: TestRedis): Promise<FanoutResult[]> {
+  const prefix = `bench:${ulid()}:`;
+  const client = new Redis(redis.url, { enableAutoPipelining: true });
+  client.on("error", () => undefined);
+  const log = new RedisEventLog({ client, prefix });
+  const artifacts = await mkdtemp(join(tmpdir(), "agentd-bench-artifacts-"));
+  const server = createDualServer(
+    createApp({
+      deps: {
+        log,
+        runs: new RunProjectionCache({ log }),
+        artifacts: new FsArtifactStore(artifacts),
+      },
+      auth: createOpenAuthenticator(TENANT),
+      logger: createLogger({ level: "warn", name: "agentd-bench" }),
+    }),
+  );
+  const results: FanoutResult[] = [];
+  try {
+    const addr = await server.listen("127.0.0.1", 0);
+    for (const rate of FANOUT.rates) {
+      const job: FanoutJob = {
+        baseUrl: `http://127.0.0.1:${addr.port}`,
+        redisUrl: redis.url,
+        prefix,
+        rate,
+      };
+      const worker = new Worker(new URL(import.meta.url), { workerData: job });
+      try {
+        results.push(
+          await new Promise<FanoutResult>((resolve, reject) => {
+            worker.once("message", (m: FanoutResult) => resolve(m));
+            worker.once("error", reject);
+            worker.once("exit", (code) => reject(new Error(`fan-out worker exited with ${code}`)));
+          }),
+        );
+      } finally {
+        await worker.terminate();
+      }
+    }
+  } finally {
+    await server.close(1000);
+    await log.close();
+    client.disconnect();
+    await rm(artifacts, { recursive: true, force: true });
+  }
+  return results;
+}
+
+/** Worker side of (b): create the run, subscribe, append at a steady rate, collect. */
+async function fanoutClients(job: FanoutJob): Promise<FanoutResult> {
+  const { subscribers, events, connections, deadlineMs } = FANOUT;
+  const rate = job.rate;
+  const abort = new AbortController();
+  const deadline = setTimeout(() => abort.abort(), deadlineMs);
+  const transports = Array.from(
+    { length: connections },
+    () => createGrpcTransport({ baseUrl: job.baseUrl }), // gRPC: always HTTP/2
+  );
+  const clients = transports.map((t) => createClient(RunService, t));
+  const first = clients[0] as (typeof clients)[number];
+  const created = await first.createRun({ prompt: "bench: StreamEvents fan-out" });
+  const run = created.run;
+  if (run === undefined) throw new Error("CreateRun returned no run");
+  const lastSeq = events + 2; // run.queued, the deltas, run.completed
+  const latencies = new Float64Array(subscribers * events);
+  let nLat = 0;
+  let lastReceive = 0;
+  let gaps = 0;
+  let duplicates = 0;
+  let complete = 0;
+  const errors: string[] = [];
+  const live: Promise<void>[] = [];
+  const ended: Promise<void>[] = [];
+  const t0 = performance.now();
+
+  for (let s = 0; s < subscribers; s++) {
+    const c = clients[s % connections] as (typeof clients)[number];
+    let markLive: () => void = () => undefined;
+    live.push(new Promise<void>((r) => (markLive = r)));
+    ended.push(
+      (async () => {
+        let next = 1;
+        let seen = 0;
+        let ok = true;
+        try {
+          for await (const res of c.streamEvents(
+            { runId: run.runId, afterSeq: 0n },
+            { signal: abort.signal },
+          )) {
+            const at = clockMs();
+            const ev = res.event;
+            if (ev === undefined) continue;
+            const seq = Number(ev.seq);
+            seen++;
+            if (seq === 1) markLive();
+            if (ev.payload.case === "outputDelta") {
+              const sent = Number.parseFloat(ev.payload.value.text);
+              if (nLat < latencies.length) latencies[nLat++] = at - sent;
+              lastReceive = at;
+            }
+            if (seq < next) {
+              duplicates++;
+              ok = false;
+              continue;
+            }
+            if (seq > next) {
+              gaps += seq - next;
+              ok = false;
+            }
+            next = seq + 1;
+          }
+          // Seqs never received at the end count as gaps too.
+          if (next <= lastSeq) gaps += lastSeq + 1 - next;
+          else if (ok && seen === lastSeq) complete++;
+        } catch (err) {
+          errors.push(`subscriber ${s}: ${(err as Error).message}`);
+          markLive();
+        }
+      })(),
+    );
+  }
+  await Promise.all(live);
+
+  // The appender: its own RedisEventLog and connection, like a worker process would have.
+  const appClient = new Redis(job.redisUrl, { enableAutoPipelining: true });
+  const appender = new RedisEventLog({ client: appClient, prefix: job.prefix });
+  const acks = new Float64Array(events);
+  const pending: Promise<unknown>[] = [];
+  const start = performance.now();
+  const firstAppend = clockMs();
+  let i = 0;
+  while (i < events && !abort.signal.aborted) {
+    const due = Math.min(events, Math.floor(((performance.now() - start) * rate) / 1000) + 1);
+    while (i < due) {
+      const sent = clockMs();
+      const k = i++;
+      pending.push(
+        appender
+          .append(delta(run.runId, run.sessionId, deltaText(`${sent.toFixed(3)} `)))
+          .then(() => {
+            acks[k] = clockMs() - sent;
+          }),
+      );
+    }
+    await sleep(1);
+  }
+  const appendMs = performance.now() - start;
+  await Promise.all(pending);
+  await appender.append({
+    runId: run.runId,
+    sessionId: run.sessionId,
+    payload: { case: "runCompleted", value: create(RunCompletedSchema, { summary: "bench" }) },
+  });
+  await Promise.all(ended);
+  clearTimeout(deadline);
+  if (abort.signal.aborted) errors.push(`fan-out did not finish within ${deadlineMs} ms`);
+  await appender.close();
+  appClient.disconnect();
+
+  const lat = latencies.subarray(0, nLat).sort();
+  const ack = acks.sort();
+  return {
+    subscribers,
+    connections,
+    events,
+    ratePerSec: rate,
+    achievedRatePerSec: Math.round(((events - 1) / appendMs) * 1000),
+    deliveriesPerSec: Math.round((nLat / (lastReceive - firstAppend)) * 1000),
+    latencyMs: {
+      p50: round(percentile(lat, 50)),
+      p90: round(percentile(lat, 90)),
+      p99: round(percentile(lat, 99)),
+      max: round(lat[lat.length - 1] ?? Number.NaN),
+      samples: nLat,
+    },
+    appendAckMs: {
+      p50: round(percentile(ack, 50)),
+      p99: round(percentile(ack, 99)),
+      max: round(ack[ack.length - 1] ?? Number.NaN),
+    },
+    complete,
+    gaps,
+    duplicates,
+    lastSeq,
+    errors: errors.slice(0, 5),
+    totalMs: Math.round(performance.now() - t0),
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Report
+
+function table(rows: string[][]): string {
+  const widths = (rows[0] ?? []).map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length)));
+  return rows
+    .map((r) =>
+      r
+        .map((cell, c) => (c === 0 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0)))
+        .join("   "),
+    )
+    .join("\n");
+}
+
+function shapeName(c: Comparison): string {
+  return c.runs === 1
+    ? `1 run, ${c.inflight} in flight`
+    : `${c.runs} runs x ${c.inflight / c.runs} in flight`;
+}
+
+function cpuCell(x: { node: number; redis?: number }): string {
+  return x.redis === undefined ? fix(x.node, 1) : `${fix(x.node, 1)} + ${fix(x.redis, 1)}`;
+}
+
+const ROUNDS = `${APPEND.rounds} rounds x ${int(APPEND.perRound)} per side, interleaved, after ${int(APPEND.warmup)} warm-up`;
+
+function comparisonTable(xs: Comparison[], rawName: string, target: boolean): string {
+  return table([
+    [
+      "shape",
+      "adapter ev/s",
+      `${rawName} ev/s`,
+      "ratio",
+      "ratio per round",
+      "CPU µs/ev adapter",
+      "CPU µs/ev raw",
+      ...(target ? ["target"] : []),
+    ],
+    ...xs.map((x) => [
+      shapeName(x),
+      int(x.adapterPerSec),
+      int(x.rawPerSec),
+      `${fix(x.ratio)}x`,
+      x.roundRatios.map((r) => fix(r)).join(" "),
+      cpuCell(x.adapterCpuUs),
+      cpuCell(x.rawCpuUs),
+      ...(target ? [x.ratio >= APPEND.target ? "met" : "MISSED"] : []),
+    ]),
+  ]);
+}
+
+function reportRedisAppend(a: RedisAppendResult): void {
+  console.log(`(a) Redis appends/s: RedisEventLog.append vs raw ioredis XADD (${ROUNDS})`);
+  console.log("    CPU columns: this process + redis-server, µs per event");
+  console.log(comparisonTable(a.shapes, "raw XADD", true));
+  console.log(
+    `    target: ratio >= ${APPEND.target}x; run heads after the run: ${a.headsOk ? "ok" : "WRONG"}\n`,
+  );
+}
+
+function reportFanout(passes: FanoutResult[]): void {
+  const first = passes[0];
+  if (first === undefined) return;
+  console.log(
+    `(b) StreamEvents fan-out over gRPC (HTTP/2): ${first.subscribers} subscribers on ${first.connections} connections, ` +
+      `all on one run (a new run per pass); ${int(first.events)} output.delta per pass, appended at a steady rate ` +
+      "by a separate RedisEventLog; latency = append call to receipt by a subscriber, over all subscribers x events",
+  );
+  console.log(
+    table([
+      [
+        "append rate (achieved)",
+        "deliveries/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "ack p50/p99 ms",
+        "gaps",
+        "dups",
+        "complete",
+        "target p99",
+      ],
+      ...passes.map((b, i) => [
+        `${int(b.ratePerSec)}/s (${int(b.achievedRatePerSec)}/s)${i === 0 ? "" : " reference"}`,
+        int(b.deliveriesPerSec),
+        fix(b.latencyMs.p50),
+        fix(b.latencyMs.p90),
+        fix(b.latencyMs.p99),
+        fix(b.latencyMs.max),
+        `${fix(b.appendAckMs.p50)}/${fix(b.appendAckMs.p99)}`,
+        String(b.gaps),
+        String(b.duplicates),
+        `${b.complete}/${b.subscribers}`,
+        i === 0
+          ? `<= ${FANOUT.targetP99Ms} ms: ${b.latencyMs.p99 <= FANOUT.targetP99Ms ? "met" : "MISSED"}`
+          : "",
+      ]),
+    ]),
+  );
+  console.log(
+    `    complete = subscribers that got seq 1..${first.lastSeq} (run.queued, the deltas, run.completed) exactly once, in order, and saw the stream end`,
+  );
+  for (const b of passes) {
+    if (b.errors.length > 0) console.log(`    errors at ${b.ratePerSec}/s: ${b.errors.join("; ")}`);
+  }
+  console.log("");
+}
+
+function reportFileAppend(c: FileAppendResult): void {
+  console.log(
+    `(c) File appends/s: openFileEventLog (fsync on) vs raw write+fdatasync group commit (${ROUNDS})`,
+  );
+  console.log(
+    `    data directory on ${c.filesystem} under ${c.dir}; CPU columns: this process, µs per event`,
+  );
+  console.log(comparisonTable(c.shapes, "raw", false));
+  console.log(`    run heads after the run: ${c.headsOk ? "ok" : "WRONG"}\n`);
+}
+
+const USAGE = `usage: node bench/eventlog.ts [a] [b] [c]
+  a  Redis appends/s: RedisEventLog.append vs raw XADD
+  b  StreamEvents fan-out latency and integrity (100 gRPC subscribers)
+  c  file appends/s: openFileEventLog (fsync on) vs raw write+fdatasync
+Default: all three. AGENTD_BENCH_DIR: where (c) puts its files (default: the OS temp dir).`;
+
+async function main(argv: string[]): Promise<number> {
+  if (argv.some((x) => !["a", "b", "c"].includes(x))) {
+    console.error(USAGE);
+    return 2;
+  }
+  const sections = new Set(argv.length === 0 ? ["a", "b", "c"] : argv);
+  const started = performance.now();
+  const baseDir = process.env.AGENTD_BENCH_DIR ?? tmpdir();
+  const eventJson = sampleEventJson();
+  const eventBytes = Buffer.byteLength(eventJson);
+  const cpus = availableParallelism();
+  let a: RedisAppendResult | undefined;
+  let b: FanoutResult[] | undefined;
+  let c: FileAppendResult | undefined;
+  let redisVersion: string | undefined;
+  const needsRedis = sections.has("a") || sections.has("b");
+  const redis = needsRedis ? await startRedis({ appendfsync: "everysec" }) : undefined;
+  try {
+    if (redis !== undefined) {
+      const probe = new Redis(redis.url);
+      redisVersion = /redis_version:(\S+)/.exec(await probe.info("server"))?.[1] ?? "?";
+      probe.disconnect();
+    }
+    console.log(
+      `agentd event-log benchmark: node ${process.version}, ${cpus} CPUs` +
+        (redisVersion === undefined
+          ? ""
+          : `, redis ${redisVersion} (private redis-server, appendonly yes, appendfsync everysec; ioredis with enableAutoPipelining)`) +
+        `; events of ${eventBytes} bytes (output.delta, canonical JSON)\n`,
+    );
+    if (redis !== undefined && sections.has("a")) {
+      console.log("running (a) Redis appends...");
+      a = await benchRedisAppend(redis, eventJson);
+    }
+    if (redis !== undefined && sections.has("b")) {
+      console.log("running (b) StreamEvents fan-out...");
+      b = await benchFanout(redis);
+    }
+    if (sections.has("c")) {
+      console.log("running (c) file appends...");
+      c = await benchFileAppend(baseDir, eventJson);
+    }
+    console.log("");
+  } finally {
+    await redis?.stop();
+  }
+
+  if (a) reportRedisAppend(a);
+  if (b) reportFanout(b);
+  if (c) reportFileAppend(c);
+  const integrityOk =
+    (a?.headsOk ?? true) &&
+    (c?.headsOk ?? true) &&
+    (b ?? []).every(
+      (x) =>
+        x.gaps === 0 && x.duplicates === 0 && x.complete === x.subscribers && x.errors.length === 0,
+    );
+  const summary = {
+    bench: "eventlog",
+    node: process.version,
+    cpus,
+    redis:
+      redisVersion === undefined
+        ? undefined
+        : { version: redisVersion, appendfsync: "everysec", autoPipelining: true },
+    eventBytes,
+    redisAppend: a,
+    fanout: b,
+    fileAppend: c,
+    targets: {
+      redisRatio: a?.shapes.every((x) => x.ratio >= APPEND.target),
+      fanoutP99: b?.[0] === undefined ? undefined : b[0].latencyMs.p99 <= FANOUT.targetP99Ms,
+    },
+    integrityOk,
+    seconds: round((performance.now() - started) / 1000, 1),
+  };
+  console.log(`total ${summary.seconds} s; integrity ${integrityOk ? "ok" : "FAILED"}`);
+  console.log(JSON.stringify(summary));
+  return integrityOk ? 0 : 1;
+}
+
+if (isMainThread) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      console.error(`bench/eventlog: ${(err as Error).stack ?? String(err)}`);
+      process.exit(1);
+    },
+  );
+} else {
+  fanoutClients(workerData as FanoutJob).then(
+    (res) => parentPort?.postMessage(res),
+    (err: unknown) => {
+      throw err;
+    },
+  );
+}
