@@ -3,14 +3,15 @@
  * event (or only the stored ones with `history_only`). Resuming from the last seq a
  * client saw gives every later event exactly once.
  */
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { WireType } from "@bufbuild/protobuf/wire";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { Principal } from "../auth/tokens.ts";
 import { AgentdError, invalid } from "../errors.ts";
 import type { LoggedEvent } from "../eventlog/event-codec.ts";
 import { TERMINAL_TYPES } from "../eventlog/event-codec.ts";
-import type {
-  StreamEventsRequest,
+import {
+  type StreamEventsRequest,
   StreamEventsResponseSchema,
 } from "../gen/agentd/v1/run_service_pb.js";
 import { isTerminal } from "../projections/run-projection.ts";
@@ -81,6 +82,11 @@ export function streamEventsHandler(deps: ApiDeps) {
     ctx: HandlerContext,
   ): AsyncGenerator<MessageInitShape<typeof StreamEventsResponseSchema>> {
     const principal = principalOf(ctx);
+    // Fan-out: with a binary codec, the response carries the event's cached encoding as
+    // field 1 in $unknown, which the serializer copies as raw bytes — identical on the wire
+    // to `{event}`, without re-encoding the same event for every subscriber. JSON codecs
+    // (Connect with JSON) drop unknown fields, so they get the message itself.
+    const binary = !/json/i.test(ctx.requestHeader.get("content-type") ?? "");
     for await (const ev of runEvents(
       deps,
       principal,
@@ -89,7 +95,15 @@ export function streamEventsHandler(deps: ApiDeps) {
       req.historyOnly,
       ctx.signal,
     )) {
-      yield { event: ev.event };
+      if (binary) {
+        const res = create(StreamEventsResponseSchema);
+        res.$unknown = [
+          { no: 1, wireType: WireType.LengthDelimited, data: ev.lengthPrefixedBinary },
+        ];
+        yield res;
+      } else {
+        yield { event: ev.event };
+      }
     }
   };
 }

@@ -4,7 +4,8 @@
  * Never re-encode a stored event to serve it: the stored bytes are what the chain covers.
  */
 import { randomFillSync } from "node:crypto";
-import { create, fromJsonString, toJson } from "@bufbuild/protobuf";
+import { create, fromJsonString, toBinary, toJson } from "@bufbuild/protobuf";
+import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { ulid } from "ulid";
 import { type Event, EventSchema } from "../gen/agentd/v1/events_pb.js";
@@ -111,6 +112,7 @@ export class LoggedEvent {
   /** The stored canonical JSON: serve these bytes as they are. */
   readonly json: string;
   #event: Event | undefined;
+  #binary: Uint8Array | undefined;
 
   constructor(runId: string, seq: number, json: string) {
     this.runId = runId;
@@ -126,5 +128,15 @@ export class LoggedEvent {
 
   get type(): string {
     return this.event.type;
+  }
+
+  /**
+   * The event's protobuf encoding with its length prefix, i.e. the value of a
+   * length-delimited field holding this event (memoised). Encoded once per event and
+   * server, however many subscribers receive it.
+   */
+  get lengthPrefixedBinary(): Uint8Array {
+    this.#binary ??= new BinaryWriter().bytes(toBinary(EventSchema, this.event)).finish();
+    return this.#binary;
   }
 }
