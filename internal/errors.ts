@@ -16,6 +16,8 @@ export type ErrorCode =
   | "ETIMEOUT"
   | "EUNAVAILABLE" // a dependency (Redis, disk) cannot be reached
   | "EUNIMPLEMENTED" // behaviour that lands in a later issue
+  | "EPOLICY" // the kernel denied a call (the reason is given to the model)
+  | "ESECRET_NOT_FOUND" // a $ENV.NAME placeholder names no available secret
   | "EIO"; // storage failed or holds corrupt data
 
 export interface AgentdErrorOptions {

@@ -20,6 +20,8 @@ const CODES: Record<ErrorCode, Code> = {
   ETIMEOUT: Code.DeadlineExceeded,
   EUNAVAILABLE: Code.Unavailable,
   EUNIMPLEMENTED: Code.Unimplemented,
+  EPOLICY: Code.PermissionDenied,
+  ESECRET_NOT_FOUND: Code.FailedPrecondition,
   EIO: Code.Internal,
 };
 

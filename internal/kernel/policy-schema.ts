@@ -1,0 +1,239 @@
+/**
+ * The schema of policy.yaml (zod). Strict everywhere: an unknown key is an error, so a
+ * typo never silently turns a rule off. Sizes accept bytes or "256KiB"/"1MiB"/"1GiB";
+ * durations accept milliseconds or "500ms"/"30s"/"5m"/"1h". docs/policy.md is the reference.
+ */
+import picomatch from "picomatch";
+import { z } from "zod";
+
+const UNITS: Record<string, number> = { B: 1, KB: 1e3, MB: 1e6, GB: 1e9, KIB: 1024, MIB: 1024 ** 2, GIB: 1024 ** 3 };
+
+/** Bytes: a non-negative integer or a string such as "256KiB". */
+export const Size = z.union([
+  z.number().int().nonnegative(),
+  z.string().transform((s, ctx) => {
+    const m = /^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]|[bB])\s*$/.exec(s);
+    const unit = m?.[2]?.toUpperCase();
+    if (m === null || unit === undefined || UNITS[unit] === undefined) {
+      ctx.addIssue({ code: "custom", message: `expected a size such as 1048576, "256KiB" or "1MiB", got ${JSON.stringify(s)}` });
+      return z.NEVER;
+    }
+    return Math.round(Number(m[1]) * (UNITS[unit] as number));
+  }),
+]);
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Milliseconds: a non-negative integer or a string such as "30s". */
+export const Duration = z.union([
+  z.number().int().nonnegative(),
+  z.string().transform((s, ctx) => {
+    const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(s);
+    if (m === null) {
+      ctx.addIssue({ code: "custom", message: `expected a duration such as 30000, "30s", "5m" or "1h", got ${JSON.stringify(s)}` });
+      return z.NEVER;
+    }
+    return Math.round(Number(m[1]) * (DURATION_UNITS[m[2] as string] as number));
+  }),
+]);
+
+/** A glob (picomatch syntax) that must compile. */
+export const Glob = z
+  .string()
+  .min(1)
+  .refine(
+    (g) => {
+      try {
+        picomatch.makeRe(g, { dot: true, strictBrackets: true });
+        return !/\[(?![^\]]*\])/.test(g);
+      } catch {
+        return false;
+      }
+    },
+    { message: "is not a valid glob" },
+  );
+
+/** A regular expression that must compile. */
+export const Regex = z.string().min(1).refine(
+  (r) => {
+    try {
+      new RegExp(r);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { message: "is not a valid regular expression" },
+);
+
+export const CAPABILITY_NAMES = ["repo.read", "repo.search", "repo.patch", "process.run", "test.run", "lint.run"] as const;
+export type CapabilityName = (typeof CAPABILITY_NAMES)[number];
+
+const Capability = z
+  .object({
+    /** never: no approval; always: every call waits for a person; risk: the risk profile decides. */
+    approval: z.enum(["never", "always", "risk"]),
+    /** Timeout of one call. */
+    timeout: Duration.optional(),
+  })
+  .strict();
+
+const Counter = z
+  .object({ gte: z.number().int().nonnegative().optional(), lte: z.number().int().nonnegative().optional() })
+  .strict()
+  .refine((c) => c.gte !== undefined || c.lte !== undefined, { message: "give gte and/or lte" });
+
+const TrustRule = z
+  .object({
+    /** Named in every decision it changes. */
+    name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, "must be [a-z0-9._-], at most 64 characters"),
+    /** The capability the rule applies to. */
+    tool: z.enum(CAPABILITY_NAMES),
+    /** Counters of the repository (all must hold). */
+    when: z
+      .object({
+        successfulCalls: Counter.optional(),
+        failedCalls: Counter.optional(),
+        revertedPatches: Counter.optional(),
+        manualOverrides: Counter.optional(),
+      })
+      .strict(),
+    /** relax: an approval the risk profile asks for is skipped (preview+auto); tighten: every call needs approval. */
+    then: z.enum(["relax", "tighten"]),
+  })
+  .strict();
+
+export const PolicySchema = z
+  .object({
+    version: z.literal(1),
+    workspace: z
+      .object({
+        /** Host directory `agentd dev` copies into a run that was created without an archive. */
+        root: z.string().min(1).default("."),
+        /** Paths (globs relative to the workspace) no tool may touch; calls naming them are denied. */
+        denyPatterns: z.array(Glob).default([".git", ".git/**"]),
+      })
+      .strict()
+      .default({ root: ".", denyPatterns: [".git", ".git/**"] }),
+    capabilities: z
+      .object(Object.fromEntries(CAPABILITY_NAMES.map((n) => [n, Capability.optional()])) as Record<CapabilityName, z.ZodOptional<typeof Capability>>)
+      .strict()
+      .default({}),
+    risk: z
+      .object({
+        /** Command names (or "git push"-style prefixes) that make a command need approval. */
+        highRiskCommands: z.array(z.string().min(1)).default([]),
+        /** Command names that are refused outright. */
+        denyCommands: z.array(z.string().min(1)).default([]),
+        /** Regular expressions over the whole command line that are refused outright. */
+        denyCommandPatterns: z.array(Regex).default([]),
+        /** Paths that hold secrets (touchesSecrets). */
+        secretPaths: z.array(Glob).default([]),
+        /** Configuration files (touchesConfig). */
+        configPaths: z.array(Glob).default([]),
+        /** Build files (touchesBuild). */
+        buildPaths: z.array(Glob).default([]),
+        /** Changed lines from which a patch is medium / high impact. */
+        impact: z
+          .object({ mediumLines: z.number().int().positive().default(50), highLines: z.number().int().positive().default(300) })
+          .strict()
+          .default({ mediumLines: 50, highLines: 300 }),
+        /** Which facts make a risk-governed call wait for approval. */
+        approvalWhen: z
+          .object({
+            highRiskCommand: z.boolean().default(true),
+            dynamicShell: z.boolean().default(true),
+            touchesSecrets: z.boolean().default(true),
+            touchesConfig: z.boolean().default(true),
+            touchesBuild: z.boolean().default(true),
+            impactAtLeast: z.enum(["low", "medium", "high", "never"]).default("high"),
+          })
+          .strict()
+          .default({ highRiskCommand: true, dynamicShell: true, touchesSecrets: true, touchesConfig: true, touchesBuild: true, impactAtLeast: "high" }),
+      })
+      .strict()
+      .default({
+        highRiskCommands: [],
+        denyCommands: [],
+        denyCommandPatterns: [],
+        secretPaths: [],
+        configPaths: [],
+        buildPaths: [],
+        impact: { mediumLines: 50, highLines: 300 },
+        approvalWhen: { highRiskCommand: true, dynamicShell: true, touchesSecrets: true, touchesConfig: true, touchesBuild: true, impactAtLeast: "high" },
+      }),
+    limits: z
+      .object({
+        /** Most stdout+stderr bytes kept from a process. */
+        maxStdout: Size.default(1024 * 1024),
+        /** Largest diff repo.patch accepts. */
+        maxDiffSize: Size.default(1024 * 1024),
+        /** Most bytes repo.read returns. */
+        maxFileRead: Size.default(256 * 1024),
+      })
+      .strict()
+      .default({ maxStdout: 1024 * 1024, maxDiffSize: 1024 * 1024, maxFileRead: 256 * 1024 }),
+    redaction: z
+      .object({
+        /** Names whose values are redacted (KEY=value, "key": "value"), case-insensitive substrings. */
+        keys: z.array(z.string().min(1)).default([]),
+        /** Regular expressions whose matches are redacted. */
+        patterns: z.array(Regex).default([]),
+      })
+      .strict()
+      .default({ keys: [], patterns: [] }),
+    secrets: z
+      .object({
+        /** Secret names a `$ENV.NAME` placeholder may resolve. Nothing else is resolvable. */
+        allow: z.array(z.string().regex(/^[A-Z_][A-Z0-9_]{0,127}$/, "must be an environment-style name")).default([]),
+        /** Where values come from, in order: env (the worker's environment) and/or file (DIR/NAME). */
+        providers: z
+          .array(
+            z.union([
+              z.object({ type: z.literal("env") }).strict(),
+              z.object({ type: z.literal("file"), dir: z.string().min(1) }).strict(),
+            ]),
+          )
+          .default([{ type: "env" }]),
+      })
+      .strict()
+      .default({ allow: [], providers: [{ type: "env" }] }),
+    sandbox: z
+      .object({
+        image: z.string().min(1).default("agentd-sandbox-base:latest"),
+        cpu: z.number().positive().max(64).default(1),
+        memory: Size.default(1024 ** 3),
+        pids: z.number().int().min(16).max(32768).default(256),
+        tmp: Size.default(256 * 1024 ** 2),
+        network: z.enum(["none", "allowlist"]).default("none"),
+        allowlist: z.array(z.string().min(1)).default([]),
+      })
+      .strict()
+      .refine((s) => s.network === "allowlist" || s.allowlist.length === 0, {
+        message: "allowlist needs network: allowlist",
+        path: ["allowlist"],
+      })
+      .default({ image: "agentd-sandbox-base:latest", cpu: 1, memory: 1024 ** 3, pids: 256, tmp: 256 * 1024 ** 2, network: "none", allowlist: [] }),
+    tools: z
+      .object({
+        /** test.run's command line; "{name}" is replaced by the quoted test name. */
+        test: z.string().min(1).optional(),
+        /** lint.run's command line. */
+        lint: z.string().min(1).optional(),
+      })
+      .strict()
+      .default({}),
+    approvals: z
+      .object({
+        /** A pending approval older than this is denied automatically; unset: never. */
+        expireAfter: Duration.optional(),
+      })
+      .strict()
+      .default({}),
+    trust: z.object({ rules: z.array(TrustRule).default([]) }).strict().default({ rules: [] }),
+  })
+  .strict();
+
+export type Policy = z.output<typeof PolicySchema>;
+export type TrustRuleConfig = z.output<typeof TrustRule>;
+export type ApprovalMode = "never" | "always" | "risk";
