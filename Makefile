@@ -52,9 +52,10 @@ test: build images
 	@"$(ROOT)/scripts/ensure-redis.sh"
 	node scripts/run-tests.ts
 
-bench: build
+bench: build images
 	@"$(ROOT)/scripts/ensure-redis.sh"
 	node bench/eventlog.ts
+	node bench/sandbox.ts
 
 demo: build
 	@"$(ROOT)/scripts/demo.sh"

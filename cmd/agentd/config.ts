@@ -2,8 +2,12 @@
  * agentd's configuration: flags first, then AGENTD_* environment variables, then defaults.
  * Read once here (the composition root); internal/ only sees the parsed options.
  */
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { z } from "zod";
+
+/** The repository's policy.yaml: the default policy, found from the code, not the cwd. */
+export const DEFAULT_POLICY = fileURLToPath(new URL("../../policy.yaml", import.meta.url));
 
 export const FLAGS = {
   listen: {
@@ -41,6 +45,11 @@ export const FLAGS = {
     env: "AGENTD_MAX_REQUEST_BYTES",
     help: "largest request message accepted (RESOURCE_EXHAUSTED above)",
     def: String(8 * 1024 * 1024),
+  },
+  policy: {
+    env: "AGENTD_POLICY",
+    help: "the policy file (docs/policy.md); re-read on SIGHUP, a broken reload keeps the last good one",
+    def: DEFAULT_POLICY,
   },
   "log-level": { env: "AGENTD_LOG_LEVEL", help: "trace, debug, info, warn, error", def: "info" },
   "insecure-no-auth": {
@@ -85,6 +94,7 @@ export const ConfigSchema = z.object({
     .int()
     .min(1024)
     .max(1024 * 1024 * 1024),
+  policy: z.string().min(1),
   "log-level": z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
   "insecure-no-auth": z.boolean(),
 });

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * agentd: the composition root. Reads configuration once, builds the adapters (event log,
- * artifact store, authenticator), starts the server, and stops it cleanly on SIGTERM.
+ * artifact store, authenticator, policy), starts the server, and stops it cleanly on
+ * SIGTERM. SIGHUP re-reads the policy.
  */
 import { resolve } from "node:path";
 import { Redis } from "ioredis";
@@ -17,6 +18,8 @@ import { AgentdError } from "../../internal/errors.ts";
 import { openFileEventLog } from "../../internal/eventlog/file-event-log.ts";
 import type { EventLog } from "../../internal/eventlog/port.ts";
 import { RedisEventLog } from "../../internal/eventlog/redis-event-log.ts";
+import { formatPolicyIssues, readPolicyFile } from "../../internal/kernel/policy-loader.ts";
+import { createPolicyStore } from "../../internal/kernel/policy-store.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { createApp } from "../../internal/server/app.ts";
 import { createDualServer } from "../../internal/server/dual-protocol.ts";
@@ -31,6 +34,7 @@ const SERVER_FLAGS: FlagName[] = [
   "artifact-dir",
   "redis-prefix",
   "max-request-bytes",
+  "policy",
   "log-level",
   "insecure-no-auth",
 ];
@@ -41,6 +45,7 @@ const DEV_FLAGS: FlagName[] = [
   "auth-tokens",
   "artifact-dir",
   "max-request-bytes",
+  "policy",
   "log-level",
 ];
 
@@ -50,7 +55,7 @@ Usage:
   agentd server [flags]    the API server (stateless; Redis or file event log)
   agentd dev [flags]       server (and, once it lands, worker) on the embedded event log
   agentd worker [flags]    runs agents (not implemented yet: lands with the Workers issue)
-  agentd policy check FILE validates a policy (not implemented yet: lands with the Kernel issue)
+  agentd policy check FILE validates a policy file: OK, or each issue as FILE:LINE:COL: field: message
   agentd hash-token TOKEN  prints the sha256 to put in an auth file
 
 Run 'agentd COMMAND --help' for the flags of a command.`;
@@ -73,10 +78,7 @@ async function main(argv: string[]): Promise<number> {
       );
       return 2;
     case "policy":
-      process.stderr.write(
-        "agentd policy check: not implemented yet — policy.yaml lands with the issue 'Kernel: policy.yaml, risk profiles…'.\n",
-      );
-      return 2;
+      return policyCommand(rest);
     case undefined:
     case "help":
     case "--help":
@@ -98,6 +100,8 @@ async function serve(mode: "server" | "dev", argv: string[]): Promise<number> {
     return 0;
   }
   const logger = createLogger({ level: cfg["log-level"], name: `agentd-${mode}` });
+  // First, so a broken policy refuses the start before anything is opened.
+  const policy = createPolicyStore(cfg.policy, { logger });
   const eventLogUrl = cfg["event-log"] ?? (mode === "dev" ? `file:${cfg["data-dir"]}` : undefined);
   if (eventLogUrl === undefined) {
     throw new UsageError(
@@ -112,16 +116,25 @@ async function serve(mode: "server" | "dev", argv: string[]): Promise<number> {
     artifacts: new FsArtifactStore(artifactDir),
   };
   const server = createDualServer(
-    createApp({ deps, auth, logger, maxRequestBytes: cfg["max-request-bytes"] }),
+    createApp({ deps, auth, logger, maxRequestBytes: cfg["max-request-bytes"], policy }),
   );
   const addr = await server.listen(cfg.listen.host, cfg.listen.port);
   const shown =
     addr.family === "IPv6" ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
   logger.info(
-    { addr: shown, eventLog: log.kind, artifactDir, auth: auth === openAuth ? "off" : "tokens" },
+    {
+      addr: shown,
+      eventLog: log.kind,
+      artifactDir,
+      auth: auth === openAuth ? "off" : "tokens",
+      policy: policy.path,
+    },
     "listening",
   );
 
+  // SIGHUP: re-read the policy; a broken file is logged and the last good policy stays.
+  const reloadPolicy = (): void => void policy.reload();
+  process.on("SIGHUP", reloadPolicy);
   await new Promise<void>((resolveStop) => {
     const stop = (signal: string): void => {
       logger.info({ signal }, "shutting down");
@@ -130,10 +143,28 @@ async function serve(mode: "server" | "dev", argv: string[]): Promise<number> {
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
   });
+  process.off("SIGHUP", reloadPolicy);
   await server.close(5000);
   await closeAll();
   logger.info("stopped");
   return 0;
+}
+
+/** `agentd policy check FILE`: exit 0 and `OK FILE`, or 1 and one line per issue. */
+function policyCommand(argv: string[]): number {
+  if (argv[0] === "--help" || argv[0] === "-h" || (argv[0] === "check" && argv[1] === "--help")) {
+    process.stdout.write(
+      "Usage: agentd policy check FILE\n\nValidates a policy file (docs/policy.md). Prints OK FILE, or every issue as\nFILE:LINE:COL: field: message and exits 1.\n",
+    );
+    return 0;
+  }
+  if (argv[0] !== "check" || argv.length !== 2 || (argv[1] as string).startsWith("-")) {
+    throw new UsageError("usage: agentd policy check FILE");
+  }
+  const file = argv[1] as string;
+  const r = readPolicyFile(file);
+  process.stdout.write(r.ok ? `OK ${file}\n` : `${formatPolicyIssues(r.errors)}\n`);
+  return r.ok ? 0 : 1;
 }
 
 let openAuth: Authenticator | undefined;

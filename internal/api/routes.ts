@@ -16,8 +16,8 @@ export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
     getRun: getRunHandler(deps),
     listRuns: listRunsHandler(deps),
     streamEvents: streamEventsHandler(deps),
-    resolveApproval: resolveApprovalHandler(),
-    listApprovals: listApprovalsHandler(),
+    resolveApproval: resolveApprovalHandler(deps),
+    listApprovals: listApprovalsHandler(deps),
     cancelRun: cancelRunHandler(deps),
     getArtifact: getArtifactHandler(deps),
   });

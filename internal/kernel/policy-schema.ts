@@ -6,67 +6,110 @@
 import picomatch from "picomatch";
 import { z } from "zod";
 
-const UNITS: Record<string, number> = { B: 1, KB: 1e3, MB: 1e6, GB: 1e9, KIB: 1024, MIB: 1024 ** 2, GIB: 1024 ** 3 };
+const UNITS: Record<string, number> = {
+  B: 1,
+  KB: 1e3,
+  MB: 1e6,
+  GB: 1e9,
+  KIB: 1024,
+  MIB: 1024 ** 2,
+  GIB: 1024 ** 3,
+};
+const SIZE_EXPECTED = 'expected a size such as 1048576 (bytes), "256KiB", "1MiB" or "1GiB"';
 
 /** Bytes: a non-negative integer or a string such as "256KiB". */
-export const Size = z.union([
-  z.number().int().nonnegative(),
-  z.string().transform((s, ctx) => {
-    const m = /^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]|[bB])\s*$/.exec(s);
-    const unit = m?.[2]?.toUpperCase();
-    if (m === null || unit === undefined || UNITS[unit] === undefined) {
-      ctx.addIssue({ code: "custom", message: `expected a size such as 1048576, "256KiB" or "1MiB", got ${JSON.stringify(s)}` });
+export const Size = z
+  .union([z.number(), z.string()], {
+    error: (iss) => `${SIZE_EXPECTED}, got ${JSON.stringify(iss.input)}`,
+  })
+  .transform((v, ctx) => {
+    const m =
+      typeof v === "string" ? /^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]|[bB])\s*$/.exec(v) : null;
+    const bytes =
+      typeof v === "number"
+        ? v
+        : m
+          ? Math.round(Number(m[1]) * (UNITS[(m[2] as string).toUpperCase()] ?? Number.NaN))
+          : Number.NaN;
+    if (!Number.isSafeInteger(bytes) || bytes < 0) {
+      ctx.addIssue({ code: "custom", message: `${SIZE_EXPECTED}, got ${JSON.stringify(v)}` });
       return z.NEVER;
     }
-    return Math.round(Number(m[1]) * (UNITS[unit] as number));
-  }),
-]);
+    return bytes;
+  });
 
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION_UNITS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+};
+const DURATION_EXPECTED = 'expected a duration such as 30000 (ms), "30s", "5m" or "1h"';
 
 /** Milliseconds: a non-negative integer or a string such as "30s". */
-export const Duration = z.union([
-  z.number().int().nonnegative(),
-  z.string().transform((s, ctx) => {
-    const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(s);
-    if (m === null) {
-      ctx.addIssue({ code: "custom", message: `expected a duration such as 30000, "30s", "5m" or "1h", got ${JSON.stringify(s)}` });
+export const Duration = z
+  .union([z.number(), z.string()], {
+    error: (iss) => `${DURATION_EXPECTED}, got ${JSON.stringify(iss.input)}`,
+  })
+  .transform((v, ctx) => {
+    const m = typeof v === "string" ? /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(v) : null;
+    const ms =
+      typeof v === "number"
+        ? v
+        : m
+          ? Math.round(Number(m[1]) * (DURATION_UNITS[m[2] as string] as number))
+          : Number.NaN;
+    if (!Number.isSafeInteger(ms) || ms < 0) {
+      ctx.addIssue({ code: "custom", message: `${DURATION_EXPECTED}, got ${JSON.stringify(v)}` });
       return z.NEVER;
     }
-    return Math.round(Number(m[1]) * (DURATION_UNITS[m[2] as string] as number));
-  }),
-]);
+    return ms;
+  });
 
-/** A glob (picomatch syntax) that must compile. */
+/**
+ * A glob (picomatch syntax) that must compile. strictBrackets makes unbalanced [ { ( throw;
+ * picomatch answers a pattern it cannot turn into a regex (e.g. "[z-a]", a trailing "\\")
+ * with one that matches nothing, which would silently disable the rule, so that is refused too.
+ */
 export const Glob = z
   .string()
   .min(1)
-  .refine(
-    (g) => {
-      try {
-        picomatch.makeRe(g, { dot: true, strictBrackets: true });
-        return !/\[(?![^\]]*\])/.test(g);
-      } catch {
-        return false;
-      }
-    },
-    { message: "is not a valid glob" },
-  );
+  .superRefine((g, ctx) => {
+    let why: string | undefined;
+    try {
+      if (picomatch.makeRe(g, { dot: true, strictBrackets: true }).source === "$^")
+        why = "it can never match";
+    } catch (err) {
+      why = (err as Error).message;
+    }
+    if (why !== undefined)
+      ctx.addIssue({ code: "custom", message: `is not a valid glob (${why})` });
+  });
 
-/** A regular expression that must compile. */
-export const Regex = z.string().min(1).refine(
-  (r) => {
+/** A regular expression (JavaScript syntax, no flags) that must compile. */
+export const Regex = z
+  .string()
+  .min(1)
+  .superRefine((r, ctx) => {
     try {
       new RegExp(r);
-      return true;
-    } catch {
-      return false;
+    } catch (err) {
+      ctx.addIssue({
+        code: "custom",
+        message: `is not a valid regular expression (${(err as Error).message})`,
+      });
     }
-  },
-  { message: "is not a valid regular expression" },
-);
+  });
 
-export const CAPABILITY_NAMES = ["repo.read", "repo.search", "repo.patch", "process.run", "test.run", "lint.run"] as const;
+export const CAPABILITY_NAMES = [
+  "repo.read",
+  "repo.search",
+  "repo.patch",
+  "process.run",
+  "test.run",
+  "lint.run",
+] as const;
 export type CapabilityName = (typeof CAPABILITY_NAMES)[number];
 
 const Capability = z
@@ -79,14 +122,19 @@ const Capability = z
   .strict();
 
 const Counter = z
-  .object({ gte: z.number().int().nonnegative().optional(), lte: z.number().int().nonnegative().optional() })
+  .object({
+    gte: z.number().int().nonnegative().optional(),
+    lte: z.number().int().nonnegative().optional(),
+  })
   .strict()
   .refine((c) => c.gte !== undefined || c.lte !== undefined, { message: "give gte and/or lte" });
 
 const TrustRule = z
   .object({
     /** Named in every decision it changes. */
-    name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, "must be [a-z0-9._-], at most 64 characters"),
+    name: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, "must be [a-z0-9._-], at most 64 characters"),
     /** The capability the rule applies to. */
     tool: z.enum(CAPABILITY_NAMES),
     /** Counters of the repository (all must hold). */
@@ -99,6 +147,7 @@ const TrustRule = z
       })
       .strict(),
     /** relax: an approval the risk profile asks for is skipped (preview+auto); tighten: every call needs approval. */
+    // biome-ignore lint/suspicious/noThenProperty: the policy's own field name ("when … then …")
     then: z.enum(["relax", "tighten"]),
   })
   .strict();
@@ -116,7 +165,12 @@ export const PolicySchema = z
       .strict()
       .default({ root: ".", denyPatterns: [".git", ".git/**"] }),
     capabilities: z
-      .object(Object.fromEntries(CAPABILITY_NAMES.map((n) => [n, Capability.optional()])) as Record<CapabilityName, z.ZodOptional<typeof Capability>>)
+      .object(
+        Object.fromEntries(CAPABILITY_NAMES.map((n) => [n, Capability.optional()])) as Record<
+          CapabilityName,
+          z.ZodOptional<typeof Capability>
+        >,
+      )
       .strict()
       .default({}),
     risk: z
@@ -135,8 +189,15 @@ export const PolicySchema = z
         buildPaths: z.array(Glob).default([]),
         /** Changed lines from which a patch is medium / high impact. */
         impact: z
-          .object({ mediumLines: z.number().int().positive().default(50), highLines: z.number().int().positive().default(300) })
+          .object({
+            mediumLines: z.number().int().positive().default(50),
+            highLines: z.number().int().positive().default(300),
+          })
           .strict()
+          .refine((i) => i.mediumLines < i.highLines, {
+            message: "mediumLines must be below highLines",
+            path: ["highLines"],
+          })
           .default({ mediumLines: 50, highLines: 300 }),
         /** Which facts make a risk-governed call wait for approval. */
         approvalWhen: z
@@ -149,7 +210,14 @@ export const PolicySchema = z
             impactAtLeast: z.enum(["low", "medium", "high", "never"]).default("high"),
           })
           .strict()
-          .default({ highRiskCommand: true, dynamicShell: true, touchesSecrets: true, touchesConfig: true, touchesBuild: true, impactAtLeast: "high" }),
+          .default({
+            highRiskCommand: true,
+            dynamicShell: true,
+            touchesSecrets: true,
+            touchesConfig: true,
+            touchesBuild: true,
+            impactAtLeast: "high",
+          }),
       })
       .strict()
       .default({
@@ -160,7 +228,14 @@ export const PolicySchema = z
         configPaths: [],
         buildPaths: [],
         impact: { mediumLines: 50, highLines: 300 },
-        approvalWhen: { highRiskCommand: true, dynamicShell: true, touchesSecrets: true, touchesConfig: true, touchesBuild: true, impactAtLeast: "high" },
+        approvalWhen: {
+          highRiskCommand: true,
+          dynamicShell: true,
+          touchesSecrets: true,
+          touchesConfig: true,
+          touchesBuild: true,
+          impactAtLeast: "high",
+        },
       }),
     limits: z
       .object({
@@ -185,11 +260,14 @@ export const PolicySchema = z
     secrets: z
       .object({
         /** Secret names a `$ENV.NAME` placeholder may resolve. Nothing else is resolvable. */
-        allow: z.array(z.string().regex(/^[A-Z_][A-Z0-9_]{0,127}$/, "must be an environment-style name")).default([]),
+        allow: z
+          .array(z.string().regex(/^[A-Z_][A-Z0-9_]{0,127}$/, "must be an environment-style name"))
+          .default([]),
         /** Where values come from, in order: env (the worker's environment) and/or file (DIR/NAME). */
         providers: z
           .array(
-            z.union([
+            // Discriminated on `type`, so an error names the field at fault, not "invalid input".
+            z.discriminatedUnion("type", [
               z.object({ type: z.literal("env") }).strict(),
               z.object({ type: z.literal("file"), dir: z.string().min(1) }).strict(),
             ]),
@@ -213,7 +291,15 @@ export const PolicySchema = z
         message: "allowlist needs network: allowlist",
         path: ["allowlist"],
       })
-      .default({ image: "agentd-sandbox-base:latest", cpu: 1, memory: 1024 ** 3, pids: 256, tmp: 256 * 1024 ** 2, network: "none", allowlist: [] }),
+      .default({
+        image: "agentd-sandbox-base:latest",
+        cpu: 1,
+        memory: 1024 ** 3,
+        pids: 256,
+        tmp: 256 * 1024 ** 2,
+        network: "none",
+        allowlist: [],
+      }),
     tools: z
       .object({
         /** test.run's command line; "{name}" is replaced by the quoted test name. */
@@ -230,7 +316,10 @@ export const PolicySchema = z
       })
       .strict()
       .default({}),
-    trust: z.object({ rules: z.array(TrustRule).default([]) }).strict().default({ rules: [] }),
+    trust: z
+      .object({ rules: z.array(TrustRule).default([]) })
+      .strict()
+      .default({ rules: [] }),
   })
   .strict();
 

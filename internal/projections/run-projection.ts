@@ -85,6 +85,10 @@ export function applyEvent(run: Run, ev: Event): Run {
     case "approvalRequested":
       run.approvalCount += 1n;
       break;
+    case "approvalResolved":
+      // Still paused, but resumable: the decision it waited for is there.
+      if (run.pendingApprovalId === p.value.approvalId) run.pendingApprovalId = "";
+      break;
     default:
       break;
   }

@@ -14,6 +14,7 @@ import type { Authenticator } from "../auth/tokens.ts";
 import { file_agentd_v1_events } from "../gen/agentd/v1/events_pb.js";
 import { file_agentd_v1_run_service } from "../gen/agentd/v1/run_service_pb.js";
 import { file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
+import type { PolicyStore } from "../kernel/policy-store.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import type { RequestHandler } from "./dual-protocol.ts";
 import { registerHealth } from "./health.ts";
@@ -26,6 +27,8 @@ export interface AppOptions {
   logger: Logger;
   /** Largest request message accepted, bytes (RESOURCE_EXHAUSTED above). Default 8 MiB. */
   maxRequestBytes?: number;
+  /** The policy in force (reloaded on SIGHUP); the kernel reads it per decision. */
+  policy?: PolicyStore;
 }
 
 export const SERVICES = [

@@ -69,10 +69,12 @@ function deny(field: string, path: string, why: string): AgentdError {
  * Shell: resolves "/workspace/$1" as far as it exists (symlinks followed), appends the
  * components that do not exist yet, and prints the result NUL-terminated.
  * Exit 2: a dangling link or unreadable component; exit 3: resolves outside /workspace.
+ * (`realpath` without `--`: busybox's takes no options and would resolve "--" itself; the
+ * argument always starts with /workspace, so it cannot be mistaken for an option.)
  */
 export const RESOLVE_SH = `t="/workspace/$1"; a="$t"; rest=""
 while [ ! -e "$a" ] && [ ! -L "$a" ]; do rest="/\${a##*/}$rest"; a="\${a%/*}"; done
-r=$(realpath -- "$a" 2>/dev/null) || exit 2
+r=$(realpath "$a" 2>/dev/null) || exit 2
 p="$r$rest"
 case "$p" in /workspace|/workspace/*) ;; *) printf '%s\\0' "$p"; exit 3 ;; esac
 printf '%s\\0' "$p"`;

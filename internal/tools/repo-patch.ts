@@ -61,69 +61,115 @@ export const repoPatch = defineTool({
       path: ["unifiedDiff"],
     }),
   async execute(ctx, input) {
-    const rel = checkPath("path", input.path, ctx.denyPatterns);
-    if (
-      input.unifiedDiff !== undefined &&
-      Buffer.byteLength(input.unifiedDiff) > ctx.limits.maxDiffBytes
-    ) {
-      throw new AgentdError(
-        "ETOOLARGE",
-        `unifiedDiff: larger than ${ctx.limits.maxDiffBytes} bytes`,
-        { field: "unifiedDiff" },
-      );
-    }
-    const current = await load(ctx, input.path, rel);
-    const plan =
-      input.unifiedDiff !== undefined
-        ? planFromDiff(input.path, rel, input.unifiedDiff, current.content)
-        : planFromEdits(input.path, input.edits ?? [], current.content);
+    const { rel, current, plan, summary } = await planPatch(ctx, input);
+    if (!summary.changed) return summary;
     if (plan.kind === "delete") {
-      if (current.content === undefined)
-        throw new AgentdError(
-          "ENOTFOUND",
-          `path ${JSON.stringify(input.path)}: no such file to delete`,
-        );
       const r = await runScript(ctx, DELETE_SH, [rel, current.abs]);
       if (r.exitCode !== 0) throw writeFailed(input.path, r.exitCode, r.stderr);
     } else {
-      if (plan.content === current.content) {
-        return {
-          path: current.rel,
-          changed: false,
-          linesAdded: 0,
-          linesRemoved: 0,
-          hunks: 0,
-          diff: "",
-        };
-      }
       const r = await runScript(ctx, WRITE_SH, [rel, current.abs], {
         stdin: Buffer.from(plan.content, "utf8"),
       });
       if (r.exitCode !== 0) throw writeFailed(input.path, r.exitCode, r.stderr);
     }
-    const after = plan.kind === "delete" ? "" : plan.content;
-    const sp = structuredPatch(
-      `a/${current.rel}`,
-      `b/${current.rel}`,
-      current.content ?? "",
-      after,
-      undefined,
-      undefined,
-      { context: 3 },
-    );
-    sp.isGit = true;
-    const stats = countLines(sp);
-    return {
-      path: current.rel,
-      changed: true,
-      created: current.content === undefined,
-      deleted: plan.kind === "delete",
-      hunks: sp.hunks.length,
-      ...stats,
-      diff: formatPatch(sp).slice(0, ctx.limits.maxDiffBytes),
-    };
+    return summary;
   },
 });
+
+/** What a patch would do: files, hunks, lines added and removed, the resulting diff. */
+export interface PatchSummary {
+  path: string;
+  changed: boolean;
+  created: boolean;
+  deleted: boolean;
+  hunks: number;
+  linesAdded: number;
+  linesRemoved: number;
+  diff: string;
+}
+
+/**
+ * The dry run of repo.patch: reads the file in the sandbox (jailed), applies the diff or
+ * edits in memory and summarises the change, writing nothing. Errors exactly as the call
+ * itself would (the failing hunk named). The kernel's preview of a patch is this.
+ */
+export async function planPatch(
+  ctx: ToolContext,
+  input: {
+    path: string;
+    unifiedDiff?: string | undefined;
+    edits?: { oldText: string; newText: string }[] | undefined;
+  },
+): Promise<{ rel: string; current: Loaded; plan: Plan; summary: PatchSummary }> {
+  const rel = checkPath("path", input.path, ctx.denyPatterns);
+  if (
+    input.unifiedDiff !== undefined &&
+    Buffer.byteLength(input.unifiedDiff) > ctx.limits.maxDiffBytes
+  ) {
+    throw new AgentdError(
+      "ETOOLARGE",
+      `unifiedDiff: larger than ${ctx.limits.maxDiffBytes} bytes`,
+      {
+        field: "unifiedDiff",
+      },
+    );
+  }
+  const current = await load(ctx, input.path, rel);
+  const plan =
+    input.unifiedDiff !== undefined
+      ? planFromDiff(input.path, rel, input.unifiedDiff, current.content)
+      : planFromEdits(input.path, input.edits ?? [], current.content);
+  if (plan.kind === "delete" && current.content === undefined) {
+    throw new AgentdError(
+      "ENOTFOUND",
+      `path ${JSON.stringify(input.path)}: no such file to delete`,
+    );
+  }
+  const after = plan.kind === "delete" ? "" : plan.content;
+  if (plan.kind === "write" && plan.content === current.content) {
+    const summary = {
+      path: current.rel,
+      changed: false,
+      created: false,
+      deleted: false,
+      hunks: 0,
+      linesAdded: 0,
+      linesRemoved: 0,
+      diff: "",
+    };
+    return { rel, current, plan, summary };
+  }
+  const sp = structuredPatch(
+    `a/${current.rel}`,
+    `b/${current.rel}`,
+    current.content ?? "",
+    after,
+    undefined,
+    undefined,
+    {
+      context: 3,
+    },
+  );
+  sp.isGit = true;
+  if (current.content === undefined) {
+    sp.isCreate = true;
+    sp.oldFileName = "/dev/null";
+  }
+  if (plan.kind === "delete") {
+    sp.isDelete = true;
+    sp.newFileName = "/dev/null";
+  }
+  const summary: PatchSummary = {
+    path: current.rel,
+    changed: true,
+    created: current.content === undefined,
+    deleted: plan.kind === "delete",
+    hunks: sp.hunks.length,
+    ...countLines(sp),
+    diff: formatPatch(sp).slice(0, ctx.limits.maxDiffBytes),
+  };
+  return { rel, current, plan, summary };
+}
 
 interface Loaded {
   abs: string;

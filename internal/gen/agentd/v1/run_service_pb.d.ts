@@ -606,7 +606,7 @@ export declare const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest
  */
 export declare type ListApprovalsResponse = Message<"agentd.v1.ListApprovalsResponse"> & {
   /**
-   * Pending approvals, oldest first.
+   * Pending approvals, newest run first.
    *
    * @generated from field: repeated agentd.v1.Approval approvals = 1;
    */
