@@ -24,6 +24,7 @@ import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { createApp } from "../../internal/server/app.ts";
 import { createDualServer } from "../../internal/server/dual-protocol.ts";
 import { createLogger } from "../../internal/telemetry/logger.ts";
+import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 
 const SERVER_FLAGS: FlagName[] = [
@@ -102,6 +103,7 @@ async function serve(mode: "server" | "dev", argv: string[]): Promise<number> {
   const logger = createLogger({ level: cfg["log-level"], name: `agentd-${mode}` });
   // First, so a broken policy refuses the start before anything is opened.
   const policy = createPolicyStore(cfg.policy, { logger });
+  const tracing = await startTracing(process.env, `agentd-${mode}`);
   const eventLogUrl = cfg["event-log"] ?? (mode === "dev" ? `file:${cfg["data-dir"]}` : undefined);
   if (eventLogUrl === undefined) {
     throw new UsageError(
@@ -146,6 +148,7 @@ async function serve(mode: "server" | "dev", argv: string[]): Promise<number> {
   process.off("SIGHUP", reloadPolicy);
   await server.close(5000);
   await closeAll();
+  await tracing?.shutdown();
   logger.info("stopped");
   return 0;
 }
