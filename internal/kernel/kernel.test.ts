@@ -350,6 +350,32 @@ describe("secrets", () => {
       assert.equal(JSON.stringify(s.attributes).includes(SECRET), false);
   });
 
+  it("key rules redact command output but leave source code read by repo.read intact", async () => {
+    await box.exec({
+      argv: ["sh", "-c", "echo 'const token = getToken();' > auth.js"],
+      timeoutMs: 5000,
+      maxOutputBytes: 1000,
+    });
+    const read = await kernel.handle(run, {
+      callId: "k1",
+      tool: "repo.read",
+      input: { path: "auth.js" },
+    });
+    assert.equal(
+      read.kind === "result" && (read.output as { content: string }).content,
+      "const token = getToken();\n",
+    );
+    const out = await kernel.handle(run, {
+      callId: "k2",
+      tool: "process.run",
+      input: { command: "echo GITHUB_TOKEN=abc123def" },
+    });
+    assert.equal(
+      out.kind === "result" && (out.output as { stdout: string }).stdout,
+      "GITHUB_TOKEN=[REDACTED]\n",
+    );
+  });
+
   it("a missing secret fails the call with ESECRET_NOT_FOUND; a secret not allowed with EPERMISSION", async () => {
     for (const [name, code] of [
       ["MISSING_TOKEN", "ESECRET_NOT_FOUND"],

@@ -264,9 +264,13 @@ export function createKernel(opts: KernelOptions): Kernel {
   ): Promise<CallOutcome> {
     const policy = opts.policy();
     const res = resolver();
+    // Key rules (TOKEN=…, "password": …) would rewrite source code that a later patch must
+    // match, so repo.* outputs get secret values and patterns only; process output gets all.
+    const isCommand =
+      call.tool === "process.run" || call.tool === "test.run" || call.tool === "lint.run";
     const redactor = createRedactor({
       secrets: () => res.knownValues(),
-      keys: policy.redaction.keys,
+      keys: isCommand ? policy.redaction.keys : [],
       patterns: policy.redaction.patterns,
     });
     const started = now();
