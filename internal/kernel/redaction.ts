@@ -25,6 +25,7 @@
  * line-wrapping `base64`, gzip) is not recognised. Policy and the jail are the real guard.
  */
 import { AgentdError } from "../errors.ts";
+import { safePut } from "./safe-put.ts";
 
 export const REDACTED = "[REDACTED]";
 
@@ -344,7 +345,7 @@ export function createRedactor(options: RedactorOptions): Redactor {
         Object.getPrototypeOf(src) === null ? Object.create(null) : {};
       for (const k of Object.keys(src)) {
         const value = isSecretKey(k) ? REDACTED : walk(src[k], depth + 1, ancestors);
-        put(obj, text(k), value);
+        safePut(obj, text(k), value);
       }
       out = obj;
     }
@@ -522,20 +523,6 @@ function apply(s: string, spans: readonly Span[], limit: number): string {
     at = span.end;
   }
   return out + s.slice(at, limit);
-}
-
-/** Assigns without ever invoking the `__proto__` setter. */
-function put(target: Record<string, unknown>, k: string, v: unknown): void {
-  if (k === "__proto__") {
-    Object.defineProperty(target, k, {
-      value: v,
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    });
-  } else {
-    target[k] = v;
-  }
 }
 
 interface Form {

@@ -12,6 +12,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { AgentdError } from "../errors.ts";
+import { safePut } from "./safe-put.ts";
 
 /** A source of secret values. `get` answers undefined when it does not have the name. */
 export interface SecretProvider {
@@ -244,20 +245,6 @@ function collect(
   ancestors.delete(v);
 }
 
-/** Assigns without ever invoking the `__proto__` setter (JSON.parse makes own "__proto__" keys). */
-function put(target: Record<string, unknown>, k: string, v: unknown): void {
-  if (k === "__proto__") {
-    Object.defineProperty(target, k, {
-      value: v,
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    });
-  } else {
-    target[k] = v;
-  }
-}
-
 function mapJson(v: unknown, onString: (s: string) => string): unknown {
   if (typeof v === "string") return onString(v);
   if (v === null || typeof v !== "object") return v;
@@ -265,7 +252,7 @@ function mapJson(v: unknown, onString: (s: string) => string): unknown {
   const src = v as Record<string, unknown>;
   const out: Record<string, unknown> =
     Object.getPrototypeOf(src) === null ? Object.create(null) : {};
-  for (const k of Object.keys(src)) put(out, k, mapJson(src[k], onString));
+  for (const k of Object.keys(src)) safePut(out, k, mapJson(src[k], onString));
   return out;
 }
 

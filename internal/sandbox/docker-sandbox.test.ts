@@ -12,6 +12,7 @@ import type Docker from "dockerode";
 import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
 import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { tarOf } from "../testing/tar.ts";
 import { LABEL_MANAGED, LABEL_RUN, LABEL_TENANT } from "./docker-sandbox.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "./port.ts";
 import {
@@ -237,28 +238,6 @@ describe("workspace", () => {
   });
 
   it("refuses hostile archives with typed errors", async () => {
-    const tarOf = async (
-      entries: {
-        name: string;
-        type?: "file" | "symlink" | "link" | "character-device" | "directory";
-        linkname?: string;
-        data?: string;
-      }[],
-    ) => {
-      const tar = await import("tar-stream");
-      const pack = tar.pack();
-      const chunks: Buffer[] = [];
-      pack.on("data", (c: unknown) => chunks.push(c as Buffer));
-      for (const e of entries) {
-        pack.entry(
-          { name: e.name, type: e.type ?? "file", linkname: e.linkname, mode: 0o644 },
-          e.data ?? "",
-        );
-      }
-      pack.finalize();
-      await new Promise<void>((r) => pack.on("end", () => r()));
-      return Buffer.concat(chunks);
-    };
     const cases: [string, Promise<Buffer>, RegExp][] = [
       ["absolute path", tarOf([{ name: "/etc/passwd", data: "x" }]), /absolute path/],
       ["tar-slip", tarOf([{ name: "a/../../evil", data: "x" }]), /tar-slip/],

@@ -229,7 +229,13 @@ class DockerSandboxHandle implements SandboxHandle {
   async #killGroup(execId: string): Promise<void> {
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
-        const r = await this.#plainExec(["sh", "-c", KILL_SCRIPT, "agentd-kill", execId]);
+        const { exitCode: r } = await this.#helperExec([
+          "sh",
+          "-c",
+          KILL_SCRIPT,
+          "agentd-kill",
+          execId,
+        ]);
         if (r === 0 || r === 3) return;
       } catch {
         // fall through: retry, then restart
@@ -243,7 +249,7 @@ class DockerSandboxHandle implements SandboxHandle {
 
   async #checkOom(): Promise<boolean> {
     try {
-      const text = await this.#captureExec(["sh", "-c", OOM_COUNT_SCRIPT]);
+      const { stdout: text } = await this.#helperExec(["sh", "-c", OOM_COUNT_SCRIPT]);
       const m = /oom_kill (\d+)/.exec(text);
       const n = m === null ? 0 : Number(m[1]);
       const oom = n > this.#oomKills;
@@ -254,8 +260,8 @@ class DockerSandboxHandle implements SandboxHandle {
     }
   }
 
-  /** Runs a short helper command as the sandbox user; resolves with its exit code. */
-  async #plainExec(argv: string[]): Promise<number> {
+  /** Runs a short helper command as the sandbox user: its exit code and (capped) stdout. */
+  async #helperExec(argv: string[]): Promise<{ exitCode: number; stdout: string }> {
     const exec = await this.#container.exec({
       Cmd: argv,
       AttachStdout: true,
@@ -263,33 +269,16 @@ class DockerSandboxHandle implements SandboxHandle {
       User: SANDBOX_USER,
     });
     const stream = (await exec.start({ hijack: true, stdin: false })) as unknown as Duplex;
-    stream.resume();
-    await new Promise((resolve) => {
-      stream.on("end", resolve);
-      stream.on("close", resolve);
-      stream.on("error", resolve);
-    });
-    return exitCodeOf(exec);
-  }
-
-  async #captureExec(argv: string[]): Promise<string> {
-    const exec = await this.#container.exec({
-      Cmd: argv,
-      AttachStdout: true,
-      AttachStderr: true,
-      User: SANDBOX_USER,
-    });
-    const stream = (await exec.start({ hijack: true, stdin: false })) as unknown as Duplex;
-    let text = "";
+    let stdout = "";
     demux(stream, (name, chunk) => {
-      if (name === "stdout" && text.length < 64 * 1024) text += chunk.toString("utf8");
+      if (name === "stdout" && stdout.length < 64 * 1024) stdout += chunk.toString("utf8");
     });
     await new Promise((resolve) => {
       stream.on("end", resolve);
       stream.on("close", resolve);
       stream.on("error", resolve);
     });
-    return text;
+    return { exitCode: await exitCodeOf(exec), stdout };
   }
 
   async exportWorkspace(): Promise<Buffer> {

@@ -14,6 +14,7 @@ import { startAgentd } from "../testing/agentd-process.ts";
 import { type Stack, sleep, startStack, TOKENS } from "../testing/api-fixtures.ts";
 import { assertGrpcError, GrpcRunClient, grpc } from "../testing/grpc-run-client.ts";
 import { startRedis } from "../testing/redis-server.ts";
+import { tarOf } from "../testing/tar.ts";
 
 let stack: Stack;
 let runId: string;
@@ -261,22 +262,3 @@ describe("/readyz follows Redis", { timeout: 30_000 }, () => {
     }
   });
 });
-
-/** A tar archive of the given entries (tar-stream), for the workspace cases. */
-async function tarOf(
-  entries: { name: string; type?: "file" | "symlink"; linkname?: string; data?: string }[],
-): Promise<Uint8Array> {
-  const tar = await import("tar-stream");
-  const pack = tar.pack();
-  const chunks: Buffer[] = [];
-  pack.on("data", (c: unknown) => chunks.push(c as Buffer));
-  for (const e of entries) {
-    pack.entry(
-      { name: e.name, type: e.type ?? "file", linkname: e.linkname, mode: 0o644 },
-      e.data ?? "",
-    );
-  }
-  pack.finalize();
-  await new Promise<void>((r) => pack.on("end", () => r()));
-  return new Uint8Array(Buffer.concat(chunks));
-}
