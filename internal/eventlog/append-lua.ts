@@ -1,40 +1,48 @@
 /** The append script of the Redis event log (see redis-event-log.ts), kept as source text. */
 export const APPEND_LUA = `
--- Appends a batch of sealed events to a run, atomically.
--- KEYS: 1 stream, 2 meta hash, 3 tenant index (zset), 4 session index (zset)
--- ARGV: 1 fence ("" = server append, no lease), 2 expected head seq, 3 expected head hash,
---       4 run id, 5 tenant, 6 session, 7 hash of the last event, then the events' json...
+-- Appends batches of sealed events to one or more runs; each run's batch is atomic and
+-- independent (one run's conflict never affects another's). Several runs share one call so
+-- that many busy runs cost one script invocation, not one each.
+-- KEYS: per run, 4 keys: stream, meta hash, tenant index (zset), session index (zset)
+-- ARGV: per run: fence ("" = server append, no lease), expected head seq, expected head
+--       hash, run id, tenant, session, hash of the last event, n, then n events' json
 --       (only the last hash is kept: it is the new head; the others live in the events)
--- Replies: {"OK", seq} | {"FENCED", epoch} | {"CONFLICT", seq, hash}
-local meta = KEYS[2]
-local h = redis.call('HMGET', meta, 'seq', 'hash', 'epoch')
-local seq = tonumber(h[1]) or 0
-local hash = h[2] or ''
-local epoch = tonumber(h[3]) or 0
-
--- A stale owner (its lease epoch was bumped by a new owner) must never write.
-if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= epoch then
-  return {'FENCED', tostring(epoch)}
+-- Reply: per run, {"OK", seq} | {"FENCED", epoch} | {"CONFLICT", seq, hash}
+local out = {}
+local a = 1
+for r = 0, (#KEYS / 4) - 1 do
+  local k = r * 4
+  local fence, expected, prevHash = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
+  local runId, tenant, session, lastHash = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+  local n = tonumber(ARGV[a + 7])
+  local first = a + 8
+  a = first + n
+  local meta = KEYS[k + 2]
+  local h = redis.call('HMGET', meta, 'seq', 'hash', 'epoch')
+  local seq = tonumber(h[1]) or 0
+  local hash = h[2] or ''
+  local epoch = tonumber(h[3]) or 0
+  if fence ~= '' and tonumber(fence) ~= epoch then
+    -- A stale owner (its lease epoch was bumped by a new owner) must never write.
+    out[#out + 1] = {'FENCED', tostring(epoch)}
+  elseif seq ~= expected or (seq > 0 and hash ~= prevHash) then
+    -- Compare-and-append: the events were sealed against this exact head.
+    out[#out + 1] = {'CONFLICT', tostring(seq), hash}
+  else
+    for i = first, first + n - 1 do
+      seq = seq + 1
+      redis.call('XADD', KEYS[k + 1], '0-' .. seq, 'e', ARGV[i])
+    end
+    if n > 0 then hash = lastHash end
+    if expected == 0 then
+      -- First event of the run: record who owns it and index it (ULIDs sort by time).
+      redis.call('HSET', meta, 'tenant', tenant, 'session', session)
+      redis.call('ZADD', KEYS[k + 3], 0, runId)
+      redis.call('ZADD', KEYS[k + 4], 0, runId)
+    end
+    redis.call('HSET', meta, 'seq', seq, 'hash', hash)
+    out[#out + 1] = {'OK', tostring(seq)}
+  end
 end
-
--- Compare-and-append: the events were sealed against this exact head.
-local expected = tonumber(ARGV[2])
-if seq ~= expected or (seq > 0 and hash ~= ARGV[3]) then
-  return {'CONFLICT', tostring(seq), hash}
-end
-
-for i = 8, #ARGV do
-  seq = seq + 1
-  redis.call('XADD', KEYS[1], '0-' .. seq, 'e', ARGV[i])
-end
-if #ARGV >= 8 then hash = ARGV[7] end
-
-if expected == 0 then
-  -- First event of the run: record who owns it and index it (ULIDs sort by time).
-  redis.call('HSET', meta, 'tenant', ARGV[5], 'session', ARGV[6])
-  redis.call('ZADD', KEYS[3], 0, ARGV[4])
-  redis.call('ZADD', KEYS[4], 0, ARGV[4])
-end
-redis.call('HSET', meta, 'seq', seq, 'hash', hash)
-return {'OK', tostring(seq)}
+return out
 `;

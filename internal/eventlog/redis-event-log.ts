@@ -31,6 +31,15 @@ export interface RedisEventLogOptions {
 
 type ScriptReply = [string, string?, string?];
 
+interface PendingCommit {
+  c: Commit;
+  resolve(o: CommitOutcome): void;
+  reject(err: unknown): void;
+}
+
+/** Runs whose commits share one script call at most (bounds the call's size). */
+const MAX_RUNS_PER_CALL = 64;
+
 export class RedisEventLog implements EventLog {
   readonly kind = "redis";
   readonly #client: Redis;
@@ -40,13 +49,16 @@ export class RedisEventLog implements EventLog {
   readonly #batcher: AppendBatcher;
   readonly #tails = new Map<string, RunTail>();
   readonly #feed: LiveFeed;
+  readonly #pending: PendingCommit[] = [];
+  #flushScheduled = false;
 
   constructor(opts: RedisEventLogOptions) {
     this.#client = opts.client;
     this.#prefix = opts.prefix ?? "agentd:";
     this.#blockMs = opts.blockMs ?? 5000;
     this.#pingTimeoutMs = opts.pingTimeoutMs ?? 1000;
-    this.#client.defineCommand("agentdAppend", { numberOfKeys: 4, lua: APPEND_LUA });
+    // No fixed key count: one call carries 4 keys per run.
+    this.#client.defineCommand("agentdAppend", { lua: APPEND_LUA });
     this.#batcher = new AppendBatcher({
       loadHead: (runId) => this.#loadHead(runId),
       commit: (c) => this.#commit(c),
@@ -76,39 +88,77 @@ export class RedisEventLog implements EventLog {
     return { seq: Number(seq ?? 0), hash: hash ?? GENESIS_HASH };
   }
 
-  async #commit(c: Commit): Promise<CommitOutcome> {
-    const tenant = c.tenantId ?? "";
-    const args: (string | number)[] = [
-      this.#streamKey(c.runId),
-      this.#metaKey(c.runId),
-      this.#tenantKey(tenant),
-      this.#sessionKey(tenant, c.sessionId),
-      c.fence === undefined ? "" : String(c.fence),
-      c.prev.seq,
-      c.prev.hash,
-      c.runId,
-      tenant,
-      c.sessionId,
-      c.events[c.events.length - 1]?.hash ?? "",
-    ];
-    for (const e of c.events) args.push(e.json);
-    const client = this.#client as unknown as {
-      agentdAppend(...a: (string | number)[]): Promise<ScriptReply>;
-    };
-    const reply = await wrap(client.agentdAppend(...args));
-    switch (reply[0]) {
-      case "OK":
-        return { kind: "ok" };
-      case "FENCED":
-        return { kind: "fenced", epoch: Number(reply[1]) };
-      case "CONFLICT":
-        return {
-          kind: "conflict",
-          head: { seq: Number(reply[1]), hash: reply[2] || GENESIS_HASH },
-        };
-      default:
-        throw new AgentdError("EIO", `append script answered ${String(reply[0])}`);
+  /**
+   * Queues a commit; commits queued in the same turn of the event loop (many busy runs)
+   * go to Redis as one script call. Each run has at most one commit in flight (the
+   * batcher), so the runs of one call never depend on each other.
+   */
+  #commit(c: Commit): Promise<CommitOutcome> {
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ c, resolve, reject });
+      if (!this.#flushScheduled) {
+        this.#flushScheduled = true;
+        setImmediate(() => this.#flush());
+      }
+    });
+  }
+
+  #flush(): void {
+    this.#flushScheduled = false;
+    const all = this.#pending.splice(0, this.#pending.length);
+    for (let i = 0; i < all.length; i += MAX_RUNS_PER_CALL)
+      void this.#send(all.slice(i, i + MAX_RUNS_PER_CALL));
+  }
+
+  async #send(group: PendingCommit[]): Promise<void> {
+    const keys: string[] = [];
+    const args: (string | number)[] = [];
+    for (const { c } of group) {
+      const tenant = c.tenantId ?? "";
+      keys.push(
+        this.#streamKey(c.runId),
+        this.#metaKey(c.runId),
+        this.#tenantKey(tenant),
+        this.#sessionKey(tenant, c.sessionId),
+      );
+      args.push(
+        c.fence === undefined ? "" : String(c.fence),
+        c.prev.seq,
+        c.prev.hash,
+        c.runId,
+        tenant,
+        c.sessionId,
+        c.events[c.events.length - 1]?.hash ?? "",
+        c.events.length,
+      );
+      for (const e of c.events) args.push(e.json);
     }
+    const client = this.#client as unknown as {
+      agentdAppend(numKeys: number, ...a: (string | number)[]): Promise<ScriptReply[]>;
+    };
+    let replies: ScriptReply[];
+    try {
+      replies = await wrap(client.agentdAppend(keys.length, ...keys, ...args));
+    } catch (err) {
+      for (const p of group) p.reject(err);
+      return;
+    }
+    group.forEach((p, i) => {
+      const reply = replies[i];
+      switch (reply?.[0]) {
+        case "OK":
+          return p.resolve({ kind: "ok" });
+        case "FENCED":
+          return p.resolve({ kind: "fenced", epoch: Number(reply[1]) });
+        case "CONFLICT":
+          return p.resolve({
+            kind: "conflict",
+            head: { seq: Number(reply[1]), hash: reply[2] || GENESIS_HASH },
+          });
+        default:
+          return p.reject(new AgentdError("EIO", `append script answered ${String(reply?.[0])}`));
+      }
+    });
   }
 
   async read(runId: string, afterSeq: number, limit?: number): Promise<LoggedEvent[]> {
