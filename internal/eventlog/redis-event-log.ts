@@ -145,19 +145,14 @@ export class RedisEventLog implements EventLog {
     }
     group.forEach((p, i) => {
       const reply = replies[i];
-      switch (reply?.[0]) {
-        case "OK":
-          return p.resolve({ kind: "ok" });
-        case "FENCED":
-          return p.resolve({ kind: "fenced", epoch: Number(reply[1]) });
-        case "CONFLICT":
-          return p.resolve({
-            kind: "conflict",
-            head: { seq: Number(reply[1]), hash: reply[2] || GENESIS_HASH },
-          });
-        default:
-          return p.reject(new AgentdError("EIO", `append script answered ${String(reply?.[0])}`));
-      }
+      if (reply?.[0] === "OK") p.resolve({ kind: "ok" });
+      else if (reply?.[0] === "FENCED") p.resolve({ kind: "fenced", epoch: Number(reply[1]) });
+      else if (reply?.[0] === "CONFLICT") {
+        p.resolve({
+          kind: "conflict",
+          head: { seq: Number(reply[1]), hash: reply[2] || GENESIS_HASH },
+        });
+      } else p.reject(new AgentdError("EIO", `append script answered ${String(reply?.[0])}`));
     });
   }
 
