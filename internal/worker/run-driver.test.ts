@@ -1,0 +1,347 @@
+/**
+ * The run driver against real parts: the embedded event log, a real container, the kernel,
+ * and the real @ai-sdk/openai HTTP path against a scripted OpenAI-compatible server.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import { ulid } from "ulid";
+import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
+import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
+import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
+import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
+import { verifyChain } from "../eventlog/hash-chain.ts";
+import {
+  ApprovalDecision,
+  ApprovalResolvedSchema,
+  RunCancelRequestedSchema,
+  RunQueuedSchema,
+  ToolCallSchema,
+} from "../gen/agentd/v1/events_pb.js";
+import { createKernel } from "../kernel/kernel.ts";
+import { parsePolicy } from "../kernel/policy-loader.ts";
+import type { Policy } from "../kernel/policy-schema.ts";
+import type { Sandbox } from "../sandbox/port.ts";
+import { packWorkspace } from "../sandbox/workspace-archive.ts";
+import { sandboxImage, testSandbox } from "../testing/docker.ts";
+import {
+  type OpenAiStub,
+  type StubReply,
+  startOpenAiStub,
+  textReply,
+  toolCallsReply,
+} from "../testing/openai-stub.ts";
+import { DEFAULT_RUN_LIMITS, type DriverDeps, driveRun } from "./run-driver.ts";
+
+const parsed = parsePolicy(
+  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
+  "policy.yaml",
+);
+if (!parsed.ok) throw new Error("policy.yaml does not parse");
+
+let dir: string;
+let log: FileEventLog;
+let artifacts: FsArtifactStore;
+let sandbox: Sandbox;
+let cleanupBoxes: () => Promise<void>;
+let stub: OpenAiStub;
+/** The replies the model gives, in order, per test. */
+let script: StubReply[] = [];
+let policy: Policy;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "agentd-driver-"));
+  log = await openFileEventLog({ dir: join(dir, "log") });
+  artifacts = new FsArtifactStore(join(dir, "artifacts"));
+  const t = await testSandbox();
+  sandbox = t.sandbox;
+  cleanupBoxes = t.cleanup;
+  stub = await startOpenAiStub(
+    () => script.shift() ?? { status: 500, body: { error: { message: "script exhausted" } } },
+  );
+  policy = {
+    ...parsed.policy,
+    sandbox: {
+      ...parsed.policy.sandbox,
+      image: sandboxImage("test"),
+      memory: 128 * 1024 * 1024,
+      pids: 64,
+      tmp: 16 * 1024 * 1024,
+    },
+  };
+});
+after(async () => {
+  await cleanupBoxes?.();
+  await stub?.close();
+  await log?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function deps(over: Partial<DriverDeps> = {}, baseURL = stub.baseURL): DriverDeps {
+  const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
+  const engine = createAiSdkEngine({
+    model: createOpenAiModel({ baseURL, apiKey: "test-key", model: "gpt-4o-mini" }),
+    maxRetries: 1,
+    retryBaseMs: 10,
+  });
+  return {
+    log,
+    kernel,
+    engine,
+    sandbox,
+    artifacts,
+    policy: () => policy,
+    skillsDir: join(import.meta.dirname, "..", "..", "skills"),
+    systemPrompt: "You are a careful coding agent.",
+    model: "gpt-4o-mini",
+    prices: DEFAULT_PRICE_TABLE,
+    limits: DEFAULT_RUN_LIMITS,
+    workerId: "test-worker",
+    ...over,
+  };
+}
+
+async function newRun(
+  prompt = "Fix the greeting in hello.txt",
+): Promise<{ runId: string; sessionId: string }> {
+  const tar = await packWorkspace([
+    { path: "hello.txt", type: "file", mode: 0o644, data: Buffer.from("helo\n") },
+  ]);
+  const info = await artifacts.put(tar);
+  const runId = ulid();
+  const sessionId = ulid();
+  await log.append({
+    runId,
+    sessionId,
+    tenantId: "acme",
+    payload: {
+      case: "runQueued",
+      value: create(RunQueuedSchema, {
+        tenantId: "acme",
+        prompt,
+        priority: 5,
+        workspaceDigest: info.digest,
+        workspaceSizeBytes: BigInt(info.size),
+      }),
+    },
+  });
+  return { runId, sessionId };
+}
+
+const call = (id: string, name: string, args: unknown): StubReply => ({
+  chunks: toolCallsReply([{ id, name: name.replace(".", "_"), arguments: JSON.stringify(args) }]),
+});
+const say = (text: string): StubReply => ({ chunks: textReply([text]) });
+const readArtifact = async (digest: string): Promise<string> => {
+  const parts: Uint8Array[] = [];
+  for await (const c of artifacts.read(digest)) parts.push(c);
+  return Buffer.concat(parts).toString("utf8");
+};
+const types = async (runId: string) => (await log.read(runId, 0)).map((e) => e.type);
+
+describe("run driver", () => {
+  it("reads, patches, answers, and completes with a patch artifact and a verified chain", async () => {
+    const { runId } = await newRun();
+    script = [
+      call("c1", "repo.read", { path: "hello.txt" }),
+      call("c2", "repo.patch", {
+        path: "hello.txt",
+        edits: [{ oldText: "helo", newText: "hello" }],
+      }),
+      say("Fixed the typo."),
+    ];
+    const outcome = await driveRun(
+      deps(),
+      runId,
+      await log.bumpEpoch(runId),
+      new AbortController().signal,
+    );
+    assert.equal(outcome, "completed");
+    const t = await types(runId);
+    assert.deepEqual(
+      t.filter((x) => x.startsWith("run.")),
+      ["run.queued", "run.started", "run.completed"],
+    );
+    assert.equal(t.filter((x) => x === "tool.result").length, 2);
+    assert.ok(t.includes("output.delta") && t.includes("output.message"));
+    const evs = await log.read(runId, 0);
+    const done = evs.at(-1)?.event.payload;
+    assert.ok(done?.case === "runCompleted");
+    assert.equal(done.value.summary, "Fixed the typo.");
+    assert.ok(done.value.usage && done.value.usage.inputTokens > 0n);
+    const patch = await readArtifact(done.value.patchDigest);
+    assert.match(patch, /-helo\n\+hello/);
+    assert.equal(verifyChain(evs.map((e) => e.json)).ok, true);
+    assert.equal(await sandbox.find(runId), undefined, "the container is gone");
+    // The model saw the tools declared and its earlier results.
+    const last = stub.requests.at(-1)?.body;
+    assert.ok(
+      last.tools.some((x: { function: { name: string } }) => x.function.name === "repo_patch"),
+    );
+    assert.ok(JSON.stringify(last.messages).includes("helo"));
+  });
+
+  it("pauses for an approval holding no container, then resumes from the snapshot after approval", async () => {
+    const { runId, sessionId } = await newRun("Remove hello.txt");
+    script = [call("c1", "process.run", { command: "rm -f hello.txt" })];
+    assert.equal(
+      await driveRun(deps(), runId, await log.bumpEpoch(runId), new AbortController().signal),
+      "paused",
+    );
+    assert.deepEqual((await types(runId)).slice(-4), [
+      "policy.decision",
+      "approval.requested",
+      "run.paused",
+      "artifact.emitted",
+    ]);
+    const evs = (await log.read(runId, 0)).map((e) => e.event);
+    const req = evs.find((e) => e.payload.case === "approvalRequested");
+    assert.ok(req?.payload.case === "approvalRequested");
+    assert.ok(evs.some((e) => e.payload.case === "runPaused"));
+    assert.ok(
+      evs.some(
+        (e) =>
+          e.payload.case === "artifactEmitted" && e.payload.value.name === "workspace-snapshot",
+      ),
+    );
+    assert.equal(await sandbox.find(runId), undefined, "a paused run holds no container");
+    // A person approves (the server's append: no fence).
+    await log.append({
+      runId,
+      sessionId,
+      payload: {
+        case: "approvalResolved",
+        value: create(ApprovalResolvedSchema, {
+          approvalId: req.payload.value.approvalId,
+          decision: ApprovalDecision.APPROVE,
+          resolvedBy: "alice",
+        }),
+      },
+    });
+    script = [say("Removed.")];
+    assert.equal(
+      await driveRun(deps(), runId, await log.bumpEpoch(runId), new AbortController().signal),
+      "completed",
+    );
+    const t = await types(runId);
+    assert.ok(t.includes("run.resumed"));
+    const done = (await log.read(runId, 0)).at(-1)?.event.payload;
+    assert.ok(done?.case === "runCompleted");
+    const patch = await readArtifact(done.value.patchDigest);
+    assert.match(
+      patch,
+      /deleted file mode 100644/,
+      "the restored workspace had the file; the approved rm removed it",
+    );
+  });
+
+  it("answers a call a dead worker left open with 'interrupted' and carries on", async () => {
+    const { runId, sessionId } = await newRun();
+    const dead = await log.bumpEpoch(runId);
+    await log.append({
+      runId,
+      sessionId,
+      fence: dead,
+      payload: {
+        case: "toolCall",
+        value: create(ToolCallSchema, {
+          callId: "lost",
+          tool: "process.run",
+          inputJson: '{"command":"true"}',
+        }),
+      },
+    });
+    script = [say("Nothing left to do.")];
+    const epoch = await log.bumpEpoch(runId);
+    assert.equal(await driveRun(deps(), runId, epoch, new AbortController().signal), "completed");
+    const res = (await log.read(runId, 0))
+      .map((e) => e.event)
+      .find((e) => e.payload.case === "toolResult" && e.payload.value.callId === "lost");
+    assert.equal(
+      res?.payload.case === "toolResult" && res.payload.value.error?.code,
+      "interrupted",
+    );
+    await assert.rejects(
+      log.append({
+        runId,
+        sessionId,
+        fence: dead,
+        payload: { case: "toolCall", value: create(ToolCallSchema, { callId: "late" }) },
+      }),
+      /stale writer/,
+    );
+  });
+
+  it("cancels within 2 seconds: kills the running tool and removes the container", async () => {
+    const { runId, sessionId } = await newRun();
+    script = [call("c1", "process.run", { command: "sleep 30" })];
+    const driving = driveRun(
+      deps(),
+      runId,
+      await log.bumpEpoch(runId),
+      new AbortController().signal,
+    );
+    for (let i = 0; i < 100 && !(await types(runId)).includes("tool.call"); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = Date.now();
+    await log.append({
+      runId,
+      sessionId,
+      payload: {
+        case: "runCancelRequested",
+        value: create(RunCancelRequestedSchema, { reason: "stop", requestedBy: "alice" }),
+      },
+    });
+    assert.equal(await driving, "cancelled");
+    assert.ok(Date.now() - t0 < 2000, `cancelled in ${Date.now() - t0} ms`);
+    assert.equal((await types(runId)).at(-1), "run.cancelled");
+    assert.equal(await sandbox.find(runId), undefined);
+  });
+
+  it("fails with typed reasons: step limit, a looping model, an unreachable model", async () => {
+    const a = await newRun();
+    script = [
+      call("c1", "repo.read", { path: "hello.txt" }),
+      call("c2", "repo.read", { path: "hello.txt" }),
+    ];
+    assert.equal(
+      await driveRun(
+        deps({ limits: { ...DEFAULT_RUN_LIMITS, maxSteps: 1 } }),
+        a.runId,
+        await log.bumpEpoch(a.runId),
+        new AbortController().signal,
+      ),
+      "failed",
+    );
+    const fa = (await log.read(a.runId, 0)).at(-1)?.event.payload;
+    assert.equal(fa?.case === "runFailed" && fa.value.error?.code, "ELIMIT_STEPS");
+
+    const b = await newRun();
+    script = [1, 2, 3].map((i) => call(`l${i}`, "repo.read", { path: "missing.txt" }));
+    assert.equal(
+      await driveRun(deps(), b.runId, await log.bumpEpoch(b.runId), new AbortController().signal),
+      "failed",
+    );
+    const fb = (await log.read(b.runId, 0)).at(-1)?.event.payload;
+    assert.equal(fb?.case === "runFailed" && fb.value.error?.code, "ELOOP");
+
+    const c = await newRun();
+    const closed = "http://127.0.0.1:9/v1";
+    assert.equal(
+      await driveRun(
+        deps({}, closed),
+        c.runId,
+        await log.bumpEpoch(c.runId),
+        new AbortController().signal,
+      ),
+      "failed",
+    );
+    const fc = (await log.read(c.runId, 0)).at(-1)?.event.payload;
+    assert.equal(fc?.case === "runFailed" && fc.value.error?.code, "EMODEL_UNAVAILABLE");
+    for (const r of [a, b, c]) assert.equal(await sandbox.find(r.runId), undefined);
+  });
+});

@@ -1,0 +1,467 @@
+/**
+ * Drives one run while this worker holds it: sandbox up, settle calls left open (approval
+ * resolved, or interrupted by a crash), then model steps until the run completes, fails,
+ * pauses for an approval or is cancelled. Every effect goes through the kernel; every
+ * append carries the lease epoch (a worker that lost the run is fenced, never heard).
+ * Engine state is never persisted: each step's context is rebuilt from the log.
+ */
+import { create } from "@bufbuild/protobuf";
+import type { ArtifactStore } from "../artifacts/port.ts";
+import { compactContext } from "../engine/compactor.ts";
+import { assembleContext, type PendingCall } from "../engine/context.ts";
+import { createOutputCoalescer } from "../engine/output-coalescer.ts";
+import type { AgentEngine, EngineToolCall, EngineUsage } from "../engine/port.ts";
+import { costMicros, type PriceTable } from "../engine/pricing.ts";
+import { loadSkills, selectSkills } from "../engine/skills.ts";
+import { isAgentdError } from "../errors.ts";
+import type { EventPayload } from "../eventlog/event-codec.ts";
+import type { EventLog } from "../eventlog/port.ts";
+import {
+  ArtifactEmittedSchema,
+  type Event,
+  OutputDeltaSchema,
+  OutputMessageSchema,
+  RunCancelledSchema,
+  RunCompletedSchema,
+  RunFailedSchema,
+  RunResumedSchema,
+  RunStartedSchema,
+  ToolCallSchema,
+  ToolResultSchema,
+} from "../gen/agentd/v1/events_pb.js";
+import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import type { Kernel, KernelRun } from "../kernel/kernel.ts";
+import type { Policy } from "../kernel/policy-schema.ts";
+import { isTerminal, projectRun } from "../projections/run-projection.ts";
+import type { Sandbox, SandboxHandle } from "../sandbox/port.ts";
+import { TOOLS } from "../tools/registry.ts";
+import { toolJsonSchema } from "../tools/tool.ts";
+
+export interface RunLimits {
+  /** Model steps at most. */
+  maxSteps: number;
+  /** Input + output tokens at most. */
+  maxTokens: number;
+  /** Wall-clock time of this drive at most, ms. */
+  maxWallMs: number;
+  /** Budget of one step's context, estimated tokens. */
+  contextBudgetTokens: number;
+  /** The same failing call this many times in a row ends the run. */
+  maxRepeatedFailures: number;
+}
+
+export const DEFAULT_RUN_LIMITS: RunLimits = {
+  maxSteps: 50,
+  maxTokens: 2_000_000,
+  maxWallMs: 60 * 60_000,
+  contextBudgetTokens: 100_000,
+  maxRepeatedFailures: 3,
+};
+
+export interface DriverDeps {
+  log: EventLog;
+  kernel: Kernel;
+  engine: AgentEngine;
+  sandbox: Sandbox;
+  artifacts: ArtifactStore;
+  policy: () => Policy;
+  /** Directory of the server's skills. */
+  skillsDir: string;
+  systemPrompt: string;
+  /** Model id, for pricing. */
+  model: string;
+  prices: PriceTable;
+  limits: RunLimits;
+  workerId: string;
+  now?: () => number;
+}
+
+export type DriveOutcome = "completed" | "failed" | "cancelled" | "paused";
+
+const SNAPSHOT = "workspace-snapshot";
+const PATCH = "patch";
+
+/** Drives `runId` as the owner of lease `epoch` until it ends or pauses. */
+export async function driveRun(
+  deps: DriverDeps,
+  runId: string,
+  epoch: number,
+  signal: AbortSignal,
+): Promise<DriveOutcome> {
+  const now = deps.now ?? Date.now;
+  const started = now();
+  const events = async (): Promise<Event[]> => (await deps.log.read(runId, 0)).map((e) => e.event);
+  let all = await events();
+  const run0 = projectRun(runId, all);
+  if (isTerminal(run0.state))
+    return run0.state === RunState.COMPLETED
+      ? "completed"
+      : run0.state === RunState.CANCELLED
+        ? "cancelled"
+        : "failed";
+  const sessionId = run0.sessionId;
+  const append = (payload: EventPayload) =>
+    deps.log.append({ runId, sessionId, fence: epoch, payload });
+
+  // Cancellation: a run.cancel_requested in the log (or the worker's own signal) aborts
+  // whatever runs now, including a tool's process group.
+  const cancel = new AbortController();
+  const onOuter = (): void => cancel.abort();
+  signal.addEventListener("abort", onOuter);
+  const watcher = watchCancel(deps.log, runId, all.length, cancel);
+  let box: SandboxHandle | undefined;
+  try {
+    if (all.some((e) => e.payload.case === "runCancelRequested")) return await finishCancelled();
+    box =
+      (await deps.sandbox.find(runId)) ?? (await createSandbox(deps, runId, run0.tenantId, all));
+    const wasStarted = all.some((e) => e.payload.case === "runStarted");
+    await append(
+      wasStarted
+        ? {
+            case: "runResumed",
+            value: create(RunResumedSchema, {
+              workerId: deps.workerId,
+              epoch: BigInt(epoch),
+              approvalId: lastResolvedApproval(all),
+            }),
+          }
+        : {
+            case: "runStarted",
+            value: create(RunStartedSchema, {
+              workerId: deps.workerId,
+              epoch: BigInt(epoch),
+              containerId: box.id,
+              image: deps.policy().sandbox.image,
+            }),
+          },
+    );
+    const kr: KernelRun = { runId, sessionId, fence: epoch, sandbox: box, signal: cancel.signal };
+    const skills = await loadSkills({ workspaceFiles: [], serverDir: deps.skillsDir });
+    const selected = selectSkills(skills.skills, { named: run0.skills, prompt: run0.prompt });
+    const tools = TOOLS.map((t) => ({
+      name: t.name,
+      description: t.description,
+      inputSchema: toolJsonSchema(t),
+    }));
+    const usage: EngineUsage = {
+      inputTokens: Number(run0.usage?.inputTokens ?? 0n),
+      outputTokens: Number(run0.usage?.outputTokens ?? 0n),
+    };
+    let steps = 0;
+    const failures = new Map<string, number>();
+
+    for (;;) {
+      if (cancel.signal.aborted) return await finishCancelled();
+      all = await events();
+      const assembleInput = {
+        events: all,
+        systemPrompt: deps.systemPrompt,
+        skills: selected.skills,
+        budgetTokens: deps.limits.contextBudgetTokens,
+      };
+      let ctx = assembleContext(assembleInput);
+      // Calls left open: approvals resolved while the run waited, or a crash mid-call.
+      if (ctx.pending.length > 0) {
+        const paused = await settle(ctx.pending, kr);
+        if (paused) return await pause();
+        continue;
+      }
+      if (ctx.overBudget) {
+        const c = await compactContext({ ...assembleInput, artifacts: deps.artifacts });
+        if (c === undefined)
+          return await fail(
+            "ECONTEXT_OVERFLOW",
+            "the context does not fit the budget even after compaction",
+          );
+        await append(c.payload);
+        all = await events();
+        ctx = assembleContext({ ...assembleInput, events: all });
+      }
+      if (steps >= deps.limits.maxSteps)
+        return await fail("ELIMIT_STEPS", `the run used its ${deps.limits.maxSteps} model steps`);
+      if (usage.inputTokens + usage.outputTokens >= deps.limits.maxTokens)
+        return await fail("ELIMIT_TOKENS", `the run used its ${deps.limits.maxTokens} tokens`);
+      if (now() - started >= deps.limits.maxWallMs)
+        return await fail(
+          "ELIMIT_TIME",
+          `the run used its ${deps.limits.maxWallMs} ms of wall-clock time`,
+        );
+      steps++;
+
+      // One model step. Text is coalesced into output.delta events as it streams.
+      let text = "";
+      let chain: Promise<unknown> = Promise.resolve();
+      const coalescer = createOutputCoalescer({
+        emit: (t) => {
+          chain = chain.then(() =>
+            append({ case: "outputDelta", value: create(OutputDeltaSchema, { text: t }) }),
+          );
+        },
+      });
+      const calls: EngineToolCall[] = [];
+      const bad: {
+        callId: string;
+        tool: string;
+        input: unknown;
+        error: { code: string; message: string };
+      }[] = [];
+      let finished = false;
+      for await (const ev of deps.engine.run(
+        { system: ctx.system, messages: ctx.messages, tools },
+        cancel.signal,
+      )) {
+        if (ev.type === "text-delta") {
+          text += ev.text;
+          coalescer.push(ev.text);
+        } else if (ev.type === "tool-call")
+          calls.push({ callId: ev.callId, tool: ev.tool, input: ev.input });
+        else if (ev.type === "tool-call-error") bad.push(ev);
+        else if (ev.type === "finish") {
+          usage.inputTokens += ev.usage.inputTokens;
+          usage.outputTokens += ev.usage.outputTokens;
+          finished = true;
+        } else if (ev.type === "error") {
+          coalescer.close();
+          await chain;
+          if (ev.error.code === "EABORTED" && cancel.signal.aborted) return await finishCancelled();
+          return await fail(ev.error.code, ev.error.message);
+        }
+      }
+      coalescer.close();
+      await chain;
+      if (!finished)
+        return await fail("EMODEL_BAD_RESPONSE", "the model step ended without finishing");
+      if (text !== "")
+        await append({
+          case: "outputMessage",
+          value: create(OutputMessageSchema, { role: "assistant", text }),
+        });
+      // Calls the model got wrong are answered with the error, so it can try again.
+      for (const b of bad) {
+        await append({
+          case: "toolCall",
+          value: create(ToolCallSchema, {
+            callId: b.callId,
+            tool: b.tool,
+            inputJson: JSON.stringify(b.input ?? null),
+          }),
+        });
+        await append({
+          case: "toolResult",
+          value: create(ToolResultSchema, { callId: b.callId, ok: false, error: b.error }),
+        });
+      }
+      if (calls.length === 0 && bad.length === 0) return await complete(text);
+      for (const call of calls) {
+        if (cancel.signal.aborted) return await finishCancelled();
+        const out = await deps.kernel.handle(kr, call);
+        if (out.kind === "paused") return await pause();
+        // A model that keeps making the same failing call is stopped, not paid for forever.
+        const key = `${call.tool}\u0000${JSON.stringify(call.input)}`;
+        const n = out.ok ? 0 : (failures.get(key) ?? 0) + 1;
+        failures.set(key, n);
+        if (n >= deps.limits.maxRepeatedFailures) {
+          return await fail(
+            "ELOOP",
+            `the model made the same failing ${call.tool} call ${n} times`,
+          );
+        }
+      }
+    }
+
+    /** Settles open calls; true when one still waits for a person. */
+    async function settle(pending: PendingCall[], k: KernelRun): Promise<boolean> {
+      for (const p of pending) {
+        const call = { callId: p.callId, tool: p.tool, input: p.input };
+        if (p.approval === undefined) {
+          // The call started under an owner that died: its effect is unknown. The model
+          // decides what to redo.
+          await append({
+            case: "toolResult",
+            value: create(ToolResultSchema, {
+              callId: p.callId,
+              ok: false,
+              error: {
+                code: "interrupted",
+                message: "the worker running this call stopped; its effect is unknown",
+              },
+            }),
+          });
+        } else if (p.approval.state === "awaiting") {
+          return true;
+        } else {
+          await deps.kernel.continueAfterApproval(k, call, {
+            approved: p.approval.state === "approved",
+            reason: p.approval.reason,
+          });
+        }
+      }
+      return false;
+    }
+
+    async function pause(): Promise<DriveOutcome> {
+      // The paused run holds no worker: keep its workspace as an artifact to restore from.
+      const tar = await (box as SandboxHandle).exportWorkspace();
+      const info = await deps.artifacts.put(tar);
+      await append({
+        case: "artifactEmitted",
+        value: create(ArtifactEmittedSchema, {
+          name: SNAPSHOT,
+          digest: info.digest,
+          sizeBytes: BigInt(info.size),
+          mediaType: "application/x-tar",
+        }),
+      });
+      await (box as SandboxHandle).destroy();
+      return "paused";
+    }
+
+    async function complete(summary: string): Promise<DriveOutcome> {
+      const diff = await (box as SandboxHandle).diff(await baseArchive(deps, all));
+      let patchDigest = "";
+      if (diff.patch !== "") {
+        const info = await deps.artifacts.put(Buffer.from(diff.patch, "utf8"));
+        patchDigest = info.digest;
+        await append({
+          case: "artifactEmitted",
+          value: create(ArtifactEmittedSchema, {
+            name: PATCH,
+            digest: info.digest,
+            sizeBytes: BigInt(info.size),
+            mediaType: "text/x-diff",
+          }),
+        });
+      }
+      const cost = costMicros(deps.model, usage, deps.prices);
+      await append({
+        case: "runCompleted",
+        value: create(RunCompletedSchema, {
+          summary: summary.slice(0, 16 * 1024),
+          usage: {
+            inputTokens: BigInt(usage.inputTokens),
+            outputTokens: BigInt(usage.outputTokens),
+          },
+          costMicros: BigInt(cost.micros),
+          patchDigest,
+        }),
+      });
+      await (box as SandboxHandle).destroy();
+      return "completed";
+    }
+
+    async function fail(code: string, message: string): Promise<DriveOutcome> {
+      const cost = costMicros(deps.model, usage, deps.prices);
+      await append({
+        case: "runFailed",
+        value: create(RunFailedSchema, {
+          error: { code, message },
+          usage: {
+            inputTokens: BigInt(usage.inputTokens),
+            outputTokens: BigInt(usage.outputTokens),
+          },
+          costMicros: BigInt(cost.micros),
+        }),
+      });
+      await (box as SandboxHandle | undefined)?.destroy();
+      return "failed";
+    }
+  } catch (err) {
+    if (cancel.signal.aborted && !isAgentdError(err, "EFENCED")) return await finishCancelled();
+    throw err;
+  } finally {
+    signal.removeEventListener("abort", onOuter);
+    watcher.stop();
+  }
+
+  async function finishCancelled(): Promise<DriveOutcome> {
+    const req = (await events()).find((e) => e.payload.case === "runCancelRequested");
+    const by = req?.payload.case === "runCancelRequested" ? req.payload.value : undefined;
+    await box?.destroy();
+    await append({
+      case: "runCancelled",
+      value: create(RunCancelledSchema, {
+        reason: by?.reason ?? "the worker was stopped",
+        cancelledBy: by?.requestedBy ?? deps.workerId,
+      }),
+    });
+    return "cancelled";
+  }
+}
+
+/** The approval the run resumes after (the last one resolved). */
+function lastResolvedApproval(events: readonly Event[]): string {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const p = events[i]?.payload;
+    if (p?.case === "approvalResolved") return p.value.approvalId;
+  }
+  return "";
+}
+
+/** The workspace to start from: the last snapshot if the run paused, else the uploaded archive. */
+async function createSandbox(
+  deps: DriverDeps,
+  runId: string,
+  tenantId: string,
+  events: readonly Event[],
+): Promise<SandboxHandle> {
+  const p = deps.policy();
+  const snapshot = lastArtifact(events, SNAPSHOT);
+  const digest = snapshot ?? projectRun(runId, events).workspaceDigest;
+  const tar = digest ? await readAll(deps.artifacts, digest) : undefined;
+  return deps.sandbox.create({
+    runId,
+    tenantId,
+    image: p.sandbox.image,
+    limits: {
+      memoryBytes: p.sandbox.memory,
+      cpus: p.sandbox.cpu,
+      pids: p.sandbox.pids,
+      tmpBytes: p.sandbox.tmp,
+    },
+    network: "none",
+    ...(tar === undefined ? {} : { workspaceTar: tar }),
+  });
+}
+
+/** The original workspace (what the final patch is computed against). */
+async function baseArchive(deps: DriverDeps, events: readonly Event[]): Promise<Uint8Array> {
+  const digest = projectRun("", events).workspaceDigest;
+  return digest ? readAll(deps.artifacts, digest) : new Uint8Array();
+}
+
+function lastArtifact(events: readonly Event[], name: string): string | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const p = events[i]?.payload;
+    if (p?.case === "artifactEmitted" && p.value.name === name) return p.value.digest;
+  }
+  return undefined;
+}
+
+async function readAll(store: ArtifactStore, digest: string): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  for await (const c of store.read(digest)) parts.push(c);
+  return Buffer.concat(parts);
+}
+
+/** Follows the log for a cancel request and aborts `ac` when one appears. */
+function watchCancel(
+  log: EventLog,
+  runId: string,
+  after: number,
+  ac: AbortController,
+): { stop(): void } {
+  const stop = new AbortController();
+  void (async () => {
+    try {
+      for await (const ev of log.follow(runId, after, stop.signal)) {
+        if (ev.type === "run.cancel_requested") {
+          ac.abort();
+          return;
+        }
+      }
+    } catch {
+      // the log went away: the lease will tell the owner
+    }
+  })();
+  return { stop: () => stop.abort() };
+}
