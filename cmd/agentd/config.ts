@@ -9,6 +9,9 @@ import { z } from "zod";
 /** The repository's policy.yaml: the default policy, found from the code, not the cwd. */
 export const DEFAULT_POLICY = fileURLToPath(new URL("../../policy.yaml", import.meta.url));
 
+/** The repository's skills/ directory. */
+export const DEFAULT_SKILLS = fileURLToPath(new URL("../../skills", import.meta.url));
+
 export const FLAGS = {
   listen: {
     env: "AGENTD_LISTEN",
@@ -52,6 +55,29 @@ export const FLAGS = {
     def: DEFAULT_POLICY,
   },
   "log-level": { env: "AGENTD_LOG_LEVEL", help: "trace, debug, info, warn, error", def: "info" },
+  concurrency: { env: "AGENTD_CONCURRENCY", help: "worker: runs driven at once", def: "2" },
+  "model-base-url": {
+    env: "OPENAI_BASE_URL",
+    help: "worker: base URL of an OpenAI-compatible API (the key comes from OPENAI_API_KEY)",
+    def: undefined,
+  },
+  model: { env: "AGENTD_MODEL", help: "worker: the model id", def: "gpt-4o-mini" },
+  "skills-dir": {
+    env: "AGENTD_SKILLS_DIR",
+    help: "worker: the server's skills directory",
+    def: DEFAULT_SKILLS,
+  },
+  "lease-ttl-ms": {
+    env: "AGENTD_LEASE_TTL_MS",
+    help: "run lease time-to-live: a dead worker's runs are taken over after it (same everywhere)",
+    def: "10000",
+  },
+  "tenant-limit": {
+    env: "AGENTD_TENANT_LIMIT",
+    help: "runs of one tenant at once (same in every process sharing a queue)",
+    def: "10",
+  },
+  "max-steps": { env: "AGENTD_MAX_STEPS", help: "worker: model steps per run at most", def: "50" },
   "insecure-no-auth": {
     env: "AGENTD_INSECURE_NO_AUTH",
     help: "server: accept every caller as tenant 'default' (dev does this unless given an auth file)",
@@ -97,6 +123,13 @@ export const ConfigSchema = z.object({
   policy: z.string().min(1),
   "log-level": z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
   "insecure-no-auth": z.boolean(),
+  concurrency: z.coerce.number().int().min(1).max(256),
+  "model-base-url": z.string().url().optional(),
+  model: z.string().min(1),
+  "skills-dir": z.string().min(1),
+  "lease-ttl-ms": z.coerce.number().int().min(1000).max(3_600_000),
+  "tenant-limit": z.coerce.number().int().min(1).max(100_000),
+  "max-steps": z.coerce.number().int().min(1).max(10_000),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

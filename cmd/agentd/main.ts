@@ -1,10 +1,12 @@
 #!/usr/bin/env node
+import { hostname } from "node:os";
 /**
  * agentd: the composition root. Reads configuration once, builds the adapters (event log,
  * artifact store, authenticator, policy), starts the server, and stops it cleanly on
  * SIGTERM. SIGHUP re-reads the policy.
  */
 import { resolve } from "node:path";
+import Docker from "dockerode";
 import { Redis } from "ioredis";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
 import {
@@ -14,17 +16,35 @@ import {
   loadAuthFile,
   parseAuthConfig,
 } from "../../internal/auth/tokens.ts";
+import { createAiSdkEngine, createOpenAiModel } from "../../internal/engine/ai-sdk-engine.ts";
+import type { AgentEngine } from "../../internal/engine/port.ts";
+import { DEFAULT_PRICE_TABLE } from "../../internal/engine/pricing.ts";
 import { AgentdError } from "../../internal/errors.ts";
 import { openFileEventLog } from "../../internal/eventlog/file-event-log.ts";
 import type { EventLog } from "../../internal/eventlog/port.ts";
 import { RedisEventLog } from "../../internal/eventlog/redis-event-log.ts";
+import { createKernel } from "../../internal/kernel/kernel.ts";
 import { formatPolicyIssues, readPolicyFile } from "../../internal/kernel/policy-loader.ts";
+import type { Policy } from "../../internal/kernel/policy-schema.ts";
 import { createPolicyStore } from "../../internal/kernel/policy-store.ts";
+import {
+  createEnvSecretProvider,
+  createFileSecretProvider,
+  type SecretProvider,
+} from "../../internal/kernel/secrets.ts";
+import { createTrustStore } from "../../internal/kernel/trust-store.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
+import { isTerminal } from "../../internal/projections/run-projection.ts";
+import { createDockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
+import { MemoryRunQueue } from "../../internal/scheduler/memory-run-queue.ts";
+import type { RunQueue } from "../../internal/scheduler/port.ts";
+import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
 import { createApp } from "../../internal/server/app.ts";
 import { createDualServer } from "../../internal/server/dual-protocol.ts";
 import { createLogger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
+import { DEFAULT_RUN_LIMITS } from "../../internal/worker/run-driver.ts";
+import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 
 const SERVER_FLAGS: FlagName[] = [
@@ -39,6 +59,20 @@ const SERVER_FLAGS: FlagName[] = [
   "log-level",
   "insecure-no-auth",
 ];
+const WORKER_FLAGS: FlagName[] = [
+  "event-log",
+  "artifact-dir",
+  "redis-prefix",
+  "policy",
+  "concurrency",
+  "model-base-url",
+  "model",
+  "skills-dir",
+  "lease-ttl-ms",
+  "tenant-limit",
+  "max-steps",
+  "log-level",
+];
 const DEV_FLAGS: FlagName[] = [
   "data-dir",
   "listen",
@@ -47,15 +81,28 @@ const DEV_FLAGS: FlagName[] = [
   "artifact-dir",
   "max-request-bytes",
   "policy",
+  "concurrency",
+  "model-base-url",
+  "model",
+  "skills-dir",
+  "max-steps",
   "log-level",
 ];
+const FLAGS_OF = { server: SERVER_FLAGS, worker: WORKER_FLAGS, dev: DEV_FLAGS } as const;
+
+/** What the agent is told it is, before skills and the task. */
+const SYSTEM_PROMPT = `You are a coding agent working in a sandboxed copy of a repository (the workspace).
+You act only through the tools you are given; each call passes a policy kernel that may run it,
+show it to a person for approval, or refuse it with a reason — read the reason and adapt.
+Work in small verified steps: read before you change, run the tests after a change, and finish
+with a short summary of what you changed and why. Never try to reach the network or leave the workspace.`;
 
 const USAGE = `agentd — an operating system for AI agent runs
 
 Usage:
   agentd server [flags]    the API server (stateless; Redis or file event log)
-  agentd dev [flags]       server (and, once it lands, worker) on the embedded event log
-  agentd worker [flags]    runs agents (not implemented yet: lands with the Workers issue)
+  agentd dev [flags]       server and worker in one process, on the embedded event log
+  agentd worker [flags]    claims runs and drives them (model from OPENAI_API_KEY / OPENAI_BASE_URL)
   agentd policy check FILE validates a policy file: OK, or each issue as FILE:LINE:COL: field: message
   agentd hash-token TOKEN  prints the sha256 to put in an auth file
 
@@ -66,6 +113,7 @@ async function main(argv: string[]): Promise<number> {
   switch (cmd) {
     case "server":
     case "dev":
+    case "worker":
       return serve(cmd, rest);
     case "hash-token": {
       const { hashToken } = await import("../../internal/auth/tokens.ts");
@@ -73,11 +121,6 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${hashToken(rest[0] as string)}\n`);
       return 0;
     }
-    case "worker":
-      process.stderr.write(
-        "agentd worker: not implemented yet — workers land with the issue 'Workers: run scheduling on Redis, the agent loop…'. Runs stay queued until then.\n",
-      );
-      return 2;
     case "policy":
       return policyCommand(rest);
     case undefined:
@@ -91,12 +134,16 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-async function serve(mode: "server" | "dev", argv: string[]): Promise<number> {
+type Mode = "server" | "worker" | "dev";
+
+async function serve(mode: Mode, argv: string[]): Promise<number> {
   const cfg = parseConfig(argv, process.env);
   if (cfg.help) {
-    const flags = mode === "server" ? SERVER_FLAGS : DEV_FLAGS;
     process.stdout.write(
-      `Usage: agentd ${mode} [flags]\n\nFlags (each also an environment variable):\n${flagHelp(flags)}\n`,
+      `Usage: agentd ${mode} [flags]\n\nFlags (each also an environment variable):\n${flagHelp(FLAGS_OF[mode])}\n` +
+        (mode === "server"
+          ? ""
+          : "\nThe model's API key comes from OPENAI_API_KEY (never a flag).\n"),
     );
     return 0;
   }
@@ -110,29 +157,82 @@ async function serve(mode: "server" | "dev", argv: string[]): Promise<number> {
       "--event-log (AGENTD_EVENT_LOG) is required: redis://HOST:PORT[/DB] or file:DIR",
     );
   }
-  const auth = buildAuth(cfg, mode);
-  const { log, artifactDir, closeAll } = await buildEventLog(eventLogUrl, cfg);
-  const deps = {
-    log,
-    runs: new RunProjectionCache({ log }),
-    artifacts: new FsArtifactStore(artifactDir),
-  };
-  const server = createDualServer(
-    createApp({ deps, auth, logger, maxRequestBytes: cfg["max-request-bytes"], policy }),
-  );
-  const addr = await server.listen(cfg.listen.host, cfg.listen.port);
-  const shown =
-    addr.family === "IPv6" ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
-  logger.info(
-    {
-      addr: shown,
-      eventLog: log.kind,
-      artifactDir,
-      auth: auth === openAuth ? "off" : "tokens",
-      policy: policy.path,
-    },
-    "listening",
-  );
+  const auth = mode === "worker" ? undefined : buildAuth(cfg, mode);
+  const engine = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
+  const { log, artifactDir, queue, closeAll } = await buildEventLog(eventLogUrl, cfg);
+  const artifacts = new FsArtifactStore(artifactDir);
+  const runs = new RunProjectionCache({ log });
+
+  let server: ReturnType<typeof createDualServer> | undefined;
+  if (auth !== undefined) {
+    const deps = { log, runs, artifacts, queue };
+    server = createDualServer(
+      createApp({ deps, auth, logger, maxRequestBytes: cfg["max-request-bytes"], policy }),
+    );
+    const addr = await server.listen(cfg.listen.host, cfg.listen.port);
+    const shown =
+      addr.family === "IPv6" ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
+    logger.info(
+      {
+        addr: shown,
+        eventLog: log.kind,
+        artifactDir,
+        auth: auth === openAuth ? "off" : "tokens",
+        policy: policy.path,
+        worker: engine === undefined ? "off" : `${cfg.concurrency} slots`,
+      },
+      "listening",
+    );
+  }
+
+  let worker: Worker | undefined;
+  if (engine !== undefined) {
+    const docker = new Docker();
+    const sandbox = createDockerSandbox({ docker });
+    const kernel = createKernel({
+      log,
+      policy: () => policy.current(),
+      secretProviders: secretProviders(policy.current()),
+      trustCounters: createTrustStore({ log, runs }),
+    });
+    worker = createWorker({
+      queue,
+      workerId: `${hostname()}:${process.pid}`,
+      concurrency: cfg.concurrency,
+      leaseTtlMs: cfg["lease-ttl-ms"],
+      logger,
+      driver: {
+        log,
+        kernel,
+        engine,
+        sandbox,
+        artifacts,
+        policy: () => policy.current(),
+        skillsDir: cfg["skills-dir"],
+        systemPrompt: SYSTEM_PROMPT,
+        model: cfg.model,
+        prices: DEFAULT_PRICE_TABLE,
+        limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
+      },
+    });
+    worker.start();
+    // Containers of runs that ended (or whose worker died before removing them) go.
+    void sandbox
+      .reap(async (runId) => {
+        const run = await runs.get(runId);
+        return run !== undefined && !isTerminal(run.state);
+      })
+      .then(
+        (reaped) => reaped.length > 0 && logger.info({ reaped }, "reaped containers of ended runs"),
+      )
+      .catch((err: unknown) => logger.warn({ err }, "reaping containers failed"));
+    if (mode === "worker") {
+      logger.info(
+        { eventLog: log.kind, concurrency: cfg.concurrency, model: cfg.model },
+        "worker started",
+      );
+    }
+  }
 
   // SIGHUP: re-read the policy; a broken file is logged and the last good policy stays.
   const reloadPolicy = (): void => void policy.reload();
@@ -146,11 +246,44 @@ async function serve(mode: "server" | "dev", argv: string[]): Promise<number> {
     process.once("SIGINT", () => stop("SIGINT"));
   });
   process.off("SIGHUP", reloadPolicy);
-  await server.close(5000);
+  // Stop claiming; active runs stop at their next step boundary and are released.
+  await worker?.stop(20_000);
+  await server?.close(5000);
   await closeAll();
   await tracing?.shutdown();
   logger.info("stopped");
   return 0;
+}
+
+/** The model, from OPENAI_API_KEY and --model-base-url / --model; dev runs without one. */
+function buildEngine(
+  cfg: Config,
+  mode: Mode,
+  logger: ReturnType<typeof createLogger>,
+): AgentEngine | undefined {
+  const apiKey = process.env.OPENAI_API_KEY ?? "";
+  if (apiKey === "") {
+    if (mode === "worker") {
+      throw new UsageError(
+        "OPENAI_API_KEY is not set: a worker needs a model (and OPENAI_BASE_URL for a non-OpenAI endpoint)",
+      );
+    }
+    logger.warn("no OPENAI_API_KEY: the worker is off and runs stay queued");
+    return undefined;
+  }
+  const model = createOpenAiModel({
+    apiKey,
+    model: cfg.model,
+    ...(cfg["model-base-url"] === undefined ? {} : { baseURL: cfg["model-base-url"] }),
+  });
+  return createAiSdkEngine({ model });
+}
+
+/** Secret providers the policy names, in its order. */
+function secretProviders(p: Policy): SecretProvider[] {
+  return p.secrets.providers.map((pr) =>
+    pr.type === "env" ? createEnvSecretProvider(process.env) : createFileSecretProvider(pr.dir),
+  );
 }
 
 /** `agentd policy check FILE`: exit 0 and `OK FILE`, or 1 and one line per issue. */
@@ -172,7 +305,7 @@ function policyCommand(argv: string[]): number {
 
 let openAuth: Authenticator | undefined;
 
-function buildAuth(cfg: Config, mode: "server" | "dev"): Authenticator {
+function buildAuth(cfg: Config, mode: Mode): Authenticator {
   if (cfg["auth-file"] !== undefined)
     return createTokenAuthenticator(loadAuthFile(cfg["auth-file"]));
   if (cfg["auth-tokens"] !== undefined) {
@@ -190,14 +323,21 @@ function buildAuth(cfg: Config, mode: "server" | "dev"): Authenticator {
 async function buildEventLog(
   url: string,
   cfg: Config,
-): Promise<{ log: EventLog; artifactDir: string; closeAll: () => Promise<void> }> {
+): Promise<{ log: EventLog; artifactDir: string; queue: RunQueue; closeAll: () => Promise<void> }> {
+  const schedule = { leaseTtlMs: cfg["lease-ttl-ms"], tenantLimit: cfg["tenant-limit"] };
   if (url.startsWith("file:")) {
     const dir = resolve(url.slice("file:".length) || cfg["data-dir"]);
     const log = await openFileEventLog({ dir });
+    // One process owns the embedded log, so its queue lives in that process too.
+    const queue = new MemoryRunQueue({ log, ...schedule });
     return {
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
-      closeAll: () => log.close(),
+      queue,
+      closeAll: async () => {
+        await queue.close();
+        await log.close();
+      },
     };
   }
   const client = new Redis(url, { enableAutoPipelining: true, lazyConnect: true });
@@ -213,10 +353,13 @@ async function buildEventLog(
     );
   }
   const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"] });
+  const queue = new RedisRunQueue({ client, prefix: cfg["redis-prefix"], ...schedule });
   return {
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
+    queue,
     closeAll: async () => {
+      await queue.close();
       await log.close();
       client.disconnect();
     },

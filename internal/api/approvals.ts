@@ -108,7 +108,10 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
       if (a === undefined)
         throw new AgentdError("ENOTFOUND", `approval ${req.approvalId} not found`);
       if (a.state !== "pending") {
-        if (a.state === wanted) return { approval: toMessage(a) };
+        if (a.state === wanted) {
+          await requeue(deps, principal, runId);
+          return { approval: toMessage(a) };
+        }
         throw new AgentdError(
           "ECONFLICT",
           `approval ${req.approvalId} was already ${a.state}${a.resolvedBy === "expiry" ? " (it expired)" : ` by ${a.resolvedBy}`}`,
@@ -129,20 +132,36 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
             }),
           },
         });
-        return {
-          approval: toMessage({
-            ...a,
-            state: wanted,
-            reason: req.reason,
-            resolvedBy: principal.name,
-          }),
-        };
       } catch (err) {
         // Another event landed between our read and our append: read again and decide again.
         if (!isAgentdError(err, "ECONFLICT") || attempt >= RETRIES) throw err;
+        continue;
       }
+      await requeue(deps, principal, runId);
+      return {
+        approval: toMessage({
+          ...a,
+          state: wanted,
+          reason: req.reason,
+          resolvedBy: principal.name,
+        }),
+      };
     }
   };
+}
+
+/** A resolved approval's paused run goes back on the queue, so any worker resumes it. */
+async function requeue(deps: ApiDeps, principal: Principal, runId: string): Promise<void> {
+  if (deps.queue === undefined) return;
+  const { run } = await runOf(deps, principal, runId);
+  if (run.state === RunState.PAUSED && run.pendingApprovalId === "") {
+    await deps.queue.enqueue({
+      runId,
+      tenantId: run.tenantId,
+      sessionId: run.sessionId,
+      priority: run.priority,
+    });
+  }
 }
 
 /** Runs looked at per ListApprovals call (paused runs hold the pending approvals). */

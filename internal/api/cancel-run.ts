@@ -1,14 +1,15 @@
 /**
- * CancelRun. A queued run has no owner yet, so the server cancels it itself with a
+ * CancelRun. A queued or paused run has no owner, so the server cancels it itself with a
  * compare-and-append on the head it read (a worker that claims it first wins, and the
- * caller gets FAILED_PRECONDITION to retry). Cancelling a run a worker owns needs the
- * worker's cancel path and answers UNIMPLEMENTED until then.
+ * caller gets FAILED_PRECONDITION to retry) and takes it off the queue. A running run gets
+ * `run.cancel_requested`: its owner kills the running tool, removes the container and
+ * appends `run.cancelled`.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { AgentdError } from "../errors.ts";
-import { RunCancelledSchema } from "../gen/agentd/v1/events_pb.js";
+import { RunCancelledSchema, RunCancelRequestedSchema } from "../gen/agentd/v1/events_pb.js";
 import {
   type CancelRunRequest,
   type CancelRunResponseSchema,
@@ -31,11 +32,19 @@ export function cancelRunHandler(deps: ApiDeps) {
       if (run.state === RunState.CANCELLED) return { run };
       throw new AgentdError("ECONFLICT", `run ${req.runId} already ended (${RunState[run.state]})`);
     }
-    if (run.state !== RunState.QUEUED) {
-      throw new AgentdError(
-        "EUNIMPLEMENTED",
-        "cancelling a run that a worker owns needs the worker's cancel path (issue: Workers); only queued runs can be cancelled yet",
-      );
+    if (run.state === RunState.RUNNING) {
+      const ev = await deps.log.append({
+        runId: req.runId,
+        sessionId: head.sessionId,
+        payload: {
+          case: "runCancelRequested",
+          value: create(RunCancelRequestedSchema, {
+            reason: req.reason,
+            requestedBy: principal.name,
+          }),
+        },
+      });
+      return { run: applyEvent(run, ev.event) };
     }
     const ev = await deps.log.append({
       runId: req.runId,
@@ -46,6 +55,7 @@ export function cancelRunHandler(deps: ApiDeps) {
         value: create(RunCancelledSchema, { reason: req.reason, cancelledBy: principal.name }),
       },
     });
+    await deps.queue?.cancelQueued(req.runId);
     return { run: applyEvent(run, ev.event) };
   };
 }

@@ -3,8 +3,8 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { ulid } from "ulid";
-import { invalid } from "../errors.ts";
-import { RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
+import { AgentdError, invalid } from "../errors.ts";
+import { RunFailedSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { applyEvent, emptyRun } from "../projections/run-projection.ts";
 import { normaliseWorkspaceArchive } from "../sandbox/workspace-archive.ts";
@@ -70,6 +70,37 @@ export function createRunHandler(deps: ApiDeps) {
         }),
       },
     });
-    return { run: applyEvent(emptyRun(runId), ev.event) };
+    const run = applyEvent(emptyRun(runId), ev.event);
+    if (deps.queue !== undefined) {
+      try {
+        await deps.queue.enqueue({
+          runId,
+          tenantId: principal.tenantId,
+          sessionId,
+          priority: run.priority,
+        });
+      } catch (err) {
+        // Nothing acknowledged may be lost: a run that cannot be queued is failed, visibly.
+        await deps.log
+          .append({
+            runId,
+            sessionId,
+            expectedSeq: 1,
+            payload: {
+              case: "runFailed",
+              value: create(RunFailedSchema, {
+                error: { code: "EQUEUE", message: "the run could not be queued" },
+              }),
+            },
+          })
+          .catch(() => undefined);
+        throw new AgentdError(
+          "EUNAVAILABLE",
+          "the run queue cannot be reached; the run was not started",
+          { cause: err },
+        );
+      }
+    }
+    return { run };
   };
 }

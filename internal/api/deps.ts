@@ -4,12 +4,15 @@ import type { Principal } from "../auth/tokens.ts";
 import type { EventLog, RunHead } from "../eventlog/port.ts";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
+import type { RunQueue } from "../scheduler/port.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
 
 export interface ApiDeps {
   log: EventLog;
   runs: RunProjectionCache;
   artifacts: ArtifactStore;
+  /** The run queue workers claim from; without one, runs stay queued (no workers). */
+  queue?: RunQueue;
 }
 
 /** The caller's run (head and projection), or NOT_FOUND for a missing or foreign run. */

@@ -76,17 +76,22 @@ export interface DriverDeps {
   now?: () => number;
 }
 
-export type DriveOutcome = "completed" | "failed" | "cancelled" | "paused";
+/** "released": the worker is stopping; the run is left at a step boundary for another worker. */
+export type DriveOutcome = "completed" | "failed" | "cancelled" | "paused" | "released";
 
 const SNAPSHOT = "workspace-snapshot";
 const PATCH = "patch";
 
-/** Drives `runId` as the owner of lease `epoch` until it ends or pauses. */
+/**
+ * Drives `runId` as the owner of lease `epoch` until it ends or pauses. `stop` (the worker
+ * shutting down) is honoured at the next step boundary: the run is released, not cancelled,
+ * and its container stays for whoever takes the run over.
+ */
 export async function driveRun(
   deps: DriverDeps,
   runId: string,
   epoch: number,
-  signal: AbortSignal,
+  stop: AbortSignal,
 ): Promise<DriveOutcome> {
   const now = deps.now ?? Date.now;
   const started = now();
@@ -103,11 +108,9 @@ export async function driveRun(
   const append = (payload: EventPayload) =>
     deps.log.append({ runId, sessionId, fence: epoch, payload });
 
-  // Cancellation: a run.cancel_requested in the log (or the worker's own signal) aborts
-  // whatever runs now, including a tool's process group.
+  // Cancellation: a run.cancel_requested in the log aborts whatever runs now, including a
+  // tool's process group.
   const cancel = new AbortController();
-  const onOuter = (): void => cancel.abort();
-  signal.addEventListener("abort", onOuter);
   const watcher = watchCancel(deps.log, runId, all.length, cancel);
   let box: SandboxHandle | undefined;
   try {
@@ -152,6 +155,7 @@ export async function driveRun(
 
     for (;;) {
       if (cancel.signal.aborted) return await finishCancelled();
+      if (stop.aborted) return "released";
       all = await events();
       const assembleInput = {
         events: all,
@@ -369,7 +373,6 @@ export async function driveRun(
     if (cancel.signal.aborted && !isAgentdError(err, "EFENCED")) return await finishCancelled();
     throw err;
   } finally {
-    signal.removeEventListener("abort", onOuter);
     watcher.stop();
   }
 

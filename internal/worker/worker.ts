@@ -1,0 +1,125 @@
+/**
+ * A worker: claims runs from the queue, drives each while renewing its lease, and releases
+ * it with the outcome. Several runs at once (concurrency slots). Stopping (SIGTERM) stops
+ * claiming, lets each run reach a step boundary and releases it for another worker.
+ * Must never: keep driving a run whose lease it lost (its appends are fenced anyway), or
+ * release a run it no longer owns.
+ */
+import { isAgentdError } from "../errors.ts";
+import { type Claim, isLeaseLost, type RunQueue } from "../scheduler/port.ts";
+import type { Logger } from "../telemetry/logger.ts";
+import { type DriveOutcome, type DriverDeps, driveRun } from "./run-driver.ts";
+
+export interface WorkerOptions {
+  queue: RunQueue;
+  driver: Omit<DriverDeps, "workerId">;
+  workerId: string;
+  /** Runs driven at once. */
+  concurrency: number;
+  /** Lease time-to-live; renewed every third of it. */
+  leaseTtlMs: number;
+  /** How long one claim blocks waiting for work. Default 2000 ms. */
+  blockMs?: number;
+  logger: Logger;
+}
+
+export interface Worker {
+  start(): void;
+  /** Stops claiming; waits up to `graceMs` for active runs to reach a step boundary. */
+  stop(graceMs: number): Promise<void>;
+  /** Runs being driven now. */
+  active(): number;
+}
+
+export function createWorker(opts: WorkerOptions): Worker {
+  const stopping = new AbortController();
+  const slots: Promise<void>[] = [];
+  let active = 0;
+  const log = opts.logger.child({ workerId: opts.workerId });
+
+  async function runOne(claim: Claim): Promise<void> {
+    let lost = false;
+    const renew = setInterval(
+      () => {
+        opts.queue.leases.renew(claim.lease).catch((err: unknown) => {
+          if (isLeaseLost(err)) lost = true;
+          else log.warn({ err, runId: claim.runId }, "lease renewal failed; retrying");
+        });
+      },
+      Math.max(100, Math.floor(opts.leaseTtlMs / 3)),
+    );
+    let outcome: DriveOutcome | "error" = "error";
+    try {
+      log.info(
+        { runId: claim.runId, reason: claim.reason, epoch: claim.lease.epoch },
+        "run claimed",
+      );
+      outcome = await driveRun(
+        { ...opts.driver, workerId: opts.workerId },
+        claim.runId,
+        claim.lease.epoch,
+        stopping.signal,
+      );
+      log.info({ runId: claim.runId, outcome }, "run released");
+    } catch (err) {
+      if (isAgentdError(err, "EFENCED")) lost = true;
+      else log.error({ err, runId: claim.runId }, "driving the run failed");
+    } finally {
+      clearInterval(renew);
+    }
+    if (lost) {
+      log.warn({ runId: claim.runId }, "lease lost: another worker owns the run now");
+      return;
+    }
+    const release =
+      outcome === "paused"
+        ? "paused"
+        : outcome === "released" || outcome === "error"
+          ? "requeue"
+          : "terminal";
+    await opts.queue
+      .release(claim, { outcome: release })
+      .catch((err: unknown) => log.error({ err, runId: claim.runId }, "release failed"));
+  }
+
+  async function slot(): Promise<void> {
+    let backoff = 100;
+    while (!stopping.signal.aborted) {
+      let claim: Claim | undefined;
+      try {
+        claim = await opts.queue.claim(opts.workerId, {
+          blockMs: opts.blockMs ?? 2000,
+          signal: stopping.signal,
+        });
+        backoff = 100;
+      } catch (err) {
+        if (stopping.signal.aborted) return;
+        log.warn({ err }, "claiming failed; retrying");
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 5000);
+        continue;
+      }
+      if (claim === undefined) continue;
+      active++;
+      try {
+        await runOne(claim);
+      } finally {
+        active--;
+      }
+    }
+  }
+
+  return {
+    start() {
+      for (let i = 0; i < opts.concurrency; i++) slots.push(slot());
+    },
+    async stop(graceMs) {
+      stopping.abort();
+      await Promise.race([
+        Promise.allSettled(slots),
+        new Promise((r) => setTimeout(r, graceMs).unref()),
+      ]);
+    },
+    active: () => active,
+  };
+}
