@@ -20,9 +20,10 @@ import { createAiSdkEngine, createOpenAiModel } from "../../internal/engine/ai-s
 import type { AgentEngine } from "../../internal/engine/port.ts";
 import { DEFAULT_PRICE_TABLE } from "../../internal/engine/pricing.ts";
 import { AgentdError } from "../../internal/errors.ts";
-import { openFileEventLog } from "../../internal/eventlog/file-event-log.ts";
+import { FileEventLog, openFileEventLog } from "../../internal/eventlog/file-event-log.ts";
 import type { EventLog } from "../../internal/eventlog/port.ts";
 import { RedisEventLog } from "../../internal/eventlog/redis-event-log.ts";
+import { RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
 import { createKernel } from "../../internal/kernel/kernel.ts";
 import { formatPolicyIssues, readPolicyFile } from "../../internal/kernel/policy-loader.ts";
 import type { Policy } from "../../internal/kernel/policy-schema.ts";
@@ -185,7 +186,10 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     );
   }
 
+  if (log instanceof FileEventLog) await requeueOpenRuns(log, runs, queue, logger);
+
   let worker: Worker | undefined;
+  let reaper: NodeJS.Timeout | undefined;
   if (engine !== undefined) {
     const docker = new Docker();
     const sandbox = createDockerSandbox({ docker });
@@ -216,16 +220,22 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       },
     });
     worker.start();
-    // Containers of runs that ended (or whose worker died before removing them) go.
-    void sandbox
-      .reap(async (runId) => {
-        const run = await runs.get(runId);
-        return run !== undefined && !isTerminal(run.state);
-      })
-      .then(
-        (reaped) => reaped.length > 0 && logger.info({ reaped }, "reaped containers of ended runs"),
-      )
-      .catch((err: unknown) => logger.warn({ err }, "reaping containers failed"));
+    // Containers of runs that ended (or whose worker died before removing them) go, now
+    // and every minute.
+    const reap = (): void =>
+      void sandbox
+        .reap(async (runId) => {
+          const run = await runs.get(runId);
+          return run !== undefined && !isTerminal(run.state);
+        })
+        .then(
+          (reaped) =>
+            reaped.length > 0 && logger.info({ reaped }, "reaped containers of ended runs"),
+        )
+        .catch((err: unknown) => logger.warn({ err }, "reaping containers failed"));
+    reap();
+    reaper = setInterval(reap, 60_000);
+    reaper.unref();
     if (mode === "worker") {
       logger.info(
         { eventLog: log.kind, concurrency: cfg.concurrency, model: cfg.model },
@@ -247,12 +257,44 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   });
   process.off("SIGHUP", reloadPolicy);
   // Stop claiming; active runs stop at their next step boundary and are released.
+  clearInterval(reaper);
   await worker?.stop(20_000);
   await server?.close(5000);
   await closeAll();
   await tracing?.shutdown();
   logger.info("stopped");
   return 0;
+}
+
+/**
+ * The embedded log's queue lives in memory: after a restart, runs that were queued, running
+ * (their worker died with the process) or paused with their approval resolved are queued
+ * again. Enqueue is idempotent, so this is safe to repeat.
+ */
+async function requeueOpenRuns(
+  log: FileEventLog,
+  runs: RunProjectionCache,
+  queue: RunQueue,
+  logger: ReturnType<typeof createLogger>,
+): Promise<void> {
+  let n = 0;
+  for (const runId of log.allRunIds()) {
+    const run = await runs.get(runId);
+    if (run === undefined) continue;
+    const open =
+      run.state === RunState.QUEUED ||
+      run.state === RunState.RUNNING ||
+      (run.state === RunState.PAUSED && run.pendingApprovalId === "");
+    if (!open) continue;
+    await queue.enqueue({
+      runId,
+      tenantId: run.tenantId,
+      sessionId: run.sessionId,
+      priority: run.priority,
+    });
+    n++;
+  }
+  if (n > 0) logger.info({ runs: n }, "queued the open runs of the embedded log again");
 }
 
 /** The model, from OPENAI_API_KEY and --model-base-url / --model; dev runs without one. */

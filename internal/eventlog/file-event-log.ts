@@ -271,6 +271,11 @@ export class FileEventLog implements EventLog {
     return { runIds: page, next: ids.length > q.limit ? page[page.length - 1] : undefined };
   }
 
+  /** Every run with events (any tenant): for the startup sweep of `agentd dev`. */
+  allRunIds(): string[] {
+    return [...this.#runs.values()].filter((r) => r.lines.length > 0).map((r) => r.runId);
+  }
+
   async ping(): Promise<void> {
     if (this.#closed) throw new AgentdError("EUNAVAILABLE", "event log is closed");
   }

@@ -1,7 +1,8 @@
 /**
  * Runs the real `bin/agentd` as a child process for integration tests: spawns it with the
  * given flags (and `--listen 127.0.0.1:0` unless a listen address is given), waits for its
- * `"msg":"listening"` log line and parses the port from it. Also writes auth files.
+ * `"msg":"listening"` log line and parses the port from it. A `worker` listens on nothing:
+ * it is ready at its `"msg":"worker started"` line (port 0). Also writes auth files.
  *
  * AGENTD_* variables of the test's own environment are not passed on, so the server sees
  * only the flags and `env` a test gives it. Children still running when the test process
@@ -23,7 +24,7 @@ export interface Exit {
 }
 
 export interface AgentdProcess {
-  /** The port the server listens on. */
+  /** The port the server listens on (0 for a worker). */
   readonly port: number;
   /** "127.0.0.1:PORT": a grpc-js target. */
   readonly addr: string;
@@ -46,7 +47,7 @@ export interface AgentdProcess {
 export interface AgentdOptions {
   /** Environment added to the (AGENTD_*-free) environment of the test. */
   env?: Record<string, string>;
-  /** How long to wait for the listening line. Default 20 s. */
+  /** How long to wait for the listening (worker: "worker started") line. Default 20 s. */
   readyTimeoutMs?: number;
 }
 
@@ -58,11 +59,12 @@ function killLeftovers(): void {
 }
 
 /**
- * Starts `bin/agentd COMMAND ...flags` ("server" or "dev") and resolves once it listens.
- * Rejects with the process output when it exits or stays silent instead.
+ * Starts `bin/agentd COMMAND ...flags` ("server", "dev" or "worker") and resolves once it
+ * listens (a worker: once it logged "worker started"). Rejects with the process output when
+ * it exits or stays silent instead.
  */
 export async function startAgentd(
-  command: "server" | "dev",
+  command: "server" | "dev" | "worker",
   flags: readonly string[],
   opts: AgentdOptions = {},
 ): Promise<AgentdProcess> {
@@ -70,12 +72,16 @@ export async function startAgentd(
     process.once("exit", killLeftovers);
     exitHookInstalled = true;
   }
+  const worker = command === "worker";
+  const ready = worker ? "worker started" : "listening";
   const args = [command, ...flags];
-  if (!flags.some((f) => f === "--listen" || f.startsWith("--listen=")))
+  if (!worker && !flags.some((f) => f === "--listen" || f.startsWith("--listen=")))
     args.push("--listen", "127.0.0.1:0");
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith("AGENTD_")) env[k] = v;
+    // Neither our settings nor a model's credentials leak in from the caller's environment:
+    // a test that wants a model gives one (a stub) in opts.env.
+    if (v !== undefined && !k.startsWith("AGENTD_") && !k.startsWith("OPENAI_")) env[k] = v;
   }
   Object.assign(env, opts.env);
 
@@ -100,7 +106,7 @@ export async function startAgentd(
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      reject(new Error(`agentd ${args.join(" ")}: no "listening" line in time\n${output()}`));
+      reject(new Error(`agentd ${args.join(" ")}: no "${ready}" line in time\n${output()}`));
     }, opts.readyTimeoutMs ?? 20_000);
     stdout.on("line", (line) => {
       remember(line);
@@ -108,6 +114,11 @@ export async function startAgentd(
       try {
         rec = JSON.parse(line) as typeof rec;
       } catch {
+        return;
+      }
+      if (worker && rec.msg === ready) {
+        clearTimeout(timer);
+        resolve(0);
         return;
       }
       if (rec.msg !== "listening" || typeof rec.addr !== "string") return;
@@ -120,7 +131,7 @@ export async function startAgentd(
       clearTimeout(timer);
       reject(
         new Error(
-          `agentd ${args.join(" ")} exited (code ${e.code}, signal ${e.signal}) before listening\n${output()}`,
+          `agentd ${args.join(" ")} exited (code ${e.code}, signal ${e.signal}) before "${ready}"\n${output()}`,
         ),
       );
     });

@@ -182,6 +182,21 @@ export class GrpcRunClient {
     return this.unary(RunService.method.cancelRun, { runId, reason }, auth);
   }
 
+  /** Any server-streaming method, as grpc-js's readable stream of decoded messages. */
+  serverStream<I extends DescMessage, O extends DescMessage>(
+    method: Method<I, O>,
+    init: MessageInitShape<I>,
+    auth?: Auth,
+  ): grpc.ClientReadableStream<MessageShape<O>> {
+    return this.#client.makeServerStreamRequest(
+      `/${method.parent.typeName}/${method.name}`,
+      (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
+      (b: Buffer) => fromBinary(method.output, b),
+      create(method.input, init),
+      this.#metadata(auth),
+    );
+  }
+
   /** Opens StreamEvents; events are collected as they arrive. */
   streamEvents(init: MessageInitShape<typeof StreamEventsRequestSchema>, auth?: Auth) {
     const m = RunService.method.streamEvents;

@@ -302,6 +302,71 @@ describe("run driver", () => {
     assert.equal(await sandbox.find(runId), undefined);
   });
 
+  it("loads the workspace's skills and memory file into the system prompt; an unknown named skill fails the run", async () => {
+    const tar = await packWorkspace([
+      {
+        path: "AGENTS.md",
+        type: "file",
+        mode: 0o644,
+        data: Buffer.from("Always run the tests with npm test.\n"),
+      },
+      {
+        path: ".agent/skills/house-style/SKILL.md",
+        type: "file",
+        mode: 0o644,
+        data: Buffer.from(
+          "---\nname: house-style\ndescription: How this repository writes code.\nversion: 1.0.0\ntriggers:\n  - greeting\n---\nUse tabs, never spaces.\n",
+        ),
+      },
+    ]);
+    const info = await artifacts.put(tar);
+    const runId = ulid();
+    await log.append({
+      runId,
+      sessionId: "s",
+      tenantId: "acme",
+      payload: {
+        case: "runQueued",
+        value: create(RunQueuedSchema, {
+          tenantId: "acme",
+          prompt: "Fix the greeting",
+          workspaceDigest: info.digest,
+        }),
+      },
+    });
+    script = [say("ok")];
+    const before = stub.requests.length;
+    assert.equal(
+      await driveRun(deps(), runId, await log.bumpEpoch(runId), new AbortController().signal),
+      "completed",
+    );
+    const system = JSON.stringify(stub.requests[before]?.body.messages[0]);
+    assert.match(system, /Always run the tests with npm test/);
+    assert.match(system, /Use tabs, never spaces/);
+
+    const bad = ulid();
+    await log.append({
+      runId: bad,
+      sessionId: "s",
+      tenantId: "acme",
+      payload: {
+        case: "runQueued",
+        value: create(RunQueuedSchema, {
+          tenantId: "acme",
+          prompt: "x",
+          skills: ["no-such-skill"],
+        }),
+      },
+    });
+    assert.equal(
+      await driveRun(deps(), bad, await log.bumpEpoch(bad), new AbortController().signal),
+      "failed",
+    );
+    const f = (await log.read(bad, 0)).at(-1)?.event.payload;
+    assert.equal(f?.case === "runFailed" && f.value.error?.code, "ESKILL_NOT_FOUND");
+    assert.equal(await sandbox.find(bad), undefined);
+  });
+
   it("fails with typed reasons: step limit, a looping model, an unreachable model", async () => {
     const a = await newRun();
     script = [

@@ -139,17 +139,27 @@ export async function driveRun(
           },
     );
     const kr: KernelRun = { runId, sessionId, fence: epoch, sandbox: box, signal: cancel.signal };
-    const skills = await loadSkills({ workspaceFiles: [], serverDir: deps.skillsDir });
-    const selected = selectSkills(skills.skills, { named: run0.skills, prompt: run0.prompt });
+    const usage: EngineUsage = {
+      inputTokens: Number(run0.usage?.inputTokens ?? 0n),
+      outputTokens: Number(run0.usage?.outputTokens ?? 0n),
+    };
+    const workspace = await readWorkspaceConfig(box);
+    const skills = await loadSkills({
+      workspaceFiles: workspace.skillFiles,
+      serverDir: deps.skillsDir,
+    });
+    let selected: ReturnType<typeof selectSkills>;
+    try {
+      selected = selectSkills(skills.skills, { named: run0.skills, prompt: run0.prompt });
+    } catch (err) {
+      // A skill named at CreateRun that exists nowhere: the run cannot be what was asked.
+      return await fail("ESKILL_NOT_FOUND", (err as Error).message);
+    }
     const tools = TOOLS.map((t) => ({
       name: t.name,
       description: t.description,
       inputSchema: toolJsonSchema(t),
     }));
-    const usage: EngineUsage = {
-      inputTokens: Number(run0.usage?.inputTokens ?? 0n),
-      outputTokens: Number(run0.usage?.outputTokens ?? 0n),
-    };
     let steps = 0;
     const failures = new Map<string, number>();
 
@@ -161,6 +171,7 @@ export async function driveRun(
         events: all,
         systemPrompt: deps.systemPrompt,
         skills: selected.skills,
+        ...(workspace.memory === undefined ? {} : { memory: workspace.memory }),
         budgetTokens: deps.limits.contextBudgetTokens,
       };
       let ctx = assembleContext(assembleInput);
@@ -389,6 +400,36 @@ export async function driveRun(
     });
     return "cancelled";
   }
+}
+
+/**
+ * The workspace's own agent configuration: skills (.agent/skills, .skills) and the memory
+ * file (AGENTS.md or .agent/memory.md). Read by the worker, not proposed by the model;
+ * regular files only (a symlink could point anywhere), each capped at 64 KiB.
+ */
+const CONFIG_SH = `for f in .agent/skills/*/SKILL.md .skills/*/SKILL.md AGENTS.md .agent/memory.md; do
+  if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%s\\0' "$f"; head -c 65536 "$f"; printf '\\0'; fi
+done`;
+
+async function readWorkspaceConfig(box: SandboxHandle): Promise<{
+  skillFiles: { path: string; content: string }[];
+  memory?: { path: string; content: string };
+}> {
+  const r = await box.exec({
+    argv: ["sh", "-c", CONFIG_SH],
+    timeoutMs: 10_000,
+    maxOutputBytes: 2 * 1024 * 1024,
+  });
+  const parts = r.stdout.split("\0");
+  const skillFiles: { path: string; content: string }[] = [];
+  let memory: { path: string; content: string } | undefined;
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    const path = parts[i] as string;
+    const content = parts[i + 1] as string;
+    if (path.endsWith("SKILL.md")) skillFiles.push({ path, content });
+    else memory ??= { path, content };
+  }
+  return memory === undefined ? { skillFiles } : { skillFiles, memory };
 }
 
 /** The approval the run resumes after (the last one resolved). */
