@@ -32,6 +32,18 @@ export async function openRunEvents(
   historyOnly: boolean,
   signal: AbortSignal,
 ): Promise<AsyncIterable<LoggedEvent>> {
+  const { after, live } = await checkRunEvents(deps, principal, runId, afterSeq, historyOnly);
+  return live ? liveEvents(deps, runId, after, signal) : storedEvents(deps, runId, after);
+}
+
+/** Validates a stream request; `live` is false when only stored events will come. */
+async function checkRunEvents(
+  deps: ApiDeps,
+  principal: Principal,
+  runId: string,
+  afterSeq: bigint | number,
+  historyOnly: boolean,
+): Promise<{ after: number; live: boolean }> {
   if (afterSeq < 0) throw invalid("after_seq", "must not be negative");
   const { head, run } = await runOf(deps, principal, runId);
   if (BigInt(afterSeq) > BigInt(head.seq)) {
@@ -41,10 +53,8 @@ export async function openRunEvents(
       { field: "after_seq" },
     );
   }
-  const after = Number(afterSeq);
   // Nothing will follow a terminal event: serve what is stored and end.
-  if (historyOnly || isTerminal(run.state)) return storedEvents(deps, runId, after);
-  return liveEvents(deps, runId, after, signal);
+  return { after: Number(afterSeq), live: !(historyOnly || isTerminal(run.state)) };
 }
 
 /** openRunEvents as one generator: errors surface on the first step. */
@@ -87,23 +97,27 @@ export function streamEventsHandler(deps: ApiDeps) {
     // to `{event}`, without re-encoding the same event for every subscriber. JSON codecs
     // (Connect with JSON) drop unknown fields, so they get the message itself.
     const binary = !/json/i.test(ctx.requestHeader.get("content-type") ?? "");
-    for await (const ev of runEvents(
+    const toResponse = (ev: LoggedEvent): MessageInitShape<typeof StreamEventsResponseSchema> => {
+      if (!binary) return { event: ev.event };
+      const res = create(StreamEventsResponseSchema);
+      res.$unknown = [{ no: 1, wireType: WireType.LengthDelimited, data: ev.lengthPrefixedBinary }];
+      return res;
+    };
+    const { after, live } = await checkRunEvents(
       deps,
       principal,
       req.runId,
       req.afterSeq,
       req.historyOnly,
-      ctx.signal,
-    )) {
-      if (binary) {
-        const res = create(StreamEventsResponseSchema);
-        res.$unknown = [
-          { no: 1, wireType: WireType.LengthDelimited, data: ev.lengthPrefixedBinary },
-        ];
-        yield res;
-      } else {
-        yield { event: ev.event };
-      }
+    );
+    if (!live) {
+      for await (const ev of storedEvents(deps, req.runId, after)) yield toResponse(ev);
+      return;
+    }
+    // The hot path of fan-out: straight from the log's follower, no further generators.
+    for await (const ev of deps.log.follow(req.runId, after, ctx.signal)) {
+      yield toResponse(ev);
+      if (TERMINAL_TYPES.has(ev.type)) return;
     }
   };
 }

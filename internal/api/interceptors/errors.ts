@@ -10,17 +10,19 @@ export function errorInterceptor(logError: ErrorLogger): Interceptor {
     try {
       const res = await next(req);
       if (!res.stream) return res;
-      const inner = res.message;
-      return {
-        ...res,
-        message: (async function* () {
-          try {
-            yield* inner;
-          } catch (err) {
-            throw toConnectError(err, logError);
-          }
-        })(),
+      // A plain iterator, not a generator: one promise per message on the fan-out path.
+      const inner = res.message[Symbol.asyncIterator]();
+      const message: typeof res.message = {
+        [Symbol.asyncIterator]: () => ({
+          next: () =>
+            inner.next().catch((err: unknown) => {
+              throw toConnectError(err, logError);
+            }),
+          return: (value?: unknown) =>
+            inner.return?.(value) ?? Promise.resolve({ done: true as const, value: undefined }),
+        }),
       };
+      return { ...res, message };
     } catch (err) {
       throw toConnectError(err, logError);
     }
