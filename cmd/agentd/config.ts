@@ -78,6 +78,11 @@ export const FLAGS = {
     def: "10",
   },
   "max-steps": { env: "AGENTD_MAX_STEPS", help: "worker: model steps per run at most", def: "50" },
+  "price-table": {
+    env: "AGENTD_PRICE_TABLE",
+    help: "worker: YAML/JSON file of model prices {MODEL: {inputPerMTok, outputPerMTok}} in micro-dollars, over the defaults",
+    def: undefined,
+  },
   "insecure-no-auth": {
     env: "AGENTD_INSECURE_NO_AUTH",
     help: "server: accept every caller as tenant 'default' (dev does this unless given an auth file)",
@@ -130,6 +135,7 @@ export const ConfigSchema = z.object({
   "lease-ttl-ms": z.coerce.number().int().min(1000).max(3_600_000),
   "tenant-limit": z.coerce.number().int().min(1).max(100_000),
   "max-steps": z.coerce.number().int().min(1).max(10_000),
+  "price-table": z.string().min(1).optional(),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

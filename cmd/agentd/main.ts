@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 /**
  * agentd: the composition root. Reads configuration once, builds the adapters (event log,
@@ -8,6 +9,7 @@ import { hostname } from "node:os";
 import { resolve } from "node:path";
 import Docker from "dockerode";
 import { Redis } from "ioredis";
+import { parse as parseYaml } from "yaml";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
 import {
   type Authenticator,
@@ -18,7 +20,11 @@ import {
 } from "../../internal/auth/tokens.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../../internal/engine/ai-sdk-engine.ts";
 import type { AgentEngine } from "../../internal/engine/port.ts";
-import { DEFAULT_PRICE_TABLE } from "../../internal/engine/pricing.ts";
+import {
+  DEFAULT_PRICE_TABLE,
+  type PriceTable,
+  parsePriceTable,
+} from "../../internal/engine/pricing.ts";
 import { AgentdError } from "../../internal/errors.ts";
 import { FileEventLog, openFileEventLog } from "../../internal/eventlog/file-event-log.ts";
 import type { EventLog } from "../../internal/eventlog/port.ts";
@@ -72,6 +78,7 @@ const WORKER_FLAGS: FlagName[] = [
   "lease-ttl-ms",
   "tenant-limit",
   "max-steps",
+  "price-table",
   "log-level",
 ];
 const DEV_FLAGS: FlagName[] = [
@@ -87,6 +94,7 @@ const DEV_FLAGS: FlagName[] = [
   "model",
   "skills-dir",
   "max-steps",
+  "price-table",
   "log-level",
 ];
 const FLAGS_OF = { server: SERVER_FLAGS, worker: WORKER_FLAGS, dev: DEV_FLAGS } as const;
@@ -215,7 +223,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         skillsDir: cfg["skills-dir"],
         systemPrompt: SYSTEM_PROMPT,
         model: cfg.model,
-        prices: DEFAULT_PRICE_TABLE,
+        prices: priceTable(cfg),
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
       },
     });
@@ -319,6 +327,19 @@ function buildEngine(
     ...(cfg["model-base-url"] === undefined ? {} : { baseURL: cfg["model-base-url"] }),
   });
   return createAiSdkEngine({ model });
+}
+
+/** The default prices, overridden per model by --price-table. */
+function priceTable(cfg: Config): PriceTable {
+  const file = cfg["price-table"];
+  if (file === undefined) return DEFAULT_PRICE_TABLE;
+  let raw: unknown;
+  try {
+    raw = parseYaml(readFileSync(file, "utf8"));
+  } catch (err) {
+    throw new UsageError(`--price-table ${file}: ${(err as Error).message}`);
+  }
+  return { ...DEFAULT_PRICE_TABLE, ...parsePriceTable(raw, file) };
 }
 
 /** Secret providers the policy names, in its order. */

@@ -113,12 +113,18 @@ it("queues runs again after a restart: a run created without a model runs once o
     prompt: "fix the greeting later",
     workspaceTar: await tarOf([{ name: "greet.txt", data: "helo\n" }]),
   });
+  const second = await c1.createRun({
+    prompt: "and then this",
+    sessionId: run?.sessionId as string,
+  });
   await new Promise((r) => setTimeout(r, 300));
-  assert.equal(
-    (await c1.getRun(run?.runId as string)).run?.state,
-    RunState.QUEUED,
-    "no model: it waits",
-  );
+  const first = (await c1.getRun(run?.runId as string)).run;
+  assert.equal(first?.state, RunState.QUEUED, "no model: it waits");
+  assert.equal(first?.sessionPosition, 1);
+  const behind = (await c1.getRun(second.run?.runId as string)).run;
+  assert.equal(behind?.sessionPosition, 2, "the session's later run waits behind the first");
+  assert.equal(behind?.queuePosition, 2);
+  await c1.cancelRun(second.run?.runId as string, "not needed");
   c1.close();
   assert.equal((await off.stop("SIGTERM")).code, 0);
   const on = await dev(true);

@@ -180,6 +180,20 @@ export declare type Run = Message<"agentd.v1.Run"> & {
    * @generated from field: string last_hash = 23;
    */
   lastHash: string;
+
+  /**
+   * While queued: 1-based place among the queued runs (0 when not queued or unknown).
+   *
+   * @generated from field: uint32 queue_position = 24;
+   */
+  queuePosition: number;
+
+  /**
+   * While queued: 1-based place in its session's line (1 = next to run in the session).
+   *
+   * @generated from field: uint32 session_position = 25;
+   */
+  sessionPosition: number;
 };
 
 /**
