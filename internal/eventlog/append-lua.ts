@@ -7,7 +7,8 @@ export const APPEND_LUA = `
 -- ARGV: per run: fence ("" = server append, no lease), expected head seq, expected head
 --       hash, run id, tenant, session, hash of the last event, n, then n events' json
 --       (only the last hash is kept: it is the new head; the others live in the events)
--- Reply: per run, {"OK", seq} | {"FENCED", epoch} | {"CONFLICT", seq, hash}
+-- Reply: per run, {"OK", seq} | {"FENCED", epoch} | {"CONFLICT", seq, hash}. Sending the
+-- same call again after it was applied answers OK again and writes nothing.
 local out = {}
 local a = 1
 for r = 0, (#KEYS / 4) - 1 do
@@ -22,7 +23,18 @@ for r = 0, (#KEYS / 4) - 1 do
   local seq = tonumber(h[1]) or 0
   local hash = h[2] or ''
   local epoch = tonumber(h[3]) or 0
-  if fence ~= '' and tonumber(fence) ~= epoch then
+  -- A commit that already landed (its reply was lost and the client sent it again, as
+  -- ioredis does after a reconnect): the entry at its last seq is its last event, byte for
+  -- byte (event ids are unique). Acknowledge it instead of reporting a conflict, which
+  -- would make the writer re-seal the same events on top of themselves (duplicates).
+  local landed = false
+  if n > 0 and seq >= expected + n then
+    local e = redis.call('XRANGE', KEYS[k + 1], '0-' .. (expected + n), '0-' .. (expected + n))
+    landed = e[1] ~= nil and e[1][2][2] == ARGV[first + n - 1]
+  end
+  if landed then
+    out[#out + 1] = {'OK', tostring(expected + n)}
+  elseif fence ~= '' and tonumber(fence) ~= epoch then
     -- A stale owner (its lease epoch was bumped by a new owner) must never write.
     out[#out + 1] = {'FENCED', tostring(epoch)}
   elseif seq ~= expected or (seq > 0 and hash ~= prevHash) then

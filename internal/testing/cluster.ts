@@ -1,0 +1,191 @@
+/**
+ * A whole agentd deployment of real processes for chaos and end-to-end tests: a private
+ * redis-server (AOF always), one `bin/agentd server` (no auth), any number of
+ * `bin/agentd worker` processes on the same Redis, one scripted OpenAI-compatible stub
+ * shared by every worker, a test policy (the repository's policy.yaml on the small `test`
+ * sandbox image with small limits) and a shared artifact directory. Every process runs with
+ * the same `--lease-ttl-ms`.
+ *
+ * Must never: leave a process, container or temporary directory behind after stop(), even
+ * when a test failed halfway (stop() is safe to call in any state, and more than once).
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type Docker from "dockerode";
+import { parseDocument } from "yaml";
+import { RedisEventLog } from "../eventlog/redis-event-log.ts";
+import { RedisRunQueue } from "../scheduler/redis-run-queue.ts";
+import { type AgentdProcess, startAgentd } from "./agentd-process.ts";
+import { requireDocker, sandboxImage } from "./docker.ts";
+import { GrpcRunClient } from "./grpc-run-client.ts";
+import {
+  type OpenAiStub,
+  type StubReply,
+  type StubRequest,
+  startOpenAiStub,
+} from "./openai-stub.ts";
+import { startRedis, type TestRedis } from "./redis-server.ts";
+
+export interface ClusterOptions {
+  /** Worker processes started at once. Default 2. */
+  workers?: number;
+  /** `--lease-ttl-ms` of every process. Default 3000. */
+  leaseTtlMs?: number;
+  /** `--concurrency` of each worker. Default 2. */
+  concurrency?: number;
+  /** The model: answers every chat-completions request of every worker. */
+  script: (req: StubRequest) => StubReply | Promise<StubReply>;
+}
+
+export interface Cluster {
+  dir: string;
+  redis: TestRedis;
+  stub: OpenAiStub;
+  server: AgentdProcess;
+  /** Every worker started so far (dead ones included), in start order. */
+  workers: AgentdProcess[];
+  /** A grpc-js client of the server (no token: the server runs without auth). */
+  client: GrpcRunClient;
+  /** The event log on the cluster's Redis, for reads and for appends a test makes itself. */
+  log: RedisEventLog;
+  /** The run queue on the cluster's Redis (stateOf, positionOf). */
+  queue: RedisRunQueue;
+  docker: Docker;
+  policyFile: string;
+  artifactDir: string;
+  /** Starts one more worker with the cluster's flags. */
+  startWorker(): Promise<AgentdProcess>;
+  /** The live worker whose id (`host:pid`, as in run.started) is `workerId`. */
+  workerOf(workerId: string): AgentdProcess | undefined;
+  /** Ids of the containers labelled with the run (running or not). */
+  containersOf(runId: string): Promise<string[]>;
+  /** Remembers a run, so stop() removes its containers even if the test failed. */
+  track(runId: string): void;
+  /** The last lines of every process' output, for failure messages. */
+  diagnostics(lines?: number): string;
+  stop(): Promise<void>;
+}
+
+/** The repository's policy.yaml on the `test` image with small limits, written to `dir`. */
+export function writeTestPolicy(dir: string): string {
+  const doc = parseDocument(readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"));
+  doc.setIn(["sandbox", "image"], sandboxImage("test"));
+  doc.setIn(["sandbox", "memory"], "128MiB");
+  doc.setIn(["sandbox", "pids"], 64);
+  doc.setIn(["sandbox", "tmp"], "16MiB");
+  doc.setIn(["sandbox", "cpu"], 1);
+  const path = join(dir, "policy.yaml");
+  writeFileSync(path, doc.toString());
+  return path;
+}
+
+export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
+  const docker = await requireDocker();
+  const dir = mkdtempSync(join(tmpdir(), "agentd-cluster-"));
+  const leaseTtl = String(opts.leaseTtlMs ?? 3000);
+  const policyFile = writeTestPolicy(dir);
+  const artifactDir = join(dir, "artifacts");
+  const processes: AgentdProcess[] = [];
+  const workers: AgentdProcess[] = [];
+  const runs = new Set<string>();
+  let redis: TestRedis | undefined;
+  let stub: OpenAiStub | undefined;
+  let client: GrpcRunClient | undefined;
+  let log: RedisEventLog | undefined;
+  let queue: RedisRunQueue | undefined;
+  let stopped = false;
+
+  const containersOf = async (runId: string): Promise<string[]> => {
+    const list = await docker.listContainers({
+      all: true,
+      filters: { label: [`agentd.run-id=${runId}`] },
+    });
+    return list.map((c) => c.Id);
+  };
+
+  const stop = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    await Promise.allSettled(processes.map((p) => p.kill()));
+    client?.close();
+    const removeContainers = () =>
+      Promise.allSettled(
+        [...runs].map(async (runId) => {
+          for (const id of await containersOf(runId))
+            await docker.getContainer(id).remove({ force: true, v: true });
+        }),
+      );
+    await Promise.allSettled([log?.close(), queue?.close(), stub?.close(), removeContainers()]);
+    // A create a killed worker had in flight may still land in the engine: look once more.
+    await new Promise((r) => setTimeout(r, 300));
+    await removeContainers();
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+
+  try {
+    redis = await startRedis({ appendfsync: "always" });
+    stub = await startOpenAiStub(opts.script);
+    const common = [
+      "--event-log",
+      redis.url,
+      "--artifact-dir",
+      artifactDir,
+      "--policy",
+      policyFile,
+      "--lease-ttl-ms",
+      leaseTtl,
+    ];
+    const workerFlags = [...common, "--concurrency", String(opts.concurrency ?? 2)];
+    const workerEnv = { OPENAI_API_KEY: "test", OPENAI_BASE_URL: stub.baseURL };
+    const startWorker = async (): Promise<AgentdProcess> => {
+      const w = await startAgentd("worker", workerFlags, { env: workerEnv });
+      processes.push(w);
+      workers.push(w);
+      return w;
+    };
+    const [server] = await Promise.all([
+      startAgentd("server", [...common, "--insecure-no-auth"]).then((s) => {
+        processes.push(s);
+        return s;
+      }),
+      ...Array.from({ length: opts.workers ?? 2 }, () => startWorker()),
+    ]);
+    client = new GrpcRunClient(server.addr);
+    const conn = redis.client();
+    log = new RedisEventLog({ client: conn });
+    queue = new RedisRunQueue({ client: conn, leaseTtlMs: Number(leaseTtl) });
+    return {
+      dir,
+      redis,
+      stub,
+      server,
+      workers,
+      client,
+      log,
+      queue,
+      docker,
+      policyFile,
+      artifactDir,
+      startWorker,
+      workerOf: (workerId) => {
+        const pid = Number(workerId.slice(workerId.lastIndexOf(":") + 1));
+        return workers.find((w) => w.pid === pid);
+      },
+      containersOf,
+      track: (runId) => void runs.add(runId),
+      diagnostics: (lines = 40) =>
+        processes
+          .map((p) => {
+            const name = workers.includes(p) ? `worker ${p.pid}` : `server ${p.pid}`;
+            return `--- ${name}\n${p.output().split("\n").slice(-lines).join("\n")}`;
+          })
+          .join("\n"),
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,402 @@
+/**
+ * Chaos against real processes: a private redis-server (AOF always), one `agentd server`,
+ * two `agentd worker` processes sharing one scripted model, real containers. A worker is
+ * SIGKILLed in the middle of a tool call and while its run waits for an approval; Redis is
+ * SIGKILLed and restarted in the middle of a run. Every run must end completed, with a
+ * gap-free log whose hash chain verifies and no container left; a worker that survives
+ * keeps serving other runs.
+ *
+ * The model is a deterministic state machine per run (the run's prompt names its script):
+ * it looks only at the conversation it is sent, so whichever worker drives the run next
+ * continues it where the log says it is.
+ */
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import { ulid } from "ulid";
+import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
+import { isAgentdError } from "../errors.ts";
+import { verifyChain } from "../eventlog/hash-chain.ts";
+import { ApprovalDecision, type Event, OutputDeltaSchema } from "../gen/agentd/v1/events_pb.js";
+import { RunService, RunState } from "../gen/agentd/v1/run_service_pb.js";
+import type { AgentdProcess } from "../testing/agentd-process.ts";
+import { range } from "../testing/api-fixtures.ts";
+import { type Cluster, startCluster } from "../testing/cluster.ts";
+import { type EventStream, eventsJson } from "../testing/grpc-run-client.ts";
+import {
+  type StubReply,
+  type StubRequest,
+  textReply,
+  toolCallsReply,
+} from "../testing/openai-stub.ts";
+import { tarOf } from "../testing/tar.ts";
+
+const LEASE_TTL_MS = 3000;
+const TICKS = range(1, 10);
+
+// ---------------------------------------------------------------------------------------
+// The model. A prompt "chaos-KIND-NONCE" selects the script; the state is the number of
+// tool results in the conversation and what the last one said.
+
+const run = (n: number, command: string): StubReply => ({
+  chunks: toolCallsReply([
+    { id: `call_${n}`, name: "process_run", arguments: JSON.stringify({ command }) },
+  ]),
+});
+const say = (text: string): StubReply => ({ chunks: textReply([text]) });
+
+function model({ body }: StubRequest): StubReply {
+  const messages = (body?.messages ?? []) as { role: string; content?: unknown }[];
+  const key = /chaos-(kill|approve|redis|quick)-[0-9a-z]+/.exec(JSON.stringify(messages));
+  const results = messages
+    .filter((m) => m.role === "tool")
+    .map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
+  const n = results.length;
+  const last = results[n - 1] ?? "";
+  switch (key?.[1]) {
+    case "kill":
+      // A long call; after an interruption the model redoes the work with a short one.
+      if (n === 0) return run(1, "sleep 4; echo done > out.txt");
+      if (last.includes("interrupted") && n < 3) return run(n + 1, "echo redone > out.txt");
+      return say(`finished after ${n} calls`);
+    case "approve":
+      // rm is a high-risk command: the call waits for a person.
+      if (n === 0) return run(1, "rm -f a.txt && echo removed > out.txt");
+      return say("removed a.txt");
+    case "redis":
+      // Output every 200 ms for 2 s: tool.output appends are in flight while Redis is down.
+      if (n === 0) return run(1, `for i in ${TICKS.join(" ")}; do echo tick $i; sleep 0.2; done`);
+      if (n === 1) return run(2, "cat out.txt");
+      return say("checked out.txt");
+    case "quick":
+      if (n === 0) return run(1, "echo quick > q.txt");
+      return say("quick one done");
+    default:
+      return { status: 500, body: { error: { message: "stub: no script for this prompt" } } };
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+let c: Cluster;
+/** Workers that exited (killed by a test or crashed). */
+const dead = new Set<AgentdProcess>();
+
+before(async () => {
+  c = await startCluster({ workers: 2, leaseTtlMs: LEASE_TTL_MS, script: model });
+  for (const w of c.workers) watch(w);
+});
+
+after(async () => {
+  await c?.stop();
+});
+
+function watch(w: AgentdProcess): AgentdProcess {
+  void w.exited.then(() => dead.add(w));
+  return w;
+}
+
+function alive(): AgentdProcess[] {
+  return c.workers.filter((w) => !dead.has(w));
+}
+
+/** Each scenario starts with two live workers (replacing the ones an earlier one killed). */
+async function twoWorkers(): Promise<void> {
+  while (alive().length < 2) watch(await c.startWorker());
+}
+
+/** Polls `probe` until it returns a value (errors count as "not yet"); throws at the deadline. */
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (err) {
+      lastErr = err;
+    }
+    if (Date.now() > deadline) {
+      const why = lastErr === undefined ? "" : ` (last error: ${String(lastErr)})`;
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${why}\n${c.diagnostics()}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface Started {
+  runId: string;
+  sessionId: string;
+  stream: EventStream;
+}
+
+async function submit(kind: string): Promise<Started> {
+  const workspaceTar = await tarOf([{ name: "a.txt", data: "a\n" }]);
+  const prompt = `chaos-${kind}-${ulid().toLowerCase()}`;
+  const { run } = await c.client.createRun({ prompt, workspaceTar });
+  assert.ok(run !== undefined);
+  c.track(run.runId);
+  return {
+    runId: run.runId,
+    sessionId: run.sessionId,
+    stream: c.client.streamEvents({ runId: run.runId }),
+  };
+}
+
+/** The first event of the live stream that matches. */
+type Payload = Event["payload"];
+type Case = NonNullable<Payload["case"]>;
+/** The payload message of events of one case ("toolCall" → ToolCall). */
+type ValueOf<C extends Case> = Extract<Payload, { case: C }>["value"];
+
+function waitEvent<C extends Case>(
+  s: Started,
+  kind: C,
+  pred: (v: ValueOf<C>) => boolean = () => true,
+  timeoutMs = 20_000,
+): Promise<ValueOf<C>> {
+  const found = (): unknown => {
+    for (const e of s.stream.events) {
+      const value = e.payload.value as ValueOf<C>;
+      if (e.payload.case === kind && pred(value)) return value;
+    }
+    return undefined;
+  };
+  return until(`${kind} in run ${s.runId}`, found, timeoutMs) as Promise<ValueOf<C>>;
+}
+
+async function waitTerminal(runId: string, timeoutMs = 30_000) {
+  return until(
+    `run ${runId} to end`,
+    async () => {
+      const { run } = await c.client.getRun(runId);
+      const s = run?.state;
+      return s === RunState.COMPLETED || s === RunState.FAILED || s === RunState.CANCELLED
+        ? run
+        : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+/**
+ * The invariants of every run: completed, seq 1..N over the API and in the store, the hash
+ * chain verifies over both, and no container labelled with the run is left.
+ */
+async function assertHealthy(runId: string): Promise<Event[]> {
+  const run = await waitTerminal(runId);
+  assert.equal(
+    run.state,
+    RunState.COMPLETED,
+    `run ${runId} ended ${RunState[run.state]}: ${run.error?.code} ${run.error?.message}\n${c.diagnostics()}`,
+  );
+  const history = c.client.streamEvents({ runId, historyOnly: true });
+  const end = await history.end(10_000);
+  assert.equal(end.status.code, 0, end.error?.message);
+  const events = history.events;
+  const trail = `${runId}: ${events.map((e) => `${e.seq}:${e.type}`).join(" ")}`;
+  assert.deepEqual(
+    events.map((e) => Number(e.seq)),
+    range(1, events.length),
+    `no gap, no duplicate seq: ${trail}`,
+  );
+  // Nothing was written twice (a commit re-sent after a lost reply must not land again).
+  const unique = (what: string, keys: string[]) =>
+    assert.equal(new Set(keys).size, keys.length, `duplicate ${what}: ${trail}`);
+  unique(
+    "event id",
+    events.map((e) => e.eventId),
+  );
+  unique(
+    "run.started",
+    payloads(events, "runStarted").map(() => "started"),
+  );
+  unique(
+    "run.completed",
+    payloads(events, "runCompleted").map(() => "completed"),
+  );
+  unique(
+    "tool.call",
+    payloads(events, "toolCall").map((p) => p.callId),
+  );
+  unique(
+    "tool.result",
+    payloads(events, "toolResult").map((p) => p.callId),
+  );
+  assert.equal(Number(run.lastSeq), events.length);
+  assert.equal(events.at(-1)?.type, "run.completed", trail);
+  const api = verifyChain(eventsJson(events));
+  assert.ok(api.ok, `chain over the API: ${JSON.stringify(api)}`);
+  const stored = (await c.log.read(runId, 0)).map((e) => e.json);
+  const chain = verifyChain(stored);
+  assert.ok(chain.ok, `chain over the store: ${JSON.stringify(chain)}`);
+  assert.equal(stored.length, events.length);
+  await until(`the containers of run ${runId} to be removed`, async () =>
+    (await c.containersOf(runId)).length === 0 ? true : undefined,
+  );
+  return events;
+}
+
+function payloads<C extends Case>(events: readonly Event[], kind: C): ValueOf<C>[] {
+  return events.filter((e) => e.payload.case === kind).map((e) => e.payload.value as ValueOf<C>);
+}
+
+/** A short run on whatever workers are alive; returns the id of the worker that drove it. */
+async function quickRun(): Promise<string> {
+  const s = await submit("quick");
+  const events = await assertHealthy(s.runId);
+  s.stream.cancel();
+  const started = payloads(events, "runStarted")[0];
+  assert.ok(started !== undefined);
+  return started.workerId;
+}
+
+/** The worker process that started a run (run.started's workerId is `host:pid`). */
+function ownerOf(started: { workerId: string }): AgentdProcess {
+  const worker = c.workerOf(started.workerId);
+  assert.ok(worker !== undefined, `no worker process for ${started.workerId}`);
+  return worker;
+}
+
+it("a worker SIGKILLed mid tool call: another takes over after the lease TTL, fences the old owner and finishes", {
+  timeout: 60_000,
+}, async (t) => {
+  await twoWorkers();
+  const s = await submit("kill");
+  const call = await waitEvent(s, "toolCall");
+  // The decision is the last step before the command runs: it is in flight now.
+  await waitEvent(s, "policyDecision", (d) => d.callId === call.callId);
+  const started = await waitEvent(s, "runStarted");
+  const killedAt = Date.now();
+  await ownerOf(started).kill();
+  const survivor = alive()[0];
+  assert.ok(survivor !== undefined && alive().length === 1);
+
+  const resumed = await waitEvent(s, "runResumed", () => true, 15_000);
+  const takeoverMs = Date.now() - killedAt;
+  assert.ok(resumed.epoch > started.epoch, "the new owner holds a higher epoch");
+  assert.equal(c.workerOf(resumed.workerId), survivor, "the surviving worker took the run over");
+  t.diagnostic(`run.resumed ${takeoverMs} ms after the SIGKILL (lease TTL ${LEASE_TTL_MS} ms)`);
+  // The lease was renewed at most ttl/3 before the kill: it cannot expire sooner than 2/3 ttl.
+  assert.ok(
+    takeoverMs >= (LEASE_TTL_MS * 2) / 3 - 100 && takeoverMs <= LEASE_TTL_MS + 3000,
+    `taken over ${takeoverMs} ms after the kill`,
+  );
+  // A late write of the dead owner (its epoch as the fence) is refused and writes nothing.
+  await assert.rejects(
+    c.log.append({
+      runId: s.runId,
+      sessionId: s.sessionId,
+      fence: Number(started.epoch),
+      payload: { case: "outputDelta", value: create(OutputDeltaSchema, { text: "late" }) },
+    }),
+    (err: unknown) => isAgentdError(err, "EFENCED"),
+  );
+
+  const events = await assertHealthy(s.runId);
+  const results = payloads(events, "toolResult");
+  const interrupted = results.find((r) => r.callId === call.callId);
+  assert.equal(interrupted?.ok, false);
+  assert.equal(interrupted?.error?.code, "interrupted");
+  const types = events.map((e) => e.type);
+  assert.ok(
+    types.indexOf("run.resumed") > types.indexOf("tool.call"),
+    "resumed after the interrupted call",
+  );
+  assert.ok(
+    results.some((r) => r.callId !== call.callId && r.ok),
+    "the model redid the work on the new owner",
+  );
+  assert.ok(
+    !events.some((e) => e.payload.case === "outputDelta" && e.payload.value.text === "late"),
+  );
+  assert.equal((await s.stream.end(5000)).status.code, 0);
+  assert.deepEqual(s.stream.seqs(), range(1, events.length), "the live stream had no gap");
+
+  assert.equal(await quickRun(), resumed.workerId, "the survivor serves new runs");
+});
+
+it("a worker SIGKILLed while a run waits for approval: ResolveApproval, the other worker resumes it from the snapshot", {
+  timeout: 60_000,
+}, async () => {
+  await twoWorkers();
+  const s = await submit("approve");
+  const requested = await waitEvent(s, "approvalRequested");
+  // Paused and released: the workspace is a snapshot artifact, the run holds no worker.
+  await waitEvent(s, "artifactEmitted", (a) => a.name === "workspace-snapshot");
+  await until("the run to be paused in the queue", async () =>
+    (await c.queue.stateOf(s.runId)) === "paused" ? true : undefined,
+  );
+  await until("the paused run's container to be removed", async () =>
+    (await c.containersOf(s.runId)).length === 0 ? true : undefined,
+  );
+  const started = await waitEvent(s, "runStarted");
+  await ownerOf(started).kill();
+  const survivor = alive()[0];
+  assert.ok(survivor !== undefined && alive().length === 1);
+
+  const { approval } = await c.client.unary(RunService.method.resolveApproval, {
+    approvalId: requested.approvalId,
+    decision: ApprovalDecision.APPROVE,
+    reason: "chaos test",
+  });
+  assert.equal(approval?.approvalId, requested.approvalId);
+  const resumed = await waitEvent(s, "runResumed");
+  assert.equal(c.workerOf(resumed.workerId), survivor);
+  assert.equal(resumed.approvalId, requested.approvalId);
+
+  const events = await assertHealthy(s.runId);
+  const result = payloads(events, "toolResult").find((r) => r.callId === requested.callId);
+  assert.equal(result?.ok, true, JSON.stringify(result?.error));
+  // The workspace came back from the snapshot: the final patch is against the upload.
+  const completed = payloads(events, "runCompleted")[0];
+  assert.ok(completed !== undefined && completed.patchDigest !== "");
+  const parts: Uint8Array[] = [];
+  for await (const p of new FsArtifactStore(c.artifactDir).read(completed.patchDigest))
+    parts.push(p);
+  const patch = Buffer.concat(parts).toString("utf8");
+  assert.match(patch, /out\.txt/);
+  assert.match(patch, /\+removed/);
+  assert.match(patch, /a\.txt/);
+  assert.match(patch, /^-a$/m, "a.txt was removed in the restored workspace");
+
+  assert.equal(await quickRun(), resumed.workerId, "the survivor serves new runs");
+});
+
+it("Redis SIGKILLed and restarted mid-run (AOF always): the run completes, gap-free, chain intact", {
+  timeout: 60_000,
+}, async () => {
+  await twoWorkers();
+  const s = await submit("redis");
+  const call = await waitEvent(s, "toolCall");
+  // The command is printing: its output is being appended when Redis dies.
+  await waitEvent(s, "toolOutput", (o) => o.callId === call.callId);
+  await c.redis.restart({ hard: true });
+
+  const events = await assertHealthy(s.runId);
+  const results = payloads(events, "toolResult");
+  assert.equal(results.length, 2);
+  assert.ok(
+    results.every((r) => r.ok),
+    JSON.stringify(results.map((r) => r.error)),
+  );
+  // Every line of output once, in order, across the restart.
+  const printed = payloads(events, "toolOutput")
+    .filter((o) => o.callId === call.callId)
+    .map((o) => o.chunk)
+    .join("");
+  assert.equal(printed, TICKS.map((i) => `tick ${i}\n`).join(""));
+  // The live stream rode out the restart too.
+  assert.equal((await s.stream.end(5000)).status.code, 0);
+  assert.deepEqual(s.stream.seqs(), range(1, events.length));
+  assert.equal(alive().length, 2, "no process died with Redis");
+  // Both workers still claim and drive runs: four short runs on two workers of two slots.
+  const served = await Promise.all([quickRun(), quickRun(), quickRun(), quickRun()]);
+  assert.equal(new Set(served).size, 2, `runs served by ${served.join(", ")}`);
+});
