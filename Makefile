@@ -56,8 +56,11 @@ bench: build images
 	@"$(ROOT)/scripts/ensure-redis.sh"
 	node bench/eventlog.ts
 	node bench/sandbox.ts
+	node bench/e2e.ts
 
-demo: build
+# The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox
+# images built by `images`; the replay model unless OPENAI_API_KEY is set.
+demo: build images
 	@"$(ROOT)/scripts/demo.sh"
 
 # Sandbox images, from Debian packages and busybox (no registry); see sandbox-images/README.md.

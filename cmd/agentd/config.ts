@@ -61,7 +61,16 @@ export const FLAGS = {
     help: "worker: base URL of an OpenAI-compatible API (the key comes from OPENAI_API_KEY)",
     def: undefined,
   },
-  model: { env: "AGENTD_MODEL", help: "worker: the model id", def: "gpt-4o-mini" },
+  model: {
+    env: "AGENTD_MODEL",
+    help: "worker: the model id; replay:FILE plays a recorded transcript instead of calling a model",
+    def: "gpt-4o-mini",
+  },
+  replay: {
+    env: "AGENTD_REPLAY",
+    help: "worker: a recorded transcript (e.g. examples/fix-failing-test/transcript.json) played by the replay model when OPENAI_API_KEY is not set",
+    def: undefined,
+  },
   "skills-dir": {
     env: "AGENTD_SKILLS_DIR",
     help: "worker: the server's skills directory",
@@ -131,6 +140,7 @@ export const ConfigSchema = z.object({
   concurrency: z.coerce.number().int().min(1).max(256),
   "model-base-url": z.string().url().optional(),
   model: z.string().min(1),
+  replay: z.string().min(1).optional(),
   "skills-dir": z.string().min(1),
   "lease-ttl-ms": z.coerce.number().int().min(1000).max(3_600_000),
   "tenant-limit": z.coerce.number().int().min(1).max(100_000),

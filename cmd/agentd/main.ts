@@ -7,6 +7,7 @@ import { hostname } from "node:os";
  * SIGTERM. SIGHUP re-reads the policy.
  */
 import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
@@ -25,6 +26,7 @@ import {
   type PriceTable,
   parsePriceTable,
 } from "../../internal/engine/pricing.ts";
+import { createReplayEngine, loadTranscript } from "../../internal/engine/replay-engine.ts";
 import { AgentdError } from "../../internal/errors.ts";
 import { FileEventLog, openFileEventLog } from "../../internal/eventlog/file-event-log.ts";
 import type { EventLog } from "../../internal/eventlog/port.ts";
@@ -74,6 +76,7 @@ const WORKER_FLAGS: FlagName[] = [
   "concurrency",
   "model-base-url",
   "model",
+  "replay",
   "skills-dir",
   "lease-ttl-ms",
   "tenant-limit",
@@ -92,6 +95,7 @@ const DEV_FLAGS: FlagName[] = [
   "concurrency",
   "model-base-url",
   "model",
+  "replay",
   "skills-dir",
   "max-steps",
   "price-table",
@@ -111,7 +115,8 @@ const USAGE = `agentd — an operating system for AI agent runs
 Usage:
   agentd server [flags]    the API server (stateless; Redis or file event log)
   agentd dev [flags]       server and worker in one process, on the embedded event log
-  agentd worker [flags]    claims runs and drives them (model from OPENAI_API_KEY / OPENAI_BASE_URL)
+  agentd worker [flags]    claims runs and drives them (model from OPENAI_API_KEY / OPENAI_BASE_URL,
+                           or the replay model: --replay FILE without a key, --model replay:FILE)
   agentd policy check FILE validates a policy file: OK, or each issue as FILE:LINE:COL: field: message
   agentd hash-token TOKEN  prints the sha256 to put in an auth file
 
@@ -152,7 +157,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       `Usage: agentd ${mode} [flags]\n\nFlags (each also an environment variable):\n${flagHelp(FLAGS_OF[mode])}\n` +
         (mode === "server"
           ? ""
-          : "\nThe model's API key comes from OPENAI_API_KEY (never a flag).\n"),
+          : "\nThe model's API key comes from OPENAI_API_KEY (never a flag). Without it, --replay FILE\n" +
+            "plays a recorded transcript (the replay model); --model replay:FILE always does.\n"),
     );
     return 0;
   }
@@ -167,7 +173,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     );
   }
   const auth = mode === "worker" ? undefined : buildAuth(cfg, mode);
-  const engine = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
+  const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const { log, artifactDir, queue, closeAll } = await buildEventLog(eventLogUrl, cfg);
   const artifacts = new FsArtifactStore(artifactDir);
   const runs = new RunProjectionCache({ log });
@@ -188,7 +194,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         artifactDir,
         auth: auth === openAuth ? "off" : "tokens",
         policy: policy.path,
-        worker: engine === undefined ? "off" : `${cfg.concurrency} slots`,
+        worker: choice === undefined ? "off" : `${cfg.concurrency} slots`,
+        ...(choice === undefined ? {} : { model: choice.model }),
       },
       "listening",
     );
@@ -198,7 +205,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
 
   let worker: Worker | undefined;
   let reaper: NodeJS.Timeout | undefined;
-  if (engine !== undefined) {
+  if (choice !== undefined) {
     const docker = new Docker();
     const sandbox = createDockerSandbox({ docker });
     const kernel = createKernel({
@@ -216,13 +223,13 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       driver: {
         log,
         kernel,
-        engine,
+        engine: choice.engine,
         sandbox,
         artifacts,
         policy: () => policy.current(),
         skillsDir: cfg["skills-dir"],
         systemPrompt: SYSTEM_PROMPT,
-        model: cfg.model,
+        model: choice.model,
         prices: priceTable(cfg),
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
       },
@@ -234,7 +241,9 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       void sandbox
         .reap(async (runId) => {
           const run = await runs.get(runId);
-          return run !== undefined && !isTerminal(run.state);
+          // A run this log does not know belongs to another deployment on the same Docker
+          // engine (another Redis, prefix or data dir): never ours to remove.
+          return run === undefined || !isTerminal(run.state);
         })
         .then(
           (reaped) =>
@@ -246,7 +255,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     reaper.unref();
     if (mode === "worker") {
       logger.info(
-        { eventLog: log.kind, concurrency: cfg.concurrency, model: cfg.model },
+        { eventLog: log.kind, concurrency: cfg.concurrency, model: choice?.model },
         "worker started",
       );
     }
@@ -305,28 +314,83 @@ async function requeueOpenRuns(
   if (n > 0) logger.info({ runs: n }, "queued the open runs of the embedded log again");
 }
 
-/** The model, from OPENAI_API_KEY and --model-base-url / --model; dev runs without one. */
+/** The model the worker drives runs with, and the id its cost is priced by. */
+interface ModelChoice {
+  engine: AgentEngine;
+  /** Model id for pricing and logs ("replay" costs nothing: it is not in the price table). */
+  model: string;
+}
+
+/** The repository's examples/ directory: transcripts there are "bundled". */
+const EXAMPLES_DIR = resolve(fileURLToPath(new URL("../../examples", import.meta.url)));
+
+/**
+ * The model, in this order:
+ * 1. `--model replay:FILE`: the replay model on FILE, whatever the environment says;
+ * 2. OPENAI_API_KEY set: the real model (`--model`, `--model-base-url` / OPENAI_BASE_URL);
+ *    a `--replay` given as well is ignored, and the log says so;
+ * 3. no key, `--replay FILE` / AGENTD_REPLAY: the replay model on FILE;
+ * 4. none of these: dev runs without a worker (runs stay queued); a worker refuses to start.
+ * The log says which one was chosen, so nobody mistakes a recording for a live model.
+ */
 function buildEngine(
   cfg: Config,
   mode: Mode,
   logger: ReturnType<typeof createLogger>,
-): AgentEngine | undefined {
+): ModelChoice | undefined {
+  if (cfg.model.startsWith("replay:")) {
+    const file = resolve(cfg.model.slice("replay:".length));
+    const choice = replayModel(file, "--model replay:FILE");
+    logger.info(
+      { transcript: file },
+      `using the replay model ${file} (--model replay:FILE; a recorded transcript, not a live model)`,
+    );
+    return choice;
+  }
   const apiKey = process.env.OPENAI_API_KEY ?? "";
   if (apiKey === "") {
+    if (cfg.replay !== undefined) {
+      const file = resolve(cfg.replay);
+      const choice = replayModel(file, "--replay (AGENTD_REPLAY)");
+      const bundled = file.startsWith(`${EXAMPLES_DIR}/`) ? "bundled " : "";
+      logger.info(
+        { transcript: file },
+        `no OPENAI_API_KEY: using the ${bundled}replay model ${file} (a recorded transcript, not a live model; set OPENAI_API_KEY for one)`,
+      );
+      return choice;
+    }
     if (mode === "worker") {
       throw new UsageError(
-        "OPENAI_API_KEY is not set: a worker needs a model (and OPENAI_BASE_URL for a non-OpenAI endpoint)",
+        "OPENAI_API_KEY is not set: a worker needs a model (and OPENAI_BASE_URL for a non-OpenAI endpoint), or --replay FILE for the replay model",
       );
     }
-    logger.warn("no OPENAI_API_KEY: the worker is off and runs stay queued");
+    logger.warn(
+      "no OPENAI_API_KEY: the worker is off and runs stay queued (give --replay examples/fix-failing-test/transcript.json for the bundled replay model)",
+    );
     return undefined;
   }
+  const baseURL = cfg["model-base-url"];
   const model = createOpenAiModel({
     apiKey,
     model: cfg.model,
-    ...(cfg["model-base-url"] === undefined ? {} : { baseURL: cfg["model-base-url"] }),
+    ...(baseURL === undefined ? {} : { baseURL }),
   });
-  return createAiSdkEngine({ model });
+  logger.info(
+    { model: cfg.model, baseURL: baseURL ?? "https://api.openai.com/v1" },
+    `using the model ${cfg.model}${cfg.replay === undefined ? "" : " (OPENAI_API_KEY is set: --replay is ignored)"}`,
+  );
+  return { engine: createAiSdkEngine({ model }), model: cfg.model };
+}
+
+/** The replay model on a transcript file; a broken file stops the start with its reason. */
+function replayModel(file: string, from: string): ModelChoice {
+  let transcript: ReturnType<typeof loadTranscript>;
+  try {
+    transcript = loadTranscript(file);
+  } catch (err) {
+    throw new UsageError(`${from}: ${(err as Error).message}`);
+  }
+  return { engine: createReplayEngine({ transcript }), model: transcript.model };
 }
 
 /** The default prices, overridden per model by --price-table. */

@@ -77,7 +77,13 @@ export class AppendBatcher {
         this.#runs.set(req.runId, q);
       }
       q.items.push({ req, resolve, reject });
-      if (!q.draining) void this.#drain(req.runId, q);
+      if (!q.draining) {
+        // Drain on the next microtask, so appends issued together (in one synchronous
+        // block) are sealed into one commit: atomic, with nothing landing between them.
+        q.draining = true;
+        const queue = q;
+        queueMicrotask(() => void this.#drain(req.runId, queue));
+      }
     });
   }
 
@@ -88,7 +94,6 @@ export class AppendBatcher {
   }
 
   async #drain(runId: string, q: RunQueue): Promise<void> {
-    q.draining = true;
     try {
       while (q.items.length > 0) {
         try {

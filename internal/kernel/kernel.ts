@@ -52,6 +52,8 @@ export interface KernelRun {
   sandbox: SandboxHandle;
   /** Aborted when the run is cancelled: the running tool's process group is killed. */
   signal?: AbortSignal;
+  /** The run's token usage so far (kept by the worker), recorded in `run.paused`. */
+  usage?: { inputTokens: number; outputTokens: number };
 }
 
 export interface ProposedCall {
@@ -453,7 +455,10 @@ export function createKernel(opts: KernelOptions): Kernel {
       if (d.decision.path === "preview+approval" && pv !== undefined) {
         const approvalId = `apr_${run.runId}_${ulid(now())}`;
         const expireAfter = policy.approvals.expireAfter;
-        await append(run, {
+        // One commit for both (issued in the same tick, so the batcher seals them together):
+        // nobody can resolve the approval between its request and the pause, which would
+        // leave the run looking paused for an approval already decided.
+        const requested = append(run, {
           case: "approvalRequested",
           value: create(ApprovalRequestedSchema, {
             approvalId,
@@ -465,10 +470,22 @@ export function createKernel(opts: KernelOptions): Kernel {
               : { expiresAt: timestampFromMs(now() + expireAfter) }),
           }),
         });
-        await append(run, {
+        const paused = append(run, {
           case: "runPaused",
-          value: create(RunPausedSchema, { reason: "approval", approvalId }),
+          value: create(RunPausedSchema, {
+            reason: "approval",
+            approvalId,
+            ...(run.usage === undefined
+              ? {}
+              : {
+                  usage: {
+                    inputTokens: BigInt(run.usage.inputTokens),
+                    outputTokens: BigInt(run.usage.outputTokens),
+                  },
+                }),
+          }),
         });
+        await Promise.all([requested, paused]);
         return { kind: "paused", approvalId, preview: pv };
       }
       return await execute(run, call, d, callSpan, pv);

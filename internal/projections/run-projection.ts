@@ -54,6 +54,7 @@ export function applyEvent(run: Run, ev: Event): Run {
       if (terminal) break;
       run.state = RunState.PAUSED;
       run.pendingApprovalId = p.value.approvalId;
+      if (p.value.usage !== undefined) run.usage = p.value.usage;
       break;
     case "runCompleted":
       if (terminal) break;

@@ -236,6 +236,11 @@ describe("run driver", () => {
       /deleted file mode 100644/,
       "the restored workspace had the file; the approved rm removed it",
     );
+    assert.deepEqual(
+      [done.value.usage?.inputTokens, done.value.usage?.outputTokens],
+      [30n, 13n],
+      "usage of the step before the pause is kept",
+    );
   });
 
   it("answers a call a dead worker left open with 'interrupted' and carries on", async () => {

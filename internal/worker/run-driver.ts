@@ -138,10 +138,18 @@ export async function driveRun(
             }),
           },
     );
-    const kr: KernelRun = { runId, sessionId, fence: epoch, sandbox: box, signal: cancel.signal };
     const usage: EngineUsage = {
       inputTokens: Number(run0.usage?.inputTokens ?? 0n),
       outputTokens: Number(run0.usage?.outputTokens ?? 0n),
+    };
+    // Shared with the kernel, which records it in run.paused (resume counts on from it).
+    const kr: KernelRun = {
+      runId,
+      sessionId,
+      fence: epoch,
+      sandbox: box,
+      signal: cancel.signal,
+      usage,
     };
     const workspace = await readWorkspaceConfig(box);
     const skills = await loadSkills({

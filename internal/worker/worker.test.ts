@@ -128,6 +128,7 @@ const call = (id: string, name: string, args: unknown): StubReply => ({
 const say = (text: string): StubReply => ({ chunks: textReply([text]) });
 const scripts: Record<string, StubReply[]> = {
   "task-simple": [call("c1", "repo.read", { path: "a.txt" }), say("Read it.")],
+  "task-quick": [call("c1", "process.run", { command: "rm -f a.txt" }), say("Approved at once.")],
   "task-approval": [
     call("c1", "process.run", { command: "rm -f a.txt" }),
     say("Removed after approval."),
@@ -205,4 +206,34 @@ it("releases a run paused for approval and resumes it after the approval is enqu
   assert.equal(done.state, RunState.COMPLETED, done.error?.message);
   const types = (await log.read(runId, 0)).map((e) => e.type);
   assert.ok(types.includes("run.resumed"));
+});
+
+it("a run approved while its worker is still pausing it is resumed, not left paused", async () => {
+  const { runId, sessionId } = await submit("task-quick");
+  // Approve the moment the approval is requested, as a fast CI approver would: the worker
+  // has not released the run yet, so the API's enqueue finds it claimed.
+  const ac = AbortSignal.any([AbortSignal.timeout(20_000)]);
+  const stop = new AbortController();
+  for await (const ev of log.follow(runId, 0, AbortSignal.any([ac, stop.signal]))) {
+    const p = ev.event.payload;
+    if (p.case === "approvalRequested") {
+      await log.append({
+        runId,
+        sessionId,
+        payload: {
+          case: "approvalResolved",
+          value: create(ApprovalResolvedSchema, {
+            approvalId: p.value.approvalId,
+            decision: ApprovalDecision.APPROVE,
+            resolvedBy: "ci",
+          }),
+        },
+      });
+      await queue.enqueue({ runId, tenantId: "acme", sessionId, priority: 5 });
+      stop.abort();
+    }
+  }
+  const done = await waitState(runId, [RunState.COMPLETED, RunState.FAILED]);
+  const seen = (await log.read(runId, 0)).map((e) => e.type).join(" ");
+  assert.equal(done.state, RunState.COMPLETED, `${done.error?.message}: ${seen}`);
 });

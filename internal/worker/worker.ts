@@ -6,6 +6,8 @@
  * release a run it no longer owns.
  */
 import { isAgentdError } from "../errors.ts";
+import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { projectRun } from "../projections/run-projection.ts";
 import { type Claim, isLeaseLost, type RunQueue } from "../scheduler/port.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { type DriveOutcome, type DriverDeps, driveRun } from "./run-driver.ts";
@@ -77,9 +79,37 @@ export function createWorker(opts: WorkerOptions): Worker {
         : outcome === "released" || outcome === "error"
           ? "requeue"
           : "terminal";
-    await opts.queue
-      .release(claim, { outcome: release })
-      .catch((err: unknown) => log.error({ err, runId: claim.runId }, "release failed"));
+    try {
+      await opts.queue.release(claim, { outcome: release });
+    } catch (err) {
+      log.error({ err, runId: claim.runId }, "release failed");
+      return;
+    }
+    if (release === "paused") await requeueIfResolved(claim);
+  }
+
+  /**
+   * A ResolveApproval that landed while this worker was still pausing the run found it
+   * claimed, and its enqueue was a no-op. Now that the run is released, look again: if the
+   * approval is already resolved, queue the run ourselves (enqueue is idempotent).
+   */
+  async function requeueIfResolved(claim: Claim): Promise<void> {
+    try {
+      const run = projectRun(
+        claim.runId,
+        (await opts.driver.log.read(claim.runId, 0)).map((e) => e.event),
+      );
+      if (run.state === RunState.PAUSED && run.pendingApprovalId === "") {
+        await opts.queue.enqueue({
+          runId: claim.runId,
+          tenantId: claim.tenantId,
+          sessionId: claim.sessionId,
+          priority: claim.priority,
+        });
+      }
+    } catch (err) {
+      log.error({ err, runId: claim.runId }, "re-queueing a resolved pause failed");
+    }
   }
 
   async function slot(): Promise<void> {

@@ -376,6 +376,13 @@ export declare type RunPaused = Message<"agentd.v1.RunPaused"> & {
    * @generated from field: string snapshot_digest = 3;
    */
   snapshotDigest: string;
+
+  /**
+   * Token usage of the run up to the pause (the run resumes counting from it).
+   *
+   * @generated from field: agentd.v1.TokenUsage usage = 4;
+   */
+  usage?: TokenUsage | undefined;
 };
 
 /**
