@@ -1,303 +1,751 @@
 #!/usr/bin/env node
 /**
- * agentctl: the command-line client of agentd. Talks gRPC (HTTP/2) to a server or to
- * `agentd dev`; address and token from flags or AGENTD_ADDR / AGENTD_TOKEN.
+ * agentctl: the command-line client of agentd. Talks gRPC (HTTP/2) to `agentd server` or
+ * `agentd dev`; address and token from --addr/--token or AGENTD_ADDR/AGENTD_TOKEN.
+ * `agentctl --help` lists the commands; every command has --help.
  */
-import { type ParseArgsOptionsConfig, parseArgs } from "node:util";
+import { createHash } from "node:crypto";
+import { realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { createInterface } from "node:readline/promises";
+import { parseArgs } from "node:util";
 import { create, toJson } from "@bufbuild/protobuf";
-import { type Client, Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { mayRace, nudgeResume, resolve } from "../../internal/cli/approval.ts";
+import {
+  CliError,
+  connect,
+  type Endpoint,
+  type ErrorContext,
+  EXIT,
+  explainError,
+  type RunClient,
+  resolveEndpoint,
+  UsageError,
+} from "../../internal/cli/client.ts";
+import { followEvents } from "../../internal/cli/follow.ts";
+import {
+  formatBytes,
+  gitRemoteUrl,
+  inGitWorkTree,
+  PackError,
+  packWorkspace,
+} from "../../internal/cli/pack.ts";
+import { eventLine, formatPreview } from "../../internal/cli/render.ts";
+import {
+  formatCost,
+  formatCount,
+  makeStyle,
+  oneLine,
+  ordinal,
+  wantColor,
+} from "../../internal/cli/style.ts";
+import { approvalHint, watchRun } from "../../internal/cli/watch.ts";
 import { canonicalJson } from "../../internal/eventlog/canonical-json.ts";
 import { verifyChain } from "../../internal/eventlog/hash-chain.ts";
-import { type Event, EventSchema } from "../../internal/gen/agentd/v1/events_pb.js";
-import { RunSchema, RunService, RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
+import { EventSchema } from "../../internal/gen/agentd/v1/events_pb.js";
+import {
+  type Approval,
+  ApprovalSchema,
+  type Run,
+  RunSchema,
+  RunState,
+} from "../../internal/gen/agentd/v1/run_service_pb.js";
+import {
+  COMMANDS,
+  type CommandSpec,
+  commandHelp,
+  findCommand,
+  GLOBAL_FLAGS,
+  mainHelp,
+  parseOptions,
+} from "./help.ts";
 
-const USAGE = `agentctl — the agentd command-line client
-
-Usage: agentctl [--addr URL] [--token TOKEN] COMMAND [flags]
-
-Commands:
-  run --prompt TEXT [--session ID] [--priority 1-10] [--skill NAME]... [--no-wait] [--json]
-                          start a run; follows its events unless --no-wait
-  runs [--state STATE] [--session ID] [--limit N]
-                          list your runs, newest first
-  get RUN                 show a run
-  events RUN [--from-seq N] [--follow] [--json]
-                          print a run's events (after seq N); --follow waits for new ones
-  verify RUN              check the run's hash chain; exit 1 naming the first bad seq
-  cancel RUN [--reason TEXT]
-                          cancel a run
-
-Global flags (also environment variables):
-  --addr URL     AGENTD_ADDR   server address (default http://127.0.0.1:7070)
-  --token TOKEN  AGENTD_TOKEN  bearer token (not needed for agentd dev)
-
-Exit codes: 0 ok (run completed), 1 failed, 2 cancelled / usage error, 3 waiting (--no-wait).`;
-
-type RunClient = Client<typeof RunService>;
-
-class UsageError extends Error {}
-
-async function main(argv: string[]): Promise<number> {
-  const globals = parseArgs({
-    args: argv,
-    options: {
-      addr: { type: "string" },
-      token: { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-    allowPositionals: true,
-    strict: false,
-  });
-  const [cmd] = globals.positionals;
-  if (cmd === undefined) {
-    process.stdout.write(`${USAGE}\n`);
-    return globals.values.help === true ? 0 : 2;
-  }
-  const addr = String(globals.values.addr ?? process.env.AGENTD_ADDR ?? "http://127.0.0.1:7070");
-  const token = (globals.values.token ?? process.env.AGENTD_TOKEN) as string | undefined;
-  const transport = createGrpcTransport({
-    baseUrl: /^https?:\/\//.test(addr) ? addr : `http://${addr}`,
-    interceptors: token
-      ? [
-          (next) => (req) => {
-            req.header.set("authorization", `Bearer ${token}`);
-            return next(req);
-          },
-        ]
-      : [],
-  });
-  const client = createClient(RunService, transport);
-  const args = argv.slice(argv.indexOf(cmd) + 1);
-  switch (cmd) {
-    case "run":
-      return runCmd(client, args);
-    case "runs":
-      return runsCmd(client, args);
-    case "get":
-      return getCmd(client, args);
-    case "events":
-      return eventsCmd(client, args);
-    case "verify":
-      return verifyCmd(client, args);
-    case "cancel":
-      return cancelCmd(client, args);
-    case "help":
-      process.stdout.write(`${USAGE}\n`);
-      return 0;
-    default:
-      throw new UsageError(`unknown command ${JSON.stringify(cmd)}`);
-  }
-}
+/** Largest compressed workspace by default: the server's 8 MiB request limit less room for the rest. */
+const DEFAULT_MAX_WORKSPACE = 8 * 1024 * 1024 - 128 * 1024;
 
 type Values = Record<string, string | boolean | string[] | undefined>;
 
-function sub(
-  args: string[],
-  options: ParseArgsOptionsConfig,
-  positionals = 0,
-): { values: Values; positionals: string[] } {
-  const parsed = parseArgs({
-    args,
-    options: {
-      ...options,
-      help: { type: "boolean", short: "h" },
-      addr: { type: "string" },
-      token: { type: "string" },
-    },
-    allowPositionals: true,
-    strict: true,
-  });
-  if (parsed.values.help === true) {
-    process.stdout.write(`${USAGE}\n`);
-    process.exit(0);
-  }
-  if (parsed.positionals.length !== positionals) {
-    throw new UsageError(positionals === 1 ? "give exactly one RUN id" : "unexpected arguments");
-  }
-  return { values: parsed.values as Values, positionals: parsed.positionals };
+interface Ctx {
+  spec: CommandSpec;
+  values: Values;
+  args: string[];
+  ep: Endpoint;
+  client: RunClient;
+  signal: AbortSignal;
+  /** What the request is about, for error messages. */
+  about: ErrorContext;
 }
 
-async function runCmd(client: RunClient, args: string[]): Promise<number> {
-  const { values } = sub(args, {
-    prompt: { type: "string" },
-    session: { type: "string" },
-    priority: { type: "string" },
-    skill: { type: "string", multiple: true },
-    "no-wait": { type: "boolean" },
-    json: { type: "boolean" },
-  });
-  if (typeof values.prompt !== "string") throw new UsageError("run needs --prompt TEXT");
-  const res = await client.createRun({
-    prompt: values.prompt,
-    sessionId: (values.session as string | undefined) ?? "",
-    priority: values.priority === undefined ? 0 : Number(values.priority),
-    skills: (values.skill as string[] | undefined) ?? [],
-  });
-  const run = res.run ?? create(RunSchema);
-  if (values["no-wait"] === true) {
-    process.stdout.write(
-      values.json ? `${JSON.stringify(toJson(RunSchema, run))}\n` : `${run.runId}\n`,
-    );
-    return 3;
-  }
-  process.stderr.write(
-    `run ${run.runId} queued; following its events (Ctrl-C stops following, not the run)\n`,
-  );
-  return follow(client, run.runId, 0n, values.json === true);
+const stdout = process.stdout;
+/** What the command is about (set as soon as known), for messages. */
+const about: ErrorContext = {};
+const stderr = process.stderr;
+
+function info(s: string): void {
+  stderr.write(`${s}\n`);
 }
 
-async function follow(
-  client: RunClient,
-  runId: string,
-  after: bigint,
-  json: boolean,
-  historyOnly = false,
-): Promise<number> {
-  let last: Event | undefined;
-  for await (const res of client.streamEvents({ runId, afterSeq: after, historyOnly })) {
-    if (res.event === undefined) continue;
-    last = res.event;
-    process.stdout.write(
-      json ? `${canonicalJson(toJson(EventSchema, res.event))}\n` : `${render(res.event)}\n`,
-    );
-  }
-  switch (last?.type) {
-    case "run.completed":
-      return 0;
-    case "run.failed":
-      return 1;
-    case "run.cancelled":
-      return 2;
-    default:
-      return 0;
-  }
+function str(v: Values, k: string): string | undefined {
+  const x = v[k];
+  return typeof x === "string" ? x : undefined;
 }
 
-function render(ev: Event): string {
-  const p = ev.payload;
-  const head = `${String(ev.seq).padStart(4)}  ${ev.type.padEnd(20)}`;
-  switch (p.case) {
-    case "runQueued":
-      return `${head} prompt=${JSON.stringify(p.value.prompt.slice(0, 80))} priority=${p.value.priority}`;
-    case "outputDelta":
-      return `${head} ${JSON.stringify(p.value.text)}`;
-    case "toolCall":
-      return `${head} ${p.value.tool} ${p.value.inputJson.slice(0, 120)}`;
-    case "runFailed":
-      return `${head} ${p.value.error?.code}: ${p.value.error?.message}`;
-    default:
-      return head;
-  }
-}
-
-async function runsCmd(client: RunClient, args: string[]): Promise<number> {
-  const { values } = sub(args, {
-    state: { type: "string" },
-    session: { type: "string" },
-    limit: { type: "string" },
-  });
-  const state =
-    values.state === undefined
-      ? RunState.UNSPECIFIED
-      : RunState[String(values.state).toUpperCase() as keyof typeof RunState];
-  if (state === undefined)
+function intFlag(
+  v: Values,
+  k: string,
+  min: number,
+  max: number,
+  command: string,
+): number | undefined {
+  const s = str(v, k);
+  if (s === undefined) return undefined;
+  if (!/^\d+$/.test(s) || Number(s) < min || Number(s) > max) {
     throw new UsageError(
-      `--state: one of ${Object.keys(RunState)
-        .filter((k) => Number.isNaN(Number(k)))
-        .join(", ")
-        .toLowerCase()}`,
-    );
-  const res = await client.listRuns({
-    state,
-    sessionId: (values.session as string | undefined) ?? "",
-    pageSize: Number(values.limit ?? 50),
-  });
-  for (const r of res.runs) {
-    process.stdout.write(
-      `${r.runId}  ${RunState[r.state].toLowerCase().padEnd(9)}  seq=${r.lastSeq}  ${r.prompt.slice(0, 60).replace(/\s+/g, " ")}\n`,
+      `--${k} must be a whole number from ${min} to ${max} (got ${JSON.stringify(s)})`,
+      command,
     );
   }
-  return 0;
+  return Number(s);
 }
 
-async function getCmd(client: RunClient, args: string[]): Promise<number> {
-  const { positionals } = sub(args, {}, 1);
-  const res = await client.getRun({ runId: positionals[0] as string });
-  process.stdout.write(
-    `${JSON.stringify(toJson(RunSchema, res.run ?? create(RunSchema)), null, 2)}\n`,
+// --- the command line ------------------------------------------------------------------
+
+/** Splits argv into the command (one or two words) and the rest; global flags stay in. */
+function splitCommand(argv: string[]): { name: string | undefined; rest: string[] } {
+  const takesValue = new Set(
+    Object.entries(GLOBAL_FLAGS)
+      .filter(([, f]) => f.type === "string")
+      .map(([n]) => `--${n}`),
   );
-  return 0;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === "--") break;
+    if (takesValue.has(a)) {
+      i++;
+      continue;
+    }
+    if (a.startsWith("-")) continue;
+    const rest = [...argv.slice(0, i), ...argv.slice(i + 1)];
+    if (a === "artifact") {
+      // The one command with a subcommand: artifact get.
+      const j = rest.findIndex((x, k) => k >= i && !x.startsWith("-"));
+      if (j >= 0 && rest[j] === "get") {
+        rest.splice(j, 1);
+        return { name: "artifact get", rest };
+      }
+      return { name: "artifact", rest };
+    }
+    return { name: a, rest };
+  }
+  return { name: undefined, rest: argv };
 }
 
-async function eventsCmd(client: RunClient, args: string[]): Promise<number> {
-  const { values, positionals } = sub(
-    args,
-    { "from-seq": { type: "string" }, follow: { type: "boolean" }, json: { type: "boolean" } },
-    1,
-  );
-  const from = values["from-seq"] === undefined ? 0n : BigInt(String(values["from-seq"]));
-  await follow(
-    client,
-    positionals[0] as string,
-    from,
-    values.json === true,
-    values.follow !== true,
-  );
-  return 0;
+async function main(argv: string[], signal: AbortSignal): Promise<number> {
+  const { name, rest } = splitCommand(argv);
+  if (name === undefined) {
+    const wantsHelp = rest.includes("--help") || rest.includes("-h");
+    (wantsHelp ? stdout : stderr).write(mainHelp());
+    return wantsHelp ? EXIT.OK : EXIT.USAGE;
+  }
+  if (name === "help") {
+    const topic = rest.filter((a) => !a.startsWith("-")).join(" ");
+    if (topic === "") {
+      stdout.write(mainHelp());
+      return EXIT.OK;
+    }
+    const c = findCommand(topic === "artifact" ? "artifact get" : topic);
+    if (c === undefined) throw new UsageError(`no command ${JSON.stringify(topic)}`);
+    stdout.write(commandHelp(c));
+    return EXIT.OK;
+  }
+  const spec = findCommand(name === "artifact" ? "artifact get" : name);
+  if (spec === undefined) {
+    const close = COMMANDS.map((c) => c.name).filter((c) => c.startsWith(name.slice(0, 2)));
+    throw new UsageError(
+      `unknown command ${JSON.stringify(name)}${close.length > 0 ? ` (did you mean ${close.join(" or ")}?)` : ""}`,
+    );
+  }
+  if (name === "artifact" && !(rest.includes("--help") || rest.includes("-h"))) {
+    throw new UsageError('artifact needs a subcommand: "artifact get RUN"', spec.name);
+  }
+  let parsed: { values: Values; positionals: string[] };
+  try {
+    parsed = parseArgs({
+      args: rest,
+      options: parseOptions(spec),
+      allowPositionals: true,
+      strict: true,
+    }) as { values: Values; positionals: string[] };
+  } catch (err) {
+    throw new UsageError(
+      (err as Error).message.replace(/\. To specify a positional.*$/s, ""),
+      spec.name,
+    );
+  }
+  if (parsed.values.help === true) {
+    stdout.write(commandHelp(spec));
+    return EXIT.OK;
+  }
+  if (parsed.positionals.length !== spec.args.length) {
+    throw new UsageError(
+      spec.args.length === 0
+        ? `unexpected argument ${JSON.stringify(parsed.positionals[0])}`
+        : parsed.positionals.length === 0
+          ? `give the ${spec.args.join(" ")} argument`
+          : `give exactly one ${spec.args.join(" ")} argument`,
+      spec.name,
+    );
+  }
+  const ep = resolveEndpoint({
+    addr: str(parsed.values, "addr"),
+    token: str(parsed.values, "token"),
+  });
+  const ctx: Ctx = {
+    spec,
+    values: parsed.values,
+    args: parsed.positionals,
+    ep,
+    client: connect(ep),
+    signal,
+    about,
+  };
+  try {
+    return (await HANDLERS[spec.name]?.(ctx)) ?? EXIT.USAGE;
+  } catch (err) {
+    if (err instanceof ConnectError) {
+      if (err.code === Code.Canceled && signal.aborted) return EXIT.INTERRUPTED;
+      throw new CliError(explainError(err, ep, ctx.about));
+    }
+    throw err;
+  }
 }
 
-async function verifyCmd(client: RunClient, args: string[]): Promise<number> {
-  const { positionals } = sub(args, {}, 1);
-  const runId = positionals[0] as string;
+// --- run ---------------------------------------------------------------------------------
+
+/** The repo label: the origin URL without credentials, else the directory's name. */
+function repoLabel(root: string): string {
+  const url = inGitWorkTree(root) ? gitRemoteUrl(root) : undefined;
+  let label: string;
+  if (url !== undefined) {
+    try {
+      const u = new URL(url);
+      u.username = "";
+      u.password = "";
+      label = u.toString();
+    } catch {
+      // scp-like (git@host:org/repo) stays as it is; a user:password@ prefix goes.
+      label = url.replace(/^[^@/]*@/, (m) => (m.includes(":") ? "" : m));
+    }
+    label = label.replace(/\.git$/, "").replace(/\/$/, "");
+  } else {
+    label = basename(realpathSync(root));
+  }
+  return label.slice(0, 256);
+}
+
+function labelsOf(v: Values, root: string): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const kv of (v.label as string[] | undefined) ?? []) {
+    const i = kv.indexOf("=");
+    if (i <= 0)
+      throw new UsageError(`--label must be KEY=VALUE (got ${JSON.stringify(kv)})`, "run");
+    labels[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  if (labels.repo === undefined) labels.repo = repoLabel(root);
+  return labels;
+}
+
+async function runCmd(c: Ctx): Promise<number> {
+  const v = c.values;
+  const prompt = str(v, "prompt");
+  if (prompt === undefined || prompt.trim() === "")
+    throw new UsageError("run needs --prompt TEXT (the task for the agent)", "run");
+  const priority = intFlag(v, "priority", 1, 10, "run") ?? 0;
+  const maxBytes =
+    intFlag(v, "max-workspace-bytes", 1024, Number.MAX_SAFE_INTEGER, "run") ??
+    DEFAULT_MAX_WORKSPACE;
+  const root = str(v, "repo") ?? process.cwd();
+  const follow = v.follow === true;
+  const noWait = v["no-wait"] === true;
+  const json = v.json === true;
+
+  let packed: Awaited<ReturnType<typeof packWorkspace>>;
+  try {
+    packed = await packWorkspace({ root, maxBytes });
+  } catch (err) {
+    if (err instanceof PackError) throw new CliError(err.message);
+    throw err;
+  }
+  const labels = labelsOf(v, root);
+  info(
+    `packed ${packed.files} file${packed.files === 1 ? "" : "s"}${packed.symlinks > 0 ? ` and ${packed.symlinks} symlinks` : ""} ` +
+      `(${formatBytes(packed.contentBytes)}, ${formatBytes(packed.archive.byteLength)} compressed) from ${root} ` +
+      `(${packed.source === "git" ? "git ls-files" : ".gitignore rules"})`,
+  );
+  for (const s of packed.skipped.slice(0, 20)) info(`  left out ${s.path}: ${s.reason}`);
+  if (packed.skipped.length > 20) info(`  … and ${packed.skipped.length - 20} more left out`);
+
+  const res = await c.client.createRun(
+    {
+      prompt,
+      sessionId: str(v, "session") ?? "",
+      priority,
+      skills: (v.skill as string[] | undefined) ?? [],
+      labels,
+      workspaceTar: packed.archive,
+    },
+    { timeoutMs: 300_000, signal: c.signal },
+  );
+  const run = res.run ?? create(RunSchema);
+  c.about.runId = run.runId;
+  if (noWait && !follow) {
+    stdout.write(json ? `${JSON.stringify(toJson(RunSchema, run))}\n` : `${run.runId}\n`);
+    return EXIT.OK;
+  }
+  info(
+    `run ${run.runId} created (session ${run.sessionId})${noWait ? "; stops at the first approval (--no-wait)" : ""}. Ctrl-C stops waiting, not the run.`,
+  );
+  return watch(c, run.runId, {
+    mode: json ? "json" : follow ? "story" : "quiet",
+    approvals: noWait ? "exit" : json ? "hint" : "prompt",
+  });
+}
+
+async function askOnTerminal(question: string, signal: AbortSignal): Promise<string | undefined> {
+  const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: true });
+  rl.on("SIGINT", () => process.emit("SIGINT", "SIGINT"));
+  try {
+    return await rl.question(question, { signal });
+  } catch {
+    return undefined;
+  } finally {
+    rl.close();
+  }
+}
+
+async function watch(
+  c: Ctx,
+  runId: string,
+  o: {
+    mode: "story" | "quiet" | "json";
+    approvals: "prompt" | "hint" | "exit" | "none";
+    historyOnly?: boolean;
+    afterSeq?: bigint;
+  },
+): Promise<number> {
+  const tty = stdout.isTTY === true;
+  const interactive = o.approvals === "prompt" && tty && process.stdin.isTTY === true;
+  const res = await watchRun({
+    client: c.client,
+    ep: c.ep,
+    runId,
+    mode: o.mode,
+    out: stdout,
+    err: stderr,
+    color: wantColor(tty),
+    live: tty && o.mode !== "json",
+    columns: () => stdout.columns || 80,
+    approvals: o.approvals === "prompt" && !interactive ? "hint" : o.approvals,
+    signal: c.signal,
+    ask: askOnTerminal,
+    ...(o.historyOnly === undefined ? {} : { historyOnly: o.historyOnly }),
+    ...(o.afterSeq === undefined ? {} : { afterSeq: o.afterSeq }),
+  });
+  return res.code;
+}
+
+// --- runs, get ------------------------------------------------------------------------------
+
+const STATES = ["queued", "running", "paused", "completed", "failed", "cancelled"] as const;
+
+function stateName(s: RunState): string {
+  return (RunState[s] ?? "unknown").toLowerCase();
+}
+
+function age(run: Run): string {
+  const ms = run.createdAt === undefined ? 0 : Date.now() - timestampMs(run.createdAt);
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
+async function runsCmd(c: Ctx): Promise<number> {
+  const v = c.values;
+  const stateArg = str(v, "state");
+  let state = RunState.UNSPECIFIED;
+  if (stateArg !== undefined) {
+    const i = STATES.indexOf(stateArg.toLowerCase() as (typeof STATES)[number]);
+    if (i < 0) throw new UsageError(`--state must be one of ${STATES.join(", ")}`, "runs");
+    state = (i + 1) as RunState;
+  }
+  const limit = intFlag(v, "limit", 1, 100_000, "runs") ?? 50;
+  let pageToken = str(v, "page-token") ?? "";
+  const runs: Run[] = [];
+  let next = "";
+  for (;;) {
+    const res = await c.client.listRuns(
+      {
+        state,
+        sessionId: str(v, "session") ?? "",
+        pageSize: Math.min(500, limit - runs.length),
+        pageToken,
+      },
+      { timeoutMs: 30_000, signal: c.signal },
+    );
+    runs.push(...res.runs);
+    next = res.nextPageToken;
+    if (next === "" || runs.length >= limit) break;
+    pageToken = next;
+  }
+  const st = makeStyle(wantColor(stdout.isTTY === true));
+  if (v.json === true) {
+    for (const r of runs) stdout.write(`${JSON.stringify(toJson(RunSchema, r))}\n`);
+  } else if (runs.length === 0) {
+    info("no runs");
+  } else {
+    stdout.write(
+      `${st.dim(`${"RUN".padEnd(26)}  ${"STATE".padEnd(9)}  ${"CREATED".padEnd(8)}  PROMPT`)}\n`,
+    );
+    for (const r of runs) {
+      const color =
+        r.state === RunState.COMPLETED
+          ? st.green
+          : r.state === RunState.FAILED || r.state === RunState.CANCELLED
+            ? st.red
+            : r.state === RunState.PAUSED
+              ? st.yellow
+              : (s: string) => s;
+      stdout.write(
+        `${r.runId}  ${color(stateName(r.state).padEnd(9))}  ${age(r).padEnd(8)}  ${oneLine(r.prompt, 70)}\n`,
+      );
+    }
+  }
+  if (next !== "") {
+    const flags = [
+      stateArg === undefined ? "" : ` --state ${stateArg}`,
+      str(v, "session") === undefined ? "" : ` --session ${str(v, "session")}`,
+      ` --limit ${limit}`,
+    ].join("");
+    info(`more runs: agentctl runs${flags} --page-token ${next}`);
+  }
+  return EXIT.OK;
+}
+
+function showRun(r: Run): string {
+  const st = makeStyle(wantColor(stdout.isTTY === true));
+  const t = (x: { seconds: bigint; nanos: number } | undefined) =>
+    x === undefined ? "" : new Date(timestampMs(x as never)).toISOString();
+  const rows: [string, string][] = [
+    ["run", r.runId],
+    ["state", stateName(r.state)],
+  ];
+  if (r.state === RunState.QUEUED && r.queuePosition > 0) {
+    rows.push([
+      "position",
+      `${ordinal(r.queuePosition)} in the queue, ${ordinal(r.sessionPosition)} in its session${r.sessionPosition > 1 ? ` (waits for ${r.sessionPosition - 1} earlier run${r.sessionPosition === 2 ? "" : "s"} of the session)` : ""}`,
+    ]);
+  }
+  if (r.pendingApprovalId !== "")
+    rows.push([
+      "waiting for",
+      `approval ${r.pendingApprovalId} (agentctl approvals --run ${r.runId})`,
+    ]);
+  rows.push(
+    ["tenant", r.tenantId],
+    ["session", r.sessionId],
+    ["priority", String(r.priority)],
+    ["prompt", oneLine(r.prompt, 200)],
+  );
+  if (r.skills.length > 0) rows.push(["skills", r.skills.join(", ")]);
+  const labels = Object.entries(r.labels);
+  if (labels.length > 0) rows.push(["labels", labels.map(([k, x]) => `${k}=${x}`).join(" ")]);
+  rows.push(["created", t(r.createdAt)]);
+  if (r.startedAt) rows.push(["started", t(r.startedAt)]);
+  if (r.endedAt) rows.push(["ended", t(r.endedAt)]);
+  rows.push(
+    ["events", `${r.eventCount} (last seq ${r.lastSeq})`],
+    [
+      "tool calls",
+      `${r.toolCallCount} (${r.approvalCount} approval${r.approvalCount === 1n ? "" : "s"} asked)`,
+    ],
+  );
+  if (r.usage)
+    rows.push([
+      "tokens",
+      `${formatCount(r.usage.inputTokens)} in, ${formatCount(r.usage.outputTokens)} out${r.costMicros > 0n ? ` · ${formatCost(r.costMicros)}` : ""}`,
+    ]);
+  if (r.workspaceDigest !== "") rows.push(["workspace", `sha256 ${r.workspaceDigest}`]);
+  if (r.summary !== "") rows.push(["summary", r.summary]);
+  if (r.error) rows.push(["error", `${r.error.code}: ${r.error.message}`]);
+  rows.push(["head hash", r.lastHash]);
+  return `${rows.map(([k, x]) => `${st.dim(k.padEnd(12))}${x}`).join("\n")}\n`;
+}
+
+async function getCmd(c: Ctx): Promise<number> {
+  const runId = c.args[0] as string;
+  c.about.runId = runId;
+  const { run } = await c.client.getRun({ runId }, { timeoutMs: 30_000, signal: c.signal });
+  const r = run ?? create(RunSchema);
+  stdout.write(
+    c.values.json === true ? `${JSON.stringify(toJson(RunSchema, r), null, 2)}\n` : showRun(r),
+  );
+  return EXIT.OK;
+}
+
+// --- events, replay, verify -----------------------------------------------------------------
+
+async function eventsCmd(c: Ctx): Promise<number> {
+  const runId = c.args[0] as string;
+  c.about.runId = runId;
+  const from = intFlag(c.values, "from-seq", 0, Number.MAX_SAFE_INTEGER, "events") ?? 1;
+  const follow = c.values.follow === true;
+  const json = c.values.json === true;
+  const st = makeStyle(wantColor(stdout.isTTY === true));
+  await followEvents({
+    client: c.client,
+    runId,
+    afterSeq: BigInt(Math.max(0, from - 1)),
+    historyOnly: !follow,
+    signal: c.signal,
+    onReconnect: (err, attempt) => {
+      if (attempt === 1)
+        info(`agentctl: lost the event stream (${explainError(err, c.ep)}); reconnecting…`);
+    },
+    onEvent: async (ev) => {
+      stdout.write(json ? `${canonicalJson(toJson(EventSchema, ev))}\n` : `${eventLine(ev, st)}\n`);
+      if (follow && ev.payload.case === "runPaused" && ev.payload.value.approvalId !== "") {
+        const { run } = await c.client.getRun({ runId }, { timeoutMs: 10_000 });
+        if (run?.pendingApprovalId === ev.payload.value.approvalId)
+          info(approvalHint(runId, ev.payload.value.approvalId));
+      }
+      return undefined;
+    },
+  });
+  return EXIT.OK;
+}
+
+async function replayCmd(c: Ctx): Promise<number> {
+  const runId = c.args[0] as string;
+  c.about.runId = runId;
+  return watch(c, runId, { mode: "story", approvals: "none", historyOnly: true });
+}
+
+async function verifyCmd(c: Ctx): Promise<number> {
+  const runId = c.args[0] as string;
+  c.about.runId = runId;
   const events: Record<string, unknown>[] = [];
-  for await (const res of client.streamEvents({ runId, afterSeq: 0n, historyOnly: true })) {
+  for await (const res of c.client.streamEvents(
+    { runId, afterSeq: 0n, historyOnly: true },
+    { signal: c.signal },
+  )) {
     if (res.event) events.push(toJson(EventSchema, res.event) as Record<string, unknown>);
   }
   const v = verifyChain(events);
-  if (v.ok) {
-    process.stdout.write(`run ${runId}: hash chain OK (${v.count} events, head ${v.headHash})\n`);
-    return 0;
+  if (!v.ok) {
+    stdout.write(`run ${runId}: hash chain BROKEN at seq ${v.seq}: ${v.reason}\n`);
+    return EXIT.FAILED;
   }
-  process.stdout.write(`run ${runId}: hash chain BROKEN at seq ${v.seq}: ${v.reason}\n`);
-  return 1;
+  // The chain must also end where the server's projection says the run ends.
+  const { run } = await c.client.getRun({ runId }, { timeoutMs: 30_000, signal: c.signal });
+  if (run !== undefined && (Number(run.lastSeq) !== v.count || run.lastHash !== v.headHash)) {
+    stdout.write(
+      `run ${runId}: hash chain BROKEN at seq ${Math.min(v.count, Number(run.lastSeq)) + 1}: the run's head is seq ${run.lastSeq} (hash ${run.lastHash}) but the log served ${v.count} events ending in ${v.headHash}\n`,
+    );
+    return EXIT.FAILED;
+  }
+  stdout.write(`run ${runId}: hash chain OK (${v.count} events, head ${v.headHash})\n`);
+  return EXIT.OK;
 }
 
-async function cancelCmd(client: RunClient, args: string[]): Promise<number> {
-  const { values, positionals } = sub(args, { reason: { type: "string" } }, 1);
-  const res = await client.cancelRun({
-    runId: positionals[0] as string,
-    reason: (values.reason as string | undefined) ?? "",
-  });
-  process.stdout.write(
-    `run ${res.run?.runId}: ${(RunState[res.run?.state ?? 0] ?? "unknown").toLowerCase()}\n`,
+// --- cancel, approvals ------------------------------------------------------------------------
+
+async function cancelCmd(c: Ctx): Promise<number> {
+  const runId = c.args[0] as string;
+  c.about.runId = runId;
+  const { run } = await c.client.cancelRun(
+    { runId, reason: str(c.values, "reason") ?? "" },
+    { timeoutMs: 30_000, signal: c.signal },
   );
-  return 0;
+  const state = run?.state ?? RunState.UNSPECIFIED;
+  stdout.write(
+    state === RunState.CANCELLED
+      ? `run ${runId}: cancelled\n`
+      : `run ${runId}: cancel requested (${stateName(state)}); its worker stops it within a few seconds (agentctl get ${runId})\n`,
+  );
+  return EXIT.OK;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    if (
-      err instanceof UsageError ||
-      (err as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION"
-    ) {
-      process.stderr.write(
-        `agentctl: ${(err as Error).message}\nRun 'agentctl --help' for usage.\n`,
+function approvalBlock(a: Approval): string {
+  const st = makeStyle(wantColor(stdout.isTTY === true));
+  const exp =
+    a.expiresAt === undefined
+      ? ""
+      : ` · expires ${new Date(timestampMs(a.expiresAt)).toISOString()}`;
+  const req =
+    a.requestedAt === undefined
+      ? ""
+      : ` · requested ${new Date(timestampMs(a.requestedAt)).toISOString()}`;
+  const lines = [
+    `${st.yellow("┌")} ${st.bold(a.approvalId)} · run ${a.runId} · ${a.tool}${st.dim(`${req}${exp}`)}`,
+    ...formatPreview(a.preview, st).map((l) => `${st.yellow("│")} ${l}`),
+    `${st.yellow("└")} agentctl approve ${a.approvalId}   |   agentctl deny ${a.approvalId} --reason "…"`,
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
+async function approvalsCmd(c: Ctx): Promise<number> {
+  const runId = str(c.values, "run") ?? "";
+  if (runId !== "") c.about.runId = runId;
+  const limit = intFlag(c.values, "limit", 1, 100_000, "approvals") ?? 50;
+  const out: Approval[] = [];
+  let pageToken = "";
+  for (;;) {
+    const res = await c.client.listApprovals(
+      { runId, pageSize: Math.min(500, limit - out.length), pageToken },
+      { timeoutMs: 30_000, signal: c.signal },
+    );
+    out.push(...res.approvals);
+    if (res.nextPageToken === "" || out.length >= limit) break;
+    pageToken = res.nextPageToken;
+  }
+  if (c.values.json === true) {
+    for (const a of out) stdout.write(`${JSON.stringify(toJson(ApprovalSchema, a))}\n`);
+  } else if (out.length === 0) {
+    info(runId === "" ? "no pending approvals" : `no pending approvals for run ${runId}`);
+  } else {
+    stdout.write(out.map(approvalBlock).join("\n"));
+  }
+  return EXIT.OK;
+}
+
+async function resolveCmd(c: Ctx, approve: boolean): Promise<number> {
+  const approvalId = c.args[0] as string;
+  c.about.approvalId = approvalId;
+  const d = { approvalId, approve, reason: str(c.values, "reason") ?? "" };
+  const approval = await resolve(c.client, d, c.signal);
+  const runId = approval?.runId ?? "?";
+  stdout.write(
+    `${approve ? "approved" : "denied"} ${approvalId} (run ${runId}${approval?.tool ? `, ${approval.tool}` : ""}); the run resumes on a worker\n`,
+  );
+  // A decision right after the request may race the worker's pause (internal/cli/approval.ts).
+  if (approval !== undefined && mayRace(approval))
+    await nudgeResume(c.client, runId, d, { signal: c.signal, budgetMs: 6000 });
+  return EXIT.OK;
+}
+
+// --- artifact get -------------------------------------------------------------------------------
+
+async function artifactGetCmd(c: Ctx): Promise<number> {
+  const runId = c.args[0] as string;
+  const digest = str(c.values, "digest") ?? "";
+  const name = str(c.values, "name") ?? (digest === "" ? "patch" : "");
+  const outFile = str(c.values, "out");
+  c.about.runId = runId;
+  c.about.artifact = name || digest;
+  const hash = createHash("sha256");
+  const chunks: Uint8Array[] = [];
+  let meta: { digest: string; size: bigint; mediaType: string; name: string } | undefined;
+  for await (const res of c.client.getArtifact({ runId, digest, name }, { signal: c.signal })) {
+    if (res.part.case === "info") {
+      meta = {
+        digest: res.part.value.digest,
+        size: res.part.value.sizeBytes,
+        mediaType: res.part.value.mediaType,
+        name: res.part.value.name,
+      };
+      if (outFile === undefined && stdout.isTTY === true && !/^text\//.test(meta.mediaType)) {
+        throw new CliError(
+          `artifact ${meta.name} is ${meta.mediaType} (${formatBytes(Number(meta.size))}); not writing it to a terminal: give --out FILE or redirect stdout`,
+          EXIT.USAGE,
+        );
+      }
+    } else if (res.part.case === "chunk") {
+      hash.update(res.part.value);
+      chunks.push(res.part.value);
+    }
+  }
+  if (meta === undefined) throw new CliError(`the server sent no artifact info for run ${runId}`);
+  const data = Buffer.concat(chunks);
+  const got = hash.digest("hex");
+  if (got !== meta.digest || BigInt(data.byteLength) !== meta.size) {
+    throw new CliError(
+      `artifact ${meta.name} arrived damaged: sha256 ${got} (${data.byteLength} bytes), expected ${meta.digest} (${meta.size} bytes); try again`,
+    );
+  }
+  if (outFile === undefined) {
+    stdout.write(data);
+    return EXIT.OK;
+  }
+  const tmp = join(dirname(outFile), `.${basename(outFile)}.${process.pid}.tmp`);
+  try {
+    writeFileSync(tmp, data);
+    renameSync(tmp, outFile);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw new CliError(`cannot write ${outFile}: ${(err as Error).message}`);
+  }
+  info(`wrote ${meta.name} (${formatBytes(data.byteLength)}, sha256 ${meta.digest}) to ${outFile}`);
+  return EXIT.OK;
+}
+
+const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
+  run: runCmd,
+  runs: runsCmd,
+  get: getCmd,
+  events: eventsCmd,
+  replay: replayCmd,
+  verify: verifyCmd,
+  cancel: cancelCmd,
+  approvals: approvalsCmd,
+  approve: (c) => resolveCmd(c, true),
+  deny: (c) => resolveCmd(c, false),
+  "artifact get": artifactGetCmd,
+};
+
+// --- entry ------------------------------------------------------------------------------------
+
+const ctl = new AbortController();
+let interrupts = 0;
+process.on("SIGINT", () => {
+  interrupts++;
+  if (interrupts > 1) process.exit(EXIT.INTERRUPTED);
+  ctl.abort();
+});
+// A closed pipe (agentctl events RUN | head) ends quietly.
+stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EPIPE") process.exit(EXIT.OK);
+});
+
+/** Exits once stdout has taken everything (open HTTP/2 sessions would keep us alive). */
+function exit(code: number): void {
+  stdout.write("", () => process.exit(code));
+}
+
+main(process.argv.slice(2), ctl.signal).then(
+  (code) => {
+    if (code === EXIT.INTERRUPTED) {
+      const run = about.runId ?? "RUN";
+      info(
+        `agentctl: interrupted; the run goes on (agentctl events ${run} --follow to watch it, agentctl cancel ${run} to stop it)`,
       );
-      process.exit(2);
     }
-    if (err instanceof ConnectError) {
-      const hint =
-        err.code === Code.Unavailable
-          ? " — is agentd running? Set --addr or AGENTD_ADDR"
-          : err.code === Code.Unauthenticated
-            ? " — set --token or AGENTD_TOKEN"
-            : "";
-      process.stderr.write(`agentctl: ${Code[err.code]}: ${err.rawMessage}${hint}\n`);
-      process.exit(1);
+    exit(code);
+  },
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      info(`agentctl: ${err.message}`);
+      info(`Run 'agentctl ${err.command === undefined ? "" : `${err.command} `}--help' for usage.`);
+      exit(EXIT.USAGE);
+    } else if (err instanceof CliError) {
+      info(`agentctl: ${err.message}`);
+      exit(err.exitCode);
+    } else {
+      info(`agentctl: unexpected error: ${(err as Error)?.stack ?? String(err)}`);
+      exit(EXIT.ERROR);
     }
-    process.stderr.write(`agentctl: ${(err as Error).stack ?? String(err)}\n`);
-    process.exit(1);
   },
 );

@@ -1,0 +1,334 @@
+/** agentctl's command table: usage, flags and help text of every command. */
+import type { ParseArgsOptionsConfig } from "node:util";
+
+export interface FlagSpec {
+  type: "string" | "boolean";
+  multiple?: boolean;
+  short?: string;
+  /** Placeholder of the value, e.g. "TEXT". */
+  arg?: string;
+  help: string;
+}
+
+export interface CommandSpec {
+  name: string;
+  /** Positional arguments, e.g. ["RUN"]. */
+  args: string[];
+  summary: string;
+  /** Paragraphs after the flags. */
+  details: string;
+  flags: Record<string, FlagSpec>;
+}
+
+export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
+  addr: {
+    type: "string",
+    arg: "URL",
+    help: "server address, HOST:PORT or http(s)://HOST:PORT (env AGENTD_ADDR; default http://127.0.0.1:7070)",
+  },
+  token: {
+    type: "string",
+    arg: "TOKEN",
+    help: "bearer token (env AGENTD_TOKEN, preferred: flags show in ps; agentd dev without an auth file needs none)",
+  },
+  help: { type: "boolean", short: "h", help: "show this help" },
+};
+
+export const EXIT_CODES = `Exit codes:
+  0    success; for a run: it completed
+  1    the run failed (verify: the hash chain is broken)
+  2    the run was cancelled
+  3    the run waits for an approval (run --follow --no-wait), or has not ended (replay)
+  4    the request failed: server unreachable, token refused, not found… (the message says what to do)
+  64   usage error
+  130  interrupted (Ctrl-C); the run itself goes on`;
+
+const RUN_DETAILS = `Packs DIR (default: the current directory) into a workspace archive, uploads it
+with the run and starts the run.
+
+What is packed: in a git work tree, the files git sees (git ls-files --cached --others
+--exclude-standard: tracked files, plus untracked ones that no .gitignore, .git/info/exclude
+or global excludes file ignores); outside git, every file no .gitignore in the tree excludes.
+Never packed: .git/, sockets, fifos and devices; symlinks are packed as links, never
+followed, and links leading outside DIR are left out (listed on stderr). The compressed
+archive may be at most --max-workspace-bytes (default just under the server's 8 MiB request
+limit); the error names the largest entries to add to .gitignore.
+
+How long run waits:
+  (default)           until the run ends: a status line on a terminal, then the outcome
+                      (approvals, artifacts and the result are always shown)
+  --follow            the same, rendering everything live: model output, tool calls and
+                      their output, policy decisions, approval previews; a spinner and
+                      status line on a terminal, plain lines otherwise
+  --no-wait           not at all: prints the run id on stdout and exits 0 once created
+  --follow --no-wait  follows until the run ends or pauses for an approval; at the pause
+                      it prints the approval id and exits 3 (for CI: nobody is there to
+                      answer)
+  --json              events as NDJSON on stdout (canonical protobuf-JSON, one per line,
+                      exactly the stored bytes) instead of the rendering; with --no-wait
+                      alone: the created run as JSON
+
+Approvals (unless --no-wait): the preview is shown (summary, files and diff, or argv and
+cwd). On a terminal agentctl asks "approve? [y/N/reason]": y approves; Enter or n denies;
+any other text denies with that text as the reason (the model reads it). Off a terminal
+(or with --json) it prints the approval id and the agentctl approve/deny commands on
+stderr and keeps following until someone decides.
+
+stdout carries the rendering (or NDJSON, or the run id); progress notes go to stderr.
+Ctrl-C stops waiting, not the run: agentctl events RUN --follow picks it up again,
+agentctl cancel RUN stops it.
+
+Exit: 0 completed, 1 failed, 2 cancelled, 3 waiting for approval (--follow --no-wait),
+4 request failed, 64 usage error, 130 interrupted.`;
+
+export const COMMANDS: CommandSpec[] = [
+  {
+    name: "run",
+    args: [],
+    summary: "pack a directory, start a run on it and wait for it (or follow it live)",
+    details: RUN_DETAILS,
+    flags: {
+      prompt: { type: "string", arg: "TEXT", help: "the task for the agent (required)" },
+      repo: { type: "string", arg: "DIR", help: "directory to pack (default: .)" },
+      skill: {
+        type: "string",
+        multiple: true,
+        arg: "NAME",
+        help: "skill to load (repeatable)",
+      },
+      priority: { type: "string", arg: "N", help: "1 (highest) … 10 (lowest); default 5" },
+      session: {
+        type: "string",
+        arg: "ID",
+        help: "session to run in (runs of a session run one at a time); default a new one",
+      },
+      label: {
+        type: "string",
+        multiple: true,
+        arg: "KEY=VALUE",
+        help: "label the run (repeatable); repo defaults to the git remote (without credentials) or the directory name: trust rules count per repo",
+      },
+      follow: { type: "boolean", help: "render the run live" },
+      "no-wait": {
+        type: "boolean",
+        help: "do not wait: exit once created (with --follow: exit 3 at an approval)",
+      },
+      json: { type: "boolean", help: "print events as NDJSON (canonical protobuf-JSON)" },
+      "max-workspace-bytes": {
+        type: "string",
+        arg: "N",
+        help: "largest compressed workspace to upload (default 8257536)",
+      },
+    },
+  },
+  {
+    name: "runs",
+    args: [],
+    summary: "list your runs, newest first",
+    details: `Lists the runs of your token's tenant, newest first. --limit caps how many are shown
+(agentctl pages through the server for you); when more remain, the command to see the
+next ones is printed on stderr (--page-token).`,
+    flags: {
+      state: {
+        type: "string",
+        arg: "STATE",
+        help: "only runs in this state: queued, running, paused, completed, failed, cancelled",
+      },
+      session: { type: "string", arg: "ID", help: "only runs of this session" },
+      limit: { type: "string", arg: "N", help: "show at most N runs (default 50)" },
+      "page-token": {
+        type: "string",
+        arg: "TOKEN",
+        help: "continue a listing where a previous one stopped",
+      },
+      json: { type: "boolean", help: "one run per line as protobuf-JSON" },
+    },
+  },
+  {
+    name: "get",
+    args: ["RUN"],
+    summary: "show one run (with its place in the queue while queued)",
+    details: `Shows the run's state, prompt, session, times, counters, usage and cost, its result
+(summary or error), the approval it waits for, and while queued its position in the queue
+and in its session's line (1 = next).`,
+    flags: { json: { type: "boolean", help: "the run as protobuf-JSON" } },
+  },
+  {
+    name: "events",
+    args: ["RUN"],
+    summary: "print a run's events, one line each (or NDJSON)",
+    details: `Prints the run's stored events, one line each: seq, time, type and the gist of the
+payload. --follow keeps printing new events until the run ends (and says how to approve
+when it pauses); reconnects from the last seq after a dropped connection.`,
+    flags: {
+      "from-seq": {
+        type: "string",
+        arg: "N",
+        help: "start at seq N (inclusive; default 1)",
+      },
+      follow: { type: "boolean", help: "wait for new events until the run ends" },
+      json: {
+        type: "boolean",
+        help: "NDJSON: each event's canonical protobuf-JSON (the stored bytes), one per line",
+      },
+    },
+  },
+  {
+    name: "replay",
+    args: ["RUN"],
+    summary: "render a run from its stored events, exactly as run --follow showed it",
+    details: `Renders the run's stored events with the same renderer as run --follow (plain lines
+off a terminal, colors on one), without waiting for anything and without asking: approvals
+show as they were requested and resolved. A run that has not ended is rendered as far as
+it got (exit 3).
+
+Exit: 0 completed, 1 failed, 2 cancelled, 3 not ended yet, 4 request failed.`,
+    flags: {},
+  },
+  {
+    name: "verify",
+    args: ["RUN"],
+    summary: "check a run's hash chain; exit 1 naming the first bad seq",
+    details: `Fetches every event of the run and checks its hash chain: seq 1, 2, 3… without gaps;
+each event's hash is sha256 over its canonical protobuf-JSON without "hash" (keys sorted,
+no whitespace, defaults omitted); each prev_hash is the previous event's hash (64 zeros
+for seq 1). Also checks that the chain ends where the server says the run ends. Prints the
+head hash: keep it to detect a rewritten log later.
+
+Exit: 0 the chain holds, 1 it is broken (the first bad seq is named), 4 request failed.`,
+    flags: {},
+  },
+  {
+    name: "cancel",
+    args: ["RUN"],
+    summary: "cancel a run",
+    details: `A queued or paused run is cancelled at once. A running run gets a cancel request:
+its worker stops the running tool, removes the sandbox and records run.cancelled within
+a few seconds (agentctl get RUN shows it).`,
+    flags: { reason: { type: "string", arg: "TEXT", help: "why (recorded in the event)" } },
+  },
+  {
+    name: "approvals",
+    args: [],
+    summary: "list pending approvals with their previews",
+    details: `Lists the approvals waiting for a decision in your tenant (newest run first), each with
+its preview (summary, files and diff, or argv and cwd) and the commands to resolve it.`,
+    flags: {
+      run: { type: "string", arg: "RUN", help: "only approvals of this run" },
+      limit: { type: "string", arg: "N", help: "show at most N approvals (default 50)" },
+      json: { type: "boolean", help: "one approval per line as protobuf-JSON" },
+    },
+  },
+  {
+    name: "approve",
+    args: ["ID"],
+    summary: "approve a pending call (the run resumes)",
+    details: `Approves the pending approval ID (apr_…; see agentctl approvals). The paused run goes
+back on the queue and a worker carries out the call. Approving twice is fine; approving
+what was denied (or expired) is refused.`,
+    flags: { reason: { type: "string", arg: "TEXT", help: "why (recorded in the event)" } },
+  },
+  {
+    name: "deny",
+    args: ["ID"],
+    summary: "deny a pending call (the model is told why)",
+    details: `Denies the pending approval ID (apr_…). The run resumes and the model receives the
+denial with the reason, so it can change its plan.`,
+    flags: { reason: { type: "string", arg: "TEXT", help: "why; the model reads it" } },
+  },
+  {
+    name: "artifact get",
+    args: ["RUN"],
+    summary: "download an artifact of a run (the patch, the uploaded workspace…)",
+    details: `Downloads an artifact of the run: "patch" (the final diff of a completed run; apply it
+with git apply), "workspace" (the uploaded archive, a tar), "workspace-snapshot" (the
+workspace when the run last paused). The content is checked against its sha256 and
+written to --out (atomically) or to stdout. A tar is not written to a terminal.`,
+    flags: {
+      name: {
+        type: "string",
+        arg: "NAME",
+        help: 'artifact name: patch, workspace, workspace-snapshot (default "patch")',
+      },
+      digest: { type: "string", arg: "SHA256", help: "the artifact with this digest instead" },
+      out: { type: "string", arg: "FILE", help: "write to FILE (default: stdout)" },
+    },
+  },
+  {
+    name: "help",
+    args: ["[COMMAND]"],
+    summary: "help for agentctl or one command (agentctl help run)",
+    details: "",
+    flags: {},
+  },
+];
+
+export function findCommand(name: string): CommandSpec | undefined {
+  return COMMANDS.find((c) => c.name === name);
+}
+
+function flagLines(flags: Record<string, FlagSpec>): string[] {
+  const rows = Object.entries(flags).map(([name, f]) => {
+    const left = `${f.short === undefined ? "    " : `-${f.short}, `}--${name}${f.arg === undefined ? "" : ` ${f.arg}`}`;
+    return [left, `${f.help}${f.multiple ? "" : ""}`] as const;
+  });
+  const width = Math.max(...rows.map(([l]) => l.length), 10) + 2;
+  return rows.map(([l, h]) => `  ${l.padEnd(width)}${h}`);
+}
+
+export function usageLine(c: CommandSpec): string {
+  const req = c.name === "run" ? " --prompt TEXT" : "";
+  const args = c.args.length > 0 ? ` ${c.args.join(" ")}` : "";
+  return `agentctl ${c.name}${args}${req}${Object.keys(c.flags).length > (req ? 1 : 0) ? " [flags]" : ""}`;
+}
+
+export function commandHelp(c: CommandSpec): string {
+  const parts = [
+    `Usage: ${usageLine(c)}`,
+    "",
+    `${c.summary[0]?.toUpperCase()}${c.summary.slice(1)}.`,
+  ];
+  if (Object.keys(c.flags).length > 0) parts.push("", "Flags:", ...flagLines(c.flags));
+  parts.push("", "Global flags:", ...flagLines(GLOBAL_FLAGS));
+  if (c.details !== "") parts.push("", c.details);
+  return `${parts.join("\n")}\n`;
+}
+
+export function mainHelp(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length)) + 2;
+  const cmds = COMMANDS.map((c) => `  ${c.name.padEnd(width)}${c.summary}`);
+  return `agentctl — the command-line client of agentd
+
+Usage: agentctl [--addr URL] [--token TOKEN] COMMAND [ARGS] [FLAGS]
+
+Commands:
+${cmds.join("\n")}
+
+Global flags (anywhere on the line):
+${flagLines(GLOBAL_FLAGS).join("\n")}
+
+Examples:
+  agentctl run --prompt "fix the failing test" --follow
+  agentctl run --repo ./service --prompt "…" --follow --no-wait   # CI: exit 3 at an approval
+  agentctl approvals && agentctl approve apr_…
+  agentctl artifact get RUN --out fix.patch && git apply fix.patch
+  agentctl replay RUN && agentctl verify RUN
+
+${EXIT_CODES}
+
+agentctl COMMAND --help (or agentctl help COMMAND) shows a command's flags.
+`;
+}
+
+/** parseArgs options for a command: its flags plus the global ones. */
+export function parseOptions(c: CommandSpec): ParseArgsOptionsConfig {
+  const out: ParseArgsOptionsConfig = {};
+  for (const [name, f] of Object.entries({ ...c.flags, ...GLOBAL_FLAGS })) {
+    out[name] = {
+      type: f.type,
+      ...(f.multiple ? { multiple: true } : {}),
+      ...(f.short === undefined ? {} : { short: f.short }),
+    };
+  }
+  return out;
+}

@@ -1,0 +1,240 @@
+/**
+ * The RunService client of agentctl (gRPC over HTTP/2, or TLS for https:// addresses),
+ * where its address and token come from, and error messages that say what to do.
+ */
+import { type Client, Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { RunService } from "../gen/agentd/v1/run_service_pb.js";
+import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.js";
+
+export type RunClient = Client<typeof RunService>;
+
+/** Exit codes of agentctl (documented in `agentctl --help`). */
+export const EXIT = {
+  /** Success; for a run: it completed. */
+  OK: 0,
+  /** The run failed (or `verify` found a broken chain). */
+  FAILED: 1,
+  /** The run was cancelled. */
+  CANCELLED: 2,
+  /** The run waits for an approval (--no-wait), or has not ended (replay). */
+  WAITING: 3,
+  /** The request failed: server unreachable, refused, not found… (the message says). */
+  ERROR: 4,
+  /** Bad command line. */
+  USAGE: 64,
+  /** Interrupted (Ctrl-C). */
+  INTERRUPTED: 130,
+} as const;
+
+export const DEFAULT_ADDR = "http://127.0.0.1:7070";
+
+export interface Endpoint {
+  /** Base URL, e.g. http://127.0.0.1:7070 */
+  url: string;
+  /** Where the address came from, for error messages. */
+  addrSource: "--addr" | "AGENTD_ADDR" | "default";
+  token: string | undefined;
+  tokenSource: "--token" | "AGENTD_TOKEN" | undefined;
+}
+
+/** A command-line mistake: agentctl prints it with a pointer to --help and exits 64. */
+export class UsageError extends Error {
+  override name = "UsageError";
+  readonly command: string | undefined;
+  constructor(message: string, command?: string) {
+    super(message);
+    this.command = command;
+  }
+}
+
+/** An error whose message already says what to do; printed as is, exit 4 (or `code`). */
+export class CliError extends Error {
+  override name = "CliError";
+  readonly exitCode: number;
+  constructor(message: string, exitCode: number = EXIT.ERROR) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
+
+/** Flags win over the environment, which wins over the default. */
+export function resolveEndpoint(
+  flags: { addr?: string | undefined; token?: string | undefined },
+  env: NodeJS.ProcessEnv = process.env,
+): Endpoint {
+  let raw: string;
+  let addrSource: Endpoint["addrSource"];
+  if (flags.addr !== undefined && flags.addr !== "") {
+    raw = flags.addr;
+    addrSource = "--addr";
+  } else if (env.AGENTD_ADDR !== undefined && env.AGENTD_ADDR !== "") {
+    raw = env.AGENTD_ADDR;
+    addrSource = "AGENTD_ADDR";
+  } else {
+    raw = DEFAULT_ADDR;
+    addrSource = "default";
+  }
+  const url = /^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UsageError(
+      `${addrSource === "default" ? "address" : addrSource} ${JSON.stringify(raw)} is not an address: give HOST:PORT or http(s)://HOST:PORT`,
+    );
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new UsageError(
+      `${addrSource} ${JSON.stringify(raw)}: only http:// (h2c) and https:// addresses are supported`,
+    );
+  }
+  let token: string | undefined;
+  let tokenSource: Endpoint["tokenSource"];
+  if (flags.token !== undefined && flags.token !== "") {
+    token = flags.token;
+    tokenSource = "--token";
+  } else if (env.AGENTD_TOKEN !== undefined && env.AGENTD_TOKEN !== "") {
+    token = env.AGENTD_TOKEN;
+    tokenSource = "AGENTD_TOKEN";
+  }
+  return { url: url.replace(/\/+$/, ""), addrSource, token, tokenSource };
+}
+
+export function connect(ep: Endpoint): RunClient {
+  const token = ep.token;
+  const transport = createGrpcTransport({
+    baseUrl: ep.url,
+    // Keep-alive pings notice a dead server while a follow waits quietly for events.
+    pingIntervalMs: 30_000,
+    pingTimeoutMs: 15_000,
+    interceptors:
+      token === undefined
+        ? []
+        : [
+            (next) => (req) => {
+              req.header.set("authorization", `Bearer ${token}`);
+              return next(req);
+            },
+          ],
+  });
+  return createClient(RunService, transport);
+}
+
+/** Flag (or argument) of agentctl that sets a request field, for INVALID_ARGUMENT. */
+const FIELD_FLAGS: [RegExp, string][] = [
+  [/^prompt$/, "--prompt"],
+  [/^session_id$/, "--session"],
+  [/^priority$/, "--priority"],
+  [/^skills(\[\d+\])?$/, "--skill"],
+  [/^labels/, "--label"],
+  [/^workspace_tar$/, "workspace (--repo)"],
+  [/^after_seq$/, "--from-seq"],
+  [/^page_size$/, "--limit"],
+  [/^page_token$/, "--page-token"],
+  [/^approval_id$/, "approval ID"],
+  [/^run_id$/, "RUN id"],
+  [/^reason$/, "--reason"],
+  [/^digest$/, "--digest"],
+  [/^name$/, "--name"],
+  [/^state$/, "--state"],
+];
+
+function flagOf(field: string): string | undefined {
+  return FIELD_FLAGS.find(([re]) => re.test(field))?.[1];
+}
+
+/** What the failed request was about, to name it in the message. */
+export interface ErrorContext {
+  runId?: string | undefined;
+  approvalId?: string | undefined;
+  artifact?: string | undefined;
+}
+
+/** Node's system error code (ECONNREFUSED…) somewhere in the cause chain, if any. */
+function systemCode(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let i = 0; i < 8 && e instanceof Error; i++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && /^E[A-Z_]+$/.test(code)) return code;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+function addrHint(ep: Endpoint): string {
+  return ep.addrSource === "default"
+    ? "no --addr or AGENTD_ADDR was given, so the default"
+    : `from ${ep.addrSource}`;
+}
+
+/** A message for `err` that names what failed and what to do about it. */
+export function explainError(err: unknown, ep: Endpoint, ctx: ErrorContext = {}): string {
+  if (!(err instanceof ConnectError)) return (err as Error)?.message ?? String(err);
+  const msg = err.rawMessage;
+  const sys = systemCode(err.cause);
+  if (sys !== undefined || (err.code === Code.Unavailable && /PING timed out/.test(msg))) {
+    return (
+      `cannot reach agentd at ${ep.url} (${addrHint(ep)}): ${msg}.\n` +
+      `Start it (bin/agentd dev --listen 127.0.0.1:7070) or point agentctl at it with --addr HOST:PORT or AGENTD_ADDR=http://HOST:PORT.`
+    );
+  }
+  switch (err.code) {
+    case Code.Unauthenticated:
+      return ep.token === undefined
+        ? `agentd at ${ep.url} wants a token (${msg}): set AGENTD_TOKEN or pass --token TOKEN.`
+        : `agentd at ${ep.url} refused the token from ${ep.tokenSource} (${msg}): check AGENTD_TOKEN / --token; the server's auth file lists the tokens' sha256 (bin/agentd hash-token TOKEN).`;
+    case Code.PermissionDenied:
+      return `permission denied: ${msg}. Your token lacks the role for this call (submit: run/cancel; read: runs/get/events/approvals/artifact; approve: approve/deny); ask the operator to add it in the auth file.`;
+    case Code.NotFound: {
+      const what =
+        ctx.artifact !== undefined
+          ? `${msg}. Runs have "workspace" (the upload), "patch" (once completed) and "workspace-snapshot" (after a pause); agentctl events ${ctx.runId ?? "RUN"} lists artifact.emitted.`
+          : ctx.approvalId !== undefined
+            ? `approval ${ctx.approvalId} not found for your token's tenant (${msg}). List pending ones with: agentctl approvals`
+            : ctx.runId !== undefined
+              ? `run ${ctx.runId} not found for your token's tenant (${msg}); a run of another tenant looks exactly like a missing one. List yours with: agentctl runs`
+              : `not found: ${msg}`;
+      return what;
+    }
+    case Code.InvalidArgument: {
+      const fields = err
+        .findDetails(BadRequestSchema)
+        .flatMap((d) => d.fieldViolations.map((v) => v.field));
+      const field = fields[0] ?? /^([a-z_]+(\[[^\]]*\])?)/.exec(msg)?.[1];
+      const flag = field === undefined ? undefined : flagOf(field);
+      if (flag === undefined || field === undefined) return `invalid request: ${msg}`;
+      const text = msg.startsWith(`${field}: `) ? msg.slice(field.length + 2) : msg;
+      return `invalid ${flag}: ${text} (field ${field})`;
+    }
+    case Code.OutOfRange:
+      return `${msg}: --from-seq is past the run's last event (agentctl get ${ctx.runId ?? "RUN"} shows the last seq).`;
+    case Code.ResourceExhausted:
+      return `the server refused the request as too large (${msg}): make the workspace smaller (.gitignore, --repo a subdirectory) or raise the server's --max-request-bytes.`;
+    case Code.FailedPrecondition:
+      return `${msg}.`;
+    case Code.Unimplemented:
+      return `the server does not support this yet: ${msg}.`;
+    case Code.Unavailable:
+      return `agentd at ${ep.url} is unavailable: ${msg}. Its event log may be down (check GET ${ep.url}/readyz and the server log); try again.`;
+    case Code.Internal:
+      return `agentd failed internally: ${msg}. Report the incident id to the operator (it is in the server log).`;
+    case Code.DeadlineExceeded:
+      return `agentd at ${ep.url} did not answer in time (${msg}); try again, or check the server.`;
+    default:
+      return `${Code[err.code] ?? err.code}: ${msg}`;
+  }
+}
+
+/** True for errors after which a dropped stream is worth reconnecting. */
+export function isTransient(err: unknown): boolean {
+  if (!(err instanceof ConnectError)) return false;
+  return (
+    err.code === Code.Unavailable ||
+    // A server shutting down resets its streams (RST_STREAM CANCEL); our own Ctrl-C is
+    // told apart by the caller's abort signal.
+    err.code === Code.Canceled ||
+    (err.code === Code.Aborted && systemCode(err.cause) !== undefined) ||
+    (err.code === Code.Internal && /stream|protocol|socket|goaway/i.test(err.rawMessage))
+  );
+}

@@ -1,0 +1,321 @@
+/**
+ * The renderer: the same events give the same lines (live or replayed), plain output has no
+ * escape codes, the status line appears only on a terminal, quiet mode keeps what needs
+ * attention; plus the one-line event format and the approval answers.
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import {
+  ApprovalDecision,
+  Decision,
+  type Event,
+  EventSchema,
+  OutputStream,
+} from "../gen/agentd/v1/events_pb.js";
+import { describeCall, eventLine, Renderer } from "./render.ts";
+import { makeStyle, stripAnsi } from "./style.ts";
+import { outcomeCode, parseAnswer } from "./watch.ts";
+
+const RUN = "01JRUN00000000000000000000";
+const APR = `apr_${RUN}_01JAPR00000000000000000000`;
+const T0 = Date.UTC(2025, 0, 1, 12, 0, 0);
+
+type Payload = MessageInitShape<typeof EventSchema>["payload"];
+
+function story(): Event[] {
+  const payloads: [string, Payload][] = [
+    [
+      "run.queued",
+      {
+        case: "runQueued",
+        value: {
+          prompt: "fix the test",
+          priority: 5,
+          workspaceDigest: "ab".repeat(32),
+          workspaceSizeBytes: 2048n,
+        },
+      },
+    ],
+    ["run.started", { case: "runStarted", value: { workerId: "w1", image: "img:1" } }],
+    ["output.delta", { case: "outputDelta", value: { text: "Let me " } }],
+    ["output.delta", { case: "outputDelta", value: { text: "look." } }],
+    [
+      "output.message",
+      { case: "outputMessage", value: { role: "assistant", text: "Let me look." } },
+    ],
+    [
+      "tool.call",
+      {
+        case: "toolCall",
+        value: { callId: "c1", tool: "process.run", inputJson: '{"command":"npm test"}' },
+      },
+    ],
+    [
+      "policy.decision",
+      {
+        case: "policyDecision",
+        value: { callId: "c1", decision: Decision.PREVIEW_AUTO, rule: "r1" },
+      },
+    ],
+    [
+      "tool.output",
+      {
+        case: "toolOutput",
+        value: { callId: "c1", stream: OutputStream.STDOUT, chunk: "line one\nline " },
+      },
+    ],
+    [
+      "tool.output",
+      { case: "toolOutput", value: { callId: "c1", stream: OutputStream.STDOUT, chunk: "two\n" } },
+    ],
+    [
+      "tool.output",
+      { case: "toolOutput", value: { callId: "c1", stream: OutputStream.STDERR, chunk: "warn" } },
+    ],
+    [
+      "tool.result",
+      { case: "toolResult", value: { callId: "c1", ok: true, exitCode: 1, durationMs: 1500n } },
+    ],
+    [
+      "tool.call",
+      {
+        case: "toolCall",
+        value: {
+          callId: "c2",
+          tool: "repo.patch",
+          inputJson: '{"path":"a.ts","edits":[{"oldText":"a","newText":"b"}]}',
+        },
+      },
+    ],
+    [
+      "policy.decision",
+      {
+        case: "policyDecision",
+        value: {
+          callId: "c2",
+          decision: Decision.PREVIEW_APPROVAL,
+          rule: "risk.approvalWhen.touchesConfig",
+          reason: "touches config",
+        },
+      },
+    ],
+    [
+      "approval.requested",
+      {
+        case: "approvalRequested",
+        value: {
+          approvalId: APR,
+          callId: "c2",
+          tool: "repo.patch",
+          preview: {
+            summary: "patch a.ts",
+            files: ["a.ts"],
+            hunks: 1,
+            linesAdded: 1,
+            linesRemoved: 1,
+            diff: "--- a/a.ts\n+++ b/a.ts\n@@ -1 +1 @@\n-a\n+b\n",
+          },
+        },
+      },
+    ],
+    ["run.paused", { case: "runPaused", value: { reason: "approval", approvalId: APR } }],
+    [
+      "approval.resolved",
+      {
+        case: "approvalResolved",
+        value: {
+          approvalId: APR,
+          decision: ApprovalDecision.APPROVE,
+          resolvedBy: "alice",
+          reason: "ok",
+        },
+      },
+    ],
+    ["run.resumed", { case: "runResumed", value: { workerId: "w2" } }],
+    ["tool.result", { case: "toolResult", value: { callId: "c2", ok: true, durationMs: 12n } }],
+    [
+      "tool.call",
+      {
+        case: "toolCall",
+        value: { callId: "c3", tool: "process.run", inputJson: '{"command":"rm -rf /"}' },
+      },
+    ],
+    [
+      "policy.decision",
+      {
+        case: "policyDecision",
+        value: {
+          callId: "c3",
+          decision: Decision.DENY,
+          rule: "risk.denyCommandPatterns[0]",
+          reason: "recursive removal of /",
+        },
+      },
+    ],
+    [
+      "tool.result",
+      {
+        case: "toolResult",
+        value: {
+          callId: "c3",
+          ok: false,
+          error: { code: "EPOLICY", message: "recursive removal of /" },
+        },
+      },
+    ],
+    [
+      "artifact.emitted",
+      {
+        case: "artifactEmitted",
+        value: { name: "patch", digest: "cd".repeat(32), sizeBytes: 120n },
+      },
+    ],
+    [
+      "run.completed",
+      {
+        case: "runCompleted",
+        value: {
+          summary: "Fixed it.",
+          usage: { inputTokens: 1200n, outputTokens: 80n },
+          costMicros: 1500n,
+        },
+      },
+    ],
+  ];
+  return payloads.map(([type, payload], i) =>
+    create(EventSchema, {
+      runId: RUN,
+      seq: BigInt(i + 1),
+      type,
+      ts: timestampFromMs(T0 + i * 1000),
+      payload,
+    }),
+  );
+}
+
+function render(
+  events: Event[],
+  opts: { color?: boolean; live?: boolean; quiet?: boolean } = {},
+): string {
+  let out = "";
+  const r = new Renderer({
+    out: { write: (s: string) => (out += s) },
+    color: opts.color ?? false,
+    live: opts.live ?? false,
+    quiet: opts.quiet ?? false,
+    columns: () => 100,
+  });
+  for (const ev of events) r.event(ev);
+  r.close();
+  return out;
+}
+
+describe("Renderer", () => {
+  it("tells the story of a run in plain lines", () => {
+    const out = render(story());
+    assert.equal(out, render(story()), "deterministic");
+    assert.ok(!out.includes("\x1b"), "no escape codes off a terminal");
+    const want = [
+      `● run ${RUN} queued · priority 5 · workspace 2.0 KiB`,
+      "  fix the test",
+      "▶ started on w1 · img:1",
+      "Let me look.",
+      "→ process.run $ npm test",
+      "  policy: preview, then run (r1)",
+      "  │ line one",
+      "  │ line two",
+      "  ┊ warn",
+      "  ✓ process.run exit 1 1.5 s",
+      "→ repo.patch a.ts (1 edit)",
+      "  policy: needs approval (risk.approvalWhen.touchesConfig): touches config",
+      `  ┌ approval needed ${APR} · repo.patch`,
+      "  │ patch a.ts",
+      "  │ files: a.ts  +1 -1 in 1 hunk",
+      "  │ --- a/a.ts",
+      "  │ +++ b/a.ts",
+      "  │ @@ -1 +1 @@",
+      "  │ -a",
+      "  │ +b",
+      "  └",
+      `⏸ paused: waiting for approval ${APR}`,
+      `  ✔ approved ${APR} by alice: ok`,
+      "▶ resumed on w2",
+      "  ✓ repo.patch 12 ms",
+      "→ process.run $ rm -rf /",
+      "  ⛔ denied by policy (risk.denyCommandPatterns[0]): recursive removal of /",
+      "  ✗ process.run: EPOLICY recursive removal of /",
+      `◆ artifact patch 120 B · sha256 cdcdcdcdcdcd · agentctl artifact get ${RUN} --out fix.patch`,
+      "✔ completed in 22.0 s · 1,200 tokens in, 80 out · $0.0015",
+      "  Fixed it.",
+      "",
+    ].join("\n");
+    assert.equal(out, want);
+  });
+
+  it("colors on a terminal, with a status line that is erased before every line", () => {
+    const out = render(story().slice(0, 3), { color: true, live: true });
+    assert.ok(out.includes("\x1b[32m▶"), "colored");
+    // The status line is drawn as CLEAR + text and erased by the next CLEAR.
+    const CLEAR = "\r\x1b[2K";
+    const parts = out.split(CLEAR);
+    const statuses = parts.slice(1).filter((p) => !p.includes("\n"));
+    assert.ok(
+      statuses.some((p) => /running|thinking|writing|queued/.test(p)),
+      "a status line",
+    );
+    assert.equal(
+      stripAnsi(parts.filter((p, i) => i === 0 || p.includes("\n")).join("")),
+      render(story().slice(0, 3)),
+      "without the status line, the same text",
+    );
+  });
+
+  it("quiet mode keeps approvals, artifacts and the outcome", () => {
+    const out = render(story(), { quiet: true });
+    assert.doesNotMatch(out, /→ process\.run|line one|Let me look/);
+    assert.match(out, /approval needed/);
+    assert.match(out, /\+b/);
+    assert.match(out, /◆ artifact patch/);
+    assert.match(out, /✔ completed.*\n {2}Fixed it\./);
+  });
+});
+
+describe("helpers", () => {
+  it("one line per event", () => {
+    const lines = story().map((e) => eventLine(e, makeStyle(false)));
+    assert.equal(
+      lines[0],
+      `    1  12:00:00.000  run.queued           prompt="fix the test" priority=5 workspace=2.0 KiB`,
+    );
+    assert.match(lines[5] as string, /^ {4}6 .* tool\.call {12}c1 process\.run \$ npm test$/);
+  });
+
+  it("describes calls per tool", () => {
+    assert.equal(
+      describeCall("repo.read", '{"path":"a.ts","range":{"start":3,"end":9}}'),
+      "a.ts:3-9",
+    );
+    assert.equal(describeCall("repo.search", '{"query":"foo"}'), '"foo"');
+    assert.equal(describeCall("process.run", '{"command":"ls","cwd":"src"}'), "$ ls  (in src)");
+    assert.equal(describeCall("test.run", "{}"), "all tests");
+    assert.equal(describeCall("x.y", "not json"), "not json");
+  });
+
+  it("reads approval answers and outcomes", () => {
+    assert.deepEqual(parseAnswer("y"), { approve: true, reason: "" });
+    assert.deepEqual(parseAnswer(" YES "), { approve: true, reason: "" });
+    assert.deepEqual(parseAnswer(""), { approve: false, reason: "" });
+    assert.deepEqual(parseAnswer("n"), { approve: false, reason: "" });
+    assert.deepEqual(parseAnswer("use edits instead"), {
+      approve: false,
+      reason: "use edits instead",
+    });
+    const ev = (type: string) => create(EventSchema, { type });
+    assert.equal(outcomeCode(ev("run.completed")), 0);
+    assert.equal(outcomeCode(ev("run.failed")), 1);
+    assert.equal(outcomeCode(ev("run.cancelled")), 2);
+    assert.equal(outcomeCode(ev("run.paused")), 3);
+  });
+});

@@ -1,0 +1,565 @@
+/**
+ * The renderer of a run's story, shared by `run` (live) and `replay` (the same events give
+ * the same lines, live or replayed), plus the one-line-per-event format of `events` and
+ * the preview block of `approvals`.
+ *
+ * Output is deterministic in the events alone (durations come from the events' own
+ * timestamps and fields), so `agentctl replay RUN` prints exactly what the live follow
+ * printed. On a terminal (`live`), a spinner and a status line (state, elapsed time, the
+ * call in progress, the queue position) are redrawn below the story; they are erased
+ * before anything else is written and never reach a pipe.
+ */
+import { type Timestamp, timestampMs } from "@bufbuild/protobuf/wkt";
+import {
+  ApprovalDecision,
+  Decision,
+  type Event,
+  OutputStream,
+  type Preview,
+} from "../gen/agentd/v1/events_pb.js";
+import { formatBytes } from "./pack.ts";
+import {
+  formatCost,
+  formatCount,
+  formatDuration,
+  makeStyle,
+  oneLine,
+  ordinal,
+  type Style,
+  stripAnsi,
+} from "./style.ts";
+
+export interface Output {
+  write(s: string): unknown;
+}
+
+export interface RendererOptions {
+  out: Output;
+  color: boolean;
+  /** Draw the spinner and status line (a terminal). */
+  live?: boolean;
+  /** Terminal width, for the status line. */
+  columns?: () => number;
+  /**
+   * Only what needs attention or ends the run: approvals, pauses, artifacts, the outcome
+   * (`run` without --follow); the status line still shows progress.
+   */
+  quiet?: boolean;
+  /** Clock for the status line's elapsed time (tests). */
+  now?: () => number;
+}
+
+/** Lines of a diff shown in a preview; the rest is summarised. */
+const MAX_DIFF_LINES = 400;
+const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+function tsMs(ts: Timestamp | undefined): number | undefined {
+  return ts === undefined ? undefined : timestampMs(ts);
+}
+
+/** A short description of a tool call's input, per tool. */
+export function describeCall(tool: string, inputJson: string): string {
+  let input: Record<string, unknown>;
+  try {
+    const v: unknown = JSON.parse(inputJson);
+    if (v === null || typeof v !== "object" || Array.isArray(v)) return oneLine(inputJson, 100);
+    input = v as Record<string, unknown>;
+  } catch {
+    return oneLine(inputJson, 100);
+  }
+  const str = (k: string): string | undefined =>
+    typeof input[k] === "string" ? (input[k] as string) : undefined;
+  switch (tool) {
+    case "repo.read": {
+      const r = input.range as { start?: number; end?: number } | undefined;
+      return `${str("path") ?? "?"}${r?.start === undefined ? "" : `:${r.start}-${r.end ?? ""}`}`;
+    }
+    case "repo.search": {
+      const globs = Array.isArray(input.globs) ? ` in ${(input.globs as string[]).join(",")}` : "";
+      return `${JSON.stringify(str("query") ?? "")}${globs}`;
+    }
+    case "repo.patch": {
+      const edits = Array.isArray(input.edits) ? input.edits.length : 0;
+      return `${str("path") ?? "?"} (${edits > 0 ? `${edits} edit${edits === 1 ? "" : "s"}` : "diff"})`;
+    }
+    case "process.run": {
+      const cwd = str("cwd");
+      return `$ ${oneLine(str("command") ?? "", 160)}${cwd === undefined ? "" : `  (in ${cwd})`}`;
+    }
+    case "test.run":
+      return str("name") === undefined ? "all tests" : JSON.stringify(str("name"));
+    case "lint.run":
+      return "";
+    default:
+      return oneLine(inputJson, 100);
+  }
+}
+
+const DECISIONS: Record<number, string> = {
+  [Decision.AUTO]: "auto",
+  [Decision.PREVIEW_AUTO]: "preview, then run",
+  [Decision.PREVIEW_APPROVAL]: "needs approval",
+  [Decision.DENY]: "denied",
+};
+
+/** The lines of a preview box (approval previews here and in `agentctl approvals`). */
+export function formatPreview(
+  p: Preview | undefined,
+  st: Style,
+  opts: { maxDiffLines?: number } = {},
+): string[] {
+  if (p === undefined) return ["(no preview)"];
+  const out: string[] = [];
+  if (p.summary !== "") out.push(st.bold(p.summary));
+  if (p.files.length > 0) {
+    const stat =
+      p.hunks > 0 || p.linesAdded > 0 || p.linesRemoved > 0
+        ? `  ${st.green(`+${p.linesAdded}`)} ${st.red(`-${p.linesRemoved}`)} in ${p.hunks} hunk${p.hunks === 1 ? "" : "s"}`
+        : "";
+    out.push(`files: ${p.files.join(", ")}${stat}`);
+  }
+  if (p.argv.length > 0) out.push(`argv: ${JSON.stringify(p.argv)}`);
+  if (p.cwd !== "") out.push(`cwd:  ${p.cwd}`);
+  if (p.matchedRules.length > 0) out.push(`rules: ${p.matchedRules.join(", ")}`);
+  if (p.diff !== "") {
+    const lines = p.diff.replace(/\n$/, "").split("\n");
+    const max = opts.maxDiffLines ?? MAX_DIFF_LINES;
+    for (const l of lines.slice(0, max)) {
+      if (l.startsWith("+++") || l.startsWith("---")) out.push(st.bold(l));
+      else if (l.startsWith("+")) out.push(st.green(l));
+      else if (l.startsWith("-")) out.push(st.red(l));
+      else if (l.startsWith("@@")) out.push(st.cyan(l));
+      else out.push(l);
+    }
+    if (lines.length > max) out.push(st.dim(`… ${lines.length - max} more diff lines`));
+  }
+  return out;
+}
+
+/** One line for one event (the human form of `agentctl events`). */
+export function eventLine(ev: Event, st: Style): string {
+  const p = ev.payload;
+  const ms = tsMs(ev.ts);
+  const time = ms === undefined ? "" : new Date(ms).toISOString().slice(11, 23);
+  const head = `${String(ev.seq).padStart(5)}  ${st.dim(time)}  ${ev.type.padEnd(20)}`;
+  let detail = "";
+  switch (p.case) {
+    case "runQueued":
+      detail = `prompt=${JSON.stringify(oneLine(p.value.prompt, 80))} priority=${p.value.priority}${p.value.workspaceDigest === "" ? "" : ` workspace=${formatBytes(Number(p.value.workspaceSizeBytes))}`}`;
+      break;
+    case "runStarted":
+    case "runResumed":
+      detail = `worker=${p.value.workerId} epoch=${p.value.epoch}`;
+      break;
+    case "runPaused":
+      detail = `${p.value.reason}${p.value.approvalId === "" ? "" : ` ${p.value.approvalId}`}`;
+      break;
+    case "runCompleted":
+      detail = oneLine(p.value.summary, 100);
+      break;
+    case "runFailed":
+      detail = `${p.value.error?.code}: ${oneLine(p.value.error?.message ?? "", 100)}`;
+      break;
+    case "runCancelled":
+    case "runCancelRequested":
+      detail = p.value.reason === "" ? "" : JSON.stringify(p.value.reason);
+      break;
+    case "outputDelta":
+      detail = JSON.stringify(p.value.text);
+      break;
+    case "outputMessage":
+      detail = `${p.value.role}: ${oneLine(p.value.text, 100)}`;
+      break;
+    case "toolCall":
+      detail = `${p.value.callId} ${p.value.tool} ${describeCall(p.value.tool, p.value.inputJson)}`;
+      break;
+    case "toolOutput":
+      detail = `${p.value.callId} ${p.value.stream === OutputStream.STDERR ? "stderr" : "stdout"} ${JSON.stringify(p.value.chunk)}`;
+      break;
+    case "toolResult":
+      detail = `${p.value.callId} ${p.value.ok ? "ok" : `error ${p.value.error?.code ?? ""}`} ${p.value.durationMs}ms`;
+      break;
+    case "policyDecision":
+      detail = `${p.value.callId} ${DECISIONS[p.value.decision] ?? "?"} (${p.value.rule})`;
+      break;
+    case "approvalRequested":
+      detail = `${p.value.approvalId} ${p.value.tool}: ${oneLine(p.value.preview?.summary ?? "", 80)}`;
+      break;
+    case "approvalResolved":
+      detail = `${p.value.approvalId} ${p.value.decision === ApprovalDecision.APPROVE ? "approved" : "denied"} by ${p.value.resolvedBy}${p.value.reason === "" ? "" : `: ${JSON.stringify(p.value.reason)}`}`;
+      break;
+    case "artifactEmitted":
+      detail = `${p.value.name} ${p.value.digest.slice(0, 12)} ${formatBytes(Number(p.value.sizeBytes))}`;
+      break;
+    case "checkpointCreated":
+      detail = `through seq ${p.value.throughSeq}`;
+      break;
+    default:
+      break;
+  }
+  return `${head} ${detail}`.trimEnd();
+}
+
+interface CallInfo {
+  tool: string;
+  what: string;
+}
+
+export class Renderer {
+  readonly #o: Required<Omit<RendererOptions, "columns">> & { columns: () => number };
+  readonly #st: Style;
+  #atLineStart = true;
+  #statusShown = false;
+  #timer: NodeJS.Timeout | undefined;
+  #frame = 0;
+  readonly #startedAt: number;
+  /** Text of output.delta events since the last other event. */
+  #streamed = "";
+  /** The last complete model message. */
+  #lastMessage = "";
+  readonly #calls = new Map<string, CallInfo>();
+  readonly #partial = new Map<string, { stream: OutputStream; text: string }>();
+  #runId = "";
+  #queuedAt: number | undefined;
+  #state: "queued" | "running" | "paused" | "ended" = "queued";
+  #activity = "";
+  #queue = "";
+  #suspended = false;
+
+  constructor(opts: RendererOptions) {
+    this.#o = {
+      out: opts.out,
+      color: opts.color,
+      live: opts.live ?? false,
+      quiet: opts.quiet ?? false,
+      now: opts.now ?? Date.now,
+      columns: opts.columns ?? (() => 80),
+    };
+    this.#st = makeStyle(opts.color);
+    this.#startedAt = this.#o.now();
+    if (this.#o.live) {
+      this.#timer = setInterval(() => this.#tick(), 100);
+      this.#timer.unref();
+    }
+  }
+
+  get style(): Style {
+    return this.#st;
+  }
+
+  // --- low-level output -------------------------------------------------------------
+
+  #clearStatus(): void {
+    if (this.#statusShown) {
+      this.#o.out.write("\r\x1b[2K");
+      this.#statusShown = false;
+    }
+  }
+
+  #write(s: string): void {
+    if (s === "") return;
+    this.#clearStatus();
+    this.#o.out.write(s);
+    this.#atLineStart = s.endsWith("\n");
+  }
+
+  /** One story line, always starting on a fresh line. */
+  line(s: string): void {
+    this.#write(`${this.#atLineStart ? "" : "\n"}${s}\n`);
+    this.#drawStatus();
+  }
+
+  /** Model text, as it streams. */
+  #text(s: string): void {
+    this.#write(s);
+    this.#drawStatus();
+  }
+
+  #tick(): void {
+    this.#frame = (this.#frame + 1) % SPINNER.length;
+    this.#drawStatus();
+  }
+
+  #statusText(): string {
+    const st = this.#st;
+    const secs = Math.floor((this.#o.now() - this.#startedAt) / 1000);
+    const elapsed =
+      secs < 60 ? `${secs}s` : `${Math.floor(secs / 60)}m${String(secs % 60).padStart(2, "0")}s`;
+    const spin = st.cyan(SPINNER[this.#frame] as string);
+    switch (this.#state) {
+      case "queued":
+        return `${spin} queued${this.#queue === "" ? "" : ` · ${this.#queue}`} · ${elapsed}`;
+      case "paused":
+        return `${st.yellow("⏸")} waiting for approval${this.#activity === "" ? "" : ` · ${this.#activity}`} · ${elapsed}`;
+      case "running":
+        return `${spin} ${this.#activity === "" ? "running" : this.#activity} · ${elapsed}`;
+      default:
+        return "";
+    }
+  }
+
+  #drawStatus(): void {
+    if (!this.#o.live || this.#suspended || !this.#atLineStart || this.#state === "ended") return;
+    const text = this.#statusText();
+    if (text === "") return;
+    const width = Math.max(20, (this.#o.columns() || 80) - 1);
+    let shown = text;
+    if (stripAnsi(shown).length > width) shown = `${stripAnsi(shown).slice(0, width - 1)}…`;
+    this.#o.out.write(`\r\x1b[2K${shown}`);
+    this.#statusShown = true;
+  }
+
+  /** Erases the status line and stops redrawing it (before a prompt). */
+  suspend(): void {
+    this.#clearStatus();
+    this.#suspended = true;
+  }
+
+  resume(): void {
+    this.#suspended = false;
+    this.#drawStatus();
+  }
+
+  /** The queue position shown while queued ("2nd in queue, 1st in its session"). */
+  setQueuePosition(queue: number, session: number): void {
+    this.#queue =
+      queue > 0
+        ? `${ordinal(queue)} in queue${session > 1 ? `, ${ordinal(session)} in its session` : ""}`
+        : "";
+    this.#drawStatus();
+  }
+
+  /** Stops the status line for good and ends the last line. */
+  close(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#clearStatus();
+    if (!this.#atLineStart) this.#write("\n");
+  }
+
+  // --- events -----------------------------------------------------------------------
+
+  #flushPartial(callId: string): void {
+    const p = this.#partial.get(callId);
+    if (p !== undefined && p.text !== "") this.#outputLine(p.stream, p.text);
+    this.#partial.delete(callId);
+  }
+
+  #outputLine(stream: OutputStream, text: string): void {
+    const bar = stream === OutputStream.STDERR ? this.#st.yellow("  ┊ ") : this.#st.dim("  │ ");
+    this.line(`${bar}${text}`);
+  }
+
+  event(ev: Event): void {
+    const st = this.#st;
+    const p = ev.payload;
+    const quiet = this.#o.quiet;
+    if (p.case !== "outputDelta") {
+      // Model text stays a paragraph of its own.
+      if (this.#streamed !== "" && !this.#atLineStart) this.#text("\n");
+    }
+    switch (p.case) {
+      case "runQueued": {
+        this.#runId = ev.runId;
+        this.#queuedAt = tsMs(ev.ts);
+        const v = p.value;
+        const ws =
+          v.workspaceDigest === ""
+            ? "no workspace"
+            : `workspace ${formatBytes(Number(v.workspaceSizeBytes))}`;
+        const skills = v.skills.length > 0 ? ` · skills ${v.skills.join(", ")}` : "";
+        this.line(
+          `${st.bold("●")} run ${st.bold(ev.runId)} queued · priority ${v.priority} · ${ws}${skills}`,
+        );
+        if (!quiet) this.line(st.dim(`  ${oneLine(v.prompt, 200)}`));
+        break;
+      }
+      case "runStarted":
+        this.#state = "running";
+        this.#activity = "thinking";
+        if (!quiet)
+          this.line(
+            `${st.green("▶")} started on ${p.value.workerId}${p.value.image === "" ? "" : ` · ${p.value.image}`}`,
+          );
+        break;
+      case "runResumed":
+        this.#state = "running";
+        this.#activity = "thinking";
+        if (!quiet) this.line(`${st.green("▶")} resumed on ${p.value.workerId}`);
+        break;
+      case "runPaused":
+        this.#state = "paused";
+        this.#activity = p.value.approvalId;
+        this.line(
+          `${st.yellow("⏸")} paused: ${p.value.reason === "approval" ? `waiting for approval ${p.value.approvalId}` : p.value.reason}`,
+        );
+        break;
+      case "outputDelta":
+        this.#activity = "writing";
+        if (!quiet) this.#text(p.value.text);
+        this.#streamed += p.value.text;
+        return;
+      case "outputMessage":
+        if (!quiet && p.value.text !== this.#streamed && p.value.text !== "") {
+          this.line(p.value.text.replace(/\n$/, ""));
+        }
+        this.#lastMessage = p.value.text;
+        break;
+      case "toolCall": {
+        const what = describeCall(p.value.tool, p.value.inputJson);
+        this.#calls.set(p.value.callId, { tool: p.value.tool, what });
+        this.#activity = `${p.value.tool} ${oneLine(what, 60)}`.trim();
+        if (!quiet) this.line(`${st.cyan("→")} ${st.bold(p.value.tool)} ${what}`.trimEnd());
+        break;
+      }
+      case "toolOutput": {
+        if (quiet) break;
+        const v = p.value;
+        let buf = this.#partial.get(v.callId);
+        if (buf !== undefined && buf.stream !== v.stream) {
+          this.#flushPartial(v.callId);
+          buf = undefined;
+        }
+        const text = (buf?.text ?? "") + v.chunk;
+        const lines = text.split("\n");
+        const rest = lines.pop() ?? "";
+        for (const l of lines) this.#outputLine(v.stream, l.replace(/\r$/, ""));
+        this.#partial.set(v.callId, { stream: v.stream, text: rest });
+        break;
+      }
+      case "toolResult": {
+        const v = p.value;
+        this.#flushPartial(v.callId);
+        const call = this.#calls.get(v.callId);
+        this.#activity = "thinking";
+        if (quiet) break;
+        const dur = v.durationMs > 0n ? ` ${st.dim(formatDuration(Number(v.durationMs)))}` : "";
+        // A command's exit code, when it ran (a refused call has none).
+        const exit =
+          call !== undefined &&
+          /^(process|test|lint)\.run$/.test(call.tool) &&
+          (v.error === undefined || v.exitCode !== 0)
+            ? ` exit ${v.exitCode}`
+            : "";
+        const extra = `${v.truncated ? " (output truncated)" : ""}`;
+        if (v.ok) {
+          const mark = exit !== "" && v.exitCode !== 0 ? st.yellow("✓") : st.green("✓");
+          this.line(`  ${mark} ${call?.tool ?? v.callId}${exit}${dur}${extra}`);
+        } else {
+          const err =
+            v.error === undefined ? "" : `: ${v.error.code} ${oneLine(v.error.message, 300)}`;
+          this.line(`  ${st.red("✗")} ${call?.tool ?? v.callId}${exit}${err}${dur}${extra}`);
+        }
+        break;
+      }
+      case "policyDecision": {
+        const v = p.value;
+        if (quiet || v.decision === Decision.AUTO) break;
+        const trust =
+          v.trustAdjustments.length > 0 ? ` [trust: ${v.trustAdjustments.join(", ")}]` : "";
+        // The reason often names the rule already.
+        const rule = v.rule === "" || v.reason.includes(v.rule) ? "" : ` (${v.rule})`;
+        if (v.decision === Decision.DENY) {
+          this.line(`  ${st.red("⛔ denied by policy")}${rule}: ${v.reason}${trust}`);
+        } else if (v.decision === Decision.PREVIEW_APPROVAL) {
+          this.line(`  ${st.yellow("policy: needs approval")}${rule}: ${v.reason}${trust}`);
+        } else {
+          this.line(st.dim(`  policy: ${DECISIONS[v.decision] ?? "?"}${rule}${trust}`));
+        }
+        break;
+      }
+      case "approvalRequested": {
+        const v = p.value;
+        const exp = tsMs(v.expiresAt);
+        this.line(
+          `  ${st.yellow("┌")} ${st.bold(st.yellow("approval needed"))} ${v.approvalId} · ${v.tool}${exp === undefined ? "" : st.dim(` · expires ${new Date(exp).toISOString().replace(/\.\d+Z$/, "Z")}`)}`,
+        );
+        for (const l of formatPreview(v.preview, st)) this.line(`  ${st.yellow("│")} ${l}`);
+        this.line(`  ${st.yellow("└")}`);
+        break;
+      }
+      case "approvalResolved": {
+        const v = p.value;
+        const ok = v.decision === ApprovalDecision.APPROVE;
+        const by = v.resolvedBy === "expiry" ? "expired" : `by ${v.resolvedBy || "?"}`;
+        const reason = v.reason === "" ? "" : `: ${v.reason}`;
+        this.line(
+          ok
+            ? `  ${st.green("✔ approved")} ${v.approvalId} ${by}${reason}`
+            : `  ${st.red("✘ denied")} ${v.approvalId} ${by}${reason}`,
+        );
+        break;
+      }
+      case "artifactEmitted": {
+        const v = p.value;
+        if (v.name === "workspace-snapshot") {
+          if (!quiet)
+            this.line(
+              st.dim(
+                `  ◇ workspace snapshot ${formatBytes(Number(v.sizeBytes))} ${v.digest.slice(0, 12)}`,
+              ),
+            );
+          break;
+        }
+        this.line(
+          `${st.magenta("◆")} artifact ${st.bold(v.name)} ${formatBytes(Number(v.sizeBytes))} · sha256 ${v.digest.slice(0, 12)} · agentctl artifact get ${ev.runId}${v.name === "patch" ? " --out fix.patch" : ` --name ${v.name}`}`,
+        );
+        break;
+      }
+      case "checkpointCreated":
+        if (!quiet) this.line(st.dim(`  ◇ context compacted through seq ${p.value.throughSeq}`));
+        break;
+      case "runCancelRequested":
+        this.line(
+          `${st.yellow("■")} cancel requested${p.value.requestedBy === "" ? "" : ` by ${p.value.requestedBy}`}${p.value.reason === "" ? "" : `: ${p.value.reason}`}`,
+        );
+        this.#activity = "stopping";
+        break;
+      case "runCompleted": {
+        const v = p.value;
+        this.#state = "ended";
+        const usage = v.usage
+          ? ` · ${formatCount(v.usage.inputTokens)} tokens in, ${formatCount(v.usage.outputTokens)} out`
+          : "";
+        const cost = v.costMicros > 0n ? ` · ${formatCost(v.costMicros)}` : "";
+        this.line(`${st.green(st.bold("✔ completed"))}${this.#took(ev)}${usage}${cost}`);
+        if (v.summary !== "" && (quiet || v.summary !== this.#lastMessage)) {
+          for (const l of v.summary.replace(/\n$/, "").split("\n")) this.line(`  ${l}`);
+        }
+        break;
+      }
+      case "runFailed": {
+        const v = p.value;
+        this.#state = "ended";
+        this.line(
+          `${st.red(st.bold("✘ failed"))}${this.#took(ev)}: ${v.error?.code ?? "?"}: ${v.error?.message ?? ""}`,
+        );
+        break;
+      }
+      case "runCancelled": {
+        const v = p.value;
+        this.#state = "ended";
+        this.line(
+          `${st.red(st.bold("✘ cancelled"))}${this.#took(ev)}${v.cancelledBy === "" ? "" : ` by ${v.cancelledBy}`}${v.reason === "" ? "" : `: ${v.reason}`}`,
+        );
+        break;
+      }
+      default:
+        if (!quiet) this.line(st.dim(`  (${ev.type})`));
+        break;
+    }
+    this.#streamed = "";
+  }
+
+  #took(ev: Event): string {
+    const end = tsMs(ev.ts);
+    return this.#queuedAt === undefined || end === undefined
+      ? ""
+      : ` in ${formatDuration(end - this.#queuedAt)}`;
+  }
+
+  /** Id of the run whose run.queued was rendered ("" before). */
+  get runId(): string {
+    return this.#runId;
+  }
+}
