@@ -23,9 +23,8 @@
 # either way. The loop reads the API's JSON and `agentctl events --json` (the proto's JSON),
 # never the renderer's text, so it works whatever the live view prints. It waits until the paused run has stored its workspace snapshot before
 # approving, and approves again (idempotent) if the run is still paused without a pending
-# approval seconds later: an approval that lands while the worker is still letting go of
-# the paused run can otherwise leave it paused (the queue drops that re-queue). It runs in
-# both modes for that reason; on a terminal it never approves anything pending itself.
+# approval seconds later (a belt-and-braces guard; the worker itself re-queues a run whose
+# approval landed while it was pausing). On a terminal it never approves anything itself.
 #
 # Environment: OPENAI_API_KEY / OPENAI_BASE_URL / AGENTD_MODEL (live model),
 # AGENTD_DEMO_APPROVE (auto|inline), AGENTCTL (the agentctl to run; default bin/agentctl).
