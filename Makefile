@@ -56,6 +56,7 @@ bench: build images
 	@"$(ROOT)/scripts/ensure-redis.sh"
 	node bench/eventlog.ts
 	node bench/sandbox.ts
+	node bench/kernel.ts
 	node bench/e2e.ts
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox
