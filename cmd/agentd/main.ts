@@ -165,6 +165,10 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const logger = createLogger({ level: cfg["log-level"], name: `agentd-${mode}` });
   // First, so a broken policy refuses the start before anything is opened.
   const policy = createPolicyStore(cfg.policy, { logger });
+  // SIGHUP: re-read the policy; a broken file is logged and the last good policy stays.
+  // Installed first: a SIGHUP that came before the handler would end the process.
+  const reloadPolicy = (): void => void policy.reload();
+  process.on("SIGHUP", reloadPolicy);
   const tracing = await startTracing(process.env, `agentd-${mode}`);
   const eventLogUrl = cfg["event-log"] ?? (mode === "dev" ? `file:${cfg["data-dir"]}` : undefined);
   if (eventLogUrl === undefined) {
@@ -261,9 +265,6 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     }
   }
 
-  // SIGHUP: re-read the policy; a broken file is logged and the last good policy stays.
-  const reloadPolicy = (): void => void policy.reload();
-  process.on("SIGHUP", reloadPolicy);
   await new Promise<void>((resolveStop) => {
     const stop = (signal: string): void => {
       logger.info({ signal }, "shutting down");

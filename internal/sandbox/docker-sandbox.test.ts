@@ -168,7 +168,7 @@ describe("limits", () => {
 
   it("streams output as it comes and passes stdin", async () => {
     const chunks: string[] = [];
-    const r = await run(box, "echo one; sleep 0.3; echo two >&2; cat", {
+    const r = await run(box, "echo one; sleep 0.3; echo two >&2; sleep 0.3; cat", {
       stdin: Buffer.from("piped\n"),
       onOutput: (s, c) => chunks.push(`${s}:${c}`),
     });
