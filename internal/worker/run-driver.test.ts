@@ -3,7 +3,7 @@
  * and the real @ai-sdk/openai HTTP path against a scripted OpenAI-compatible server.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -22,25 +22,13 @@ import {
   ToolCallSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { createKernel } from "../kernel/kernel.ts";
-import { parsePolicy } from "../kernel/policy-loader.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import type { Sandbox } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
-import { sandboxImage, testSandbox } from "../testing/docker.ts";
-import {
-  type OpenAiStub,
-  type StubReply,
-  startOpenAiStub,
-  textReply,
-  toolCallsReply,
-} from "../testing/openai-stub.ts";
+import { testSandbox } from "../testing/docker.ts";
+import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
+import { callReply, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
 import { DEFAULT_RUN_LIMITS, type DriverDeps, driveRun } from "./run-driver.ts";
-
-const parsed = parsePolicy(
-  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
-  "policy.yaml",
-);
-if (!parsed.ok) throw new Error("policy.yaml does not parse");
 
 let dir: string;
 let log: FileEventLog;
@@ -62,16 +50,7 @@ before(async () => {
   stub = await startOpenAiStub(
     () => script.shift() ?? { status: 500, body: { error: { message: "script exhausted" } } },
   );
-  policy = {
-    ...parsed.policy,
-    sandbox: {
-      ...parsed.policy.sandbox,
-      image: sandboxImage("test"),
-      memory: 128 * 1024 * 1024,
-      pids: 64,
-      tmp: 16 * 1024 * 1024,
-    },
-  };
+  policy = testImagePolicy();
 });
 after(async () => {
   await cleanupBoxes?.();
@@ -131,10 +110,8 @@ async function newRun(
   return { runId, sessionId };
 }
 
-const call = (id: string, name: string, args: unknown): StubReply => ({
-  chunks: toolCallsReply([{ id, name: name.replace(".", "_"), arguments: JSON.stringify(args) }]),
-});
-const say = (text: string): StubReply => ({ chunks: textReply([text]) });
+const call = callReply;
+const say = sayReply;
 const readArtifact = async (digest: string): Promise<string> => {
   const parts: Uint8Array[] = [];
   for await (const c of artifacts.read(digest)) parts.push(c);

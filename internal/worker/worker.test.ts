@@ -4,7 +4,7 @@
  * ResolveApproval does) and resumed by a worker. Real container, real HTTP model stub.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, it } from "node:test";
@@ -21,27 +21,15 @@ import {
 } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { createKernel } from "../kernel/kernel.ts";
-import { parsePolicy } from "../kernel/policy-loader.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { MemoryRunQueue } from "../scheduler/memory-run-queue.ts";
 import { createLogger } from "../telemetry/logger.ts";
-import { sandboxImage, testSandbox } from "../testing/docker.ts";
-import {
-  type OpenAiStub,
-  type StubReply,
-  startOpenAiStub,
-  textReply,
-  toolCallsReply,
-} from "../testing/openai-stub.ts";
+import { testSandbox } from "../testing/docker.ts";
+import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
+import { callReply, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
 import { DEFAULT_RUN_LIMITS } from "./run-driver.ts";
 import { createWorker, type Worker } from "./worker.ts";
-
-const parsed = parsePolicy(
-  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
-  "policy.yaml",
-);
-if (!parsed.ok) throw new Error("policy.yaml does not parse");
 
 let dir: string;
 let log: FileEventLog;
@@ -64,16 +52,7 @@ before(async () => {
       if (text.includes(key) && list.length > 0) return list.shift() as StubReply;
     return { status: 500, body: { error: { message: "no script" } } };
   });
-  const policy = {
-    ...parsed.policy,
-    sandbox: {
-      ...parsed.policy.sandbox,
-      image: sandboxImage("test"),
-      memory: 128 * 1024 * 1024,
-      pids: 64,
-      tmp: 16 * 1024 * 1024,
-    },
-  };
+  const policy = testImagePolicy();
   queue = new MemoryRunQueue({ log, leaseTtlMs: 2000, pollMs: 100 });
   worker = createWorker({
     queue,
@@ -122,10 +101,8 @@ after(async () => {
 });
 
 let workspaceDigest = "";
-const call = (id: string, name: string, args: unknown): StubReply => ({
-  chunks: toolCallsReply([{ id, name: name.replace(".", "_"), arguments: JSON.stringify(args) }]),
-});
-const say = (text: string): StubReply => ({ chunks: textReply([text]) });
+const call = callReply;
+const say = sayReply;
 const scripts: Record<string, StubReply[]> = {
   "task-simple": [call("c1", "repo.read", { path: "a.txt" }), say("Read it.")],
   "task-quick": [call("c1", "process.run", { command: "rm -f a.txt" }), say("Approved at once.")],

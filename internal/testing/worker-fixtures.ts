@@ -1,0 +1,40 @@
+/**
+ * Shared pieces of the worker tests: the repository's policy moved onto the small test
+ * image, and scripted model replies (a tool call, a text answer) for the OpenAI stub.
+ */
+import { readFileSync } from "node:fs";
+import { parsePolicy } from "../kernel/policy-loader.ts";
+import type { Policy } from "../kernel/policy-schema.ts";
+import { sandboxImage } from "./docker.ts";
+import { type StubReply, textReply, toolCallsReply } from "./openai-stub.ts";
+
+/** The repository's policy.yaml with the sandbox on the busybox test image, small limits. */
+export function testImagePolicy(): Policy {
+  const parsed = parsePolicy(
+    readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
+    "policy.yaml",
+  );
+  if (!parsed.ok) throw new Error(`policy.yaml does not parse: ${JSON.stringify(parsed.errors)}`);
+  return {
+    ...parsed.policy,
+    sandbox: {
+      ...parsed.policy.sandbox,
+      image: sandboxImage("test"),
+      memory: 128 * 1024 * 1024,
+      pids: 64,
+      tmp: 16 * 1024 * 1024,
+    },
+  };
+}
+
+/** The model calls `tool` (dotted name; sent as the wire name) with `args`. */
+export function callReply(id: string, tool: string, args: unknown): StubReply {
+  return {
+    chunks: toolCallsReply([{ id, name: tool.replace(".", "_"), arguments: JSON.stringify(args) }]),
+  };
+}
+
+/** The model answers `text` and stops. */
+export function sayReply(text: string): StubReply {
+  return { chunks: textReply([text]) };
+}
