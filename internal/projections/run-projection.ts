@@ -58,27 +58,21 @@ export function applyEvent(run: Run, ev: Event): Run {
       break;
     case "runCompleted":
       if (terminal) break;
-      run.state = RunState.COMPLETED;
+      end(run, RunState.COMPLETED, ev);
       run.summary = p.value.summary;
       run.usage = p.value.usage;
       run.costMicros = p.value.costMicros;
-      run.endedAt = ev.ts;
-      run.pendingApprovalId = "";
       break;
     case "runFailed":
       if (terminal) break;
-      run.state = RunState.FAILED;
+      end(run, RunState.FAILED, ev);
       run.error = p.value.error;
       run.usage = p.value.usage;
       run.costMicros = p.value.costMicros;
-      run.endedAt = ev.ts;
-      run.pendingApprovalId = "";
       break;
     case "runCancelled":
       if (terminal) break;
-      run.state = RunState.CANCELLED;
-      run.endedAt = ev.ts;
-      run.pendingApprovalId = "";
+      end(run, RunState.CANCELLED, ev);
       break;
     case "toolCall":
       run.toolCallCount += 1n;
@@ -94,6 +88,13 @@ export function applyEvent(run: Run, ev: Event): Run {
       break;
   }
   return run;
+}
+
+/** A terminal transition: the state, when it ended, and no approval pending any more. */
+function end(run: Run, state: RunState, ev: Event): void {
+  run.state = state;
+  run.endedAt = ev.ts;
+  run.pendingApprovalId = "";
 }
 
 /** Projects a run from its whole log. */

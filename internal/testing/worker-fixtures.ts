@@ -3,6 +3,10 @@
  * image, and scripted model replies (a tool call, a text answer) for the OpenAI stub.
  */
 import { readFileSync } from "node:fs";
+import { create } from "@bufbuild/protobuf";
+import { ulid } from "ulid";
+import type { EventLog } from "../eventlog/port.ts";
+import { RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import { parsePolicy } from "../kernel/policy-loader.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { sandboxImage } from "./docker.ts";
@@ -37,4 +41,29 @@ export function callReply(id: string, tool: string, args: unknown): StubReply {
 /** The model answers `text` and stops. */
 export function sayReply(text: string): StubReply {
   return { chunks: textReply([text]) };
+}
+
+/** Appends `run.queued` for a new run of tenant "acme", as CreateRun would. */
+export async function queueRun(
+  log: EventLog,
+  opts: { prompt: string; workspaceDigest?: string; workspaceSizeBytes?: number },
+): Promise<{ runId: string; sessionId: string }> {
+  const runId = ulid();
+  const sessionId = ulid();
+  await log.append({
+    runId,
+    sessionId,
+    tenantId: "acme",
+    payload: {
+      case: "runQueued",
+      value: create(RunQueuedSchema, {
+        tenantId: "acme",
+        prompt: opts.prompt,
+        priority: 5,
+        workspaceDigest: opts.workspaceDigest ?? "",
+        workspaceSizeBytes: BigInt(opts.workspaceSizeBytes ?? 0),
+      }),
+    },
+  });
+  return { runId, sessionId };
 }

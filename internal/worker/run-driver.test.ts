@@ -27,7 +27,7 @@ import type { Sandbox } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { testSandbox } from "../testing/docker.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
-import { callReply, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
+import { callReply, queueRun, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
 import { DEFAULT_RUN_LIMITS, type DriverDeps, driveRun } from "./run-driver.ts";
 
 let dir: string;
@@ -90,24 +90,7 @@ async function newRun(
     { path: "hello.txt", type: "file", mode: 0o644, data: Buffer.from("helo\n") },
   ]);
   const info = await artifacts.put(tar);
-  const runId = ulid();
-  const sessionId = ulid();
-  await log.append({
-    runId,
-    sessionId,
-    tenantId: "acme",
-    payload: {
-      case: "runQueued",
-      value: create(RunQueuedSchema, {
-        tenantId: "acme",
-        prompt,
-        priority: 5,
-        workspaceDigest: info.digest,
-        workspaceSizeBytes: BigInt(info.size),
-      }),
-    },
-  });
-  return { runId, sessionId };
+  return queueRun(log, { prompt, workspaceDigest: info.digest, workspaceSizeBytes: info.size });
 }
 
 const call = callReply;

@@ -9,16 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { ulid } from "ulid";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
 import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
-import {
-  ApprovalDecision,
-  ApprovalResolvedSchema,
-  RunQueuedSchema,
-} from "../gen/agentd/v1/events_pb.js";
+import { ApprovalDecision, ApprovalResolvedSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { createKernel } from "../kernel/kernel.ts";
 import { projectRun } from "../projections/run-projection.ts";
@@ -27,7 +22,7 @@ import { MemoryRunQueue } from "../scheduler/memory-run-queue.ts";
 import { createLogger } from "../telemetry/logger.ts";
 import { testSandbox } from "../testing/docker.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
-import { callReply, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
+import { callReply, queueRun, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
 import { DEFAULT_RUN_LIMITS } from "./run-driver.ts";
 import { createWorker, type Worker } from "./worker.ts";
 
@@ -113,17 +108,7 @@ const scripts: Record<string, StubReply[]> = {
 };
 
 async function submit(prompt: string): Promise<{ runId: string; sessionId: string }> {
-  const runId = ulid();
-  const sessionId = ulid();
-  await log.append({
-    runId,
-    sessionId,
-    tenantId: "acme",
-    payload: {
-      case: "runQueued",
-      value: create(RunQueuedSchema, { tenantId: "acme", prompt, priority: 5, workspaceDigest }),
-    },
-  });
+  const { runId, sessionId } = await queueRun(log, { prompt, workspaceDigest });
   await queue.enqueue({ runId, tenantId: "acme", sessionId, priority: 5 });
   return { runId, sessionId };
 }
