@@ -6,28 +6,33 @@
  *   examples/fix-failing-test is uploaded with CreateRun; the replay model
  *   (examples/fix-failing-test/transcript.json) runs the tests, reads two files, proposes a
  *   patch that waits for approval (the example's policy: repo.patch approval always), the
- *   run pauses; the benchmark approves it like a person would (ResolveApproval, once the
- *   worker has let go of the paused run); the run resumes in a new container, the tests
- *   pass, the patch artifact is emitted and the run completes.
+ *   run pauses; the benchmark approves it like a person would, as soon as the preview
+ *   arrives (ResolveApproval); the worker, still holding the run (--approval-hold-ms),
+ *   resumes it in the same container, the tests pass, the patch artifact is emitted and
+ *   the run completes.
  *
- * The same pieces as `agentd dev` (cmd/agentd/main.ts): the embedded event log in a temp
- * dir, the in-process queue, the artifact store, the API server on 127.0.0.1:0 (the client
- * talks gRPC to it like agentctl), the kernel with the example's policy, the Docker
- * sandbox on the base image, one worker. Three of them are wrapped to be timed: the engine
- * (time spent inside its `next()` calls), the kernel (`handle`, `continueAfterApproval`)
- * and the sandbox's lifecycle calls.
+ * The same pieces as `agentd dev` (cmd/agentd/main.ts) with its defaults: the embedded
+ * event log in a temp dir, the in-process queue, the artifact store, the API server on
+ * 127.0.0.1:0 (the client talks gRPC to it like agentctl), the kernel with the example's
+ * policy, the Docker sandbox on the base image with one warm container (filled before the
+ * clock starts, as `agentd dev` does while it starts), one worker holding approval waits
+ * for 60 s. Three of them are wrapped to be timed: the engine (time spent inside its
+ * `next()` calls), the kernel (`handle`, `continueAfterApproval`) and the sandbox's
+ * lifecycle calls.
  *
  * The wall time of a run (CreateRun called → run.completed received, minus the time the
- * approval waited for the "person": from the worker releasing the paused run to
- * ResolveApproval being called, about nothing here) is split into:
+ * approval waited for the "person": from approval.requested received to ResolveApproval
+ * being called, about nothing here) is split into:
  *   model     time inside engine steps (the replay model: with its delays at 0, by default,
  *             this is the cost of replaying; --delays keeps the demo's streaming delays);
- *   tools     the sum of tool.result durationMs (the kernel's measure of each tool's run);
+ *   tools     the sum of tool.result durationMs (the kernel's measure of each tool's run;
+ *             for the approved patch it includes the preview's dry run, whose read the
+ *             call reuses instead of reading the file again);
  *   overhead  the rest: agentd's own work, shown in three parts: the sandbox lifecycle
- *             (container create, find, the pause's workspace export, diff, destroy) with
- *             the driver's workspace config read (a docker exec per drive); the kernel
- *             around the tools (its time minus the tools': decisions, the patch preview,
- *             the call's events); the rest (event log, context assembly, queue, API, stream).
+ *             (container create or warm hand-over, find, export, diff; the removal after
+ *             run.completed is shown apart, outside the wall time); the kernel around the
+ *             tools (its time minus the tools': decisions, the call's events); the rest
+ *             (event log, context assembly, queue, API, stream, the approval round trip).
  * Target: overhead <= 10% of the wall time. With a real model, model time dominates; the
  * replay model at delay 0 is the worst case for the share (see bench/README.md).
  *
@@ -62,17 +67,20 @@ import { createDockerSandbox } from "../internal/sandbox/docker-sandbox.ts";
 import type { Sandbox, SandboxHandle } from "../internal/sandbox/port.ts";
 import { packWorkspace, readHostDirectory } from "../internal/sandbox/workspace-archive.ts";
 import { MemoryRunQueue } from "../internal/scheduler/memory-run-queue.ts";
-import type { RunQueue } from "../internal/scheduler/port.ts";
 import { createApp } from "../internal/server/app.ts";
 import { createDualServer } from "../internal/server/dual-protocol.ts";
 import { createLogger } from "../internal/telemetry/logger.ts";
-import { DEFAULT_RUN_LIMITS } from "../internal/worker/run-driver.ts";
+import { DEFAULT_RUN_LIMITS, sandboxShape } from "../internal/worker/run-driver.ts";
 import { createWorker } from "../internal/worker/worker.ts";
 
 const EXAMPLE = fileURLToPath(new URL("../examples/fix-failing-test", import.meta.url));
 const PROMPT =
   "The test suite of this repository fails. Find the bug, fix it with a minimal patch, and make sure all tests pass.";
 const TARGET_SHARE = 0.1;
+/** `agentd dev`'s default --approval-hold-ms. */
+const APPROVAL_HOLD_MS = 60_000;
+/** `agentd dev`'s default --warm-sandboxes. */
+const WARM_SANDBOXES = 1;
 
 /** Milliseconds since an arbitrary origin, sub-millisecond. */
 const now = (): number => performance.now();
@@ -107,13 +115,15 @@ function timedEngine(inner: AgentEngine): AgentEngine & { ms: number; steps: num
 }
 
 /**
- * Sums the time of the sandbox's lifecycle calls (create, find, export, diff, destroy) and
- * of the driver's workspace config read ("config").
+ * Times the sandbox's lifecycle calls (create, find, export, diff, destroy), each with when
+ * it started and ended, so the ones after run.completed (the final container removal) can
+ * be told apart from the ones inside the wall time.
  */
-function timedSandbox(inner: Sandbox): Sandbox & { ms: number; ops: Record<string, number> } {
+function timedSandbox(inner: Sandbox): Sandbox & {
+  ops: { op: string; start: number; end: number }[];
+} {
   const t = {
-    ms: 0,
-    ops: {} as Record<string, number>,
+    ops: [] as { op: string; start: number; end: number }[],
     async create(spec: Parameters<Sandbox["create"]>[0]) {
       return wrapHandle(await time("create", () => inner.create(spec)));
     },
@@ -124,25 +134,19 @@ function timedSandbox(inner: Sandbox): Sandbox & { ms: number; ops: Record<strin
     reap: (isLive: Parameters<Sandbox["reap"]>[0]) => inner.reap(isLive),
   };
   async function time<T>(op: string, f: () => Promise<T>): Promise<T> {
-    const t0 = now();
+    const start = now();
     try {
       return await f();
     } finally {
-      const d = now() - t0;
-      t.ms += d;
-      t.ops[op] = (t.ops[op] ?? 0) + d;
+      t.ops.push({ op, start, end: now() });
     }
   }
   function wrapHandle(h: SandboxHandle): SandboxHandle {
     return {
       id: h.id,
       runId: h.runId,
-      // Tools and previews exec too (timed by the kernel); the driver's read of the
-      // workspace's skills and memory file is timed here, apart.
-      exec: (req) =>
-        req.argv.join(" ").includes(".agent/skills")
-          ? time("config", () => h.exec(req))
-          : h.exec(req),
+      // Tools and previews exec (timed by the kernel as the tools' time).
+      exec: (req) => h.exec(req),
       exportWorkspace: () => time("export", () => h.exportWorkspace()),
       diff: (base) => time("diff", () => h.diff(base)),
       destroy: () => time("destroy", () => h.destroy()),
@@ -180,21 +184,6 @@ function timedKernel(inner: Kernel): Kernel & { ms: number } {
   return t;
 }
 
-/** Resolves when the worker releases a run as paused (it no longer holds the run). */
-function watchPausedReleases(queue: RunQueue): { next(): Promise<number> } {
-  let waiters: ((t: number) => void)[] = [];
-  const release = queue.release.bind(queue);
-  queue.release = async (claim, opts) => {
-    await release(claim, opts);
-    if (opts.outcome === "paused") {
-      const t = now();
-      for (const w of waiters) w(t);
-      waiters = [];
-    }
-  };
-  return { next: () => new Promise((r) => waiters.push(r)) };
-}
-
 interface Figures {
   wallMs: number;
   modelMs: number;
@@ -203,6 +192,8 @@ interface Figures {
   overheadShare: number;
   sandboxMs: number;
   sandboxOps: Record<string, number>;
+  /** Sandbox calls after run.completed (outside the wall time): the container's removal. */
+  afterOps: Record<string, number>;
   kernelMs: number;
   restMs: number;
   personMs: number;
@@ -212,12 +203,20 @@ interface Figures {
   perTool: Record<string, number>;
 }
 
-async function oneRun(delays: boolean, docker: Docker, image: string): Promise<Figures> {
+interface Args {
+  runs: number;
+  delays: boolean;
+  /** `agentd dev`'s --warm-sandboxes and --approval-hold-ms (defaults: as agentd dev). */
+  warm: number;
+  holdMs: number;
+}
+
+async function oneRun(args: Args, docker: Docker, image: string): Promise<Figures> {
+  const delays = args.delays;
   const dir = mkdtempSync(join(tmpdir(), "agentd-bench-e2e-"));
   const logger = createLogger({ level: "warn", name: "bench-e2e" });
   const log = await openFileEventLog({ dir });
   const queue = new MemoryRunQueue({ log, leaseTtlMs: 10_000, tenantLimit: 10 });
-  const paused = watchPausedReleases(queue);
   const artifacts = new FsArtifactStore(join(dir, "artifacts"));
   const runs = new RunProjectionCache({ log });
   const policy = createPolicyStore(join(EXAMPLE, "agentd-policy.yaml"), { logger });
@@ -228,7 +227,15 @@ async function oneRun(delays: boolean, docker: Docker, image: string): Promise<F
   );
   const addr = await server.listen("127.0.0.1", 0);
   const label = `bench-e2e-${ulid().toLowerCase()}`;
-  const sandbox = timedSandbox(createDockerSandbox({ docker, managedLabel: label }));
+  const boxes = createDockerSandbox({
+    docker,
+    managedLabel: label,
+    warm: args.warm,
+    poolOwner: label,
+  });
+  // As `agentd dev` does at start (in the background there; the bench waits for it).
+  await boxes.prewarm(sandboxShape(policy.current()));
+  const sandbox = timedSandbox(boxes);
   const transcript = loadTranscript(join(EXAMPLE, "transcript.json"));
   const engine = timedEngine(
     createReplayEngine(delays ? { transcript } : { transcript, firstDelayMs: 0, deltaDelayMs: 0 }),
@@ -260,6 +267,7 @@ async function oneRun(delays: boolean, docker: Docker, image: string): Promise<F
       model: transcript.model,
       prices: DEFAULT_PRICE_TABLE,
       limits: DEFAULT_RUN_LIMITS,
+      approvalHoldMs: args.holdMs,
     },
   });
   worker.start();
@@ -281,14 +289,14 @@ async function oneRun(delays: boolean, docker: Docker, image: string): Promise<F
     let completedAt = 0;
     let last: Event | undefined;
     for await (const res of client.streamEvents({ runId, afterSeq: 0n })) {
+      const received = now();
       const ev = res.event;
       if (ev === undefined) continue;
       last = ev;
       if (ev.payload.case === "approvalRequested") {
-        // A person approves once the run is paused and its worker has let go (approving
-        // while the worker still holds the run would race its release).
-        const releasedAt = await paused.next();
-        personMs += now() - releasedAt;
+        // A person approves as soon as the preview is shown (within the worker's hold: the
+        // run resumes in the same container). The time between is not agentd's.
+        personMs += now() - received;
         await client.resolveApproval({
           approvalId: ev.payload.value.approvalId,
           decision: ApprovalDecision.APPROVE,
@@ -325,16 +333,30 @@ async function oneRun(delays: boolean, docker: Docker, image: string): Promise<F
     }
     const overheadMs = wallMs - engine.ms - toolsMs;
     const kernelMs = kernel.ms - toolsMs;
+    // The worker removes the container after run.completed: wait for it, then split.
+    await worker.stop(5000);
+    const sandboxOps: Record<string, number> = {};
+    const afterOps: Record<string, number> = {};
+    let sandboxMs = 0;
+    for (const o of sandbox.ops) {
+      // Still going when the client saw run.completed: it did not hold the run up (the
+      // part before that moment still counts, it is inside the wall time).
+      const after = o.end > completedAt;
+      const into = after ? afterOps : sandboxOps;
+      into[o.op] = (into[o.op] ?? 0) + (o.end - o.start);
+      sandboxMs += Math.max(0, Math.min(o.end, completedAt) - o.start);
+    }
     return {
       wallMs,
       modelMs: engine.ms,
       toolsMs,
       overheadMs,
       overheadShare: overheadMs / wallMs,
-      sandboxMs: sandbox.ms,
-      sandboxOps: sandbox.ops,
+      sandboxMs,
+      sandboxOps,
+      afterOps,
       kernelMs,
-      restMs: overheadMs - sandbox.ms - kernelMs,
+      restMs: overheadMs - sandboxMs - kernelMs,
       personMs,
       steps: engine.steps,
       toolCalls,
@@ -346,7 +368,8 @@ async function oneRun(delays: boolean, docker: Docker, image: string): Promise<F
     await server.close(2000);
     await queue.close();
     await log.close();
-    await createDockerSandbox({ docker, managedLabel: label }).reap(() => false);
+    await boxes.close();
+    await boxes.reap(() => false);
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -380,17 +403,30 @@ function ms(n: number): string {
 }
 
 async function main(): Promise<number> {
-  let args: { runs: number; delays: boolean };
+  let args: Args;
   try {
     const { values } = parseArgs({
-      options: { runs: { type: "string", default: "1" }, delays: { type: "boolean" } },
+      options: {
+        runs: { type: "string", default: "1" },
+        delays: { type: "boolean" },
+        warm: { type: "string", default: String(WARM_SANDBOXES) },
+        "hold-ms": { type: "string", default: String(APPROVAL_HOLD_MS) },
+      },
       strict: true,
     });
-    args = { runs: Number(values.runs), delays: values.delays === true };
+    args = {
+      runs: Number(values.runs),
+      delays: values.delays === true,
+      warm: Number(values.warm),
+      holdMs: Number(values["hold-ms"]),
+    };
     if (!Number.isInteger(args.runs) || args.runs < 1) throw new Error("--runs must be >= 1");
+    if (!Number.isInteger(args.warm) || args.warm < 0) throw new Error("--warm must be >= 0");
+    if (!Number.isInteger(args.holdMs) || args.holdMs < 0)
+      throw new Error("--hold-ms must be >= 0");
   } catch (err) {
     process.stderr.write(
-      `bench/e2e: ${(err as Error).message}\nusage: node bench/e2e.ts [--runs N] [--delays]\n`,
+      `bench/e2e: ${(err as Error).message}\nusage: node bench/e2e.ts [--runs N] [--delays] [--warm N] [--hold-ms MS]\n`,
     );
     return 2;
   }
@@ -407,12 +443,12 @@ async function main(): Promise<number> {
   }
 
   process.stdout.write(
-    `bench/e2e: the demo scenario (examples/fix-failing-test, replay model, ${args.delays ? "with the demo's streaming delays" : "model delays 0"}), 1 warm-up + ${args.runs} run(s)\n`,
+    `bench/e2e: the demo scenario (examples/fix-failing-test, replay model, ${args.delays ? "with the demo's streaming delays" : "model delays 0"}; ${args.warm} warm sandbox(es), approval hold ${args.holdMs} ms), 1 warm-up + ${args.runs} run(s)\n`,
   );
   const all: Figures[] = [];
   try {
-    await oneRun(args.delays, docker, image); // warm-up: not reported
-    for (let i = 0; i < args.runs; i++) all.push(await oneRun(args.delays, docker, image));
+    await oneRun(args, docker, image); // warm-up: not reported
+    for (let i = 0; i < args.runs; i++) all.push(await oneRun(args, docker, image));
   } catch (err) {
     if (err instanceof CheckError) {
       process.stderr.write(`bench/e2e: FAILED: ${err.message}\n`);
@@ -438,10 +474,11 @@ async function main(): Promise<number> {
       `    model     time inside engine steps             ${ms(r.modelMs)} ${pct(r.modelMs)}`,
       `    tools     sum of tool.result durationMs        ${ms(r.toolsMs)} ${pct(r.toolsMs)}   (${list(r.perTool)} ms)`,
       `    overhead  the rest: agentd's own work          ${ms(r.overheadMs)} ${pct(r.overheadMs)}`,
-      `      sandbox lifecycle, workspace config read     ${ms(r.sandboxMs)} ${pct(r.sandboxMs)}   (${list(r.sandboxOps)} ms)`,
+      `      sandbox lifecycle                            ${ms(r.sandboxMs)} ${pct(r.sandboxMs)}   (${list(r.sandboxOps)} ms)`,
       `      kernel around the tools (decide, preview, events) ${ms(r.kernelMs)} ${pct(r.kernelMs)}`,
       `      event log, context, queue, API, stream       ${ms(r.restMs)} ${pct(r.restMs)}`,
-      `  approval wait excluded (worker released → ResolveApproval) ${ms(r.personMs)}`,
+      `  still going when run.completed arrived (not holding the run up): ${list(r.afterOps)} ms`,
+      `  approval wait excluded (approval.requested received → ResolveApproval) ${ms(r.personMs)}`,
       `  overhead share ${(100 * share).toFixed(1)}% (target <= ${100 * TARGET_SHARE}%): ${share <= TARGET_SHARE ? "OK" : "MISSED"}`,
       "",
     ].join("\n"),
@@ -450,6 +487,8 @@ async function main(): Promise<number> {
     `${JSON.stringify({
       bench: "e2e",
       delays: args.delays,
+      warm: args.warm,
+      holdMs: args.holdMs,
       runs: all,
       median: r,
       targets: { overheadShare: { target: TARGET_SHARE, ok: share <= TARGET_SHARE } },

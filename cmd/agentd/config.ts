@@ -87,6 +87,16 @@ export const FLAGS = {
     def: "10",
   },
   "max-steps": { env: "AGENTD_MAX_STEPS", help: "worker: model steps per run at most", def: "50" },
+  "approval-hold-ms": {
+    env: "AGENTD_APPROVAL_HOLD_MS",
+    help: "worker: how long a run waiting for an approval keeps its worker slot and container; approved within it, the run resumes at once in the same container; 0 pauses at once",
+    def: "60000",
+  },
+  "warm-sandboxes": {
+    env: "AGENTD_WARM_SANDBOXES",
+    help: "worker: started, empty sandboxes kept ready so a run only waits for its workspace to be copied in; 0 creates each one when a run starts",
+    def: "1",
+  },
   "price-table": {
     env: "AGENTD_PRICE_TABLE",
     help: "worker: YAML/JSON file of model prices {MODEL: {inputPerMTok, outputPerMTok}} in micro-dollars, over the defaults",
@@ -145,6 +155,8 @@ export const ConfigSchema = z.object({
   "lease-ttl-ms": z.coerce.number().int().min(1000).max(3_600_000),
   "tenant-limit": z.coerce.number().int().min(1).max(100_000),
   "max-steps": z.coerce.number().int().min(1).max(10_000),
+  "approval-hold-ms": z.coerce.number().int().min(0).max(3_600_000),
+  "warm-sandboxes": z.coerce.number().int().min(0).max(64),
   "price-table": z.string().min(1).optional(),
 });
 

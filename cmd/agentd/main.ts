@@ -44,7 +44,7 @@ import {
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
-import { createDockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
+import { createDockerSandbox, type DockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
 import { MemoryRunQueue } from "../../internal/scheduler/memory-run-queue.ts";
 import type { RunQueue } from "../../internal/scheduler/port.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
@@ -52,7 +52,7 @@ import { createApp } from "../../internal/server/app.ts";
 import { createDualServer } from "../../internal/server/dual-protocol.ts";
 import { createLogger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
-import { DEFAULT_RUN_LIMITS } from "../../internal/worker/run-driver.ts";
+import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 
@@ -81,6 +81,8 @@ const WORKER_FLAGS: FlagName[] = [
   "lease-ttl-ms",
   "tenant-limit",
   "max-steps",
+  "approval-hold-ms",
+  "warm-sandboxes",
   "price-table",
   "log-level",
 ];
@@ -98,6 +100,8 @@ const DEV_FLAGS: FlagName[] = [
   "replay",
   "skills-dir",
   "max-steps",
+  "approval-hold-ms",
+  "warm-sandboxes",
   "price-table",
   "log-level",
 ];
@@ -208,10 +212,18 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   if (log instanceof FileEventLog) await requeueOpenRuns(log, runs, queue, logger);
 
   let worker: Worker | undefined;
+  let sandbox: DockerSandbox | undefined;
   let reaper: NodeJS.Timeout | undefined;
   if (choice !== undefined) {
     const docker = new Docker();
-    const sandbox = createDockerSandbox({ docker });
+    const workerId = `${hostname()}:${process.pid}`;
+    const boxes = createDockerSandbox({ docker, warm: cfg["warm-sandboxes"], poolOwner: workerId });
+    sandbox = boxes;
+    // Warm containers for the policy's sandbox, in the background: the first run starts warm
+    // when they are ready in time, cold otherwise.
+    boxes
+      .prewarm(sandboxShape(policy.current()))
+      .catch((err: unknown) => logger.warn({ err }, "starting warm sandboxes failed"));
     const kernel = createKernel({
       log,
       policy: () => policy.current(),
@@ -220,7 +232,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     });
     worker = createWorker({
       queue,
-      workerId: `${hostname()}:${process.pid}`,
+      workerId,
       concurrency: cfg.concurrency,
       leaseTtlMs: cfg["lease-ttl-ms"],
       logger,
@@ -228,7 +240,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         log,
         kernel,
         engine: choice.engine,
-        sandbox,
+        sandbox: boxes,
         artifacts,
         policy: () => policy.current(),
         skillsDir: cfg["skills-dir"],
@@ -236,13 +248,14 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         model: choice.model,
         prices: priceTable(cfg),
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
+        approvalHoldMs: cfg["approval-hold-ms"],
       },
     });
     worker.start();
     // Containers of runs that ended (or whose worker died before removing them) go, now
     // and every minute.
     const reap = (): void =>
-      void sandbox
+      void boxes
         .reap(async (runId) => {
           const run = await runs.get(runId);
           // A run this log does not know belongs to another deployment on the same Docker
@@ -277,6 +290,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
   await worker?.stop(20_000);
+  await sandbox?.close();
   await server?.close(5000);
   await closeAll();
   await tracing?.shutdown();

@@ -21,7 +21,7 @@ import { ApprovalState, RunService, RunState } from "../gen/agentd/v1/run_servic
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { type Stack, startStack, TOKENS } from "../testing/api-fixtures.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { countingExecs, sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { assertGrpcError, grpc } from "../testing/grpc-run-client.ts";
 import { createKernel, type Kernel, type KernelRun } from "./kernel.ts";
 import { parsePolicy } from "./policy-loader.ts";
@@ -255,8 +255,10 @@ describe("approvals over the API", () => {
     assert.equal(resolvedEvents.length, 1, "one resolution in the log");
     const got = await stack.client.getRun(run.runId);
     assert.equal(got.run?.pendingApprovalId, "", "resumable");
+    // The preview's dry run read the file: the approved call only writes (one exec).
+    const counting = countingExecs(box);
     const out = await kernel.continueAfterApproval(
-      run,
+      { ...run, sandbox: counting.handle },
       {
         callId: "c4",
         tool: "repo.patch",
@@ -265,6 +267,7 @@ describe("approvals over the API", () => {
       { approved: true, reason: "" },
     );
     assert.equal(out.kind === "result" && out.ok, true);
+    assert.equal(counting.execs(), 1);
     const r = await box.exec({ argv: ["cat", ".env"], timeoutMs: 5000, maxOutputBytes: 1000 });
     assert.equal(r.stdout, "A=2\n");
   });

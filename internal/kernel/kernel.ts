@@ -220,6 +220,14 @@ export function createKernel(opts: KernelOptions): Kernel {
     };
   }
 
+  /**
+   * Sandbox work a preview did that its call reuses when it runs (repo.patch: the read and
+   * plan), per call id, with how long it took (counted into the call's durationMs: the
+   * call's own work, done early). Bounded: entries of calls never run are dropped oldest first.
+   */
+  const prepared = new Map<string, { value: unknown; ms: number }>();
+  const MAX_PREPARED = 1000;
+
   async function preview(
     run: KernelRun,
     policy: Policy,
@@ -229,10 +237,14 @@ export function createKernel(opts: KernelOptions): Kernel {
   ): Promise<PreviewData> {
     const a = d.assessment;
     if (call.tool === "repo.patch") {
-      const { summary } = await planPatch(
+      const started = now();
+      const planned = await planPatch(
         toolContext(run, policy, call.tool),
         d.input as { path: string },
       );
+      prepared.set(call.callId, { value: planned, ms: now() - started });
+      if (prepared.size > MAX_PREPARED) prepared.delete(prepared.keys().next().value as string);
+      const { summary } = planned;
       return {
         summary: `${summary.deleted ? "delete" : summary.created ? "create" : "patch"} ${summary.path}: ${summary.hunks} hunk(s), +${summary.linesAdded} -${summary.linesRemoved}`,
         files: [summary.path],
@@ -275,14 +287,18 @@ export function createKernel(opts: KernelOptions): Kernel {
       keys: isCommand ? policy.redaction.keys : [],
       patterns: policy.redaction.patterns,
     });
-    const started = now();
+    const early = prepared.get(call.callId);
+    prepared.delete(call.callId);
+    const started = now() - (early?.ms ?? 0);
     let output: unknown;
     let error: { code: string; message: string } | undefined;
     const live = createLiveOutput(run, redactor, call.callId);
     try {
-      const { value } = await res.resolve(d.input);
+      const { value, used } = await res.resolve(d.input);
       const tool = toolByName(call.tool) as NonNullable<ReturnType<typeof toolByName>>;
       const ctx = toolContext(run, policy, call.tool, live.push);
+      // A preview saw the input without secret values: reuse it only for plain inputs.
+      if (early !== undefined && used.length === 0) ctx.prepared = early.value;
       output = await tool.execute(ctx, value as never);
     } catch (err) {
       error = isAgentdError(err)

@@ -13,7 +13,14 @@ import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
 import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { tarOf } from "../testing/tar.ts";
-import { LABEL_MANAGED, LABEL_RUN, LABEL_TENANT } from "./docker-sandbox.ts";
+import {
+  containerName,
+  createDockerSandbox,
+  LABEL_MANAGED,
+  LABEL_POOL,
+  LABEL_RUN,
+  LABEL_TENANT,
+} from "./docker-sandbox.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "./port.ts";
 import {
   normaliseWorkspaceArchive,
@@ -303,5 +310,104 @@ describe("reaper", () => {
       "the live run's container stays",
     );
     assert.equal((await sandbox.find(box.runId))?.id, box.id);
+  });
+});
+
+describe("warm containers", () => {
+  const shape = () => ({ image, limits: TEST_LIMITS, network: "none" as const });
+
+  it("hands a started, hardened container to a run, renamed for it, and refills the pool", async () => {
+    const label = `test-warm-${ulid().toLowerCase()}`;
+    const owner = `owner-${ulid().toLowerCase()}`;
+    const warm = createDockerSandbox({ docker, managedLabel: label, warm: 1, poolOwner: owner });
+    const pooled = async () =>
+      (await docker.listContainers({ all: true, filters: { label: [`${LABEL_POOL}=${owner}`] } }))
+        .filter((c) => c.Names.some((n) => n.includes(".pool.")))
+        .map((c) => c.Id);
+    try {
+      await warm.prewarm(shape());
+      const [ready, ...more] = await pooled();
+      assert.ok(ready !== undefined && more.length === 0, "one warm container");
+      const runId = ulid();
+      const tar = await packWorkspace([
+        { path: "w.txt", type: "file", mode: 0o644, data: Buffer.from("warm\n") },
+      ]);
+      const h = await warm.create({ ...shape(), runId, tenantId: "acme", workspaceTar: tar });
+      assert.equal(h.id, ready, "the warm container was taken");
+      const info = await docker.getContainer(h.id).inspect();
+      assert.equal(info.Name, `/${containerName(label, runId)}`);
+      assert.equal(info.HostConfig.ReadonlyRootfs, true);
+      assert.deepEqual(info.HostConfig.CapDrop, ["ALL"]);
+      assert.equal(info.HostConfig.NetworkMode, "none");
+      assert.equal(info.HostConfig.Memory, TEST_LIMITS.memoryBytes);
+      const r = await run(h, "id -u; cat w.txt; ls -ln w.txt | awk '{print $3}'");
+      assert.equal(r.stdout, "1000\nwarm\n1000\n");
+      assert.equal((await warm.find(runId))?.id, h.id, "found by the run's name");
+      // The diff is against the workspace the run got (exported through PID 1).
+      await run(h, "echo more >> w.txt; mkdir -p d && printf 'x' > d/new.bin");
+      const d = await h.diff();
+      assert.deepEqual([d.modified, d.added], [["w.txt"], ["d/new.bin"]]);
+      // A file the sandbox user cannot read: tar in the sandbox fails, the engine's archive
+      // API (root) still exports everything.
+      await run(h, "printf 'secret' > locked.txt && chmod 000 locked.txt");
+      assert.deepEqual((await h.diff()).added.sort(), ["d/new.bin", "locked.txt"]);
+      // Refilled behind the take.
+      for (let i = 0; i < 100 && (await pooled()).filter((id) => id !== h.id).length === 0; i++)
+        await new Promise((r) => setTimeout(r, 50));
+      assert.equal((await pooled()).filter((id) => id !== h.id).length, 1, "refilled");
+      // A run never gets a container of another shape.
+      const other = await warm.create({
+        ...shape(),
+        limits: { ...TEST_LIMITS, pids: 48 },
+        runId: ulid(),
+        tenantId: "acme",
+      });
+      assert.equal((await docker.getContainer(other.id).inspect()).HostConfig.PidsLimit, 48);
+      await other.destroy();
+      await h.destroy();
+    } finally {
+      await warm.close();
+      assert.deepEqual(await pooled(), [], "close() removes the idle warm containers");
+      await warm.reap(() => false);
+    }
+  });
+
+  it("reap() removes another process's abandoned warm containers, never its own", async () => {
+    const label = `test-warm-${ulid().toLowerCase()}`;
+    const mine = createDockerSandbox({ docker, managedLabel: label, warm: 1, poolOwner: "a" });
+    // Another process of the same deployment, an hour later.
+    const later = createDockerSandbox({
+      docker,
+      managedLabel: label,
+      warm: 1,
+      poolOwner: "b",
+      now: () => Date.now() + 60 * 60_000,
+    });
+    const warmOf = async (owner: string) =>
+      (await docker.listContainers({ all: true, filters: { label: [`${LABEL_POOL}=${owner}`] } }))
+        .length;
+    try {
+      await mine.prewarm(shape());
+      assert.equal(await warmOf("a"), 1);
+      await mine.reap(() => false);
+      assert.equal(await warmOf("a"), 1, "its own warm container stays");
+      await later.reap(() => true);
+      assert.equal(await warmOf("a"), 0, "an hour-old warm container of a dead process goes");
+    } finally {
+      await mine.close();
+      await later.close();
+      await mine.reap(() => false);
+    }
+  });
+
+  it("find() clears a dead container holding the run's name; create() then starts afresh", async () => {
+    const runId = ulid();
+    const h = await sandbox.create({ ...shape(), runId, tenantId: "acme" });
+    await docker.getContainer(h.id).kill();
+    assert.equal(await sandbox.find(runId), undefined);
+    await assert.rejects(docker.getContainer(h.id).inspect(), /no such container/i);
+    const again = await sandbox.create({ ...shape(), runId, tenantId: "acme" });
+    assert.equal((await run(again, "echo ok")).stdout, "ok\n");
+    await again.destroy();
   });
 });

@@ -7,7 +7,7 @@
  * Must never: bind-mount a host path, mount the Docker socket, run anything privileged,
  * or leave a process running past its timeout.
  */
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import type { Duplex } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import type Docker from "dockerode";
@@ -29,6 +29,8 @@ import { diffWorkspaces } from "./workspace-diff.ts";
 export const LABEL_RUN = "agentd.run-id";
 export const LABEL_TENANT = "agentd.tenant";
 export const LABEL_MANAGED = "agentd.managed";
+/** On warm containers: the process that keeps them (DockerSandboxOptions.poolOwner). */
+export const LABEL_POOL = "agentd.pool";
 
 export interface DockerSandboxOptions {
   docker: Docker;
@@ -37,15 +39,93 @@ export interface DockerSandboxOptions {
    * Default "true"; tests use a unique value so they never touch each other's containers.
    */
   managedLabel?: string;
+  /**
+   * Started, empty containers kept ready per sandbox shape (image, limits, network, env):
+   * a run then only waits for its workspace to be copied in, not for a container to be
+   * created and started. Default 0 (every create is cold).
+   */
+  warm?: number;
+  /**
+   * Who keeps the warm containers (label agentd.pool), e.g. the worker id; default a
+   * random id. Lets an operator (or a test) find the warm containers of one process.
+   */
+  poolOwner?: string;
+  /**
+   * A warm container idle for longer is not handed out (it is replaced); other processes'
+   * warm containers older than twice this are removed by reap() (their process died).
+   * Default 10 minutes.
+   */
+  warmMaxAgeMs?: number;
+  now?: () => number;
+}
+
+/** The shape of a sandbox without its run: what a warm container is made for. */
+export type SandboxShape = Omit<SandboxSpec, "runId" | "tenantId" | "workspaceTar">;
+
+export interface DockerSandbox extends Sandbox {
+  /**
+   * Fills the warm pool for `shape` (no-op without `warm`); resolves when it is full. A
+   * worker calls it at start with its policy's shape, so even its first run starts warm.
+   */
+  prewarm(shape: SandboxShape): Promise<void>;
+  /** Removes this instance's idle warm containers and stops refilling. */
+  close(): Promise<void>;
 }
 
 const SANDBOX_USER = "1000:1000";
 /** PID 1 of every sandbox: sleeps until the container is removed. */
 const IDLE_CMD = ["sleep", "2147483647"];
+/**
+ * PID 1 of a warm container, a small control loop on its attached stdin/stdout (the
+ * attach is made before the start, so nothing is missed): it reads the size of its run's
+ * workspace archive, unpacks that many bytes as the sandbox user and says so; then it
+ * answers "export NONCE" with the workspace as a tar and a trailer naming the nonce and
+ * tar's exit status. Handing a workspace over and taking it back are pipe transfers, not
+ * docker cp calls. When stdin closes (the worker went away) it sleeps like IDLE_CMD, so a
+ * worker taking the run over finds the container. The archive was validated and
+ * normalised before (relative paths under the root, owned by uid 1000, no set-id bits).
+ */
+const WARM_SH = `read -r n || exit 1
+head -c "$n" | tar -x -p -f - -C /workspace || exit 1
+echo agentd-ready
+while read -r cmd nonce; do
+  [ "$cmd" = export ] || break
+  tar -c -f - -C /workspace .; s=$?
+  printf '\\nagentd-done %s %s\\n' "$nonce" "$s"
+done
+exec sleep 2147483647`;
+const WARM_CMD = ["sh", "-c", WARM_SH];
+const WARM_READY = "agentd-ready\n";
+/** A workspace bigger than this is unpacked by the slow path (docker cp into a cold container). */
+const WARM_MAX_TAR_BYTES = 256 * 1024 * 1024;
 
-export function createDockerSandbox(opts: DockerSandboxOptions): Sandbox {
+/**
+ * A run's container is named `agentd-<managed key>.<run id>` (run ids have no dots): find()
+ * is one lookup, and a warm container, created before its run was known (labels cannot be
+ * changed), becomes the run's by a rename. Warm containers are `agentd-<key>.pool.<id>`.
+ */
+export function containerName(managed: string, runId: string): string {
+  return `${namePrefix(managed)}${runId}`;
+}
+
+function namePrefix(managed: string): string {
+  return `agentd-${createHash("sha256").update(managed).digest("hex").slice(0, 8)}.`;
+}
+
+export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
   const docker = opts.docker;
   const managed = opts.managedLabel ?? "true";
+  const prefix = namePrefix(managed);
+  const warmTarget = opts.warm ?? 0;
+  const poolOwner = opts.poolOwner ?? randomUUID();
+  const maxAge = opts.warmMaxAgeMs ?? 10 * 60_000;
+  const now = opts.now ?? Date.now;
+  /** Ready warm containers per shape key (oldest first) and fills under way. */
+  const pool = new Map<string, WarmContainer[]>();
+  const filling = new Map<string, Promise<void>>();
+  /** Ids of every warm container this instance made and did not hand out or remove. */
+  const mine = new Set<string>();
+  let closed = false;
 
   const handleFor = (
     container: Docker.Container,
@@ -53,62 +133,173 @@ export function createDockerSandbox(opts: DockerSandboxOptions): Sandbox {
     baseTar: Uint8Array | undefined,
   ): SandboxHandle => new DockerSandboxHandle(container, runId, baseTar);
 
+  function containerOptions(
+    shape: SandboxShape,
+    name: string,
+    labels: Record<string, string>,
+  ): Docker.ContainerCreateOptions {
+    const env = Object.entries({ HOME: "/tmp", ...shape.env }).map(([k, v]) => `${k}=${v}`);
+    return {
+      name,
+      Image: shape.image,
+      Cmd: IDLE_CMD,
+      User: SANDBOX_USER,
+      WorkingDir: WORKSPACE,
+      Env: env,
+      Labels: { ...labels, [LABEL_MANAGED]: managed },
+      NetworkDisabled: shape.network === "none",
+      Volumes: { [WORKSPACE]: {} },
+      HostConfig: {
+        NetworkMode: shape.network === "none" ? "none" : "bridge",
+        CapDrop: ["ALL"],
+        SecurityOpt: ["no-new-privileges"],
+        ReadonlyRootfs: true,
+        Tmpfs: { "/tmp": `rw,nosuid,nodev,size=${Math.floor(shape.limits.tmpBytes)},mode=1777` },
+        Memory: Math.floor(shape.limits.memoryBytes),
+        MemorySwap: Math.floor(shape.limits.memoryBytes),
+        NanoCpus: Math.floor(shape.limits.cpus * 1e9),
+        PidsLimit: shape.limits.pids,
+        Init: true,
+        Privileged: false,
+        IpcMode: "private",
+      },
+    };
+  }
+
+  const shapeKey = (s: SandboxShape): string =>
+    JSON.stringify([s.image, s.limits, s.network, Object.entries(s.env ?? {}).sort()]);
+
+  /** Tops the pool of `shape` up to `warm` ready containers (one fill at a time per shape). */
+  function fill(shape: SandboxShape): Promise<void> {
+    const key = shapeKey(shape);
+    const running = filling.get(key);
+    if (running !== undefined) return running;
+    const p = (async () => {
+      for (;;) {
+        const ready = pool.get(key) ?? [];
+        if (closed || ready.length >= warmTarget) return;
+        const c = await docker.createContainer({
+          ...containerOptions(shape, `${prefix}pool.${randomUUID()}`, { [LABEL_POOL]: poolOwner }),
+          Cmd: WARM_CMD,
+          OpenStdin: true,
+          StdinOnce: true,
+          AttachStdin: true,
+          AttachStdout: true,
+          AttachStderr: true,
+        });
+        mine.add(c.id);
+        let w: WarmContainer;
+        try {
+          w = await WarmContainer.start(c, now());
+        } catch (err) {
+          mine.delete(c.id);
+          await c.remove({ force: true, v: true }).catch(() => undefined);
+          throw err;
+        }
+        if (closed) {
+          mine.delete(c.id);
+          await w.discard();
+          return;
+        }
+        pool.set(key, [...(pool.get(key) ?? []), w]);
+      }
+    })().finally(() => filling.delete(key));
+    filling.set(key, p);
+    return p;
+  }
+
+  /** A ready warm container for `shape`, if one young enough is there; refills behind. */
+  function take(shape: SandboxShape): WarmContainer | undefined {
+    if (warmTarget <= 0 || closed) return undefined;
+    const key = shapeKey(shape);
+    // Runs of one worker share its policy's shape: another shape's containers are left
+    // over from before a policy reload and go.
+    for (const [k, idle] of pool) {
+      if (k === key) continue;
+      pool.delete(k);
+      for (const w of idle) {
+        mine.delete(w.container.id);
+        void w.discard();
+      }
+    }
+    const ready = pool.get(key) ?? [];
+    let got: WarmContainer | undefined;
+    while (got === undefined && ready.length > 0) {
+      const w = ready.shift() as WarmContainer;
+      mine.delete(w.container.id);
+      if (now() - w.at <= maxAge && w.alive()) got = w;
+      else void w.discard();
+    }
+    // A failed refill only means the next create is cold.
+    fill(shape).catch(() => undefined);
+    return got;
+  }
+
   return {
     async create(spec: SandboxSpec): Promise<SandboxHandle> {
-      const env = Object.entries({ HOME: "/tmp", ...spec.env }).map(([k, v]) => `${k}=${v}`);
+      const tar =
+        spec.workspaceTar !== undefined && spec.workspaceTar.byteLength > 0
+          ? Buffer.from(spec.workspaceTar)
+          : undefined;
+      const base = spec.workspaceTar ?? (await packWorkspace([]));
+      const warm = base.byteLength <= WARM_MAX_TAR_BYTES ? take(spec) : undefined;
+      if (warm !== undefined) {
+        try {
+          // The workspace goes in through PID 1's stdin; the rename makes the container the
+          // run's (find, reap).
+          await Promise.all([
+            warm.unpack(base),
+            warm.container.rename({ name: containerName(managed, spec.runId) }),
+          ]);
+          return new DockerSandboxHandle(warm.container, spec.runId, base, warm);
+        } catch {
+          // Gone meanwhile (removed by hand, engine restarted) or the unpack failed: make
+          // one the slow way.
+          await warm.discard();
+        }
+      }
       let container: Docker.Container;
       try {
-        container = await docker.createContainer({
-          Image: spec.image,
-          Cmd: IDLE_CMD,
-          User: SANDBOX_USER,
-          WorkingDir: WORKSPACE,
-          Env: env,
-          Labels: {
+        container = await docker.createContainer(
+          containerOptions(spec, containerName(managed, spec.runId), {
             [LABEL_RUN]: spec.runId,
             [LABEL_TENANT]: spec.tenantId,
-            [LABEL_MANAGED]: managed,
-          },
-          NetworkDisabled: spec.network === "none",
-          Volumes: { [WORKSPACE]: {} },
-          HostConfig: {
-            NetworkMode: spec.network === "none" ? "none" : "bridge",
-            CapDrop: ["ALL"],
-            SecurityOpt: ["no-new-privileges"],
-            ReadonlyRootfs: true,
-            Tmpfs: { "/tmp": `rw,nosuid,nodev,size=${Math.floor(spec.limits.tmpBytes)},mode=1777` },
-            Memory: Math.floor(spec.limits.memoryBytes),
-            MemorySwap: Math.floor(spec.limits.memoryBytes),
-            NanoCpus: Math.floor(spec.limits.cpus * 1e9),
-            PidsLimit: spec.limits.pids,
-            Init: true,
-            Privileged: false,
-            IpcMode: "private",
-          },
-        });
+          }),
+        );
       } catch (err) {
         throw dockerError(err, `create the sandbox of run ${spec.runId}`, spec.image);
       }
       try {
-        if (spec.workspaceTar !== undefined && spec.workspaceTar.byteLength > 0) {
+        if (tar !== undefined) {
           // The workspace volume exists from create on; docker extracts into it (a volume
           // is writable even with a read-only root). Paths were validated before.
-          await container.putArchive(Buffer.from(spec.workspaceTar), { path: WORKSPACE });
+          await container.putArchive(tar, { path: WORKSPACE });
         }
         await container.start();
       } catch (err) {
         await container.remove({ force: true, v: true }).catch(() => undefined);
         throw dockerError(err, `start the sandbox of run ${spec.runId}`, spec.image);
       }
-      return handleFor(container, spec.runId, spec.workspaceTar ?? (await packWorkspace([])));
+      return handleFor(container, spec.runId, base);
     },
 
     async find(runId: string): Promise<SandboxHandle | undefined> {
-      const list = await docker.listContainers({
-        filters: { label: [`${LABEL_RUN}=${runId}`, `${LABEL_MANAGED}=${managed}`] },
-      });
-      const c = list[0];
-      return c === undefined ? undefined : handleFor(docker.getContainer(c.Id), runId, undefined);
+      const c = docker.getContainer(containerName(managed, runId));
+      let info: Docker.ContainerInspectInfo;
+      try {
+        info = await c.inspect();
+      } catch (err) {
+        if ((err as { statusCode?: number }).statusCode === 404) return undefined;
+        throw dockerError(err, `find the sandbox of run ${runId}`);
+      }
+      if (info.Config.Labels[LABEL_MANAGED] !== managed) return undefined;
+      if (!info.State.Running) {
+        // A dead container (its PID 1 was killed) holds the run's name: the caller owns the
+        // run and starts over from the last snapshot.
+        await c.remove({ force: true, v: true }).catch(() => undefined);
+        return undefined;
+      }
+      return handleFor(docker.getContainer(info.Id), runId, undefined);
     },
 
     async reap(isLive): Promise<string[]> {
@@ -117,21 +308,184 @@ export function createDockerSandbox(opts: DockerSandboxOptions): Sandbox {
         filters: { label: [`${LABEL_MANAGED}=${managed}`] },
       });
       const reaped: string[] = [];
-      for (const c of list) {
-        const runId = c.Labels[LABEL_RUN];
-        if (runId === undefined || (await isLive(runId))) continue;
-        await docker
-          .getContainer(c.Id)
+      const remove = (id: string, what: string) =>
+        docker
+          .getContainer(id)
           .remove({ force: true, v: true })
-          .then(() => reaped.push(runId))
           .catch((err: { statusCode?: number }) => {
-            if (err.statusCode !== 404)
-              throw dockerError(err, `remove the sandbox of run ${runId}`);
+            if (err.statusCode !== 404) throw dockerError(err, `remove ${what}`);
           });
+      for (const c of list) {
+        const name = (c.Names[0] ?? "").replace(/^\//, "");
+        const rest = name.startsWith(prefix) ? name.slice(prefix.length) : undefined;
+        if (c.Labels[LABEL_POOL] !== undefined && rest?.startsWith("pool.")) {
+          // Another process's warm container that exited (its keeper went before handing it
+          // out: stdin closed) or is too old to be handed out: abandoned. One just created
+          // and not started yet is left alone.
+          const exited = c.State === "exited" || c.State === "dead";
+          if (!mine.has(c.Id) && (exited || now() - c.Created * 1000 > 2 * maxAge))
+            await remove(c.Id, "an abandoned warm sandbox");
+          continue;
+        }
+        const runId = c.Labels[LABEL_RUN] ?? rest;
+        if (runId === undefined || (await isLive(runId))) continue;
+        await remove(c.Id, `the sandbox of run ${runId}`).then(() => reaped.push(runId));
       }
       return reaped;
     },
+
+    async prewarm(shape: SandboxShape): Promise<void> {
+      if (warmTarget > 0 && !closed) await fill(shape);
+    },
+
+    async close(): Promise<void> {
+      closed = true;
+      await Promise.allSettled(filling.values());
+      const idle = [...pool.values()].flat();
+      pool.clear();
+      await Promise.allSettled(
+        idle.map((w) => {
+          mine.delete(w.container.id);
+          return w.discard();
+        }),
+      );
+    },
   };
+}
+
+/**
+ * A started warm container and the control channel to its PID 1 (WARM_SH). Any failure
+ * of the channel only makes the caller fall back to the docker API.
+ */
+class WarmContainer {
+  readonly container: Docker.Container;
+  readonly at: number;
+  readonly #io: Duplex;
+  /** stdout since the last request, and a little stderr for error messages. */
+  #out: Buffer[] = [];
+  #outBytes = 0;
+  #err = "";
+  #ended = false;
+  #busy: Promise<unknown> = Promise.resolve();
+  readonly #waiters = new Set<() => void>();
+
+  private constructor(container: Docker.Container, io: Duplex, at: number) {
+    this.container = container;
+    this.at = at;
+    this.#io = io;
+    demux(io, (name, chunk) => {
+      if (name === "stdout") {
+        this.#out.push(chunk);
+        this.#outBytes += chunk.length;
+      } else if (this.#err.length < 4096) this.#err += chunk.toString("utf8");
+      this.#wake();
+    });
+    const end = (): void => {
+      this.#ended = true;
+      this.#wake();
+    };
+    io.on("end", end);
+    io.on("close", end);
+    io.on("error", end);
+  }
+
+  /** Attaches (before the start, so nothing is missed) and starts the container. */
+  static async start(container: Docker.Container, at: number): Promise<WarmContainer> {
+    const io = (await container.attach({
+      stream: true,
+      stdin: true,
+      stdout: true,
+      stderr: true,
+      hijack: true,
+    })) as unknown as Duplex;
+    const w = new WarmContainer(container, io, at);
+    try {
+      await container.start();
+    } catch (err) {
+      io.destroy();
+      throw err;
+    }
+    return w;
+  }
+
+  alive(): boolean {
+    return !this.#ended;
+  }
+
+  /** Streams the workspace archive into PID 1 and waits until it is unpacked. */
+  async unpack(tar: Uint8Array, timeoutMs = 60_000): Promise<void> {
+    await this.#request(
+      [Buffer.from(`${tar.byteLength}\n`), Buffer.from(tar.buffer, tar.byteOffset, tar.byteLength)],
+      (out) => (out.toString("latin1").includes(WARM_READY) ? true : undefined),
+      timeoutMs,
+    );
+  }
+
+  /** The workspace as a tar, from PID 1. */
+  async exportWorkspace(timeoutMs = 120_000): Promise<Buffer> {
+    const nonce = randomUUID();
+    const trailer = Buffer.from(`\nagentd-done ${nonce} `, "latin1");
+    return this.#request(
+      [Buffer.from(`export ${nonce}\n`)],
+      (out) => {
+        if (out.at(-1) !== 0x0a) return undefined;
+        const at = out.lastIndexOf(trailer);
+        if (at < 0) return undefined;
+        const status = out.subarray(at + trailer.length, out.length - 1).toString("latin1");
+        if (status !== "0") throw new Error(`tar in the sandbox exited ${status}: ${this.#err}`);
+        return out.subarray(0, at);
+      },
+      timeoutMs,
+    );
+  }
+
+  /** Stops talking to PID 1 (it then sleeps); the container stays. */
+  close(): void {
+    this.#io.destroy();
+  }
+
+  async discard(): Promise<void> {
+    this.#io.destroy();
+    await this.container.remove({ force: true, v: true }).catch(() => undefined);
+  }
+
+  /** Sends `data`, then waits until `done` finds the answer in the stdout received since. */
+  #request<T>(data: Buffer[], done: (out: Buffer) => T | undefined, timeoutMs: number): Promise<T> {
+    const run = async (): Promise<T> => {
+      this.#out = [];
+      this.#outBytes = 0;
+      this.#err = "";
+      for (const d of data) this.#io.write(d);
+      const deadline = Date.now() + timeoutMs;
+      let seen = -1;
+      for (;;) {
+        if (this.#outBytes !== seen) {
+          seen = this.#outBytes;
+          const out = this.#out.length === 1 ? (this.#out[0] as Buffer) : Buffer.concat(this.#out);
+          this.#out = [out];
+          const answer = done(out);
+          if (answer !== undefined) return answer;
+        }
+        if (this.#ended) throw new Error(`the warm sandbox's PID 1 went away: ${this.#err}`);
+        if (Date.now() > deadline) throw new Error("the warm sandbox did not answer in time");
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, Math.max(1, deadline - Date.now()));
+          this.#waiters.add(() => {
+            clearTimeout(t);
+            resolve();
+          });
+        });
+      }
+    };
+    const p = this.#busy.then(run, run);
+    this.#busy = p.catch(() => undefined);
+    return p;
+  }
+
+  #wake(): void {
+    for (const w of this.#waiters) w();
+    this.#waiters.clear();
+  }
 }
 
 class DockerSandboxHandle implements SandboxHandle {
@@ -139,14 +493,22 @@ class DockerSandboxHandle implements SandboxHandle {
   readonly runId: string;
   readonly #container: Docker.Container;
   readonly #baseTar: Uint8Array | undefined;
+  /** The control channel of a container that started warm (exports without docker cp). */
+  #channel: WarmContainer | undefined;
   #oomKills = 0;
   #destroyed = false;
 
-  constructor(container: Docker.Container, runId: string, baseTar: Uint8Array | undefined) {
+  constructor(
+    container: Docker.Container,
+    runId: string,
+    baseTar: Uint8Array | undefined,
+    channel?: WarmContainer,
+  ) {
     this.#container = container;
     this.id = container.id;
     this.runId = runId;
     this.#baseTar = baseTar;
+    this.#channel = channel;
   }
 
   async exec(req: ExecRequest): Promise<ExecResult> {
@@ -282,6 +644,16 @@ class DockerSandboxHandle implements SandboxHandle {
   }
 
   async exportWorkspace(): Promise<Buffer> {
+    if (this.#channel?.alive()) {
+      try {
+        return await this.#channel.exportWorkspace();
+      } catch {
+        // The channel broke (its PID 1 was killed, a file tar cannot read as the sandbox
+        // user): the engine's archive API reads as root.
+        this.#channel.close();
+        this.#channel = undefined;
+      }
+    }
     try {
       const stream = await this.#container.getArchive({ path: `${WORKSPACE}/.` });
       const chunks: Buffer[] = [];
@@ -316,6 +688,7 @@ class DockerSandboxHandle implements SandboxHandle {
   async destroy(): Promise<void> {
     if (this.#destroyed) return;
     this.#destroyed = true;
+    this.#channel?.close();
     await this.#container.remove({ force: true, v: true }).catch((err: { statusCode?: number }) => {
       if (err.statusCode !== 404) throw dockerError(err, `remove the sandbox of run ${this.runId}`);
     });

@@ -10,11 +10,12 @@
  * when a test failed halfway (stop() is safe to call in any state, and more than once).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { parseDocument } from "yaml";
 import { RedisEventLog } from "../eventlog/redis-event-log.ts";
+import { containerName, LABEL_POOL, LABEL_RUN } from "../sandbox/docker-sandbox.ts";
 import { RedisRunQueue } from "../scheduler/redis-run-queue.ts";
 import { type AgentdProcess, startAgentd } from "./agentd-process.ts";
 import { requireDocker, sandboxImage } from "./docker.ts";
@@ -34,6 +35,8 @@ export interface ClusterOptions {
   leaseTtlMs?: number;
   /** `--concurrency` of each worker. Default 2. */
   concurrency?: number;
+  /** More flags for every worker, e.g. ["--approval-hold-ms", "0"]. */
+  workerFlags?: string[];
   /** The model: answers every chat-completions request of every worker. */
   script: (req: StubRequest) => StubReply | Promise<StubReply>;
 }
@@ -54,11 +57,11 @@ export interface Cluster {
   docker: Docker;
   policyFile: string;
   artifactDir: string;
-  /** Starts one more worker with the cluster's flags. */
-  startWorker(): Promise<AgentdProcess>;
+  /** Starts one more worker with the cluster's flags (and `extraFlags`, which win). */
+  startWorker(extraFlags?: string[]): Promise<AgentdProcess>;
   /** The live worker whose id (`host:pid`, as in run.started) is `workerId`. */
   workerOf(workerId: string): AgentdProcess | undefined;
-  /** Ids of the containers labelled with the run (running or not). */
+  /** Ids of the run's containers, running or not (labelled with it, or a warm one renamed for it). */
   containersOf(runId: string): Promise<string[]>;
   /** Remembers a run, so stop() removes its containers even if the test failed. */
   track(runId: string): void;
@@ -97,11 +100,24 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   let stopped = false;
 
   const containersOf = async (runId: string): Promise<string[]> => {
-    const list = await docker.listContainers({
-      all: true,
-      filters: { label: [`agentd.run-id=${runId}`] },
-    });
-    return list.map((c) => c.Id);
+    const [labelled, named] = await Promise.all([
+      docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN}=${runId}`] } }),
+      // The name filter matches substrings: keep exact names only.
+      docker.listContainers({ all: true, filters: { name: [containerName("true", runId)] } }),
+    ]);
+    const exact = `/${containerName("true", runId)}`;
+    return [
+      ...new Set([
+        ...labelled.map((c) => c.Id),
+        ...named.filter((c) => c.Names.includes(exact)).map((c) => c.Id),
+      ]),
+    ];
+  };
+  /** Warm containers of the workers (a SIGKILLed worker cannot remove its own). */
+  const warmContainers = async (): Promise<string[]> => {
+    const owners = new Set(workers.map((w) => `${hostname()}:${w.pid}`));
+    const list = await docker.listContainers({ all: true, filters: { label: [LABEL_POOL] } });
+    return list.filter((c) => owners.has(c.Labels[LABEL_POOL] ?? "")).map((c) => c.Id);
   };
 
   const stop = async (): Promise<void> => {
@@ -110,12 +126,17 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     await Promise.allSettled(processes.map((p) => p.kill()));
     client?.close();
     const removeContainers = () =>
-      Promise.allSettled(
-        [...runs].map(async (runId) => {
+      Promise.allSettled([
+        ...[...runs].map(async (runId) => {
           for (const id of await containersOf(runId))
             await docker.getContainer(id).remove({ force: true, v: true });
         }),
-      );
+        warmContainers().then((ids) =>
+          Promise.allSettled(
+            ids.map((id) => docker.getContainer(id).remove({ force: true, v: true })),
+          ),
+        ),
+      ]);
     await Promise.allSettled([log?.close(), queue?.close(), stub?.close(), removeContainers()]);
     // A create a killed worker had in flight may still land in the engine: look once more.
     await new Promise((r) => setTimeout(r, 300));
@@ -137,10 +158,15 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       "--lease-ttl-ms",
       leaseTtl,
     ];
-    const workerFlags = [...common, "--concurrency", String(opts.concurrency ?? 2)];
+    const workerFlags = [
+      ...common,
+      "--concurrency",
+      String(opts.concurrency ?? 2),
+      ...(opts.workerFlags ?? []),
+    ];
     const workerEnv = { OPENAI_API_KEY: "test", OPENAI_BASE_URL: stub.baseURL };
-    const startWorker = async (): Promise<AgentdProcess> => {
-      const w = await startAgentd("worker", workerFlags, { env: workerEnv });
+    const startWorker = async (extraFlags: string[] = []): Promise<AgentdProcess> => {
+      const w = await startAgentd("worker", [...workerFlags, ...extraFlags], { env: workerEnv });
       processes.push(w);
       workers.push(w);
       return w;

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { ulid } from "ulid";
 import { createDockerSandbox } from "../sandbox/docker-sandbox.ts";
-import type { Sandbox, SandboxLimits } from "../sandbox/port.ts";
+import type { Sandbox, SandboxHandle, SandboxLimits } from "../sandbox/port.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -59,3 +59,22 @@ export const TEST_LIMITS: SandboxLimits = {
   pids: 64,
   tmpBytes: 16 * 1024 * 1024,
 };
+
+/** `box` with a count of the execs made through it. */
+export function countingExecs(box: SandboxHandle): { handle: SandboxHandle; execs(): number } {
+  let n = 0;
+  return {
+    handle: {
+      id: box.id,
+      runId: box.runId,
+      exec: (req) => {
+        n++;
+        return box.exec(req);
+      },
+      exportWorkspace: () => box.exportWorkspace(),
+      diff: (base) => box.diff(base),
+      destroy: () => box.destroy(),
+    },
+    execs: () => n,
+  };
+}

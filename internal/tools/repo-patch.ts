@@ -7,19 +7,32 @@
 import { applyPatch, formatPatch, parsePatch, type StructuredPatch, structuredPatch } from "diff";
 import { z } from "zod";
 import { AgentdError, invalid } from "../errors.ts";
-import { checkPath, RESOLVE_SH } from "./jail.ts";
+import { checkDenied, checkPath, RESOLVE_SH } from "./jail.ts";
 import { resolvedAnswer, runScript } from "./sandbox-script.ts";
 import { defineTool, type ToolContext } from "./tool.ts";
 
 const MAX_FILE = 8 * 1024 * 1024;
 
-/** Prints the resolved path, then whether the file exists ("F"/"N"), then its content. */
+/**
+ * Prints the resolved path, then "N" (no such file) or "F", the sha256 of the file and a
+ * newline, then its content.
+ */
 const LOAD_SH = `${RESOLVE_SH}
-if [ -f "$p" ]; then printf 'F'; head -c "$2" "$p"; elif [ -e "$p" ]; then exit 4; else printf 'N'; fi`;
+if [ -f "$p" ]; then h=$(sha256sum <"$p") || exit 5; printf 'F%s\\n' "\${h%% *}"; head -c "$2" "$p"
+elif [ -e "$p" ]; then exit 4; else printf 'N'; fi`;
+
+/**
+ * Exits 8 unless the file at $p is still what was read: $3 is its sha256, or "N" for a
+ * file that did not exist. The write is then a compare-and-swap: a file changed since it
+ * was read (or previewed) is never overwritten with a patch of its old content.
+ */
+const UNCHANGED_SH = `if [ "$3" = N ]; then [ -e "$p" ] && exit 8
+else [ -f "$p" ] || exit 8; h=$(sha256sum <"$p") || exit 8; [ "\${h%% *}" = "$3" ] || exit 8; fi`;
 
 /** Writes stdin to the resolved path $2 (checked again), via a temp file and rename; keeps the mode. */
 const WRITE_SH = `${RESOLVE_SH} >/dev/null
 [ "$p" = "$2" ] || exit 7
+${UNCHANGED_SH}
 d="\${p%/*}"; mkdir -p -- "$d" || exit 6
 t="$d/.agentd-patch-$$"
 cat >"$t" || { rm -f -- "$t"; exit 6; }
@@ -28,6 +41,7 @@ mv -f -- "$t" "$p" || { rm -f -- "$t"; exit 6; }`;
 
 const DELETE_SH = `${RESOLVE_SH} >/dev/null
 [ "$p" = "$2" ] || exit 7
+${UNCHANGED_SH}
 rm -f -- "$p"`;
 
 const Edit = z
@@ -61,17 +75,20 @@ export const repoPatch = defineTool({
       path: ["unifiedDiff"],
     }),
   async execute(ctx, input) {
-    const { rel, current, plan, summary } = await planPatch(ctx, input);
+    // The approval preview's dry run (same call, same input) already read the file: write
+    // from its plan; the compare-and-swap refuses if the file changed since.
+    const planned = ctx.prepared instanceof PatchPlan ? ctx.prepared : await planPatch(ctx, input);
+    const { rel, current, plan, summary } = planned;
+    checkDenied("path", input.path, current.rel, ctx.denyPatterns);
     if (!summary.changed) return summary;
-    if (plan.kind === "delete") {
-      const r = await runScript(ctx, DELETE_SH, [rel, current.abs]);
-      if (r.exitCode !== 0) throw writeFailed(input.path, r.exitCode, r.stderr);
-    } else {
-      const r = await runScript(ctx, WRITE_SH, [rel, current.abs], {
-        stdin: Buffer.from(plan.content, "utf8"),
-      });
-      if (r.exitCode !== 0) throw writeFailed(input.path, r.exitCode, r.stderr);
-    }
+    const expected = current.sha256 ?? "N";
+    const r =
+      plan.kind === "delete"
+        ? await runScript(ctx, DELETE_SH, [rel, current.abs, expected])
+        : await runScript(ctx, WRITE_SH, [rel, current.abs, expected], {
+            stdin: Buffer.from(plan.content, "utf8"),
+          });
+    if (r.exitCode !== 0) throw writeFailed(input.path, r.exitCode, r.stderr);
     return summary;
   },
 });
@@ -100,7 +117,7 @@ export async function planPatch(
     unifiedDiff?: string | undefined;
     edits?: { oldText: string; newText: string }[] | undefined;
   },
-): Promise<{ rel: string; current: Loaded; plan: Plan; summary: PatchSummary }> {
+): Promise<PatchPlan> {
   const rel = checkPath("path", input.path, ctx.denyPatterns);
   if (
     input.unifiedDiff !== undefined &&
@@ -137,7 +154,7 @@ export async function planPatch(
       linesRemoved: 0,
       diff: "",
     };
-    return { rel, current, plan, summary };
+    return new PatchPlan(rel, current, plan, summary);
   }
   const sp = structuredPatch(
     `a/${current.rel}`,
@@ -168,7 +185,21 @@ export async function planPatch(
     ...countLines(sp),
     diff: formatPatch(sp).slice(0, ctx.limits.maxDiffBytes),
   };
-  return { rel, current, plan, summary };
+  return new PatchPlan(rel, current, plan, summary);
+}
+
+/** A planned patch: what repo.patch will write, and the file state it was planned from. */
+export class PatchPlan {
+  readonly rel: string;
+  readonly current: Loaded;
+  readonly plan: Plan;
+  readonly summary: PatchSummary;
+  constructor(rel: string, current: Loaded, plan: Plan, summary: PatchSummary) {
+    this.rel = rel;
+    this.current = current;
+    this.plan = plan;
+    this.summary = summary;
+  }
 }
 
 interface Loaded {
@@ -176,6 +207,8 @@ interface Loaded {
   rel: string;
   /** undefined: the file does not exist yet. */
   content: string | undefined;
+  /** sha256 (hex) of the file as read; undefined when it does not exist. */
+  sha256?: string;
 }
 
 async function load(ctx: ToolContext, shown: string, rel: string): Promise<Loaded> {
@@ -198,7 +231,14 @@ async function load(ctx: ToolContext, shown: string, rel: string): Promise<Loade
       `repo.patch could not read ${shown}: ${r.stderr.trim() || `exit ${r.exitCode}`}`,
     );
   if (rest.startsWith("N")) return { abs, rel: real, content: undefined };
-  const content = rest.slice(1);
+  const m = /^F([0-9a-f]{64})\n/.exec(rest);
+  if (m === null)
+    throw new AgentdError(
+      "EIO",
+      `repo.patch could not read ${shown}: no checksum from the sandbox`,
+    );
+  const sha256 = m[1] as string;
+  const content = rest.slice(m[0].length);
   if (Buffer.byteLength(content) > MAX_FILE)
     throw new AgentdError(
       "ETOOLARGE",
@@ -210,7 +250,7 @@ async function load(ctx: ToolContext, shown: string, rel: string): Promise<Loade
       `path ${JSON.stringify(shown)}: binary file; repo.patch edits text files only`,
       { field: "path" },
     );
-  return { abs, rel: real, content };
+  return { abs, rel: real, content, sha256 };
 }
 
 type Plan = { kind: "write"; content: string } | { kind: "delete" };
@@ -319,6 +359,13 @@ function countLines(sp: StructuredPatch): { linesAdded: number; linesRemoved: nu
 }
 
 function writeFailed(shown: string, code: number, stderr: string): AgentdError {
+  if (code === 8) {
+    return new AgentdError(
+      "ECONFLICT",
+      `path ${JSON.stringify(shown)}: the file changed after it was read for this patch; nothing was written; read it again and redo the patch`,
+      { field: "path" },
+    );
+  }
   if (code === 3 || code === 7) {
     return new AgentdError(
       "EPERMISSION",

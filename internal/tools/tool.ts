@@ -47,6 +47,11 @@ export interface ToolContext {
   onOutput?: (stream: OutputStreamName, chunk: string) => void;
   /** Aborts the call (the process group is killed). */
   signal?: AbortSignal;
+  /**
+   * What the call's approval preview already computed in the sandbox (repo.patch: the
+   * planned write and the file state it was planned from), for the tool to reuse.
+   */
+  prepared?: unknown;
 }
 
 export interface Tool<S extends z.ZodType = z.ZodType, O = unknown> {

@@ -8,8 +8,9 @@ import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { countingExecs, sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { invokeTool, TOOLS } from "./registry.ts";
+import { planPatch } from "./repo-patch.ts";
 import {
   DEFAULT_DENY_PATTERNS,
   DEFAULT_TOOL_LIMITS,
@@ -241,6 +242,49 @@ describe("repo.patch", () => {
       content: string;
     };
     assert.match(now.content, /return a \+ b;/);
+  });
+
+  it("writes a previewed plan without reading again, and never over a file changed since", async () => {
+    await invokeTool(ctx, "repo.patch", {
+      path: "cas.txt",
+      edits: [{ oldText: "", newText: "v1\n" }],
+    });
+    const input = { path: "cas.txt", edits: [{ oldText: "v1", newText: "v2" }] };
+    // The approval preview's dry run, reused by the call: one exec (the write), not two.
+    const plan = await planPatch(ctx, input);
+    const counting = countingExecs(box);
+    await invokeTool({ ...ctx, prepared: plan, sandbox: counting.handle }, "repo.patch", input);
+    assert.equal(counting.execs(), 1);
+    const read = async () =>
+      ((await invokeTool(ctx, "repo.read", { path: "cas.txt" })) as { content: string }).content;
+    assert.equal(await read(), "v2\n");
+
+    // Planned against v2; something else writes the file before the call runs: refused.
+    const stale = await planPatch(ctx, {
+      path: "cas.txt",
+      edits: [{ oldText: "v2", newText: "v3" }],
+    });
+    await invokeTool(ctx, "process.run", { command: "printf 'changed\\n' > cas.txt" });
+    await err(
+      invokeTool({ ...ctx, prepared: stale }, "repo.patch", {
+        path: "cas.txt",
+        edits: [{ oldText: "v2", newText: "v3" }],
+      }),
+      "ECONFLICT",
+      /changed after it was read/,
+    );
+    assert.equal(await read(), "changed\n");
+
+    // A plan that creates a file is refused when the file appeared meanwhile.
+    const create = { path: "new-cas.txt", edits: [{ oldText: "", newText: "mine\n" }] };
+    const creating = await planPatch(ctx, create);
+    await invokeTool(ctx, "process.run", { command: "echo theirs > new-cas.txt" });
+    await err(invokeTool({ ...ctx, prepared: creating }, "repo.patch", create), "ECONFLICT");
+    assert.equal(
+      ((await invokeTool(ctx, "repo.read", { path: "new-cas.txt" })) as { content: string })
+        .content,
+      "theirs\n",
+    );
   });
 
   it("is atomic: when one hunk fails, it names it and nothing changes", async () => {

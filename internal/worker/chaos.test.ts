@@ -83,7 +83,13 @@ let c: Cluster;
 const dead = new Set<AgentdProcess>();
 
 before(async () => {
-  c = await startCluster({ workers: 2, leaseTtlMs: LEASE_TTL_MS, script: model });
+  // Workers pause at once for an approval (the snapshot path); the hold has its own scenario.
+  c = await startCluster({
+    workers: 2,
+    leaseTtlMs: LEASE_TTL_MS,
+    script: model,
+    workerFlags: ["--approval-hold-ms", "0"],
+  });
   for (const w of c.workers) watch(w);
 });
 
@@ -367,6 +373,62 @@ it("a worker SIGKILLed while a run waits for approval: ResolveApproval, the othe
   assert.match(patch, /^-a$/m, "a.txt was removed in the restored workspace");
 
   assert.equal(await quickRun(), resumed.workerId, "the survivor serves new runs");
+});
+
+it("a worker SIGKILLed while it holds a run for approval: the other takes it over in the same container; ResolveApproval resumes it there", {
+  timeout: 60_000,
+}, async () => {
+  // Two workers that hold an approval wait for up to a minute (the default).
+  for (const w of alive()) await w.kill();
+  const hold = ["--approval-hold-ms", "60000"];
+  watch(await c.startWorker(hold));
+  watch(await c.startWorker(hold));
+  try {
+    const s = await submit("approve");
+    const requested = await waitEvent(s, "approvalRequested");
+    await waitEvent(s, "runPaused");
+    const started = await waitEvent(s, "runStarted");
+    const [box, ...more] = await c.containersOf(s.runId);
+    assert.ok(box !== undefined && more.length === 0, "the holding worker keeps one container");
+    await ownerOf(started).kill();
+    const survivor = alive()[0];
+    assert.ok(survivor !== undefined && alive().length === 1);
+
+    // The survivor takes the run over when the lease runs out and waits for the person in
+    // the dead worker's container: the run stays paused, no snapshot is taken.
+    await until("the survivor to take the run over", () =>
+      survivor
+        .output()
+        .split("\n")
+        .some((l) => l.includes('"run claimed"') && l.includes(s.runId))
+        ? true
+        : undefined,
+    );
+    const { run: held } = await c.client.getRun(s.runId);
+    assert.equal(held?.state, RunState.PAUSED);
+    assert.equal(held?.pendingApprovalId, requested.approvalId);
+
+    await c.client.unary(RunService.method.resolveApproval, {
+      approvalId: requested.approvalId,
+      decision: ApprovalDecision.APPROVE,
+      reason: "chaos test",
+    });
+    const resumed = await waitEvent(s, "runResumed");
+    assert.equal(c.workerOf(resumed.workerId), survivor);
+    assert.equal(resumed.approvalId, requested.approvalId);
+    const events = await assertHealthy(s.runId);
+    assert.equal(
+      payloads(events, "artifactEmitted").filter((a) => a.name === "workspace-snapshot").length,
+      0,
+      "held, never paused for real",
+    );
+    assert.equal(payloads(events, "runResumed").length, 1);
+    const result = payloads(events, "toolResult").find((r) => r.callId === requested.callId);
+    assert.equal(result?.ok, true, JSON.stringify(result?.error));
+  } finally {
+    // Later scenarios start their own workers, with the cluster's flags.
+    for (const w of alive()) await w.kill();
+  }
 });
 
 it("Redis SIGKILLed and restarted mid-run (AOF always): the run completes, gap-free, chain intact", {

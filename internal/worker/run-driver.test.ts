@@ -17,6 +17,8 @@ import { verifyChain } from "../eventlog/hash-chain.ts";
 import {
   ApprovalDecision,
   ApprovalResolvedSchema,
+  type Event,
+  RunCancelledSchema,
   RunCancelRequestedSchema,
   RunQueuedSchema,
   ToolCallSchema,
@@ -101,6 +103,35 @@ const readArtifact = async (digest: string): Promise<string> => {
   return Buffer.concat(parts).toString("utf8");
 };
 const types = async (runId: string) => (await log.read(runId, 0)).map((e) => e.type);
+
+/** The first event of `kind` in the run, polled for up to 10 s. */
+async function waitFor<C extends NonNullable<Event["payload"]["case"]>>(
+  runId: string,
+  kind: C,
+): Promise<Extract<Event["payload"], { case: C }>["value"]> {
+  for (let i = 0; i < 200; i++) {
+    const ev = (await log.read(runId, 0)).find((e) => e.event.payload.case === kind);
+    if (ev !== undefined) return ev.event.payload.value as never;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`no ${kind} in run ${runId}`);
+}
+
+/** A person approves (the server's append: no fence). */
+async function resolveApproval(runId: string, sessionId: string, approvalId: string) {
+  await log.append({
+    runId,
+    sessionId,
+    payload: {
+      case: "approvalResolved",
+      value: create(ApprovalResolvedSchema, {
+        approvalId,
+        decision: ApprovalDecision.APPROVE,
+        resolvedBy: "alice",
+      }),
+    },
+  });
+}
 
 describe("run driver", () => {
   it("reads, patches, answers, and completes with a patch artifact and a verified chain", async () => {
@@ -201,6 +232,109 @@ describe("run driver", () => {
       [30n, 13n],
       "usage of the step before the pause is kept",
     );
+  });
+
+  it("holds the run and its container while the approval is resolved in time, then goes on in it", async () => {
+    const { runId, sessionId } = await newRun("Remove hello.txt");
+    script = [call("c1", "process.run", { command: "rm -f hello.txt" }), say("Removed.")];
+    const driving = driveRun(
+      deps({ approvalHoldMs: 30_000 }),
+      runId,
+      await log.bumpEpoch(runId),
+      new AbortController().signal,
+    );
+    const req = await waitFor(runId, "approvalRequested");
+    const box = await sandbox.find(runId);
+    assert.ok(box !== undefined, "the held run keeps its container");
+    await resolveApproval(runId, sessionId, req.approvalId);
+    assert.equal(await driving, "completed");
+    const t = await types(runId);
+    assert.deepEqual(
+      t.filter(
+        (x) => x.startsWith("run.") || x.startsWith("approval.") || x === "artifact.emitted",
+      ),
+      [
+        "run.queued",
+        "run.started",
+        "approval.requested",
+        "run.paused",
+        "approval.resolved",
+        "run.resumed",
+        "artifact.emitted",
+        "run.completed",
+      ],
+      "no workspace snapshot, one container",
+    );
+    const done = (await log.read(runId, 0)).at(-1)?.event.payload;
+    assert.ok(done?.case === "runCompleted");
+    assert.match(await readArtifact(done.value.patchDigest), /deleted file mode 100644/);
+    assert.equal(await sandbox.find(runId), undefined, "removed at the end");
+  });
+
+  it("pauses for real when the hold runs out; a takeover of a held run waits without resuming", async () => {
+    const { runId, sessionId } = await newRun("Remove hello.txt");
+    script = [call("c1", "process.run", { command: "rm -f hello.txt" })];
+    const t0 = Date.now();
+    assert.equal(
+      await driveRun(
+        deps({ approvalHoldMs: 300 }),
+        runId,
+        await log.bumpEpoch(runId),
+        new AbortController().signal,
+      ),
+      "paused",
+    );
+    assert.ok(Date.now() - t0 >= 300);
+    assert.deepEqual((await types(runId)).slice(-3), [
+      "approval.requested",
+      "run.paused",
+      "artifact.emitted",
+    ]);
+    assert.equal(await sandbox.find(runId), undefined);
+
+    // Another worker gets the run while the approval still waits (as after its holder
+    // died): it appends nothing until the approval is resolved, then resumes.
+    const before = (await types(runId)).length;
+    script = [say("Removed.")];
+    const driving = driveRun(
+      deps({ approvalHoldMs: 30_000 }),
+      runId,
+      await log.bumpEpoch(runId),
+      new AbortController().signal,
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal((await types(runId)).length, before, "still paused, nothing appended");
+    const req = await waitFor(runId, "approvalRequested");
+    await resolveApproval(runId, sessionId, req.approvalId);
+    assert.equal(await driving, "completed");
+    const t = await types(runId);
+    assert.deepEqual(t.slice(before, before + 2), ["approval.resolved", "run.resumed"]);
+  });
+
+  it("a run cancelled while held ends cancelled and its container goes", async () => {
+    const { runId, sessionId } = await newRun("Remove hello.txt");
+    script = [call("c1", "process.run", { command: "rm -f hello.txt" })];
+    const driving = driveRun(
+      deps({ approvalHoldMs: 30_000 }),
+      runId,
+      await log.bumpEpoch(runId),
+      new AbortController().signal,
+    );
+    await waitFor(runId, "runPaused");
+    // CancelRun on a paused run appends run.cancelled itself (compare-and-append).
+    const head = (await log.read(runId, 0)).length;
+    await log.append({
+      runId,
+      sessionId,
+      expectedSeq: head,
+      payload: {
+        case: "runCancelled",
+        value: create(RunCancelledSchema, { reason: "no", cancelledBy: "alice" }),
+      },
+    });
+    assert.equal(await driving, "cancelled");
+    assert.equal((await types(runId)).at(-1), "run.cancelled");
+    assert.equal(await sandbox.find(runId), undefined);
   });
 
   it("answers a call a dead worker left open with 'interrupted' and carries on", async () => {

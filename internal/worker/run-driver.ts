@@ -33,9 +33,10 @@ import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import type { Kernel, KernelRun } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { isTerminal, projectRun } from "../projections/run-projection.ts";
-import type { Sandbox, SandboxHandle } from "../sandbox/port.ts";
+import type { Sandbox, SandboxHandle, SandboxSpec } from "../sandbox/port.ts";
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
+import { type WorkspaceConfig, workspaceConfigFromArchive } from "./workspace-config.ts";
 
 export interface RunLimits {
   /** Model steps at most. */
@@ -73,6 +74,13 @@ export interface DriverDeps {
   prices: PriceTable;
   limits: RunLimits;
   workerId: string;
+  /**
+   * How long a run that waits for an approval keeps its worker and its container before it
+   * pauses for real (workspace snapshot, container removed, worker freed). An approval
+   * resolved within the hold resumes in the same container at once. Default 0: pause at
+   * once (`agentd worker` and `agentd dev` hold 60 s, --approval-hold-ms).
+   */
+  approvalHoldMs?: number;
   now?: () => number;
 }
 
@@ -115,29 +123,42 @@ export async function driveRun(
   let box: SandboxHandle | undefined;
   try {
     if (all.some((e) => e.payload.case === "runCancelRequested")) return await finishCancelled();
-    box =
-      (await deps.sandbox.find(runId)) ?? (await createSandbox(deps, runId, run0.tenantId, all));
+    // The container (a takeover finds the previous owner's) and the workspace's agent
+    // configuration (from the uploaded archive, see workspace-config.ts) at once.
+    let workspace: WorkspaceConfig;
+    {
+      const base = await baseArchive(deps, all);
+      const found = await deps.sandbox.find(runId);
+      [box, workspace] = await Promise.all([
+        found ?? createSandbox(deps, runId, run0.tenantId, all, base),
+        workspaceConfigFromArchive(base),
+      ]);
+    }
     const wasStarted = all.some((e) => e.payload.case === "runStarted");
-    await append(
-      wasStarted
-        ? {
-            case: "runResumed",
-            value: create(RunResumedSchema, {
-              workerId: deps.workerId,
-              epoch: BigInt(epoch),
-              approvalId: lastResolvedApproval(all),
-            }),
-          }
-        : {
-            case: "runStarted",
-            value: create(RunStartedSchema, {
-              workerId: deps.workerId,
-              epoch: BigInt(epoch),
-              containerId: box.id,
-              image: deps.policy().sandbox.image,
-            }),
-          },
-    );
+    // Taken over while it waits for a person (its owner died holding it): it stays paused
+    // until the approval is resolved (run.resumed is appended then, at a step boundary).
+    let pausedHere = run0.state === RunState.PAUSED && run0.pendingApprovalId !== "";
+    if (!pausedHere)
+      await append(
+        wasStarted
+          ? {
+              case: "runResumed",
+              value: create(RunResumedSchema, {
+                workerId: deps.workerId,
+                epoch: BigInt(epoch),
+                approvalId: lastResolvedApproval(all),
+              }),
+            }
+          : {
+              case: "runStarted",
+              value: create(RunStartedSchema, {
+                workerId: deps.workerId,
+                epoch: BigInt(epoch),
+                containerId: box.id,
+                image: deps.policy().sandbox.image,
+              }),
+            },
+      );
     const usage: EngineUsage = {
       inputTokens: Number(run0.usage?.inputTokens ?? 0n),
       outputTokens: Number(run0.usage?.outputTokens ?? 0n),
@@ -151,7 +172,6 @@ export async function driveRun(
       signal: cancel.signal,
       usage,
     };
-    const workspace = await readWorkspaceConfig(box);
     const skills = await loadSkills({
       workspaceFiles: workspace.skillFiles,
       serverDir: deps.skillsDir,
@@ -169,12 +189,26 @@ export async function driveRun(
       inputSchema: toolJsonSchema(t),
     }));
     let steps = 0;
+    let heldMs = 0;
     const failures = new Map<string, number>();
 
     for (;;) {
       if (cancel.signal.aborted) return await finishCancelled();
       if (stop.aborted) return "released";
       all = await events();
+      if (pausedHere && projectRun(runId, all).pendingApprovalId === "") {
+        // The approval this drive waited for is resolved: the run goes on here.
+        pausedHere = false;
+        await append({
+          case: "runResumed",
+          value: create(RunResumedSchema, {
+            workerId: deps.workerId,
+            epoch: BigInt(epoch),
+            approvalId: lastResolvedApproval(all),
+          }),
+        });
+        all = await events();
+      }
       const assembleInput = {
         events: all,
         systemPrompt: deps.systemPrompt,
@@ -185,8 +219,10 @@ export async function driveRun(
       let ctx = assembleContext(assembleInput);
       // Calls left open: approvals resolved while the run waited, or a crash mid-call.
       if (ctx.pending.length > 0) {
-        const paused = await settle(ctx.pending, kr);
-        if (paused) return await pause();
+        if (await settle(ctx.pending, kr)) {
+          const o = await awaitApproval();
+          if (o !== undefined) return o;
+        }
         continue;
       }
       if (ctx.overBudget) {
@@ -204,7 +240,7 @@ export async function driveRun(
         return await fail("ELIMIT_STEPS", `the run used its ${deps.limits.maxSteps} model steps`);
       if (usage.inputTokens + usage.outputTokens >= deps.limits.maxTokens)
         return await fail("ELIMIT_TOKENS", `the run used its ${deps.limits.maxTokens} tokens`);
-      if (now() - started >= deps.limits.maxWallMs)
+      if (now() - started - heldMs >= deps.limits.maxWallMs)
         return await fail(
           "ELIMIT_TIME",
           `the run used its ${deps.limits.maxWallMs} ms of wall-clock time`,
@@ -278,7 +314,13 @@ export async function driveRun(
       for (const call of calls) {
         if (cancel.signal.aborted) return await finishCancelled();
         const out = await deps.kernel.handle(kr, call);
-        if (out.kind === "paused") return await pause();
+        if (out.kind === "paused") {
+          const o = await awaitApproval();
+          if (o !== undefined) return o;
+          // Resumed in place: the step's later calls are dropped, as after a real pause
+          // (the next context is rebuilt from the log, which never saw them).
+          break;
+        }
         // A model that keeps making the same failing call is stopped, not paid for forever.
         const key = `${call.tool}\u0000${JSON.stringify(call.input)}`;
         const n = out.ok ? 0 : (failures.get(key) ?? 0) + 1;
@@ -320,6 +362,61 @@ export async function driveRun(
         }
       }
       return false;
+    }
+
+    /**
+     * The run waits for a person (approval.requested and run.paused are in the log). Holds
+     * the run and its container for up to `approvalHoldMs`: resolved in time, the run
+     * resumes here (undefined: go on); otherwise it pauses for real. Ended meanwhile (a
+     * CancelRun on the paused run appends run.cancelled itself): the container goes.
+     */
+    async function awaitApproval(): Promise<DriveOutcome | undefined> {
+      pausedHere = true;
+      const t0 = now();
+      const held = await holdForApproval();
+      heldMs += now() - t0;
+      if (held === "resolved") return undefined; // the loop appends run.resumed
+      if (held !== "waiting") {
+        await box?.destroy();
+        return held === RunState.COMPLETED
+          ? "completed"
+          : held === RunState.CANCELLED
+            ? "cancelled"
+            : "failed";
+      }
+      if (cancel.signal.aborted) return await finishCancelled();
+      return await pause();
+    }
+
+    /** Follows the log until the pending approval is resolved, the run ends, or the hold is up. */
+    async function holdForApproval(): Promise<"resolved" | "waiting" | RunState> {
+      const holdMs = deps.approvalHoldMs ?? 0;
+      if (holdMs <= 0 || stop.aborted || cancel.signal.aborted) return "waiting";
+      const evs = await events();
+      const state = (): "resolved" | "waiting" | RunState => {
+        const r = projectRun(runId, evs);
+        if (isTerminal(r.state)) return r.state;
+        return r.state === RunState.PAUSED && r.pendingApprovalId !== "" ? "waiting" : "resolved";
+      };
+      const ac = new AbortController();
+      const timer = setTimeout(() => ac.abort(), holdMs);
+      const onAbort = (): void => ac.abort();
+      stop.addEventListener("abort", onAbort);
+      cancel.signal.addEventListener("abort", onAbort);
+      try {
+        let s = state();
+        if (s !== "waiting") return s;
+        for await (const ev of deps.log.follow(runId, evs.length, ac.signal)) {
+          evs.push(ev.event);
+          s = state();
+          if (s !== "waiting") return s;
+        }
+        return "waiting";
+      } finally {
+        clearTimeout(timer);
+        stop.removeEventListener("abort", onAbort);
+        cancel.signal.removeEventListener("abort", onAbort);
+      }
     }
 
     async function pause(): Promise<DriveOutcome> {
@@ -410,36 +507,6 @@ export async function driveRun(
   }
 }
 
-/**
- * The workspace's own agent configuration: skills (.agent/skills, .skills) and the memory
- * file (AGENTS.md or .agent/memory.md). Read by the worker, not proposed by the model;
- * regular files only (a symlink could point anywhere), each capped at 64 KiB.
- */
-const CONFIG_SH = `for f in .agent/skills/*/SKILL.md .skills/*/SKILL.md AGENTS.md .agent/memory.md; do
-  if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%s\\0' "$f"; head -c 65536 "$f"; printf '\\0'; fi
-done`;
-
-async function readWorkspaceConfig(box: SandboxHandle): Promise<{
-  skillFiles: { path: string; content: string }[];
-  memory?: { path: string; content: string };
-}> {
-  const r = await box.exec({
-    argv: ["sh", "-c", CONFIG_SH],
-    timeoutMs: 10_000,
-    maxOutputBytes: 2 * 1024 * 1024,
-  });
-  const parts = r.stdout.split("\0");
-  const skillFiles: { path: string; content: string }[] = [];
-  let memory: { path: string; content: string } | undefined;
-  for (let i = 0; i + 1 < parts.length; i += 2) {
-    const path = parts[i] as string;
-    const content = parts[i + 1] as string;
-    if (path.endsWith("SKILL.md")) skillFiles.push({ path, content });
-    else memory ??= { path, content };
-  }
-  return memory === undefined ? { skillFiles } : { skillFiles, memory };
-}
-
 /** The approval the run resumes after (the last one resolved). */
 function lastResolvedApproval(events: readonly Event[]): string {
   for (let i = events.length - 1; i >= 0; i--) {
@@ -455,14 +522,26 @@ async function createSandbox(
   runId: string,
   tenantId: string,
   events: readonly Event[],
+  base: Uint8Array,
 ): Promise<SandboxHandle> {
-  const p = deps.policy();
   const snapshot = lastArtifact(events, SNAPSHOT);
-  const digest = snapshot ?? projectRun(runId, events).workspaceDigest;
-  const tar = digest ? await readAll(deps.artifacts, digest) : undefined;
+  const tar =
+    snapshot !== undefined
+      ? await readAll(deps.artifacts, snapshot)
+      : base.byteLength > 0
+        ? base
+        : undefined;
   return deps.sandbox.create({
     runId,
     tenantId,
+    ...sandboxShape(deps.policy()),
+    ...(tar === undefined ? {} : { workspaceTar: tar }),
+  });
+}
+
+/** The sandbox a run gets under `policy` (what a worker keeps warm containers of). */
+export function sandboxShape(p: Policy): Omit<SandboxSpec, "runId" | "tenantId"> {
+  return {
     image: p.sandbox.image,
     limits: {
       memoryBytes: p.sandbox.memory,
@@ -471,8 +550,7 @@ async function createSandbox(
       tmpBytes: p.sandbox.tmp,
     },
     network: "none",
-    ...(tar === undefined ? {} : { workspaceTar: tar }),
-  });
+  };
 }
 
 /** The original workspace (what the final patch is computed against). */
