@@ -20,11 +20,8 @@
 # Anywhere else (CI, `make demo | tee`, no terminal) the demo approves for you: a
 # background loop lists pending approvals through the API (ListApprovals, Connect JSON)
 # and runs `agentctl approve ID --reason demo`. AGENTD_DEMO_APPROVE=auto or =inline forces
-# either way. The loop reads the API's JSON and `agentctl events --json` (the proto's JSON),
-# never the renderer's text, so it works whatever the live view prints. It waits until the paused run has stored its workspace snapshot before
-# approving, and approves again (idempotent) if the run is still paused without a pending
-# approval seconds later (a belt-and-braces guard; the worker itself re-queues a run whose
-# approval landed while it was pausing). On a terminal it never approves anything itself.
+# either way. The loop reads the API's JSON, never the renderer's text, so it works
+# whatever the live view prints. On a terminal it never approves anything itself.
 #
 # Environment: OPENAI_API_KEY / OPENAI_BASE_URL / AGENTD_MODEL (live model),
 # AGENTD_DEMO_APPROVE (auto|inline), AGENTCTL (the agentctl to run; default bin/agentctl).
@@ -134,52 +131,27 @@ json() {
   ' "$1"
 }
 
-# The approver (background). auto: approves what is pending, once the paused run's
-# workspace snapshot is stored. Both modes: approves again an approval whose run stays
-# paused without a pending approval (the re-queue was lost; ResolveApproval with the same
-# decision is idempotent and queues the run again).
+# The approver (background, auto mode): approves what is pending, a moment after the
+# preview is shown (like a person reading it). The worker holds the run and its container
+# while the approval waits (agentd dev --approval-hold-ms, 60 s), so the run goes on at once.
 approver_loop() {
   set +e # a failed poll is retried at the next turn, never the end of the loop
-  local approved=" " stuck_since="" id run
+  local approved=" " id
   while kill -0 "$pid" 2>/dev/null; do
-    if [ "$approve_mode" = auto ]; then
-      for id in $(rpc ListApprovals '{}' 2>/dev/null | json '(j.approvals ?? []).map((a) => a.approvalId)' || true); do
-        case "$approved" in *" $id "*) continue ;; esac
-        run="$(rpc ListApprovals '{}' | json "(j.approvals ?? []).find((a) => a.approvalId === '$id')?.runId")"
-        # The pause is done once the snapshot is stored (the worker then lets go of the run).
-        for _ in $(seq 1 50); do
-          [ "$(rpc GetRun "{\"runId\":\"$run\"}" | json 'j.run?.state')" = RUN_STATE_PAUSED ] &&
-            "$agentctl" events "$run" --json 2>/dev/null | grep -q '"name":"workspace-snapshot"' && break
-          sleep 0.2
-        done
-        sleep 0.5
-        say "demo: approving $id (no terminal here, so the demo is the person: agentctl approve $id --reason demo)"
-        "$agentctl" approve "$id" --reason "demo" || note "agentctl approve failed; approve it yourself: $agentctl approve $id"
-        approved="$approved$id "
-      done
-    fi
-    # The safety net, in both modes.
-    run="$(rpc ListRuns '{"state":"RUN_STATE_PAUSED"}' 2>/dev/null |
-      json '(j.runs ?? []).filter((r) => !r.pendingApprovalId).map((r) => r.runId)[0]' || true)"
-    if [ -n "$run" ]; then
-      stuck_since="${stuck_since:-$SECONDS}"
-      if [ $((SECONDS - stuck_since)) -ge 3 ]; then
-        id="$("$agentctl" events "$run" --json 2>/dev/null |
-          grep -o '"approvalId":"apr_[^"]*"' | tail -1 | cut -d'"' -f4 || true)"
-        if [ -n "$id" ]; then
-          note "demo: run $run is still paused after its approval; resolving $id again to queue it"
-          "$agentctl" approve "$id" --reason "demo" >/dev/null 2>&1 || true
-        fi
-        stuck_since=""
-      fi
-    else
-      stuck_since=""
-    fi
-    sleep 0.5
+    for id in $(rpc ListApprovals '{}' 2>/dev/null | json '(j.approvals ?? []).map((a) => a.approvalId)' || true); do
+      case "$approved" in *" $id "*) continue ;; esac
+      sleep 1
+      say "demo: approving $id (no terminal here, so the demo is the person: agentctl approve $id --reason demo)"
+      "$agentctl" approve "$id" --reason "demo" || note "agentctl approve failed; approve it yourself: $agentctl approve $id"
+      approved="$approved$id "
+    done
+    sleep 0.3
   done
 }
-approver_loop &
-approver=$!
+if [ "$approve_mode" = auto ]; then
+  approver_loop &
+  approver=$!
+fi
 
 # --- The run ----------------------------------------------------------------------------
 say "agentctl run --repo examples/fix-failing-test --prompt \"…\" --follow"
