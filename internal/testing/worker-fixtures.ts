@@ -6,7 +6,11 @@ import { readFileSync } from "node:fs";
 import { create } from "@bufbuild/protobuf";
 import { ulid } from "ulid";
 import type { EventLog } from "../eventlog/port.ts";
-import { RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
+import {
+  ApprovalDecision,
+  ApprovalResolvedSchema,
+  RunQueuedSchema,
+} from "../gen/agentd/v1/events_pb.js";
 import { parsePolicy } from "../kernel/policy-loader.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { sandboxImage } from "./docker.ts";
@@ -66,4 +70,24 @@ export async function queueRun(
     },
   });
   return { runId, sessionId };
+}
+
+/** A person approves `approvalId` (the server's append: no fence). */
+export async function approveInLog(
+  log: EventLog,
+  run: { runId: string; sessionId: string },
+  approvalId: string,
+): Promise<void> {
+  await log.append({
+    runId: run.runId,
+    sessionId: run.sessionId,
+    payload: {
+      case: "approvalResolved",
+      value: create(ApprovalResolvedSchema, {
+        approvalId,
+        decision: ApprovalDecision.APPROVE,
+        resolvedBy: "alice",
+      }),
+    },
+  });
 }

@@ -15,8 +15,6 @@ import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
 import {
-  ApprovalDecision,
-  ApprovalResolvedSchema,
   type Event,
   RunCancelledSchema,
   RunCancelRequestedSchema,
@@ -29,7 +27,13 @@ import type { Sandbox } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { testSandbox } from "../testing/docker.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
-import { callReply, queueRun, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
+import {
+  approveInLog,
+  callReply,
+  queueRun,
+  sayReply,
+  testImagePolicy,
+} from "../testing/worker-fixtures.ts";
 import { DEFAULT_RUN_LIMITS, type DriverDeps, driveRun } from "./run-driver.ts";
 
 let dir: string;
@@ -117,22 +121,6 @@ async function waitFor<C extends NonNullable<Event["payload"]["case"]>>(
   throw new Error(`no ${kind} in run ${runId}`);
 }
 
-/** A person approves (the server's append: no fence). */
-async function resolveApproval(runId: string, sessionId: string, approvalId: string) {
-  await log.append({
-    runId,
-    sessionId,
-    payload: {
-      case: "approvalResolved",
-      value: create(ApprovalResolvedSchema, {
-        approvalId,
-        decision: ApprovalDecision.APPROVE,
-        resolvedBy: "alice",
-      }),
-    },
-  });
-}
-
 describe("run driver", () => {
   it("reads, patches, answers, and completes with a patch artifact and a verified chain", async () => {
     const { runId } = await newRun();
@@ -199,19 +187,7 @@ describe("run driver", () => {
       ),
     );
     assert.equal(await sandbox.find(runId), undefined, "a paused run holds no container");
-    // A person approves (the server's append: no fence).
-    await log.append({
-      runId,
-      sessionId,
-      payload: {
-        case: "approvalResolved",
-        value: create(ApprovalResolvedSchema, {
-          approvalId: req.payload.value.approvalId,
-          decision: ApprovalDecision.APPROVE,
-          resolvedBy: "alice",
-        }),
-      },
-    });
+    await approveInLog(log, { runId, sessionId }, req.payload.value.approvalId);
     script = [say("Removed.")];
     assert.equal(
       await driveRun(deps(), runId, await log.bumpEpoch(runId), new AbortController().signal),
@@ -246,7 +222,7 @@ describe("run driver", () => {
     const req = await waitFor(runId, "approvalRequested");
     const box = await sandbox.find(runId);
     assert.ok(box !== undefined, "the held run keeps its container");
-    await resolveApproval(runId, sessionId, req.approvalId);
+    await approveInLog(log, { runId, sessionId }, req.approvalId);
     assert.equal(await driving, "completed");
     const t = await types(runId);
     assert.deepEqual(
@@ -305,7 +281,7 @@ describe("run driver", () => {
     await new Promise((r) => setTimeout(r, 500));
     assert.equal((await types(runId)).length, before, "still paused, nothing appended");
     const req = await waitFor(runId, "approvalRequested");
-    await resolveApproval(runId, sessionId, req.approvalId);
+    await approveInLog(log, { runId, sessionId }, req.approvalId);
     assert.equal(await driving, "completed");
     const t = await types(runId);
     assert.deepEqual(t.slice(before, before + 2), ["approval.resolved", "run.resumed"]);

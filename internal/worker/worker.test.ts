@@ -22,7 +22,13 @@ import { MemoryRunQueue } from "../scheduler/memory-run-queue.ts";
 import { createLogger } from "../telemetry/logger.ts";
 import { testSandbox } from "../testing/docker.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
-import { callReply, queueRun, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
+import {
+  approveInLog,
+  callReply,
+  queueRun,
+  sayReply,
+  testImagePolicy,
+} from "../testing/worker-fixtures.ts";
 import { DEFAULT_RUN_LIMITS } from "./run-driver.ts";
 import { createWorker, type Worker } from "./worker.ts";
 
@@ -151,18 +157,7 @@ it("releases a run paused for approval and resumes it after the approval is enqu
     await new Promise((r) => setTimeout(r, 50));
   assert.equal(await queue.stateOf(runId), "paused");
   assert.equal(worker.active(), 0, "a paused run holds no worker");
-  await log.append({
-    runId,
-    sessionId,
-    payload: {
-      case: "approvalResolved",
-      value: create(ApprovalResolvedSchema, {
-        approvalId: paused.pendingApprovalId,
-        decision: ApprovalDecision.APPROVE,
-        resolvedBy: "alice",
-      }),
-    },
-  });
+  await approveInLog(log, { runId, sessionId }, paused.pendingApprovalId);
   await queue.enqueue({ runId, tenantId: "acme", sessionId, priority: 5 });
   const done = await waitState(runId, [RunState.COMPLETED, RunState.FAILED]);
   assert.equal(done.state, RunState.COMPLETED, done.error?.message);
