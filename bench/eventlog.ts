@@ -21,9 +21,10 @@ import { type FileHandle, mkdtemp, open, rm } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
-import { create } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
 import { Redis } from "ioredis";
 import { ulid } from "ulid";
 import { FsArtifactStore } from "../internal/artifacts/fs-artifact-store.ts";
@@ -37,7 +38,11 @@ import {
   RunCompletedSchema,
   RunQueuedSchema,
 } from "../internal/gen/agentd/v1/events_pb.js";
-import { RunService } from "../internal/gen/agentd/v1/run_service_pb.js";
+import {
+  RunService,
+  type StreamEventsRequest,
+  type StreamEventsResponse,
+} from "../internal/gen/agentd/v1/run_service_pb.js";
 import { RunProjectionCache } from "../internal/projections/run-cache.ts";
 import { createApp } from "../internal/server/app.ts";
 import { createDualServer } from "../internal/server/dual-protocol.ts";
@@ -67,10 +72,24 @@ const FANOUT = {
   /**
    * Steady append rates, events/s, one pass (and one run) each: the target case, then a
    * lighter reference pass showing the latency when the server is not saturated.
+   * AGENTD_BENCH_FANOUT_RATES=500,300 runs others (the target applies to the first).
    */
-  rates: [1_000, 200],
+  rates: (process.env.AGENTD_BENCH_FANOUT_RATES ?? "1000,200").split(",").map(Number),
   /** One HTTP/2 connection per subscriber (distinct clients), not 100 streams on one. */
   connections: 100,
+  /**
+   * Threads the subscribers are spread over (the appender has its own): one client thread
+   * cannot decode 100,000 messages/s with connect-es, and real subscribers are other
+   * machines' processes, not one event loop.
+   */
+  clientThreads: 2,
+  /**
+   * The subscribers' gRPC client: the generated Connect client (createGrpcTransport), or
+   * with AGENTD_BENCH_FANOUT_CLIENT=grpc-js @grpc/grpc-js (a diagnostic: a client that
+   * costs less CPU per message leaves more of the 2 cores to the server). Either decodes
+   * every message into an Event.
+   */
+  client: (process.env.AGENTD_BENCH_FANOUT_CLIENT ?? "connect-es") as "connect-es" | "grpc-js",
   targetP99Ms: 50,
   /** A pass must finish within this, or it is reported as failed. */
   deadlineMs: 60_000,
@@ -401,20 +420,62 @@ async function benchFileAppend(baseDir: string, eventJson: string): Promise<File
 }
 
 // ---------------------------------------------------------------------------------------
-// (b) StreamEvents fan-out. The server runs on the main thread; subscribers and the
-// appender run on a worker thread, so client-side decoding does not share the server's
-// event loop (as with real, remote clients) and both timestamps come from one clock.
+// (b) StreamEvents fan-out. The server runs on the main thread. The clients run on worker
+// threads, so client-side decoding does not share the server's event loop (as with real,
+// remote clients): the subscribers spread over FANOUT.clientThreads threads, the appender
+// (a worker process's RedisEventLog, in real life) on a thread of its own. Timestamps are
+// performance.timeOrigin + performance.now(), comparable across threads of one process.
 
-interface FanoutJob {
+interface AppenderJob {
+  role: "appender";
   baseUrl: string;
   redisUrl: string;
   prefix: string;
   rate: number;
 }
 
+interface SubscribersJob {
+  role: "subscribers";
+  baseUrl: string;
+  runId: string;
+  /** Subscriber numbers of this thread: first .. first + count - 1. */
+  first: number;
+  count: number;
+}
+
+type FanoutJob = AppenderJob | SubscribersJob;
+
+/** What the threads of a pass tell the main thread, in order. */
+type FanoutMessage =
+  | { kind: "run"; runId: string }
+  | { kind: "live" }
+  | {
+      kind: "appended";
+      acks: Float64Array;
+      firstAppend: number;
+      appendMs: number;
+      elu: number;
+      cores: number;
+    }
+  | {
+      kind: "received";
+      latencies: Float64Array;
+      lastReceive: number;
+      gaps: number;
+      duplicates: number;
+      complete: number;
+      errors: string[];
+      elu: number;
+      cores: number;
+    };
+
 interface FanoutResult {
   subscribers: number;
   connections: number;
+  /** Threads the subscribers were spread over (the appender has one more of its own). */
+  clientThreads: number;
+  /** The subscribers' gRPC client library. */
+  client: string;
   events: number;
   ratePerSec: number;
   /** Achieved append rate (first to last append call). */
@@ -424,6 +485,22 @@ interface FanoutResult {
   latencyMs: { p50: number; p90: number; p99: number; max: number; samples: number };
   /** Append call to acknowledgement, per appended event. */
   appendAckMs: { p50: number; p99: number; max: number };
+  /**
+   * Event-loop utilisation (0..1) while the events flowed: the server's main thread, each
+   * subscriber thread, the appender's thread. A thread near 1 is the bottleneck.
+   */
+  elu: { server: number; subscribers: number[]; appender: number };
+  /** CPU time of the same threads over the same time, in cores (CPU seconds per second). */
+  cores: {
+    server: number;
+    subscribers: number[];
+    appender: number;
+    redis: number;
+    /** This whole process: the threads above, V8's GC helpers, libuv's pool. */
+    process: number;
+  };
+  /** The server thread's CPU time per delivery, µs. */
+  serverCpuUsPerDelivery: number;
   /** Subscribers that received seq 1..last exactly once, in order, and saw the stream end. */
   complete: number;
   /** Seqs a subscriber never received (skipped, or missing at the end), summed. */
@@ -432,6 +509,21 @@ interface FanoutResult {
   lastSeq: number;
   errors: string[];
   totalMs: number;
+}
+
+interface ThreadBusy {
+  at: number;
+  cpu: NodeJS.CpuUsage;
+}
+
+/** This thread's CPU time since `since` (ms, and in cores: CPU time / wall time). */
+function threadBusy(): ThreadBusy;
+function threadBusy(since: ThreadBusy): { cpuMs: number; cores: number };
+function threadBusy(since?: ThreadBusy): ThreadBusy | { cpuMs: number; cores: number } {
+  if (since === undefined) return { at: performance.now(), cpu: process.threadCpuUsage() };
+  const cpu = process.threadCpuUsage(since.cpu);
+  const cpuMs = (cpu.user + cpu.system) / 1000;
+  return { cpuMs, cores: cpuMs / (performance.now() - since.at) };
 }
 
 /** Runs one pass per rate against one in-process server. */
@@ -453,29 +545,17 @@ async function benchFanout(redis: TestRedis): Promise<FanoutResult[]> {
     }),
   );
   const results: FanoutResult[] = [];
+  const admin = new Redis(redis.url);
   try {
     const addr = await server.listen("127.0.0.1", 0);
+    const baseUrl = `http://127.0.0.1:${addr.port}`;
     for (const rate of FANOUT.rates) {
-      const job: FanoutJob = {
-        baseUrl: `http://127.0.0.1:${addr.port}`,
-        redisUrl: redis.url,
-        prefix,
-        rate,
-      };
-      const worker = new Worker(new URL(import.meta.url), { workerData: job });
-      try {
-        results.push(
-          await new Promise<FanoutResult>((resolve, reject) => {
-            worker.once("message", (m: FanoutResult) => resolve(m));
-            worker.once("error", reject);
-            worker.once("exit", (code) => reject(new Error(`fan-out worker exited with ${code}`)));
-          }),
-        );
-      } finally {
-        await worker.terminate();
-      }
+      results.push(
+        await fanoutPass({ role: "appender", baseUrl, redisUrl: redis.url, prefix, rate }, admin),
+      );
     }
   } finally {
+    admin.disconnect();
     await server.close(1000);
     await log.close();
     client.disconnect();
@@ -484,90 +564,176 @@ async function benchFanout(redis: TestRedis): Promise<FanoutResult[]> {
   return results;
 }
 
-/** Worker side of (b): create the run, subscribe, append at a steady rate, collect. */
-async function fanoutClients(job: FanoutJob): Promise<FanoutResult> {
-  const { subscribers, events, connections, deadlineMs } = FANOUT;
+/** A thread of a pass, with its messages as a queue. */
+class FanoutThread {
+  readonly #worker: Worker;
+  readonly #inbox: FanoutMessage[] = [];
+  #waiting: { resolve(m: FanoutMessage): void; reject(e: unknown): void } | undefined;
+  #failed: unknown;
+
+  constructor(job: FanoutJob) {
+    this.#worker = new Worker(new URL(import.meta.url), { workerData: job });
+    this.#worker.on("message", (m: FanoutMessage) => {
+      if (this.#waiting) {
+        this.#waiting.resolve(m);
+        this.#waiting = undefined;
+      } else this.#inbox.push(m);
+    });
+    const fail = (err: unknown): void => {
+      this.#failed ??= err;
+      this.#waiting?.reject(err);
+      this.#waiting = undefined;
+    };
+    this.#worker.once("error", fail);
+    this.#worker.once("exit", (code) => fail(new Error(`fan-out thread exited with ${code}`)));
+  }
+
+  /** The next message, which must be of `kind`. */
+  async next<K extends FanoutMessage["kind"]>(
+    kind: K,
+  ): Promise<Extract<FanoutMessage, { kind: K }>> {
+    let m = this.#inbox.shift();
+    if (m === undefined) {
+      if (this.#failed !== undefined) throw this.#failed;
+      m = await new Promise<FanoutMessage>((resolve, reject) => {
+        this.#waiting = { resolve, reject };
+      });
+    }
+    if (m.kind !== kind) throw new Error(`fan-out thread sent ${m.kind}, expected ${kind}`);
+    return m as Extract<FanoutMessage, { kind: K }>;
+  }
+
+  post(m: unknown): void {
+    this.#worker.postMessage(m);
+  }
+
+  async terminate(): Promise<void> {
+    this.#worker.removeAllListeners("exit");
+    await this.#worker.terminate();
+  }
+}
+
+/** One pass: the appender creates the run, subscribers go live, then the events flow. */
+async function fanoutPass(job: AppenderJob, admin: Redis): Promise<FanoutResult> {
+  const { subscribers, events, connections, clientThreads } = FANOUT;
+  const t0 = performance.now();
+  const threads: FanoutThread[] = [];
+  try {
+    const appender = new FanoutThread(job);
+    threads.push(appender);
+    const { runId } = await appender.next("run");
+    const subs: FanoutThread[] = [];
+    for (let t = 0; t < clientThreads; t++) {
+      const first = Math.floor((t * subscribers) / clientThreads);
+      const count = Math.floor(((t + 1) * subscribers) / clientThreads) - first;
+      const sub = new FanoutThread({
+        role: "subscribers",
+        baseUrl: job.baseUrl,
+        runId,
+        first,
+        count,
+      });
+      subs.push(sub);
+      threads.push(sub);
+    }
+    for (const s of subs) await s.next("live");
+    const elu0 = performance.eventLoopUtilization();
+    const busy0 = threadBusy();
+    const redis0 = await redisCpuSeconds(admin);
+    const process0 = process.cpuUsage();
+    appender.post("go");
+    const appended = await appender.next("appended");
+    const received = [];
+    for (const s of subs) received.push(await s.next("received"));
+    const serverElu = performance.eventLoopUtilization(elu0).utilization;
+    const serverBusy = threadBusy(busy0);
+    const processCpu = process.cpuUsage(process0);
+    const redisCores =
+      ((await redisCpuSeconds(admin)) - redis0) / ((performance.now() - busy0.at) / 1000);
+
+    const nLat = received.reduce((n, r) => n + r.latencies.length, 0);
+    const lat = new Float64Array(nLat);
+    let at = 0;
+    for (const r of received) {
+      lat.set(r.latencies, at);
+      at += r.latencies.length;
+    }
+    lat.sort();
+    const ack = appended.acks.sort();
+    const lastReceive = Math.max(...received.map((r) => r.lastReceive));
+    return {
+      subscribers,
+      connections,
+      clientThreads,
+      client: FANOUT.client,
+      events,
+      ratePerSec: job.rate,
+      achievedRatePerSec: Math.round(((events - 1) / appended.appendMs) * 1000),
+      deliveriesPerSec: Math.round((nLat / (lastReceive - appended.firstAppend)) * 1000),
+      latencyMs: {
+        p50: round(percentile(lat, 50)),
+        p90: round(percentile(lat, 90)),
+        p99: round(percentile(lat, 99)),
+        max: round(lat[lat.length - 1] ?? Number.NaN),
+        samples: nLat,
+      },
+      appendAckMs: {
+        p50: round(percentile(ack, 50)),
+        p99: round(percentile(ack, 99)),
+        max: round(ack[ack.length - 1] ?? Number.NaN),
+      },
+      elu: {
+        server: round(serverElu),
+        subscribers: received.map((r) => round(r.elu)),
+        appender: round(appended.elu),
+      },
+      cores: {
+        server: round(serverBusy.cores),
+        subscribers: received.map((r) => round(r.cores)),
+        appender: round(appended.cores),
+        redis: round(redisCores),
+        process: round(
+          (processCpu.user + processCpu.system) / 1000 / (performance.now() - busy0.at),
+        ),
+      },
+      serverCpuUsPerDelivery: round((serverBusy.cpuMs * 1000) / nLat, 1),
+      complete: received.reduce((n, r) => n + r.complete, 0),
+      gaps: received.reduce((n, r) => n + r.gaps, 0),
+      duplicates: received.reduce((n, r) => n + r.duplicates, 0),
+      lastSeq: events + 2, // run.queued, the deltas, run.completed
+      errors: received.flatMap((r) => r.errors).slice(0, 5),
+      totalMs: Math.round(performance.now() - t0),
+    };
+  } finally {
+    for (const t of threads) await t.terminate();
+  }
+}
+
+/** Appender thread: create the run, wait for "go", append at a steady rate, report. */
+async function fanoutAppender(job: AppenderJob): Promise<void> {
+  const port = parentPort as NonNullable<typeof parentPort>;
+  const { events, deadlineMs } = FANOUT;
   const rate = job.rate;
-  const abort = new AbortController();
-  const deadline = setTimeout(() => abort.abort(), deadlineMs);
-  const transports = Array.from(
-    { length: connections },
-    () => createGrpcTransport({ baseUrl: job.baseUrl }), // gRPC: always HTTP/2
-  );
-  const clients = transports.map((t) => createClient(RunService, t));
-  const first = clients[0] as (typeof clients)[number];
-  const created = await first.createRun({ prompt: "bench: StreamEvents fan-out" });
+  const client = createClient(RunService, createGrpcTransport({ baseUrl: job.baseUrl }));
+  const created = await client.createRun({ prompt: "bench: StreamEvents fan-out" });
   const run = created.run;
   if (run === undefined) throw new Error("CreateRun returned no run");
-  const lastSeq = events + 2; // run.queued, the deltas, run.completed
-  const latencies = new Float64Array(subscribers * events);
-  let nLat = 0;
-  let lastReceive = 0;
-  let gaps = 0;
-  let duplicates = 0;
-  let complete = 0;
-  const errors: string[] = [];
-  const live: Promise<void>[] = [];
-  const ended: Promise<void>[] = [];
-  const t0 = performance.now();
+  const go = new Promise<void>((r) => port.once("message", () => r()));
+  port.postMessage({ kind: "run", runId: run.runId } satisfies FanoutMessage);
+  await go;
 
-  for (let s = 0; s < subscribers; s++) {
-    const c = clients[s % connections] as (typeof clients)[number];
-    let markLive: () => void = () => undefined;
-    live.push(new Promise<void>((r) => (markLive = r)));
-    ended.push(
-      (async () => {
-        let next = 1;
-        let seen = 0;
-        let ok = true;
-        try {
-          for await (const res of c.streamEvents(
-            { runId: run.runId, afterSeq: 0n },
-            { signal: abort.signal },
-          )) {
-            const at = clockMs();
-            const ev = res.event;
-            if (ev === undefined) continue;
-            const seq = Number(ev.seq);
-            seen++;
-            if (seq === 1) markLive();
-            if (ev.payload.case === "outputDelta") {
-              const sent = Number.parseFloat(ev.payload.value.text);
-              if (nLat < latencies.length) latencies[nLat++] = at - sent;
-              lastReceive = at;
-            }
-            if (seq < next) {
-              duplicates++;
-              ok = false;
-              continue;
-            }
-            if (seq > next) {
-              gaps += seq - next;
-              ok = false;
-            }
-            next = seq + 1;
-          }
-          // Seqs never received at the end count as gaps too.
-          if (next <= lastSeq) gaps += lastSeq + 1 - next;
-          else if (ok && seen === lastSeq) complete++;
-        } catch (err) {
-          errors.push(`subscriber ${s}: ${(err as Error).message}`);
-          markLive();
-        }
-      })(),
-    );
-  }
-  await Promise.all(live);
-
-  // The appender: its own RedisEventLog and connection, like a worker process would have.
+  // Its own RedisEventLog and connection, like a worker process would have.
   const appClient = new Redis(job.redisUrl, { enableAutoPipelining: true });
   const appender = new RedisEventLog({ client: appClient, prefix: job.prefix });
   const acks = new Float64Array(events);
   const pending: Promise<unknown>[] = [];
+  const elu0 = performance.eventLoopUtilization();
+  const busy0 = threadBusy();
   const start = performance.now();
+  const stopAt = start + deadlineMs;
   const firstAppend = clockMs();
   let i = 0;
-  while (i < events && !abort.signal.aborted) {
+  while (i < events && performance.now() < stopAt) {
     const due = Math.min(events, Math.floor(((performance.now() - start) * rate) / 1000) + 1);
     while (i < due) {
       const sent = clockMs();
@@ -589,40 +755,154 @@ async function fanoutClients(job: FanoutJob): Promise<FanoutResult> {
     sessionId: run.sessionId,
     payload: { case: "runCompleted", value: create(RunCompletedSchema, { summary: "bench" }) },
   });
-  await Promise.all(ended);
-  clearTimeout(deadline);
-  if (abort.signal.aborted) errors.push(`fan-out did not finish within ${deadlineMs} ms`);
+  const elu = performance.eventLoopUtilization(elu0).utilization;
+  const { cores } = threadBusy(busy0);
   await appender.close();
   appClient.disconnect();
+  port.postMessage({
+    kind: "appended",
+    acks: acks.subarray(0, i),
+    firstAppend,
+    appendMs,
+    elu,
+    cores,
+  } satisfies FanoutMessage);
+}
 
-  const lat = latencies.subarray(0, nLat).sort();
-  const ack = acks.sort();
-  return {
-    subscribers,
-    connections,
-    events,
-    ratePerSec: rate,
-    achievedRatePerSec: Math.round(((events - 1) / appendMs) * 1000),
-    deliveriesPerSec: Math.round((nLat / (lastReceive - firstAppend)) * 1000),
-    latencyMs: {
-      p50: round(percentile(lat, 50)),
-      p90: round(percentile(lat, 90)),
-      p99: round(percentile(lat, 99)),
-      max: round(lat[lat.length - 1] ?? Number.NaN),
-      samples: nLat,
-    },
-    appendAckMs: {
-      p50: round(percentile(ack, 50)),
-      p99: round(percentile(ack, 99)),
-      max: round(ack[ack.length - 1] ?? Number.NaN),
-    },
-    complete,
+/** Subscriber thread: `count` subscribers, each on its own connection; verify, time, report. */
+async function fanoutSubscribers(job: SubscribersJob): Promise<void> {
+  const port = parentPort as NonNullable<typeof parentPort>;
+  const { events, connections, subscribers, deadlineMs } = FANOUT;
+  const abort = new AbortController();
+  const deadline = setTimeout(() => abort.abort(), deadlineMs);
+  // Connections are shared round-robin when there are fewer than subscribers.
+  const perThread = Math.max(1, Math.round((connections * job.count) / subscribers));
+  const lastSeq = events + 2; // run.queued, the deltas, run.completed
+  const latencies = new Float64Array(job.count * events);
+  let nLat = 0;
+  let lastReceive = 0;
+  let gaps = 0;
+  let duplicates = 0;
+  let complete = 0;
+  const errors: string[] = [];
+  const live: Promise<void>[] = [];
+  const ended: Promise<void>[] = [];
+
+  /** One subscriber's checks: every seq once, in order, to the end; latency per delta. */
+  const subscriber = (s: number) => {
+    let next = 1;
+    let seen = 0;
+    let ok = true;
+    let markLive: () => void = () => undefined;
+    live.push(new Promise<void>((r) => (markLive = r)));
+    return {
+      event(res: StreamEventsResponse): void {
+        const at = clockMs();
+        const ev = res.event;
+        if (ev === undefined) return;
+        const seq = Number(ev.seq);
+        seen++;
+        if (seq === 1) markLive();
+        if (ev.payload.case === "outputDelta") {
+          const sent = Number.parseFloat(ev.payload.value.text);
+          if (nLat < latencies.length) latencies[nLat++] = at - sent;
+          lastReceive = at;
+        }
+        if (seq < next) {
+          duplicates++;
+          ok = false;
+          return;
+        }
+        if (seq > next) {
+          gaps += seq - next;
+          ok = false;
+        }
+        next = seq + 1;
+      },
+      end(): void {
+        // Seqs never received at the end count as gaps too.
+        if (next <= lastSeq) gaps += lastSeq + 1 - next;
+        else if (ok && seen === lastSeq) complete++;
+      },
+      fail(err: unknown): void {
+        errors.push(`subscriber ${s}: ${(err as Error).message}`);
+        markLive();
+      },
+    };
+  };
+
+  const request = { runId: job.runId, afterSeq: 0n };
+  if (FANOUT.client === "grpc-js") {
+    // A local subchannel pool per client: its own connection, not grpc-js's shared one.
+    const clients = Array.from(
+      { length: perThread },
+      () =>
+        new grpc.Client(new URL(job.baseUrl).host, grpc.credentials.createInsecure(), {
+          "grpc.use_local_subchannel_pool": 1,
+        }),
+    );
+    const m = RunService.method.streamEvents;
+    for (let s = job.first; s < job.first + job.count; s++) {
+      const c = clients[(s - job.first) % clients.length] as grpc.Client;
+      const sub = subscriber(s);
+      ended.push(
+        new Promise<void>((resolve) => {
+          const call = c.makeServerStreamRequest(
+            `/${m.parent.typeName}/${m.name}`,
+            (r: StreamEventsRequest) => Buffer.from(toBinary(m.input, r)),
+            (b: Buffer) => fromBinary(m.output, b),
+            create(m.input, request),
+          );
+          abort.signal.addEventListener("abort", () => call.cancel());
+          call.on("data", (res: StreamEventsResponse) => sub.event(res));
+          call.on("error", (err) => sub.fail(err));
+          call.on("status", (st: grpc.StatusObject) => {
+            if (st.code === grpc.status.OK) sub.end();
+            resolve();
+          });
+        }),
+      );
+    }
+  } else {
+    const clients = Array.from({ length: perThread }, () =>
+      createClient(RunService, createGrpcTransport({ baseUrl: job.baseUrl })),
+    );
+    for (let s = job.first; s < job.first + job.count; s++) {
+      const c = clients[(s - job.first) % clients.length] as (typeof clients)[number];
+      const sub = subscriber(s);
+      ended.push(
+        (async () => {
+          try {
+            for await (const res of c.streamEvents(request, { signal: abort.signal }))
+              sub.event(res);
+            sub.end();
+          } catch (err) {
+            sub.fail(err);
+          }
+        })(),
+      );
+    }
+  }
+  await Promise.all(live);
+  const elu0 = performance.eventLoopUtilization();
+  const busy0 = threadBusy();
+  port.postMessage({ kind: "live" } satisfies FanoutMessage);
+  await Promise.all(ended);
+  const elu = performance.eventLoopUtilization(elu0).utilization;
+  const { cores } = threadBusy(busy0);
+  clearTimeout(deadline);
+  if (abort.signal.aborted) errors.push(`fan-out did not finish within ${deadlineMs} ms`);
+  port.postMessage({
+    kind: "received",
+    latencies: latencies.slice(0, nLat),
+    lastReceive,
     gaps,
     duplicates,
-    lastSeq,
+    complete,
     errors: errors.slice(0, 5),
-    totalMs: Math.round(performance.now() - t0),
-  };
+    elu,
+    cores,
+  } satisfies FanoutMessage);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -689,7 +969,8 @@ function reportFanout(passes: FanoutResult[]): void {
   const first = passes[0];
   if (first === undefined) return;
   console.log(
-    `(b) StreamEvents fan-out over gRPC (HTTP/2): ${first.subscribers} subscribers on ${first.connections} connections, ` +
+    `(b) StreamEvents fan-out over gRPC (HTTP/2): ${first.subscribers} subscribers on ${first.connections} connections ` +
+      `(${first.client} clients on ${first.clientThreads} threads), ` +
       `all on one run (a new run per pass); ${int(first.events)} output.delta per pass, appended at a steady rate ` +
       "by a separate RedisEventLog; latency = append call to receipt by a subscriber, over all subscribers x events",
   );
@@ -703,6 +984,9 @@ function reportFanout(passes: FanoutResult[]): void {
         "p99 ms",
         "max ms",
         "ack p50/p99 ms",
+        "ELU server / subs / app",
+        "cores server / subs / app / redis / process",
+        "server µs/delivery",
         "gaps",
         "dups",
         "complete",
@@ -716,6 +1000,9 @@ function reportFanout(passes: FanoutResult[]): void {
         fix(b.latencyMs.p99),
         fix(b.latencyMs.max),
         `${fix(b.appendAckMs.p50)}/${fix(b.appendAckMs.p99)}`,
+        `${fix(b.elu.server)} / ${b.elu.subscribers.map((x) => fix(x)).join(" ")} / ${fix(b.elu.appender)}`,
+        `${fix(b.cores.server)} / ${b.cores.subscribers.map((x) => fix(x)).join(" ")} / ${fix(b.cores.appender)} / ${fix(b.cores.redis)} / ${fix(b.cores.process)}`,
+        fix(b.serverCpuUsPerDelivery, 1),
         String(b.gaps),
         String(b.duplicates),
         `${b.complete}/${b.subscribers}`,
@@ -727,6 +1014,10 @@ function reportFanout(passes: FanoutResult[]): void {
   );
   console.log(
     `    complete = subscribers that got seq 1..${first.lastSeq} (run.queued, the deltas, run.completed) exactly once, in order, and saw the stream end`,
+  );
+  console.log(
+    "    ELU = event-loop utilisation while the events flowed (the server's thread, each subscriber thread, the appender's thread); " +
+      "cores = their CPU time (and redis-server's) over the same time (CPU s per s); server µs/delivery = the server thread's CPU time per event x subscriber",
   );
   for (const b of passes) {
     if (b.errors.length > 0) console.log(`    errors at ${b.ratePerSec}/s: ${b.errors.join("; ")}`);
@@ -749,10 +1040,15 @@ const USAGE = `usage: node bench/eventlog.ts [a] [b] [c]
   a  Redis appends/s: RedisEventLog.append vs raw XADD
   b  StreamEvents fan-out latency and integrity (100 gRPC subscribers)
   c  file appends/s: openFileEventLog (fsync on) vs raw write+fdatasync
-Default: all three. AGENTD_BENCH_DIR: where (c) puts its files (default: the OS temp dir).`;
+Default: all three. AGENTD_BENCH_DIR: where (c) puts its files (default: the OS temp dir).
+AGENTD_BENCH_FANOUT_RATES: (b)'s append rates, events/s (default 1000,200).
+AGENTD_BENCH_FANOUT_CLIENT: (b)'s subscriber client, connect-es (default) or grpc-js.`;
 
 async function main(argv: string[]): Promise<number> {
-  if (argv.some((x) => !["a", "b", "c"].includes(x))) {
+  const badFanout =
+    !["connect-es", "grpc-js"].includes(FANOUT.client) ||
+    FANOUT.rates.some((r) => !(Number.isFinite(r) && r > 0));
+  if (argv.some((x) => !["a", "b", "c"].includes(x)) || badFanout) {
     console.error(USAGE);
     return 2;
   }
@@ -841,10 +1137,8 @@ if (isMainThread) {
     },
   );
 } else {
-  fanoutClients(workerData as FanoutJob).then(
-    (res) => parentPort?.postMessage(res),
-    (err: unknown) => {
-      throw err;
-    },
-  );
+  const job = workerData as FanoutJob;
+  (job.role === "appender" ? fanoutAppender(job) : fanoutSubscribers(job)).catch((err: unknown) => {
+    throw err;
+  });
 }

@@ -3,6 +3,7 @@
  * event (or only the stored ones with `history_only`). Resuming from the last seq a
  * client saw gives every later event exactly once.
  */
+import type { Http2Stream } from "node:http2";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
 import type { HandlerContext } from "@connectrpc/connect";
@@ -15,7 +16,7 @@ import {
   StreamEventsResponseSchema,
 } from "../gen/agentd/v1/run_service_pb.js";
 import { isTerminal } from "../projections/run-projection.ts";
-import { principalOf } from "./context.ts";
+import { kHttp2Stream, principalOf } from "./context.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
 
 /**
@@ -86,6 +87,9 @@ async function* liveEvents(deps: ApiDeps, runId: string, after: number, signal: 
   }
 }
 
+/** Messages at least this big are compressed when the response is (connect's default). */
+const COMPRESS_MIN_BYTES = 1024;
+
 export function streamEventsHandler(deps: ApiDeps) {
   return async function* (
     req: StreamEventsRequest,
@@ -114,10 +118,88 @@ export function streamEventsHandler(deps: ApiDeps) {
       for await (const ev of storedEvents(deps, req.runId, after)) yield toResponse(ev);
       return;
     }
-    // The hot path of fan-out: straight from the log's follower, no further generators.
-    for await (const ev of deps.log.follow(req.runId, after, ctx.signal)) {
-      yield toResponse(ev);
-      if (TERMINAL_TYPES.has(ev.type)) return;
+    const stream = binary && ctx.protocolName === "grpc" ? ctx.values.get(kHttp2Stream) : undefined;
+    if (stream === undefined) {
+      // Connect, gRPC-Web, JSON, HTTP/1.1: every message through connect.
+      for await (const ev of deps.log.follow(req.runId, after, ctx.signal)) {
+        yield toResponse(ev);
+        if (TERMINAL_TYPES.has(ev.type)) return;
+      }
+      return;
+    }
+    // gRPC (binary) over HTTP/2, the hot path of fan-out. The first message goes through
+    // connect, which sends the response headers with it; every later one is written to the
+    // HTTP/2 stream directly as its cached gRPC frame (envelope + bytes, built once per
+    // event for all subscribers), a batch of ready events in one write. Connect still owns
+    // the call: it authenticated it, and it ends it (trailers, error status, deadline and
+    // cancellation through ctx.signal) once this generator returns or throws. This relies
+    // on connect (2.x) writing a message before it asks for the next one, so the direct
+    // writes follow the headers and the first message; the fast-path tests would fail
+    // otherwise (internal/server/stream-fast-path.test.ts).
+    const gzip = ctx.responseHeader.get("grpc-encoding") === "gzip";
+    let headersSent = false;
+    for await (const batch of deps.log.followBatches(req.runId, after, ctx.signal)) {
+      let from = 0;
+      if (!headersSent) {
+        const first = batch[0] as LoggedEvent;
+        yield toResponse(first);
+        headersSent = true;
+        if (TERMINAL_TYPES.has(first.type)) return;
+        from = 1;
+      }
+      // A batch goes out in as few writes as the stream's buffer allows: a slow client
+      // holds at most about one buffer's worth here (the log's follower bounds the rest).
+      while (from < batch.length) {
+        if (stream.destroyed || ctx.signal.aborted) return;
+        const next = writeFrames(stream, batch, from, gzip);
+        if (next < 0) return; // wrote the terminal event
+        from = next;
+        if (stream.writableNeedDrain) await drained(stream, ctx.signal);
+      }
     }
   };
+}
+
+/**
+ * Writes the gRPC frames of `batch` from `from` on as one write (corked), until the
+ * stream's buffer is full. Returns the index of the first event not written, or -1 when
+ * it wrote a terminal event (nothing may follow it).
+ */
+function writeFrames(
+  stream: Http2Stream,
+  batch: readonly LoggedEvent[],
+  from: number,
+  gzip: boolean,
+): number {
+  let i = from;
+  stream.cork();
+  try {
+    while (i < batch.length) {
+      const ev = batch[i++] as LoggedEvent;
+      const frame = ev.grpcFrame;
+      const room = stream.write(
+        gzip && frame.length - 5 >= COMPRESS_MIN_BYTES ? ev.grpcFrameGzip : frame,
+      );
+      if (TERMINAL_TYPES.has(ev.type)) return -1;
+      if (!room) break;
+    }
+  } finally {
+    stream.uncork();
+  }
+  return i;
+}
+
+/** Resolves when the stream can take more, closes, or the call is aborted. */
+function drained(stream: Http2Stream, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      stream.off("drain", done);
+      stream.off("close", done);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    stream.on("drain", done);
+    stream.on("close", done);
+    signal.addEventListener("abort", done);
+  });
 }

@@ -25,25 +25,3 @@ export function canonicalJson(value: unknown): string {
   }
   return `{${out}}`;
 }
-
-/**
- * Sealing in one pass: `derive` receives the canonical JSON of `obj` without its `key`
- * member, and its answer becomes the string member `key`. Returns that value and the
- * canonical JSON of the object including it — byte for byte what canonicalJson would give
- * for `{...obj, [key]: value}`, but each nested value is encoded only once.
- */
-export function canonicalJsonWith(
-  obj: Record<string, unknown>,
-  key: string,
-  derive: (canonicalWithout: string) => string,
-): { value: string; json: string } {
-  const keys = Object.keys(obj)
-    .filter((k) => k !== key && obj[k] !== undefined)
-    .sort();
-  const members = keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`);
-  const value = derive(`{${members.join(",")}}`);
-  let at = 0;
-  while (at < keys.length && (keys[at] as string) < key) at++;
-  members.splice(at, 0, `${JSON.stringify(key)}:${JSON.stringify(value)}`);
-  return { value, json: `{${members.join(",")}}` };
-}

@@ -215,6 +215,35 @@ export function runEventLogConformance(name: string, h: ConformanceHarness): voi
       assert.equal(textOf(a[9] as LoggedEvent), "live6");
     });
 
+    it("follows in batches: consecutive events, each exactly once, in order", async () => {
+      const runId = ulid();
+      await log.append(queued(runId, tenant));
+      for (let i = 0; i < 5; i++) await log.append(delta(runId, `h${i}`));
+      const ac = new AbortController();
+      const batches: number[][] = [];
+      const done = (async () => {
+        for await (const batch of log.followBatches(runId, 2, ac.signal)) {
+          batches.push(batch.map((e) => e.seq));
+          if (batch.at(-1)?.seq === 46) return;
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 50));
+      // Bursts of concurrent appends: live batches of several events.
+      for (let b = 0; b < 8; b++) {
+        await Promise.all(
+          Array.from({ length: 5 }, (_, i) => log.append(delta(runId, `l${b}.${i}`))),
+        );
+      }
+      await done;
+      ac.abort();
+      const seqs = batches.flat();
+      assert.deepEqual(
+        seqs,
+        Array.from({ length: 44 }, (_, i) => i + 3),
+      );
+      assert.ok(batches.every((b) => b.length > 0));
+    });
+
     it("a follower stops when its signal aborts", async () => {
       const runId = ulid();
       await log.append(queued(runId, tenant));

@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import { it } from "node:test";
-import { create, fromJsonString, toJson } from "@bufbuild/protobuf";
+import { gunzipSync } from "node:zlib";
+import {
+  create,
+  fromBinary,
+  fromJsonString,
+  toBinary,
+  toJson,
+  toJsonString,
+} from "@bufbuild/protobuf";
 import {
   ApprovalDecision,
   ApprovalRequestedSchema,
@@ -15,8 +23,9 @@ import {
   RunQueuedSchema,
   ToolResultSchema,
 } from "../gen/agentd/v1/events_pb.js";
+import { StreamEventsResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { canonicalJson } from "./canonical-json.ts";
-import { type EventPayload, sealEvent } from "./event-codec.ts";
+import { type EventPayload, LoggedEvent, sealEvent } from "./event-codec.ts";
 import { computeEventHash } from "./hash-chain.ts";
 
 const payloads: EventPayload[] = [
@@ -98,6 +107,64 @@ it("sealed JSON is byte for byte the canonical protobuf-JSON of the event", () =
           ms,
         );
       }
+    }
+  }
+});
+
+it("grpcFrame is the gRPC message of StreamEventsResponse{event}; grpcFrameGzip the same, compressed", () => {
+  const sealed = sealEvent(
+    {
+      runId: "01J0000000000000000000RUN1",
+      sessionId: "s",
+      payload: { case: "outputDelta", value: create(OutputDeltaSchema, { text: "é".repeat(900) }) },
+    },
+    7,
+    "",
+    Date.UTC(2026, 0, 2, 3, 4, 5, 120),
+  );
+  const ev = new LoggedEvent("01J0000000000000000000RUN1", 7, sealed.json);
+  const frame = Buffer.from(ev.grpcFrame);
+  assert.equal(frame[0], 0, "not compressed");
+  assert.equal(frame.readUInt32BE(1), frame.length - 5);
+  const expected = toBinary(
+    StreamEventsResponseSchema,
+    create(StreamEventsResponseSchema, { event: ev.event }),
+  );
+  assert.deepEqual(new Uint8Array(frame.subarray(5)), expected);
+  assert.equal(ev.grpcFrame, ev.grpcFrame, "memoised");
+  // lengthPrefixedBinary: the field's value, i.e. the message without its tag byte.
+  assert.deepEqual(new Uint8Array(ev.lengthPrefixedBinary), expected.subarray(1));
+  const z = Buffer.from(ev.grpcFrameGzip);
+  assert.equal(z[0], 1, "compressed flag");
+  assert.equal(z.readUInt32BE(1), z.length - 5);
+  assert.ok(z.length < frame.length);
+  const decoded = fromBinary(StreamEventsResponseSchema, gunzipSync(z.subarray(5)));
+  assert.equal(decoded.event?.hash, sealed.hash);
+  assert.equal(
+    toJsonString(EventSchema, decoded.event as never),
+    toJsonString(EventSchema, ev.event),
+  );
+});
+
+it("sealing is canonical for every payload case, with or without run and session ids", () => {
+  const oneof = EventSchema.oneofs.find((o) => o.localName === "payload");
+  assert.ok(oneof);
+  for (const f of oneof.fields) {
+    assert.ok(f.message);
+    const payload = { case: f.localName, value: create(f.message) } as EventPayload;
+    for (const [runId, sessionId] of [
+      ["01JTESTRUN0000000000000000", 's "1" ✓'],
+      ["", ""],
+    ]) {
+      const s = sealEvent(
+        { runId: runId as string, sessionId: sessionId as string, payload },
+        3,
+        "",
+        1_763_800_000_120,
+      );
+      const decoded = fromJsonString(EventSchema, s.json);
+      assert.equal(canonicalJson(toJson(EventSchema, decoded)), s.json, f.localName);
+      assert.equal(computeEventHash(JSON.parse(s.json)), s.hash);
     }
   }
 });

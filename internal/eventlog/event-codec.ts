@@ -4,11 +4,12 @@
  * Never re-encode a stored event to serve it: the stored bytes are what the chain covers.
  */
 import { randomFillSync } from "node:crypto";
+import { gzipSync } from "node:zlib";
 import { type DescMessage, fromJsonString, toBinary, toJson } from "@bufbuild/protobuf";
-import { BinaryWriter } from "@bufbuild/protobuf/wire";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { ulid } from "ulid";
 import { type Event, EventSchema } from "../gen/agentd/v1/events_pb.js";
-import { canonicalJsonWith } from "./canonical-json.ts";
+import { canonicalJson } from "./canonical-json.ts";
 import { GENESIS_HASH, sha256Hex } from "./hash-chain.ts";
 
 /** Event type names (the `type` field) and the payload case each one carries. */
@@ -95,31 +96,83 @@ const PAYLOAD_SCHEMAS = new Map<string, DescMessage>(
 
 /** protobuf-JSON of a Timestamp at millisecond precision ("…:05Z", "…:05.120Z"). */
 function timestampJson(ms: number): string {
+  if (ms === lastTsMs) return lastTs;
   const iso = new Date(ms).toISOString();
-  return ms % 1000 === 0 ? `${iso.slice(0, 19)}Z` : iso;
+  lastTsMs = ms;
+  lastTs = ms % 1000 === 0 ? `${iso.slice(0, 19)}Z` : iso;
+  return lastTs;
 }
+// The events of one commit share their timestamp: format it once.
+let lastTsMs = Number.NaN;
+let lastTs = "";
+
+/** The envelope's members: every key but the payload's, which depends on its case. */
+const ENVELOPE_KEYS = ["eventId", "hash", "prevHash", "runId", "seq", "sessionId", "ts", "type"];
+
+/**
+ * Per payload case, the envelope's keys in canonical (code-unit sorted) order with the
+ * payload's case name among them: sealing fills them in without sorting anything.
+ */
+const KEY_ORDER = new Map<string, readonly string[]>(
+  [...PAYLOAD_SCHEMAS.keys()].map((kase) => [kase, [...ENVELOPE_KEYS, kase].sort()]),
+);
 
 /**
  * Seals `ev` at position `seq` after `prevHash`, stamped `nowMs`. The envelope's
- * protobuf-JSON is built directly (only the payload goes through protobuf's JSON encoder):
- * byte for byte what `canonicalJson(toJson(EventSchema, event))` gives, which the tests
- * check, at half the cost — sealing is on the hot path of every append.
+ * protobuf-JSON is built directly, members in a precomputed canonical order (only the
+ * payload goes through protobuf's JSON encoder and canonicalJson): byte for byte what
+ * `canonicalJson(toJson(EventSchema, event))` gives, which the tests check, at a fraction
+ * of the cost — sealing is on the hot path of every append.
  */
 export function sealEvent(ev: NewEvent, seq: number, prevHash: string, nowMs: number): SealedEvent {
   const type = typeOfPayload(ev.payload);
-  const schema = PAYLOAD_SCHEMAS.get(ev.payload.case) as DescMessage;
-  const obj: Record<string, unknown> = {
-    eventId: ulid(nowMs, pooledRandom),
-    seq: String(seq),
-    ts: timestampJson(nowMs),
-    type,
-    prevHash: prevHash || GENESIS_HASH,
-    [ev.payload.case]: toJson(schema, ev.payload.value as never),
-  };
-  // proto3 JSON omits empty strings: so must we, to stay byte-identical.
-  if (ev.runId !== "") obj.runId = ev.runId;
-  if (ev.sessionId !== "") obj.sessionId = ev.sessionId;
-  const { value: hash, json } = canonicalJsonWith(obj, "hash", sha256Hex);
+  const kase = ev.payload.case;
+  const schema = PAYLOAD_SCHEMAS.get(kase) as DescMessage;
+  const payload = canonicalJson(toJson(schema, ev.payload.value as never));
+  let before = ""; // members sorted before "hash"
+  let after = ""; // members sorted after it
+  let seenHash = false;
+  for (const key of KEY_ORDER.get(kase) as readonly string[]) {
+    let member: string;
+    switch (key) {
+      case "hash":
+        seenHash = true;
+        continue;
+      case "eventId":
+        // ULIDs (Crockford base32), seq digits, timestamps and type names need no escaping.
+        member = `"eventId":"${ulid(nowMs, pooledRandom)}"`;
+        break;
+      case "prevHash":
+        member = `"prevHash":${JSON.stringify(prevHash || GENESIS_HASH)}`;
+        break;
+      case "runId":
+        // proto3 JSON omits empty strings: so must we, to stay byte-identical.
+        if (ev.runId === "") continue;
+        member = `"runId":${JSON.stringify(ev.runId)}`;
+        break;
+      case "seq":
+        member = `"seq":"${seq}"`;
+        break;
+      case "sessionId":
+        if (ev.sessionId === "") continue;
+        member = `"sessionId":${JSON.stringify(ev.sessionId)}`;
+        break;
+      case "ts":
+        member = `"ts":"${timestampJson(nowMs)}"`;
+        break;
+      case "type":
+        member = `"type":"${type}"`;
+        break;
+      default:
+        member = `${JSON.stringify(kase)}:${payload}`;
+    }
+    if (seenHash) after = after === "" ? member : `${after},${member}`;
+    else before = before === "" ? member : `${before},${member}`;
+  }
+  const without = before === "" ? after : after === "" ? before : `${before},${after}`;
+  const hash = sha256Hex(`{${without}}`);
+  const hashMember = `"hash":"${hash}"`;
+  const json = `{${before === "" ? "" : `${before},`}${hashMember}${after === "" ? "" : `,${after}`}}`;
   return { seq, type, hash, json };
 }
 
@@ -130,7 +183,8 @@ export class LoggedEvent {
   /** The stored canonical JSON: serve these bytes as they are. */
   readonly json: string;
   #event: Event | undefined;
-  #binary: Uint8Array | undefined;
+  #frame: Uint8Array | undefined;
+  #frameGzip: Uint8Array | undefined;
 
   constructor(runId: string, seq: number, json: string) {
     this.runId = runId;
@@ -154,7 +208,46 @@ export class LoggedEvent {
    * server, however many subscribers receive it.
    */
   get lengthPrefixedBinary(): Uint8Array {
-    this.#binary ??= new BinaryWriter().bytes(toBinary(EventSchema, this.event)).finish();
-    return this.#binary;
+    return this.grpcFrame.subarray(GRPC_FRAME_PREFIX);
+  }
+
+  /**
+   * A whole gRPC message of `StreamEventsResponse{event}` as it goes on the wire:
+   * the 5-byte envelope (flags 0, big-endian length), the field tag, then
+   * `lengthPrefixedBinary` (memoised: built once per event, written as it is to every
+   * subscriber's HTTP/2 stream).
+   */
+  get grpcFrame(): Uint8Array {
+    if (this.#frame === undefined) {
+      const body = new BinaryWriter()
+        .tag(1, WireType.LengthDelimited)
+        .bytes(toBinary(EventSchema, this.event))
+        .finish();
+      const frame = Buffer.allocUnsafe(5 + body.length);
+      frame[0] = 0;
+      frame.writeUInt32BE(body.length, 1);
+      frame.set(body, 5);
+      this.#frame = frame;
+    }
+    return this.#frame;
+  }
+
+  /**
+   * grpcFrame with the message gzip-compressed (flags 1), for a stream whose response
+   * `grpc-encoding` is gzip (memoised, so compressed once per event, not per subscriber).
+   */
+  get grpcFrameGzip(): Uint8Array {
+    if (this.#frameGzip === undefined) {
+      const body = gzipSync(this.grpcFrame.subarray(5));
+      const frame = Buffer.allocUnsafe(5 + body.length);
+      frame[0] = 1;
+      frame.writeUInt32BE(body.length, 1);
+      frame.set(body, 5);
+      this.#frameGzip = frame;
+    }
+    return this.#frameGzip;
   }
 }
+
+/** Bytes of a grpcFrame before the event's length prefix: the envelope and the field tag. */
+const GRPC_FRAME_PREFIX = 6;

@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { AgentdError } from "../errors.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
 import { LoggedEvent } from "./event-codec.ts";
-import { followLog, type LiveFeed } from "./follow.ts";
+import { followLog, followLogBatches, type LiveFeed } from "./follow.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
 import type { AppendRequest, EventLog, ListRunIdsQuery, RunHead, RunIdPage } from "./port.ts";
 
@@ -230,6 +230,14 @@ export class FileEventLog implements EventLog {
 
   follow(runId: string, afterSeq: number, signal: AbortSignal): AsyncIterable<LoggedEvent> {
     return followLog((r, a, l) => this.read(r, a, l), this.#feed, runId, afterSeq, signal);
+  }
+
+  followBatches(
+    runId: string,
+    afterSeq: number,
+    signal: AbortSignal,
+  ): AsyncIterable<LoggedEvent[]> {
+    return followLogBatches((r, a, l) => this.read(r, a, l), this.#feed, runId, afterSeq, signal);
   }
 
   async head(runId: string): Promise<RunHead | undefined> {

@@ -67,6 +67,12 @@ export interface EventLog {
    * each exactly once, in order, until `signal` aborts (the iterator then just ends).
    */
   follow(runId: string, afterSeq: number, signal: AbortSignal): AsyncIterable<LoggedEvent>;
+  /**
+   * follow() in batches of consecutive events: whatever was ready at once (a page of
+   * history, the live events that arrived since the last batch), for consumers that write
+   * a batch in one go (the StreamEvents fan-out). Same guarantees as follow().
+   */
+  followBatches(runId: string, afterSeq: number, signal: AbortSignal): AsyncIterable<LoggedEvent[]>;
   /** The run's head, or undefined when the run has no events. */
   head(runId: string): Promise<RunHead | undefined>;
   /** Heads of many runs at once (undefined where a run does not exist). */

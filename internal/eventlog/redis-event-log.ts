@@ -14,7 +14,7 @@ import { AgentdError } from "../errors.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
 import { APPEND_LUA } from "./append-lua.ts";
 import { LoggedEvent } from "./event-codec.ts";
-import { followLog, type LiveFeed } from "./follow.ts";
+import { followLog, followLogBatches, type LiveFeed } from "./follow.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
 import type { AppendRequest, EventLog, ListRunIdsQuery, RunHead, RunIdPage } from "./port.ts";
 
@@ -165,6 +165,14 @@ export class RedisEventLog implements EventLog {
 
   follow(runId: string, afterSeq: number, signal: AbortSignal): AsyncIterable<LoggedEvent> {
     return followLog((r, a, l) => this.read(r, a, l), this.#feed, runId, afterSeq, signal);
+  }
+
+  followBatches(
+    runId: string,
+    afterSeq: number,
+    signal: AbortSignal,
+  ): AsyncIterable<LoggedEvent[]> {
+    return followLogBatches((r, a, l) => this.read(r, a, l), this.#feed, runId, afterSeq, signal);
   }
 
   async #subscribe(runId: string, onEvent: (ev: LoggedEvent) => void): Promise<() => void> {

@@ -5,7 +5,9 @@
 import type http from "node:http";
 import type http2 from "node:http2";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { createContextValues } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { kHttp2Stream } from "../api/context.ts";
 import type { ApiDeps } from "../api/deps.ts";
 import { authInterceptor } from "../api/interceptors/auth.ts";
 import { errorInterceptor } from "../api/interceptors/errors.ts";
@@ -53,6 +55,12 @@ export function createApp(opts: AppOptions): RequestHandler {
   const api = connectNodeAdapter({
     readMaxBytes: opts.maxRequestBytes ?? 8 * 1024 * 1024,
     interceptors: [errorInterceptor(logError), authInterceptor(auth)],
+    // StreamEvents' gRPC fast path writes pre-framed messages to the HTTP/2 stream itself.
+    contextValues: (req) => {
+      const values = createContextValues();
+      if ("stream" in req) values.set(kHttp2Stream, req.stream);
+      return values;
+    },
     routes(router) {
       registerRunService(router, deps);
       registerHealth(router, { check: ready, services: ["agentd.v1.RunService"] });
