@@ -18,6 +18,7 @@
  */
 import { statfsSync } from "node:fs";
 import { type FileHandle, mkdtemp, open, rm } from "node:fs/promises";
+import http2 from "node:http2";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
@@ -70,11 +71,13 @@ const FANOUT = {
   subscribers: 100,
   events: 5_000,
   /**
-   * Steady append rates, events/s, one pass (and one run) each: the target case, then a
-   * lighter reference pass showing the latency when the server is not saturated.
-   * AGENTD_BENCH_FANOUT_RATES=500,300 runs others (the target applies to the first).
+   * Steady append rates, events/s, one pass (and one run) each, the target checked on
+   * each. The issue names no rate: 200/s is a run streaming ten times faster than a model's
+   * coalesced output (20,000 deliveries/s to the 100 subscribers); 1,000/s is the stress
+   * pass (100,000 deliveries/s, with the 100 subscribers' decoding on the same 2 cores).
+   * AGENTD_BENCH_FANOUT_RATES=500,300 runs others.
    */
-  rates: (process.env.AGENTD_BENCH_FANOUT_RATES ?? "1000,200").split(",").map(Number),
+  rates: (process.env.AGENTD_BENCH_FANOUT_RATES ?? "200,1000").split(",").map(Number),
   /** One HTTP/2 connection per subscriber (distinct clients), not 100 streams on one. */
   connections: 100,
   /**
@@ -85,11 +88,14 @@ const FANOUT = {
   clientThreads: 2,
   /**
    * The subscribers' gRPC client: the generated Connect client (createGrpcTransport), or
-   * with AGENTD_BENCH_FANOUT_CLIENT=grpc-js @grpc/grpc-js (a diagnostic: a client that
-   * costs less CPU per message leaves more of the 2 cores to the server). Either decodes
-   * every message into an Event.
+   * with AGENTD_BENCH_FANOUT_CLIENT=grpc-js @grpc/grpc-js, or =http2 a bare node:http2 gRPC
+   * client (diagnostics: a client that costs less CPU per message leaves more of the 2
+   * cores to the server). Each decodes every message into an Event.
    */
-  client: (process.env.AGENTD_BENCH_FANOUT_CLIENT ?? "connect-es") as "connect-es" | "grpc-js",
+  client: (process.env.AGENTD_BENCH_FANOUT_CLIENT ?? "connect-es") as
+    | "connect-es"
+    | "grpc-js"
+    | "http2",
   targetP99Ms: 50,
   /** A pass must finish within this, or it is reported as failed. */
   deadlineMs: 60_000,
@@ -863,6 +869,52 @@ async function fanoutSubscribers(job: SubscribersJob): Promise<void> {
         }),
       );
     }
+  } else if (FANOUT.client === "http2") {
+    const sessions = Array.from({ length: perThread }, () => http2.connect(job.baseUrl));
+    const m = RunService.method.streamEvents;
+    const body = toBinary(m.input, create(m.input, request));
+    const frame = Buffer.alloc(5 + body.length);
+    frame.writeUInt32BE(body.length, 1);
+    frame.set(body, 5);
+    for (let s = job.first; s < job.first + job.count; s++) {
+      const session = sessions[(s - job.first) % sessions.length] as http2.ClientHttp2Session;
+      const sub = subscriber(s);
+      ended.push(
+        new Promise<void>((resolve) => {
+          const req = session.request({
+            ":method": "POST",
+            ":path": `/${m.parent.typeName}/${m.name}`,
+            "content-type": "application/grpc+proto",
+            te: "trailers",
+          });
+          abort.signal.addEventListener("abort", () => req.close());
+          let buf: Buffer = Buffer.alloc(0);
+          req.on("data", (chunk: Buffer) => {
+            buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+            while (buf.length >= 5) {
+              const n = buf.readUInt32BE(1);
+              if (buf.length < 5 + n) break;
+              sub.event(fromBinary(m.output, buf.subarray(5, 5 + n)));
+              buf = buf.subarray(5 + n);
+            }
+          });
+          req.on("trailers", (t) => {
+            if (t["grpc-status"] === "0") sub.end();
+            else sub.fail(new Error(`grpc-status ${t["grpc-status"]}: ${t["grpc-message"]}`));
+          });
+          req.on("error", (err) => sub.fail(err));
+          req.on("close", () => resolve());
+          req.end(frame);
+        }),
+      );
+    }
+    abort.signal.addEventListener("abort", () => {
+      for (const x of sessions) x.destroy();
+    });
+    await Promise.all(live);
+    void Promise.all(ended).then(() => {
+      for (const x of sessions) x.close();
+    });
   } else {
     const clients = Array.from({ length: perThread }, () =>
       createClient(RunService, createGrpcTransport({ baseUrl: job.baseUrl })),
@@ -992,8 +1044,8 @@ function reportFanout(passes: FanoutResult[]): void {
         "complete",
         "target p99",
       ],
-      ...passes.map((b, i) => [
-        `${int(b.ratePerSec)}/s (${int(b.achievedRatePerSec)}/s)${i === 0 ? "" : " reference"}`,
+      ...passes.map((b) => [
+        `${int(b.ratePerSec)}/s (${int(b.achievedRatePerSec)}/s)`,
         int(b.deliveriesPerSec),
         fix(b.latencyMs.p50),
         fix(b.latencyMs.p90),
@@ -1006,9 +1058,7 @@ function reportFanout(passes: FanoutResult[]): void {
         String(b.gaps),
         String(b.duplicates),
         `${b.complete}/${b.subscribers}`,
-        i === 0
-          ? `<= ${FANOUT.targetP99Ms} ms: ${b.latencyMs.p99 <= FANOUT.targetP99Ms ? "met" : "MISSED"}`
-          : "",
+        `<= ${FANOUT.targetP99Ms} ms: ${b.latencyMs.p99 <= FANOUT.targetP99Ms ? "met" : "MISSED"}`,
       ]),
     ]),
   );
@@ -1046,7 +1096,7 @@ AGENTD_BENCH_FANOUT_CLIENT: (b)'s subscriber client, connect-es (default) or grp
 
 async function main(argv: string[]): Promise<number> {
   const badFanout =
-    !["connect-es", "grpc-js"].includes(FANOUT.client) ||
+    !["connect-es", "grpc-js", "http2"].includes(FANOUT.client) ||
     FANOUT.rates.some((r) => !(Number.isFinite(r) && r > 0));
   if (argv.some((x) => !["a", "b", "c"].includes(x)) || badFanout) {
     console.error(USAGE);
@@ -1118,7 +1168,10 @@ async function main(argv: string[]): Promise<number> {
     fileAppend: c,
     targets: {
       redisRatio: a?.shapes.every((x) => x.ratio >= APPEND.target),
-      fanoutP99: b?.[0] === undefined ? undefined : b[0].latencyMs.p99 <= FANOUT.targetP99Ms,
+      fanoutP99: b?.map((x) => ({
+        rate: x.ratePerSec,
+        ok: x.latencyMs.p99 <= FANOUT.targetP99Ms,
+      })),
     },
     integrityOk,
     seconds: round((performance.now() - started) / 1000, 1),
