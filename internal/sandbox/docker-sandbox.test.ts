@@ -355,6 +355,22 @@ describe("warm containers", () => {
       for (let i = 0; i < 100 && (await pooled()).filter((id) => id !== h.id).length === 0; i++)
         await new Promise((r) => setTimeout(r, 50));
       assert.equal((await pooled()).filter((id) => id !== h.id).length, 1, "refilled");
+      // A snapshot the engine exported from a cold container (getArchive) unpacks in a
+      // warm one, as when a paused run resumes.
+      await run(box, "mkdir -p snap/sub && echo deep > snap/sub/f.txt && chmod 755 snap");
+      const snapshot = await box.exportWorkspace();
+      await warm.prewarm(shape());
+      const resumed = await warm.create({
+        ...shape(),
+        runId: ulid(),
+        tenantId: "acme",
+        workspaceTar: snapshot,
+      });
+      const resumedInfo = await docker.getContainer(resumed.id).inspect();
+      assert.equal(resumedInfo.Config.Labels[LABEL_POOL], owner, "a warm one");
+      assert.equal((await run(resumed, "cat hello.txt snap/sub/f.txt")).stdout, "hi\ndeep\n");
+      assert.deepEqual((await resumed.diff()).added, []);
+      await resumed.destroy();
       // A run never gets a container of another shape.
       const other = await warm.create({
         ...shape(),
