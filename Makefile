@@ -57,7 +57,8 @@ bench: build images
 	node bench/eventlog.ts
 	node bench/sandbox.ts
 	node bench/kernel.ts
-	node bench/e2e.ts
+	node bench/e2e.ts --runs 5
+	node bench/e2e.ts --runs 3 --delays
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox
 # images built by `images`; the replay model unless OPENAI_API_KEY is set.

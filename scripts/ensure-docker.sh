@@ -20,7 +20,15 @@ fi
 if ! pgrep -x dockerd >/dev/null 2>&1; then rm -f /var/run/docker.pid; fi
 if ! pgrep -x dockerd >/dev/null 2>&1; then
   echo "ensure-docker: starting dockerd (log: /var/log/dockerd.log)" >&2
-  nohup dockerd >/var/log/dockerd.log 2>&1 &
+  # A daemon must not keep the caller's other open files (a lock a CI step holds with
+  # flock, a pipe a caller waits on to close): only stdin, stdout and stderr go along.
+  (
+    for fd in /proc/self/fd/*; do
+      fd="${fd##*/}"
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec nohup dockerd </dev/null >/var/log/dockerd.log 2>&1
+  ) &
 fi
 for _ in $(seq 1 60); do
   docker info >/dev/null 2>&1 && exit 0
