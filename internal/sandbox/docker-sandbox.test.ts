@@ -371,6 +371,13 @@ describe("warm containers", () => {
       assert.equal((await run(resumed, "cat hello.txt snap/sub/f.txt")).stdout, "hi\ndeep\n");
       assert.deepEqual((await resumed.diff()).added, []);
       await resumed.destroy();
+      // A run without a workspace gets an empty one, warm too.
+      await warm.prewarm(shape());
+      const empty = await warm.create({ ...shape(), runId: ulid(), tenantId: "acme" });
+      const emptyInfo = await docker.getContainer(empty.id).inspect();
+      assert.equal(emptyInfo.Config.Labels[LABEL_POOL], owner, "a warm one");
+      assert.equal((await run(empty, "ls -A /workspace | wc -l")).stdout.trim(), "0");
+      await empty.destroy();
       // A run never gets a container of another shape.
       const other = await warm.create({
         ...shape(),

@@ -241,7 +241,8 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         spec.workspaceTar !== undefined && spec.workspaceTar.byteLength > 0
           ? Buffer.from(spec.workspaceTar)
           : undefined;
-      const base = spec.workspaceTar ?? (await packWorkspace([]));
+      // An empty workspace is an empty archive (tar refuses zero bytes).
+      const base = tar ?? (await packWorkspace([]));
       const warm = base.byteLength <= WARM_MAX_TAR_BYTES ? take(spec) : undefined;
       if (warm !== undefined) {
         try {
