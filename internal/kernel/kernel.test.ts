@@ -322,6 +322,55 @@ describe("approvals over the API", () => {
       .find((e) => e.payload.case === "approvalResolved" && e.payload.value.approvalId === id);
     assert.ok(ev?.payload.case === "approvalResolved" && ev.payload.value.resolvedBy === "expiry");
   });
+
+  it("a preview's plan serves only its own run's call, even when another run uses the same call id", async () => {
+    // A second run in its own container: the same file, the same call id, another edit.
+    const created = await stack.client.createRun({ prompt: "other run" });
+    const otherId = created.run?.runId as string;
+    const t = await testSandbox();
+    try {
+      const otherBox = await t.sandbox.create({
+        runId: otherId,
+        tenantId: "acme",
+        image: sandboxImage("test"),
+        limits: TEST_LIMITS,
+        network: "none",
+        workspaceTar: await packWorkspace([
+          { path: ".env.x", type: "file", mode: 0o644, data: Buffer.from("token = none\n") },
+        ]),
+      });
+      await box.exec({
+        argv: ["sh", "-c", "printf 'token = none\\n' > .env.x"],
+        timeoutMs: 5000,
+        maxOutputBytes: 1000,
+      });
+      const fence = await stack.log.bumpEpoch(otherId);
+      const other: KernelRun = {
+        runId: otherId,
+        sessionId: created.run?.sessionId as string,
+        fence,
+        sandbox: otherBox,
+      };
+      const edit = (text: string) => ({
+        callId: "same",
+        tool: "repo.patch",
+        input: { path: ".env.x", edits: [{ oldText: "none", newText: text }] },
+      });
+      assert.equal((await kernel.handle(run, edit("approved-by-A"))).kind, "paused");
+      assert.equal((await kernel.handle(other, edit("B-SECRET"))).kind, "paused");
+      const out = await kernel.continueAfterApproval(run, edit("approved-by-A"), {
+        approved: true,
+        reason: "",
+      });
+      assert.equal(out.kind === "result" && out.ok, true);
+      const cat = (b: SandboxHandle) =>
+        b.exec({ argv: ["cat", ".env.x"], timeoutMs: 5000, maxOutputBytes: 1000 });
+      assert.equal((await cat(box)).stdout, "token = approved-by-A\n");
+      assert.equal((await cat(otherBox)).stdout, "token = none\n");
+    } finally {
+      await t.cleanup();
+    }
+  });
 });
 
 describe("secrets", () => {
@@ -424,10 +473,15 @@ describe("tracing and integrity", () => {
   it("every decision event matches its span; the chain verifies; a stale owner is fenced", async () => {
     const events = (await stack.log.read(run.runId, 0)).map((e) => e.event);
     const decisions = events.filter((e) => e.payload.case === "policyDecision");
-    assert.equal(
-      decisions.length,
-      exporter.getFinishedSpans().filter((s) => s.name === "kernel.decide").length,
+    const spans = exporter.getFinishedSpans();
+    const ofRun = spans.filter(
+      (d) =>
+        d.name === "kernel.decide" &&
+        spans.find((s) => s.spanContext().spanId === d.parentSpanContext?.spanId)?.attributes[
+          "agentd.run.id"
+        ] === run.runId,
     );
+    assert.equal(decisions.length, ofRun.length);
     assert.equal(
       verifyChain(events.map((e) => toJson(EventSchema, e) as Record<string, unknown>)).ok,
       true,

@@ -222,11 +222,29 @@ export function createKernel(opts: KernelOptions): Kernel {
 
   /**
    * Sandbox work a preview did that its call reuses when it runs (repo.patch: the read and
-   * plan), per call id, with how long it took (counted into the call's durationMs: the
-   * call's own work, done early). Bounded: entries of calls never run are dropped oldest first.
+   * plan), with how long it took (counted into the call's durationMs: the call's own work,
+   * done early). Keyed by run and call id (models reuse call ids across runs), and kept
+   * only for the same container and the same input. Bounded: entries of calls that never
+   * run are dropped oldest first past MAX_PREPARED entries or MAX_PREPARED_BYTES of files.
    */
-  const prepared = new Map<string, { value: unknown; ms: number }>();
-  const MAX_PREPARED = 1000;
+  const prepared = new Map<
+    string,
+    { value: unknown; ms: number; sandboxId: string; input: string; bytes: number }
+  >();
+  let preparedBytes = 0;
+  const MAX_PREPARED = 64;
+  const MAX_PREPARED_BYTES = 64 * 1024 * 1024;
+  const preparedKey = (run: KernelRun, callId: string): string => `${run.runId}\u0000${callId}`;
+  const takePrepared = (run: KernelRun, call: ProposedCall, input: unknown) => {
+    const key = preparedKey(run, call.callId);
+    const p = prepared.get(key);
+    if (p === undefined) return undefined;
+    prepared.delete(key);
+    preparedBytes -= p.bytes;
+    return p.sandboxId === run.sandbox.id && p.input === canonicalJson(input ?? null)
+      ? p
+      : undefined;
+  };
 
   async function preview(
     run: KernelRun,
@@ -242,8 +260,21 @@ export function createKernel(opts: KernelOptions): Kernel {
         toolContext(run, policy, call.tool),
         d.input as { path: string },
       );
-      prepared.set(call.callId, { value: planned, ms: now() - started });
-      if (prepared.size > MAX_PREPARED) prepared.delete(prepared.keys().next().value as string);
+      const bytes = 2 * (planned.current.content?.length ?? 0);
+      takePrepared(run, call, d.input); // a previous preview of the same call
+      prepared.set(preparedKey(run, call.callId), {
+        value: planned,
+        ms: now() - started,
+        sandboxId: run.sandbox.id,
+        input: canonicalJson(d.input ?? null),
+        bytes,
+      });
+      preparedBytes += bytes;
+      while (prepared.size > MAX_PREPARED || preparedBytes > MAX_PREPARED_BYTES) {
+        const [k, oldest] = prepared.entries().next().value as [string, { bytes: number }];
+        prepared.delete(k);
+        preparedBytes -= oldest.bytes;
+      }
       const { summary } = planned;
       return {
         summary: `${summary.deleted ? "delete" : summary.created ? "create" : "patch"} ${summary.path}: ${summary.hunks} hunk(s), +${summary.linesAdded} -${summary.linesRemoved}`,
@@ -287,8 +318,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       keys: isCommand ? policy.redaction.keys : [],
       patterns: policy.redaction.patterns,
     });
-    const early = prepared.get(call.callId);
-    prepared.delete(call.callId);
+    const early = takePrepared(run, call, d.input);
     const started = now() - (early?.ms ?? 0);
     let output: unknown;
     let error: { code: string; message: string } | undefined;
@@ -532,6 +562,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     });
     try {
       if (!approval.approved) {
+        takePrepared(run, call, call.input); // never runs: drop its preview's plan
         const error = {
           code: "EAPPROVAL_DENIED",
           message: `a person denied this call${approval.reason ? `: ${approval.reason}` : ""}`,
@@ -545,6 +576,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       // Re-decide under the current policy: an approval never unlocks what policy now denies.
       const d = decideCall(call, opts.trustCounters ? await opts.trustCounters(run.runId) : {});
       if (d.decision.path === "deny") {
+        takePrepared(run, call, call.input);
         const error = { code: "EPOLICY", message: d.decision.reason };
         await append(run, {
           case: "toolResult",

@@ -77,7 +77,10 @@ export const repoPatch = defineTool({
   async execute(ctx, input) {
     // The approval preview's dry run (same call, same input) already read the file: write
     // from its plan; the compare-and-swap refuses if the file changed since.
-    const planned = ctx.prepared instanceof PatchPlan ? ctx.prepared : await planPatch(ctx, input);
+    const reuse =
+      ctx.prepared instanceof PatchPlan &&
+      ctx.prepared.rel === checkPath("path", input.path, ctx.denyPatterns);
+    const planned = reuse ? (ctx.prepared as PatchPlan) : await planPatch(ctx, input);
     const { rel, current, plan, summary } = planned;
     checkDenied("path", input.path, current.rel, ctx.denyPatterns);
     if (!summary.changed) return summary;
