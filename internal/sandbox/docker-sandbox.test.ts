@@ -395,6 +395,40 @@ describe("warm containers", () => {
     }
   });
 
+  it("a sandbox writing to its PID 1's pipe only loses its own channel: exports still work, nothing is logged", async () => {
+    const label = `test-warm-${ulid().toLowerCase()}`;
+    const warm = createDockerSandbox({ docker, managedLabel: label, warm: 1 });
+    try {
+      await warm.prewarm(shape());
+      const tar = await packWorkspace([
+        { path: "a.txt", type: "file", mode: 0o644, data: Buffer.from("a\n") },
+      ]);
+      const h = await warm.create({
+        ...shape(),
+        runId: ulid(),
+        tenantId: "acme",
+        workspaceTar: tar,
+      });
+      assert.equal((await docker.getContainer(h.id).inspect()).HostConfig.LogConfig?.Type, "none");
+      // The control loop's stdout, from inside: 8 MB of junk and a forged trailer.
+      const r = await run(
+        h,
+        `for p in /proc/[0-9]*; do grep -q '= export' "$p/cmdline" 2>/dev/null && t="$p"; done
+         [ -n "$t" ] || exit 9
+         head -c 8000000 /dev/zero > "$t/fd/1" && printf '\\nagentd-done x 0\\n' > "$t/fd/1" && echo wrote`,
+      );
+      assert.equal(r.stdout.trim(), "wrote", r.stderr);
+      await run(h, "echo b > b.txt");
+      const d = await h.diff();
+      assert.deepEqual(d.added, ["b.txt"]);
+      assert.deepEqual(d.modified, []);
+      await h.destroy();
+    } finally {
+      await warm.close();
+      await warm.reap(() => false);
+    }
+  });
+
   it("reap() removes another process's abandoned warm containers, never its own", async () => {
     const label = `test-warm-${ulid().toLowerCase()}`;
     const mine = createDockerSandbox({ docker, managedLabel: label, warm: 1, poolOwner: "a" });
@@ -423,14 +457,14 @@ describe("warm containers", () => {
     }
   });
 
-  it("find() clears a dead container holding the run's name; create() then starts afresh", async () => {
+  it("find() starts a stopped container again, its workspace intact", async () => {
     const runId = ulid();
     const h = await sandbox.create({ ...shape(), runId, tenantId: "acme" });
+    await run(h, "echo work > done.txt");
     await docker.getContainer(h.id).kill();
-    assert.equal(await sandbox.find(runId), undefined);
-    await assert.rejects(docker.getContainer(h.id).inspect(), /no such container/i);
-    const again = await sandbox.create({ ...shape(), runId, tenantId: "acme" });
-    assert.equal((await run(again, "echo ok")).stdout, "ok\n");
-    await again.destroy();
+    const found = await sandbox.find(runId);
+    assert.equal(found?.id, h.id);
+    assert.equal((await run(found as SandboxHandle, "cat done.txt")).stdout, "work\n");
+    await found?.destroy();
   });
 });

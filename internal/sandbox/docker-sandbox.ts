@@ -98,6 +98,8 @@ const WARM_CMD = ["sh", "-c", WARM_SH];
 const WARM_READY = "agentd-ready\n";
 /** A workspace bigger than this is unpacked by the slow path (docker cp into a cold container). */
 const WARM_MAX_TAR_BYTES = 256 * 1024 * 1024;
+/** An export through the channel larger than this fails it (the engine's archive API then serves). */
+const WARM_MAX_EXPORT_BYTES = 1024 * 1024 * 1024;
 
 /**
  * A run's container is named `agentd-<managed key>.<run id>` (run ids have no dots): find()
@@ -162,6 +164,9 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         Init: true,
         Privileged: false,
         IpcMode: "private",
+        // Nothing a sandbox prints to its PID 1's stdout or stderr (a warm container's
+        // exports among it) is kept on the host's disk.
+        LogConfig: { Type: "none", Config: {} },
       },
     };
   }
@@ -248,10 +253,11 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         try {
           // The workspace goes in through PID 1's stdin; the rename makes the container the
           // run's (find, reap).
-          await Promise.all([
-            warm.unpack(base),
-            warm.container.rename({ name: containerName(managed, spec.runId) }),
-          ]);
+          // Renamed only once the workspace is complete: a worker dying mid-unpack leaves
+          // an abandoned warm container (reaped), never a run's container with half a
+          // workspace that a taker would go on with.
+          await warm.unpack(base);
+          await warm.container.rename({ name: containerName(managed, spec.runId) });
           return new DockerSandboxHandle(warm.container, spec.runId, base, warm);
         } catch {
           // Gone meanwhile (removed by hand, engine restarted) or the unpack failed: make
@@ -295,10 +301,15 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       }
       if (info.Config.Labels[LABEL_MANAGED] !== managed) return undefined;
       if (!info.State.Running) {
-        // A dead container (its PID 1 was killed) holds the run's name: the caller owns the
-        // run and starts over from the last snapshot.
-        await c.remove({ force: true, v: true }).catch(() => undefined);
-        return undefined;
+        // Stopped (the engine restarted, its PID 1 was killed): its workspace volume holds
+        // the run's latest work, so start it again; only one that cannot start goes (the
+        // caller owns the run and starts over from the last snapshot).
+        try {
+          await c.start();
+        } catch {
+          await c.remove({ force: true, v: true }).catch(() => undefined);
+          return undefined;
+        }
       }
       return handleFor(docker.getContainer(info.Id), runId, undefined);
     },
@@ -362,9 +373,15 @@ class WarmContainer {
   readonly container: Docker.Container;
   readonly at: number;
   readonly #io: Duplex;
-  /** stdout since the last request, and a little stderr for error messages. */
+  /**
+   * stdout of the request in flight (nothing is kept between requests: a process in the
+   * sandbox that writes to PID 1's stdout only fails its own run's channel), and a little
+   * stderr for error messages.
+   */
   #out: Buffer[] = [];
   #outBytes = 0;
+  #cap = 0;
+  #inFlight = false;
   #err = "";
   #ended = false;
   #busy: Promise<unknown> = Promise.resolve();
@@ -376,8 +393,11 @@ class WarmContainer {
     this.#io = io;
     demux(io, (name, chunk) => {
       if (name === "stdout") {
+        if (!this.#inFlight) return;
         this.#out.push(chunk);
         this.#outBytes += chunk.length;
+        // More than the request can answer: the channel is not to be trusted any more.
+        if (this.#outBytes > this.#cap) this.close();
       } else if (this.#err.length < 4096) this.#err += chunk.toString("utf8");
       this.#wake();
     });
@@ -417,7 +437,8 @@ class WarmContainer {
   async unpack(tar: Uint8Array, timeoutMs = 60_000): Promise<void> {
     await this.#request(
       [Buffer.from(`${tar.byteLength}\n`), Buffer.from(tar.buffer, tar.byteOffset, tar.byteLength)],
-      (out) => (out.toString("latin1").includes(WARM_READY) ? true : undefined),
+      WARM_READY.length,
+      (tail) => (tail(WARM_READY.length).toString("latin1") === WARM_READY ? true : undefined),
       timeoutMs,
     );
   }
@@ -426,15 +447,20 @@ class WarmContainer {
   async exportWorkspace(timeoutMs = 120_000): Promise<Buffer> {
     const nonce = randomUUID();
     const trailer = Buffer.from(`\nagentd-done ${nonce} `, "latin1");
+    // The trailer, tar's exit status and the final newline end the answer.
+    const window = trailer.length + 8;
     return this.#request(
       [Buffer.from(`export ${nonce}\n`)],
-      (out) => {
-        if (out.at(-1) !== 0x0a) return undefined;
-        const at = out.lastIndexOf(trailer);
+      WARM_MAX_EXPORT_BYTES,
+      (tail, all) => {
+        const end = tail(window);
+        if (end.at(-1) !== 0x0a) return undefined;
+        const at = end.lastIndexOf(trailer);
         if (at < 0) return undefined;
-        const status = out.subarray(at + trailer.length, out.length - 1).toString("latin1");
+        const status = end.subarray(at + trailer.length, end.length - 1).toString("latin1");
         if (status !== "0") throw new Error(`tar in the sandbox exited ${status}: ${this.#err}`);
-        return out.subarray(0, at);
+        const out = all();
+        return out.subarray(0, out.length - (end.length - at));
       },
       timeoutMs,
     );
@@ -450,32 +476,59 @@ class WarmContainer {
     await this.container.remove({ force: true, v: true }).catch(() => undefined);
   }
 
-  /** Sends `data`, then waits until `done` finds the answer in the stdout received since. */
-  #request<T>(data: Buffer[], done: (out: Buffer) => T | undefined, timeoutMs: number): Promise<T> {
+  /**
+   * Sends `data`, then waits until `done` finds the answer at the end of the stdout received
+   * since (`tail(n)`: its last n bytes; `all()`: all of it, concatenated once). More than
+   * `cap` bytes of answer fail the request and the channel.
+   */
+  #request<T>(
+    data: Buffer[],
+    cap: number,
+    done: (tail: (n: number) => Buffer, all: () => Buffer) => T | undefined,
+    timeoutMs: number,
+  ): Promise<T> {
+    const tail = (n: number): Buffer => {
+      const parts: Buffer[] = [];
+      let got = 0;
+      for (let i = this.#out.length - 1; i >= 0 && got < n; i--) {
+        const c = this.#out[i] as Buffer;
+        parts.unshift(c);
+        got += c.length;
+      }
+      const b = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
+      return b.subarray(Math.max(0, b.length - n));
+    };
+    const all = (): Buffer => Buffer.concat(this.#out, this.#outBytes);
     const run = async (): Promise<T> => {
       this.#out = [];
       this.#outBytes = 0;
+      this.#cap = cap;
       this.#err = "";
-      for (const d of data) this.#io.write(d);
-      const deadline = Date.now() + timeoutMs;
-      let seen = -1;
-      for (;;) {
-        if (this.#outBytes !== seen) {
-          seen = this.#outBytes;
-          const out = this.#out.length === 1 ? (this.#out[0] as Buffer) : Buffer.concat(this.#out);
-          this.#out = [out];
-          const answer = done(out);
-          if (answer !== undefined) return answer;
-        }
-        if (this.#ended) throw new Error(`the warm sandbox's PID 1 went away: ${this.#err}`);
-        if (Date.now() > deadline) throw new Error("the warm sandbox did not answer in time");
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, Math.max(1, deadline - Date.now()));
-          this.#waiters.add(() => {
-            clearTimeout(t);
-            resolve();
+      this.#inFlight = true;
+      try {
+        for (const d of data) this.#io.write(d);
+        const deadline = Date.now() + timeoutMs;
+        let seen = -1;
+        for (;;) {
+          if (this.#outBytes !== seen) {
+            seen = this.#outBytes;
+            const answer = done(tail, all);
+            if (answer !== undefined) return answer;
+          }
+          if (this.#ended) throw new Error(`the warm sandbox's channel closed: ${this.#err}`);
+          if (Date.now() > deadline) throw new Error("the warm sandbox did not answer in time");
+          await new Promise<void>((resolve) => {
+            const t = setTimeout(resolve, Math.max(1, deadline - Date.now()));
+            this.#waiters.add(() => {
+              clearTimeout(t);
+              resolve();
+            });
           });
-        });
+        }
+      } finally {
+        this.#inFlight = false;
+        this.#out = [];
+        this.#outBytes = 0;
       }
     };
     const p = this.#busy.then(run, run);
