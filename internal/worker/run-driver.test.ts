@@ -287,6 +287,25 @@ describe("run driver", () => {
     assert.deepEqual(t.slice(before, before + 2), ["approval.resolved", "run.resumed"]);
   });
 
+  it("a worker stopping (or losing its lease) ends the hold at once: the run pauses for real", async () => {
+    const { runId } = await newRun("Remove hello.txt");
+    script = [call("c1", "process.run", { command: "rm -f hello.txt" })];
+    const stop = new AbortController();
+    const driving = driveRun(
+      deps({ approvalHoldMs: 30_000 }),
+      runId,
+      await log.bumpEpoch(runId),
+      stop.signal,
+    );
+    await waitFor(runId, "runPaused");
+    const t0 = Date.now();
+    stop.abort();
+    assert.equal(await driving, "paused");
+    assert.ok(Date.now() - t0 < 3000, `paused ${Date.now() - t0} ms after the stop`);
+    assert.equal((await types(runId)).at(-1), "artifact.emitted");
+    assert.equal(await sandbox.find(runId), undefined);
+  });
+
   it("a run cancelled while held ends cancelled and its container goes", async () => {
     const { runId, sessionId } = await newRun("Remove hello.txt");
     script = [call("c1", "process.run", { command: "rm -f hello.txt" })];

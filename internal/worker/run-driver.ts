@@ -34,6 +34,7 @@ import type { Kernel, KernelRun } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { isTerminal, projectRun } from "../projections/run-projection.ts";
 import type { Sandbox, SandboxHandle, SandboxSpec } from "../sandbox/port.ts";
+import { packWorkspace, readWorkspaceArchive } from "../sandbox/workspace-archive.ts";
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
 import { type WorkspaceConfig, workspaceConfigFromArchive } from "./workspace-config.ts";
@@ -129,10 +130,14 @@ export async function driveRun(
     {
       const base = await baseArchive(deps, all);
       const found = await deps.sandbox.find(runId);
-      [box, workspace] = await Promise.all([
+      const [made, config] = await Promise.allSettled([
         found ?? createSandbox(deps, runId, run0.tenantId, all, base),
         workspaceConfigFromArchive(base),
       ]);
+      if (made.status === "rejected") throw made.reason;
+      box = made.value; // even if the config read failed: the next drive finds it
+      if (config.status === "rejected") throw config.reason;
+      workspace = config.value;
     }
     const wasStarted = all.some((e) => e.payload.case === "runStarted");
     // Taken over while it waits for a person (its owner died holding it): it stays paused
@@ -196,18 +201,35 @@ export async function driveRun(
       if (cancel.signal.aborted) return await finishCancelled();
       if (stop.aborted) return "released";
       all = await events();
-      if (pausedHere && projectRun(runId, all).pendingApprovalId === "") {
-        // The approval this drive waited for is resolved: the run goes on here.
-        pausedHere = false;
-        await append({
-          case: "runResumed",
-          value: create(RunResumedSchema, {
-            workerId: deps.workerId,
-            epoch: BigInt(epoch),
-            approvalId: lastResolvedApproval(all),
-          }),
-        });
-        all = await events();
+      if (pausedHere) {
+        const r = projectRun(runId, all);
+        // CancelRun on a paused run appends run.cancelled itself: nothing more may run.
+        if (isTerminal(r.state)) return await endedElsewhere(r.state);
+        if (r.pendingApprovalId === "") {
+          // The approval this drive waited for is resolved: the run goes on here, unless
+          // something else landed on the head just read (then look again).
+          try {
+            await deps.log.append({
+              runId,
+              sessionId,
+              fence: epoch,
+              expectedSeq: all.length,
+              payload: {
+                case: "runResumed",
+                value: create(RunResumedSchema, {
+                  workerId: deps.workerId,
+                  epoch: BigInt(epoch),
+                  approvalId: lastResolvedApproval(all),
+                }),
+              },
+            });
+          } catch (err) {
+            if (isAgentdError(err, "ECONFLICT")) continue;
+            throw err;
+          }
+          pausedHere = false;
+          all = await events();
+        }
       }
       const assembleInput = {
         events: all,
@@ -376,14 +398,7 @@ export async function driveRun(
       const held = await holdForApproval();
       heldMs += now() - t0;
       if (held === "resolved") return undefined; // the loop appends run.resumed
-      if (held !== "waiting") {
-        await box?.destroy();
-        return held === RunState.COMPLETED
-          ? "completed"
-          : held === RunState.CANCELLED
-            ? "cancelled"
-            : "failed";
-      }
+      if (held !== "waiting") return await endedElsewhere(held);
       if (cancel.signal.aborted) return await finishCancelled();
       return await pause();
     }
@@ -391,37 +406,49 @@ export async function driveRun(
     /** Follows the log until the pending approval is resolved, the run ends, or the hold is up. */
     async function holdForApproval(): Promise<"resolved" | "waiting" | RunState> {
       const holdMs = deps.approvalHoldMs ?? 0;
-      if (holdMs <= 0 || stop.aborted || cancel.signal.aborted) return "waiting";
+      if (holdMs <= 0) return "waiting";
+      // Made before anything is awaited: a stop or cancel that comes at any point ends it.
+      const until = AbortSignal.any([stop, cancel.signal, AbortSignal.timeout(holdMs)]);
+      if (until.aborted) return "waiting";
       const evs = await events();
       const state = (): "resolved" | "waiting" | RunState => {
         const r = projectRun(runId, evs);
         if (isTerminal(r.state)) return r.state;
         return r.state === RunState.PAUSED && r.pendingApprovalId !== "" ? "waiting" : "resolved";
       };
-      const ac = new AbortController();
-      const timer = setTimeout(() => ac.abort(), holdMs);
-      const onAbort = (): void => ac.abort();
-      stop.addEventListener("abort", onAbort);
-      cancel.signal.addEventListener("abort", onAbort);
-      try {
-        let s = state();
+      let s = state();
+      if (s !== "waiting") return s;
+      for await (const ev of deps.log.follow(runId, evs.length, until)) {
+        evs.push(ev.event);
+        s = state();
         if (s !== "waiting") return s;
-        for await (const ev of deps.log.follow(runId, evs.length, ac.signal)) {
-          evs.push(ev.event);
-          s = state();
-          if (s !== "waiting") return s;
-        }
-        return "waiting";
-      } finally {
-        clearTimeout(timer);
-        stop.removeEventListener("abort", onAbort);
-        cancel.signal.removeEventListener("abort", onAbort);
       }
+      return "waiting";
+    }
+
+    /** The run ended without this worker (CancelRun on the paused run): the container goes. */
+    async function endedElsewhere(state: RunState): Promise<DriveOutcome> {
+      await box?.destroy();
+      return state === RunState.COMPLETED
+        ? "completed"
+        : state === RunState.CANCELLED
+          ? "cancelled"
+          : "failed";
     }
 
     async function pause(): Promise<DriveOutcome> {
-      // The paused run holds no worker: keep its workspace as an artifact to restore from.
-      const tar = await (box as SandboxHandle).exportWorkspace();
+      // The paused run holds no worker: keep its workspace as an artifact to restore from,
+      // in the normalised form an upload has (the bytes come from the sandbox: owners,
+      // set-id bits, devices and hard links do not survive).
+      const exported = await (box as SandboxHandle).exportWorkspace();
+      const tar = await packWorkspace(
+        await readWorkspaceArchive(exported, {
+          maxArchiveBytes: Number.MAX_SAFE_INTEGER,
+          maxContentBytes: 4 * 1024 ** 3,
+          maxEntries: 10_000_000,
+          lenient: true,
+        }),
+      );
       const info = await deps.artifacts.put(tar);
       await append({
         case: "artifactEmitted",

@@ -41,11 +41,16 @@ export function createWorker(opts: WorkerOptions): Worker {
 
   async function runOne(claim: Claim): Promise<void> {
     let lost = false;
+    // A lost lease stops the drive at its next step boundary (or ends an approval hold),
+    // like a worker stopping: its appends would be fenced anyway.
+    const lostLease = new AbortController();
     const renew = setInterval(
       () => {
         opts.queue.leases.renew(claim.lease).catch((err: unknown) => {
-          if (isLeaseLost(err)) lost = true;
-          else log.warn({ err, runId: claim.runId }, "lease renewal failed; retrying");
+          if (isLeaseLost(err)) {
+            lost = true;
+            lostLease.abort();
+          } else log.warn({ err, runId: claim.runId }, "lease renewal failed; retrying");
         });
       },
       Math.max(100, Math.floor(opts.leaseTtlMs / 3)),
@@ -60,7 +65,7 @@ export function createWorker(opts: WorkerOptions): Worker {
         { ...opts.driver, workerId: opts.workerId },
         claim.runId,
         claim.lease.epoch,
-        stopping.signal,
+        AbortSignal.any([stopping.signal, lostLease.signal]),
       );
       log.info({ runId: claim.runId, outcome }, "run released");
     } catch (err) {

@@ -1,0 +1,48 @@
+/** The workspace's agent configuration, read from its archive. */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
+import { MAX_CONFIG_FILE_BYTES, workspaceConfigFromArchive } from "./workspace-config.ts";
+
+const file = (path: string, text: string | Buffer): WorkspaceFile => ({
+  path,
+  type: "file",
+  mode: 0o644,
+  data: Buffer.isBuffer(text) ? text : Buffer.from(text),
+});
+
+describe("workspaceConfigFromArchive", () => {
+  it("finds skills (.agent/skills before .skills) and the memory file, regular files only", async () => {
+    const tar = await packWorkspace([
+      file(".skills/zeta/SKILL.md", "zeta"),
+      file(".agent/skills/beta/SKILL.md", "beta"),
+      file(".agent/skills/alpha/SKILL.md", "alpha"),
+      file(".agent/skills/alpha/examples/SKILL.md", "too deep"),
+      file(".agent/memory.md", "second choice"),
+      { path: "AGENTS.md", type: "symlink", mode: 0o777, linkname: ".agent/memory.md" },
+      file("src/a.js", "x"),
+    ]);
+    const c = await workspaceConfigFromArchive(tar);
+    assert.deepEqual(
+      c.skillFiles.map((f) => [f.path, f.content]),
+      [
+        [".agent/skills/alpha/SKILL.md", "alpha"],
+        [".agent/skills/beta/SKILL.md", "beta"],
+        [".skills/zeta/SKILL.md", "zeta"],
+      ],
+    );
+    assert.deepEqual(c.memory, { path: ".agent/memory.md", content: "second choice" });
+    assert.deepEqual(await workspaceConfigFromArchive(undefined), { skillFiles: [] });
+  });
+
+  it("reads an archive of any size and cuts each file at 64 KiB", async () => {
+    const tar = await packWorkspace([
+      file("big.bin", Buffer.alloc(70 * 1024 * 1024, 0x61)),
+      file("AGENTS.md", "m".repeat(MAX_CONFIG_FILE_BYTES + 10)),
+    ]);
+    assert.ok(tar.byteLength > 64 * 1024 * 1024);
+    const c = await workspaceConfigFromArchive(tar);
+    assert.equal(c.memory?.path, "AGENTS.md");
+    assert.equal(c.memory?.content.length, MAX_CONFIG_FILE_BYTES);
+  });
+});
