@@ -150,6 +150,7 @@ function timedSandbox(inner: Sandbox): Sandbox & {
       exportWorkspace: () => time("export", () => h.exportWorkspace()),
       diff: (base) => time("diff", () => h.diff(base)),
       destroy: () => time("destroy", () => h.destroy()),
+      detach: () => h.detach?.(),
     };
   }
   return t;

@@ -410,10 +410,12 @@ describe("warm containers", () => {
         workspaceTar: tar,
       });
       assert.equal((await docker.getContainer(h.id).inspect()).HostConfig.LogConfig?.Type, "none");
-      // The control loop's stdout, from inside: 8 MB of junk and a forged trailer.
+      // The control loop's stdout (the child of the init whose script has '= export'),
+      // from inside: 8 MB of junk and a forged trailer.
       const r = await run(
         h,
-        `for p in /proc/[0-9]*; do grep -q '= export' "$p/cmdline" 2>/dev/null && t="$p"; done
+        `for p in /proc/[0-9]*; do grep -q '= export' "$p/cmdline" 2>/dev/null &&
+           [ "$(cut -d' ' -f4 "$p/stat")" = 1 ] && t="$p"; done
          [ -n "$t" ] || exit 9
          head -c 8000000 /dev/zero > "$t/fd/1" && printf '\\nagentd-done x 0\\n' > "$t/fd/1" && echo wrote`,
       );

@@ -739,6 +739,11 @@ class DockerSandboxHandle implements SandboxHandle {
     return diffWorkspaces(before, after);
   }
 
+  detach(): void {
+    this.#channel?.close();
+    this.#channel = undefined;
+  }
+
   async destroy(): Promise<void> {
     if (this.#destroyed) return;
     this.#destroyed = true;

@@ -88,6 +88,11 @@ export interface SandboxHandle {
   diff(baseTar?: Uint8Array): Promise<WorkspaceDiff>;
   /** Stops and removes the container and its workspace volume. Idempotent. */
   destroy(): Promise<void>;
+  /**
+   * Lets go of the container without removing it (the run is handed to another drive):
+   * frees what this handle holds open. Idempotent; the handle still works, slower.
+   */
+  detach?(): void;
 }
 
 export interface Sandbox {

@@ -74,6 +74,7 @@ export function countingExecs(box: SandboxHandle): { handle: SandboxHandle; exec
       exportWorkspace: () => box.exportWorkspace(),
       diff: (base) => box.diff(base),
       destroy: () => box.destroy(),
+      detach: () => box.detach?.(),
     },
     execs: () => n,
   };

@@ -517,6 +517,7 @@ export async function driveRun(
     throw err;
   } finally {
     watcher.stop();
+    box?.detach?.(); // released, paused, failed: whatever this drive still held open
   }
 
   async function finishCancelled(): Promise<DriveOutcome> {
