@@ -323,6 +323,45 @@ describe("approvals over the API", () => {
     assert.ok(ev?.payload.case === "approvalResolved" && ev.payload.value.resolvedBy === "expiry");
   });
 
+  it("an approved patch is written only onto the file its preview was computed from, on any worker", async () => {
+    const sh = (cmd: string) =>
+      box.exec({ argv: ["sh", "-c", cmd], timeoutMs: 5000, maxOutputBytes: 1000 });
+    await sh("printf 'k = 1\\n' > .env.y");
+    const call = (callId: string) => ({
+      callId,
+      tool: "repo.patch",
+      input: { path: ".env.y", edits: [{ oldText: "k = 1", newText: "k = 2" }] },
+    });
+    // Another worker (no plan in memory) continues after the approval.
+    const elsewhere = () =>
+      createKernel({ log: stack.log, policy: () => policy, secretProviders: [] });
+    const paused = await kernel.handle(run, call("c-base-1"));
+    assert.equal(paused.kind, "paused");
+    assert.match(
+      paused.kind === "paused" ? (paused.preview.baseSha256 ?? "") : "",
+      /^[0-9a-f]{64}$/,
+    );
+    await sh("printf 'k = 1\\nchanged = yes\\n' > .env.y");
+    const refused = await elsewhere().continueAfterApproval(run, call("c-base-1"), {
+      approved: true,
+      reason: "",
+    });
+    assert.equal(refused.kind === "result" && refused.error?.code, "ECONFLICT");
+    assert.match(
+      refused.kind === "result" ? (refused.error?.message ?? "") : "",
+      /approval preview/,
+    );
+    assert.equal((await sh("cat .env.y")).stdout, "k = 1\nchanged = yes\n");
+
+    assert.equal((await kernel.handle(run, call("c-base-2"))).kind, "paused");
+    const ok = await elsewhere().continueAfterApproval(run, call("c-base-2"), {
+      approved: true,
+      reason: "",
+    });
+    assert.equal(ok.kind === "result" && ok.ok, true, JSON.stringify(ok));
+    assert.equal((await sh("cat .env.y")).stdout, "k = 2\nchanged = yes\n");
+  });
+
   it("a preview's plan serves only its own run's call, even when another run uses the same call id", async () => {
     // A second run in its own container: the same file, the same call id, another edit.
     const created = await stack.client.createRun({ prompt: "other run" });

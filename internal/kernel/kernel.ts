@@ -77,6 +77,8 @@ export interface PreviewData {
   argv?: string[];
   cwd?: string;
   matchedRules: string[];
+  /** repo.patch: sha256 of the file the diff was computed from, "absent" for a new file. */
+  baseSha256?: string;
 }
 
 export interface KernelOptions {
@@ -284,6 +286,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         linesRemoved: summary.linesRemoved,
         diff: redactor.text(summary.diff),
         matchedRules: a.matched,
+        baseSha256: planned.current.sha256 ?? "absent",
       };
     }
     if (a.command !== undefined) {
@@ -306,6 +309,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     d: DecidedCall,
     span: Span,
     preview?: PreviewData,
+    approvedBase?: string,
   ): Promise<CallOutcome> {
     const policy = opts.policy();
     const res = resolver();
@@ -329,6 +333,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       const ctx = toolContext(run, policy, call.tool, live.push);
       // A preview saw the input without secret values: reuse it only for plain inputs.
       if (early !== undefined && used.length === 0) ctx.prepared = early.value;
+      if (approvedBase !== undefined && approvedBase !== "") ctx.approvedBase = approvedBase;
       output = await tool.execute(ctx, value as never);
     } catch (err) {
       error = isAgentdError(err)
@@ -584,10 +589,23 @@ export function createKernel(opts: KernelOptions): Kernel {
         });
         return { kind: "result", ok: false, error };
       }
-      return await execute(run, call, d, span);
+      // What the person approved was computed from one state of the file: the call is
+      // written onto that state only (the preview's sha256, from the log).
+      return await execute(run, call, d, span, undefined, await approvedBaseOf(run, call));
     } finally {
       span.end();
     }
+  }
+
+  /** The base_sha256 of the preview the call's approval showed ("" when none). */
+  async function approvedBaseOf(run: KernelRun, call: ProposedCall): Promise<string> {
+    const events = await opts.log.read(run.runId, 0);
+    for (let i = events.length - 1; i >= 0; i--) {
+      const p = events[i]?.event.payload;
+      if (p?.case === "approvalRequested" && p.value.callId === call.callId)
+        return p.value.preview?.baseSha256 ?? "";
+    }
+    return "";
   }
 
   return { handle, continueAfterApproval, decideCall };
@@ -604,5 +622,6 @@ function toPreviewMessage(p: PreviewData): Preview {
     argv: p.argv ?? [],
     cwd: p.cwd ?? "",
     matchedRules: p.matchedRules,
+    baseSha256: p.baseSha256 ?? "",
   });
 }

@@ -83,6 +83,13 @@ export const repoPatch = defineTool({
     const planned = reuse ? (ctx.prepared as PatchPlan) : await planPatch(ctx, input);
     const { rel, current, plan, summary } = planned;
     checkDenied("path", input.path, current.rel, ctx.denyPatterns);
+    if (ctx.approvedBase !== undefined && (current.sha256 ?? "absent") !== ctx.approvedBase) {
+      throw new AgentdError(
+        "ECONFLICT",
+        `path ${JSON.stringify(input.path)}: the file changed after the approval preview was made; nothing was written; read it again and propose the patch again`,
+        { field: "path" },
+      );
+    }
     if (!summary.changed) return summary;
     const expected = current.sha256 ?? "N";
     const r =

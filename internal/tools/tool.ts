@@ -52,6 +52,11 @@ export interface ToolContext {
    * planned write and the file state it was planned from), for the tool to reuse.
    */
   prepared?: unknown;
+  /**
+   * repo.patch after an approval: the sha256 of the file the approved preview was computed
+   * from ("absent" for a new file); the patch is written onto that file state only.
+   */
+  approvedBase?: string;
 }
 
 export interface Tool<S extends z.ZodType = z.ZodType, O = unknown> {

@@ -970,6 +970,14 @@ export declare type Preview = Message<"agentd.v1.Preview"> & {
    * @generated from field: repeated string matched_rules = 9;
    */
   matchedRules: string[];
+
+  /**
+   * repo.patch: the sha256 (hex) of the file the diff was computed from, or "absent" for
+   * a file the patch creates. An approved patch is written only onto that same file.
+   *
+   * @generated from field: string base_sha256 = 10;
+   */
+  baseSha256: string;
 };
 
 /**
