@@ -4,8 +4,10 @@ export const APPEND_LUA = `
 -- independent (one run's conflict never affects another's). Several runs share one call so
 -- that many busy runs cost one script invocation, not one each.
 -- KEYS: per run, 4 keys: stream, meta hash, tenant index (zset), session index (zset)
+--       (the two indexes only with a run's first event; "" otherwise)
 -- ARGV: per run: fence ("" = server append, no lease), expected head seq, expected head
---       hash, run id, tenant, session, hash of the last event, n, then n events' json
+--       hash, run id, tenant, session (these three only with the first event; "" otherwise),
+--       hash of the last event, n, then n events' json
 --       (only the last hash is kept: it is the new head; the others live in the events)
 -- Reply: per run, {"OK", seq} | {"FENCED", epoch} | {"CONFLICT", seq, hash}. Sending the
 -- same call again after it was applied answers OK again and writes nothing.

@@ -114,20 +114,23 @@ export class RedisEventLog implements EventLog {
     const keys: string[] = [];
     const args: (string | number)[] = [];
     for (const { c } of group) {
+      // The indexes and the owner are written with a run's first event only: later commits
+      // leave those keys and arguments empty (less to send for every busy run).
+      const first = c.prev.seq === 0;
       const tenant = c.tenantId ?? "";
       keys.push(
         this.#streamKey(c.runId),
         this.#metaKey(c.runId),
-        this.#tenantKey(tenant),
-        this.#sessionKey(tenant, c.sessionId),
+        first ? this.#tenantKey(tenant) : "",
+        first ? this.#sessionKey(tenant, c.sessionId) : "",
       );
       args.push(
         c.fence === undefined ? "" : String(c.fence),
         c.prev.seq,
         c.prev.hash,
-        c.runId,
-        tenant,
-        c.sessionId,
+        first ? c.runId : "",
+        first ? tenant : "",
+        first ? c.sessionId : "",
         c.events[c.events.length - 1]?.hash ?? "",
         c.events.length,
       );
