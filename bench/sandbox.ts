@@ -352,10 +352,9 @@ async function benchStartup(
   label: string,
 ): Promise<StartupResult> {
   const tar = await smallWorkspace();
-  const ours: number[] = [];
-  const oursCreate: number[] = [];
-  const oursReady: number[] = [];
-  const warm = { total: [] as number[], create: [] as number[], ready: [] as number[] };
+  const samples = () => ({ total: [] as number[], create: [] as number[], ready: [] as number[] });
+  const cold = samples();
+  const warm = samples();
   const steps = (): Record<"total" | "create" | "put" | "start" | "exec", number[]> => ({
     total: [],
     create: [],
@@ -369,10 +368,16 @@ async function benchStartup(
     rawNoNetTar: steps(),
   } satisfies Record<RawStartupName, ReturnType<typeof steps>>;
 
-  const oneOurs = async (record: boolean): Promise<void> => {
+  /** One sandbox.create + first exec of ours; `warm`: the pool refilled first (not timed). */
+  const oneOurs = async (
+    from: Sandbox,
+    into: ReturnType<typeof samples>,
+    record: boolean,
+  ): Promise<void> => {
     const spec = sandboxSpec(image, tar);
+    if (from === warmSandbox) await warmSandbox.prewarm(spec);
     const t0 = performance.now();
-    const box = await sandbox.create(spec);
+    const box = await from.create(spec);
     const t1 = performance.now();
     try {
       const r = await box.exec({
@@ -383,33 +388,9 @@ async function benchStartup(
       const t2 = performance.now();
       check(r.exitCode === 0, `(a) ours: first exec of true exited ${r.exitCode}`);
       if (record) {
-        ours.push(t2 - t0);
-        oursCreate.push(t1 - t0);
-        oursReady.push(t2 - t1);
-      }
-    } finally {
-      await box.destroy();
-    }
-  };
-
-  const oneWarm = async (record: boolean): Promise<void> => {
-    const spec = sandboxSpec(image, tar);
-    await warmSandbox.prewarm(spec); // the pool refilled since the last run (not timed)
-    const t0 = performance.now();
-    const box = await warmSandbox.create(spec);
-    const t1 = performance.now();
-    try {
-      const r = await box.exec({
-        argv: ["true"],
-        timeoutMs: EXEC_TIMEOUT_MS,
-        maxOutputBytes: 64 * 1024,
-      });
-      const t2 = performance.now();
-      check(r.exitCode === 0, `(a) ours, warm: first exec of true exited ${r.exitCode}`);
-      if (record) {
-        warm.total.push(t2 - t0);
-        warm.create.push(t1 - t0);
-        warm.ready.push(t2 - t1);
+        into.total.push(t2 - t0);
+        into.create.push(t1 - t0);
+        into.ready.push(t2 - t1);
       }
     } finally {
       await box.destroy();
@@ -455,11 +436,11 @@ async function benchStartup(
 
   for (let i = 0; i < STARTUP.warmup + STARTUP.samples; i++) {
     const record = i >= STARTUP.warmup;
-    await oneOurs(record);
-    await oneWarm(record);
+    await oneOurs(sandbox, cold, record);
+    await oneOurs(warmSandbox, warm, record);
     for (const name of RAW_STARTUP_NAMES) await oneRaw(name, record);
   }
-  const o = dist(ours);
+  const o = dist(cold.total);
   const med = (xs: number[]): number => dist(xs).p50;
   const rawDist = (name: RawStartupName): RawStartup => {
     const r = raws[name];
@@ -482,7 +463,7 @@ async function benchStartup(
   return {
     samples: STARTUP.samples,
     workspaceTarBytes: tar.byteLength,
-    ours: { ...o, createP50: med(oursCreate), readyExecP50: med(oursReady) },
+    ours: { ...o, createP50: med(cold.create), readyExecP50: med(cold.ready) },
     oursWarm: {
       ...dist(warm.total),
       createP50: med(warm.create),

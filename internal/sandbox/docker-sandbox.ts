@@ -23,7 +23,7 @@ import type {
   WorkspaceDiff,
 } from "./port.ts";
 import { WORKSPACE } from "./port.ts";
-import { packWorkspace, readWorkspaceArchive } from "./workspace-archive.ts";
+import { packWorkspace, readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "./workspace-archive.ts";
 import { diffWorkspaces } from "./workspace-diff.ts";
 
 export const LABEL_RUN = "agentd.run-id";
@@ -726,15 +726,9 @@ class DockerSandboxHandle implements SandboxHandle {
         "diff: no initial snapshot known for this sandbox; pass the base archive",
       );
     }
-    const unlimited = {
-      maxArchiveBytes: Number.MAX_SAFE_INTEGER,
-      maxContentBytes: 4 * 1024 ** 3,
-      maxEntries: 10_000_000,
-      lenient: true,
-    };
     const [before, after] = await Promise.all([
-      base.byteLength === 0 ? [] : readWorkspaceArchive(base, unlimited),
-      this.exportWorkspace().then((t) => readWorkspaceArchive(t, unlimited)),
+      base.byteLength === 0 ? [] : readWorkspaceArchive(base, SANDBOX_EXPORT_LIMITS),
+      this.exportWorkspace().then((t) => readWorkspaceArchive(t, SANDBOX_EXPORT_LIMITS)),
     ]);
     return diffWorkspaces(before, after);
   }

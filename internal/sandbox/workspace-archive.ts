@@ -29,6 +29,14 @@ export interface ArchiveLimits {
   lenient?: boolean;
 }
 
+/** Limits for archives the sandbox itself produced (exports for diffs and snapshots). */
+export const SANDBOX_EXPORT_LIMITS: ArchiveLimits = {
+  maxArchiveBytes: Number.MAX_SAFE_INTEGER,
+  maxContentBytes: 4 * 1024 ** 3,
+  maxEntries: 10_000_000,
+  lenient: true,
+};
+
 /** One file of a workspace, in memory. */
 export interface WorkspaceFile {
   /** Normalised relative path, e.g. "src/index.ts". */

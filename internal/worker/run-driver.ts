@@ -34,7 +34,7 @@ import type { Kernel, KernelRun } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { isTerminal, projectRun } from "../projections/run-projection.ts";
 import type { Sandbox, SandboxHandle, SandboxSpec } from "../sandbox/port.ts";
-import { packWorkspace, readWorkspaceArchive } from "../sandbox/workspace-archive.ts";
+import { normaliseWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "../sandbox/workspace-archive.ts";
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
 import { type WorkspaceConfig, workspaceConfigFromArchive } from "./workspace-config.ts";
@@ -441,14 +441,7 @@ export async function driveRun(
       // in the normalised form an upload has (the bytes come from the sandbox: owners,
       // set-id bits, devices and hard links do not survive).
       const exported = await (box as SandboxHandle).exportWorkspace();
-      const tar = await packWorkspace(
-        await readWorkspaceArchive(exported, {
-          maxArchiveBytes: Number.MAX_SAFE_INTEGER,
-          maxContentBytes: 4 * 1024 ** 3,
-          maxEntries: 10_000_000,
-          lenient: true,
-        }),
-      );
+      const tar = await normaliseWorkspaceArchive(exported, SANDBOX_EXPORT_LIMITS);
       const info = await deps.artifacts.put(tar);
       await append({
         case: "artifactEmitted",
