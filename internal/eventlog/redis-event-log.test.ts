@@ -1,7 +1,12 @@
+import assert from "node:assert/strict";
+import { it } from "node:test";
+import { create } from "@bufbuild/protobuf";
 import { Redis } from "ioredis";
 import { ulid } from "ulid";
+import { OutputDeltaSchema } from "../gen/agentd/v1/events_pb.js";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
-import { runEventLogConformance } from "./conformance.ts";
+import { queued, runEventLogConformance } from "./conformance.ts";
+import { verifyChain } from "./hash-chain.ts";
 import { RedisEventLog } from "./redis-event-log.ts";
 
 let redis: TestRedis;
@@ -30,4 +35,34 @@ runEventLogConformance("redis", {
     for (const c of extra) c.disconnect();
     await redis.stop();
   },
+});
+
+it("appends go on after Redis forgot the script (SCRIPT FLUSH, as after a restart)", async () => {
+  const r = await startRedis();
+  try {
+    const log = new RedisEventLog({ client: r.client(), prefix });
+    const runId = ulid();
+    await log.append(queued(runId, "t"));
+    await r.client().script("FLUSH");
+    // Several commits in flight at once, each answered NOSCRIPT, then sent as EVAL.
+    await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        log.append({
+          runId,
+          sessionId: "s1",
+          payload: { case: "outputDelta", value: create(OutputDeltaSchema, { text: `d${i}` }) },
+        }),
+      ),
+    );
+    const all = await log.read(runId, 0);
+    assert.equal(all.length, 31);
+    assert.equal(verifyChain(all.map((e) => e.json)).ok, true);
+    assert.deepEqual(
+      all.slice(1).map((e) => (e.event.payload.value as { text: string }).text),
+      Array.from({ length: 30 }, (_, i) => `d${i}`),
+    );
+    await log.close();
+  } finally {
+    await r.stop();
+  }
 });

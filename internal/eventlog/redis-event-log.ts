@@ -9,7 +9,8 @@
  * Live tail: one blocking connection per followed run, fanned out to all local subscribers.
  * Never trims a run's stream.
  */
-import type { Redis } from "ioredis";
+import { createHash } from "node:crypto";
+import { Command, type Redis } from "ioredis";
 import { AgentdError } from "../errors.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
 import { APPEND_LUA } from "./append-lua.ts";
@@ -39,6 +40,16 @@ interface PendingCommit {
 
 /** Runs whose commits share one script call at most (bounds the call's size). */
 const MAX_RUNS_PER_CALL = 64;
+/**
+ * Pending commits holding this many events are sent at once instead of at the end of the
+ * event loop turn. Redis starts on them while this process seals the next runs' events, and
+ * their replies come back before the rest: Node and Redis work at the same time instead of
+ * taking turns (with every commit in one call, each side sat idle while the other worked;
+ * measured in bench/eventlog (a) with 16 busy runs: 0.47-0.60x of raw XADD before, 0.85-0.9x).
+ */
+const EAGER_EVENTS = 8;
+/** SHA-1 of the append script, for EVALSHA (Redis' script cache key). */
+const APPEND_SHA = createHash("sha1").update(APPEND_LUA).digest("hex");
 
 export class RedisEventLog implements EventLog {
   readonly kind = "redis";
@@ -50,6 +61,7 @@ export class RedisEventLog implements EventLog {
   readonly #tails = new Map<string, RunTail>();
   readonly #feed: LiveFeed;
   readonly #pending: PendingCommit[] = [];
+  #pendingEvents = 0;
   #flushScheduled = false;
 
   constructor(opts: RedisEventLogOptions) {
@@ -57,8 +69,6 @@ export class RedisEventLog implements EventLog {
     this.#prefix = opts.prefix ?? "agentd:";
     this.#blockMs = opts.blockMs ?? 5000;
     this.#pingTimeoutMs = opts.pingTimeoutMs ?? 1000;
-    // No fixed key count: one call carries 4 keys per run.
-    this.#client.defineCommand("agentdAppend", { lua: APPEND_LUA });
     this.#batcher = new AppendBatcher({
       loadHead: (runId) => this.#loadHead(runId),
       commit: (c) => this.#commit(c),
@@ -90,13 +100,17 @@ export class RedisEventLog implements EventLog {
 
   /**
    * Queues a commit; commits queued in the same turn of the event loop (many busy runs)
-   * go to Redis as one script call. Each run has at most one commit in flight (the
-   * batcher), so the runs of one call never depend on each other.
+   * go to Redis together, in script calls of EAGER_EVENTS events or more (the rest at the
+   * end of the turn). Each run has at most one commit in flight (the batcher), so the runs
+   * of one call never depend on each other.
    */
   #commit(c: Commit): Promise<CommitOutcome> {
     return new Promise((resolve, reject) => {
       this.#pending.push({ c, resolve, reject });
-      if (!this.#flushScheduled) {
+      this.#pendingEvents += c.events.length;
+      if (this.#pendingEvents >= EAGER_EVENTS || this.#pending.length >= MAX_RUNS_PER_CALL) {
+        this.#flush();
+      } else if (!this.#flushScheduled) {
         this.#flushScheduled = true;
         setImmediate(() => this.#flush());
       }
@@ -105,9 +119,28 @@ export class RedisEventLog implements EventLog {
 
   #flush(): void {
     this.#flushScheduled = false;
+    if (this.#pending.length === 0) return;
     const all = this.#pending.splice(0, this.#pending.length);
-    for (let i = 0; i < all.length; i += MAX_RUNS_PER_CALL)
-      void this.#send(all.slice(i, i + MAX_RUNS_PER_CALL));
+    this.#pendingEvents = 0;
+    void this.#send(all);
+  }
+
+  /**
+   * One script call, written to the connection now: sendCommand bypasses the client's
+   * auto-pipelining, which would hold the write until every microtask of this turn has run
+   * (and so merge it with the rest). EVALSHA, then EVAL when Redis does not have the script
+   * cached (first use, or after a restart); either is safe to resend (see append-lua.ts).
+   */
+  #evalAppend(args: (string | number)[]): Promise<ScriptReply[]> {
+    const send = (name: "evalsha" | "eval", script: string): Promise<ScriptReply[]> => {
+      const cmd = new Command(name, [script, ...args], { replyEncoding: "utf8" });
+      this.#client.sendCommand(cmd);
+      return cmd.promise as Promise<ScriptReply[]>;
+    };
+    return send("evalsha", APPEND_SHA).catch((err: unknown) => {
+      if (!String((err as Error)?.message).includes("NOSCRIPT")) throw err;
+      return send("eval", APPEND_LUA);
+    });
   }
 
   async #send(group: PendingCommit[]): Promise<void> {
@@ -136,12 +169,10 @@ export class RedisEventLog implements EventLog {
       );
       for (const e of c.events) args.push(e.json);
     }
-    const client = this.#client as unknown as {
-      agentdAppend(numKeys: number, ...a: (string | number)[]): Promise<ScriptReply[]>;
-    };
     let replies: ScriptReply[];
     try {
-      replies = await wrap(client.agentdAppend(keys.length, ...keys, ...args));
+      // No fixed key count: one call carries 4 keys per run.
+      replies = await wrap(this.#evalAppend([keys.length, ...keys, ...args]));
     } catch (err) {
       for (const p of group) p.reject(err);
       return;
