@@ -802,8 +802,8 @@ async function fanoutSubscribers(job: SubscribersJob): Promise<void> {
     let markLive: () => void = () => undefined;
     live.push(new Promise<void>((r) => (markLive = r)));
     return {
-      event(res: StreamEventsResponse): void {
-        const at = clockMs();
+      /** `at`: when the message's bytes reached this client (default: now). */
+      event(res: StreamEventsResponse, at = clockMs()): void {
         const ev = res.event;
         if (ev === undefined) return;
         const seq = Number(ev.seq);
@@ -890,11 +890,12 @@ async function fanoutSubscribers(job: SubscribersJob): Promise<void> {
           abort.signal.addEventListener("abort", () => req.close());
           let buf: Buffer = Buffer.alloc(0);
           req.on("data", (chunk: Buffer) => {
+            const at = clockMs();
             buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
             while (buf.length >= 5) {
               const n = buf.readUInt32BE(1);
               if (buf.length < 5 + n) break;
-              sub.event(fromBinary(m.output, buf.subarray(5, 5 + n)));
+              sub.event(fromBinary(m.output, buf.subarray(5, 5 + n)), at);
               buf = buf.subarray(5 + n);
             }
           });

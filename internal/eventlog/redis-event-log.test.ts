@@ -66,3 +66,49 @@ it("appends go on after Redis forgot the script (SCRIPT FLUSH, as after a restar
     await r.stop();
   }
 });
+
+it("a busy run's live events reach a follower in batches; a lone event is not held back", async () => {
+  const r = await startRedis();
+  try {
+    const log = new RedisEventLog({ client: r.client(), prefix, tailLingerMs: 40 });
+    const runId = ulid();
+    await log.append(queued(runId, "t"));
+    const abort = new AbortController();
+    const batches: number[][] = [];
+    const arrived = new Map<number, number>();
+    const following = (async () => {
+      for await (const batch of log.followBatches(runId, 1, abort.signal)) {
+        batches.push(batch.map((e) => e.seq));
+        for (const e of batch) arrived.set(e.seq, performance.now());
+        if (batch.some((e) => e.seq === 32)) return;
+      }
+    })();
+    const append = (text: string) =>
+      log.append({
+        runId,
+        sessionId: "s1",
+        payload: { case: "outputDelta", value: create(OutputDeltaSchema, { text }) },
+      });
+    // A lone event after a quiet spell goes out at once (the tail is blocked in XREAD).
+    await new Promise((res) => setTimeout(res, 100));
+    const sent = performance.now();
+    await append("lone");
+    while (!arrived.has(2)) await new Promise((res) => setTimeout(res, 1));
+    assert.ok((arrived.get(2) as number) - sent < 30, "no linger before a lone event");
+    // 30 events, one every ~2 ms: the linger gathers them into a few batches.
+    for (let i = 0; i < 30; i++) {
+      await append(`b${i}`);
+      await new Promise((res) => setTimeout(res, 2));
+    }
+    await following;
+    abort.abort();
+    assert.deepEqual(
+      batches.flat(),
+      Array.from({ length: 31 }, (_, i) => i + 2),
+    );
+    assert.ok(batches.length <= 8, `30 events in ${batches.length} batches`);
+    await log.close();
+  } finally {
+    await r.stop();
+  }
+});
