@@ -6,7 +6,7 @@
 import type { Http2Stream } from "node:http2";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
-import type { HandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { Principal } from "../auth/tokens.ts";
 import { AgentdError, invalid } from "../errors.ts";
 import type { LoggedEvent } from "../eventlog/event-codec.ts";
@@ -125,7 +125,7 @@ export function streamEventsHandler(deps: ApiDeps) {
         yield toResponse(ev);
         if (TERMINAL_TYPES.has(ev.type)) return;
       }
-      return;
+      throw stoppedBy(ctx.signal);
     }
     // gRPC (binary) over HTTP/2, the hot path of fan-out. The first message goes through
     // connect, which sends the response headers with it; every later one is written to the
@@ -150,14 +150,27 @@ export function streamEventsHandler(deps: ApiDeps) {
       // A batch goes out in as few writes as the stream's buffer allows: a slow client
       // holds at most about one buffer's worth here (the log's follower bounds the rest).
       while (from < batch.length) {
-        if (stream.destroyed || ctx.signal.aborted) return;
+        if (ctx.signal.aborted) throw stoppedBy(ctx.signal);
+        if (stream.destroyed) return;
         const next = writeFrames(stream, batch, from, gzip);
         if (next < 0) return; // wrote the terminal event
         from = next;
         if (stream.writableNeedDrain) await drained(stream, ctx.signal);
       }
     }
+    throw stoppedBy(ctx.signal);
   };
+}
+
+/**
+ * Why a live stream stopped before its run's terminal event: the call's signal fired (the
+ * deadline, the client went away, the server is shutting down). Ending the generator
+ * normally would end the call with status OK, which a client could take for the end of
+ * the run's events; this carries connect's reason (DEADLINE_EXCEEDED for a deadline).
+ */
+function stoppedBy(signal: AbortSignal): ConnectError {
+  if (!signal.aborted) return new ConnectError("the run's event stream stopped", Code.Unavailable);
+  return ConnectError.from(signal.reason, Code.Canceled);
 }
 
 /**

@@ -70,7 +70,7 @@ it("appends go on after Redis forgot the script (SCRIPT FLUSH, as after a restar
 it("a busy run's live events reach a follower in batches; a lone event is not held back", async () => {
   const r = await startRedis();
   try {
-    const log = new RedisEventLog({ client: r.client(), prefix, tailLingerMs: 40 });
+    const log = new RedisEventLog({ client: r.client(), prefix, tailLingerMs: 250 });
     const runId = ulid();
     await log.append(queued(runId, "t"));
     const abort = new AbortController();
@@ -94,19 +94,23 @@ it("a busy run's live events reach a follower in batches; a lone event is not he
     const sent = performance.now();
     await append("lone");
     while (!arrived.has(2)) await new Promise((res) => setTimeout(res, 1));
-    assert.ok((arrived.get(2) as number) - sent < 30, "no linger before a lone event");
+    assert.ok((arrived.get(2) as number) - sent < 150, "no linger before a lone event");
     // 30 events, one every ~2 ms: the linger gathers them into a few batches.
+    const first = performance.now();
     for (let i = 0; i < 30; i++) {
       await append(`b${i}`);
       await new Promise((res) => setTimeout(res, 2));
     }
+    const span = performance.now() - first;
     await following;
     abort.abort();
     assert.deepEqual(
       batches.flat(),
       Array.from({ length: 31 }, (_, i) => i + 2),
     );
-    assert.ok(batches.length <= 8, `30 events in ${batches.length} batches`);
+    // One batch per linger period at most (plus the lone event's), however slow the machine.
+    const most = Math.ceil(span / 250) + 2;
+    assert.ok(batches.length <= most, `30 events in ${span} ms came in ${batches.length} batches`);
     await log.close();
   } finally {
     await r.stop();

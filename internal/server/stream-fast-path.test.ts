@@ -7,11 +7,13 @@
  * leaked tail, and a server shut down mid-stream.
  */
 import assert from "node:assert/strict";
+import http2 from "node:http2";
 import { after, before, describe, it } from "node:test";
+import { create, toBinary } from "@bufbuild/protobuf";
 import type { Redis } from "ioredis";
 import type { EventPayload } from "../eventlog/event-codec.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
-import type { Run } from "../gen/agentd/v1/run_service_pb.js";
+import { type Run, RunService } from "../gen/agentd/v1/run_service_pb.js";
 import {
   appendEvents,
   payload,
@@ -207,4 +209,82 @@ describe("StreamEvents gRPC fast path", { timeout: 60_000 }, () => {
       client.close();
     }
   });
+});
+
+describe("StreamEvents deadlines", { timeout: 30_000 }, () => {
+  /** A raw gRPC call (no client-side deadline timer): what the server itself answers. */
+  function rawStream(runId: string, timeout: string) {
+    const m = RunService.method.streamEvents;
+    const body = toBinary(m.input, create(m.input, { runId, afterSeq: 0n }));
+    const frame = Buffer.alloc(5 + body.length);
+    frame.writeUInt32BE(body.length, 1);
+    frame.set(body, 5);
+    const session = http2.connect(stack.server.url);
+    const req = session.request({
+      ":method": "POST",
+      ":path": `/${m.parent.typeName}/${m.name}`,
+      "content-type": "application/grpc+proto",
+      te: "trailers",
+      "grpc-timeout": timeout,
+      authorization: `Bearer ${TOKENS.acme}`,
+    });
+    req.on("data", () => undefined);
+    const trailers = new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+      req.on("trailers", resolve);
+      req.on("error", reject);
+    });
+    req.end(frame);
+    return { trailers, close: () => session.close() };
+  }
+
+  it("a deadline that expires on a live stream ends it with DEADLINE_EXCEEDED, not OK", async () => {
+    const run = await newRun("deadline");
+    const t0 = Date.now();
+    const call = rawStream(run.runId, "400m");
+    const trailers = await call.trailers;
+    call.close();
+    assert.equal(trailers["grpc-status"], String(grpc.status.DEADLINE_EXCEEDED));
+    assert.ok(Date.now() - t0 >= 350, "ended by the deadline, not at once");
+  });
+
+  it("a stream that ends with the run before its deadline ends OK", async () => {
+    const run = await newRun("deadline-ok");
+    const call = rawStream(run.runId, "20S");
+    await sleep(200);
+    await appendEvents(stack.log, run, [payload.completed()]);
+    const trailers = await call.trailers;
+    call.close();
+    assert.equal(trailers["grpc-status"], "0");
+  });
+});
+
+it("Connect streaming over HTTP/1.1: a deadline ends the stream with deadline_exceeded", async () => {
+  const { run } = await stack.client.createRun({ prompt: "connect deadline" });
+  assert.ok(run);
+  const m = RunService.method.streamEvents;
+  const body = toBinary(m.input, create(m.input, { runId: run.runId, afterSeq: 0n }));
+  const envelope = Buffer.alloc(5 + body.length);
+  envelope.writeUInt32BE(body.length, 1);
+  envelope.set(body, 5);
+  const res = await fetch(`${stack.server.url}/${m.parent.typeName}/${m.name}`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/connect+proto",
+      "connect-timeout-ms": "400",
+      authorization: `Bearer ${TOKENS.acme}`,
+    },
+    body: envelope,
+  });
+  assert.equal(res.status, 200);
+  const bytes = Buffer.from(await res.arrayBuffer());
+  // Enveloped messages; the last one (flag 0x02) is the end-of-stream JSON.
+  let at = 0;
+  let end: { error?: { code?: string } } | undefined;
+  while (at + 5 <= bytes.length) {
+    const n = bytes.readUInt32BE(at + 1);
+    if ((bytes[at] as number) & 0x02)
+      end = JSON.parse(bytes.subarray(at + 5, at + 5 + n).toString("utf8"));
+    at += 5 + n;
+  }
+  assert.equal(end?.error?.code, "deadline_exceeded");
 });
