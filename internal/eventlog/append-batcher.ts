@@ -96,15 +96,17 @@ export class AppendBatcher {
   async #drain(runId: string, q: RunQueue): Promise<void> {
     try {
       while (q.items.length > 0) {
+        let head: Head;
         try {
-          q.head ??= await this.#opts.loadHead(runId);
-          await this.#commitFront(q, q.head);
+          head = q.head ??= await this.#opts.loadHead(runId);
         } catch (err) {
-          // Storage failed: the head is unknown now; fail the front group, go on.
+          // The head cannot be read: fail the front group (nothing of it was sent), go on.
           q.head = undefined;
           const group = this.#takeGroup(q);
           for (const p of group) p.reject(err);
+          continue;
         }
+        await this.#commitFront(q, head);
       }
     } finally {
       q.draining = false;
@@ -170,14 +172,32 @@ export class AppendBatcher {
     }
     if (ok.length === 0) return;
     const firstReq = ok[0]?.req as AppendRequest;
-    const outcome = await this.#opts.commit({
-      runId: firstReq.runId,
-      sessionId: firstReq.sessionId,
-      tenantId: firstReq.tenantId,
-      fence: firstReq.fence,
-      prev: head,
-      events: sealed,
-    });
+    let outcome: CommitOutcome;
+    try {
+      outcome = await this.#opts.commit({
+        runId: firstReq.runId,
+        sessionId: firstReq.sessionId,
+        tenantId: firstReq.tenantId,
+        fence: firstReq.fence,
+        prev: head,
+        events: sealed,
+      });
+    } catch (err) {
+      // Storage failed with the commit's outcome unknown (the connection dropped after it
+      // was sent, say): it may have landed. The head tells: it is the commit's last event
+      // exactly when the commit was stored (hashes are unique). Otherwise, or when the head
+      // cannot be read either, this group fails (EUNAVAILABLE and the like: the outcome is
+      // unknown only if another writer appended since); the queue behind it goes on.
+      q.head = undefined;
+      const last = sealed[sealed.length - 1] as SealedEvent;
+      const now = await this.#opts.loadHead(firstReq.runId).catch(() => undefined);
+      if (now !== undefined) q.head = now;
+      if (now?.seq === last.seq && now.hash === last.hash) outcome = { kind: "ok" };
+      else {
+        for (const p of ok) p.reject(err);
+        return;
+      }
+    }
     if (outcome.kind === "ok") {
       const last = sealed[sealed.length - 1] as SealedEvent;
       q.head = { seq: last.seq, hash: last.hash };

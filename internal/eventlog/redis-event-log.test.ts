@@ -37,32 +37,105 @@ runEventLogConformance("redis", {
   },
 });
 
+const deltaOf = (runId: string, text: string) => ({
+  runId,
+  sessionId: "s1",
+  payload: { case: "outputDelta" as const, value: create(OutputDeltaSchema, { text }) },
+});
+const textsOf = (events: { event: { payload: { value?: unknown } } }[]) =>
+  events.slice(1).map((e) => (e.event.payload.value as { text: string }).text);
+
 it("appends go on after Redis forgot the script (SCRIPT FLUSH, as after a restart)", async () => {
   const r = await startRedis();
   try {
     const log = new RedisEventLog({ client: r.client(), prefix });
-    const runId = ulid();
-    await log.append(queued(runId, "t"));
+    const runs = Array.from({ length: 6 }, () => ulid());
+    for (const runId of runs) await log.append(queued(runId, "t"));
     await r.client().script("FLUSH");
-    // Several commits in flight at once, each answered NOSCRIPT, then sent as EVAL.
-    await Promise.all(
-      Array.from({ length: 30 }, (_, i) =>
-        log.append({
-          runId,
-          sessionId: "s1",
-          payload: { case: "outputDelta", value: create(OutputDeltaSchema, { text: `d${i}` }) },
-        }),
-      ),
-    );
-    const all = await log.read(runId, 0);
-    assert.equal(all.length, 31);
-    assert.equal(verifyChain(all.map((e) => e.json)).ok, true);
-    assert.deepEqual(
-      all.slice(1).map((e) => (e.event.payload.value as { text: string }).text),
-      Array.from({ length: 30 }, (_, i) => `d${i}`),
-    );
+    // Several commits in flight at once (6 runs, 3 rounds each 2 ms apart, 4 per run per
+    // round: calls sent as soon as they hold 8 events), each answered NOSCRIPT, then EVAL.
+    const pending: Promise<unknown>[] = [];
+    for (let round = 0; round < 3; round++) {
+      for (const runId of runs)
+        for (let i = 0; i < 4; i++) pending.push(log.append(deltaOf(runId, `d${round * 4 + i}`)));
+      await new Promise((res) => setTimeout(res, 2));
+    }
+    await Promise.all(pending);
+    for (const runId of runs) {
+      const all = await log.read(runId, 0);
+      assert.equal(verifyChain(all.map((e) => e.json)).ok, true);
+      assert.deepEqual(
+        textsOf(all),
+        Array.from({ length: 12 }, (_, i) => `d${i}`),
+      );
+    }
     await log.close();
   } finally {
+    await r.stop();
+  }
+});
+
+it("Redis SIGKILLed and restarted under appends: every acknowledged event once, chains intact", async () => {
+  const r = await startRedis(); // appendfsync always: what was acknowledged is on disk
+  const client = new Redis(r.url);
+  client.on("error", () => undefined);
+  try {
+    const log = new RedisEventLog({ client, prefix });
+    const runs = Array.from({ length: 4 }, () => ulid());
+    for (const runId of runs) await log.append(queued(runId, "t"));
+    const acked = new Map<string, string[]>(runs.map((id) => [id, []]));
+    let stop = false;
+    const writers = runs.map(async (runId) => {
+      for (let i = 0; !stop; i++) {
+        // Appends in flight when Redis dies are re-sent by ioredis after it reconnects
+        // (NOSCRIPT on the new server, then EVAL); the ones it gives up on fail.
+        await Promise.all(
+          [0, 1, 2].map(async (k) => {
+            const text = `${i}.${k}`;
+            try {
+              await log.append(deltaOf(runId, text));
+              acked.get(runId)?.push(text);
+            } catch {}
+          }),
+        );
+      }
+    });
+    await new Promise((res) => setTimeout(res, 150));
+    await r.restart({ hard: true });
+    await new Promise((res) => setTimeout(res, 300));
+    stop = true;
+    await Promise.all(writers);
+    for (const runId of runs) {
+      const all = await log.read(runId, 0);
+      assert.equal(verifyChain(all.map((e) => e.json)).ok, true, "chain intact");
+      const texts = textsOf(all);
+      assert.equal(new Set(texts).size, texts.length, "no event stored twice");
+      const stored = new Set(texts);
+      for (const t of acked.get(runId) ?? []) assert.ok(stored.has(t), `acknowledged ${t} kept`);
+      assert.ok((acked.get(runId)?.length ?? 0) > 3, "appends went on after the restart");
+    }
+    await log.close();
+  } finally {
+    client.disconnect();
+    await r.stop();
+  }
+});
+
+it("a client with its own keyPrefix: the script's keys get it like every other command's", async () => {
+  const r = await startRedis();
+  const client = new Redis(r.url, { keyPrefix: "kp:" });
+  try {
+    const log = new RedisEventLog({ client, prefix: "agentd:" });
+    const runId = ulid();
+    await log.append(queued(runId, "t"));
+    await log.append(deltaOf(runId, "x"));
+    assert.equal((await log.read(runId, 0)).length, 2);
+    assert.equal((await log.head(runId))?.seq, 2);
+    assert.equal(await r.client().exists(`kp:agentd:run:${runId}:events`), 1);
+    assert.equal(await r.client().exists(`agentd:run:${runId}:events`), 0);
+    await log.close();
+  } finally {
+    client.disconnect();
     await r.stop();
   }
 });
@@ -70,7 +143,7 @@ it("appends go on after Redis forgot the script (SCRIPT FLUSH, as after a restar
 it("a busy run's live events reach a follower in batches; a lone event is not held back", async () => {
   const r = await startRedis();
   try {
-    const log = new RedisEventLog({ client: r.client(), prefix, tailLingerMs: 250 });
+    const log = new RedisEventLog({ client: r.client(), prefix, tailLingerMs: 1000 });
     const runId = ulid();
     await log.append(queued(runId, "t"));
     const abort = new AbortController();
@@ -94,7 +167,7 @@ it("a busy run's live events reach a follower in batches; a lone event is not he
     const sent = performance.now();
     await append("lone");
     while (!arrived.has(2)) await new Promise((res) => setTimeout(res, 1));
-    assert.ok((arrived.get(2) as number) - sent < 150, "no linger before a lone event");
+    assert.ok((arrived.get(2) as number) - sent < 500, "no linger before a lone event");
     // 30 events, one every ~2 ms: the linger gathers them into a few batches.
     const first = performance.now();
     for (let i = 0; i < 30; i++) {
@@ -109,7 +182,7 @@ it("a busy run's live events reach a follower in batches; a lone event is not he
       Array.from({ length: 31 }, (_, i) => i + 2),
     );
     // One batch per linger period at most (plus the lone event's), however slow the machine.
-    const most = Math.ceil(span / 250) + 2;
+    const most = Math.ceil(span / 1000) + 2;
     assert.ok(batches.length <= most, `30 events in ${span} ms came in ${batches.length} batches`);
     await log.close();
   } finally {

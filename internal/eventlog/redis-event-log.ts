@@ -142,7 +142,12 @@ export class RedisEventLog implements EventLog {
    */
   #evalAppend(args: (string | number)[]): Promise<ScriptReply[]> {
     const send = (name: "evalsha" | "eval", script: string): Promise<ScriptReply[]> => {
-      const cmd = new Command(name, [script, ...args], { replyEncoding: "utf8" });
+      // keyPrefix: the client's own key prefix (an ioredis option, e.g. `?keyPrefix=` in the
+      // URL) applies to the script's keys as to every other command's.
+      const cmd = new Command(name, [script, ...args], {
+        replyEncoding: "utf8",
+        keyPrefix: this.#client.options.keyPrefix,
+      });
       this.#client.sendCommand(cmd);
       return cmd.promise as Promise<ScriptReply[]>;
     };
