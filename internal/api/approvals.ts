@@ -3,7 +3,8 @@
  * server appends `approval.resolved` with a compare-and-append on the head it read, so two
  * racing resolutions cannot both land. The same decision twice is fine (idempotent), a
  * conflicting one is FAILED_PRECONDITION. An approval past its expiry is denied
- * automatically when it is next looked at.
+ * automatically when it is next looked at, and its paused run goes back on the queue (the
+ * model then gets the denial), as after any resolution.
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
@@ -52,7 +53,10 @@ function toMessage(a: Projected): Approval {
   });
 }
 
-/** The run's approvals, with expired pending ones denied first (appended, then re-read). */
+/**
+ * The run's approvals, with expired pending ones denied first (appended, then re-read; the
+ * run re-enqueued so that a worker resumes it with the denial).
+ */
 async function approvalsOf(
   deps: ApiDeps,
   principal: Principal,
@@ -84,7 +88,9 @@ async function approvalsOf(
       });
     } catch (err) {
       if (!isAgentdError(err, "ECONFLICT") || attempt >= RETRIES) throw err;
+      continue;
     }
+    await requeue(deps, principal, runId);
   }
 }
 

@@ -1,0 +1,113 @@
+/**
+ * An approval that expired while its run was paused: the first look at it (ListApprovals,
+ * or a late ResolveApproval) denies it in the log and puts the paused run back on the queue,
+ * so a worker resumes it with the denial instead of the run staying paused for good.
+ * Real `agentd server` on a private Redis; the test plays the worker on the same queue.
+ */
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { ulid } from "ulid";
+import {
+  ApprovalDecision,
+  ApprovalRequestedSchema,
+  RunPausedSchema,
+  RunStartedSchema,
+} from "../gen/agentd/v1/events_pb.js";
+import { RunService, RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { RedisRunQueue } from "../scheduler/redis-run-queue.ts";
+import { type Stack, startStack, TOKENS } from "../testing/api-fixtures.ts";
+import { assertGrpcError, grpc } from "../testing/grpc-run-client.ts";
+
+let stack: Stack;
+let queue: RedisRunQueue;
+
+before(async () => {
+  stack = await startStack();
+  queue = new RedisRunQueue({ client: stack.redis.client(), leaseTtlMs: 5000 });
+});
+after(async () => {
+  await queue?.close();
+  await stack?.stop();
+});
+
+/** A run whose worker asked for an approval that expired a minute ago, then paused it. */
+async function pausedOnExpiredApproval(prompt: string): Promise<{ runId: string; id: string }> {
+  const { run } = await stack.client.createRun({ prompt });
+  assert.ok(run);
+  const claim = await queue.claim("test-worker", { blockMs: 5000 });
+  assert.equal(claim?.runId, run.runId);
+  const fence = claim.lease.epoch;
+  const base = { runId: run.runId, sessionId: run.sessionId, fence };
+  await stack.log.append({
+    ...base,
+    payload: {
+      case: "runStarted",
+      value: create(RunStartedSchema, { workerId: "test-worker", epoch: BigInt(fence) }),
+    },
+  });
+  const id = `apr_${run.runId}_${ulid()}`;
+  // The request and the pause in one commit, as the worker does.
+  await Promise.all([
+    stack.log.append({
+      ...base,
+      payload: {
+        case: "approvalRequested",
+        value: create(ApprovalRequestedSchema, {
+          approvalId: id,
+          callId: "c1",
+          tool: "process.run",
+          expiresAt: timestampFromMs(Date.now() - 60_000),
+        }),
+      },
+    }),
+    stack.log.append({
+      ...base,
+      payload: {
+        case: "runPaused",
+        value: create(RunPausedSchema, { reason: "approval", approvalId: id }),
+      },
+    }),
+  ]);
+  await queue.release(claim, { outcome: "paused" });
+  assert.equal(await queue.stateOf(run.runId), "paused");
+  return { runId: run.runId, id };
+}
+
+function expiryDenials(events: { event: { payload: { case?: string; value?: unknown } } }[]) {
+  return events.filter(
+    (e) =>
+      e.event.payload.case === "approvalResolved" &&
+      (e.event.payload.value as { resolvedBy: string }).resolvedBy === "expiry",
+  );
+}
+
+it("ListApprovals denies an expired approval and re-enqueues its paused run", async () => {
+  const { runId } = await pausedOnExpiredApproval("expiry via list");
+  const listed = await stack.client.unary(RunService.method.listApprovals, { runId });
+  assert.equal(listed.approvals.length, 0, "no longer pending");
+  assert.equal(expiryDenials(await stack.log.read(runId, 0)).length, 1);
+  assert.notEqual(await queue.stateOf(runId), "paused", "back on the queue");
+  const got = await stack.client.getRun(runId);
+  assert.equal(got.run?.state, RunState.PAUSED);
+  assert.equal(got.run?.pendingApprovalId, "", "resumable: a worker takes it with the denial");
+  const again = await queue.claim("test-worker", { blockMs: 5000 });
+  assert.equal(again?.runId, runId);
+  if (again) await queue.release(again, { outcome: "terminal" });
+});
+
+it("a late ResolveApproval is refused as expired, and the run is not left paused", async () => {
+  const { runId, id } = await pausedOnExpiredApproval("expiry via resolve");
+  await assertGrpcError(
+    stack.client.unary(
+      RunService.method.resolveApproval,
+      { approvalId: id, decision: ApprovalDecision.APPROVE },
+      TOKENS.acme,
+    ),
+    grpc.status.FAILED_PRECONDITION,
+    /expired/,
+  );
+  assert.equal(expiryDenials(await stack.log.read(runId, 0)).length, 1, "denied once");
+  assert.notEqual(await queue.stateOf(runId), "paused", "back on the queue");
+});
