@@ -92,6 +92,11 @@ export const FLAGS = {
     help: "worker: how long a run waiting for an approval keeps its worker slot and container; approved within it, the run resumes at once in the same container; 0 pauses at once",
     def: "60000",
   },
+  "approval-sweep-ms": {
+    env: "AGENTD_APPROVAL_SWEEP_MS",
+    help: "server: how often pending approvals past their expiry (policy approvals.expireAfter) are denied and their paused runs re-enqueued, so the model gets the denial; 0: only when an approval is looked at",
+    def: "60000",
+  },
   "warm-sandboxes": {
     env: "AGENTD_WARM_SANDBOXES",
     help: "worker: started, empty sandboxes kept ready so a run only waits for its workspace to be copied in; 0 creates each one when a run starts",
@@ -156,6 +161,7 @@ export const ConfigSchema = z.object({
   "tenant-limit": z.coerce.number().int().min(1).max(100_000),
   "max-steps": z.coerce.number().int().min(1).max(10_000),
   "approval-hold-ms": z.coerce.number().int().min(0).max(3_600_000),
+  "approval-sweep-ms": z.coerce.number().int().min(0).max(86_400_000),
   "warm-sandboxes": z.coerce.number().int().min(0).max(64),
   "price-table": z.string().min(1).optional(),
 });

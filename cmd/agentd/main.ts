@@ -11,6 +11,8 @@ import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
+import { sweepExpiredApprovals } from "../../internal/api/approvals.ts";
+import type { ApiDeps } from "../../internal/api/deps.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
 import {
   type Authenticator,
@@ -50,7 +52,7 @@ import type { RunQueue } from "../../internal/scheduler/port.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
 import { createApp } from "../../internal/server/app.ts";
 import { createDualServer } from "../../internal/server/dual-protocol.ts";
-import { createLogger } from "../../internal/telemetry/logger.ts";
+import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
@@ -65,6 +67,7 @@ const SERVER_FLAGS: FlagName[] = [
   "redis-prefix",
   "max-request-bytes",
   "policy",
+  "approval-sweep-ms",
   "log-level",
   "insecure-no-auth",
 ];
@@ -101,6 +104,7 @@ const DEV_FLAGS: FlagName[] = [
   "skills-dir",
   "max-steps",
   "approval-hold-ms",
+  "approval-sweep-ms",
   "warm-sandboxes",
   "price-table",
   "log-level",
@@ -187,6 +191,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const runs = new RunProjectionCache({ log });
 
   let server: ReturnType<typeof createDualServer> | undefined;
+  let sweeper: NodeJS.Timeout | undefined;
   if (auth !== undefined) {
     const deps = { log, runs, artifacts, queue };
     server = createDualServer(
@@ -207,6 +212,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       },
       "listening",
     );
+    sweeper = startApprovalSweep(deps, auth, cfg["approval-sweep-ms"], logger);
   }
 
   if (log instanceof FileEventLog) await requeueOpenRuns(log, runs, queue, logger);
@@ -289,6 +295,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   process.off("SIGHUP", reloadPolicy);
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
+  clearInterval(sweeper);
   await worker?.stop(20_000);
   await sandbox?.close();
   await server?.close(5000);
@@ -443,6 +450,37 @@ function policyCommand(argv: string[]): number {
   const r = readPolicyFile(file);
   process.stdout.write(r.ok ? `OK ${file}\n` : `${formatPolicyIssues(r.errors)}\n`);
   return r.ok ? 0 : 1;
+}
+
+/**
+ * Every `everyMs`, denies expired pending approvals of the tenants callers can act as and
+ * re-enqueues their runs (one sweep at a time). Undefined when turned off (0).
+ */
+function startApprovalSweep(
+  deps: ApiDeps,
+  auth: Authenticator,
+  everyMs: number,
+  logger: Logger,
+): NodeJS.Timeout | undefined {
+  if (everyMs <= 0) return undefined;
+  let running = false;
+  const sweep = (): void => {
+    if (running) return;
+    running = true;
+    sweepExpiredApprovals(deps, auth.tenants(), {
+      onError: (runId, err) => logger.warn({ err, runId }, "expiring a run's approval failed"),
+    })
+      .then((denied) => {
+        if (denied > 0) logger.info({ denied }, "denied expired approvals; their runs resume");
+      })
+      .catch((err: unknown) => logger.warn({ err }, "approval expiry sweep failed"))
+      .finally(() => {
+        running = false;
+      });
+  };
+  const timer = setInterval(sweep, everyMs);
+  timer.unref();
+  return timer;
 }
 
 let openAuth: Authenticator | undefined;

@@ -110,4 +110,27 @@ it("a late ResolveApproval is refused as expired, and the run is not left paused
   );
   assert.equal(expiryDenials(await stack.log.read(runId, 0)).length, 1, "denied once");
   assert.notEqual(await queue.stateOf(runId), "paused", "back on the queue");
+  const again = await queue.claim("test-worker", { blockMs: 5000 });
+  assert.equal(again?.runId, runId);
+  if (again) await queue.release(again, { outcome: "terminal" });
+});
+
+it("the server's sweep denies an expired approval nobody looks at and re-enqueues the run", async () => {
+  const sweeping = await stack.startServer({ env: { AGENTD_APPROVAL_SWEEP_MS: "200" } });
+  try {
+    const { runId } = await pausedOnExpiredApproval("expiry via sweep");
+    const deadline = Date.now() + 10_000;
+    while (expiryDenials(await stack.log.read(runId, 0)).length === 0) {
+      assert.ok(Date.now() < deadline, "denied by the sweep within 10 s");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    for (let i = 0; i < 50 && (await queue.stateOf(runId)) === "paused"; i++)
+      await new Promise((r) => setTimeout(r, 100));
+    assert.notEqual(await queue.stateOf(runId), "paused", "back on the queue");
+    await new Promise((r) => setTimeout(r, 500)); // more sweeps: still denied once
+    assert.equal(expiryDenials(await stack.log.read(runId, 0)).length, 1);
+    assert.match(sweeping.output(), /denied expired approvals/);
+  } finally {
+    await sweeping.stop("SIGTERM", 10_000);
+  }
 });

@@ -62,7 +62,14 @@ async function approvalsOf(
   principal: Principal,
   runId: string,
   now: number,
-): Promise<{ approvals: Map<string, Projected>; headSeq: number; sessionId: string }> {
+): Promise<{
+  approvals: Map<string, Projected>;
+  headSeq: number;
+  sessionId: string;
+  /** Approvals this call denied for their expiry. */
+  denied: number;
+}> {
+  let denied = 0;
   for (let attempt = 0; ; attempt++) {
     const { head } = await runOf(deps, principal, runId);
     const events = (await deps.log.read(runId, 0)).map((e) => e.event);
@@ -70,7 +77,8 @@ async function approvalsOf(
     const expired = [...approvals.values()].find(
       (a) => a.state === "pending" && a.expiresAt !== undefined && timestampMs(a.expiresAt) <= now,
     );
-    if (expired === undefined) return { approvals, headSeq: head.seq, sessionId: head.sessionId };
+    if (expired === undefined)
+      return { approvals, headSeq: head.seq, sessionId: head.sessionId, denied };
     try {
       await deps.log.append({
         runId,
@@ -90,8 +98,48 @@ async function approvalsOf(
       if (!isAgentdError(err, "ECONFLICT") || attempt >= RETRIES) throw err;
       continue;
     }
+    denied++;
     await requeue(deps, principal, runId);
   }
+}
+
+/** Runs looked at per tenant and sweep, newest first (like ListApprovals' bound). */
+const SWEEP_MAX_RUNS = 5000;
+
+/**
+ * Denies the expired pending approvals of these tenants' paused runs and re-enqueues the
+ * runs (as looking at them would): the background sweep of `agentd server`, so a run
+ * nobody looks at does not stay paused past its approval's expiry. Several servers may
+ * sweep at once (each denial is a compare-and-append). A failing run is reported to
+ * `onError` and skipped. Returns how many approvals it denied.
+ */
+export async function sweepExpiredApprovals(
+  deps: ApiDeps,
+  tenants: readonly string[],
+  opts: { now?: number; onError?: (runId: string, err: unknown) => void } = {},
+): Promise<number> {
+  const now = opts.now ?? Date.now();
+  let denied = 0;
+  for (const tenantId of tenants) {
+    const principal: Principal = { name: "expiry", tenantId, roles: new Set(["approve"]) };
+    let before: string | undefined;
+    for (let examined = 0; examined < SWEEP_MAX_RUNS; ) {
+      const page = await deps.log.listRunIds({ tenantId, before, limit: 200 });
+      const runs = await deps.runs.getMany(page.runIds);
+      for (const r of runs) {
+        if (r === undefined || r.state !== RunState.PAUSED || r.pendingApprovalId === "") continue;
+        try {
+          denied += (await approvalsOf(deps, principal, r.runId, now)).denied;
+        } catch (err) {
+          opts.onError?.(r.runId, err);
+        }
+      }
+      examined += page.runIds.length;
+      if (page.next === undefined) break;
+      before = page.next;
+    }
+  }
+  return denied;
 }
 
 export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.now) {
