@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
-import { sweepExpiredApprovals } from "../../internal/api/approvals.ts";
+import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
 import {
@@ -191,7 +191,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const runs = new RunProjectionCache({ log });
 
   let server: ReturnType<typeof createDualServer> | undefined;
-  let sweeper: NodeJS.Timeout | undefined;
+  let sweeper: Sweep | undefined;
   if (auth !== undefined) {
     const deps = { log, runs, artifacts, queue };
     server = createDualServer(
@@ -212,7 +212,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       },
       "listening",
     );
-    sweeper = startApprovalSweep(deps, auth, cfg["approval-sweep-ms"], logger);
+    sweeper = startApprovalSweep(deps, cfg["approval-sweep-ms"], logger);
   }
 
   if (log instanceof FileEventLog) await requeueOpenRuns(log, runs, queue, logger);
@@ -295,7 +295,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   process.off("SIGHUP", reloadPolicy);
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
-  clearInterval(sweeper);
+  await sweeper?.stop();
   await worker?.stop(20_000);
   await sandbox?.close();
   await server?.close(5000);
@@ -452,35 +452,44 @@ function policyCommand(argv: string[]): number {
   return r.ok ? 0 : 1;
 }
 
+/** A background sweep: stop() ends it and waits (bounded) for a sweep in progress. */
+interface Sweep {
+  stop(): Promise<void>;
+}
+
 /**
- * Every `everyMs`, denies expired pending approvals of the tenants callers can act as and
- * re-enqueues their runs (one sweep at a time). Undefined when turned off (0).
+ * Every `everyMs`, the queue's paused runs are swept (sweepPausedRuns): approvals past their
+ * expiry are denied and their runs re-enqueued. One sweep at a time; off when 0.
  */
-function startApprovalSweep(
-  deps: ApiDeps,
-  auth: Authenticator,
-  everyMs: number,
-  logger: Logger,
-): NodeJS.Timeout | undefined {
-  if (everyMs <= 0) return undefined;
-  let running = false;
+function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Sweep {
+  if (everyMs <= 0) return { stop: async () => undefined };
+  const abort = new AbortController();
+  let running: Promise<void> | undefined;
   const sweep = (): void => {
-    if (running) return;
-    running = true;
-    sweepExpiredApprovals(deps, auth.tenants(), {
-      onError: (runId, err) => logger.warn({ err, runId }, "expiring a run's approval failed"),
+    if (running !== undefined) return;
+    running = sweepPausedRuns(deps, {
+      signal: abort.signal,
+      onError: (runId, err) => logger.warn({ err, runId }, "sweeping a paused run failed"),
     })
-      .then((denied) => {
-        if (denied > 0) logger.info({ denied }, "denied expired approvals; their runs resume");
+      .then(({ denied, requeued }) => {
+        if (denied + requeued > 0)
+          logger.info({ denied, requeued }, "denied expired approvals; their runs resume");
       })
       .catch((err: unknown) => logger.warn({ err }, "approval expiry sweep failed"))
       .finally(() => {
-        running = false;
+        running = undefined;
       });
   };
   const timer = setInterval(sweep, everyMs);
   timer.unref();
-  return timer;
+  return {
+    async stop() {
+      clearInterval(timer);
+      abort.abort();
+      if (running !== undefined)
+        await Promise.race([running, new Promise((r) => setTimeout(r, 5000).unref())]);
+    },
+  };
 }
 
 let openAuth: Authenticator | undefined;

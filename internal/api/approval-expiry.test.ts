@@ -12,6 +12,7 @@ import { ulid } from "ulid";
 import {
   ApprovalDecision,
   ApprovalRequestedSchema,
+  ApprovalResolvedSchema,
   RunPausedSchema,
   RunStartedSchema,
 } from "../gen/agentd/v1/events_pb.js";
@@ -32,8 +33,11 @@ after(async () => {
   await stack?.stop();
 });
 
-/** A run whose worker asked for an approval that expired a minute ago, then paused it. */
-async function pausedOnExpiredApproval(prompt: string): Promise<{ runId: string; id: string }> {
+/** A run whose worker asked for an approval that expires at `expiresAt` (a minute ago by default), then paused it. */
+async function pausedOnExpiredApproval(
+  prompt: string,
+  expiresAt = Date.now() - 60_000,
+): Promise<{ runId: string; id: string; sessionId: string }> {
   const { run } = await stack.client.createRun({ prompt });
   assert.ok(run);
   const claim = await queue.claim("test-worker", { blockMs: 5000 });
@@ -58,7 +62,7 @@ async function pausedOnExpiredApproval(prompt: string): Promise<{ runId: string;
           approvalId: id,
           callId: "c1",
           tool: "process.run",
-          expiresAt: timestampFromMs(Date.now() - 60_000),
+          expiresAt: timestampFromMs(expiresAt),
         }),
       },
     }),
@@ -72,7 +76,15 @@ async function pausedOnExpiredApproval(prompt: string): Promise<{ runId: string;
   ]);
   await queue.release(claim, { outcome: "paused" });
   assert.equal(await queue.stateOf(run.runId), "paused");
-  return { runId: run.runId, id };
+  return { runId: run.runId, id, sessionId: run.sessionId };
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, ms = 10_000) {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    assert.ok(Date.now() < deadline, `${what} within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 function expiryDenials(events: { event: { payload: { case?: string; value?: unknown } } }[]) {
@@ -116,20 +128,54 @@ it("a late ResolveApproval is refused as expired, and the run is not left paused
 });
 
 it("the server's sweep denies an expired approval nobody looks at and re-enqueues the run", async () => {
+  // Paused (and released) before the sweeping server starts: no sweep between the two.
+  const { runId } = await pausedOnExpiredApproval("expiry via sweep");
   const sweeping = await stack.startServer({ env: { AGENTD_APPROVAL_SWEEP_MS: "200" } });
   try {
-    const { runId } = await pausedOnExpiredApproval("expiry via sweep");
-    const deadline = Date.now() + 10_000;
-    while (expiryDenials(await stack.log.read(runId, 0)).length === 0) {
-      assert.ok(Date.now() < deadline, "denied by the sweep within 10 s");
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    for (let i = 0; i < 50 && (await queue.stateOf(runId)) === "paused"; i++)
-      await new Promise((r) => setTimeout(r, 100));
-    assert.notEqual(await queue.stateOf(runId), "paused", "back on the queue");
+    await waitFor(
+      "denied by the sweep",
+      async () => expiryDenials(await stack.log.read(runId, 0)).length > 0,
+    );
+    await waitFor("back on the queue", async () => (await queue.stateOf(runId)) !== "paused");
+    await waitFor("the sweep logged it", async () =>
+      /denied expired approvals/.test(sweeping.output()),
+    );
     await new Promise((r) => setTimeout(r, 500)); // more sweeps: still denied once
     assert.equal(expiryDenials(await stack.log.read(runId, 0)).length, 1);
-    assert.match(sweeping.output(), /denied expired approvals/);
+    assert.deepEqual(await queue.pausedRuns(100), []);
+    const again = await queue.claim("test-worker", { blockMs: 5000 });
+    assert.equal(again?.runId, runId);
+    if (again) await queue.release(again, { outcome: "terminal" });
+  } finally {
+    await sweeping.stop("SIGTERM", 10_000);
+  }
+});
+
+it("the sweep re-enqueues a paused run whose approval was resolved but never re-enqueued; leaves a live one", async () => {
+  // Resolved in the log without the enqueue that follows it (as when that enqueue failed).
+  const stuck = await pausedOnExpiredApproval("resolved, not requeued", Date.now() + 3_600_000);
+  await stack.log.append({
+    runId: stuck.runId,
+    sessionId: stuck.sessionId,
+    payload: {
+      case: "approvalResolved",
+      value: create(ApprovalResolvedSchema, {
+        approvalId: stuck.id,
+        decision: ApprovalDecision.APPROVE,
+        resolvedBy: "alice",
+      }),
+    },
+  });
+  // Waiting for a person, not expired: the sweep leaves it alone.
+  const waiting = await pausedOnExpiredApproval("still waiting", Date.now() + 3_600_000);
+  const sweeping = await stack.startServer({ env: { AGENTD_APPROVAL_SWEEP_MS: "200" } });
+  try {
+    await waitFor("back on the queue", async () => (await queue.stateOf(stuck.runId)) !== "paused");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(await queue.stateOf(waiting.runId), "paused");
+    assert.deepEqual(await queue.pausedRuns(100), [waiting.runId]);
+    const events = await stack.log.read(waiting.runId, 0);
+    assert.equal(events.at(-1)?.type, "run.paused", "nothing appended to the waiting run");
   } finally {
     await sweeping.stop("SIGTERM", 10_000);
   }

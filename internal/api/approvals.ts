@@ -103,43 +103,47 @@ async function approvalsOf(
   }
 }
 
-/** Runs looked at per tenant and sweep, newest first (like ListApprovals' bound). */
+/** Paused runs looked at per sweep at most (longest paused first). */
 const SWEEP_MAX_RUNS = 5000;
 
 /**
- * Denies the expired pending approvals of these tenants' paused runs and re-enqueues the
- * runs (as looking at them would): the background sweep of `agentd server`, so a run
- * nobody looks at does not stay paused past its approval's expiry. Several servers may
- * sweep at once (each denial is a compare-and-append). A failing run is reported to
- * `onError` and skipped. Returns how many approvals it denied.
+ * The background sweep of `agentd server` over the queue's paused runs (pausedRuns, so the
+ * cost follows the runs waiting for a person, not all runs): an approval past its expiry is
+ * denied and its run re-enqueued (as looking at it would), and a paused run whose approval
+ * was resolved but which never went back on the queue (a failed enqueue after the
+ * resolution landed) is re-enqueued. Several servers may sweep at once: each denial is a
+ * compare-and-append, and enqueueing a run that is already back is a no-op. A failing run is
+ * reported to `onError` and skipped; `signal` stops the sweep between runs.
  */
-export async function sweepExpiredApprovals(
+export async function sweepPausedRuns(
   deps: ApiDeps,
-  tenants: readonly string[],
-  opts: { now?: number; onError?: (runId: string, err: unknown) => void } = {},
-): Promise<number> {
+  opts: {
+    now?: number;
+    signal?: AbortSignal;
+    onError?: (runId: string, err: unknown) => void;
+  } = {},
+): Promise<{ denied: number; requeued: number }> {
+  const out = { denied: 0, requeued: 0 };
+  if (deps.queue === undefined) return out;
   const now = opts.now ?? Date.now();
-  let denied = 0;
-  for (const tenantId of tenants) {
-    const principal: Principal = { name: "expiry", tenantId, roles: new Set(["approve"]) };
-    let before: string | undefined;
-    for (let examined = 0; examined < SWEEP_MAX_RUNS; ) {
-      const page = await deps.log.listRunIds({ tenantId, before, limit: 200 });
-      const runs = await deps.runs.getMany(page.runIds);
-      for (const r of runs) {
-        if (r === undefined || r.state !== RunState.PAUSED || r.pendingApprovalId === "") continue;
-        try {
-          denied += (await approvalsOf(deps, principal, r.runId, now)).denied;
-        } catch (err) {
-          opts.onError?.(r.runId, err);
-        }
-      }
-      examined += page.runIds.length;
-      if (page.next === undefined) break;
-      before = page.next;
+  for (const runId of await deps.queue.pausedRuns(SWEEP_MAX_RUNS)) {
+    if (opts.signal?.aborted) break;
+    try {
+      const run = await deps.runs.get(runId);
+      if (run === undefined || run.state !== RunState.PAUSED) continue;
+      const principal: Principal = {
+        name: "expiry",
+        tenantId: run.tenantId,
+        roles: new Set(["approve"]),
+      };
+      if (run.pendingApprovalId !== "") {
+        out.denied += (await approvalsOf(deps, principal, runId, now)).denied;
+      } else if (await requeue(deps, principal, runId)) out.requeued++;
+    } catch (err) {
+      opts.onError?.(runId, err);
     }
   }
-  return denied;
+  return out;
 }
 
 export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.now) {
@@ -162,10 +166,10 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
       if (a === undefined)
         throw new AgentdError("ENOTFOUND", `approval ${req.approvalId} not found`);
       if (a.state !== "pending") {
-        if (a.state === wanted) {
-          await requeue(deps, principal, runId);
-          return { approval: toMessage(a) };
-        }
+        // Resolved already (by a person, or by expiry): the run must be able to go on,
+        // whatever this caller wanted.
+        await requeue(deps, principal, runId);
+        if (a.state === wanted) return { approval: toMessage(a) };
         throw new AgentdError(
           "ECONFLICT",
           `approval ${req.approvalId} was already ${a.state}${a.resolvedBy === "expiry" ? " (it expired)" : ` by ${a.resolvedBy}`}`,
@@ -204,18 +208,21 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
   };
 }
 
-/** A resolved approval's paused run goes back on the queue, so any worker resumes it. */
-async function requeue(deps: ApiDeps, principal: Principal, runId: string): Promise<void> {
-  if (deps.queue === undefined) return;
+/**
+ * A resolved approval's paused run goes back on the queue, so any worker resumes it. True
+ * when this call made it claimable again.
+ */
+async function requeue(deps: ApiDeps, principal: Principal, runId: string): Promise<boolean> {
+  if (deps.queue === undefined) return false;
   const { run } = await runOf(deps, principal, runId);
-  if (run.state === RunState.PAUSED && run.pendingApprovalId === "") {
-    await deps.queue.enqueue({
-      runId,
-      tenantId: run.tenantId,
-      sessionId: run.sessionId,
-      priority: run.priority,
-    });
-  }
+  if (run.state !== RunState.PAUSED || run.pendingApprovalId !== "") return false;
+  const r = await deps.queue.enqueue({
+    runId,
+    tenantId: run.tenantId,
+    sessionId: run.sessionId,
+    priority: run.priority,
+  });
+  return r.outcome === "resumed";
 }
 
 /** Runs looked at per ListApprovals call (paused runs hold the pending approvals). */

@@ -100,15 +100,11 @@ export function hashToken(token: string): string {
 export interface Authenticator {
   /** The principal of an `Authorization` header value; throws EUNAUTHENTICATED. */
   authenticate(authorization: string | null | undefined): Principal;
-  /** Every tenant a caller can act as (runs are created only by callers). */
-  tenants(): readonly string[];
 }
 
 /** Authenticates bearer tokens against hashed entries. */
 export function createTokenAuthenticator(entries: readonly TokenEntry[]): Authenticator {
-  const tenants = [...new Set(entries.map((e) => e.principal.tenantId))].sort();
   return {
-    tenants: () => tenants,
     authenticate(authorization) {
       const m = /^Bearer[ \t]+(\S{1,4096})[ \t]*$/i.exec(authorization ?? "");
       if (m === null) {
@@ -136,5 +132,5 @@ export function createTokenAuthenticator(entries: readonly TokenEntry[]): Authen
 /** No authentication (agentd dev on a laptop): every caller is this one principal. */
 export function createOpenAuthenticator(tenantId = "default"): Authenticator {
   const principal: Principal = { name: "local", tenantId, roles: new Set(ROLES) };
-  return { authenticate: () => principal, tenants: () => [tenantId] };
+  return { authenticate: () => principal };
 }

@@ -127,11 +127,13 @@ export function runRunQueueConformance(name: string, h: RunQueueHarness): void {
       // Paused keeps the session; enqueue (ResolveApproval) makes it claimable again.
       await q.release(c1, { outcome: "paused" });
       assert.equal(await q.stateOf(a1), "paused");
+      assert.deepEqual(await q.pausedRuns(10), [a1]);
       assert.equal(await claimNow(q), undefined, "a paused run still holds its session");
       assert.deepEqual(await q.enqueue({ runId: a1, tenantId: t, sessionId: "A", priority: 5 }), {
         outcome: "resumed",
         state: "ready",
       });
+      assert.deepEqual(await q.pausedRuns(10), [], "resumed: no longer paused");
       const c1b = await mustClaim(q);
       assert.equal(c1b.runId, a1);
       assert.equal(c1b.reason, "resumed");
@@ -239,13 +241,37 @@ export function runRunQueueConformance(name: string, h: RunQueueHarness): void {
       const ce = await mustClaim(q);
       assert.equal(ce.runId, e1);
       await q.release(ce, { outcome: "paused" });
+      assert.deepEqual(await q.pausedRuns(10), [e1]);
       assert.equal(await claimNow(q), undefined, "e2 waits for the paused e1");
       assert.equal(await q.cancelQueued(e1), true, "paused");
+      assert.deepEqual(await q.pausedRuns(10), [], "cancelled: no longer paused");
       const c = await mustClaim(q);
       assert.equal(c.runId, e2, "the session's next run moves up");
       await q.release(cd, { outcome: "terminal" });
       await q.release(c, { outcome: "terminal" });
       assert.equal(await claimNow(q), undefined, "cancelled runs never come back");
+    });
+
+    it("pausedRuns: the runs waiting for an approval, longest paused first, bounded", async () => {
+      const t = `t${id()}`;
+      const { queue: q } = await open({ agingMs: 60_000, tenantLimit: 10 });
+      const runs = [id(), id(), id()];
+      for (const [i, r] of runs.entries())
+        await q.enqueue({ runId: r, tenantId: t, sessionId: `S${i}`, priority: 5 });
+      const claims = [await mustClaim(q), await mustClaim(q), await mustClaim(q)];
+      const byRun = new Map(claims.map((c) => [c.runId, c]));
+      for (const r of [runs[2], runs[0], runs[1]]) {
+        await q.release(byRun.get(r as string) as Claim, { outcome: "paused" });
+        await new Promise((res) => setTimeout(res, 5));
+      }
+      assert.deepEqual(await q.pausedRuns(10), [runs[2], runs[0], runs[1]]);
+      assert.deepEqual(await q.pausedRuns(2), [runs[2], runs[0]]);
+      assert.deepEqual(await q.pausedRuns(0), []);
+      await q.enqueue({ runId: runs[0] as string, tenantId: t, sessionId: "S0", priority: 5 });
+      const back = await mustClaim(q);
+      assert.equal(back.runId, runs[0]);
+      await q.release(back, { outcome: "terminal" });
+      assert.deepEqual(await q.pausedRuns(10), [runs[2], runs[1]], "ended: gone");
     });
 
     it("requeue gives the run back at once, keeping its session and tenant slot", async () => {

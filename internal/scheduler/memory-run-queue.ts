@@ -63,6 +63,8 @@ interface Rec {
   worker: string;
   epoch: number;
   endedAt: number;
+  /** When it was last released as paused (ms). */
+  pausedAt: number;
 }
 
 interface HeldLease {
@@ -139,6 +141,7 @@ export class MemoryRunQueue implements RunQueue {
         worker: "",
         epoch: 0,
         endedAt: 0,
+        pausedAt: 0,
       };
       this.#recs.set(r.runId, r);
       const key = sessionKey(r);
@@ -241,8 +244,10 @@ export class MemoryRunQueue implements RunQueue {
     this.#pending.delete(r.runId);
     r.pendingSince = undefined;
     this.#addSlots(r.tenantId, -1);
-    if (outcome === "paused") r.state = "paused";
-    else this.#finish(r);
+    if (outcome === "paused") {
+      r.state = "paused";
+      r.pausedAt = Date.now();
+    } else this.#finish(r);
     this.#fill(r.tenantId);
     this.#loop.notify();
   }
@@ -279,6 +284,14 @@ export class MemoryRunQueue implements RunQueue {
       session: line.indexOf(runId) + 1,
       overall: ahead + 1,
     };
+  }
+
+  async pausedRuns(limit: number): Promise<string[]> {
+    return [...this.#recs.values()]
+      .filter((r) => r.state === "paused")
+      .sort((a, b) => a.pausedAt - b.pausedAt)
+      .slice(0, Math.max(0, limit))
+      .map((r) => r.runId);
   }
 
   async stateOf(runId: string): Promise<QueueState | undefined> {

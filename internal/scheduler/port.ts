@@ -137,6 +137,11 @@ export interface RunQueue {
   positionOf(runId: string): Promise<QueuePosition | undefined>;
   /** The run's state, or undefined when the queue does not know it. */
   stateOf(runId: string): Promise<QueueState | undefined>;
+  /**
+   * Runs released as paused and not enqueued (resumed), cancelled or ended since: the ones
+   * waiting for an approval, longest paused first, at most `limit`.
+   */
+  pausedRuns(limit: number): Promise<string[]>;
   /** The leases of this queue's store (a claim's lease is renewed here). */
   readonly leases: Lease;
   /** Ends pending waits; leaves the stored queue as it is. */

@@ -15,6 +15,7 @@
  *   queue:tenant:{t}:slots    int    the tenant's runs that are ready or claimed
  *   queue:tenant:{t}:waiting  zset   the tenant's session heads waiting for a slot, by aging score
  *   queue:queued              zset   every queued run by aging score (for positionOf's `overall`)
+ *   queue:paused              zset   runs in state paused, by the time they paused (ms)
  *   queue:seq                 int    enqueue counter: ties of equal score keep enqueue order
  *   queue:wake                stream doorbell (capped) for blocked claimers: XADDed on admission/requeue/release
  *
@@ -34,6 +35,7 @@ export interface SchedulerKeys {
   slots(tenantId: string): string;
   waiting(tenantId: string): string;
   queued: string;
+  paused: string;
   seq: string;
   wake: string;
 }
@@ -48,6 +50,7 @@ export function schedulerKeys(prefix: string): SchedulerKeys {
     slots: (t) => `${prefix}queue:tenant:${t}:slots`,
     waiting: (t) => `${prefix}queue:tenant:${t}:waiting`,
     queued: `${prefix}queue:queued`,
+    paused: `${prefix}queue:paused`,
     seq: `${prefix}queue:seq`,
     wake: `${prefix}queue:wake`,
   };
@@ -65,6 +68,7 @@ local function k_session(t, s) return P .. 'queue:session:' .. t .. ':' .. s end
 local function k_slots(t) return P .. 'queue:tenant:' .. t .. ':slots' end
 local function k_waiting(t) return P .. 'queue:tenant:' .. t .. ':waiting' end
 local K_QUEUED = P .. 'queue:queued'
+local K_PAUSED = P .. 'queue:paused'
 local K_SEQ = P .. 'queue:seq'
 local K_WAKE = P .. 'queue:wake'
 `;

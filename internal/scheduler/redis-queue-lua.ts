@@ -81,6 +81,7 @@ end
 local function finish(run, tenant, session, member, ended_ttl)
   redis.call('LREM', k_session(tenant, session), 1, run)
   redis.call('ZREM', K_QUEUED, member)
+  redis.call('ZREM', K_PAUSED, run)
   redis.call('HSET', k_rec(run), 'state', 'ended', 'entry', '')
   redis.call('PEXPIRE', k_rec(run), ended_ttl)
   advance(tenant, session)
@@ -97,6 +98,7 @@ if f[1] == 'paused' then
   -- ResolveApproval: the run still heads its session and competes for a slot again, with
   -- its first score (it has waited already).
   redis.call('HSET', rec, 'state', 'tenant', 'next', 'resumed')
+  redis.call('ZREM', K_PAUSED, run)
   redis.call('ZADD', k_waiting(f[2]), f[3], f[4])
   redis.call('ZADD', K_QUEUED, f[3], f[4])
   fill(f[2], limit)
@@ -230,6 +232,7 @@ drop_entry(band, f[5])
 redis.call('DECR', k_slots(f[6]))
 if outcome == 'paused' then
   redis.call('HSET', rec, 'state', 'paused', 'entry', '')
+  redis.call('ZADD', K_PAUSED, now_ms(), run)
 else
   finish(run, f[6], f[7], f[8], ended_ttl)
 end

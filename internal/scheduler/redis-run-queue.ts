@@ -221,6 +221,11 @@ export class RedisRunQueue implements RunQueue {
     };
   }
 
+  async pausedRuns(limit: number): Promise<string[]> {
+    if (limit <= 0) return [];
+    return await wrap(this.#client.zrange(this.#keys.paused, "0", String(Math.max(0, limit - 1))));
+  }
+
   async stateOf(runId: string): Promise<QueueState | undefined> {
     checkRunId(runId);
     const s = await wrap(this.#client.hget(this.#keys.record(runId), "state"));
