@@ -215,7 +215,13 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     sweeper = startApprovalSweep(deps, cfg["approval-sweep-ms"], logger);
   }
 
-  if (log instanceof FileEventLog) await requeueOpenRuns(log, runs, queue, logger);
+  if (log instanceof FileEventLog && queue instanceof MemoryRunQueue)
+    await requeueOpenRuns(log, runs, queue, logger);
+  if (auth !== undefined && queue instanceof RedisRunQueue) {
+    // Paused runs from before the paused index existed: the sweep must see them too.
+    const added = await queue.indexPausedRuns();
+    if (added > 0) logger.info({ runs: added }, "indexed paused runs for the approval sweep");
+  }
 
   let worker: Worker | undefined;
   let sandbox: DockerSandbox | undefined;
@@ -313,13 +319,24 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
 async function requeueOpenRuns(
   log: FileEventLog,
   runs: RunProjectionCache,
-  queue: RunQueue,
+  queue: MemoryRunQueue,
   logger: ReturnType<typeof createLogger>,
 ): Promise<void> {
   let n = 0;
   for (const runId of log.allRunIds()) {
     const run = await runs.get(runId);
     if (run === undefined) continue;
+    if (run.state === RunState.PAUSED && run.pendingApprovalId !== "") {
+      // Still waiting for a person: back in the queue as paused (the approval sweep sees
+      // it; ResolveApproval resumes it).
+      await queue.restorePaused({
+        runId,
+        tenantId: run.tenantId,
+        sessionId: run.sessionId,
+        priority: run.priority,
+      });
+      continue;
+    }
     const open =
       run.state === RunState.QUEUED ||
       run.state === RunState.RUNNING ||
@@ -471,9 +488,12 @@ function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Swe
       signal: abort.signal,
       onError: (runId, err) => logger.warn({ err, runId }, "sweeping a paused run failed"),
     })
-      .then(({ denied, requeued }) => {
-        if (denied + requeued > 0)
-          logger.info({ denied, requeued }, "denied expired approvals; their runs resume");
+      .then(({ denied, requeued, dropped }) => {
+        if (denied + requeued + dropped > 0)
+          logger.info(
+            { denied, requeued, dropped },
+            "swept paused runs: expired approvals denied, resolved runs resume",
+          );
       })
       .catch((err: unknown) => logger.warn({ err }, "approval expiry sweep failed"))
       .finally(() => {

@@ -13,6 +13,7 @@ import {
   ApprovalDecision,
   ApprovalRequestedSchema,
   ApprovalResolvedSchema,
+  RunCancelledSchema,
   RunPausedSchema,
   RunStartedSchema,
 } from "../gen/agentd/v1/events_pb.js";
@@ -25,7 +26,8 @@ let stack: Stack;
 let queue: RedisRunQueue;
 
 before(async () => {
-  stack = await startStack();
+  // The stack's own server does not sweep: only the servers a test starts do.
+  stack = await startStack({ env: { AGENTD_APPROVAL_SWEEP_MS: "0" } });
   queue = new RedisRunQueue({ client: stack.redis.client(), leaseTtlMs: 5000 });
 });
 after(async () => {
@@ -137,9 +139,7 @@ it("the server's sweep denies an expired approval nobody looks at and re-enqueue
       async () => expiryDenials(await stack.log.read(runId, 0)).length > 0,
     );
     await waitFor("back on the queue", async () => (await queue.stateOf(runId)) !== "paused");
-    await waitFor("the sweep logged it", async () =>
-      /denied expired approvals/.test(sweeping.output()),
-    );
+    await waitFor("the sweep logged it", async () => /swept paused runs/.test(sweeping.output()));
     await new Promise((r) => setTimeout(r, 500)); // more sweeps: still denied once
     assert.equal(expiryDenials(await stack.log.read(runId, 0)).length, 1);
     assert.deepEqual(await queue.pausedRuns(100), []);
@@ -168,12 +168,20 @@ it("the sweep re-enqueues a paused run whose approval was resolved but never re-
   });
   // Waiting for a person, not expired: the sweep leaves it alone.
   const waiting = await pausedOnExpiredApproval("still waiting", Date.now() + 3_600_000);
+  // Cancelled in the log while its queue record stayed paused: dropped from the queue.
+  const ended = await pausedOnExpiredApproval("cancelled", Date.now() + 3_600_000);
+  await stack.log.append({
+    runId: ended.runId,
+    sessionId: ended.sessionId,
+    payload: { case: "runCancelled", value: create(RunCancelledSchema, { reason: "test" }) },
+  });
   const sweeping = await stack.startServer({ env: { AGENTD_APPROVAL_SWEEP_MS: "200" } });
   try {
     await waitFor("back on the queue", async () => (await queue.stateOf(stuck.runId)) !== "paused");
     await new Promise((r) => setTimeout(r, 500));
     assert.equal(await queue.stateOf(waiting.runId), "paused");
     assert.deepEqual(await queue.pausedRuns(100), [waiting.runId]);
+    assert.equal(await queue.stateOf(ended.runId), "ended");
     const events = await stack.log.read(waiting.runId, 0);
     assert.equal(events.at(-1)?.type, "run.paused", "nothing appended to the waiting run");
   } finally {

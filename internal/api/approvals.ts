@@ -27,6 +27,7 @@ import {
   projectApprovals,
   runIdOfApproval,
 } from "../projections/approvals.ts";
+import { isTerminal } from "../projections/run-projection.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
 import { decodePageToken, encodePageToken, pageSizeField, textField } from "./validate.ts";
@@ -113,7 +114,8 @@ const SWEEP_MAX_RUNS = 5000;
  * was resolved but which never went back on the queue (a failed enqueue after the
  * resolution landed) is re-enqueued. Several servers may sweep at once: each denial is a
  * compare-and-append, and enqueueing a run that is already back is a no-op. A failing run is
- * reported to `onError` and skipped; `signal` stops the sweep between runs.
+ * reported to `onError` and skipped; `signal` stops the sweep between runs. A listed run
+ * that has ended (or that the log does not know) is dropped from the queue.
  */
 export async function sweepPausedRuns(
   deps: ApiDeps,
@@ -122,15 +124,20 @@ export async function sweepPausedRuns(
     signal?: AbortSignal;
     onError?: (runId: string, err: unknown) => void;
   } = {},
-): Promise<{ denied: number; requeued: number }> {
-  const out = { denied: 0, requeued: 0 };
+): Promise<{ denied: number; requeued: number; dropped: number }> {
+  const out = { denied: 0, requeued: 0, dropped: 0 };
   if (deps.queue === undefined) return out;
   const now = opts.now ?? Date.now();
   for (const runId of await deps.queue.pausedRuns(SWEEP_MAX_RUNS)) {
     if (opts.signal?.aborted) break;
     try {
       const run = await deps.runs.get(runId);
-      if (run === undefined || run.state !== RunState.PAUSED) continue;
+      if (run === undefined || isTerminal(run.state)) {
+        // Ended (a CancelRun whose queue removal failed) or unknown: not waiting for anyone.
+        if (await deps.queue.cancelQueued(runId)) out.dropped++;
+        continue;
+      }
+      if (run.state !== RunState.PAUSED) continue;
       const principal: Principal = {
         name: "expiry",
         tenantId: run.tenantId,

@@ -286,6 +286,38 @@ export class MemoryRunQueue implements RunQueue {
     };
   }
 
+  /**
+   * Records a run that was paused (waiting for an approval) before this in-process queue
+   * existed, e.g. found in the embedded log at start: it holds its session and is listed
+   * by pausedRuns; enqueue resumes it. A run the queue knows already is left as it is.
+   */
+  async restorePaused(req: EnqueueRequest): Promise<void> {
+    checkEnqueue(req);
+    await this.#serial(async () => {
+      if (this.#recs.has(req.runId)) return;
+      const r: Rec = {
+        ...req,
+        score: Date.now() + (req.priority - 1) * this.#o.agingMs,
+        seq: ++this.#seq,
+        state: "paused",
+        next: "new",
+        attempts: 1,
+        admittedAt: 0,
+        entry: 0,
+        pendingSince: undefined,
+        worker: "",
+        epoch: 0,
+        endedAt: 0,
+        pausedAt: Date.now(),
+      };
+      this.#recs.set(r.runId, r);
+      const key = sessionKey(r);
+      const line = this.#sessions.get(key) ?? [];
+      line.unshift(r.runId); // a paused run heads its session
+      this.#sessions.set(key, line);
+    });
+  }
+
   async pausedRuns(limit: number): Promise<string[]> {
     return [...this.#recs.values()]
       .filter((r) => r.state === "paused")

@@ -121,4 +121,26 @@ describe("RedisRunQueue: durability", () => {
     await q.close();
     await other.close();
   });
+  it("indexPausedRuns adds the paused records a store from before the index holds", async () => {
+    const prefix = `ix:${ulid()}:`;
+    const q = new RedisRunQueue({ client: srv.client(), prefix, leaseTtlMs: 5000 });
+    const [p1, p2, r1] = [ulid(), ulid(), ulid()];
+    for (const r of [p1, p2, r1])
+      await q.enqueue({ runId: r, tenantId: "t", sessionId: r, priority: 5 });
+    for (let i = 0; i < 2; i++) {
+      const c = await q.claim("w1", { blockMs: 0 });
+      assert.ok(c);
+      await q.release(c, { outcome: "paused" });
+      assert.ok([p1, p2, r1].includes(c.runId));
+    }
+    const paused = await q.pausedRuns(10);
+    assert.equal(paused.length, 2);
+    // A store written before the index: the set is missing.
+    await srv.client().del(schedulerKeys(prefix).paused);
+    assert.deepEqual(await q.pausedRuns(10), []);
+    assert.equal(await q.indexPausedRuns(), 2);
+    assert.deepEqual([...(await q.pausedRuns(10))].sort(), [...paused].sort());
+    assert.equal(await q.indexPausedRuns(), 0, "nothing twice");
+    await q.close();
+  });
 });

@@ -221,6 +221,32 @@ export class RedisRunQueue implements RunQueue {
     };
   }
 
+  /**
+   * Adds every record in state paused to `queue:paused` (ZADD NX: the time of this call
+   * for the ones missing). For a store written before the index existed; one SCAN over
+   * the queue's records. Returns how many it added.
+   */
+  async indexPausedRuns(): Promise<number> {
+    const match = `${this.#keys.record("")}*`;
+    let cursor = "0";
+    let added = 0;
+    do {
+      const [next, keys] = await wrap(this.#client.scan(cursor, "MATCH", match, "COUNT", 500));
+      cursor = next;
+      if (keys.length === 0) continue;
+      const pipe = this.#client.pipeline();
+      for (const k of keys) pipe.hget(k, "state");
+      const states = (await wrap(pipe.exec())) ?? [];
+      const paused = keys.filter((_, i) => states[i]?.[1] === "paused");
+      const now = Date.now();
+      for (const k of paused) {
+        const runId = k.slice(match.length - 1);
+        added += Number(await wrap(this.#client.zadd(this.#keys.paused, "NX", now, runId)));
+      }
+    } while (cursor !== "0");
+    return added;
+  }
+
   async pausedRuns(limit: number): Promise<string[]> {
     if (limit <= 0) return [];
     return await wrap(this.#client.zrange(this.#keys.paused, "0", String(Math.max(0, limit - 1))));

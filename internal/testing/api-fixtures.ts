@@ -63,7 +63,7 @@ export interface Stack {
 }
 
 /** Temp dir with the auth file, a private Redis, and a real `agentd server` on it. */
-export async function startStack(): Promise<Stack> {
+export async function startStack(serverOpts?: AgentdOptions): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), "agentd-it-"));
   const authFile = writeAuthFile(dir, AUTH);
   const redis = await startRedis();
@@ -83,7 +83,7 @@ export async function startStack(): Promise<Stack> {
   };
   let server: AgentdProcess;
   try {
-    server = await startServer();
+    server = await startServer(serverOpts);
   } catch (err) {
     await redis.stop();
     throw err;
