@@ -127,27 +127,7 @@ export class MemoryRunQueue implements RunQueue {
         return { outcome: "resumed", state: publicState(rec.state) };
       }
       if (rec !== undefined) return { outcome: "duplicate", state: publicState(rec.state) };
-      const now = Date.now();
-      const r: Rec = {
-        ...req,
-        score: now + (req.priority - 1) * this.#o.agingMs,
-        seq: ++this.#seq,
-        state: "session",
-        next: "new",
-        attempts: 0,
-        admittedAt: 0,
-        entry: 0,
-        pendingSince: undefined,
-        worker: "",
-        epoch: 0,
-        endedAt: 0,
-        pausedAt: 0,
-      };
-      this.#recs.set(r.runId, r);
-      const key = sessionKey(r);
-      const line = this.#sessions.get(key) ?? [];
-      line.push(r.runId);
-      this.#sessions.set(key, line);
+      const r = this.#addRec(req, "session");
       this.#advance(r.tenantId, r.sessionId);
       this.#fill(r.tenantId);
       return { outcome: "queued", state: publicState(r.state) };
@@ -295,27 +275,38 @@ export class MemoryRunQueue implements RunQueue {
     checkEnqueue(req);
     await this.#serial(async () => {
       if (this.#recs.has(req.runId)) return;
-      const r: Rec = {
-        ...req,
-        score: Date.now() + (req.priority - 1) * this.#o.agingMs,
-        seq: ++this.#seq,
-        state: "paused",
-        next: "new",
-        attempts: 1,
-        admittedAt: 0,
-        entry: 0,
-        pendingSince: undefined,
-        worker: "",
-        epoch: 0,
-        endedAt: 0,
-        pausedAt: Date.now(),
-      };
-      this.#recs.set(r.runId, r);
-      const key = sessionKey(r);
-      const line = this.#sessions.get(key) ?? [];
-      line.unshift(r.runId); // a paused run heads its session
-      this.#sessions.set(key, line);
+      this.#addRec(req, "paused");
     });
+  }
+
+  /**
+   * A new record: a fresh run joins the end of its session's line; a restored paused one
+   * heads it (it was claimed, so it was the head).
+   */
+  #addRec(req: EnqueueRequest, state: "session" | "paused"): Rec {
+    const now = Date.now();
+    const r: Rec = {
+      ...req,
+      score: now + (req.priority - 1) * this.#o.agingMs,
+      seq: ++this.#seq,
+      state,
+      next: "new",
+      attempts: state === "paused" ? 1 : 0,
+      admittedAt: 0,
+      entry: 0,
+      pendingSince: undefined,
+      worker: "",
+      epoch: 0,
+      endedAt: 0,
+      pausedAt: state === "paused" ? now : 0,
+    };
+    this.#recs.set(r.runId, r);
+    const key = sessionKey(r);
+    const line = this.#sessions.get(key) ?? [];
+    if (state === "paused") line.unshift(r.runId);
+    else line.push(r.runId);
+    this.#sessions.set(key, line);
+    return r;
   }
 
   async pausedRuns(limit: number): Promise<string[]> {
