@@ -30,7 +30,7 @@ import { Redis } from "ioredis";
 import { ulid } from "ulid";
 import { FsArtifactStore } from "../internal/artifacts/fs-artifact-store.ts";
 import { createOpenAuthenticator } from "../internal/auth/tokens.ts";
-import { sealEvent } from "../internal/eventlog/event-codec.ts";
+import { grpcEnvelope, sealEvent } from "../internal/eventlog/event-codec.ts";
 import { openFileEventLog } from "../internal/eventlog/file-event-log.ts";
 import type { EventLog } from "../internal/eventlog/port.ts";
 import { RedisEventLog } from "../internal/eventlog/redis-event-log.ts";
@@ -880,10 +880,7 @@ async function fanoutSubscribers(job: SubscribersJob): Promise<void> {
   } else if (FANOUT.client === "http2") {
     const sessions = Array.from({ length: perThread }, () => http2.connect(job.baseUrl));
     const m = RunService.method.streamEvents;
-    const body = toBinary(m.input, create(m.input, request));
-    const frame = Buffer.alloc(5 + body.length);
-    frame.writeUInt32BE(body.length, 1);
-    frame.set(body, 5);
+    const frame = grpcEnvelope(0, toBinary(m.input, create(m.input, request)));
     for (let s = job.first; s < job.first + job.count; s++) {
       const session = sessions[(s - job.first) % sessions.length] as http2.ClientHttp2Session;
       const sub = subscriber(s);

@@ -58,18 +58,6 @@ async function checkRunEvents(
   return { after: Number(afterSeq), live: !(historyOnly || isTerminal(run.state)) };
 }
 
-/** openRunEvents as one generator: errors surface on the first step. */
-export async function* runEvents(
-  deps: ApiDeps,
-  principal: Principal,
-  runId: string,
-  afterSeq: bigint | number,
-  historyOnly: boolean,
-  signal: AbortSignal,
-): AsyncGenerator<LoggedEvent> {
-  yield* await openRunEvents(deps, principal, runId, afterSeq, historyOnly, signal);
-}
-
 async function* storedEvents(deps: ApiDeps, runId: string, after: number) {
   let last = after;
   for (;;) {

@@ -172,6 +172,7 @@ export class AppendBatcher {
     }
     if (ok.length === 0) return;
     const firstReq = ok[0]?.req as AppendRequest;
+    const last = sealed[sealed.length - 1] as SealedEvent;
     let outcome: CommitOutcome;
     try {
       outcome = await this.#opts.commit({
@@ -188,10 +189,8 @@ export class AppendBatcher {
       // exactly when the commit was stored (hashes are unique). Otherwise, or when the head
       // cannot be read either, this group fails (EUNAVAILABLE and the like: the outcome is
       // unknown only if another writer appended since); the queue behind it goes on.
-      q.head = undefined;
-      const last = sealed[sealed.length - 1] as SealedEvent;
       const now = await this.#opts.loadHead(firstReq.runId).catch(() => undefined);
-      if (now !== undefined) q.head = now;
+      q.head = now;
       if (now?.seq === last.seq && now.hash === last.hash) outcome = { kind: "ok" };
       else {
         for (const p of ok) p.reject(err);
@@ -199,7 +198,6 @@ export class AppendBatcher {
       }
     }
     if (outcome.kind === "ok") {
-      const last = sealed[sealed.length - 1] as SealedEvent;
       q.head = { seq: last.seq, hash: last.hash };
       ok.forEach((p, i) => {
         const s = sealed[i] as SealedEvent;

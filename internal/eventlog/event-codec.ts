@@ -218,17 +218,13 @@ export class LoggedEvent {
    * subscriber's HTTP/2 stream).
    */
   get grpcFrame(): Uint8Array {
-    if (this.#frame === undefined) {
-      const body = new BinaryWriter()
+    this.#frame ??= grpcEnvelope(
+      0,
+      new BinaryWriter()
         .tag(1, WireType.LengthDelimited)
         .bytes(toBinary(EventSchema, this.event))
-        .finish();
-      const frame = Buffer.allocUnsafe(5 + body.length);
-      frame[0] = 0;
-      frame.writeUInt32BE(body.length, 1);
-      frame.set(body, 5);
-      this.#frame = frame;
-    }
+        .finish(),
+    );
     return this.#frame;
   }
 
@@ -237,16 +233,22 @@ export class LoggedEvent {
    * `grpc-encoding` is gzip (memoised, so compressed once per event, not per subscriber).
    */
   get grpcFrameGzip(): Uint8Array {
-    if (this.#frameGzip === undefined) {
-      const body = gzipSync(this.grpcFrame.subarray(5));
-      const frame = Buffer.allocUnsafe(5 + body.length);
-      frame[0] = 1;
-      frame.writeUInt32BE(body.length, 1);
-      frame.set(body, 5);
-      this.#frameGzip = frame;
-    }
+    this.#frameGzip ??= grpcEnvelope(1, gzipSync(this.grpcFrame.subarray(5)));
     return this.#frameGzip;
   }
+}
+
+/**
+ * A message in the length-prefixed envelope of gRPC (and of Connect streaming): one flags
+ * byte (gRPC: 1 = compressed; Connect: 2 = end of stream), the body's length (big-endian
+ * uint32), the body. (Connect's own encodeEnvelope is marked internal, not for use.)
+ */
+export function grpcEnvelope(flags: number, body: Uint8Array): Buffer {
+  const frame = Buffer.allocUnsafe(5 + body.length);
+  frame[0] = flags;
+  frame.writeUInt32BE(body.length, 1);
+  frame.set(body, 5);
+  return frame;
 }
 
 /** Bytes of a grpcFrame before the event's length prefix: the envelope and the field tag. */

@@ -11,7 +11,7 @@ import http2 from "node:http2";
 import { after, before, describe, it } from "node:test";
 import { create, toBinary } from "@bufbuild/protobuf";
 import type { Redis } from "ioredis";
-import type { EventPayload } from "../eventlog/event-codec.ts";
+import { type EventPayload, grpcEnvelope } from "../eventlog/event-codec.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
 import { type Run, RunService } from "../gen/agentd/v1/run_service_pb.js";
 import {
@@ -215,10 +215,7 @@ describe("StreamEvents deadlines", { timeout: 30_000 }, () => {
   /** A raw gRPC call (no client-side deadline timer): what the server itself answers. */
   function rawStream(runId: string, timeout: string) {
     const m = RunService.method.streamEvents;
-    const body = toBinary(m.input, create(m.input, { runId, afterSeq: 0n }));
-    const frame = Buffer.alloc(5 + body.length);
-    frame.writeUInt32BE(body.length, 1);
-    frame.set(body, 5);
+    const frame = grpcEnvelope(0, toBinary(m.input, create(m.input, { runId, afterSeq: 0n })));
     const session = http2.connect(stack.server.url);
     const req = session.request({
       ":method": "POST",
@@ -262,10 +259,10 @@ it("Connect streaming over HTTP/1.1: a deadline ends the stream with deadline_ex
   const { run } = await stack.client.createRun({ prompt: "connect deadline" });
   assert.ok(run);
   const m = RunService.method.streamEvents;
-  const body = toBinary(m.input, create(m.input, { runId: run.runId, afterSeq: 0n }));
-  const envelope = Buffer.alloc(5 + body.length);
-  envelope.writeUInt32BE(body.length, 1);
-  envelope.set(body, 5);
+  const envelope = grpcEnvelope(
+    0,
+    toBinary(m.input, create(m.input, { runId: run.runId, afterSeq: 0n })),
+  );
   const res = await fetch(`${stack.server.url}/${m.parent.typeName}/${m.name}`, {
     method: "POST",
     headers: {
