@@ -28,6 +28,7 @@ import {
   runIdOfApproval,
 } from "../projections/approvals.ts";
 import { isTerminal } from "../projections/run-projection.ts";
+import { resumeIfResolved } from "../scheduler/resume.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
 import { decodePageToken, encodePageToken, pageSizeField, textField } from "./validate.ts";
@@ -119,15 +120,11 @@ const SWEEP_MAX_RUNS = 5000;
  */
 export async function sweepPausedRuns(
   deps: ApiDeps,
-  opts: {
-    now?: number;
-    signal?: AbortSignal;
-    onError?: (runId: string, err: unknown) => void;
-  } = {},
+  opts: { signal?: AbortSignal; onError?: (runId: string, err: unknown) => void } = {},
 ): Promise<{ denied: number; requeued: number; dropped: number }> {
   const out = { denied: 0, requeued: 0, dropped: 0 };
   if (deps.queue === undefined) return out;
-  const now = opts.now ?? Date.now();
+  const now = Date.now();
   for (const runId of await deps.queue.pausedRuns(SWEEP_MAX_RUNS)) {
     if (opts.signal?.aborted) break;
     try {
@@ -222,14 +219,7 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
 async function requeue(deps: ApiDeps, principal: Principal, runId: string): Promise<boolean> {
   if (deps.queue === undefined) return false;
   const { run } = await runOf(deps, principal, runId);
-  if (run.state !== RunState.PAUSED || run.pendingApprovalId !== "") return false;
-  const r = await deps.queue.enqueue({
-    runId,
-    tenantId: run.tenantId,
-    sessionId: run.sessionId,
-    priority: run.priority,
-  });
-  return r.outcome === "resumed";
+  return resumeIfResolved(deps.queue, run);
 }
 
 /** Runs looked at per ListApprovals call (paused runs hold the pending approvals). */

@@ -237,19 +237,19 @@ export class RedisRunQueue implements RunQueue {
       const pipe = this.#client.pipeline();
       for (const k of keys) pipe.hget(k, "state");
       const states = (await wrap(pipe.exec())) ?? [];
-      const paused = keys.filter((_, i) => states[i]?.[1] === "paused");
       const now = Date.now();
-      for (const k of paused) {
-        const runId = k.slice(match.length - 1);
-        added += Number(await wrap(this.#client.zadd(this.#keys.paused, "NX", now, runId)));
-      }
+      const members = keys
+        .filter((_, i) => states[i]?.[1] === "paused")
+        .flatMap((k) => [now, k.slice(match.length - 1)]);
+      if (members.length > 0)
+        added += Number(await wrap(this.#client.zadd(this.#keys.paused, "NX", ...members)));
     } while (cursor !== "0");
     return added;
   }
 
   async pausedRuns(limit: number): Promise<string[]> {
     if (limit <= 0) return [];
-    return await wrap(this.#client.zrange(this.#keys.paused, "0", String(Math.max(0, limit - 1))));
+    return await wrap(this.#client.zrange(this.#keys.paused, "0", String(limit - 1)));
   }
 
   async stateOf(runId: string): Promise<QueueState | undefined> {

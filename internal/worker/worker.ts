@@ -6,9 +6,9 @@
  * release a run it no longer owns.
  */
 import { isAgentdError } from "../errors.ts";
-import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { projectRun } from "../projections/run-projection.ts";
 import { type Claim, isLeaseLost, type RunQueue } from "../scheduler/port.ts";
+import { resumeIfResolved } from "../scheduler/resume.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { type DriveOutcome, type DriverDeps, driveRun } from "./run-driver.ts";
 
@@ -100,18 +100,14 @@ export function createWorker(opts: WorkerOptions): Worker {
    */
   async function requeueIfResolved(claim: Claim): Promise<void> {
     try {
-      const run = projectRun(
-        claim.runId,
-        (await opts.driver.log.read(claim.runId, 0)).map((e) => e.event),
+      const events = await opts.driver.log.read(claim.runId, 0);
+      await resumeIfResolved(
+        opts.queue,
+        projectRun(
+          claim.runId,
+          events.map((e) => e.event),
+        ),
       );
-      if (run.state === RunState.PAUSED && run.pendingApprovalId === "") {
-        await opts.queue.enqueue({
-          runId: claim.runId,
-          tenantId: claim.tenantId,
-          sessionId: claim.sessionId,
-          priority: claim.priority,
-        });
-      }
     } catch (err) {
       log.error({ err, runId: claim.runId }, "re-queueing a resolved pause failed");
     }
