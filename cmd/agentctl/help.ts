@@ -1,5 +1,9 @@
 /** agentctl's command table: usage, flags and help text of every command. */
 import type { ParseArgsOptionsConfig } from "node:util";
+import { DEFAULT_ADDR } from "../../internal/cli/client.ts";
+
+/** Largest compressed workspace by default: the server's 8 MiB request limit less room for the rest. */
+export const DEFAULT_MAX_WORKSPACE = 8 * 1024 * 1024 - 128 * 1024;
 
 export interface FlagSpec {
   type: "string" | "boolean";
@@ -24,7 +28,7 @@ export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
   addr: {
     type: "string",
     arg: "URL",
-    help: "server address, HOST:PORT or http(s)://HOST:PORT (env AGENTD_ADDR; default http://127.0.0.1:7070)",
+    help: `server address, HOST:PORT or http(s)://HOST:PORT (env AGENTD_ADDR; default ${DEFAULT_ADDR})`,
   },
   token: {
     type: "string",
@@ -117,7 +121,7 @@ export const COMMANDS: CommandSpec[] = [
       "max-workspace-bytes": {
         type: "string",
         arg: "N",
-        help: "largest compressed workspace to upload (default 8257536)",
+        help: `largest compressed workspace to upload (default ${DEFAULT_MAX_WORKSPACE})`,
       },
     },
   },
@@ -270,7 +274,7 @@ export function findCommand(name: string): CommandSpec | undefined {
 function flagLines(flags: Record<string, FlagSpec>): string[] {
   const rows = Object.entries(flags).map(([name, f]) => {
     const left = `${f.short === undefined ? "    " : `-${f.short}, `}--${name}${f.arg === undefined ? "" : ` ${f.arg}`}`;
-    return [left, `${f.help}${f.multiple ? "" : ""}`] as const;
+    return [left, f.help] as const;
   });
   const width = Math.max(...rows.map(([l]) => l.length), 10) + 2;
   return rows.map(([l, h]) => `  ${l.padEnd(width)}${h}`);

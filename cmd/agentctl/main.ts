@@ -56,14 +56,12 @@ import {
   COMMANDS,
   type CommandSpec,
   commandHelp,
+  DEFAULT_MAX_WORKSPACE,
   findCommand,
   GLOBAL_FLAGS,
   mainHelp,
   parseOptions,
 } from "./help.ts";
-
-/** Largest compressed workspace by default: the server's 8 MiB request limit less room for the rest. */
-const DEFAULT_MAX_WORKSPACE = 8 * 1024 * 1024 - 128 * 1024;
 
 type Values = Record<string, string | boolean | string[] | undefined>;
 

@@ -9,6 +9,7 @@
  * re-queues the run, so for a while after a quick decision agentctl re-sends it whenever
  * the run still sits paused without a pending approval.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { ApprovalDecision } from "../gen/agentd/v1/events_pb.js";
 import { type Approval, RunState } from "../gen/agentd/v1/run_service_pb.js";
@@ -36,22 +37,8 @@ export async function resolve(
   return res.approval;
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((r) => {
-    const t = setTimeout(r, ms);
-    signal?.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(t);
-        r();
-      },
-      { once: true },
-    );
-  });
-}
-
 /** Decisions taken this soon after the request may have raced the worker's pause. */
-export const RACE_WINDOW_MS = 15_000;
+const RACE_WINDOW_MS = 15_000;
 
 /** True when a decision now may have raced the pause of the approval's run. */
 export function mayRace(a: Approval | undefined, now = Date.now()): boolean {
@@ -60,18 +47,18 @@ export function mayRace(a: Approval | undefined, now = Date.now()): boolean {
 
 /**
  * Re-sends decision `d` while run `runId` stays paused without a pending approval, every
- * `intervalMs`, until it moves on, `done()` says so, or `budgetMs` passes. Never throws.
+ * 1.5 s, until it moves on, `done()` says so, or `budgetMs` passes. Never throws.
  */
 export async function nudgeResume(
   client: RunClient,
   runId: string,
   d: Decision,
-  opts: { signal?: AbortSignal; intervalMs?: number; budgetMs?: number; done?: () => boolean } = {},
+  opts: { signal?: AbortSignal; budgetMs?: number; done?: () => boolean } = {},
 ): Promise<void> {
-  const interval = opts.intervalMs ?? 1500;
+  const interval = 1500;
   const until = Date.now() + (opts.budgetMs ?? 10_000);
   while (Date.now() < until) {
-    await sleep(interval, opts.signal);
+    await delay(interval, undefined, { signal: opts.signal }).catch(() => undefined);
     if (opts.signal?.aborted || opts.done?.()) return;
     try {
       const { run } = await client.getRun({ runId }, { timeoutMs: 5000 });

@@ -3,7 +3,9 @@
  * from the last seq seen (each event exactly once), until the run's terminal event (the
  * server ends the stream), the end of the history (`historyOnly`), or the caller stops.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { TERMINAL_TYPES } from "../eventlog/event-codec.ts";
 import type { Event } from "../gen/agentd/v1/events_pb.js";
 import { isTransient, type RunClient } from "./client.ts";
 
@@ -18,9 +20,10 @@ export interface FollowOptions {
   onEvent: (ev: Event) => Promise<"stop" | undefined> | "stop" | undefined;
   /** Told about each reconnect attempt after a dropped stream. */
   onReconnect?: (err: unknown, attempt: number) => void;
-  /** Give up reconnecting after this long without an event (default 60 s). */
-  reconnectForMs?: number;
 }
+
+/** Reconnecting gives up after this long without an event. */
+const RECONNECT_FOR_MS = 60_000;
 
 export interface FollowResult {
   /** The last event delivered. */
@@ -29,28 +32,12 @@ export interface FollowResult {
   stopped: boolean;
 }
 
-export const TERMINAL_TYPES = new Set(["run.completed", "run.failed", "run.cancelled"]);
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(t);
-        resolve();
-      },
-      { once: true },
-    );
-  });
-}
-
 export async function followEvents(o: FollowOptions): Promise<FollowResult> {
   let after = o.afterSeq;
   let last: Event | undefined;
   let attempt = 0;
   let lastProgress = Date.now();
-  const budget = o.reconnectForMs ?? 60_000;
+  const budget = RECONNECT_FOR_MS;
   for (;;) {
     try {
       const stream = o.client.streamEvents(
@@ -75,7 +62,9 @@ export async function followEvents(o: FollowOptions): Promise<FollowResult> {
       if (!isTransient(err) || Date.now() - lastProgress > budget) throw err;
       attempt++;
       o.onReconnect?.(err, attempt);
-      await sleep(Math.min(200 * 2 ** (attempt - 1), 5000), o.signal);
+      await delay(Math.min(200 * 2 ** (attempt - 1), 5000), undefined, { signal: o.signal }).catch(
+        () => undefined,
+      );
       if (o.signal?.aborted) throw new ConnectError("interrupted", Code.Canceled);
     }
   }

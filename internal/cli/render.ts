@@ -45,8 +45,6 @@ export interface RendererOptions {
    * (`run` without --follow); the status line still shows progress.
    */
   quiet?: boolean;
-  /** Clock for the status line's elapsed time (tests). */
-  now?: () => number;
 }
 
 /** Lines of a diff shown in a preview; the rest is summarised. */
@@ -219,7 +217,6 @@ export class Renderer {
   #lastMessage = "";
   readonly #calls = new Map<string, CallInfo>();
   readonly #partial = new Map<string, { stream: OutputStream; text: string }>();
-  #runId = "";
   #queuedAt: number | undefined;
   #state: "queued" | "running" | "paused" | "ended" = "queued";
   #activity = "";
@@ -232,19 +229,14 @@ export class Renderer {
       color: opts.color,
       live: opts.live ?? false,
       quiet: opts.quiet ?? false,
-      now: opts.now ?? Date.now,
       columns: opts.columns ?? (() => 80),
     };
     this.#st = makeStyle(opts.color);
-    this.#startedAt = this.#o.now();
+    this.#startedAt = Date.now();
     if (this.#o.live) {
       this.#timer = setInterval(() => this.#tick(), 100);
       this.#timer.unref();
     }
-  }
-
-  get style(): Style {
-    return this.#st;
   }
 
   // --- low-level output -------------------------------------------------------------
@@ -282,7 +274,7 @@ export class Renderer {
 
   #statusText(): string {
     const st = this.#st;
-    const secs = Math.floor((this.#o.now() - this.#startedAt) / 1000);
+    const secs = Math.floor((Date.now() - this.#startedAt) / 1000);
     const elapsed =
       secs < 60 ? `${secs}s` : `${Math.floor(secs / 60)}m${String(secs % 60).padStart(2, "0")}s`;
     const spin = st.cyan(SPINNER[this.#frame] as string);
@@ -360,7 +352,6 @@ export class Renderer {
     }
     switch (p.case) {
       case "runQueued": {
-        this.#runId = ev.runId;
         this.#queuedAt = tsMs(ev.ts);
         const v = p.value;
         const ws =
@@ -556,10 +547,5 @@ export class Renderer {
     return this.#queuedAt === undefined || end === undefined
       ? ""
       : ` in ${formatDuration(end - this.#queuedAt)}`;
-  }
-
-  /** Id of the run whose run.queued was rendered ("" before). */
-  get runId(): string {
-    return this.#runId;
   }
 }

@@ -1,13 +1,11 @@
 /** Terminal styling for agentctl: ANSI colors when wanted, nothing otherwise. */
 
 export interface Style {
-  readonly enabled: boolean;
   bold(s: string): string;
   dim(s: string): string;
   red(s: string): string;
   green(s: string): string;
   yellow(s: string): string;
-  blue(s: string): string;
   magenta(s: string): string;
   cyan(s: string): string;
 }
@@ -18,13 +16,11 @@ function wrap(on: boolean, open: number, close: number): (s: string) => string {
 
 export function makeStyle(enabled: boolean): Style {
   return {
-    enabled,
     bold: wrap(enabled, 1, 22),
     dim: wrap(enabled, 2, 22),
     red: wrap(enabled, 31, 39),
     green: wrap(enabled, 32, 39),
     yellow: wrap(enabled, 33, 39),
-    blue: wrap(enabled, 34, 39),
     magenta: wrap(enabled, 35, 39),
     cyan: wrap(enabled, 36, 39),
   };

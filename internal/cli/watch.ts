@@ -9,7 +9,7 @@ import { type Event, EventSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { mayRace, nudgeResume, resolve } from "./approval.ts";
 import { type Endpoint, EXIT, explainError, type RunClient } from "./client.ts";
-import { followEvents, TERMINAL_TYPES } from "./follow.ts";
+import { followEvents } from "./follow.ts";
 import { type Output, Renderer } from "./render.ts";
 import { makeStyle } from "./style.ts";
 
@@ -114,7 +114,6 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
         }, 1000)
       : undefined;
   poller?.unref();
-  let stoppedAtPause = false;
   /** The run moved on (resumed, ended, paused again) since the last inline decision. */
   let resumedSince = true;
 
@@ -125,7 +124,6 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
     if (run?.state !== RunState.PAUSED || run.pendingApprovalId !== approvalId) return undefined;
     if (o.approvals === "exit") {
       note(approvalHint(o.runId, approvalId));
-      stoppedAtPause = true;
       return "stop";
     }
     if (o.approvals === "hint" || o.ask === undefined) {
@@ -212,7 +210,8 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
         return undefined;
       },
     });
-    if (stoppedAtPause) return { code: EXIT.WAITING, last: res.last };
+    // Only a pause with --no-wait stops the follow early.
+    if (res.stopped) return { code: EXIT.WAITING, last: res.last };
     const code = outcomeCode(res.last);
     if (code === EXIT.WAITING && o.historyOnly === true && res.last !== undefined && renderer)
       note(`run ${o.runId} has not ended yet (last event: seq ${res.last.seq} ${res.last.type})`);
@@ -222,5 +221,3 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
     renderer?.close();
   }
 }
-
-export { TERMINAL_TYPES };

@@ -12,6 +12,7 @@
  * Must never: execute a tool, log or echo the API key, throw out of `run` (every failure
  * is an `error` event), or reach any endpoint but the model's (no gateway model strings).
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { createOpenAI } from "@ai-sdk/openai";
 import {
   APICallError,
@@ -96,7 +97,7 @@ export function createAiSdkEngine(opts: AiSdkEngineOptions): AgentEngine {
         }
         const delayMs = backoff(cfg, attempt, retryAfterMs);
         cfg.onRetry?.({ attempt: attempt + 1, delayMs, error });
-        await sleep(delayMs, signal);
+        await delay(delayMs, undefined, { signal }).catch(() => undefined);
       }
     },
   };
@@ -453,16 +454,4 @@ function backoff(
   const exp = cfg.retryBaseMs * 2 ** attempt;
   const jittered = exp + Math.floor(cfg.random() * exp * 0.5);
   return Math.min(cfg.maxRetryDelayMs, Math.max(jittered, retryAfterMs ?? 0));
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const t = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

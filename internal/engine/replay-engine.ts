@@ -29,7 +29,9 @@
  * Must never: execute anything (invariant 3, like every engine), read files at step time
  * (the transcript is loaded once, up front), or depend on wall-clock state between calls.
  */
+
 import { readFileSync } from "node:fs";
+import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { AgentdError } from "../errors.ts";
 import type {
@@ -87,7 +89,7 @@ const StepSchema = z
     message: "a step needs text or tool calls",
   });
 
-export const TranscriptSchema = z
+const TranscriptSchema = z
   .object({
     version: z.literal(1),
     /** The model id reported in finish events (e.g. "replay"). */
@@ -99,8 +101,8 @@ export const TranscriptSchema = z
   .strict();
 
 export type ReplayTranscript = z.infer<typeof TranscriptSchema>;
-export type ReplayStep = ReplayTranscript["steps"][number];
-export type ReplayExpect = z.infer<typeof ExpectSchema>;
+type ReplayStep = ReplayTranscript["steps"][number];
+type ReplayExpect = z.infer<typeof ExpectSchema>;
 
 /** Validates a transcript (parsed JSON); errors name the field, e.g. "steps.2.usage". */
 export function parseTranscript(value: unknown, source = "transcript"): ReplayTranscript {
@@ -194,10 +196,7 @@ function stepOfCall(callId: string): number | undefined {
  * Why `turns` are not what the transcript recorded, or undefined when they are. Checked
  * turn by turn, in order: the first difference is the one reported.
  */
-export function findMismatch(
-  transcript: ReplayTranscript,
-  turns: readonly Turn[],
-): string | undefined {
+function findMismatch(transcript: ReplayTranscript, turns: readonly Turn[]): string | undefined {
   for (const [i, turn] of turns.entries()) {
     const step = transcript.steps[i];
     if (step === undefined) return undefined; // past the end: reported by the caller
@@ -270,23 +269,6 @@ export function splitDeltas(text: string, n: number): string[] {
   return out;
 }
 
-/** Resolves after `ms`, or at once with false when `signal` aborts (true otherwise). */
-function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  if (ms <= 0) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve(true);
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 const ABORTED: EngineEvent = {
   type: "error",
   error: { code: "EABORTED", message: "the model step was aborted", retryable: false },
@@ -324,12 +306,12 @@ export function createReplayEngine(opts: ReplayEngineOptions): AgentEngine {
             ? (transcript.steps[k] as ReplayStep)
             : { text: offScript(Math.min(k, total), why), toolCalls: [], usage: ZERO_USAGE };
 
-        if (!(await sleep(firstDelayMs, signal))) {
+        if (!(await delay(firstDelayMs, true, { signal }).catch(() => false))) {
           yield ABORTED;
           return;
         }
         for (const [i, delta] of splitDeltas(step.text, deltasPerStep).entries()) {
-          if (i > 0 && !(await sleep(deltaDelayMs, signal))) {
+          if (i > 0 && !(await delay(deltaDelayMs, true, { signal }).catch(() => false))) {
             yield ABORTED;
             return;
           }

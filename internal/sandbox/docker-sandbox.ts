@@ -19,6 +19,7 @@ import type {
   OutputStreamName,
   Sandbox,
   SandboxHandle,
+  SandboxShape,
   SandboxSpec,
   WorkspaceDiff,
 } from "./port.ts";
@@ -50,17 +51,8 @@ export interface DockerSandboxOptions {
    * random id. Lets an operator (or a test) find the warm containers of one process.
    */
   poolOwner?: string;
-  /**
-   * A warm container idle for longer is not handed out (it is replaced); other processes'
-   * warm containers older than twice this are removed by reap() (their process died).
-   * Default 10 minutes.
-   */
-  warmMaxAgeMs?: number;
   now?: () => number;
 }
-
-/** The shape of a sandbox without its run: what a warm container is made for. */
-export type SandboxShape = Omit<SandboxSpec, "runId" | "tenantId" | "workspaceTar">;
 
 export interface DockerSandbox extends Sandbox {
   /**
@@ -114,13 +106,19 @@ function namePrefix(managed: string): string {
   return `agentd-${createHash("sha256").update(managed).digest("hex").slice(0, 8)}.`;
 }
 
+/**
+ * A warm container idle for longer is not handed out (it is replaced); other processes'
+ * warm containers older than twice this are removed by reap() (their process died).
+ */
+const WARM_MAX_AGE_MS = 10 * 60_000;
+
 export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
   const docker = opts.docker;
   const managed = opts.managedLabel ?? "true";
   const prefix = namePrefix(managed);
   const warmTarget = opts.warm ?? 0;
   const poolOwner = opts.poolOwner ?? randomUUID();
-  const maxAge = opts.warmMaxAgeMs ?? 10 * 60_000;
+  const maxAge = WARM_MAX_AGE_MS;
   const now = opts.now ?? Date.now;
   /** Ready warm containers per shape key (oldest first) and fills under way. */
   const pool = new Map<string, WarmContainer[]>();

@@ -32,6 +32,9 @@ export interface SandboxSpec {
   env?: Record<string, string>;
 }
 
+/** The shape of a sandbox without its run: what a policy asks for, a warm container is made for. */
+export type SandboxShape = Omit<SandboxSpec, "runId" | "tenantId" | "workspaceTar">;
+
 export type OutputStreamName = "stdout" | "stderr";
 
 export interface ExecRequest {

@@ -33,7 +33,7 @@ import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import type { Kernel, KernelRun } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { isTerminal, projectRun } from "../projections/run-projection.ts";
-import type { Sandbox, SandboxHandle, SandboxSpec } from "../sandbox/port.ts";
+import type { Sandbox, SandboxHandle, SandboxShape } from "../sandbox/port.ts";
 import { normaliseWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "../sandbox/workspace-archive.ts";
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
@@ -107,12 +107,7 @@ export async function driveRun(
   const events = async (): Promise<Event[]> => (await deps.log.read(runId, 0)).map((e) => e.event);
   let all = await events();
   const run0 = projectRun(runId, all);
-  if (isTerminal(run0.state))
-    return run0.state === RunState.COMPLETED
-      ? "completed"
-      : run0.state === RunState.CANCELLED
-        ? "cancelled"
-        : "failed";
+  if (isTerminal(run0.state)) return endedOutcome(run0.state);
   const sessionId = run0.sessionId;
   const append = (payload: EventPayload) =>
     deps.log.append({ runId, sessionId, fence: epoch, payload });
@@ -429,11 +424,7 @@ export async function driveRun(
     /** The run ended without this worker (CancelRun on the paused run): the container goes. */
     async function endedElsewhere(state: RunState): Promise<DriveOutcome> {
       await box?.destroy();
-      return state === RunState.COMPLETED
-        ? "completed"
-        : state === RunState.CANCELLED
-          ? "cancelled"
-          : "failed";
+      return endedOutcome(state);
     }
 
     async function pause(): Promise<DriveOutcome> {
@@ -561,7 +552,7 @@ async function createSandbox(
 }
 
 /** The sandbox a run gets under `policy` (what a worker keeps warm containers of). */
-export function sandboxShape(p: Policy): Omit<SandboxSpec, "runId" | "tenantId"> {
+export function sandboxShape(p: Policy): SandboxShape {
   return {
     image: p.sandbox.image,
     limits: {
@@ -572,6 +563,12 @@ export function sandboxShape(p: Policy): Omit<SandboxSpec, "runId" | "tenantId">
     },
     network: "none",
   };
+}
+
+/** The outcome of a drive that found its run ended (`state` is terminal). */
+function endedOutcome(state: RunState): DriveOutcome {
+  if (state === RunState.COMPLETED) return "completed";
+  return state === RunState.CANCELLED ? "cancelled" : "failed";
 }
 
 /** The original workspace (what the final patch is computed against). */
