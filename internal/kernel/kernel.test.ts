@@ -5,6 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { create, toJson } from "@bufbuild/protobuf";
 import { trace } from "@opentelemetry/api";
@@ -14,7 +17,9 @@ import {
   TracerProvider,
 } from "@opentelemetry/sdk-trace";
 import { ulid } from "ulid";
-import { isAgentdError } from "../errors.ts";
+import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
+import { AgentdError, isAgentdError } from "../errors.ts";
+import { MAX_EVENT_BYTES } from "../eventlog/append-batcher.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
 import { ApprovalDecision, EventSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import { ApprovalState, RunService, RunState } from "../gen/agentd/v1/run_service_pb.js";
@@ -159,10 +164,10 @@ describe("kernel pipeline", () => {
     assert.equal(r.stdout.includes("pwned"), false);
   });
 
-  it("invalid input is refused with the field named, before anything runs", async () => {
+  it("invalid input is refused with EVALIDATION and the field named, before anything runs", async () => {
     const out = await kernel.handle(run, { callId: "c3b", tool: "repo.read", input: { path: 7 } });
-    assert.equal(out.kind === "result" && out.error?.code, "EPOLICY");
-    assert.match(out.kind === "result" ? (out.error?.message ?? "") : "", /path/);
+    assert.equal(out.kind === "result" && out.error?.code, "EVALIDATION");
+    assert.match(out.kind === "result" ? (out.error?.message ?? "") : "", /repo\.read: path: /);
   });
 });
 
@@ -482,6 +487,346 @@ describe("secrets", () => {
       const res = await kernel.continueAfterApproval(run, call, { approved: true, reason: "" });
       assert.equal(res.kind === "result" && res.error?.code, code);
     }
+  });
+});
+
+describe("result envelope: every result fits one event", () => {
+  let dir = "";
+  let store: FsArtifactStore;
+  let big: Kernel;
+  let bare: Kernel;
+  const sizes: string[] = [];
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "agentd-kernel-artifacts-"));
+    store = new FsArtifactStore(dir);
+    const opts = { log: stack.log, policy: () => policy, secretProviders: [] };
+    big = createKernel({ ...opts, artifacts: store });
+    bare = createKernel(opts);
+  });
+  after(async () => {
+    if (sizes.length > 0) console.log(`largest event per scenario:\n  ${sizes.join("\n  ")}`);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const artifactText = async (digest: string): Promise<string> => {
+    const parts: Uint8Array[] = [];
+    for await (const c of store.read(digest)) parts.push(c);
+    return Buffer.concat(parts).toString("utf8");
+  };
+
+  /** Runs the call; checks exactly one ok, truncated, fitting tool.result; answers it. */
+  async function runBig(k: Kernel, callId: string, tool: string, input: unknown) {
+    const out = await k.handle(run, { callId, tool, input });
+    assert.equal(out.kind === "result" && out.ok, true, JSON.stringify(out).slice(0, 500));
+    const events = await stack.log.read(run.runId, 0);
+    const mine = events.filter((e) => {
+      const p = e.event.payload;
+      return (
+        (p.case === "toolCall" ||
+          p.case === "toolOutput" ||
+          p.case === "policyDecision" ||
+          p.case === "toolResult") &&
+        p.value.callId === callId
+      );
+    });
+    const results = mine.filter((e) => e.type === "tool.result");
+    assert.equal(results.length, 1, "exactly one tool.result");
+    const largest = Math.max(...mine.map((e) => Buffer.byteLength(e.json)));
+    assert.ok(largest <= MAX_EVENT_BYTES, `largest event ${largest} bytes`);
+    sizes.push(`${callId}: ${largest} bytes (${mine.length} events)`);
+    const p = results[0]?.event.payload;
+    assert.ok(p?.case === "toolResult");
+    assert.equal(p.value.ok, true);
+    assert.equal(p.value.truncated, true);
+    const stored = JSON.parse(p.value.outputJson) as { result?: unknown };
+    const view = (stored.result ?? stored) as Record<string, string>;
+    assert.deepEqual(out.kind === "result" && out.output, view, "the model sees the event's form");
+    const emitted = events.find(
+      (e) =>
+        e.event.payload.case === "artifactEmitted" &&
+        e.event.payload.value.name === `tool-output/${callId}`,
+    );
+    return { result: p.value, view, emitted, seq: results[0]?.seq ?? 0 };
+  }
+
+  /** The full output from the artifact the result names (after artifact.emitted). */
+  async function fullOutput(
+    r: Awaited<ReturnType<typeof runBig>>,
+  ): Promise<Record<string, string>> {
+    assert.match(r.result.outputDigest, /^[0-9a-f]{64}$/);
+    assert.ok(r.emitted, "artifact.emitted names the full output");
+    const emitted = r.emitted.event.payload;
+    assert.equal(emitted.case === "artifactEmitted" && emitted.value.digest, r.result.outputDigest);
+    assert.ok(r.emitted.seq < r.seq, "the artifact is announced before the result");
+    const full = JSON.parse(await artifactText(r.result.outputDigest)) as { result?: unknown };
+    return (full.result ?? full) as Record<string, string>;
+  }
+
+  const marker =
+    /\n\[agentd: (\d+) bytes left out here; the full output is artifact sha256:([0-9a-f]{64})\]\n/;
+
+  function assertHeadTail(cut: string, full: string, digest: string): void {
+    const m = marker.exec(cut);
+    assert.ok(m, "a visible marker");
+    assert.equal(m[2], digest, "the marker says where the full output is");
+    const [head, tail] = cut.split(m[0]) as [string, string];
+    assert.ok(head.length > 1000 && tail.length > 1000, "head and tail both kept");
+    assert.ok(full.startsWith(head), "head");
+    assert.ok(full.endsWith(tail), "tail");
+    assert.equal(
+      Buffer.byteLength(head) + Number(m[1]) + Buffer.byteLength(tail),
+      Buffer.byteLength(full),
+      "the marker counts exactly the bytes left out",
+    );
+  }
+
+  const gen = (n: number, tr: string) => `head -c ${n} /dev/zero | tr '\\0' '${tr}'`;
+  const cases: [string, string, string][] = [
+    [
+      "600 KB",
+      `echo HEAD; ${gen(600_000, "a")}; echo; echo GITHUB_TOKEN=abc123def; ${gen(200_000, "b")}; echo TAIL`,
+      "a",
+    ],
+    ["1 MiB (the cap)", `echo HEAD; ${gen(1024 * 1024 - 11, "a")}; echo TAIL`, "a"],
+    ["NUL bytes", `echo HEAD; head -c 700000 /dev/zero; echo TAIL`, "\u0000"],
+    ["quotes", `echo HEAD; ${gen(700_000, '"')}; echo TAIL`, '"'],
+    ["backslashes", `echo HEAD; ${gen(700_000, "\\\\")}; echo TAIL`, "\\"],
+    ["invalid UTF-8", `echo HEAD; ${gen(700_000, "\\377")}; echo TAIL`, "\ufffd"],
+    [
+      "4-byte emoji",
+      `echo HEAD; yes '😀😀😀😀😀😀😀😀😀😀😀😀😀😀😀😀😀😀😀😀' | head -n 9000; echo TAIL`,
+      "😀",
+    ],
+  ];
+  for (const [name, command, unit] of cases) {
+    it(`process.run printing ${name}: head and tail in the event, the full redacted output stored`, async () => {
+      const callId = `big-${name.replace(/\W+/g, "-")}`;
+      const r = await runBig(big, callId, "process.run", { command });
+      const stdout = (await fullOutput(r)).stdout ?? "";
+      assert.ok(stdout.startsWith("HEAD\n") && stdout.endsWith("TAIL\n"));
+      assert.ok(stdout.includes(unit.repeat(20)), "the output as the process wrote it");
+      assertHeadTail(r.view.stdout ?? "", stdout, r.result.outputDigest);
+      const all = (await eventsJson()).join("\n") + (await artifactText(r.result.outputDigest));
+      assert.equal(all.includes("abc123def"), false, "redacted in events and in the artifact");
+      if (name === "600 KB") assert.ok(stdout.includes("GITHUB_TOKEN=[REDACTED]"));
+    });
+  }
+
+  it("process.run printing 5 MB: the cap stops the process; the result fits and shows the cap's note at the end", async () => {
+    const r = await runBig(big, "big-5mb", "process.run", {
+      command: `echo HEAD; ${gen(5_000_000, "z")}; echo TAIL`,
+    });
+    const full = await fullOutput(r);
+    assert.equal(full.truncated as unknown, true, "the tool cut it");
+    assert.match(
+      full.stdout ?? "",
+      /\[agentd: output truncated at 1048576 bytes; the process was stopped\]\n$/,
+    );
+    assert.equal(full.stdout?.includes("TAIL"), false);
+    assertHeadTail(r.view.stdout ?? "", full.stdout ?? "", r.result.outputDigest);
+  });
+
+  it("both streams large: each keeps its head and tail", async () => {
+    const r = await runBig(big, "big-both", "process.run", {
+      command: `echo OUT; ${gen(450_000, "o")}; echo END-OUT; (echo ERR; ${gen(450_000, "e")}; echo END-ERR) >&2`,
+    });
+    const full = await fullOutput(r);
+    assertHeadTail(r.view.stdout ?? "", full.stdout ?? "", r.result.outputDigest);
+    assertHeadTail(r.view.stderr ?? "", full.stderr ?? "", r.result.outputDigest);
+  });
+
+  it("without an artifact store: head and tail only, no digest, the marker says so", async () => {
+    const r = await runBig(bare, "big-bare", "process.run", { command: gen(900_000, '"') });
+    assert.equal(r.result.outputDigest, "");
+    assert.equal(r.emitted, undefined);
+    assert.match(r.view.stdout ?? "", /bytes left out here; the full output was not kept\]/);
+  });
+
+  it("repo.read at its cap: content head and tail in the event, the full read stored", async () => {
+    await box.exec({
+      argv: ["sh", "-c", `mkdir -p big && { echo HEAD; ${gen(400_000, '"')}; } > big/quotes.txt`],
+      timeoutMs: 20_000,
+      maxOutputBytes: 1000,
+    });
+    const read = await runBig(big, "big-read", "repo.read", { path: "big/quotes.txt" });
+    const full = await fullOutput(read);
+    assert.equal(Buffer.byteLength(full.content ?? ""), 256 * 1024, "cut at maxFileRead");
+    assert.ok(full.content?.startsWith("HEAD\n"));
+    assertHeadTail(read.view.content ?? "", full.content ?? "", read.result.outputDigest);
+  });
+
+  it("repo.search at its cap (200 matches of 490 control characters): first and last matches kept", async () => {
+    // ripgrep is in the base image only: a run of its own in a Debian container.
+    const line = (i: number) => `needle ${String(i).padStart(3, "0")} ${"\u0001".repeat(490)}\n`;
+    const created = await stack.client.createRun({ prompt: "search at its cap" });
+    const t = await testSandbox();
+    try {
+      const sbox = await t.sandbox.create({
+        runId: created.run?.runId as string,
+        tenantId: "acme",
+        image: sandboxImage("base"),
+        limits: TEST_LIMITS,
+        network: "none",
+        workspaceTar: await packWorkspace([
+          {
+            path: "lines.txt",
+            type: "file",
+            mode: 0o644,
+            data: Buffer.from(Array.from({ length: 300 }, (_, i) => line(i + 1)).join("")),
+          },
+        ]),
+      });
+      const other: KernelRun = {
+        runId: created.run?.runId as string,
+        sessionId: created.run?.sessionId as string,
+        fence: await stack.log.bumpEpoch(created.run?.runId as string),
+        sandbox: sbox,
+      };
+      const out = await big.handle(other, {
+        callId: "big-search",
+        tool: "repo.search",
+        input: { query: "needle" },
+      });
+      assert.equal(out.kind === "result" && out.ok, true, JSON.stringify(out).slice(0, 300));
+      const ev = (await stack.log.read(other.runId, 0)).findLast((e) => e.type === "tool.result");
+      const p = ev?.event.payload;
+      assert.ok(ev && p?.case === "toolResult");
+      assert.ok(Buffer.byteLength(ev.json) <= MAX_EVENT_BYTES);
+      sizes.push(`big-search: ${Buffer.byteLength(ev.json)} bytes`);
+      assert.equal(p.value.truncated, true);
+      const view = JSON.parse(p.value.outputJson) as { matches: ({ line: number } | string)[] };
+      assert.deepEqual(out.kind === "result" && out.output, view);
+      const full = JSON.parse(await artifactText(p.value.outputDigest)) as {
+        matches: { line: number; text: string }[];
+      };
+      assert.equal(full.matches.length, 200, "maxSearchMatches");
+      assert.equal(full.matches[0]?.text, line(1).slice(0, -1));
+      const kept = view.matches;
+      assert.deepEqual(kept[0], full.matches[0], "the first match");
+      assert.deepEqual(kept.at(-1), full.matches[199], "the last match");
+      assert.ok(
+        kept.some(
+          (m) =>
+            typeof m === "string" && /items left out here; the full output is artifact/.test(m),
+        ),
+      );
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
+
+describe("totality: every input ends in a decision and a typed result", () => {
+  /** The events of a call: tool.call, policy.decision, tool.result (all fitting). */
+  async function eventsOf(callId: string) {
+    const evs = (await stack.log.read(run.runId, 0)).filter((e) => {
+      const p = e.event.payload;
+      return (
+        (p.case === "toolCall" || p.case === "policyDecision" || p.case === "toolResult") &&
+        p.value.callId === callId
+      );
+    });
+    for (const e of evs) assert.ok(Buffer.byteLength(e.json) <= MAX_EVENT_BYTES);
+    return evs.map((e) => e.event.payload);
+  }
+
+  async function refused(k: Kernel, callId: string, tool: string, input: unknown) {
+    const out = await k.handle(run, { callId, tool, input });
+    assert.equal(out.kind, "result");
+    const evs = await eventsOf(callId);
+    assert.deepEqual(
+      evs.map((p) => p.case),
+      ["toolCall", "policyDecision", "toolResult"],
+    );
+    const result = evs[2];
+    assert.ok(result?.case === "toolResult");
+    assert.equal(result.value.ok, false);
+    assert.equal(out.kind === "result" && out.error?.code, result.value.error?.code);
+    return { code: result.value.error?.code, message: result.value.error?.message ?? "", evs };
+  }
+
+  it("a 64 KB path is EVALIDATION naming the field (the jail's length limit throws inside assessment)", async () => {
+    const r = await refused(kernel, "t-path", "repo.read", { path: "a/".repeat(32 * 1024) });
+    assert.equal(r.code, "EVALIDATION");
+    assert.match(r.message, /^path: is longer than 4096 characters/);
+  });
+
+  it("an input too large to record is EVALIDATION on input; the call record keeps head and tail", async () => {
+    const r = await refused(kernel, "t-huge", "repo.patch", {
+      path: "x.txt",
+      edits: [{ oldText: "", newText: "\u0000".repeat(1_000_000) }],
+    });
+    assert.equal(r.code, "EVALIDATION");
+    assert.match(r.message, /repo\.patch: input: \d+ bytes of JSON, too large to record/);
+    const call = r.evs[0];
+    assert.ok(call?.case === "toolCall");
+    assert.match(call.value.inputJson, /left out of the recorded input/);
+    assert.ok(call.value.inputJson.startsWith('{"edits":[{"newText":"\\u0000'));
+  });
+
+  it("unknown tools with huge names, non-object inputs and deep nesting are refused, never thrown", async () => {
+    let deep: unknown = 0;
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    for (const [i, [tool, input, code]] of (
+      [
+        ["x".repeat(1_000_000), {}, "EPOLICY"],
+        ["repo.read", null, "EVALIDATION"],
+        ["repo.read", [1, 2], "EVALIDATION"],
+        ["process.run", "rm -rf /", "EVALIDATION"],
+        ["repo.search", deep, "EVALIDATION"],
+        ["repo.read", JSON.parse('{"__proto__":{"path":"hello.txt"}}'), "EVALIDATION"],
+      ] as const
+    ).entries()) {
+      const r = await refused(kernel, `t-odd-${i}`, tool, input);
+      assert.equal(r.code, code, `${i}: ${r.message.slice(0, 200)}`);
+    }
+  });
+
+  it("an assessment that throws is a refusal by kernel.decide (EPOLICY), whatever risk.ts does", async () => {
+    const throwing = createKernel({
+      log: stack.log,
+      secretProviders: [],
+      policy: () => ({
+        ...policy,
+        risk: {
+          ...policy.risk,
+          get denyCommands(): string[] {
+            throw new TypeError("boom in assessment");
+          },
+        },
+      }),
+    });
+    const r = await refused(throwing, "t-assess", "process.run", { command: "echo hi" });
+    assert.equal(r.code, "EPOLICY");
+    assert.match(r.message, /could not decide on this call \(TypeError: boom in assessment\)/);
+    const d = r.evs[1];
+    assert.equal(d?.case === "policyDecision" && d.value.rule, "kernel.decide");
+  });
+
+  it("a trust lookup that fails is a refusal; the log's own errors propagate", async () => {
+    const failing = (err: Error) =>
+      createKernel({
+        log: stack.log,
+        policy: () => policy,
+        secretProviders: [],
+        trustCounters: async () => {
+          throw err;
+        },
+      });
+    const r = await refused(failing(new Error("bug")), "t-trust", "repo.read", {
+      path: "hello.txt",
+    });
+    assert.equal(r.code, "EPOLICY");
+    assert.match(r.message, /trust counters \(Error: bug\)/);
+    await assert.rejects(
+      failing(new AgentdError("EUNAVAILABLE", "redis is down")).handle(run, {
+        callId: "t-trust-storage",
+        tool: "repo.read",
+        input: { path: "hello.txt" },
+      }),
+      (e) => isAgentdError(e, "EUNAVAILABLE"),
+    );
   });
 });
 

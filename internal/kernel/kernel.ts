@@ -2,23 +2,29 @@
  * The kernel: the only path from a proposed tool call to an effect.
  *
  *   tool.call → validate → jail → risk profile → policy decision → [preview → approval]
- *   → resolve secrets → execute in the sandbox → redact → cap → tool.result
+ *   → resolve secrets → execute in the sandbox → redact → fit one event → tool.result
  *
  * Every step that matters is an event (appended with the run owner's fencing token before
- * the next step runs) and the decision is an OpenTelemetry span. It must never: run a tool
- * the decision did not allow, put a secret value into an event, a log or a span, or return
- * unbounded output.
+ * the next step runs) and the decision is an OpenTelemetry span. The kernel is total: every
+ * call ends in policy.decision and a typed tool.result (or an approval and a pause),
+ * whatever its input; only the event log's own errors (EFENCED, EUNAVAILABLE, ECONFLICT…)
+ * escape, because the worker must act on them. Every event it appends is measured to fit
+ * the log's size limit. It must never: run a tool the decision did not allow, run a call
+ * whose input the log does not hold as it ran, put a secret value into an event, a log or a
+ * span, or return unbounded output.
  */
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { context as otelContext, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import { ulid } from "ulid";
+import type { ArtifactStore } from "../artifacts/port.ts";
 import { isAgentdError } from "../errors.ts";
 import { canonicalJson } from "../eventlog/canonical-json.ts";
 import type { EventPayload } from "../eventlog/event-codec.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import {
   ApprovalRequestedSchema,
+  ArtifactEmittedSchema,
   Decision as DecisionEnum,
   OutputStream,
   PolicyDecisionSchema,
@@ -35,9 +41,13 @@ import { tracer } from "../telemetry/tracing.ts";
 import { toolByName } from "../tools/registry.ts";
 import { planPatch } from "../tools/repo-patch.ts";
 import type { ToolContext, ToolLimits } from "../tools/tool.ts";
+import { recordCallInput } from "./call-input-record.ts";
 import { type ControlPath, type Decision, decide } from "./decide.ts";
+import { EVENT_BUDGET, fitDocument } from "./event-fit.ts";
+import { clipText } from "./head-tail.ts";
 import type { Policy } from "./policy-schema.ts";
 import { createRedactor, createStreamRedactor, type Redactor } from "./redaction.ts";
+import { envelopeResult } from "./result-envelope.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
 import type { SecretProvider } from "./secrets.ts";
 import { createSecretResolver } from "./secrets.ts";
@@ -89,6 +99,12 @@ export interface KernelOptions {
   secretProviders: SecretProvider[];
   /** Adaptive-trust counters of the run's repository. */
   trustCounters?: (runId: string) => Promise<TrustCounters>;
+  /**
+   * Where the full output of a call goes when it is too large for its tool.result (which
+   * then keeps head and tail, `truncated`, and the artifact's sha256 in `output_digest`).
+   * Without a store only the head and tail are kept.
+   */
+  artifacts?: ArtifactStore;
   /** Clock, for tests. */
   now?: () => number;
 }
@@ -98,13 +114,33 @@ export interface DecidedCall {
   input: Record<string, unknown>;
   assessment: Assessment;
   decision: Decision;
+  /**
+   * Set on a deny for invalid input: the result's error code is EVALIDATION (not EPOLICY)
+   * and `field` names the input field at fault ("input" for the input as a whole).
+   */
+  invalid?: { field: string };
 }
 
-/** Largest tool output kept in a tool.result event; the rest is cut (and marked). */
-const MAX_RESULT_JSON = 256 * 1024;
 /** Live output is coalesced: at most one tool.output event per stream per interval. */
 const OUTPUT_FLUSH_MS = 100;
+/** Also the most characters one tool.output event carries (escaped, at most 6x: fits). */
 const OUTPUT_FLUSH_BYTES = 16 * 1024;
+/** Longest free text the kernel puts into an event field (reasons, scopes, tool names). */
+const MAX_REASON = 4 * 1024;
+const MAX_SCOPE = 1024;
+const MAX_TOOL_NAME = 256;
+/**
+ * Error codes of the event log and the stores it reads: the trust lookup passes these on
+ * (the worker must see a lost lease or an unreachable store); any other failure of a step
+ * before execution is a refusal of the call.
+ */
+const STORAGE_CODES: ReadonlySet<string> = new Set([
+  "EFENCED",
+  "EUNAVAILABLE",
+  "ECONFLICT",
+  "EIO",
+  "ETIMEOUT",
+]);
 
 const DECISION_ENUM: Record<ControlPath, DecisionEnum> = {
   auto: DecisionEnum.AUTO,
@@ -145,46 +181,33 @@ export function createKernel(opts: KernelOptions): Kernel {
   const append = (run: KernelRun, payload: EventPayload) =>
     opts.log.append({ runId: run.runId, sessionId: run.sessionId, fence: run.fence, payload });
 
+  /** Total: a step that throws (validation, the jail, assessment, decision) is a deny. */
   function decideCall(call: ProposedCall, counters: TrustCounters): DecidedCall {
+    try {
+      return decideStrict(call, counters);
+    } catch (err) {
+      return refusedBy(err, "kernel.decide", "decide on this call");
+    }
+  }
+
+  function decideStrict(call: ProposedCall, counters: TrustCounters): DecidedCall {
     const policy = opts.policy();
     const tool = toolByName(call.tool);
-    if (tool === undefined) {
-      const reason = `unknown tool ${JSON.stringify(call.tool)}`;
-      return denied({}, "capabilities", reason);
-    }
+    if (tool === undefined)
+      return deniedCall("capabilities", `unknown tool ${JSON.stringify(call.tool)}`);
     const parsed = tool.input.safeParse(call.input);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      const field = issue?.path.join(".") || "(input)";
-      return denied(
-        {},
+      const field = issue?.path.join(".") || "input";
+      return deniedCall(
         "input.schema",
         `${call.tool}: ${field}: ${issue?.message ?? "invalid input"}`,
+        { field },
       );
     }
     const input = parsed.data as Record<string, unknown>;
     const assessment = assess(call.tool, input, policy, compiledRisk(policy));
     return { input, assessment, decision: decide(call.tool, assessment, policy, counters) };
-
-    function denied(input: Record<string, unknown>, rule: string, reason: string): DecidedCall {
-      return {
-        input,
-        assessment: {
-          risk: {
-            category: "read",
-            scope: "",
-            estimatedImpact: "low",
-            touchesSecrets: false,
-            touchesConfig: false,
-            touchesBuild: false,
-          },
-          matched: [rule],
-          approvalFacts: [],
-          deny: { rule, reason },
-        },
-        decision: { path: "deny", rule, reason, trustAdjustments: [] },
-      };
-    }
   }
 
   function toolContext(
@@ -342,40 +365,96 @@ export function createKernel(opts: KernelOptions): Kernel {
     } finally {
       await live.close();
     }
-    const safeOutput = output === undefined ? undefined : redactor.json(output);
-    let outputJson =
-      safeOutput === undefined
-        ? ""
-        : canonicalJson(preview === undefined ? safeOutput : { preview, result: safeOutput });
-    const truncated = outputJson.length > MAX_RESULT_JSON;
-    if (truncated)
-      outputJson = JSON.stringify({ truncated: true, head: outputJson.slice(0, MAX_RESULT_JSON) });
-    const exitCode =
-      typeof (safeOutput as { exitCode?: unknown })?.exitCode === "number"
-        ? (safeOutput as { exitCode: number }).exitCode
-        : 0;
-    const safeError =
-      error === undefined ? undefined : { code: error.code, message: redactor.text(error.message) };
-    await append(run, {
-      case: "toolResult",
-      value: create(ToolResultSchema, {
-        callId: call.callId,
-        ok: error === undefined,
-        outputJson,
-        exitCode,
-        durationMs: BigInt(Math.max(0, now() - started)),
-        truncated,
-        ...(safeError === undefined ? {} : { error: safeError }),
-      }),
+    const durationMs = BigInt(Math.max(0, now() - started));
+    const envelope = await recordOutput(run, call, redactor, {
+      output,
+      error,
+      durationMs,
+      preview,
     });
-    if (safeError !== undefined)
+    if (envelope.artifact !== undefined) {
+      await append(run, {
+        case: "artifactEmitted",
+        value: create(ArtifactEmittedSchema, {
+          name: clipText(`tool-output/${call.callId}`, MAX_TOOL_NAME),
+          digest: envelope.artifact.digest,
+          sizeBytes: BigInt(envelope.artifact.size),
+          mediaType: "application/json",
+        }),
+      });
+    }
+    await append(run, { case: "toolResult", value: envelope.result });
+    const safeError = envelope.result.error;
+    if (safeError !== undefined) {
       span.setStatus({ code: SpanStatusCode.ERROR, message: safeError.code });
-    return safeError === undefined
-      ? { kind: "result", ok: true, output: safeOutput }
-      : { kind: "result", ok: false, error: safeError };
+      return {
+        kind: "result",
+        ok: false,
+        error: { code: safeError.code, message: safeError.message },
+      };
+    }
+    // The model gets what the event holds: the head+tail form when the output was cut.
+    const view = envelope.view as { result?: unknown } | undefined;
+    return {
+      kind: "result",
+      ok: true,
+      output:
+        preview !== undefined && view !== null && typeof view === "object" && "result" in view
+          ? view.result
+          : view,
+    };
   }
 
-  /** Coalesces live output into tool.output events (redacted, split secrets caught). */
+  /**
+   * The tool.result of an executed call: redacted, fitted to one event (result-envelope.ts).
+   * Redaction or encoding that throws makes an EIO result (the call ran; its output is lost).
+   */
+  async function recordOutput(
+    run: KernelRun,
+    call: ProposedCall,
+    redactor: Redactor,
+    r: {
+      output: unknown;
+      error: { code: string; message: string } | undefined;
+      durationMs: bigint;
+      preview: PreviewData | undefined;
+    },
+  ) {
+    const place = { runId: run.runId, sessionId: run.sessionId };
+    const common = { place, callId: call.callId, durationMs: r.durationMs };
+    try {
+      const safeOutput = r.output === undefined ? undefined : redactor.json(r.output);
+      const o = safeOutput as { exitCode?: unknown; truncated?: unknown } | undefined;
+      return await envelopeResult({
+        ...common,
+        ok: r.error === undefined,
+        exitCode: typeof o?.exitCode === "number" ? o.exitCode : 0,
+        ...(r.error === undefined
+          ? {}
+          : { error: { code: r.error.code, message: redactor.text(r.error.message) } }),
+        document:
+          safeOutput === undefined || r.preview === undefined
+            ? safeOutput
+            : { preview: r.preview, result: safeOutput },
+        toolTruncated: o?.truncated === true,
+        ...(opts.artifacts === undefined ? {} : { artifacts: opts.artifacts }),
+      });
+    } catch (err) {
+      return await envelopeResult({
+        ...common,
+        ok: false,
+        exitCode: 0,
+        error: { code: "EIO", message: `the output could not be recorded (${describeError(err)})` },
+        document: undefined,
+      });
+    }
+  }
+
+  /**
+   * Coalesces live output into tool.output events (redacted, split secrets caught), at most
+   * OUTPUT_FLUSH_BYTES characters an event. An append that fails (a lost lease) stops the
+   * rest and is thrown by close(), never left as an unhandled rejection.
+   */
   function createLiveOutput(run: KernelRun, redactor: Redactor, callId: string) {
     const pending: Record<"stdout" | "stderr", string> = { stdout: "", stderr: "" };
     const streams = {
@@ -384,22 +463,27 @@ export function createKernel(opts: KernelOptions): Kernel {
     };
     let timer: NodeJS.Timeout | undefined;
     let chain: Promise<unknown> = Promise.resolve();
+    let failure: { err: unknown } | undefined;
     const flush = (): void => {
       timer = undefined;
       for (const s of ["stdout", "stderr"] as const) {
-        const chunk = pending[s];
-        if (chunk === "") continue;
+        for (const chunk of slices(pending[s], OUTPUT_FLUSH_BYTES)) {
+          chain = chain.then(() =>
+            failure !== undefined
+              ? undefined
+              : append(run, {
+                  case: "toolOutput",
+                  value: create(ToolOutputSchema, {
+                    callId,
+                    stream: s === "stdout" ? OutputStream.STDOUT : OutputStream.STDERR,
+                    chunk,
+                  }),
+                }).catch((err: unknown) => {
+                  failure = { err };
+                }),
+          );
+        }
         pending[s] = "";
-        chain = chain.then(() =>
-          append(run, {
-            case: "toolOutput",
-            value: create(ToolOutputSchema, {
-              callId,
-              stream: s === "stdout" ? OutputStream.STDOUT : OutputStream.STDERR,
-              chunk,
-            }),
-          }),
-        );
       }
     };
     return {
@@ -414,8 +498,39 @@ export function createKernel(opts: KernelOptions): Kernel {
         pending.stderr += streams.stderr.end();
         flush();
         await chain;
+        if (failure !== undefined) throw failure.err;
       },
     };
+  }
+
+  /** The trust counters, then the decision. A failed lookup refuses the call (fail closed), except the log's errors, which propagate. */
+  async function decideWithTrust(run: KernelRun, call: ProposedCall): Promise<DecidedCall> {
+    let counters: TrustCounters = {};
+    if (opts.trustCounters !== undefined) {
+      try {
+        counters = await opts.trustCounters(run.runId);
+      } catch (err) {
+        if (isStorageError(err)) throw err;
+        return refusedBy(err, "kernel.trust", "look up the repository's trust counters");
+      }
+    }
+    return decideCall(call, counters);
+  }
+
+  /** Appends a failed tool.result (message redacted by the caller, clipped here). */
+  async function fail(
+    run: KernelRun,
+    call: ProposedCall,
+    error: { code: string; message: string },
+    span?: Span,
+  ): Promise<CallOutcome> {
+    const e = { code: error.code, message: clipText(error.message, MAX_REASON) };
+    await append(run, {
+      case: "toolResult",
+      value: create(ToolResultSchema, { callId: call.callId, ok: false, error: e }),
+    });
+    span?.setStatus({ code: SpanStatusCode.ERROR, message: e.code });
+    return { kind: "result", ok: false, error: e };
   }
 
   async function handle(run: KernelRun, call: ProposedCall): Promise<CallOutcome> {
@@ -426,65 +541,50 @@ export function createKernel(opts: KernelOptions): Kernel {
       keys: policy.redaction.keys,
       patterns: policy.redaction.patterns,
     });
+    const place = { runId: run.runId, sessionId: run.sessionId };
+    const toolName = clipText(call.tool, MAX_TOOL_NAME);
     const callSpan = tracer().startSpan("execute_tool", {
       attributes: {
         "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": call.tool,
+        "gen_ai.tool.name": toolName,
         "gen_ai.tool.call.id": call.callId,
         "agentd.run.id": run.runId,
       },
     });
     try {
       // Invariant 2: the call is in the log before anything happens. Placeholders stay.
+      const recorded = recordCallInput(place, call.callId, toolName, call.input, redactor.text);
       await append(run, {
         case: "toolCall",
         value: create(ToolCallSchema, {
           callId: call.callId,
-          tool: call.tool,
-          inputJson: redactor.text(canonicalJson(call.input ?? null)),
+          tool: toolName,
+          inputJson: recorded.inputJson,
         }),
       });
-      const counters = opts.trustCounters ? await opts.trustCounters(run.runId) : {};
-      const decideSpan = tracer().startSpan(
-        "kernel.decide",
-        {},
-        trace.setSpan(otelContext.active(), callSpan),
-      );
-      const d = decideCall(call, counters);
+      const d =
+        recorded.refusal === undefined
+          ? await decideWithTrust(run, call)
+          : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" });
+      traceDecision(callSpan, call.callId, toolName, d, redactor);
       const r = d.assessment.risk;
-      decideSpan.setAttributes({
-        "gen_ai.tool.name": call.tool,
-        "gen_ai.tool.call.id": call.callId,
-        "agentd.policy.decision": d.decision.path,
-        "agentd.policy.rule": d.decision.rule,
-        "agentd.policy.trust_adjustments": d.decision.trustAdjustments,
-        "agentd.risk.category": r.category,
-        "agentd.risk.scope": redactor.text(r.scope),
-        "agentd.risk.estimated_impact": r.estimatedImpact,
-        "agentd.risk.touches_secrets": r.touchesSecrets,
-        "agentd.risk.touches_config": r.touchesConfig,
-        "agentd.risk.touches_build": r.touchesBuild,
-      });
-      decideSpan.end();
       await append(run, {
         case: "policyDecision",
         value: create(PolicyDecisionSchema, {
           callId: call.callId,
           decision: DECISION_ENUM[d.decision.path],
-          rule: d.decision.rule,
-          reason: redactor.text(d.decision.reason),
-          risk: create(RiskProfileSchema, { ...r, scope: redactor.text(r.scope) }),
+          rule: clipText(d.decision.rule, MAX_TOOL_NAME),
+          reason: clipText(redactor.text(d.decision.reason), MAX_REASON),
+          risk: create(RiskProfileSchema, {
+            ...r,
+            scope: clipText(redactor.text(r.scope), MAX_SCOPE),
+          }),
           trustAdjustments: d.decision.trustAdjustments,
         }),
       });
       if (d.decision.path === "deny") {
-        const error = { code: "EPOLICY", message: redactor.text(d.decision.reason) };
-        await append(run, {
-          case: "toolResult",
-          value: create(ToolResultSchema, { callId: call.callId, ok: false, error }),
-        });
-        callSpan.setStatus({ code: SpanStatusCode.ERROR, message: "EPOLICY" });
-        return { kind: "result", ok: false, error };
+        const code = d.invalid === undefined ? "EPOLICY" : "EVALIDATION";
+        return await fail(run, call, { code, message: redactor.text(d.decision.reason) }, callSpan);
       }
       let pv: PreviewData | undefined;
       if (d.decision.path !== "auto") {
@@ -495,50 +595,12 @@ export function createKernel(opts: KernelOptions): Kernel {
           // nothing to approve; the model gets the error and can change its plan.
           const error = isAgentdError(err)
             ? { code: err.code, message: redactor.text(err.message) }
-            : { code: "EIO", message: "preview failed" };
-          await append(run, {
-            case: "toolResult",
-            value: create(ToolResultSchema, { callId: call.callId, ok: false, error }),
-          });
-          return { kind: "result", ok: false, error };
+            : { code: "EIO", message: `preview failed (${redactor.text(describeError(err))})` };
+          return await fail(run, call, error);
         }
       }
-      if (d.decision.path === "preview+approval" && pv !== undefined) {
-        const approvalId = `apr_${run.runId}_${ulid(now())}`;
-        const expireAfter = policy.approvals.expireAfter;
-        // One commit for both (issued in the same tick, so the batcher seals them together):
-        // nobody can resolve the approval between its request and the pause, which would
-        // leave the run looking paused for an approval already decided.
-        const requested = append(run, {
-          case: "approvalRequested",
-          value: create(ApprovalRequestedSchema, {
-            approvalId,
-            callId: call.callId,
-            tool: call.tool,
-            preview: toPreviewMessage(pv),
-            ...(expireAfter === undefined
-              ? {}
-              : { expiresAt: timestampFromMs(now() + expireAfter) }),
-          }),
-        });
-        const paused = append(run, {
-          case: "runPaused",
-          value: create(RunPausedSchema, {
-            reason: "approval",
-            approvalId,
-            ...(run.usage === undefined
-              ? {}
-              : {
-                  usage: {
-                    inputTokens: BigInt(run.usage.inputTokens),
-                    outputTokens: BigInt(run.usage.outputTokens),
-                  },
-                }),
-          }),
-        });
-        await Promise.all([requested, paused]);
-        return { kind: "paused", approvalId, preview: pv };
-      }
+      if (d.decision.path === "preview+approval" && pv !== undefined)
+        return await requestApproval(run, call, toolName, pv);
       return await execute(run, call, d, callSpan, pv);
     } catch (err) {
       callSpan.setStatus({
@@ -551,6 +613,87 @@ export function createKernel(opts: KernelOptions): Kernel {
     }
   }
 
+  /** The kernel.decide span, child of the call's span, with the decision's attributes. */
+  function traceDecision(
+    callSpan: Span,
+    callId: string,
+    toolName: string,
+    d: DecidedCall,
+    redactor: Redactor,
+  ): void {
+    const r = d.assessment.risk;
+    const decideSpan = tracer().startSpan(
+      "kernel.decide",
+      {},
+      trace.setSpan(otelContext.active(), callSpan),
+    );
+    decideSpan.setAttributes({
+      "gen_ai.tool.name": toolName,
+      "gen_ai.tool.call.id": callId,
+      "agentd.policy.decision": d.decision.path,
+      "agentd.policy.rule": clipText(d.decision.rule, MAX_TOOL_NAME),
+      "agentd.policy.trust_adjustments": d.decision.trustAdjustments,
+      "agentd.risk.category": r.category,
+      "agentd.risk.scope": clipText(redactor.text(r.scope), MAX_SCOPE),
+      "agentd.risk.estimated_impact": r.estimatedImpact,
+      "agentd.risk.touches_secrets": r.touchesSecrets,
+      "agentd.risk.touches_config": r.touchesConfig,
+      "agentd.risk.touches_build": r.touchesBuild,
+    });
+    decideSpan.end();
+  }
+
+  /**
+   * approval.requested (with the preview, cut head+tail to fit one event: the person sees
+   * where it was cut) and run.paused, in one commit.
+   */
+  async function requestApproval(
+    run: KernelRun,
+    call: ProposedCall,
+    toolName: string,
+    pv: PreviewData,
+  ): Promise<CallOutcome> {
+    const approvalId = `apr_${run.runId}_${ulid(now())}`;
+    const expireAfter = opts.policy().approvals.expireAfter;
+    const request = (p: PreviewData): EventPayload => ({
+      case: "approvalRequested",
+      value: create(ApprovalRequestedSchema, {
+        approvalId,
+        callId: call.callId,
+        tool: toolName,
+        preview: toPreviewMessage(p),
+        ...(expireAfter === undefined ? {} : { expiresAt: timestampFromMs(now() + expireAfter) }),
+      }),
+    });
+    const shown = fitDocument(pv, {
+      place: { runId: run.runId, sessionId: run.sessionId },
+      maxJson: EVENT_BUDGET,
+      note: (n, unit) => `\n[agentd: ${n} ${unit} of the preview left out here]\n`,
+      build: (shaped) => request(shaped as PreviewData),
+    }).shaped as PreviewData;
+    // One commit for both (issued in the same tick, so the batcher seals them together):
+    // nobody can resolve the approval between its request and the pause, which would
+    // leave the run looking paused for an approval already decided.
+    const requested = append(run, request(shown));
+    const paused = append(run, {
+      case: "runPaused",
+      value: create(RunPausedSchema, {
+        reason: "approval",
+        approvalId,
+        ...(run.usage === undefined
+          ? {}
+          : {
+              usage: {
+                inputTokens: BigInt(run.usage.inputTokens),
+                outputTokens: BigInt(run.usage.outputTokens),
+              },
+            }),
+      }),
+    });
+    await Promise.all([requested, paused]);
+    return { kind: "paused", approvalId, preview: shown };
+  }
+
   async function continueAfterApproval(
     run: KernelRun,
     call: ProposedCall,
@@ -559,7 +702,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     const span = tracer().startSpan("execute_tool", {
       attributes: {
         "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": call.tool,
+        "gen_ai.tool.name": clipText(call.tool, MAX_TOOL_NAME),
         "gen_ai.tool.call.id": call.callId,
         "agentd.run.id": run.runId,
         "agentd.approval.approved": approval.approved,
@@ -568,26 +711,17 @@ export function createKernel(opts: KernelOptions): Kernel {
     try {
       if (!approval.approved) {
         takePrepared(run, call, call.input); // never runs: drop its preview's plan
-        const error = {
+        return await fail(run, call, {
           code: "EAPPROVAL_DENIED",
           message: `a person denied this call${approval.reason ? `: ${approval.reason}` : ""}`,
-        };
-        await append(run, {
-          case: "toolResult",
-          value: create(ToolResultSchema, { callId: call.callId, ok: false, error }),
         });
-        return { kind: "result", ok: false, error };
       }
       // Re-decide under the current policy: an approval never unlocks what policy now denies.
-      const d = decideCall(call, opts.trustCounters ? await opts.trustCounters(run.runId) : {});
+      const d = await decideWithTrust(run, call);
       if (d.decision.path === "deny") {
         takePrepared(run, call, call.input);
-        const error = { code: "EPOLICY", message: d.decision.reason };
-        await append(run, {
-          case: "toolResult",
-          value: create(ToolResultSchema, { callId: call.callId, ok: false, error }),
-        });
-        return { kind: "result", ok: false, error };
+        const code = d.invalid === undefined ? "EPOLICY" : "EVALIDATION";
+        return await fail(run, call, { code, message: d.decision.reason });
       }
       // What the person approved was computed from one state of the file: the call is
       // written onto that state only (the preview's sha256, from the log).
@@ -611,9 +745,11 @@ export function createKernel(opts: KernelOptions): Kernel {
   return { handle, continueAfterApproval, decideCall };
 }
 
+/** A preview as an event message; tolerant of a preview cut to fit (see fitPreview). */
 function toPreviewMessage(p: PreviewData): Preview {
+  const cut = p as Partial<PreviewData> & { head?: string };
   return create(PreviewSchema, {
-    summary: p.summary,
+    summary: cut.summary ?? cut.head ?? "",
     files: p.files ?? [],
     hunks: p.hunks ?? 0,
     linesAdded: p.linesAdded ?? 0,
@@ -621,7 +757,69 @@ function toPreviewMessage(p: PreviewData): Preview {
     diff: p.diff ?? "",
     argv: p.argv ?? [],
     cwd: p.cwd ?? "",
-    matchedRules: p.matchedRules,
+    matchedRules: cut.matchedRules ?? [],
     baseSha256: p.baseSha256 ?? "",
   });
+}
+
+/** A deny decided before (or instead of) the assessment. */
+function deniedCall(rule: string, reason: string, invalid?: { field: string }): DecidedCall {
+  return {
+    input: {},
+    assessment: {
+      risk: {
+        category: "read",
+        scope: "",
+        estimatedImpact: "low",
+        touchesSecrets: false,
+        touchesConfig: false,
+        touchesBuild: false,
+      },
+      matched: [rule],
+      approvalFacts: [],
+      deny: { rule, reason },
+    },
+    decision: { path: "deny", rule, reason, trustAdjustments: [] },
+    ...(invalid === undefined ? {} : { invalid }),
+  };
+}
+
+/**
+ * The deny for a step that threw: EVALIDATION naming the field when the input was at fault
+ * (a path over the jail's length limit), else a refusal under `rule` (fail closed).
+ */
+function refusedBy(err: unknown, rule: string, what: string): DecidedCall {
+  if (isAgentdError(err, "EVALIDATION"))
+    return deniedCall("input.schema", err.message, { field: err.field ?? "input" });
+  return deniedCall(
+    rule,
+    `the kernel could not ${what} (${describeError(err)}); the call is refused`,
+  );
+}
+
+function describeError(err: unknown): string {
+  const text = isAgentdError(err)
+    ? `${err.code}: ${err.message}`
+    : err instanceof Error
+      ? `${err.name}: ${err.message}`
+      : "a non-error value was thrown";
+  return clipText(text, 1024);
+}
+
+/** Pieces of at most `max` UTF-16 units, never splitting a surrogate pair. */
+function slices(text: string, max: number): string[] {
+  const out: string[] = [];
+  let at = 0;
+  while (at < text.length) {
+    let end = Math.min(text.length, at + max);
+    const c = text.charCodeAt(end - 1);
+    if (end < text.length && end - at > 1 && c >= 0xd800 && c <= 0xdbff) end--;
+    out.push(text.slice(at, end));
+    at = end;
+  }
+  return out;
+}
+
+function isStorageError(err: unknown): boolean {
+  return isAgentdError(err) && STORAGE_CODES.has(err.code);
 }
