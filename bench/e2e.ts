@@ -147,7 +147,8 @@ function timedSandbox(inner: Sandbox): Sandbox & {
       runId: h.runId,
       // Tools and previews exec (timed by the kernel as the tools' time).
       exec: (req) => h.exec(req),
-      exportWorkspace: () => time("export", () => h.exportWorkspace()),
+      exportWorkspace: () => h.exportWorkspace(),
+      killAll: () => time("killAll", () => h.killAll()),
       diff: (base) => time("diff", () => h.diff(base)),
       destroy: () => time("destroy", () => h.destroy()),
       detach: () => h.detach?.(),

@@ -13,6 +13,7 @@ import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
 import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { tarOf } from "../testing/tar.ts";
+import { collect } from "./collect.ts";
 import {
   containerName,
   createDockerSandbox,
@@ -73,8 +74,16 @@ describe("hardening", () => {
     assert.equal(info.HostConfig.ReadonlyRootfs, true);
     assert.deepEqual(info.HostConfig.SecurityOpt, ["no-new-privileges"]);
     assert.equal(info.HostConfig.NetworkMode, "none");
-    assert.equal(info.HostConfig.Memory, TEST_LIMITS.memoryBytes);
+    // The workspace is a tmpfs charged to the same cgroup: processes keep memoryBytes.
+    assert.equal(
+      info.HostConfig.Memory,
+      TEST_LIMITS.memoryBytes + (TEST_LIMITS.workspaceBytes as number),
+    );
     assert.equal(info.HostConfig.PidsLimit, TEST_LIMITS.pids);
+    assert.match(
+      (info.HostConfig as { Tmpfs?: Record<string, string> }).Tmpfs?.["/workspace"] ?? "",
+      new RegExp(`size=${TEST_LIMITS.workspaceBytes}`),
+    );
     assert.equal(info.HostConfig.Privileged, false);
     assert.equal((info.HostConfig.Binds ?? []).length, 0, "no bind mount of a host path");
     assert.ok(
@@ -158,7 +167,9 @@ describe("limits", () => {
     const t = Date.now();
     const r = await run(box, "b(){ b|b& }; b 2>/dev/null; sleep 5", { timeoutMs: 3000 });
     assert.ok(Date.now() - t < 10_000, "returns");
-    assert.notEqual(r.exitCode, 0);
+    // The bomb's own shell may exit 0 (busybox runs `sleep` in-process) while its children
+    // hold the output open until the kill: a timeout or a failure, never a clean result.
+    assert.ok(r.timedOut || r.exitCode !== 0, JSON.stringify(r));
     const after = await run(box, "echo alive; ps | wc -l");
     assert.equal(after.exitCode, 0, after.stderr);
     assert.match(after.stdout, /alive/);
@@ -234,7 +245,7 @@ describe("workspace", () => {
         execFileSync("git", ["apply", "p.diff"], { cwd: dir });
         assert.equal(readFileSync(join(dir, "a.txt"), "utf8"), "changed\n");
         assert.equal(readFileSync(join(dir, "b.txt"), "utf8"), "new\n");
-        const out = await h.exportWorkspace();
+        const out = await collect(h.exportWorkspace());
         assert.ok(out.includes(Buffer.from("changed\n")));
       } finally {
         await h.destroy();
@@ -339,7 +350,10 @@ describe("warm containers", () => {
       assert.equal(info.HostConfig.ReadonlyRootfs, true);
       assert.deepEqual(info.HostConfig.CapDrop, ["ALL"]);
       assert.equal(info.HostConfig.NetworkMode, "none");
-      assert.equal(info.HostConfig.Memory, TEST_LIMITS.memoryBytes);
+      assert.equal(
+        info.HostConfig.Memory,
+        TEST_LIMITS.memoryBytes + (TEST_LIMITS.workspaceBytes as number),
+      );
       const r = await run(h, "id -u; cat w.txt; ls -ln w.txt | awk '{print $3}'");
       assert.equal(r.stdout, "1000\nwarm\n1000\n");
       assert.equal((await warm.find(runId))?.id, h.id, "found by the run's name");
@@ -358,7 +372,7 @@ describe("warm containers", () => {
       // A snapshot the engine exported from a cold container (getArchive) unpacks in a
       // warm one, as when a paused run resumes.
       await run(box, "mkdir -p snap/sub && echo deep > snap/sub/f.txt && chmod 755 snap");
-      const snapshot = await box.exportWorkspace();
+      const snapshot = await collect(box.exportWorkspace());
       await warm.prewarm(shape());
       const resumed = await warm.create({
         ...shape(),
@@ -459,14 +473,12 @@ describe("warm containers", () => {
     }
   });
 
-  it("find() starts a stopped container again, its workspace intact", async () => {
+  it("find() removes a stopped container (its tmpfs workspace is gone) and finds none", async () => {
     const runId = ulid();
     const h = await sandbox.create({ ...shape(), runId, tenantId: "acme" });
     await run(h, "echo work > done.txt");
     await docker.getContainer(h.id).kill();
-    const found = await sandbox.find(runId);
-    assert.equal(found?.id, h.id);
-    assert.equal((await run(found as SandboxHandle, "cat done.txt")).stdout, "work\n");
-    await found?.destroy();
+    assert.equal(await sandbox.find(runId), undefined, "the caller starts over from a snapshot");
+    await assert.rejects(docker.getContainer(h.id).inspect(), /no such container/i);
   });
 });

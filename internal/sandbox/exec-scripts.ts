@@ -1,13 +1,17 @@
 /**
- * The two tiny shell programs every exec relies on; POSIX sh, so they run on any image
- * (busybox ash, dash, bash).
+ * The tiny shell programs every sandbox relies on; POSIX sh, so they run on any image
+ * (busybox ash, dash, bash). They run as the sandbox user (uid 1000), never as root.
  *
  * RUN: the exec's own shell starts the command in the background (so it is not a process
  * group leader), the child calls setsid (which therefore does not fork) and execs the
  * command: the command leads a new session and process group whose id is `$!`, written
- * to a pid file. The outer shell waits, kills what is left of the group (nothing a call
- * started outlives it: no background daemons, no fork-bomb remnants; `kill` is a builtin,
- * so this works even at the pids limit) and returns the command's exit status.
+ * to a pid file. A watchdog in a session of its own kills that group when the call's
+ * timeout passes: the timeout holds inside the container even if the worker that started
+ * the call died (a `docker exec` keeps running when its client goes away). The outer shell
+ * waits, kills what is left of the group (nothing a call started outlives it: no background
+ * daemons, no fork-bomb remnants; `kill` is a builtin, so this works even at the pids
+ * limit), stops the watchdog (its group, and its pid in case it has not reached its
+ * setsid yet) and returns the command's exit status.
  *
  * With stdin, fd 0 is saved on fd 3 first: a background command's stdin is /dev/null
  * before any explicit redirection is applied (POSIX), so `<&0` would not do.
@@ -15,23 +19,86 @@
  * `kill -KILL "-$p"` (no `--`): dash's builtin kill refuses `--`, busybox and dash both
  * read a negative operand after the signal as a process group.
  *
- * KILL: kills that whole process group (and its leader), waiting briefly for the pid file
- * of an exec that has just started.
+ * Must never: run as root, or leave a process of a call running after the call ended.
  */
 
 export const PID_DIR = "/tmp/.agentd-exec";
 
-export const RUN_SCRIPT =
-  'd=/tmp/.agentd-exec; f="$d/$1"; shift; mkdir -p "$d" 2>/dev/null; ' +
-  'setsid "$@" </dev/null & p=$!; echo "$p" >"$f"; wait "$p"; rc=$?; kill -KILL "-$p" 2>/dev/null; rm -f "$f"; exit "$rc"';
+/** Arguments: exec id, timeout in seconds (the watchdog), then the command's argv. */
+const RUN_BODY = (start: string): string =>
+  'd=/tmp/.agentd-exec; f="$d/$1"; t="$2"; shift 2; mkdir -p "$d" 2>/dev/null; ' +
+  `${start} p=$!; echo "$p" >"$f"; ` +
+  'setsid sh -c \'sleep "$1"; kill -KILL "-$2"\' agentd-watchdog "$t" "$p" </dev/null >/dev/null 2>&1 & w=$!; ' +
+  'wait "$p"; rc=$?; kill -KILL "-$p" 2>/dev/null; kill -KILL "-$w" 2>/dev/null; kill -KILL "$w" 2>/dev/null; rm -f "$f"; exit "$rc"';
 
-export const RUN_SCRIPT_STDIN =
-  'd=/tmp/.agentd-exec; f="$d/$1"; shift; mkdir -p "$d" 2>/dev/null; ' +
-  'exec 3<&0; setsid "$@" <&3 3<&- & p=$!; exec 3<&-; echo "$p" >"$f"; wait "$p"; rc=$?; kill -KILL "-$p" 2>/dev/null; rm -f "$f"; exit "$rc"';
+export const RUN_SCRIPT = RUN_BODY('setsid "$@" </dev/null &');
 
+export const RUN_SCRIPT_STDIN = RUN_BODY('exec 3<&0; setsid "$@" <&3 3<&- & exec 3<&-;');
+
+/** Kills the process group of exec `$1` (and its leader), waiting briefly for its pid file. */
 export const KILL_SCRIPT =
   'f=/tmp/.agentd-exec/$1; i=0; while [ ! -s "$f" ] && [ "$i" -lt 20 ]; do sleep 0.05; i=$((i+1)); done; ' +
   'p=$(cat "$f" 2>/dev/null); [ -n "$p" ] || exit 3; kill -KILL "-$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; exit 0';
+
+/**
+ * Kills every process in the container except PID 1 (the init), the container's main
+ * process (the control loop: the earliest-started child of PID 1 — a start time cannot be
+ * forged, a pid can be recycled) and itself, whatever session or group they escaped to,
+ * and repeats until a scan finds none left (forks racing the kill are caught by the next
+ * round). Prints "agentd-killall ROUNDS" and exits 0 once the container is clean; 4 if
+ * processes keep appearing. Zombies are skipped (already dead; the init reaps them).
+ */
+export const KILL_ALL_SCRIPT = `self=$$; main=; mst=
+for d in /proc/[0-9]*; do
+  { read -r line < "$d/stat"; } 2>/dev/null || continue
+  rest=\${line##*) }; set -- $rest
+  [ "$2" = 1 ] || continue
+  if [ -z "$mst" ] || [ "\${20}" -lt "$mst" ]; then main=\${d#/proc/}; mst=\${20}; fi
+done
+i=0
+while :; do
+  n=0
+  for d in /proc/[0-9]*; do
+    p=\${d#/proc/}
+    case "$p" in 1|"$self"|"$main") continue ;; esac
+    { read -r line < "$d/stat"; } 2>/dev/null || continue
+    rest=\${line##*) }; set -- $rest
+    [ "$1" = Z ] && continue
+    kill -KILL "$p" 2>/dev/null
+    n=$((n+1))
+  done
+  [ "$n" -eq 0 ] && { echo "agentd-killall $i"; exit 0; }
+  i=$((i+1)); [ "$i" -ge 500 ] && { echo "agentd-killall: $n processes left after $i rounds" >&2; exit 4; }
+done`;
+
+/**
+ * The workspace as a tar on stdout. The sandbox user owns every file it made but may have
+ * taken away its own read permission (chmod 000): give it back first (owner-only bits), so
+ * nothing the run wrote is left out of a snapshot or a diff.
+ */
+export const EXPORT_SCRIPT =
+  "chmod u+rwx /workspace 2>/dev/null; chmod -R u+rwX /workspace 2>/dev/null; tar -c -f - -C /workspace .";
+
+/**
+ * PID 1's child in every sandbox: a small control loop on the container's attached
+ * stdin/stdout (attached before the start, so nothing is missed). It reads the size of the
+ * run's workspace archive, unpacks that many bytes as the sandbox user and says so; then
+ * it answers "export NONCE" with the workspace as a tar and a trailer naming the nonce and
+ * tar's exit status. Handing a workspace over and taking it back are pipe transfers, not
+ * docker cp calls (which cannot reach the tmpfs /workspace anyway). When stdin closes (the
+ * worker went away) it sleeps, so a worker taking the run over finds the container. The
+ * archive was validated and normalised before (relative paths, owned by uid 1000, no
+ * set-id bits).
+ */
+export const CONTROL_LOOP = `read -r n || exit 1
+head -c "$n" | tar -x -p -f - -C /workspace || exit 1
+echo agentd-ready
+while read -r cmd nonce; do
+  [ "$cmd" = export ] || break
+  ${EXPORT_SCRIPT}; s=$?
+  printf '\\nagentd-done %s %s\\n' "$nonce" "$s"
+done
+exec sleep 2147483647`;
 
 /** Prints the cgroup's OOM-kill counter (cgroup v1 or v2). */
 export const OOM_COUNT_SCRIPT =

@@ -16,6 +16,17 @@ export interface SandboxLimits {
   pids: number;
   /** Size of the /tmp tmpfs in bytes. */
   tmpBytes: number;
+  /**
+   * Size of /workspace in bytes (policy sandbox.workspaceSize): a write past it fails in the
+   * container with ENOSPC. Default 1 GiB.
+   */
+  workspaceBytes?: number;
+}
+
+/** A workspace archive (the normalised tar) that can be streamed, with its exact size. */
+export interface WorkspaceSource {
+  size: number;
+  open(): AsyncIterable<Uint8Array>;
 }
 
 export interface SandboxSpec {
@@ -28,12 +39,14 @@ export interface SandboxSpec {
   network: "none" | "bridge";
   /** The normalised workspace tar (see workspace-archive.ts); empty workspace when absent. */
   workspaceTar?: Uint8Array;
+  /** The same, streamed (a snapshot from the artifact store); wins over workspaceTar. */
+  workspace?: WorkspaceSource;
   /** Extra environment for every exec. */
   env?: Record<string, string>;
 }
 
 /** The shape of a sandbox without its run: what a policy asks for, a warm container is made for. */
-export type SandboxShape = Omit<SandboxSpec, "runId" | "tenantId" | "workspaceTar">;
+export type SandboxShape = Omit<SandboxSpec, "runId" | "tenantId" | "workspaceTar" | "workspace">;
 
 export type OutputStreamName = "stdout" | "stderr";
 
@@ -85,10 +98,20 @@ export interface SandboxHandle {
   readonly id: string;
   readonly runId: string;
   exec(req: ExecRequest): Promise<ExecResult>;
-  /** The workspace as a tar (paths relative to /workspace). */
-  exportWorkspace(): Promise<Buffer>;
+  /**
+   * The workspace as a tar (paths relative to /workspace), streamed: never held whole in
+   * memory. Longer than the workspace can be (its size limit plus tar's headers) fails
+   * with ETOOLARGE. Stopping early is allowed.
+   */
+  exportWorkspace(): AsyncIterable<Uint8Array>;
   /** The workspace's changes since the initial snapshot (or `baseTar`). */
   diff(baseTar?: Uint8Array): Promise<WorkspaceDiff>;
+  /**
+   * Kills every process in the container but its main process, whatever group or session
+   * it escaped to, and resolves only once none is left (confirmed by a scan). What a
+   * previous owner of the run started is dead afterwards.
+   */
+  killAll(): Promise<void>;
   /** Stops and removes the container and its workspace volume. Idempotent. */
   destroy(): Promise<void>;
   /**

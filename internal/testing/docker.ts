@@ -58,6 +58,7 @@ export const TEST_LIMITS: SandboxLimits = {
   cpus: 1,
   pids: 64,
   tmpBytes: 16 * 1024 * 1024,
+  workspaceBytes: 64 * 1024 * 1024,
 };
 
 /** `box` with a count of the execs made through it. */
@@ -72,6 +73,7 @@ export function countingExecs(box: SandboxHandle): { handle: SandboxHandle; exec
         return box.exec(req);
       },
       exportWorkspace: () => box.exportWorkspace(),
+      killAll: () => box.killAll(),
       diff: (base) => box.diff(base),
       destroy: () => box.destroy(),
       detach: () => box.detach?.(),

@@ -33,6 +33,7 @@ import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import type { Kernel, KernelRun } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { isTerminal, projectRun } from "../projections/run-projection.ts";
+import { collect } from "../sandbox/collect.ts";
 import type { Sandbox, SandboxHandle, SandboxShape } from "../sandbox/port.ts";
 import { normaliseWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "../sandbox/workspace-archive.ts";
 import { TOOLS } from "../tools/registry.ts";
@@ -431,7 +432,7 @@ export async function driveRun(
       // The paused run holds no worker: keep its workspace as an artifact to restore from,
       // in the normalised form an upload has (the bytes come from the sandbox: owners,
       // set-id bits, devices and hard links do not survive).
-      const exported = await (box as SandboxHandle).exportWorkspace();
+      const exported = await collect((box as SandboxHandle).exportWorkspace());
       const tar = await normaliseWorkspaceArchive(exported, SANDBOX_EXPORT_LIMITS);
       const info = await deps.artifacts.put(tar);
       await append({

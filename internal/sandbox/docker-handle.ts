@@ -1,0 +1,336 @@
+/**
+ * The handle of one run's container on the Docker engine: exec with live output, timeouts
+ * and caps on the whole process group; streamed workspace export (through the control
+ * channel, else `docker exec tar`); kill-all; destroy.
+ *
+ * Must never: leave a process running past its timeout, restart the container (its
+ * /workspace is a tmpfs: a restart would lose the run's work), or hold a workspace whole
+ * in memory.
+ */
+import { randomUUID } from "node:crypto";
+import type { Duplex } from "node:stream";
+import type Docker from "dockerode";
+import { AgentdError } from "../errors.ts";
+import type { ControlChannel } from "./control-channel.ts";
+import { ChunkQueue, capped, demux, exitCodeOf, OutputCollector } from "./docker-stream.ts";
+import {
+  EXPORT_SCRIPT,
+  KILL_ALL_SCRIPT,
+  KILL_SCRIPT,
+  OOM_COUNT_SCRIPT,
+  RUN_SCRIPT,
+  RUN_SCRIPT_STDIN,
+} from "./exec-scripts.ts";
+import type { ExecRequest, ExecResult, SandboxHandle, WorkspaceDiff } from "./port.ts";
+import { WORKSPACE } from "./port.ts";
+import { readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "./workspace-archive.ts";
+import { diffWorkspaces } from "./workspace-diff.ts";
+
+export const SANDBOX_USER = "1000:1000";
+
+/**
+ * The in-container watchdog fires this long after the worker's own timer: the worker kills
+ * at the timeout and reports it; the watchdog is the backstop when the worker is gone.
+ */
+const WATCHDOG_GRACE_MS = 2_000;
+/** Extra processes allowed while agentd's own kill runs in a container at its pids limit. */
+const PIDS_HEADROOM = 32;
+
+export interface HandleOptions {
+  /** Most bytes an export may have: the workspace's size limit plus tar's overhead. */
+  maxExportBytes: number;
+  /** The workspace the run started from, for diff() without an argument. */
+  baseTar?: Uint8Array;
+  /** The control channel of a container this process started. */
+  channel?: ControlChannel;
+}
+
+export class DockerSandboxHandle implements SandboxHandle {
+  readonly id: string;
+  readonly runId: string;
+  readonly #container: Docker.Container;
+  readonly #opts: HandleOptions;
+  #channel: ControlChannel | undefined;
+  #oomKills = 0;
+  #destroyed = false;
+
+  constructor(container: Docker.Container, runId: string, opts: HandleOptions) {
+    this.#container = container;
+    this.id = container.id;
+    this.runId = runId;
+    this.#opts = opts;
+    this.#channel = opts.channel;
+  }
+
+  async exec(req: ExecRequest): Promise<ExecResult> {
+    if (req.argv.length === 0) throw new AgentdError("EVALIDATION", "exec: argv is empty");
+    const started = performance.now();
+    const execId = randomUUID();
+    const withStdin = req.stdin !== undefined;
+    const watchdogS = ((req.timeoutMs + WATCHDOG_GRACE_MS) / 1000).toFixed(3);
+    let exec: Docker.Exec;
+    let stream: Duplex;
+    try {
+      exec = await this.#container.exec({
+        Cmd: [
+          "sh",
+          "-c",
+          withStdin ? RUN_SCRIPT_STDIN : RUN_SCRIPT,
+          "agentd-exec",
+          execId,
+          watchdogS,
+          ...req.argv,
+        ],
+        AttachStdout: true,
+        AttachStderr: true,
+        AttachStdin: withStdin,
+        User: SANDBOX_USER,
+        WorkingDir: req.cwd ?? WORKSPACE,
+        Env: Object.entries(req.env ?? {}).map(([k, v]) => `${k}=${v}`),
+      });
+      stream = (await exec.start({ hijack: true, stdin: withStdin })) as unknown as Duplex;
+    } catch (err) {
+      throw dockerError(err, `exec in the sandbox of run ${this.runId}`);
+    }
+
+    const out = new OutputCollector(req.maxOutputBytes, req.onOutput);
+    let killedFor: "timeout" | "cap" | "cancel" | undefined;
+    let killing: Promise<void> | undefined;
+    const kill = (why: "timeout" | "cap" | "cancel"): void => {
+      if (killedFor !== undefined) return;
+      killedFor = why;
+      killing = this.#killGroup(execId);
+    };
+    const timer = setTimeout(() => kill("timeout"), req.timeoutMs);
+    const onAbort = (): void => kill("cancel");
+    req.signal?.addEventListener("abort", onAbort);
+    if (req.signal?.aborted) kill("cancel");
+
+    try {
+      await new Promise<void>((resolve, reject) => {
+        demux(stream, (name, chunk) => {
+          if (!out.push(name, chunk)) kill("cap");
+        });
+        stream.on("end", resolve);
+        stream.on("close", resolve);
+        stream.on("error", reject);
+        if (withStdin) {
+          stream.write(Buffer.from(req.stdin as Uint8Array));
+          stream.end();
+        }
+      });
+    } finally {
+      clearTimeout(timer);
+      req.signal?.removeEventListener("abort", onAbort);
+    }
+    await killing;
+    const exitCode = await exitCodeOf(exec);
+    let oomKilled = false;
+    if (exitCode === 137 && killedFor === undefined) oomKilled = await this.#checkOom();
+    const { stdout, stderr, truncated } = out.finish();
+    return {
+      exitCode,
+      stdout,
+      stderr,
+      truncated,
+      timedOut: killedFor === "timeout",
+      cancelled: killedFor === "cancel",
+      oomKilled,
+      durationMs: Math.round(performance.now() - started),
+    };
+  }
+
+  /** Kills an exec's process group, making room at the pids limit if it has to. */
+  async #killGroup(execId: string): Promise<void> {
+    const argv = ["sh", "-c", KILL_SCRIPT, "agentd-kill", execId];
+    const ok = async (): Promise<boolean> => {
+      const { exitCode } = await this.#helperExec(argv);
+      return exitCode === 0 || exitCode === 3;
+    };
+    await this.#withRoom(ok, "stop a process group");
+  }
+
+  async killAll(): Promise<void> {
+    const argv = ["sh", "-c", KILL_ALL_SCRIPT, "agentd-killall"];
+    await this.#withRoom(
+      async () => (await this.#helperExec(argv)).exitCode === 0,
+      "stop every process",
+    );
+  }
+
+  /**
+   * Runs `attempt` (true when it worked); when it keeps failing — a fork bomb at the pids
+   * limit leaves no room for even a kill — raises the limit by a few processes for agentd's
+   * own kill and puts it back afterwards. Why not restart the container: its /workspace is
+   * a tmpfs and would lose the run's work.
+   */
+  async #withRoom(attempt: () => Promise<boolean>, doing: string): Promise<void> {
+    for (let i = 0; i < 2; i++) {
+      if (await attempt().catch(() => false)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const info = await this.#container.inspect().catch((err: unknown) => {
+      throw dockerError(err, `${doing} in the sandbox of run ${this.runId}`);
+    });
+    const limit = info.HostConfig.PidsLimit ?? 0;
+    if (limit > 0) await this.#container.update({ PidsLimit: limit + PIDS_HEADROOM });
+    try {
+      for (let i = 0; i < 5; i++) {
+        if (await attempt().catch(() => false)) return;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      if (limit > 0) await this.#container.update({ PidsLimit: limit }).catch(() => undefined);
+    }
+    throw new AgentdError("EIO", `cannot ${doing} in the sandbox of run ${this.runId}`);
+  }
+
+  async #checkOom(): Promise<boolean> {
+    try {
+      const { stdout: text } = await this.#helperExec(["sh", "-c", OOM_COUNT_SCRIPT]);
+      const m = /oom_kill (\d+)/.exec(text);
+      const n = m === null ? 0 : Number(m[1]);
+      const oom = n > this.#oomKills;
+      this.#oomKills = n;
+      return oom;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Runs a short helper command as the sandbox user: its exit code and (capped) stdout. */
+  async #helperExec(argv: string[]): Promise<{ exitCode: number; stdout: string }> {
+    const exec = await this.#container.exec({
+      Cmd: argv,
+      AttachStdout: true,
+      AttachStderr: true,
+      User: SANDBOX_USER,
+    });
+    const stream = (await exec.start({ hijack: true, stdin: false })) as unknown as Duplex;
+    let stdout = "";
+    demux(stream, (name, chunk) => {
+      if (name === "stdout" && stdout.length < 64 * 1024) stdout += chunk.toString("utf8");
+    });
+    await new Promise((resolve) => {
+      stream.on("end", resolve);
+      stream.on("close", resolve);
+      stream.on("error", resolve);
+    });
+    return { exitCode: await exitCodeOf(exec), stdout };
+  }
+
+  async *exportWorkspace(): AsyncGenerator<Uint8Array> {
+    const max = this.#opts.maxExportBytes;
+    const what = `the workspace export of run ${this.runId}`;
+    if (this.#channel?.alive()) {
+      let sent = 0;
+      try {
+        for await (const chunk of capped(this.#channel.exportWorkspace(), max, what)) {
+          sent += chunk.byteLength;
+          yield chunk;
+        }
+        return;
+      } catch (err) {
+        // Nothing reached the consumer yet: the exec below serves the same export.
+        // Otherwise the consumer saw part of an archive: it must fail, not get a second one.
+        this.#channel?.close();
+        this.#channel = undefined;
+        if (sent > 0 || (err instanceof AgentdError && err.code === "ETOOLARGE")) throw err;
+      }
+    }
+    yield* capped(this.#execExport(), max, what);
+  }
+
+  /** `tar -c` of the workspace through `docker exec`, streamed with backpressure. */
+  async *#execExport(): AsyncGenerator<Uint8Array> {
+    let exec: Docker.Exec;
+    let stream: Duplex;
+    try {
+      exec = await this.#container.exec({
+        Cmd: ["sh", "-c", EXPORT_SCRIPT],
+        AttachStdout: true,
+        AttachStderr: true,
+        User: SANDBOX_USER,
+      });
+      stream = (await exec.start({ hijack: true, stdin: false })) as unknown as Duplex;
+    } catch (err) {
+      throw dockerError(err, `export the workspace of run ${this.runId}`);
+    }
+    let stderr = "";
+    const queue = new ChunkQueue(
+      () => stream.pause(),
+      () => stream.resume(),
+    );
+    demux(stream, (name, chunk) => {
+      if (name === "stdout") queue.push(chunk);
+      else if (stderr.length < 4096) stderr += chunk.toString("utf8");
+    });
+    stream.on("end", () => queue.end());
+    stream.on("close", () => queue.end());
+    stream.on("error", (err) => queue.end(err));
+    let complete = false;
+    try {
+      yield* queue.drain();
+      complete = true;
+    } finally {
+      if (!complete) stream.destroy();
+    }
+    const code = await exitCodeOf(exec);
+    if (code !== 0)
+      throw new AgentdError(
+        "EIO",
+        `cannot export the workspace of run ${this.runId}: tar exited ${code}: ${stderr.trim().slice(0, 500)}`,
+      );
+  }
+
+  async diff(baseTar?: Uint8Array): Promise<WorkspaceDiff> {
+    const base = baseTar ?? this.#opts.baseTar;
+    if (base === undefined) {
+      throw new AgentdError(
+        "EVALIDATION",
+        "diff: no initial snapshot known for this sandbox; pass the base archive",
+      );
+    }
+    const chunks: Uint8Array[] = [];
+    for await (const c of this.exportWorkspace()) chunks.push(c);
+    const [before, after] = await Promise.all([
+      base.byteLength === 0 ? [] : readWorkspaceArchive(base, SANDBOX_EXPORT_LIMITS),
+      readWorkspaceArchive(Buffer.concat(chunks), SANDBOX_EXPORT_LIMITS),
+    ]);
+    return diffWorkspaces(before, after);
+  }
+
+  detach(): void {
+    this.#channel?.close();
+    this.#channel = undefined;
+  }
+
+  async destroy(): Promise<void> {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    this.#channel?.close();
+    await this.#container.remove({ force: true, v: true }).catch((err: { statusCode?: number }) => {
+      if (err.statusCode !== 404) throw dockerError(err, `remove the sandbox of run ${this.runId}`);
+    });
+  }
+}
+
+/** Docker failures as typed errors: a missing image is ENOTFOUND, an unreachable engine EUNAVAILABLE. */
+export function dockerError(err: unknown, doing: string, image?: string): AgentdError {
+  const e = err as { statusCode?: number; message?: string; code?: string };
+  if (e.statusCode === 404 && image !== undefined && /image/i.test(e.message ?? "")) {
+    return new AgentdError(
+      "ENOTFOUND",
+      `unknown sandbox image ${image}: build it with 'make images' or set sandbox.image`,
+      { cause: err },
+    );
+  }
+  if (e.code === "ECONNREFUSED" || e.code === "ENOENT" || e.code === "EACCES") {
+    return new AgentdError(
+      "EUNAVAILABLE",
+      `cannot ${doing}: the Docker engine is not reachable (${e.code})`,
+      { cause: err },
+    );
+  }
+  return new AgentdError("EIO", `cannot ${doing}: ${e.message ?? String(err)}`, { cause: err });
+}

@@ -1,0 +1,163 @@
+/**
+ * Docker's attach/exec stream plumbing: the multiplexed frame format, a capped UTF-8
+ * output collector, an exec's exit code, and a byte-capped pull iterator over a stream.
+ * Must never: buffer an unbounded amount of a sandbox's output.
+ */
+import type { Duplex } from "node:stream";
+import { StringDecoder } from "node:string_decoder";
+import type Docker from "dockerode";
+import { AgentdError } from "../errors.ts";
+import type { ExecRequest, OutputStreamName } from "./port.ts";
+
+/** Splits Docker's multiplexed attach stream: 8-byte headers (stream id, size), then payload. */
+export function demux(
+  stream: Duplex,
+  onChunk: (name: OutputStreamName, chunk: Buffer) => void,
+): void {
+  let buf: Buffer = Buffer.alloc(0);
+  stream.on("data", (data: Buffer) => {
+    buf = buf.length === 0 ? data : Buffer.concat([buf, data]);
+    while (buf.length >= 8) {
+      const size = buf.readUInt32BE(4);
+      if (buf.length < 8 + size) break;
+      const kind = buf[0];
+      const payload = buf.subarray(8, 8 + size);
+      buf = buf.subarray(8 + size);
+      if (kind === 1) onChunk("stdout", payload);
+      else if (kind === 2) onChunk("stderr", payload);
+    }
+  });
+}
+
+/** The exit code of a finished exec (-1 when the engine never records one). */
+export async function exitCodeOf(exec: Docker.Exec): Promise<number> {
+  // The stream can end a moment before the engine records the exit code.
+  for (let i = 0; i < 50; i++) {
+    const info = await exec.inspect();
+    if (!info.Running && info.ExitCode !== null) return info.ExitCode;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return -1;
+}
+
+/** Keeps at most `max` bytes of output in total; decodes UTF-8 safely across chunks. */
+export class OutputCollector {
+  readonly #max: number;
+  readonly #onOutput: ExecRequest["onOutput"];
+  readonly #text = { stdout: "", stderr: "" };
+  readonly #dec = { stdout: new StringDecoder("utf8"), stderr: new StringDecoder("utf8") };
+  #bytes = 0;
+  #truncated = false;
+
+  constructor(max: number, onOutput: ExecRequest["onOutput"]) {
+    this.#max = max;
+    this.#onOutput = onOutput;
+  }
+
+  /** Adds a chunk; false once the cap is reached (the caller stops the process). */
+  push(name: OutputStreamName, chunk: Buffer): boolean {
+    if (this.#truncated) return false;
+    const room = this.#max - this.#bytes;
+    const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
+    this.#bytes += part.length;
+    const text = this.#dec[name].write(part);
+    if (text !== "") {
+      this.#text[name] += text;
+      this.#onOutput?.(name, text);
+    }
+    if (chunk.length > room) {
+      this.#truncated = true;
+      const marker = `\n[agentd: output truncated at ${this.#max} bytes; the process was stopped]\n`;
+      this.#text[name] += this.#dec[name].end() + marker;
+      this.#onOutput?.(name, marker);
+      return false;
+    }
+    return true;
+  }
+
+  finish(): { stdout: string; stderr: string; truncated: boolean } {
+    if (!this.#truncated) {
+      this.#text.stdout += this.#dec.stdout.end();
+      this.#text.stderr += this.#dec.stderr.end();
+    }
+    return { ...this.#text, truncated: this.#truncated };
+  }
+}
+
+/**
+ * A pull-based queue between a push source (stream events) and an async iterator: the
+ * producer pauses the source while `highWater` bytes wait unread, so a slow consumer never
+ * makes the worker buffer a whole workspace.
+ */
+export class ChunkQueue {
+  readonly #chunks: Buffer[] = [];
+  #bytes = 0;
+  #done = false;
+  #error: Error | undefined;
+  #wake: (() => void) | undefined;
+  readonly #pause: () => void;
+  readonly #resume: () => void;
+  readonly #highWater: number;
+
+  constructor(pause: () => void, resume: () => void, highWater = 1024 * 1024) {
+    this.#pause = pause;
+    this.#resume = resume;
+    this.#highWater = highWater;
+  }
+
+  push(chunk: Buffer): void {
+    this.#chunks.push(chunk);
+    this.#bytes += chunk.length;
+    if (this.#bytes >= this.#highWater) this.#pause();
+    this.#signal();
+  }
+
+  end(error?: Error): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#error = error;
+    this.#signal();
+  }
+
+  async *drain(): AsyncGenerator<Buffer> {
+    for (;;) {
+      const chunk = this.#chunks.shift();
+      if (chunk !== undefined) {
+        this.#bytes -= chunk.length;
+        if (this.#bytes < this.#highWater / 2) this.#resume();
+        yield chunk;
+        continue;
+      }
+      if (this.#done) {
+        if (this.#error !== undefined) throw this.#error;
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+      });
+    }
+  }
+
+  #signal(): void {
+    const w = this.#wake;
+    this.#wake = undefined;
+    w?.();
+  }
+}
+
+/** `source` with a cap: more than `max` bytes fail with ETOOLARGE naming `what`. */
+export async function* capped(
+  source: AsyncIterable<Uint8Array>,
+  max: number,
+  what: string,
+): AsyncGenerator<Uint8Array> {
+  let seen = 0;
+  for await (const chunk of source) {
+    seen += chunk.byteLength;
+    if (seen > max)
+      throw new AgentdError("ETOOLARGE", `${what} is larger than ${max} bytes`, {
+        field: "sandbox.workspaceSize",
+      });
+    yield chunk;
+  }
+}

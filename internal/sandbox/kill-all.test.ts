@@ -1,0 +1,145 @@
+/**
+ * Nothing a call started survives agentd deciding it is over, against the real engine:
+ * kill-all catches processes that escaped their group (setsid, double fork) and fork bombs
+ * at the pids limit, and a call's timeout holds in the container after its worker is gone.
+ */
+import assert from "node:assert/strict";
+import type { Duplex } from "node:stream";
+import { after, before, describe, it } from "node:test";
+import type Docker from "dockerode";
+import { ulid } from "ulid";
+import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { containerName } from "./docker-sandbox.ts";
+import { RUN_SCRIPT } from "./exec-scripts.ts";
+import type { Sandbox, SandboxHandle } from "./port.ts";
+
+let docker: Docker;
+let sandbox: Sandbox;
+let label: string;
+let cleanup: () => Promise<void>;
+
+const sh = (h: SandboxHandle, cmd: string, timeoutMs = 10_000) =>
+  h.exec({ argv: ["sh", "-c", cmd], timeoutMs, maxOutputBytes: 64 * 1024 });
+const sizeOf = async (h: SandboxHandle, file: string) =>
+  Number((await sh(h, `wc -c < ${file} 2>/dev/null || echo 0`)).stdout.trim());
+const box = () =>
+  sandbox.create({
+    runId: ulid(),
+    tenantId: "acme",
+    image: sandboxImage("test"),
+    limits: TEST_LIMITS,
+    network: "none",
+  });
+
+before(async () => {
+  ({ docker, sandbox, label, cleanup } = await testSandbox());
+});
+after(async () => {
+  await cleanup();
+});
+
+describe("killAll", () => {
+  it("kills processes that left their process group and keeps the container usable", async () => {
+    const h = await box();
+    try {
+      // A daemon in a session of its own, double-forked, writing every 100 ms.
+      await sh(
+        h,
+        "setsid sh -c '(while :; do echo x >> /workspace/grow; sleep 0.1; done) &' </dev/null >/dev/null 2>&1",
+      );
+      await new Promise((r) => setTimeout(r, 400));
+      const before = await sizeOf(h, "/workspace/grow");
+      assert.ok(before > 0, "the daemon runs");
+      await h.killAll();
+      const a = await sizeOf(h, "/workspace/grow");
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(await sizeOf(h, "/workspace/grow"), a, "the file stopped growing");
+      const ps = await sh(h, "ps -o args | grep -c '[e]cho x' || true");
+      assert.equal(ps.stdout.trim(), "0");
+      // The main process (the control loop) survived: the workspace still comes out.
+      let bytes = 0;
+      for await (const c of h.exportWorkspace()) bytes += c.byteLength;
+      assert.ok(bytes > 1024, "export works after kill-all");
+    } finally {
+      await h.destroy();
+    }
+  });
+
+  it("kills a fork bomb at the pids limit (making room for its own kill)", async () => {
+    const h = await box();
+    try {
+      void sh(h, "b(){ b|b& }; b", 30_000).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 1500));
+      const t = Date.now();
+      await h.killAll();
+      const after = await sh(h, "ls /proc | grep -c '^[0-9]'");
+      assert.equal(after.exitCode, 0, after.stderr);
+      assert.ok(Number(after.stdout.trim()) < 10, `few processes left: ${after.stdout}`);
+      assert.ok(Date.now() - t < 15_000, "in bounded time");
+      const info = await docker.getContainer(h.id).inspect();
+      assert.equal(info.HostConfig.PidsLimit, TEST_LIMITS.pids, "the pids limit is put back");
+    } finally {
+      await h.destroy();
+    }
+  });
+
+  it("works on a container found again by another process (no control channel)", async () => {
+    const h = await box();
+    try {
+      await sh(h, "setsid sh -c 'sleep 4141 &' </dev/null >/dev/null 2>&1");
+      h.detach?.();
+      const found = (await sandbox.find(h.runId)) as SandboxHandle;
+      await found.killAll();
+      const ps = await sh(found, "ps -o args | grep -c '^sleep 4141' || true");
+      assert.equal(ps.stdout.trim(), "0");
+    } finally {
+      await h.destroy();
+    }
+  });
+});
+
+describe("a call's timeout without its worker", () => {
+  it("is enforced inside the container when the client that started it is gone", async () => {
+    const h = await box();
+    try {
+      const c = docker.getContainer(containerName(label, h.runId));
+      // What a worker's exec looks like, with a 1 s watchdog; the client then vanishes.
+      const exec = await c.exec({
+        Cmd: ["sh", "-c", RUN_SCRIPT, "agentd-exec", "orphan", "1", "sh", "-c", "sleep 4343"],
+        AttachStdout: true,
+        AttachStderr: true,
+        User: "1000:1000",
+      });
+      const stream = (await exec.start({ hijack: true, stdin: false })) as unknown as Duplex;
+      await new Promise((r) => setTimeout(r, 300));
+      stream.destroy();
+      const running = await sh(h, "ps -o args | grep -c '^sleep 4343' || true");
+      assert.equal(running.stdout.trim(), "1", "still running right after the client left");
+      await new Promise((r) => setTimeout(r, 1500));
+      const later = await sh(h, "ps -o args | grep -c '^sleep 4343' || true");
+      assert.equal(later.stdout.trim(), "0", "killed by the in-container watchdog");
+    } finally {
+      await h.destroy();
+    }
+  });
+
+  it("leaves no watchdog behind after an ordinary call", async () => {
+    const h = await box();
+    try {
+      for (let i = 0; i < 5; i++) await sh(h, "true");
+      const ps = await sh(h, "ps -o args");
+      // Watchdogs by the call they guard (busybox shows a forked `sleep` with its parent's
+      // arguments, so one watchdog can be two lines).
+      const guarded = new Set(
+        ps.stdout
+          .split("\n")
+          .filter((l) => /^sh -c sleep .*agentd-watchdog/.test(l))
+          .map((l) => l.split(" ").pop()),
+      );
+      // At most the ps's own call's (it may not have started yet); none of the five before.
+      assert.ok(guarded.size <= 1, ps.stdout);
+    } finally {
+      await h.destroy();
+    }
+  });
+});
