@@ -54,8 +54,10 @@ describe("the repository's policy.yaml", () => {
       maxStdout: 1 << 20,
       maxDiffSize: 1 << 20,
       maxFileRead: 256 << 10,
+      maxPatchSize: 64 << 20,
     });
     assert.equal(p.sandbox.memory, 1 << 30);
+    assert.equal(p.sandbox.workspaceSize, 1 << 30);
     assert.equal(p.sandbox.network, "none");
     assert.equal(p.approvals.expireAfter, 24 * 3_600_000);
     assert.deepEqual(
@@ -191,6 +193,16 @@ describe("broken policies: every issue with its line and field", () => {
       want: [
         { line: 3, field: "sandbox.memory", message: /^expected a size such as .*got "lots"/ },
       ],
+    },
+    {
+      name: "workspace size of zero (a tmpfs of size 0 has no limit)",
+      text: "version: 1\nsandbox:\n  workspaceSize: 0\n",
+      want: [{ line: 3, field: "sandbox.workspaceSize", message: /between 1MiB and 256GiB/ }],
+    },
+    {
+      name: "workspace size that is not a size",
+      text: "version: 1\nsandbox:\n  workspaceSize: huge\n",
+      want: [{ line: 3, field: "sandbox.workspaceSize", message: /^expected a size such as/ }],
     },
     {
       name: "negative size",

@@ -245,9 +245,16 @@ export const PolicySchema = z
         maxDiffSize: Size.default(1024 * 1024),
         /** Most bytes repo.read returns. */
         maxFileRead: Size.default(256 * 1024),
+        /** Largest final patch of a run; a run whose changes are larger fails with ETOOLARGE. */
+        maxPatchSize: Size.default(64 * 1024 ** 2),
       })
       .strict()
-      .default({ maxStdout: 1024 * 1024, maxDiffSize: 1024 * 1024, maxFileRead: 256 * 1024 }),
+      .default({
+        maxStdout: 1024 * 1024,
+        maxDiffSize: 1024 * 1024,
+        maxFileRead: 256 * 1024,
+        maxPatchSize: 64 * 1024 ** 2,
+      }),
     redaction: z
       .object({
         /** Names whose values are redacted (KEY=value, "key": "value"), case-insensitive substrings. */
@@ -283,6 +290,13 @@ export const PolicySchema = z
         memory: Size.default(1024 ** 3),
         pids: z.number().int().min(16).max(32768).default(256),
         tmp: Size.default(256 * 1024 ** 2),
+        /**
+         * Size of /workspace, enforced in the container (ENOSPC past it). At least 1 MiB: a
+         * tmpfs of size 0 would have no limit at all.
+         */
+        workspaceSize: Size.refine((n) => n >= 1024 ** 2 && n <= 256 * 1024 ** 3, {
+          message: 'must be between 1MiB and 256GiB (e.g. "1GiB")',
+        }).default(1024 ** 3),
         network: z.enum(["none", "allowlist"]).default("none"),
         allowlist: z.array(z.string().min(1)).default([]),
       })
@@ -297,6 +311,7 @@ export const PolicySchema = z
         memory: 1024 ** 3,
         pids: 256,
         tmp: 256 * 1024 ** 2,
+        workspaceSize: 1024 ** 3,
         network: "none",
         allowlist: [],
       }),

@@ -561,6 +561,7 @@ export function sandboxShape(p: Policy): SandboxShape {
       cpus: p.sandbox.cpu,
       pids: p.sandbox.pids,
       tmpBytes: p.sandbox.tmp,
+      workspaceBytes: p.sandbox.workspaceSize,
     },
     network: "none",
   };
