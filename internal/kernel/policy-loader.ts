@@ -4,6 +4,7 @@
  * ranges, so an error points at the offending value (or, for an unknown key, at the key).
  */
 import { readFileSync } from "node:fs";
+import { dirname, resolve as resolvePath } from "node:path";
 import { type Document, isMap, isScalar, isSeq, LineCounter, parseDocument } from "yaml";
 import type { z } from "zod";
 import { AgentdError } from "../errors.ts";
@@ -23,37 +24,44 @@ export type ParsePolicyResult = { ok: true; policy: Policy } | { ok: false; erro
 
 type Path = readonly PropertyKey[];
 
-/** Parses and validates policy text; `source` names the file in the issues. */
-export function parsePolicy(text: string, source: string): ParsePolicyResult {
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
-  const at = (offset: number, field: string, message: string): PolicyIssue => {
-    const { line, col } = lines.linePos(offset);
-    return { file: source, line, column: col, field, message };
-  };
+/**
+ * Reads the policy a file `extends` (a path relative to the extending file). Answers the
+ * text and its source name, or an error message.
+ */
+export type PolicyResolver = (
+  from: string,
+  ref: string,
+) => { text: string; source: string } | { error: string };
 
-  // 1. YAML syntax: every error the parser found (duplicate keys included). The document
-  //    is not validated further: its content would be guesswork.
-  if (doc.errors.length > 0) {
-    return { ok: false, errors: doc.errors.map((e) => at(e.pos[0], "(yaml)", e.message)) };
-  }
-  if (doc.contents === null) {
-    return {
-      ok: false,
-      errors: [
-        at(0, "(root)", "the policy is empty; expected a mapping that starts with `version: 1`"),
-      ],
-    };
-  }
-  let input: unknown;
-  try {
-    input = doc.toJS({ maxAliasCount: 100 });
-  } catch (err) {
-    return { ok: false, errors: [at(0, "(yaml)", (err as Error).message)] };
-  }
+/** How many files one `extends` chain may hold (a typo should not recurse forever). */
+const MAX_LAYERS = 4;
 
-  // 2. The schema: every zod issue, mapped back to its node.
-  const parsed = PolicySchema.safeParse(input);
+/** One parsed file of a policy: its document, where its lines are, and its content. */
+interface Layer {
+  doc: Document;
+  lines: LineCounter;
+  source: string;
+  input: Record<string, unknown>;
+}
+
+/**
+ * Parses and validates policy text; `source` names the file in the issues. With `resolve`,
+ * a top-level `extends: PATH` layers this file over another one: mappings merge key by key
+ * (this file wins), lists and scalars are replaced whole. Every issue names the file and
+ * line that holds the offending value.
+ */
+export function parsePolicy(
+  text: string,
+  source: string,
+  resolve?: PolicyResolver,
+): ParsePolicyResult {
+  const layers = parseLayers(text, source, resolve, []);
+  if (!Array.isArray(layers)) return layers;
+  // A file that is not a mapping is validated as it is (the schema says what it expected).
+  let merged: unknown = (layers[0] as Layer).input;
+  for (const l of layers.slice(1)) merged = mergePolicy(merged as Record<string, unknown>, l.input);
+  // 2. The schema: every zod issue, mapped back to the node of the layer that holds it.
+  const parsed = PolicySchema.safeParse(merged);
   if (parsed.success) return { ok: true, policy: parsed.data };
   const errors: PolicyIssue[] = [];
   for (const issue of parsed.error.issues) {
@@ -65,16 +73,84 @@ export function parsePolicy(text: string, source: string): ParsePolicyResult {
       for (const key of issue.keys) {
         const path = [...issue.path, key];
         const hint = expected.length > 0 ? `; expected one of ${expected.join(", ")}` : "";
-        errors.push(at(offsetOf(doc, path, true), fieldName(path), `unknown ${what}${hint}`));
+        errors.push(issueAt(layers, path, true, `unknown ${what}${hint}`));
       }
       continue;
     }
-    errors.push(
-      at(offsetOf(doc, issue.path, false), fieldName(issue.path), describe(issue, input)),
-    );
+    errors.push(issueAt(layers, issue.path, false, describe(issue, merged)));
   }
-  errors.sort((a, b) => a.line - b.line || a.column - b.column);
+  errors.sort((a, b) => a.file.localeCompare(b.file) || a.line - b.line || a.column - b.column);
   return { ok: false, errors };
+}
+
+/** The file's layers, base first, or the issues that stop it (syntax, empty, a bad extends). */
+function parseLayers(
+  text: string,
+  source: string,
+  resolve: PolicyResolver | undefined,
+  seen: string[],
+): Layer[] | { ok: false; errors: PolicyIssue[] } {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
+  const at = (offset: number, field: string, message: string): PolicyIssue => {
+    const { line, col } = lines.linePos(offset);
+    return { file: source, line, column: col, field, message };
+  };
+  const fail = (errors: PolicyIssue[]) => ({ ok: false as const, errors });
+  // 1. YAML syntax: every error the parser found (duplicate keys included). The document
+  //    is not validated further: its content would be guesswork.
+  if (doc.errors.length > 0) return fail(doc.errors.map((e) => at(e.pos[0], "(yaml)", e.message)));
+  if (doc.contents === null)
+    return fail([
+      at(0, "(root)", "the policy is empty; expected a mapping that starts with `version: 1`"),
+    ]);
+  let input: unknown;
+  try {
+    input = doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    return fail([at(0, "(yaml)", (err as Error).message)]);
+  }
+  if (input === null || typeof input !== "object" || Array.isArray(input)) {
+    if (seen.length > 0) return fail([at(0, "(root)", "an extended policy must be a mapping")]);
+    return [{ doc, lines, source, input: input as Record<string, unknown> }];
+  }
+  const { extends: ref, ...own } = input as Record<string, unknown>;
+  const layer: Layer = { doc, lines, source, input: own };
+  if (ref === undefined) return [layer];
+  const refAt = offsetOf(doc, ["extends"], false);
+  if (typeof ref !== "string" || ref === "")
+    return fail([at(refAt, "extends", `expected the path of a policy file, got ${show(ref)}`)]);
+  if (resolve === undefined)
+    return fail([at(refAt, "extends", "only a policy loaded from a file can extend another")]);
+  if (seen.length + 1 >= MAX_LAYERS)
+    return fail([at(refAt, "extends", `more than ${MAX_LAYERS} files extend each other`)]);
+  const base = resolve(source, ref);
+  if ("error" in base) return fail([at(refAt, "extends", base.error)]);
+  if ([...seen, source].includes(base.source))
+    return fail([at(refAt, "extends", `${base.source} extends itself (a cycle)`)]);
+  const below = parseLayers(base.text, base.source, resolve, [...seen, source]);
+  return Array.isArray(below) ? [...below, layer] : below;
+}
+
+/** `over` layered on `base`: mappings merge key by key, anything else is replaced. */
+function mergePolicy(base: Record<string, unknown>, over: Record<string, unknown>) {
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    const isMapping = (x: unknown): x is Record<string, unknown> =>
+      x !== null && typeof x === "object" && !Array.isArray(x);
+    out[k] = isMapping(b) && isMapping(v) ? mergePolicy(b, v) : v;
+  }
+  return out;
+}
+
+/** An issue at `path`, in the top-most layer that has it (else the extending file itself). */
+function issueAt(layers: Layer[], path: Path, key: boolean, message: string): PolicyIssue {
+  const top = layers.at(-1) as Layer;
+  const holder =
+    [...layers].reverse().find((l) => path.length > 0 && l.doc.hasIn(path as unknown[])) ?? top;
+  const { line, col } = holder.lines.linePos(offsetOf(holder.doc, path, key));
+  return { file: holder.source, line, column: col, field: fieldName(path), message };
 }
 
 /** Reads and parses a policy file; an unreadable file is one issue without a position. */
@@ -86,8 +162,18 @@ export function readPolicyFile(path: string): ParsePolicyResult {
     const message = `cannot read the policy: ${(err as Error).message}`;
     return { ok: false, errors: [{ file: path, line: 0, column: 0, field: "(file)", message }] };
   }
-  return parsePolicy(text, path);
+  return parsePolicy(text, path, resolveRelative);
 }
+
+/** `extends` paths are relative to the file that names them. */
+const resolveRelative: PolicyResolver = (from, ref) => {
+  const path = resolvePath(dirname(from), ref);
+  try {
+    return { text: readFileSync(path, "utf8"), source: path };
+  } catch (err) {
+    return { error: `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? "error"}` };
+  }
+};
 
 /** Loads a policy file or throws EVALIDATION listing every issue, one per line. */
 export function loadPolicyFile(path: string): Policy {
