@@ -5,6 +5,7 @@
  *
  * Never splits a UTF-16 surrogate pair (a cut never makes a lone surrogate), never cuts a
  * value that is already short enough, never turns an own `__proto__` key into a prototype.
+ * (Strings of a JSON document may hold lone surrogates: canonical JSON escapes them.)
  */
 
 /** The marker put where content was left out, given how much: UTF-8 bytes of text, or items. */
@@ -33,9 +34,13 @@ export function headTail(text: string, keep: number, note: CutNote): string {
 /** A plain marker for short fields (reasons, messages, names): "[agentd: N bytes left out]". */
 export const plainNote: CutNote = (n, unit) => ` [agentd: ${n} ${unit} left out] `;
 
-/** `text` cut to about `max` units with a plain marker (for reasons, messages and names). */
+/**
+ * `text` cut to about `max` units with a plain marker (for reasons, messages and names),
+ * and well-formed: a lone surrogate (from a model's input) becomes U+FFFD, because an event
+ * holding one cannot be decoded (protobuf strings must be valid UTF-8).
+ */
 export function clipText(text: string, max: number): string {
-  return headTail(text, max, plainNote);
+  return headTail(text, max, plainNote).toWellFormed();
 }
 
 /**

@@ -776,6 +776,10 @@ describe("totality: every input ends in a decision and a typed result", () => {
         ["process.run", "rm -rf /", "EVALIDATION"],
         ["repo.search", deep, "EVALIDATION"],
         ["repo.read", JSON.parse('{"__proto__":{"path":"hello.txt"}}'), "EVALIDATION"],
+        // Lone surrogates echoed into events would make them undecodable (invalid UTF-8).
+        ["repo.\ud800read", {}, "EPOLICY"],
+        ["repo.read", { path: "a\udc00b", "\ud800": 1 }, "EVALIDATION"],
+        ["repo.read", { path: "no\ud800such" }, "ENOTFOUND"],
       ] as const
     ).entries()) {
       const r = await refused(kernel, `t-odd-${i}`, tool, input);

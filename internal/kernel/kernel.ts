@@ -464,10 +464,15 @@ export function createKernel(opts: KernelOptions): Kernel {
     let timer: NodeJS.Timeout | undefined;
     let chain: Promise<unknown> = Promise.resolve();
     let failure: { err: unknown } | undefined;
-    const flush = (): void => {
+    const flush = (final = false): void => {
       timer = undefined;
       for (const s of ["stdout", "stderr"] as const) {
-        for (const chunk of slices(pending[s], OUTPUT_FLUSH_BYTES)) {
+        // A surrogate pair split between two pushes waits for its second half: an event
+        // holding half a pair cannot be decoded. At the end, whatever is left is made whole.
+        const text = final ? pending[s].toWellFormed() : pending[s];
+        const held = !final && isHighSurrogate(text.charCodeAt(text.length - 1)) ? 1 : 0;
+        pending[s] = text.slice(text.length - held);
+        for (const chunk of slices(text.slice(0, text.length - held), OUTPUT_FLUSH_BYTES)) {
           chain = chain.then(() =>
             failure !== undefined
               ? undefined
@@ -483,20 +488,19 @@ export function createKernel(opts: KernelOptions): Kernel {
                 }),
           );
         }
-        pending[s] = "";
       }
     };
     return {
       push: (stream: "stdout" | "stderr", text: string): void => {
         pending[stream] += streams[stream].push(text);
         if (pending[stream].length >= OUTPUT_FLUSH_BYTES) flush();
-        else timer ??= setTimeout(flush, OUTPUT_FLUSH_MS);
+        else timer ??= setTimeout(() => flush(), OUTPUT_FLUSH_MS);
       },
       async close(): Promise<void> {
         clearTimeout(timer);
         pending.stdout += streams.stdout.end();
         pending.stderr += streams.stderr.end();
-        flush();
+        flush(true);
         await chain;
         if (failure !== undefined) throw failure.err;
       },
@@ -745,19 +749,24 @@ export function createKernel(opts: KernelOptions): Kernel {
   return { handle, continueAfterApproval, decideCall };
 }
 
-/** A preview as an event message; tolerant of a preview cut to fit (see fitPreview). */
+/**
+ * A preview as an event message: every text well-formed (a command or path may carry lone
+ * surrogates), tolerant of the fallback form of a preview cut to fit (summary in `head`).
+ */
 function toPreviewMessage(p: PreviewData): Preview {
   const cut = p as Partial<PreviewData> & { head?: string };
+  const text = (s: string | undefined): string => (s ?? "").toWellFormed();
+  const texts = (xs: string[] | undefined): string[] => (xs ?? []).map(text);
   return create(PreviewSchema, {
-    summary: cut.summary ?? cut.head ?? "",
-    files: p.files ?? [],
+    summary: text(cut.summary ?? cut.head),
+    files: texts(p.files),
     hunks: p.hunks ?? 0,
     linesAdded: p.linesAdded ?? 0,
     linesRemoved: p.linesRemoved ?? 0,
-    diff: p.diff ?? "",
-    argv: p.argv ?? [],
-    cwd: p.cwd ?? "",
-    matchedRules: cut.matchedRules ?? [],
+    diff: text(p.diff),
+    argv: texts(p.argv),
+    cwd: text(p.cwd),
+    matchedRules: texts(cut.matchedRules),
     baseSha256: p.baseSha256 ?? "",
   });
 }
@@ -806,14 +815,15 @@ function describeError(err: unknown): string {
   return clipText(text, 1024);
 }
 
+const isHighSurrogate = (c: number): boolean => c >= 0xd800 && c <= 0xdbff;
+
 /** Pieces of at most `max` UTF-16 units, never splitting a surrogate pair. */
 function slices(text: string, max: number): string[] {
   const out: string[] = [];
   let at = 0;
   while (at < text.length) {
     let end = Math.min(text.length, at + max);
-    const c = text.charCodeAt(end - 1);
-    if (end < text.length && end - at > 1 && c >= 0xd800 && c <= 0xdbff) end--;
+    if (end < text.length && end - at > 1 && isHighSurrogate(text.charCodeAt(end - 1))) end--;
     out.push(text.slice(at, end));
     at = end;
   }
