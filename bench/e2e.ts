@@ -248,6 +248,7 @@ async function oneRun(args: Args, docker: Docker, image: string): Promise<Figure
       policy: () => policy.current(),
       secretProviders: [createEnvSecretProvider({})],
       trustCounters: createTrustStore({ log, runs }),
+      artifacts,
     }),
   );
   const worker = createWorker({

@@ -66,6 +66,9 @@ const SERVER_FLAGS: FlagName[] = [
   "artifact-dir",
   "redis-prefix",
   "max-request-bytes",
+  "max-workspace-bytes",
+  "max-workspace-entries",
+  "max-concurrent-unpacks",
   "policy",
   "approval-sweep-ms",
   "log-level",
@@ -96,6 +99,9 @@ const DEV_FLAGS: FlagName[] = [
   "auth-tokens",
   "artifact-dir",
   "max-request-bytes",
+  "max-workspace-bytes",
+  "max-workspace-entries",
+  "max-concurrent-unpacks",
   "policy",
   "concurrency",
   "model-base-url",
@@ -194,8 +200,20 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   let sweeper: Sweep | undefined;
   if (auth !== undefined) {
     const deps = { log, runs, artifacts, queue };
+    const workspace = {
+      maxBytes: cfg["max-workspace-bytes"],
+      maxEntries: cfg["max-workspace-entries"],
+      maxConcurrentUnpacks: cfg["max-concurrent-unpacks"],
+    };
     server = createDualServer(
-      createApp({ deps, auth, logger, maxRequestBytes: cfg["max-request-bytes"], policy }),
+      createApp({
+        deps,
+        auth,
+        logger,
+        maxRequestBytes: cfg["max-request-bytes"],
+        policy,
+        workspace,
+      }),
     );
     const addr = await server.listen(cfg.listen.host, cfg.listen.port);
     const shown =
@@ -241,6 +259,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       policy: () => policy.current(),
       secretProviders: secretProviders(policy.current()),
       trustCounters: createTrustStore({ log, runs }),
+      artifacts,
     });
     worker = createWorker({
       queue,

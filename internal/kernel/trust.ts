@@ -45,7 +45,8 @@ export function foldTrust(into: TrustCounters, events: Iterable<Event>): TrustCo
       const tool = toolOf.get(p.value.callId);
       if (tool === undefined) continue;
       const code = p.value.error?.code ?? "";
-      if (code === "EPOLICY" || code === "interrupted" || code === "EAPPROVAL_DENIED") continue;
+      // Refusals and interruptions say nothing about how well the tool works here.
+      if (REFUSALS.has(code)) continue;
       const ok = p.value.ok && (p.value.exitCode ?? 0) === 0;
       bump(tool, ok ? "successfulCalls" : "failedCalls");
       if (tool === "repo.patch" && p.value.ok) {
@@ -70,11 +71,21 @@ export function foldTrust(into: TrustCounters, events: Iterable<Event>): TrustCo
   return into;
 }
 
+const REFUSALS = new Set([
+  "EPOLICY",
+  "EVALIDATION",
+  "interrupted",
+  "cancelled",
+  "EAPPROVAL_DENIED",
+]);
+
 function diffLines(
   outputJson: string,
 ): { path: string; added: string[]; removed: string[] } | undefined {
   try {
-    const o = JSON.parse(outputJson) as { path?: string; diff?: string };
+    // A previewed call's output is { preview, result }: the patch is the result.
+    const doc = JSON.parse(outputJson) as { result?: unknown };
+    const o = (doc.result ?? doc) as { path?: string; diff?: string };
     if (typeof o.path !== "string" || typeof o.diff !== "string") return undefined;
     const added: string[] = [];
     const removed: string[] = [];
