@@ -18,6 +18,8 @@ export type ErrorCode =
   | "EUNIMPLEMENTED" // behaviour that lands in a later issue
   | "EPOLICY" // the kernel denied a call (the reason is given to the model)
   | "ESECRET_NOT_FOUND" // a $ENV.NAME placeholder names no available secret
+  | "EENDED" // the run already ended: the log refuses anything after its terminal event
+  | "ECANCELLED" // the run was asked to cancel: nothing more may start
   | "EIO"; // storage failed or holds corrupt data
 
 export interface AgentdErrorOptions {

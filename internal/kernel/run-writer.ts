@@ -1,0 +1,95 @@
+/**
+ * A drive's right to write its run's log: every append carries the owner's fencing token
+ * (its lease epoch) and passes through the run's secret redaction, and the writer knows the
+ * head of the log as far as this drive has seen it. The driver and the kernel both append
+ * through it, so the rules hold for every event a worker writes.
+ *
+ * `gate()` is the last check before an effect starts: it reads whatever other writers (the
+ * server: a cancel request, an approval) appended since, so an execution never starts after
+ * a cancel request is in the log (a cancel that lands after the gate finds the call already
+ * executing, and the cancel watch kills it).
+ *
+ * Must never: append without the fence, append an unredacted payload, or let an execution
+ * start past a cancel request or the run's end.
+ */
+import { AgentdError } from "../errors.ts";
+import type { EventPayload, LoggedEvent } from "../eventlog/event-codec.ts";
+import { TERMINAL_TYPES } from "../eventlog/event-codec.ts";
+import type { EventLog } from "../eventlog/port.ts";
+import { redactMessage } from "./redact-payload.ts";
+import type { RunSecrets } from "./run-secrets.ts";
+
+export interface RunWriter {
+  readonly runId: string;
+  readonly sessionId: string;
+  /** The owner's lease epoch. */
+  readonly fence: number;
+  /** The run's secrets (values resolved by any call of the run). */
+  readonly secrets: RunSecrets;
+  /** Appends an event of this run, fenced and redacted. */
+  append(payload: EventPayload): Promise<LoggedEvent>;
+  /** The same, only if nobody else appended since this drive last looked (ECONFLICT otherwise). */
+  appendAtHead(payload: EventPayload): Promise<LoggedEvent>;
+  /**
+   * Reads what others appended since this drive last looked; fails with ECANCELLED when a
+   * cancel request is among it and EENDED when the run ended. Resolves with those events.
+   */
+  gate(): Promise<LoggedEvent[]>;
+  /** The last seq this drive knows the log to have. */
+  head(): number;
+  /** Tells the writer the drive has seen the log up to `seq` (it read it). */
+  saw(seq: number): void;
+}
+
+export interface RunWriterOptions {
+  log: EventLog;
+  runId: string;
+  sessionId: string;
+  fence: number;
+  secrets: RunSecrets;
+  /** The seq of the last event the drive has read. */
+  head: number;
+}
+
+export function createRunWriter(opts: RunWriterOptions): RunWriter {
+  let head = opts.head;
+  const redact = (payload: EventPayload): EventPayload =>
+    opts.secrets.any() ? redactMessage(payload, opts.secrets.redactor) : payload;
+  const seen = (ev: LoggedEvent): LoggedEvent => {
+    if (ev.event.seq > BigInt(head)) head = Number(ev.event.seq);
+    return ev;
+  };
+  const append = async (payload: EventPayload, expectedSeq?: number) =>
+    seen(
+      await opts.log.append({
+        runId: opts.runId,
+        sessionId: opts.sessionId,
+        fence: opts.fence,
+        payload: redact(payload),
+        ...(expectedSeq === undefined ? {} : { expectedSeq }),
+      }),
+    );
+  return {
+    runId: opts.runId,
+    sessionId: opts.sessionId,
+    fence: opts.fence,
+    secrets: opts.secrets,
+    append: (payload) => append(payload),
+    appendAtHead: (payload) => append(payload, head),
+    async gate() {
+      const news = await opts.log.read(opts.runId, head);
+      for (const ev of news) {
+        seen(ev);
+        if (ev.type === "run.cancel_requested")
+          throw new AgentdError("ECANCELLED", `run ${opts.runId} was asked to cancel`);
+        if (TERMINAL_TYPES.has(ev.type))
+          throw new AgentdError("EENDED", `run ${opts.runId} already ended (${ev.type})`);
+      }
+      return news;
+    },
+    head: () => head,
+    saw: (seq) => {
+      if (seq > head) head = seq;
+    },
+  };
+}
