@@ -1,12 +1,17 @@
 /**
  * What a shell command line would run, for the risk profile: every simple command's name
- * and arguments, through quoting tricks (r''m, \rm, $'\x72m'), env assignments and
- * wrappers (env, command, xargs, nohup, timeout, find -exec…), nested shells (sh -c '…'),
- * command substitutions ($(…), `…`) and operators (; && || | &). Anything it cannot see
- * through is reported as dynamic, so the kernel can ask a person instead of guessing.
- * Never executes anything.
+ * and arguments, through quoting tricks (r''m, \rm), assignments and wrappers (env, command,
+ * xargs, nohup, timeout, find -exec, busybox…), nested shells (sh -c '…'), substitutions
+ * and operators; which forms destroy work (find -delete, unlink, git clean…); which files
+ * decide what runs (`sh s.sh`, `./x`, the Makefile of `make`, package.json of `npm test`),
+ * so the kernel can check whether the run itself wrote them; and every argument that may
+ * name a path, literal or glob. The principle: whatever it cannot see through is reported
+ * as dynamic, so the kernel asks a person instead of guessing. Never executes anything and
+ * never throws.
  */
-import { parse } from "shell-quote";
+import { type Effects, familyOf, type Invocation, READ_ONLY } from "./command-families.ts";
+import { expandBraces } from "./protected-paths.ts";
+import { parseShell, type ShellCommand, type ShellWord } from "./shell-syntax.ts";
 
 export interface SimpleCommand {
   /** Command name without its directory ("/bin/rm" → "rm"). */
@@ -16,171 +21,338 @@ export interface SimpleCommand {
 
 export interface CommandAnalysis {
   commands: SimpleCommand[];
-  /** Constructs that hide what runs: substitutions, eval, nested interpreters, pipes into a shell, here-docs. */
+  /** Why the analysis cannot tell what runs: substitutions, variables, inline code, eval… */
   dynamic: string[];
-  /** Every word of the command line, unquoted (for path checks). */
+  /** Destructive forms found, e.g. "find -delete", "unlink", "git clean". */
+  destructive: string[];
+  /** Every word of the command line, unquoted (for previews). */
   words: string[];
-  /** Output redirections (`>` / `>>`) and their targets. */
+  /** Files written by redirections (`>`, `>>`) and by options such as find -fprint. */
   writes: string[];
+  /** Arguments, redirection targets and assignment values as written: candidate paths. */
+  paths: string[];
+  /** Arguments the shell expands as globs (after brace expansion), in glob syntax. */
+  globs: string[];
+  /** Workspace-relative files whose content decides what runs ("s.sh", "Makefile"). */
+  scripts: string[];
 }
 
-const SHELLS = new Set(["sh", "bash", "dash", "zsh", "ash", "ksh", "fish", "busybox"]);
-const INTERPRETERS = new Set([
-  "python",
-  "python3",
-  "python2",
-  "node",
-  "nodejs",
-  "perl",
-  "ruby",
-  "php",
-  "lua",
-  "deno",
-  "bun",
-]);
-/** Wrappers whose first non-option argument is the command they run. */
-const WRAPPERS = new Set([
-  "env",
-  "command",
-  "exec",
-  "nohup",
-  "time",
-  "nice",
-  "ionice",
-  "stdbuf",
-  "setsid",
-  "chronic",
-  "unbuffer",
-  "builtin",
-  "sudo",
-  "doas",
-  "xargs",
-  "timeout",
-  "watch",
-  "strace",
-  "ltrace",
-  "flock",
-]);
-const SEPARATORS = new Set([";", "&&", "||", "|", "|&", "&", "(", ")", ";;", "\n"]);
-const MAX_DEPTH = 4;
+export interface AnalysisOptions {
+  /** The command's working directory, relative to the workspace ("" or "." for the root). */
+  cwd?: string;
+}
 
-type Token = string | { op: string } | { comment: string } | { pattern: string };
+/** Nested code (sh -c inside sh -c …) deeper than this is not followed: dynamic. */
+const MAX_DEPTH = 8;
+/** Simple commands analysed in one line; past it the line is dynamic (and the work bounded). */
+const MAX_COMMANDS = 2_000;
+/** Wrappers in a row (env env env … rm); past it dynamic. */
+const MAX_WRAPPERS = 32;
+const MAX_DIRS = 8;
+const MAX_BRACES = 64;
+const SYSTEM_DIRS = new Set([
+  "/bin",
+  "/usr/bin",
+  "/sbin",
+  "/usr/sbin",
+  "/usr/local/bin",
+  "/usr/local/sbin",
+]);
+const DECLARERS = new Set(["export", "declare", "typeset", "local", "readonly", "env"]);
 
-export function analyzeCommand(command: string): CommandAnalysis {
-  const out: CommandAnalysis = { commands: [], dynamic: [], words: [], writes: [] };
-  walk(command, out, 0);
+/**
+ * Environment variables that change which program runs or what it loads (PATH, LD_PRELOAD,
+ * BASH_ENV, NODE_OPTIONS, GIT_*, …PATH, …_OPTIONS…). Setting one makes the line dynamic.
+ */
+const DANGEROUS_VAR =
+  /^(\w*PATH|LD_\w*|\w*PRELOAD\w*|BASH_ENV|BASH_FUNC_\w*|ENV|IFS|CDPATH|HOME|SHELL|SHELLOPTS|BASHOPTS|PS4|PROMPT_COMMAND|EDITOR|VISUAL|\w*PAGER|GIT_\w*|XDG_\w*|TMPDIR|NODE_OPTIONS|npm_config_\w*|PYTHON\w*|PERL\w*|RUBY\w*|GEM_\w*|BUNDLE_\w*|\w*_OPTIONS|\w*_OPTS|CLASSPATH|MAKEFLAGS|MAKEFILES|MFLAGS|LESSOPEN|LESSCLOSE|BROWSER|SSH_\w*|CC|CXX|CPP|LD|AR|AS|CFLAGS|CXXFLAGS|CPPFLAGS|LDFLAGS|GOFLAGS|GOTOOLCHAIN|RUSTC\w*|RUSTFLAGS|CARGO_\w*|YARN_\w*|PNPM_\w*|COREPACK_\w*|DENO_\w*|BUN_\w*|TERMINFO\w*|LOCPATH|HOSTALIASES)$/i;
+
+/** One command's contribution to "may the line write a script it runs?". */
+interface Ran {
+  name: string;
+  writer: boolean;
+  scripts: string[];
+}
+
+interface State {
+  out: CommandAnalysis;
+  dirs: Set<string>;
+  dirUnknown: boolean;
+  ran: Ran[];
+  writeTargets: ShellWord[];
+  /** Script paths as written, resolved once all `cd`s of the line are known. */
+  pendingScripts: { ran: Ran; path: string }[];
+  count: number;
+}
+
+/** Analyses `command` as `sh -c` would run it in `options.cwd`; never throws. */
+export function analyzeCommand(command: string, options: AnalysisOptions = {}): CommandAnalysis {
+  const out: CommandAnalysis = {
+    commands: [],
+    dynamic: [],
+    destructive: [],
+    words: [],
+    writes: [],
+    paths: [],
+    globs: [],
+    scripts: [],
+  };
+  const cwd = normaliseDir(options.cwd ?? "");
+  const state: State = {
+    out,
+    dirs: new Set([cwd ?? "."]),
+    dirUnknown: cwd === undefined,
+    ran: [],
+    writeTargets: [],
+    pendingScripts: [],
+    count: 0,
+  };
+  walk(command, state, 0);
+  resolveScripts(state);
+  out.dynamic = [...new Set(out.dynamic)];
+  out.destructive = [...new Set(out.destructive)];
+  out.scripts = [...new Set(out.scripts)];
   return out;
 }
 
-function walk(command: string, out: CommandAnalysis, depth: number): void {
+function walk(line: string, s: State, depth: number): void {
   if (depth > MAX_DEPTH) {
-    out.dynamic.push("nesting too deep");
+    s.out.dynamic.push("nesting too deep");
     return;
   }
-  if (command.includes("`")) {
-    out.dynamic.push("backtick substitution");
-    for (const m of command.matchAll(/`([^`]*)`/g)) walk(m[1] ?? "", out, depth + 1);
+  const parsed = parseShell(line);
+  s.out.dynamic.push(...parsed.problems);
+  for (const code of parsed.nested) walk(code, s, depth + 1);
+  for (const cmd of parsed.commands) {
+    if (++s.count > MAX_COMMANDS) {
+      s.out.dynamic.push("too many commands to analyse");
+      return;
+    }
+    command(cmd, s, depth);
   }
-  if (/\$\(/.test(command)) out.dynamic.push("$(…) substitution");
-  if (/<<-?\s*['"]?\w/.test(command)) out.dynamic.push("here-document");
-  if (/\$\{?[A-Za-z_]/.test(command)) {
-    // Variables in command position hide the command; elsewhere they are only noted.
-    if (/(^|[;&|(]\s*|\$\(\s*)\$\{?[A-Za-z_]/.test(command))
-      out.dynamic.push("variable as a command");
+}
+
+function command(cmd: ShellCommand, s: State, depth: number): void {
+  for (const a of cmd.assignments) {
+    s.out.words.push(a.text);
+    assignment(a, s);
   }
-  let tokens: Token[];
-  try {
-    tokens = parse(command.replace(/`/g, " "), (key) => `$${key}`) as Token[];
-  } catch {
-    out.dynamic.push("unparseable command line");
+  let stdinFile: ShellWord | undefined;
+  for (const r of cmd.redirects) {
+    if (r.op === "<<" || r.op === "<<-") continue;
+    s.out.words.push(r.target.text);
+    const dup = (r.op === ">&" || r.op === "<&") && /^(\d+-?|-)$/.test(r.target.text);
+    if (dup) continue;
+    argument(r.target, s);
+    if (r.op === "<" && (r.fd ?? 0) === 0) stdinFile = r.target;
+    if (r.op !== "<" && r.op !== "<&" && r.op !== "<<<") {
+      s.out.writes.push(r.target.text);
+      s.writeTargets.push(r.target);
+    }
+  }
+  for (const w of cmd.words) s.out.words.push(w.text);
+  simple(cmd.words, cmd.stdin, stdinFile, s, depth, 0);
+}
+
+/** One simple command (or the command a wrapper runs): record it and apply its family. */
+function simple(
+  words: readonly ShellWord[],
+  stdin: ShellCommand["stdin"],
+  stdinFile: ShellWord | undefined,
+  s: State,
+  depth: number,
+  wrapped: number,
+  parent?: Ran,
+): void {
+  const head = words[0];
+  if (head === undefined) return;
+  if (wrapped > MAX_WRAPPERS) {
+    s.out.dynamic.push("too many wrappers");
     return;
   }
-  let current: string[] = [];
-  let redirect = false;
-  let piped = false;
-  const flush = (): void => {
-    if (current.length > 0) simple(current, out, depth, piped);
-    current = [];
+  // A wrapped command (env X cmd, npx tool, find -exec cmd) counts as part of its wrapper.
+  const ran: Ran = parent ?? { name: "", writer: false, scripts: [] };
+  const name = commandName(head, s, ran);
+  if (parent === undefined) {
+    ran.name = name;
+    s.ran.push(ran);
+  }
+  const args = words.slice(1);
+  s.out.commands.push({ name, args: args.map((a) => a.text) });
+  for (const a of args) argument(a, s);
+  if (DECLARERS.has(name))
+    for (const a of args) if (/^[A-Za-z_]\w*\+?=/.test(a.text)) assignment(a, s);
+  const family = familyOf(name);
+  const inv: Invocation = { name, args, stdin, ...(stdinFile === undefined ? {} : { stdinFile }) };
+  family?.(inv, effects(s, ran, depth, wrapped));
+  if (family === undefined && ran.scripts.length === 0 && !READ_ONLY.has(name)) ran.writer = true;
+}
+
+function effects(s: State, ran: Ran, depth: number, wrapped: number): Effects {
+  return {
+    dynamic: (reason) => s.out.dynamic.push(reason),
+    destructive: (reason) => s.out.destructive.push(reason),
+    script: (w) => script(w, s, ran),
+    scriptFiles: (dir, files) => {
+      if (dir !== undefined && !literal(dir)) {
+        s.out.dynamic.push(`a directory the line computes (${dir.text})`);
+        return;
+      }
+      const prefix = dir === undefined ? "" : `${dir.text.replace(/\/+$/, "")}/`;
+      for (const f of files) s.pendingScripts.push({ ran, path: `${prefix}${f}` });
+      ran.scripts.push(...files);
+    },
+    code: (text) => walk(text, s, depth + 1),
+    run: (words, stdin) => simple(words, stdin, undefined, s, depth, wrapped + 1, ran),
+    writer: () => {
+      ran.writer = true;
+    },
+    write: (target) => {
+      s.out.writes.push(target.text);
+      s.writeTargets.push(target);
+    },
+    cd: (target) => cd(target, s),
   };
-  for (const t of tokens) {
-    if (typeof t === "string") {
-      out.words.push(t);
-      if (redirect) {
-        out.writes.push(t);
-        redirect = false;
-        continue;
-      }
-      current.push(t);
-    } else if ("op" in t) {
-      if (t.op === ">" || t.op === ">>" || t.op === ">|" || t.op === "&>") redirect = true;
-      else if (t.op === "<<" || t.op === "<<<") out.dynamic.push("here-document");
-      if (SEPARATORS.has(t.op)) {
-        flush();
-        piped = t.op === "|" || t.op === "|&";
-      }
-    }
-  }
-  flush();
-  out.dynamic = [...new Set(out.dynamic)];
 }
 
-/** One simple command: strip assignments and wrappers, record it, descend into nested shells. */
-function simple(words: string[], out: CommandAnalysis, depth: number, piped = false): void {
-  let i = 0;
-  while (i < words.length && /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i] as string)) i++;
-  while (i < words.length) {
-    const name = base(words[i] as string);
-    if (!WRAPPERS.has(name)) break;
-    out.commands.push({ name, args: words.slice(i + 1) });
-    i++;
-    // Skip the wrapper's options, assignments (env X=1) and a numeric argument (timeout 5).
-    while (i < words.length) {
-      const w = words[i] as string;
-      if (
-        w.startsWith("-") ||
-        /^[A-Za-z_][A-Za-z0-9_]*=/.test(w) ||
-        (name === "timeout" && /^\d/.test(w))
-      )
-        i++;
-      else break;
+/** The command's name; a path is a script (in the workspace) or dynamic (elsewhere). */
+function commandName(w: ShellWord, s: State, ran: Ran): string {
+  if (!literal(w)) {
+    s.out.dynamic.push(
+      `command name from ${w.expansions[0] ?? (w.glob ? "a glob" : w.tilde ? "~" : "braces")}`,
+    );
+  }
+  const text = w.text;
+  const slash = text.lastIndexOf("/");
+  if (slash < 0) return text;
+  const dir = text.slice(0, slash) || "/";
+  if (!SYSTEM_DIRS.has(dir.replace(/\/+$/, "") || "/")) script(w, s, ran);
+  return text.slice(slash + 1);
+}
+
+/** A file that decides what runs: workspace-relative, else the line is dynamic. */
+function script(w: ShellWord, s: State, ran: Ran): void {
+  if (!literal(w)) {
+    s.out.dynamic.push(`runs a file the line computes (${w.text.slice(0, 80)})`);
+    return;
+  }
+  let path = w.text;
+  if (path.startsWith("/")) {
+    if (!path.startsWith("/workspace/")) {
+      s.out.dynamic.push(`runs ${path.slice(0, 80)}, a file outside the workspace`);
+      return;
+    }
+    path = path.slice("/workspace/".length);
+    const rel = normaliseDir(path);
+    if (rel === undefined) s.out.dynamic.push(`runs ${w.text.slice(0, 80)}, outside the workspace`);
+    else {
+      s.out.scripts.push(rel);
+      ran.scripts.push(rel);
+    }
+    return;
+  }
+  s.pendingScripts.push({ ran, path });
+  ran.scripts.push(path);
+}
+
+/** Resolves the scripts against every directory the line may be in; then the write check. */
+function resolveScripts(s: State): void {
+  for (const { path } of s.pendingScripts) {
+    if (s.dirUnknown) {
+      s.out.dynamic.push(`runs ${path.slice(0, 80)} from a directory the line does not show`);
+      continue;
+    }
+    for (const d of s.dirs) {
+      const rel = normaliseDir(d === "." ? path : `${d}/${path}`);
+      if (rel === undefined || rel === ".")
+        s.out.dynamic.push(`runs ${path.slice(0, 80)}, outside the workspace`);
+      else s.out.scripts.push(rel);
     }
   }
-  if (i >= words.length) return;
-  const name = base(words[i] as string);
-  const args = words.slice(i + 1);
-  out.commands.push({ name, args });
-  if (name.startsWith("$")) out.dynamic.push("variable as a command");
-  if (name === "eval" || name === "source" || name === ".") {
-    out.dynamic.push(name);
-    walk(args.join(" "), out, depth + 1);
-  }
-  if (SHELLS.has(name) || INTERPRETERS.has(name)) {
-    const c = args.indexOf("-c");
-    const e = args.findIndex((a) => a === "-e" || a === "--eval");
-    if (SHELLS.has(name) && c >= 0 && args[c + 1] !== undefined) {
-      out.dynamic.push(`${name} -c`);
-      walk(args[c + 1] as string, out, depth + 1);
-    } else if (INTERPRETERS.has(name) && (c >= 0 || e >= 0)) {
-      out.dynamic.push(`${name} inline code`);
-    } else if (piped) {
-      out.dynamic.push(`pipe into ${name}`);
+  const scripts = new Set(s.out.scripts);
+  if (scripts.size === 0) return;
+  for (const r of s.ran) {
+    if (!r.writer) continue;
+    const other = s.ran.find((x) => x !== r && x.scripts.length > 0);
+    if (other !== undefined) {
+      s.out.dynamic.push(`${r.name} may write what ${other.name} then runs`);
+      return;
     }
   }
-  // find -exec / -execdir / -ok run their own command.
-  if (name === "find") {
-    args.forEach((a, k) => {
-      if (a === "-exec" || a === "-execdir" || a === "-ok" || a === "-okdir") {
-        const end = args.findIndex((x, j) => j > k && (x === ";" || x === "+" || x === "\\;"));
-        simple(args.slice(k + 1, end < 0 ? undefined : end), out, depth + 1);
-      }
-    });
+  for (const t of s.writeTargets) {
+    const targets = literal(t)
+      ? [...s.dirs].map((d) => normaliseDir(d === "." ? t.text : `${d}/${t.text}`))
+      : [undefined];
+    if (targets.some((x) => x === undefined || scripts.has(x)))
+      s.out.dynamic.push(`the line writes ${t.text.slice(0, 80)}, which it runs`);
   }
 }
 
-function base(word: string): string {
-  const w = word.replace(/^\\/, "");
-  const slash = w.lastIndexOf("/");
-  return slash >= 0 ? w.slice(slash + 1) : w;
+function cd(target: ShellWord | undefined, s: State): void {
+  if (target === undefined || !literal(target) || target.text === "-") {
+    s.dirUnknown = true;
+    return;
+  }
+  const t =
+    target.text.startsWith("/workspace/") || target.text === "/workspace"
+      ? target.text.slice("/workspace".length)
+      : target.text;
+  if (t.startsWith("/") && target.text !== "/workspace" && !target.text.startsWith("/workspace/")) {
+    s.dirUnknown = true;
+    return;
+  }
+  const absolute = target.text.startsWith("/workspace");
+  for (const d of [...s.dirs]) {
+    const next = normaliseDir(absolute || d === "." ? t : `${d}/${t}`);
+    if (next === undefined) s.dirUnknown = true;
+    else s.dirs.add(next);
+  }
+  if (s.dirs.size > MAX_DIRS) s.dirUnknown = true;
+}
+
+/** A workspace-relative directory ("." for the root), or undefined when it leaves. */
+function normaliseDir(path: string): string | undefined {
+  const out: string[] = [];
+  for (const seg of path.split("/")) {
+    if (seg === "" || seg === ".") continue;
+    if (seg === "..") {
+      if (out.length === 0) return undefined;
+      out.pop();
+    } else out.push(seg);
+  }
+  return out.length === 0 ? "." : out.join("/");
+}
+
+function literal(w: ShellWord): boolean {
+  return w.expansions.length === 0 && !w.glob && !w.brace && !w.tilde;
+}
+
+/** An argument: a candidate path, a glob to test, or dynamic when the line computes it. */
+function argument(w: ShellWord, s: State): void {
+  if (w.expansions.length > 0) s.out.dynamic.push(...w.expansions);
+  if (w.tilde) s.out.dynamic.push("~ (a home directory)");
+  if (w.expansions.length > 0 || w.tilde) return;
+  if (!w.glob && !w.brace) {
+    s.out.paths.push(w.text);
+    return;
+  }
+  const expanded = w.brace ? expandBraces(w.pattern, MAX_BRACES) : [w.pattern];
+  if (expanded === undefined) {
+    s.out.dynamic.push("brace expansion too large to check");
+    return;
+  }
+  for (const e of expanded) {
+    if (/(^|[^\\])[*?[]/.test(e)) s.out.globs.push(e);
+    else s.out.paths.push(e.replace(/\\(.)/g, "$1"));
+  }
+}
+
+function assignment(w: ShellWord, s: State): void {
+  const name = w.text.slice(0, w.text.search(/\+?=/));
+  if (DANGEROUS_VAR.test(name)) s.out.dynamic.push(`sets ${name}`);
+  if (w.expansions.length > 0) s.out.dynamic.push(...w.expansions);
+  const eq = w.text.indexOf("=");
+  if (w.expansions.length === 0) s.out.paths.push(w.text.slice(eq + 1));
 }
 
 /**

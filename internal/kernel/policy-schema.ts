@@ -204,6 +204,8 @@ export const PolicySchema = z
           .object({
             highRiskCommand: z.boolean().default(true),
             dynamicShell: z.boolean().default(true),
+            /** A command runs a file (script, Makefile, package.json) the run itself wrote or changed. */
+            runWrittenScript: z.boolean().default(true),
             touchesSecrets: z.boolean().default(true),
             touchesConfig: z.boolean().default(true),
             touchesBuild: z.boolean().default(true),
@@ -213,6 +215,7 @@ export const PolicySchema = z
           .default({
             highRiskCommand: true,
             dynamicShell: true,
+            runWrittenScript: true,
             touchesSecrets: true,
             touchesConfig: true,
             touchesBuild: true,
@@ -231,6 +234,7 @@ export const PolicySchema = z
         approvalWhen: {
           highRiskCommand: true,
           dynamicShell: true,
+          runWrittenScript: true,
           touchesSecrets: true,
           touchesConfig: true,
           touchesBuild: true,

@@ -1,13 +1,18 @@
 /**
  * The risk profile of a proposed call: category, scope, estimated impact, and whether it
- * touches secrets, configuration or build files, plus the policy rules that matched. Pure
- * and fast (no I/O): it runs on every call before anything else.
+ * touches secrets, configuration or build files, plus the policy rules that matched and,
+ * for commands, the files whose content decides what runs (checked for provenance by the
+ * kernel, see provenance.ts). Pure and fast (no I/O): it runs on every call before anything
+ * else. Total: whatever the input, it returns an assessment (a failure is a deny naming the
+ * field), never throws.
  */
-import picomatch from "picomatch";
 import { AgentdError } from "../errors.ts";
 import { checkPath } from "../tools/jail.ts";
-import { analyzeCommand, type CommandAnalysis, commandMatches } from "./command-analysis.ts";
+import { shellQuote } from "../tools/run-command.ts";
+import type { CommandAnalysis } from "./command-analysis.ts";
+import { assessCommand, type Draft } from "./command-risk.ts";
 import type { Policy } from "./policy-schema.ts";
+import { createPathGuard, type PathGuard } from "./protected-paths.ts";
 
 export type RiskCategory = "read" | "write" | "exec" | "network";
 export type Impact = "low" | "medium" | "high";
@@ -34,55 +39,51 @@ export interface Assessment {
   command?: { line: string; cwd: string; analysis: CommandAnalysis };
   /** Lines a patch adds and removes, files it names (repo.patch). */
   patch?: { files: number; added: number; removed: number };
+  /**
+   * Workspace-relative files whose content decides what the command runs ("s.sh",
+   * "Makefile", "package.json"); absent or empty when none. The kernel checks which of them
+   * the run wrote or changed and applies applyProvenance() before deciding.
+   */
+  scripts?: string[];
 }
-
-const NETWORK_COMMANDS = [
-  "curl",
-  "wget",
-  "nc",
-  "ncat",
-  "netcat",
-  "ssh",
-  "scp",
-  "sftp",
-  "rsync",
-  "ftp",
-  "telnet",
-  "git clone",
-  "git fetch",
-  "git pull",
-  "git push",
-  "npm install",
-  "npm publish",
-  "pip install",
-  "apt-get",
-  "apt",
-];
 
 /** Compiled matchers of a policy (built once per policy, reused for every call). */
 export interface CompiledRisk {
-  secret: (p: string) => boolean;
-  config: (p: string) => boolean;
-  build: (p: string) => boolean;
+  /** workspace.denyPatterns */
+  denied: PathGuard;
+  secret: PathGuard;
+  config: PathGuard;
+  build: PathGuard;
   denyPatterns: RegExp[];
 }
 
 export function compileRisk(policy: Policy): CompiledRisk {
-  const m = (globs: string[]) =>
-    globs.length === 0 ? () => false : picomatch(globs, { dot: true });
   return {
-    secret: m(policy.risk.secretPaths),
-    config: m(policy.risk.configPaths),
-    build: m(policy.risk.buildPaths),
+    denied: createPathGuard(policy.workspace.denyPatterns),
+    secret: createPathGuard(policy.risk.secretPaths),
+    config: createPathGuard(policy.risk.configPaths),
+    build: createPathGuard(policy.risk.buildPaths),
     denyPatterns: policy.risk.denyCommandPatterns.map((r) => new RegExp(r)),
   };
 }
 
+/** Longest command line assessed; longer ones are refused (process.run allows 16 KiB). */
+export const MAX_COMMAND_LINE = 64 * 1024;
+
 const IMPACT_RANK: Record<Impact | "never", number> = { low: 0, medium: 1, high: 2, never: 3 };
 
+/** The impactAtLeast fact for `impact` under the policy, if it holds. */
+export function impactFact(impact: Impact, policy: Policy): string | undefined {
+  const at = policy.risk.approvalWhen.impactAtLeast;
+  return IMPACT_RANK[impact] >= IMPACT_RANK[at]
+    ? `risk.approvalWhen.impactAtLeast:${at}`
+    : undefined;
+}
+
 /**
- * Assesses a validated call of `tool` with `input`. Jail violations (absolute paths, `..`,
- * NUL, deny patterns) come back as `deny`, never as a thrown error.
+ * Assesses a call of `tool` with `input`. Jail violations (absolute paths, `..`, NUL, deny
+ * patterns) come back as `deny` (rule jail or workspace.denyPatterns); input it cannot
+ * assess (wrong types, oversize values) as a deny with rule input.schema naming the field.
  */
 export function assess(
   tool: string,
@@ -90,161 +91,188 @@ export function assess(
   policy: Policy,
   compiled: CompiledRisk,
 ): Assessment {
-  const matched: string[] = [];
-  const facts: string[] = [];
-  const paths: string[] = [];
-  let category: RiskCategory = "read";
-  let scope = "workspace";
-  let impact: Impact = "low";
-  let command: Assessment["command"];
-  let patch: Assessment["patch"];
-
+  const draft: Draft = {
+    category: "read",
+    scope: "workspace",
+    impact: "low",
+    matched: [],
+    facts: [],
+    paths: [],
+    globs: [],
+  };
   try {
-    switch (tool) {
-      case "repo.read":
-      case "repo.patch": {
-        const rel = checkPath("path", String(input.path), policy.workspace.denyPatterns);
-        paths.push(rel);
-        scope = rel;
-        if (tool === "repo.patch") {
-          category = "write";
-          patch = patchStats(input);
-          if (patch.files > 1) {
-            return deny(
-              `repo.patch changes one file per call; this diff changes ${patch.files} files`,
-              "capabilities.repo.patch.oneFile",
-            );
-          }
-          const lines = patch.added + patch.removed;
-          impact =
-            lines >= policy.risk.impact.highLines
-              ? "high"
-              : lines >= policy.risk.impact.mediumLines
-                ? "medium"
-                : "low";
-        }
-        break;
-      }
-      case "repo.search":
-        scope =
-          Array.isArray(input.globs) && input.globs.length > 0
-            ? (input.globs as string[]).join(",")
-            : "workspace";
-        break;
-      case "process.run":
-      case "test.run":
-      case "lint.run": {
-        category = "exec";
-        const line =
-          tool === "process.run"
-            ? String(input.command)
-            : tool === "test.run"
-              ? (policy.tools.test ?? "")
-              : (policy.tools.lint ?? "");
-        const cwd =
-          typeof input.cwd === "string" ? checkPath("cwd", input.cwd, [], true) || "." : ".";
-        scope = cwd;
-        const analysis = analyzeCommand(line);
-        command = { line, cwd, analysis };
-        for (const d of policy.risk.denyCommands) {
-          if (commandMatches(analysis.commands, d))
-            return deny(`the command runs ${d}, which policy forbids`, `risk.denyCommands:${d}`);
-        }
-        for (const [i, re] of compiled.denyPatterns.entries()) {
-          if (re.test(line))
-            return deny(
-              `the command line matches a forbidden pattern (${policy.risk.denyCommandPatterns[i]})`,
-              `risk.denyCommandPatterns:${i}`,
-            );
-        }
-        for (const h of policy.risk.highRiskCommands) {
-          if (commandMatches(analysis.commands, h)) {
-            matched.push(`risk.highRiskCommands:${h}`);
-            facts.push("risk.approvalWhen.highRiskCommand");
-            impact = "high";
-          }
-        }
-        if (NETWORK_COMMANDS.some((n) => commandMatches(analysis.commands, n)))
-          category = "network";
-        if (analysis.dynamic.length > 0) {
-          matched.push(...analysis.dynamic.map((d) => `dynamic:${d}`));
-          facts.push("risk.approvalWhen.dynamicShell");
-          if (impact === "low") impact = "medium";
-        }
-        if (analysis.writes.length > 0 && impact === "low") impact = "medium";
-        // Words that look like paths: check them like a tool's path argument would be.
-        for (const w of [...analysis.words, ...analysis.writes]) {
-          const p = w.replace(/^\.\//, "");
-          if (p !== "" && !p.startsWith("-") && /[./]/.test(p)) paths.push(p);
-        }
-        if (
-          paths.some((p) =>
-            policy.workspace.denyPatterns.some((g) => picomatch.isMatch(p, g, { dot: true })),
-          )
-        ) {
-          // git itself reads .git: a command may mention a denied path, but a person decides.
-          matched.push("workspace.denyPatterns:mentioned-by-command");
-          facts.push("workspace.denyPatterns:mentioned-by-command");
-        }
-        break;
-      }
-      default:
-        return deny(`unknown tool ${JSON.stringify(tool)}`, "capabilities");
-    }
+    const denied = assessTool(tool, input ?? {}, policy, compiled, draft);
+    return denied ?? finish(draft, input ?? {}, policy, compiled);
   } catch (err) {
     if (err instanceof AgentdError && err.code === "EPERMISSION") {
-      const rule = /deny pattern/.test(err.message) ? "workspace.denyPatterns" : "jail";
-      return deny(err.message, rule);
+      return deny(
+        draft,
+        err.message,
+        /deny pattern/.test(err.message) ? "workspace.denyPatterns" : "jail",
+      );
     }
-    throw err;
+    if (err instanceof AgentdError && err.code === "EVALIDATION")
+      return deny(draft, err.message, "input.schema");
+    return deny(
+      draft,
+      `${tool}: the input could not be assessed (${describe(err)})`,
+      "input.schema",
+    );
   }
+}
 
-  const touchesSecrets = paths.some(compiled.secret) || JSON.stringify(input).includes("$ENV.");
-  const touchesConfig = paths.some(compiled.config);
-  const touchesBuild = paths.some(compiled.build);
+function describe(err: unknown): string {
+  try {
+    return err instanceof Error ? err.message.slice(0, 200) : "unknown error";
+  } catch {
+    return "unknown error";
+  }
+}
+
+/** The tool-specific part; a deny, or undefined when the draft is complete. */
+function assessTool(
+  tool: string,
+  input: Record<string, unknown>,
+  policy: Policy,
+  compiled: CompiledRisk,
+  d: Draft,
+): Assessment | undefined {
+  switch (tool) {
+    case "repo.read":
+    case "repo.patch": {
+      const rel = checkPath("path", stringField(input, "path"), policy.workspace.denyPatterns);
+      d.paths.push(rel);
+      d.scope = rel;
+      if (tool === "repo.read") return undefined;
+      d.category = "write";
+      d.patch = patchStats(input);
+      if (d.patch.files > 1) {
+        return deny(
+          d,
+          `repo.patch changes one file per call; this diff changes ${d.patch.files} files`,
+          "capabilities.repo.patch.oneFile",
+        );
+      }
+      const lines = d.patch.added + d.patch.removed;
+      const { highLines, mediumLines } = policy.risk.impact;
+      d.impact = lines >= highLines ? "high" : lines >= mediumLines ? "medium" : "low";
+      return undefined;
+    }
+    case "repo.search": {
+      const globs = input.globs;
+      d.scope =
+        Array.isArray(globs) && globs.length > 0
+          ? globs.map((g) => String(g)).join(",")
+          : "workspace";
+      return undefined;
+    }
+    case "process.run":
+    case "test.run":
+    case "lint.run": {
+      const line = commandLine(tool, input, policy);
+      const cwd =
+        input.cwd === undefined
+          ? "."
+          : checkPath("cwd", stringField(input, "cwd"), policy.workspace.denyPatterns, true) || ".";
+      const refused = assessCommand(d, line, cwd, policy, compiled);
+      return refused === undefined ? undefined : deny(d, refused.reason, refused.rule);
+    }
+    default:
+      return deny(d, `unknown tool ${JSON.stringify(String(tool)).slice(0, 100)}`, "capabilities");
+  }
+}
+
+/** The line the tool runs: process.run's command; test.run's and lint.run's from the policy. */
+function commandLine(tool: string, input: Record<string, unknown>, policy: Policy): string {
+  if (tool === "process.run") return limited(stringField(input, "command"), "command");
+  if (tool === "lint.run") return limited(policy.tools.lint ?? "", "tools.lint");
+  const base = limited(policy.tools.test ?? "", "tools.test");
+  // As test.run builds it: the name is shell-quoted, never spliced in raw.
+  if (input.name === undefined) return base.replaceAll("{name}", "");
+  const quoted = shellQuote(limited(stringField(input, "name"), "name"));
+  return base.includes("{name}") ? base.replaceAll("{name}", quoted) : `${base} ${quoted}`;
+}
+
+function stringField(input: Record<string, unknown>, field: string): string {
+  const v = input[field];
+  if (typeof v !== "string")
+    throw new AgentdError("EVALIDATION", `${field}: must be a string`, { field });
+  return v;
+}
+
+function limited(value: string, field: string): string {
+  if (value.length > MAX_COMMAND_LINE)
+    throw new AgentdError(
+      "EVALIDATION",
+      `${field}: is longer than ${MAX_COMMAND_LINE} characters`,
+      { field },
+    );
+  return value;
+}
+
+/** Path facts, approval facts and the final profile of a draft without a deny. */
+function finish(
+  d: Draft,
+  input: Record<string, unknown>,
+  policy: Policy,
+  c: CompiledRisk,
+): Assessment {
+  const some = (g: PathGuard): boolean => d.paths.some((p) => g.literal(p) !== undefined);
+  const globSecret = d.globs.some((g) => c.secret.glob(g) !== undefined);
+  const touchesSecrets = some(c.secret) || globSecret || JSON.stringify(input).includes("$ENV.");
+  const touchesConfig = some(c.config);
+  const touchesBuild = some(c.build);
   const when = policy.risk.approvalWhen;
   if (touchesSecrets) {
-    matched.push("risk.secretPaths");
-    if (when.touchesSecrets) facts.push("risk.approvalWhen.touchesSecrets");
+    d.matched.push("risk.secretPaths");
+    if (when.touchesSecrets) d.facts.push("risk.approvalWhen.touchesSecrets");
   }
   if (touchesConfig) {
-    matched.push("risk.configPaths");
-    if (when.touchesConfig) facts.push("risk.approvalWhen.touchesConfig");
+    d.matched.push("risk.configPaths");
+    if (when.touchesConfig) d.facts.push("risk.approvalWhen.touchesConfig");
   }
   if (touchesBuild) {
-    matched.push("risk.buildPaths");
-    if (when.touchesBuild) facts.push("risk.approvalWhen.touchesBuild");
+    d.matched.push("risk.buildPaths");
+    if (when.touchesBuild) d.facts.push("risk.approvalWhen.touchesBuild");
   }
-  if (IMPACT_RANK[impact] >= IMPACT_RANK[when.impactAtLeast])
-    facts.push(`risk.approvalWhen.impactAtLeast:${when.impactAtLeast}`);
-  const approvalFacts = [...new Set(facts)].filter(
+  const fact = impactFact(d.impact, policy);
+  if (fact !== undefined) d.facts.push(fact);
+  const approvalFacts = [...new Set(d.facts)].filter(
     (f) =>
       (f !== "risk.approvalWhen.highRiskCommand" || when.highRiskCommand) &&
       (f !== "risk.approvalWhen.dynamicShell" || when.dynamicShell),
   );
   return {
-    risk: { category, scope, estimatedImpact: impact, touchesSecrets, touchesConfig, touchesBuild },
-    matched,
+    risk: {
+      category: d.category,
+      scope: d.scope,
+      estimatedImpact: d.impact,
+      touchesSecrets,
+      touchesConfig,
+      touchesBuild,
+    },
+    matched: [...new Set(d.matched)],
     approvalFacts,
-    ...(command === undefined ? {} : { command }),
-    ...(patch === undefined ? {} : { patch }),
+    ...(d.command === undefined ? {} : { command: d.command }),
+    ...(d.patch === undefined ? {} : { patch: d.patch }),
+    ...(d.scripts === undefined || d.scripts.length === 0 ? {} : { scripts: d.scripts }),
   };
+}
 
-  function deny(reason: string, rule: string): Assessment {
-    return {
-      risk: {
-        category,
-        scope,
-        estimatedImpact: "high",
-        touchesSecrets: false,
-        touchesConfig: false,
-        touchesBuild: false,
-      },
-      matched: [...matched, rule],
-      deny: { rule, reason },
-      approvalFacts: [],
-    };
-  }
+function deny(d: Draft, reason: string, rule: string): Assessment {
+  return {
+    risk: {
+      category: d.category,
+      scope: d.scope,
+      estimatedImpact: "high",
+      touchesSecrets: false,
+      touchesConfig: false,
+      touchesBuild: false,
+    },
+    matched: [...d.matched, rule],
+    deny: { rule, reason },
+    approvalFacts: [],
+  };
 }
 
 /** Lines added and removed and files named by a repo.patch input, counted from the text. */
@@ -267,7 +295,14 @@ export function patchStats(input: Record<string, unknown>): {
   }
   let added = 0;
   let removed = 0;
-  for (const e of (input.edits as { oldText: string; newText: string }[] | undefined) ?? []) {
+  const edits = input.edits === undefined ? [] : input.edits;
+  if (!Array.isArray(edits))
+    throw new AgentdError("EVALIDATION", "edits: must be a list", { field: "edits" });
+  for (const e of edits as { oldText: unknown; newText: unknown }[]) {
+    if (typeof e?.oldText !== "string" || typeof e.newText !== "string")
+      throw new AgentdError("EVALIDATION", "edits: each edit needs oldText and newText strings", {
+        field: "edits",
+      });
     removed += e.oldText === "" ? 0 : e.oldText.split("\n").length;
     added += e.newText === "" ? 0 : e.newText.split("\n").length;
   }

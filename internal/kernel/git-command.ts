@@ -1,0 +1,190 @@
+/**
+ * What a `git …` invocation does, for the analysis: configuration that makes git run shell
+ * (`-c alias.x=!…`, `-c core.*`, `git config core.pager …`), subcommands that run commands
+ * (`rebase --exec`, `bisect run`, `filter-branch`, `submodule foreach`, `difftool`), and
+ * subcommands that throw away the run's work (`clean`, `checkout -- …`, `restore`, `stash`,
+ * `reset --hard`, `rm`, `branch -D`…). Which subcommands only read. Pure.
+ */
+import type { Effects, Invocation } from "./command-families.ts";
+import { scanOptions } from "./option-scan.ts";
+import type { ShellWord } from "./shell-syntax.ts";
+
+const GLOBAL = {
+  flags: [
+    "-p",
+    "--paginate",
+    "-P",
+    "--no-pager",
+    "--bare",
+    "--no-replace-objects",
+    "--literal-pathspecs",
+    "--glob-pathspecs",
+    "--noglob-pathspecs",
+    "--icase-pathspecs",
+    "--no-optional-locks",
+    "--no-advice",
+    "--no-lazy-fetch",
+    "--version",
+    "--help",
+    "-h",
+    "--html-path",
+    "--man-path",
+    "--info-path",
+    "--exec-path",
+  ],
+  values: ["-C", "-c", "--git-dir", "--work-tree", "--namespace", "--attr-source", "--config-env"],
+};
+
+/** Configuration keys that cannot make git run a program. */
+const SAFE_CONFIG =
+  /^(user\.(name|email|signingkey)|color\..+|advice\..+|init\.defaultbranch|(commit|tag)\.gpgsign|core\.(quotepath|autocrlf|filemode|ignorecase|safecrlf|eol)|safe\.directory|log\..+|pull\.(rebase|ff)|push\.default|merge\.conflictstyle|diff\.(renames|algorithm|context)|status\..+|column\..+|i18n\..+|help\.autocorrect|rerere\.enabled|fetch\.prune|branch\.autosetupmerge)$/i;
+
+/** Subcommands that never write the work tree. */
+const READ_ONLY = new Set(
+  (
+    "status diff log show rev-parse ls-files ls-tree cat-file describe blame grep shortlog " +
+    "whatchanged show-ref for-each-ref rev-list name-rev merge-base count-objects fsck var " +
+    "version help check-ignore check-attr annotate range-diff cherry diff-tree diff-files " +
+    "diff-index ls-remote add commit tag branch notes fetch push remote config reflog " +
+    "show-branch verify-commit verify-tag hash-object"
+  ).split(" "),
+);
+
+/** Subcommands that run commands given to them or configured outside the repository. */
+const RUNS_COMMANDS = new Set([
+  "filter-branch",
+  "filter-repo",
+  "difftool",
+  "mergetool",
+  "send-email",
+  "instaweb",
+  "daemon",
+  "web--browse",
+  "credential",
+  "credential-store",
+  "credential-cache",
+  "upload-pack",
+  "receive-pack",
+  "shell",
+]);
+
+export function gitCommand(inv: Invocation, fx: Effects): void {
+  const g = scanOptions(inv.args, GLOBAL);
+  for (const u of g.unknown) {
+    fx.dynamic(
+      u.startsWith("--exec-path=")
+        ? "git --exec-path="
+        : `git option ${u} the analysis does not know`,
+    );
+  }
+  for (const v of g.values) {
+    if (v.option === "--config-env") fx.dynamic("git --config-env");
+    if (v.option !== "-c") continue;
+    const key = (v.word?.text ?? "").split("=")[0] as string;
+    if (!SAFE_CONFIG.test(key))
+      fx.dynamic(`git -c ${key}: configuration can make git run commands`);
+  }
+  const sub = inv.args[g.operand]?.text;
+  if (sub === undefined) return;
+  const rest = inv.args.slice(g.operand + 1);
+  const has = (...opts: string[]): boolean =>
+    rest.some((w) => opts.some((o) => w.text === o || w.text.startsWith(`${o}=`)));
+  if (has("--upload-pack", "-u", "--receive-pack", "--exec") && !READ_ONLY.has(sub))
+    fx.dynamic(`git ${sub}: a remote helper command`);
+  if (RUNS_COMMANDS.has(sub)) fx.dynamic(`git ${sub} runs commands`);
+  if (sub === "config") gitConfig(rest, fx);
+  if (sub === "grep" && has("-O", "--open-files-in-pager")) fx.dynamic("git grep -O runs a pager");
+  if (sub === "rebase" && has("-x", "--exec")) fx.dynamic("git rebase --exec runs commands");
+  if (sub === "submodule" && rest.some((w) => w.text === "foreach"))
+    fx.dynamic("git submodule foreach runs commands");
+  if (sub === "bisect" && rest[0]?.text === "run") {
+    fx.dynamic("git bisect run runs a command");
+    fx.run(rest.slice(1));
+  }
+  const why = destructive(sub, rest);
+  if (why !== undefined) fx.destructive(why);
+  if (!READ_ONLY.has(sub)) fx.writer();
+}
+
+function gitConfig(rest: readonly ShellWord[], fx: Effects): void {
+  const words = rest.map((w) => w.text);
+  const reads = [
+    "--get",
+    "--get-all",
+    "--get-regexp",
+    "--get-urlmatch",
+    "--list",
+    "-l",
+    "get",
+    "list",
+  ];
+  if (words.some((w) => w === "--edit" || w === "-e" || w === "edit")) {
+    fx.dynamic("git config --edit runs an editor");
+    return;
+  }
+  if (words.some((w) => reads.includes(w))) return;
+  const positional = words.filter((w, k) => !w.startsWith("-") && !isOptionValue(words, k));
+  const key = positional[0] === "set" || positional[0] === "unset" ? positional[1] : positional[0];
+  const writes =
+    positional.length >= 2 ||
+    words.some((w) =>
+      /^--(add|replace-all|unset|unset-all|rename-section|remove-section)$/.test(w),
+    );
+  if (writes && !SAFE_CONFIG.test(key ?? "")) {
+    fx.dynamic(`git config ${key ?? ""}: configuration can make git run commands`);
+  }
+}
+
+function isOptionValue(words: string[], k: number): boolean {
+  const prev = words[k - 1];
+  return prev === "--file" || prev === "-f" || prev === "--blob" || prev === "--type";
+}
+
+/** Why a git subcommand discards work (uncommitted changes, files, refs), if it does. */
+function destructive(sub: string, rest: readonly ShellWord[]): string | undefined {
+  const words = rest.map((w) => w.text);
+  const has = (...opts: string[]): boolean => words.some((w) => opts.includes(w));
+  const dry = has("-n", "--dry-run");
+  const positional = words.filter((w) => !w.startsWith("-"));
+  switch (sub) {
+    case "clean":
+      return dry ? undefined : "git clean";
+    case "checkout":
+      if (has("--", ".", "-f", "--force", "-p", "--patch", "--ours", "--theirs", "--merge", "-m"))
+        return "git checkout -- (discards changes)";
+      if (positional.length >= 2 || positional.some((p) => /[./]/.test(p) && !has("-b", "-B")))
+        return "git checkout PATH (discards changes)";
+      return undefined;
+    case "restore":
+      return has("-W", "--worktree") || !has("-S", "--staged") ? "git restore" : undefined;
+    case "stash":
+      return positional[0] === "list" || positional[0] === "show" ? undefined : "git stash";
+    case "reset":
+      return has("--hard", "--merge", "--keep") ? "git reset --hard" : undefined;
+    case "rm":
+      return dry || has("--cached") ? undefined : "git rm";
+    case "switch":
+      return has("--discard-changes", "-f", "--force") ? "git switch --discard-changes" : undefined;
+    case "branch":
+    case "tag":
+      return has("-D", "-d", "--delete") ? `git ${sub} --delete` : undefined;
+    case "update-ref":
+      return has("-d", "--stdin") ? "git update-ref -d" : undefined;
+    case "reflog":
+      return positional[0] === "expire" || positional[0] === "delete"
+        ? "git reflog expire"
+        : undefined;
+    case "gc":
+      return words.some((w) => w.startsWith("--prune")) ? "git gc --prune" : undefined;
+    case "prune":
+      return dry ? undefined : "git prune";
+    case "worktree":
+      return positional[0] === "remove" || positional[0] === "prune"
+        ? "git worktree remove"
+        : undefined;
+    case "submodule":
+      return positional[0] === "deinit" ? "git submodule deinit" : undefined;
+    default:
+      return undefined;
+  }
+}
