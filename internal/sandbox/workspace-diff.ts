@@ -1,78 +1,155 @@
 /**
- * The diff of two workspace snapshots as a git-style unified diff that `git apply`
- * accepts (jsdiff does the line diff and the formatting). `.git/` is never part of it.
+ * The diff of a run's workspace against the workspace it started from, as one git patch that
+ * `git apply` accepts and that is safe to apply: no symlink leading out of the tree, nothing
+ * a `.gitignore` ignores (for untracked paths, as git), binary files as git binary patches,
+ * secret values redacted from text and binary files holding one left out; `.git/` is never
+ * part of it. What is left out is reported with the reason.
+ *
+ * The current workspace is read as a tar stream, twice: pass 1 hashes every file as it goes
+ * by and decides what changed; pass 2 (only when something did) keeps the content of the
+ * changed files alone. Memory stays near the size of the patch, never the workspace's.
+ *
+ * Must never hold a whole export, read content before the size check allows it, or return a
+ * patch over `maxPatchBytes`.
  */
-import { formatPatch, type StructuredPatch, structuredPatch } from "diff";
-import type { WorkspaceDiff } from "./port.ts";
+import { AgentdError } from "../errors.ts";
 import type { WorkspaceFile } from "./workspace-archive.ts";
+import { type Omission, planChanges } from "./workspace-changes.ts";
+import { formatChanges, PATCH_LIMIT_FIELD } from "./workspace-patch.ts";
+import {
+  readContents,
+  scanExport,
+  scanFiles,
+  type WorkspaceEntry,
+  type WorkspaceScan,
+} from "./workspace-scan.ts";
 
-const IGNORED = /^\.git(\/|$)/;
+export type { Omission } from "./workspace-changes.ts";
+export { PATCH_LIMIT_FIELD } from "./workspace-patch.ts";
 
-/** True when the content looks binary (a NUL byte in the first 8 KiB, as git decides). */
-export function isBinary(data: Buffer): boolean {
-  return data.subarray(0, 8000).includes(0);
+/** Default `maxPatchBytes` of `diffWorkspaces` (64 MiB, the largest workspace upload). */
+export const DEFAULT_MAX_PATCH_BYTES = 64 * 1024 * 1024;
+
+/** The patch of a workspace and what it holds. */
+export interface WorkspaceDiffResult {
+  /** The git patch (`git apply` accepts it); "" when nothing changed. */
+  patch: string;
+  /** Paths the patch creates, changes, removes (a path changed from file to symlink is modified). */
+  added: string[];
+  modified: string[];
+  deleted: string[];
+  /** Paths in `added`/`modified`/`deleted` written as git binary patches. */
+  binary: string[];
+  /** Changed paths left out of the patch (they keep their base version), with the reason. */
+  omitted: Omission[];
+  /** Paths in the patch whose text had secret values replaced by `[REDACTED]`. */
+  redactedFiles: string[];
+  /** New paths left out because a `.gitignore` of the workspace ignores them. */
+  ignored: number;
 }
 
-function contentOf(f: WorkspaceFile): Buffer {
-  return f.type === "symlink" ? Buffer.from(f.linkname ?? "") : (f.data ?? Buffer.alloc(0));
+export interface DiffWorkspaceOptions {
+  /** The workspace the run started from (the uploaded, normalised one). */
+  base: readonly WorkspaceFile[];
+  /** A tar stream of the current workspace; called once or twice, each a fresh export. */
+  openExport: () => AsyncIterable<Uint8Array>;
+  /** Largest patch, bytes (policy limits.maxPatchSize): past it ETOOLARGE. */
+  maxPatchBytes: number;
+  /** Replaces every secret value in a text with `[REDACTED]` (the run's redactor). */
+  redact?: (text: string) => string;
+  signal?: AbortSignal;
 }
 
-function modeOf(f: WorkspaceFile): string {
-  if (f.type === "symlink") return "120000";
-  return f.mode & 0o111 ? "100755" : "100644";
+const unchanged = (s: string): string => s;
+
+/** The files whose new content the patch needs, keyed by the path the content is read at. */
+function wantedContents(changes: ReturnType<typeof planChanges>["changes"]) {
+  const wanted = new Map<string, WorkspaceEntry>();
+  for (const { path, old, neu } of changes) {
+    if (neu?.kind !== "file" || neu.data !== undefined) continue;
+    if (old?.kind === "file" && old.id === neu.id) continue;
+    wanted.set(neu.contentPath ?? path, neu);
+  }
+  return wanted;
 }
 
-export function diffWorkspaces(
+/** Fails before any content is read when the changed files alone exceed the limit. */
+function checkSize(
+  wanted: ReadonlyMap<string, WorkspaceEntry>,
+  max: number,
+  show: (p: string) => string,
+): void {
+  let total = 0;
+  let largest: [string, number] = ["", -1];
+  for (const [path, e] of wanted) {
+    total += e.size;
+    if (e.size > largest[1]) largest = [path, e.size];
+  }
+  if (total <= max) return;
+  const others = wanted.size > 1 ? ` and ${wanted.size - 1} other files` : "";
+  throw new AgentdError(
+    "ETOOLARGE",
+    `the run's changes (${total} bytes in ${show(largest[0])}${others}) exceed ${PATCH_LIMIT_FIELD} (${max} bytes)`,
+    { field: PATCH_LIMIT_FIELD },
+  );
+}
+
+async function buildPatch(
+  base: WorkspaceScan,
+  current: WorkspaceScan,
+  read: (wanted: ReadonlyMap<string, WorkspaceEntry>) => Promise<Map<string, Buffer>>,
+  opts: { maxPatchBytes: number; redact: (s: string) => string; signal?: AbortSignal },
+): Promise<WorkspaceDiffResult> {
+  const plan = planChanges(base, current, opts.redact);
+  const wanted = wantedContents(plan.changes);
+  checkSize(wanted, opts.maxPatchBytes, (p) => JSON.stringify(opts.redact(p)));
+  const contents = wanted.size > 0 ? await read(wanted) : new Map<string, Buffer>();
+  const f = await formatChanges(plan.changes, { ...opts, contents });
+  const result: WorkspaceDiffResult = {
+    patch: f.patch,
+    added: [],
+    modified: [],
+    deleted: [],
+    binary: f.binary,
+    omitted: [...plan.omitted, ...f.omitted],
+    redactedFiles: f.redactedFiles,
+    ignored: plan.ignored,
+  };
+  for (const c of f.included) {
+    (c.old ? (c.neu ? result.modified : result.deleted) : result.added).push(c.path);
+  }
+  return result;
+}
+
+/**
+ * The patch from `base` to the workspace `openExport` streams, read in two bounded passes.
+ * Fails with ETOOLARGE (field limits.maxPatchSize) when the changes exceed `maxPatchBytes`,
+ * ECONFLICT when the workspace changed between the passes, EIO on a corrupt export.
+ */
+export async function diffWorkspace(opts: DiffWorkspaceOptions): Promise<WorkspaceDiffResult> {
+  const redact = opts.redact ?? unchanged;
+  const scanOpts = { signal: opts.signal, show: (p: string) => JSON.stringify(redact(p)) };
+  const current = await scanExport(opts.openExport(), scanOpts);
+  return buildPatch(
+    scanFiles(opts.base),
+    current,
+    (wanted) => readContents(opts.openExport(), wanted, scanOpts),
+    { maxPatchBytes: opts.maxPatchBytes, redact, signal: opts.signal },
+  );
+}
+
+/**
+ * The same patch for two workspaces already in memory (callers that hold both).
+ * `maxPatchBytes` defaults to DEFAULT_MAX_PATCH_BYTES.
+ */
+export async function diffWorkspaces(
   before: readonly WorkspaceFile[],
   after: readonly WorkspaceFile[],
-): WorkspaceDiff {
-  const index = (files: readonly WorkspaceFile[]): Map<string, WorkspaceFile> =>
-    new Map(
-      files.filter((f) => f.type !== "directory" && !IGNORED.test(f.path)).map((f) => [f.path, f]),
-    );
-  const a = index(before);
-  const b = index(after);
-  const paths = [...new Set([...a.keys(), ...b.keys()])].sort();
-  const result: WorkspaceDiff = { patch: "", added: [], modified: [], deleted: [], binary: [] };
-  const patches: string[] = [];
-  for (const path of paths) {
-    const old = a.get(path);
-    const neu = b.get(path);
-    const oldData = old ? contentOf(old) : undefined;
-    const newData = neu ? contentOf(neu) : undefined;
-    if (old && neu && oldData?.equals(newData as Buffer) && modeOf(old) === modeOf(neu)) continue;
-    if (!old) result.added.push(path);
-    else if (!neu) result.deleted.push(path);
-    else result.modified.push(path);
-    if ((oldData && isBinary(oldData)) || (newData && isBinary(newData))) {
-      result.binary.push(path);
-      patches.push(
-        `diff --git a/${path} b/${path}\n${old ? "" : `new file mode ${modeOf(neu as WorkspaceFile)}\n`}${neu ? "" : `deleted file mode ${modeOf(old as WorkspaceFile)}\n`}Binary files ${old ? `a/${path}` : "/dev/null"} and ${neu ? `b/${path}` : "/dev/null"} differ\n`,
-      );
-      continue;
-    }
-    const sp: StructuredPatch = structuredPatch(
-      old ? `a/${path}` : "/dev/null",
-      neu ? `b/${path}` : "/dev/null",
-      oldData?.toString("utf8") ?? "",
-      newData?.toString("utf8") ?? "",
-      undefined,
-      undefined,
-      { context: 3 },
-    );
-    sp.isGit = true;
-    if (!old) {
-      sp.isCreate = true;
-      sp.newMode = modeOf(neu as WorkspaceFile);
-    } else if (!neu) {
-      sp.isDelete = true;
-      sp.oldMode = modeOf(old);
-    } else if (modeOf(old) !== modeOf(neu)) {
-      sp.oldMode = modeOf(old);
-      sp.newMode = modeOf(neu);
-    }
-    patches.push(formatPatch(sp));
-  }
-  result.patch = patches.join("");
-  return result;
+  opts: { maxPatchBytes?: number; redact?: (text: string) => string } = {},
+): Promise<WorkspaceDiffResult> {
+  const current = scanFiles(after);
+  return buildPatch(scanFiles(before), current, async () => new Map(), {
+    maxPatchBytes: opts.maxPatchBytes ?? DEFAULT_MAX_PATCH_BYTES,
+    redact: opts.redact ?? unchanged,
+  });
 }
