@@ -487,6 +487,15 @@ describe("workspace patch: limits and failures", () => {
     );
   });
 
+  it("a workspace of more entries than maxEntries fails with ETOOLARGE", async () => {
+    const many = Array.from({ length: 30 }, (_, i) => text(`d/f${i}`, ""));
+    await assert.rejects(
+      diff([], many, { maxEntries: 25 }),
+      (err: unknown) => isAgentdError(err, "ETOOLARGE") && /more than 25 files/.test(err.message),
+    );
+    assert.equal((await diff([], many, { maxEntries: 31 })).added.length, 30);
+  });
+
   it("an aborted signal stops the diff", async () => {
     const ac = new AbortController();
     ac.abort(new Error("cancelled"));

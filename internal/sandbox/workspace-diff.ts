@@ -58,6 +58,8 @@ export interface DiffWorkspaceOptions {
   /** Replaces every secret value in a text with `[REDACTED]` (the run's redactor). */
   redact?: (text: string) => string;
   signal?: AbortSignal;
+  /** Most files and directories the workspace may hold: past it ETOOLARGE. Default 500,000. */
+  maxEntries?: number;
 }
 
 const unchanged = (s: string): string => s;
@@ -128,7 +130,11 @@ async function buildPatch(
  */
 export async function diffWorkspace(opts: DiffWorkspaceOptions): Promise<WorkspaceDiffResult> {
   const redact = opts.redact ?? unchanged;
-  const scanOpts = { signal: opts.signal, show: (p: string) => JSON.stringify(redact(p)) };
+  const scanOpts = {
+    signal: opts.signal,
+    show: (p: string) => JSON.stringify(redact(p)),
+    maxEntries: opts.maxEntries,
+  };
   const current = await scanExport(opts.openExport(), scanOpts);
   return buildPatch(
     scanFiles(opts.base),

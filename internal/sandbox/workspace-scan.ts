@@ -66,7 +66,15 @@ export interface ScanOptions {
   signal?: AbortSignal;
   /** How a path is shown in an error message (e.g. redacted). Default: JSON-quoted. */
   show?: (path: string) => string;
+  /** Most entries pass 1 records (files, links, directories). Default MAX_SCAN_ENTRIES. */
+  maxEntries?: number;
 }
+
+/**
+ * Pass 1 keeps a small record per path (about 200 bytes): a workspace of millions of empty
+ * files must not make the worker hold hundreds of MB for it.
+ */
+export const MAX_SCAN_ENTRIES = 500_000;
 
 const quoted = (p: string): string => JSON.stringify(p);
 
@@ -171,8 +179,14 @@ export async function scanExport(
   const scan: WorkspaceScan = { entries: new Map(), gitignores: new Map(), unfit: new Map() };
   const dirs = new Set<string>();
   const keep = gitignoreKeeper();
+  const max = opts.maxEntries ?? MAX_SCAN_ENTRIES;
   for await (const e of exportEntries(source, opts.signal)) {
     if (e.path === "" || isGitMetadata(e.path)) continue;
+    if (scan.entries.size + scan.unfit.size + dirs.size >= max)
+      throw new AgentdError(
+        "ETOOLARGE",
+        `the workspace holds more than ${max} files and directories; no patch is made of it`,
+      );
     checkPlace(scan, dirs, e.path, opts.show ?? quoted);
     if (e.nameValid) await addEntry(scan, dirs, e, keep);
     else scan.unfit.set(e.path, "its name (or its target) is not valid UTF-8");
