@@ -1,13 +1,22 @@
 /**
- * ArtifactStore on a local directory: `DIR/sha256/ab/abcdef…`. Written to a temporary
- * file, fsynced and renamed, so a reader never sees a partial blob.
+ * ArtifactStore on a local directory: `DIR/sha256/ab/abcdef…`. Blobs are written to a
+ * temporary file under `DIR/tmp/`, hashed on the way, fsynced and renamed to their digest,
+ * so a reader never sees a partial blob and a refused or failed write leaves nothing behind.
+ * Never holds a streamed blob in memory, and never names a host path in an error message
+ * (the path stays in the error's cause, for the logs).
  */
 import { createHash, randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdir, rename, stat, writeFile } from "node:fs/promises";
+import { type FileHandle, mkdir, open, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { AgentdError, invalid } from "../errors.ts";
-import { type ArtifactInfo, type ArtifactStore, DIGEST_RE } from "./port.ts";
+import { type ArtifactInfo, type ArtifactStore, DIGEST_RE, type PutStreamOptions } from "./port.ts";
+
+/**
+ * Small chunks (a tar header is 512 bytes) are gathered up to this size before a write:
+ * one syscall per 256 KiB instead of one per chunk, and a fixed bound on what is buffered.
+ */
+const WRITE_BATCH_BYTES = 256 * 1024;
 
 export class FsArtifactStore implements ArtifactStore {
   readonly #dir: string;
@@ -23,19 +32,44 @@ export class FsArtifactStore implements ArtifactStore {
   }
 
   async put(data: Uint8Array): Promise<ArtifactInfo> {
+    // The content is in memory already: its digest is known before anything is written.
     const digest = createHash("sha256").update(data).digest("hex");
-    const path = this.#path(digest);
     const existing = await this.stat(digest);
     if (existing !== undefined) return existing;
-    await mkdir(join(this.#dir, "sha256", digest.slice(0, 2)), { recursive: true });
-    const tmp = `${path}.${randomUUID()}.tmp`;
+    return this.putStream([data]);
+  }
+
+  async putStream(
+    source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+    opts: PutStreamOptions = {},
+  ): Promise<ArtifactInfo> {
+    opts.signal?.throwIfAborted();
+    const tmpDir = join(this.#dir, "tmp");
+    const tmp = join(tmpDir, `${randomUUID()}.tmp`);
+    let handle: FileHandle | undefined;
     try {
-      await writeFile(tmp, data, { flush: true });
-      await rename(tmp, path);
+      handle = await storage(async () => {
+        await mkdir(tmpDir, { recursive: true });
+        return open(tmp, "wx", 0o644);
+      });
+      const written = await writeAll(handle, source, opts);
+      await storage(async () => {
+        await handle?.sync();
+        await handle?.close();
+      });
+      handle = undefined;
+      const path = this.#path(written.digest);
+      await storage(async () => {
+        await mkdir(join(this.#dir, "sha256", written.digest.slice(0, 2)), { recursive: true });
+        // The same content stored twice renames onto identical bytes: a no-op for readers.
+        await rename(tmp, path);
+      });
+      return written;
     } catch (err) {
-      throw new AgentdError("EIO", `artifact store: cannot write ${digest}`, { cause: err });
+      await handle?.close().catch(() => undefined);
+      await rm(tmp, { force: true }).catch(() => undefined);
+      throw err;
     }
-    return { digest, size: data.byteLength };
   }
 
   async stat(digest: string): Promise<ArtifactInfo | undefined> {
@@ -44,7 +78,7 @@ export class FsArtifactStore implements ArtifactStore {
       return { digest, size: st.size };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw err;
+      throw new AgentdError("EIO", "artifact store: cannot look up a blob", { cause: err });
     }
   }
 
@@ -56,4 +90,110 @@ export class FsArtifactStore implements ArtifactStore {
       yield chunk as Buffer;
     }
   }
+}
+
+/** Runs a filesystem step; its failure becomes EIO without the path (kept in the cause). */
+async function storage<T>(step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === "ENOSPC" || code === "EDQUOT" ? "no space left" : "cannot write a blob";
+    throw new AgentdError("EIO", `artifact store: ${why}`, { cause: err });
+  }
+}
+
+/** Writes every chunk of `source` to `handle` in batches; returns the digest and size. */
+async function writeAll(
+  handle: FileHandle,
+  source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  opts: PutStreamOptions,
+): Promise<ArtifactInfo> {
+  const max = opts.maxBytes ?? Number.POSITIVE_INFINITY;
+  const hash = createHash("sha256");
+  const batch = Buffer.allocUnsafe(WRITE_BATCH_BYTES);
+  let batched = 0;
+  let size = 0;
+  const flush = async (): Promise<void> => {
+    if (batched === 0) return;
+    const n = batched;
+    batched = 0;
+    await storage(() => handle.write(batch, 0, n));
+  };
+  for await (const chunk of abortable(source, opts.signal)) {
+    size += chunk.byteLength;
+    if (size > max) {
+      throw new AgentdError("ETOOLARGE", `artifact exceeds the limit of ${max} bytes`);
+    }
+    hash.update(chunk);
+    if (chunk.byteLength >= WRITE_BATCH_BYTES) {
+      await flush();
+      await storage(() => handle.write(chunk));
+      continue;
+    }
+    if (batched + chunk.byteLength > WRITE_BATCH_BYTES) await flush();
+    // Copied, not kept: a source may reuse its buffer once the next chunk is asked for.
+    batch.set(chunk, batched);
+    batched += chunk.byteLength;
+  }
+  await flush();
+  return { digest: hash.digest("hex"), size };
+}
+
+/**
+ * The chunks of `source`, stopping at the first chunk boundary after `signal` aborts (with
+ * the signal's reason) even while the source is still waiting for its next chunk.
+ */
+async function* abortable(
+  source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<Uint8Array> {
+  if (signal === undefined) {
+    yield* source;
+    return;
+  }
+  const it =
+    Symbol.asyncIterator in source
+      ? source[Symbol.asyncIterator]()
+      : (source as Iterable<Uint8Array>)[Symbol.iterator]();
+  try {
+    for (;;) {
+      const r = await nextOrAbort(it, signal);
+      if (r.done === true) return;
+      yield r.value;
+    }
+  } finally {
+    // Stops a source left half-read (refused, failed or aborted): it frees what it holds.
+    // After an abort its next() may still be pending, and a generator queues return()
+    // behind it: started, not awaited, so an abort never waits for a stuck source.
+    const stopped = it.return?.();
+    if (signal.aborted) Promise.resolve(stopped).catch(() => undefined);
+    else await stopped;
+  }
+}
+
+/**
+ * The iterator's next result, or the signal's reason once it aborts. The listener lives
+ * for one call only: racing every chunk against one long-lived "aborted" promise would pile
+ * a reaction per chunk onto it, each holding its chunk, until the end of the stream.
+ */
+function nextOrAbort<T>(
+  it: Iterator<T> | AsyncIterator<T>,
+  signal: AbortSignal,
+): Promise<IteratorResult<T>> {
+  signal.throwIfAborted();
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    Promise.resolve(it.next()).then(
+      (r) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(r);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
 }
