@@ -1,0 +1,382 @@
+/**
+ * The streaming workspace normaliser against real tar and gzip bytes: what it writes (owner
+ * 1000, no set-id bits, parents listed, deterministic), every hostile entry and format it
+ * refuses, the limits (unpacked bytes, entries, paths), the lenient mode for sandbox
+ * exports, and that memory stays bounded by a chunk for a 1 GiB entry.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { describe, it } from "node:test";
+import { gzipSync } from "node:zlib";
+import * as tar from "tar-stream";
+import { isAgentdError } from "../errors.ts";
+import { packWorkspace, readWorkspaceArchive } from "./workspace-archive.ts";
+import { type ArchiveLimits, SANDBOX_EXPORT_LIMITS } from "./workspace-rules.ts";
+import { normaliseWorkspaceStream } from "./workspace-stream.ts";
+
+type Entry = Partial<tar.Header> & { name: string; data?: string | Buffer };
+
+/** A tar of `entries`, built with tar-stream (the headers as given, owners and modes too). */
+async function tarOf(entries: readonly Entry[]): Promise<Buffer> {
+  const pack = tar.pack();
+  const out: Buffer[] = [];
+  pack.on("data", (c: unknown) => out.push(c as Buffer));
+  const ended = new Promise<void>((r) => pack.on("end", () => r()));
+  for (const { data, ...h } of entries) {
+    if (data === undefined) pack.entry({ mode: 0o644, ...h });
+    else pack.entry({ mode: 0o644, ...h }, data);
+  }
+  pack.finalize();
+  await ended;
+  return Buffer.concat(out);
+}
+
+/** A raw ustar header block (for what tar-stream will not write: 'S', floods of PAX). */
+function rawHeader(name: string, size: number, typeflag: string): Buffer {
+  const b = Buffer.alloc(512);
+  b.write(name, 0, 100, "utf8");
+  b.write("0000644\0", 100);
+  b.write("0001750\0", 108);
+  b.write("0001750\0", 116);
+  b.write(`${size.toString(8).padStart(11, "0")}\0`, 124);
+  b.write("00000000000\0", 136);
+  b.write(typeflag, 156);
+  b.write("ustar\0", 257);
+  b.write("00", 263);
+  b.fill(0x20, 148, 156);
+  let sum = 0;
+  for (const x of b) sum += x;
+  b.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
+  return b;
+}
+
+const END = Buffer.alloc(1024);
+
+async function normalise(input: Uint8Array, limits: ArchiveLimits = {}): Promise<Buffer> {
+  const out: Uint8Array[] = [];
+  for await (const c of normaliseWorkspaceStream([input], limits)) out.push(c);
+  return Buffer.concat(out);
+}
+
+/** The headers of a tar (content skipped). */
+async function headersOf(t: Buffer): Promise<tar.Header[]> {
+  const out: tar.Header[] = [];
+  const ex = tar.extract();
+  const done = (async () => {
+    for await (const e of ex) {
+      out.push(e.header);
+      for await (const _ of e);
+    }
+  })();
+  ex.end(t);
+  await done;
+  return out;
+}
+
+async function refused(
+  input: Uint8Array | AsyncIterable<Uint8Array>,
+  code: "EVALIDATION" | "ETOOLARGE",
+  re: RegExp,
+  limits: ArchiveLimits = {},
+): Promise<void> {
+  const source = input instanceof Uint8Array ? [input] : input;
+  await assert.rejects(
+    (async () => {
+      for await (const _ of normaliseWorkspaceStream(source, limits));
+    })(),
+    (e: unknown) => {
+      assert.ok(isAgentdError(e, code), `expected ${code}, got ${String(e)}`);
+      assert.equal(e.field, "workspace_tar");
+      assert.match(e.message, /^workspace_tar: /);
+      assert.match(e.message, re);
+      return true;
+    },
+  );
+}
+
+describe("normaliseWorkspaceStream: the normalised form", () => {
+  it("owner 1000, no set-id or sticky bits, parents listed first, mtime 0", async () => {
+    const input = await tarOf([
+      { name: "./bin/tool", mode: 0o4755, uid: 0, gid: 0, uname: "root", data: "#!/bin/sh\n" },
+      { name: "src/deep/a.txt", mode: 0o2640, uid: 501, data: "a" },
+      { name: "src/", type: "directory", mode: 0o1777 },
+      { name: "src/link", type: "symlink", linkname: "deep/a.txt" },
+    ]);
+    const out = await normalise(gzipSync(input));
+    const hs = await headersOf(out);
+    assert.deepEqual(
+      hs.map((h) => [h.name, h.type, h.mode.toString(8), h.uid, h.gid, h.mtime.getTime()]),
+      [
+        ["bin/", "directory", "755", 1000, 1000, 0],
+        ["bin/tool", "file", "755", 1000, 1000, 0],
+        ["src/", "directory", "755", 1000, 1000, 0],
+        ["src/deep/", "directory", "755", 1000, 1000, 0],
+        ["src/deep/a.txt", "file", "640", 1000, 1000, 0],
+        ["src/link", "symlink", "777", 1000, 1000, 0],
+      ],
+    );
+    // The in-memory path (read, then pack) gives the very same bytes.
+    assert.ok(out.equals(await packWorkspace(await readWorkspaceArchive(input))));
+    // Same tree, same bytes: the digest of a workspace does not depend on who packed it.
+    assert.ok(out.equals(await normalise(input)));
+  });
+
+  it("a tar inside the tar is a file like any other, not unpacked", async () => {
+    const inner = await tarOf([{ name: "../../evil", data: "x" }]);
+    const out = await normalise(await tarOf([{ name: "vendor/inner.tar", data: inner }]));
+    const files = await readWorkspaceArchive(out);
+    const stored = files.find((f) => f.path === "vendor/inner.tar");
+    assert.ok(stored?.data?.equals(inner));
+  });
+
+  it("a deep path within PATH_MAX is kept, its 1,500 implied parents counted", async () => {
+    const deep = `${"d/".repeat(1500)}leaf.txt`;
+    const out = await normalise(await tarOf([{ name: deep, data: "deep" }]));
+    const hs = await headersOf(out);
+    assert.equal(hs.length, 1501);
+    assert.equal(hs.at(-1)?.name, deep);
+    await refused(await tarOf([{ name: deep, data: "deep" }]), "ETOOLARGE", /1000 entries/, {
+      maxEntries: 1000,
+    });
+  });
+});
+
+describe("normaliseWorkspaceStream: hostile archives are refused, naming the entry", () => {
+  const cases: [string, () => Promise<Uint8Array>, RegExp][] = [
+    ["tar-slip", () => tarOf([{ name: "src/../../evil.sh", data: "x" }]), /tar-slip/],
+    ["absolute path", () => tarOf([{ name: "/etc/cron.d/evil", data: "x" }]), /absolute path/],
+    [
+      "NUL in a name (PAX path)",
+      () => tarOf([{ name: "a", pax: { path: "a\0b" }, data: "x" }]),
+      /NUL/,
+    ],
+    [
+      "absolute symlink",
+      () => tarOf([{ name: "l", type: "symlink", linkname: "/etc/passwd" }]),
+      /symlink "l" points to an absolute path/,
+    ],
+    [
+      "symlink out of the tree",
+      () => tarOf([{ name: "a/l", type: "symlink", linkname: "../../x" }]),
+      /outside the workspace/,
+    ],
+    ["hard link", () => tarOf([{ name: "h", type: "link", linkname: "a" }]), /hard link/],
+    [
+      "character device",
+      () => tarOf([{ name: "null", type: "character-device", devmajor: 1, devminor: 3 }]),
+      /character-device/,
+    ],
+    ["fifo", () => tarOf([{ name: "p", type: "fifo" }]), /is a fifo/],
+    [
+      "a file twice",
+      () =>
+        tarOf([
+          { name: "a", data: "1" },
+          { name: "./a", data: "2" },
+        ]),
+      /"a" appears twice/,
+    ],
+    [
+      "a file inside a file",
+      () =>
+        tarOf([
+          { name: "a", data: "1" },
+          { name: "a/b", data: "2" },
+        ]),
+      /inside "a", which is not a directory/,
+    ],
+    [
+      "a file through a symlink",
+      () =>
+        tarOf([
+          { name: "l", type: "symlink", linkname: "." },
+          { name: "l/b", data: "2" },
+        ]),
+      /inside "l"/,
+    ],
+    ["a path over PATH_MAX", () => tarOf([{ name: "a/".repeat(2100), data: "x" }]), /4096 bytes/],
+    [
+      "a symlink target over PATH_MAX",
+      () => tarOf([{ name: "l", type: "symlink", linkname: "a/".repeat(2100) }]),
+      /target longer than 4096/,
+    ],
+    [
+      "a GNU sparse file claiming 300 MiB",
+      async () => Buffer.concat([rawHeader("big.img", 512, "S"), Buffer.alloc(512), END]),
+      /"big.img" is an unsupported kind of entry/,
+    ],
+    [
+      "a PAX sparse file claiming 300 MiB",
+      () =>
+        tarOf([
+          {
+            name: "GNUSparseFile.0/big.img",
+            data: "1\n0\n512\n",
+            pax: {
+              "GNU.sparse.major": "1",
+              "GNU.sparse.minor": "0",
+              "GNU.sparse.realsize": String(300 * 1024 * 1024),
+            },
+          },
+        ]),
+      /sparse file/,
+    ],
+    [
+      "text that is no tar",
+      async () => Buffer.from("not a tar at all".repeat(64)),
+      /not a tar archive/,
+    ],
+    [
+      "gzip of text",
+      async () => gzipSync(Buffer.from("not a tar".repeat(500))),
+      /not a tar archive/,
+    ],
+    [
+      "truncated gzip",
+      async () => {
+        const gz = gzipSync(await tarOf([{ name: "a", data: "x".repeat(100_000) }]));
+        return gz.subarray(0, gz.length - 200);
+      },
+      /gzip data is corrupt or truncated/,
+    ],
+    [
+      "truncated tar",
+      async () => (await tarOf([{ name: "a", data: "x".repeat(10_000) }])).subarray(0, 4096),
+      /corrupt tar/,
+    ],
+  ];
+  for (const [name, make, re] of cases) {
+    it(name, async () => refused(await make(), "EVALIDATION", re));
+  }
+});
+
+describe("normaliseWorkspaceStream: limits", () => {
+  const limits: ArchiveLimits = {
+    maxUnpackedBytes: 8 * 1024 * 1024,
+    maxEntries: 1000,
+    settings: { unpackedBytes: "--max-workspace-bytes", entries: "--max-workspace-entries" },
+  };
+
+  it("an entry declared larger than the limit is refused before its content", async () => {
+    let read = 0;
+    async function* headerOnly(): AsyncGenerator<Uint8Array> {
+      // A header claiming 300 MiB, then content that never ends: it must not be awaited.
+      read++;
+      yield rawHeader("zeros.bin", 300 * 1024 * 1024, "0");
+      for (;;) {
+        read++;
+        yield Buffer.alloc(64 * 1024);
+      }
+    }
+    await refused(
+      headerOnly(),
+      "ETOOLARGE",
+      /8388608 bytes \(the server's --max-workspace-bytes\)/,
+      limits,
+    );
+    assert.ok(read < 10, `read ${read} chunks of a refused entry`);
+  });
+
+  it("many files under the limit each, over it together: refused while streaming", async () => {
+    const five = gzipSync(
+      await tarOf([1, 2, 3, 4, 5].map((i) => ({ name: `z${i}`, data: Buffer.alloc(2 << 20) }))),
+    );
+    await refused(five, "ETOOLARGE", /exceeds the limit of 8388608 bytes/, limits);
+  });
+
+  it("a flood of PAX headers (no entries at all) hits the unpacked limit", async () => {
+    async function* flood(): AsyncGenerator<Uint8Array> {
+      const record = Buffer.alloc(512, 0);
+      record.write("12 path=abc\n");
+      for (;;) yield Buffer.concat([rawHeader("PaxHeader", 12, "x"), record]);
+    }
+    await refused(flood(), "ETOOLARGE", /--max-workspace-bytes/, limits);
+  });
+
+  it("20,000 empty files past a limit of 10,000: refused at the entry limit", async () => {
+    // The server test sends 200,000 against the default 100,000; the mechanism is the same.
+    async function* many(): AsyncGenerator<Uint8Array> {
+      for (let i = 0; i < 20_000; i += 100) {
+        yield Buffer.concat(Array.from({ length: 100 }, (_, j) => rawHeader(`f${i + j}`, 0, "0")));
+      }
+      yield END;
+    }
+    await refused(
+      many(),
+      "ETOOLARGE",
+      /more than 10000 entries \(the server's --max-workspace-entries\)/,
+      { ...limits, maxEntries: 10_000 },
+    );
+  });
+
+  it("the archive as given is capped too (maxArchiveBytes)", async () => {
+    await refused(
+      await tarOf([{ name: "a", data: Buffer.alloc(4096) }]),
+      "ETOOLARGE",
+      /larger than 1024 bytes/,
+      { maxArchiveBytes: 1024 },
+    );
+  });
+});
+
+describe("normaliseWorkspaceStream: sandbox exports (lenient)", () => {
+  it("keeps links as they are, skips hard links and devices, still owner 1000 without set-id", async () => {
+    const input = await tarOf([
+      { name: "./", type: "directory" },
+      { name: "./abs", type: "symlink", linkname: "/etc/passwd" },
+      { name: "./up", type: "symlink", linkname: "../../x" },
+      { name: "./hard", type: "link", linkname: "abs" },
+      { name: "./null", type: "character-device", devmajor: 1, devminor: 3 },
+      { name: "./suid", mode: 0o6755, uid: 0, data: "x" },
+    ]);
+    const hs = await headersOf(await normalise(input, SANDBOX_EXPORT_LIMITS));
+    assert.deepEqual(
+      hs.map((h) => [h.name, h.type, h.linkname ?? null, h.mode.toString(8), h.uid]),
+      [
+        ["abs", "symlink", "/etc/passwd", "777", 1000],
+        ["up", "symlink", "../../x", "777", 1000],
+        ["suid", "file", null, "755", 1000],
+      ],
+    );
+  });
+
+  it("a consumer that stops early stops the reading of its source", async () => {
+    let stopped = false;
+    async function* endless(): AsyncGenerator<Uint8Array> {
+      try {
+        yield rawHeader("big", 1024 ** 3, "0");
+        for (;;) yield Buffer.alloc(64 * 1024, 1);
+      } finally {
+        stopped = true;
+      }
+    }
+    let n = 0;
+    for await (const c of normaliseWorkspaceStream(endless(), SANDBOX_EXPORT_LIMITS)) {
+      n += c.byteLength;
+      if (n > 1024 * 1024) break;
+    }
+    await new Promise((r) => setImmediate(r));
+    assert.equal(stopped, true);
+  });
+
+  it("a 1 GiB entry streams through with peak RSS growth under 64 MB", async () => {
+    const size = 1024 ** 3;
+    async function* big(): AsyncGenerator<Uint8Array> {
+      const chunk = Buffer.alloc(256 * 1024, 7);
+      yield rawHeader("big.bin", size, "0");
+      for (let n = 0; n < size; n += chunk.byteLength) yield chunk;
+      yield END;
+    }
+    const rssBefore = process.memoryUsage().rss;
+    const hash = createHash("sha256");
+    let out = 0;
+    for await (const c of normaliseWorkspaceStream(big(), SANDBOX_EXPORT_LIMITS)) {
+      out += c.byteLength;
+      hash.update(c);
+    }
+    // maxRSS is the kernel's high-water mark: it overstates growth if anything, never hides it.
+    const growth = process.resourceUsage().maxRSS * 1024 - rssBefore;
+    assert.equal(out, 512 + size + 1024);
+    assert.ok(growth < 64 * 1024 * 1024, `peak RSS grew by ${(growth / 1e6).toFixed(1)} MB`);
+  });
+});
