@@ -49,6 +49,21 @@ export const FLAGS = {
     help: "largest request message accepted (RESOURCE_EXHAUSTED above)",
     def: String(8 * 1024 * 1024),
   },
+  "max-workspace-bytes": {
+    env: "AGENTD_MAX_WORKSPACE_BYTES",
+    help: "CreateRun: largest workspace archive once unpacked (the decompressed tar, contents and headers); RESOURCE_EXHAUSTED above",
+    def: String(256 * 1024 * 1024),
+  },
+  "max-workspace-entries": {
+    env: "AGENTD_MAX_WORKSPACE_ENTRIES",
+    help: "CreateRun: most entries in a workspace archive, implied parent directories included; RESOURCE_EXHAUSTED above",
+    def: "100000",
+  },
+  "max-concurrent-unpacks": {
+    env: "AGENTD_MAX_CONCURRENT_UNPACKS",
+    help: "CreateRun: workspace archives unpacked at once by this server; more wait for a turn within their deadline",
+    def: "2",
+  },
   policy: {
     env: "AGENTD_POLICY",
     help: "the policy file (docs/policy.md); re-read on SIGHUP, a broken reload keeps the last good one",
@@ -149,6 +164,13 @@ export const ConfigSchema = z.object({
     .int()
     .min(1024)
     .max(1024 * 1024 * 1024),
+  "max-workspace-bytes": z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(64 * 1024 ** 3),
+  "max-workspace-entries": z.coerce.number().int().min(1).max(10_000_000),
+  "max-concurrent-unpacks": z.coerce.number().int().min(1).max(64),
   policy: z.string().min(1),
   "log-level": z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
   "insecure-no-auth": z.boolean(),

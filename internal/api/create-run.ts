@@ -1,4 +1,8 @@
-/** CreateRun: validate, store the workspace archive, append `run.queued`. */
+/**
+ * CreateRun: validate, store the workspace archive (streamed through the server's upload
+ * limits, see workspace-upload.ts), append `run.queued`. Nothing is appended for a refused
+ * request, and nothing is stored for a refused archive.
+ */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
@@ -7,16 +11,18 @@ import { AgentdError, invalid } from "../errors.ts";
 import { RunFailedSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { applyEvent, emptyRun } from "../projections/run-projection.ts";
-import { normaliseWorkspaceArchive } from "../sandbox/workspace-archive.ts";
 import { principalOf } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
 import { SESSION_RE, textField } from "./validate.ts";
+import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
 
 const MAX_PROMPT_BYTES = 64 * 1024;
 const SKILL_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
 const LABEL_KEY_RE = /^[A-Za-z0-9._/-]{1,63}$/;
 
 export function createRunHandler(deps: ApiDeps) {
+  // Servers set their own (limits from flags); this one serves in-process routers.
+  const fallbackUploader = createWorkspaceUploader(deps.artifacts);
   return async (
     req: CreateRunRequest,
     ctx: HandlerContext,
@@ -45,9 +51,11 @@ export function createRunHandler(deps: ApiDeps) {
     }
     let workspace = { digest: "", size: 0 };
     if (req.workspaceTar.byteLength > 0) {
-      // Checked whole before anything is stored: tar-slip, absolute paths, links out of
-      // the tree, devices and size limits are refused; what is stored is the normalised form.
-      workspace = await deps.artifacts.put(await normaliseWorkspaceArchive(req.workspaceTar));
+      // Checked entry by entry while it streams into the store (tar-slip, absolute paths,
+      // links out of the tree, devices, size and entry limits); the run exists only once
+      // the whole archive passed, and what is stored is the normalised form.
+      const uploader = ctx.values.get(kWorkspaceUploader) ?? fallbackUploader;
+      workspace = await uploader.store(req.workspaceTar, ctx.signal);
     }
     const runId = ulid();
     const sessionId = req.sessionId || ulid();

@@ -12,6 +12,12 @@ import type { ApiDeps } from "../api/deps.ts";
 import { authInterceptor } from "../api/interceptors/auth.ts";
 import { errorInterceptor } from "../api/interceptors/errors.ts";
 import { registerRunService } from "../api/routes.ts";
+import {
+  createWorkspaceUploader,
+  DEFAULT_WORKSPACE_LIMITS,
+  kWorkspaceUploader,
+  type WorkspaceLimits,
+} from "../api/workspace-upload.ts";
 import type { Authenticator } from "../auth/tokens.ts";
 import { file_agentd_v1_events } from "../gen/agentd/v1/events_pb.js";
 import { file_agentd_v1_run_service } from "../gen/agentd/v1/run_service_pb.js";
@@ -31,6 +37,8 @@ export interface AppOptions {
   maxRequestBytes?: number;
   /** The policy in force (reloaded on SIGHUP); the kernel reads it per decision. */
   policy?: PolicyStore;
+  /** Limits on CreateRun's workspace archives; defaults in DEFAULT_WORKSPACE_LIMITS. */
+  workspace?: Partial<WorkspaceLimits>;
 }
 
 export const SERVICES = [
@@ -52,13 +60,19 @@ export function createApp(opts: AppOptions): RequestHandler {
       return false;
     }
   };
+  // One per server: its semaphore bounds the unpacks of every CreateRun this server serves.
+  const uploader = createWorkspaceUploader(deps.artifacts, {
+    ...DEFAULT_WORKSPACE_LIMITS,
+    ...opts.workspace,
+  });
   const api = connectNodeAdapter({
     readMaxBytes: opts.maxRequestBytes ?? 8 * 1024 * 1024,
     interceptors: [errorInterceptor(logError), authInterceptor(auth)],
-    // StreamEvents' gRPC fast path writes pre-framed messages to the HTTP/2 stream itself.
     contextValues: (req) => {
       const values = createContextValues();
+      // StreamEvents' gRPC fast path writes pre-framed messages to the HTTP/2 stream itself.
       if ("stream" in req) values.set(kHttp2Stream, req.stream);
+      values.set(kWorkspaceUploader, uploader);
       return values;
     },
     routes(router) {
