@@ -149,7 +149,7 @@ function timedSandbox(inner: Sandbox): Sandbox & {
       exec: (req) => h.exec(req),
       exportWorkspace: () => h.exportWorkspace(),
       killAll: () => time("killAll", () => h.killAll()),
-      diff: (base) => time("diff", () => h.diff(base)),
+      diff: (opts) => time("diff", () => h.diff(opts)),
       destroy: () => time("destroy", () => h.destroy()),
       detach: () => h.detach?.(),
     };

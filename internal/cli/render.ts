@@ -517,6 +517,14 @@ export class Renderer {
         if (v.summary !== "" && (quiet || v.summary !== this.#lastMessage)) {
           for (const l of v.summary.replace(/\n$/, "").split("\n")) this.line(`  ${l}`);
         }
+        if (v.patchRedacted)
+          this.line(
+            st.yellow(
+              `  ! the patch was redacted: secret values replaced by [REDACTED]${v.patchRedactedFiles.length > 0 ? ` in ${v.patchRedactedFiles.join(", ")}` : ""}`,
+            ),
+          );
+        for (const o of v.patchOmitted)
+          this.line(st.dim(`  ◇ left out of the patch: ${o.path} (${o.reason})`));
         break;
       }
       case "runFailed": {

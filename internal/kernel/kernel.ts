@@ -49,6 +49,7 @@ import type { Policy } from "./policy-schema.ts";
 import { createRedactor, createStreamRedactor, type Redactor } from "./redaction.ts";
 import { envelopeResult } from "./result-envelope.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
+import type { RunWriter } from "./run-writer.ts";
 import type { SecretProvider } from "./secrets.ts";
 import { createSecretResolver } from "./secrets.ts";
 import type { TrustCounters } from "./trust.ts";
@@ -60,10 +61,19 @@ export interface KernelRun {
   /** The owner's lease epoch: every append carries it (a stale owner is refused). */
   fence: number;
   sandbox: SandboxHandle;
-  /** Aborted when the run is cancelled: the running tool's process group is killed. */
+  /**
+   * Aborted to stop the running call: its processes are killed and confirmed gone, and its
+   * result is an error whose code is the abort reason ("cancelled" or "interrupted").
+   */
   signal?: AbortSignal;
   /** The run's token usage so far (kept by the worker), recorded in `run.paused`. */
   usage?: { inputTokens: number; outputTokens: number };
+  /**
+   * The drive's writer: every append goes through it (fence, the run's secret redaction,
+   * the head this drive has seen), and it gates every execution. Without it (tests, the
+   * benchmark) appends go to the log with `fence`, and only the call's own secrets are known.
+   */
+  writer?: RunWriter;
 }
 
 export interface ProposedCall {
@@ -179,7 +189,9 @@ export function createKernel(opts: KernelOptions): Kernel {
   };
 
   const append = (run: KernelRun, payload: EventPayload) =>
-    opts.log.append({ runId: run.runId, sessionId: run.sessionId, fence: run.fence, payload });
+    run.writer !== undefined
+      ? run.writer.append(payload)
+      : opts.log.append({ runId: run.runId, sessionId: run.sessionId, fence: run.fence, payload });
 
   /** Total: a step that throws (validation, the jail, assessment, decision) is a deny. */
   function decideCall(call: ProposedCall, counters: TrustCounters): DecidedCall {
@@ -341,7 +353,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     const isCommand =
       call.tool === "process.run" || call.tool === "test.run" || call.tool === "lint.run";
     const redactor = createRedactor({
-      secrets: () => res.knownValues(),
+      secrets: secretsOf(run, res),
       keys: isCommand ? policy.redaction.keys : [],
       patterns: policy.redaction.patterns,
     });
@@ -349,9 +361,13 @@ export function createKernel(opts: KernelOptions): Kernel {
     const started = now() - (early?.ms ?? 0);
     let output: unknown;
     let error: { code: string; message: string } | undefined;
+    let cancelledBeforeStart: Error | undefined;
     const live = createLiveOutput(run, redactor, call.callId);
     try {
       const { value, used } = await res.resolve(d.input);
+      run.writer?.secrets.add(res.knownValues());
+      // The last check before the effect: nothing starts after a cancel request or the end.
+      await run.writer?.gate();
       const tool = toolByName(call.tool) as NonNullable<ReturnType<typeof toolByName>>;
       const ctx = toolContext(run, policy, call.tool, live.push);
       // A preview saw the input without secret values: reuse it only for plain inputs.
@@ -359,11 +375,20 @@ export function createKernel(opts: KernelOptions): Kernel {
       if (approvedBase !== undefined && approvedBase !== "") ctx.approvedBase = approvedBase;
       output = await tool.execute(ctx, value as never);
     } catch (err) {
+      if (isAgentdError(err, "EENDED")) throw err; // nothing may be appended any more
+      if (isAgentdError(err, "ECANCELLED")) cancelledBeforeStart = err;
       error = isAgentdError(err)
         ? { code: err.code, message: err.message }
         : { code: "EIO", message: "the tool failed unexpectedly" };
     } finally {
       await live.close();
+    }
+    const stopped = cancelledBeforeStart
+      ? { code: "cancelled", message: "the run was cancelled before this call started" }
+      : await stopReason(run);
+    if (stopped !== undefined) {
+      output = undefined;
+      error = stopped;
     }
     const durationMs = BigInt(Math.max(0, now() - started));
     const envelope = await recordOutput(run, call, redactor, {
@@ -384,6 +409,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       });
     }
     await append(run, { case: "toolResult", value: envelope.result });
+    if (cancelledBeforeStart !== undefined) throw cancelledBeforeStart; // the driver cancels
     const safeError = envelope.result.error;
     if (safeError !== undefined) {
       span.setStatus({ code: SpanStatusCode.ERROR, message: safeError.code });
@@ -541,7 +567,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     const policy = opts.policy();
     const res = resolver();
     const redactor = createRedactor({
-      secrets: () => res.knownValues(),
+      secrets: secretsOf(run, res),
       keys: policy.redaction.keys,
       patterns: policy.redaction.patterns,
     });
@@ -828,6 +854,45 @@ function slices(text: string, max: number): string[] {
     at = end;
   }
   return out;
+}
+
+/**
+ * A call stopped by its run's signal (cancel, or the worker halting): every process of the
+ * run's container is killed and confirmed gone before the result says so (invariant 8);
+ * the result's code is the abort reason.
+ */
+async function stopReason(run: KernelRun): Promise<{ code: string; message: string } | undefined> {
+  if (run.signal?.aborted !== true) return undefined;
+  await run.sandbox.killAll();
+  const code = typeof run.signal.reason === "string" ? run.signal.reason : "cancelled";
+  return {
+    code,
+    message:
+      code === "interrupted"
+        ? "the worker stopped this call; its processes were killed"
+        : "the run was cancelled; this call's processes were killed",
+  };
+}
+
+/**
+ * The secret values a redactor hides: the call's own (resolved just now) and the run's
+ * (resolved by any call of the run). The same array until either grows, so the redactor
+ * does not rebuild its matcher on every use.
+ */
+function secretsOf(run: KernelRun, res: { knownValues(): readonly string[] }) {
+  let a: readonly string[] | undefined;
+  let b: readonly string[] | undefined;
+  let both: readonly string[] = [];
+  return (): readonly string[] => {
+    const x = res.knownValues();
+    const y = run.writer?.secrets.values() ?? [];
+    if (x !== a || y !== b) {
+      a = x;
+      b = y;
+      both = y.length === 0 ? x : x.length === 0 ? y : [...new Set([...x, ...y])];
+    }
+    return both;
+  };
 }
 
 function isStorageError(err: unknown): boolean {

@@ -21,10 +21,10 @@ import {
   RUN_SCRIPT,
   RUN_SCRIPT_STDIN,
 } from "./exec-scripts.ts";
-import type { ExecRequest, ExecResult, SandboxHandle, WorkspaceDiff } from "./port.ts";
+import type { DiffOptions, ExecRequest, ExecResult, SandboxHandle, WorkspaceDiff } from "./port.ts";
 import { WORKSPACE } from "./port.ts";
 import { readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "./workspace-archive.ts";
-import { diffWorkspaces } from "./workspace-diff.ts";
+import { DEFAULT_MAX_PATCH_BYTES, diffWorkspace } from "./workspace-diff.ts";
 
 export const SANDBOX_USER = "1000:1000";
 
@@ -283,21 +283,23 @@ export class DockerSandboxHandle implements SandboxHandle {
       );
   }
 
-  async diff(baseTar?: Uint8Array): Promise<WorkspaceDiff> {
-    const base = baseTar ?? this.#opts.baseTar;
-    if (base === undefined) {
+  async diff(opts: DiffOptions = {}): Promise<WorkspaceDiff> {
+    const baseTar = opts.baseTar ?? this.#opts.baseTar;
+    if (baseTar === undefined) {
       throw new AgentdError(
         "EVALIDATION",
         "diff: no initial snapshot known for this sandbox; pass the base archive",
       );
     }
-    const chunks: Uint8Array[] = [];
-    for await (const c of this.exportWorkspace()) chunks.push(c);
-    const [before, after] = await Promise.all([
-      base.byteLength === 0 ? [] : readWorkspaceArchive(base, SANDBOX_EXPORT_LIMITS),
-      readWorkspaceArchive(Buffer.concat(chunks), SANDBOX_EXPORT_LIMITS),
-    ]);
-    return diffWorkspaces(before, after);
+    const base =
+      baseTar.byteLength === 0 ? [] : await readWorkspaceArchive(baseTar, SANDBOX_EXPORT_LIMITS);
+    return diffWorkspace({
+      base,
+      openExport: () => this.exportWorkspace(),
+      maxPatchBytes: opts.maxPatchBytes ?? DEFAULT_MAX_PATCH_BYTES,
+      ...(opts.redact === undefined ? {} : { redact: opts.redact }),
+      ...(opts.signal === undefined ? {} : { signal: opts.signal }),
+    });
   }
 
   detach(): void {

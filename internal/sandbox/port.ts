@@ -5,6 +5,7 @@
  * process group and caps output. Nothing here decides *whether* to run something: that is
  * the kernel's job; the sandbox only makes sure an effect stays inside.
  */
+import type { WorkspaceDiffResult as WorkspaceDiff } from "./workspace-diff.ts";
 
 /** Resources and reach of a sandbox. */
 export interface SandboxLimits {
@@ -83,15 +84,18 @@ export interface ExecResult {
   durationMs: number;
 }
 
-/** The diff of a workspace against its initial snapshot. */
-export interface WorkspaceDiff {
-  /** git-style unified diff (`git apply` accepts it); "" when nothing changed. */
-  patch: string;
-  added: string[];
-  modified: string[];
-  deleted: string[];
-  /** Binary files that changed (listed in the patch as "Binary files … differ"). */
-  binary: string[];
+/** The diff of a workspace against its initial snapshot (workspace-diff.ts). */
+export type { WorkspaceDiffResult as WorkspaceDiff } from "./workspace-diff.ts";
+
+/** How a workspace is diffed. */
+export interface DiffOptions {
+  /** The archive to compare against; default the workspace the sandbox was created with. */
+  baseTar?: Uint8Array;
+  /** Largest patch (policy limits.maxPatchSize); past it ETOOLARGE. Default 64 MiB. */
+  maxPatchBytes?: number;
+  /** The run's redactor: every secret value in the patch becomes a marker. */
+  redact?: (text: string) => string;
+  signal?: AbortSignal;
 }
 
 export interface SandboxHandle {
@@ -104,8 +108,11 @@ export interface SandboxHandle {
    * with ETOOLARGE. Stopping early is allowed.
    */
   exportWorkspace(): AsyncIterable<Uint8Array>;
-  /** The workspace's changes since the initial snapshot (or `baseTar`). */
-  diff(baseTar?: Uint8Array): Promise<WorkspaceDiff>;
+  /**
+   * The workspace's changes since the initial snapshot (or `baseTar`), as a git patch that
+   * applies; the workspace is read as a stream, twice (see workspace-diff.ts).
+   */
+  diff(opts?: DiffOptions): Promise<WorkspaceDiff>;
   /**
    * Kills every process in the container but its main process, whatever group or session
    * it escaped to, and resolves only once none is left (confirmed by a scan). What a

@@ -74,7 +74,7 @@ export function countingExecs(box: SandboxHandle): { handle: SandboxHandle; exec
       },
       exportWorkspace: () => box.exportWorkspace(),
       killAll: () => box.killAll(),
-      diff: (base) => box.diff(base),
+      diff: (opts) => box.diff(opts),
       destroy: () => box.destroy(),
       detach: () => box.detach?.(),
     },

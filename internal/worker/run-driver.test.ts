@@ -12,6 +12,7 @@ import { ulid } from "ulid";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
 import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
+import { isAgentdError } from "../errors.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
 import {
@@ -365,7 +366,8 @@ describe("run driver", () => {
         fence: dead,
         payload: { case: "toolCall", value: create(ToolCallSchema, { callId: "late" }) },
       }),
-      /stale writer/,
+      // The run ended: the log refuses anything after its terminal event, stale or not.
+      (err) => isAgentdError(err, "EENDED"),
     );
   });
 

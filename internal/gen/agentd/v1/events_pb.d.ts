@@ -512,6 +512,37 @@ export declare type RunCompleted = Message<"agentd.v1.RunCompleted"> & {
    * @generated from field: string patch_digest = 4;
    */
   patchDigest: string;
+
+  /**
+   * True when the patch is not the workspace's changes byte for byte because secret values
+   * were in them: a value in a text file is replaced by "[REDACTED]" (patch_redacted_files
+   * names those files); a binary file holding one is left out (see patch_omitted).
+   *
+   * @generated from field: bool patch_redacted = 5;
+   */
+  patchRedacted: boolean;
+
+  /**
+   * Files whose text in the patch had secret values replaced by "[REDACTED]".
+   *
+   * @generated from field: repeated string patch_redacted_files = 6;
+   */
+  patchRedactedFiles: string[];
+
+  /**
+   * Changes left out of the patch, each with the reason (a symlink leading out of the
+   * tree, a name git refuses, a binary file holding a secret value…).
+   *
+   * @generated from field: repeated agentd.v1.PatchOmission patch_omitted = 7;
+   */
+  patchOmitted: PatchOmission[];
+
+  /**
+   * New files left out because the workspace's .gitignore ignores them.
+   *
+   * @generated from field: uint32 patch_ignored = 8;
+   */
+  patchIgnored: number;
 };
 
 /**
@@ -519,6 +550,33 @@ export declare type RunCompleted = Message<"agentd.v1.RunCompleted"> & {
  * Use `create(RunCompletedSchema)` to create a new message.
  */
 export declare const RunCompletedSchema: GenMessage<RunCompleted>;
+
+/**
+ * A change the final patch leaves out.
+ *
+ * @generated from message agentd.v1.PatchOmission
+ */
+export declare type PatchOmission = Message<"agentd.v1.PatchOmission"> & {
+  /**
+   * The path, relative to the workspace.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * Why it was left out.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.PatchOmission.
+ * Use `create(PatchOmissionSchema)` to create a new message.
+ */
+export declare const PatchOmissionSchema: GenMessage<PatchOmission>;
 
 /**
  * The run ended in an error. Terminal.

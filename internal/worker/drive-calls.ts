@@ -1,0 +1,99 @@
+/**
+ * Tool calls of a drive: the calls a model step made, through the kernel, and the calls
+ * left open when the drive began (an approval resolved while the run waited; a call of an
+ * owner that died, whose processes start() has killed). Must never: run a call without the
+ * kernel, or answer `interrupted` while anything of that call may still run.
+ */
+import { create } from "@bufbuild/protobuf";
+import type { PendingCall } from "../engine/context.ts";
+import type { EngineToolCall } from "../engine/port.ts";
+import { ToolCallSchema, ToolResultSchema } from "../gen/agentd/v1/events_pb.js";
+import type { KernelRun } from "../kernel/kernel.ts";
+import type { Drive } from "./drive.ts";
+import type { Next } from "./run-driver.ts";
+
+/** Settles the calls left open; "hold" when one still waits for a person. */
+export async function settleOpenCalls(d: Drive, pending: readonly PendingCall[]): Promise<Next> {
+  const k = d.kernelRun as KernelRun;
+  for (const p of pending) {
+    const call = { callId: p.callId, tool: p.tool, input: p.input };
+    if (p.approval === undefined) {
+      // The call started under an owner that died or let go; start() killed everything it
+      // left in the container, so its effect is over but unknown. The model decides.
+      await d.writer.append({
+        case: "toolResult",
+        value: create(ToolResultSchema, {
+          callId: p.callId,
+          ok: false,
+          error: {
+            code: "interrupted",
+            message:
+              "the worker running this call stopped; its processes were killed; its effect is unknown",
+          },
+        }),
+      });
+    } else if (p.approval.state === "awaiting") {
+      return { to: "hold" };
+    } else {
+      await d.deps.kernel.continueAfterApproval(k, call, {
+        approved: p.approval.state === "approved",
+        reason: p.approval.reason,
+      });
+    }
+  }
+  return { to: "step" };
+}
+
+/** Calls the model got wrong are answered with the error, so it can try again. */
+export async function answerMalformed(
+  d: Drive,
+  bad: readonly {
+    callId: string;
+    tool: string;
+    input: unknown;
+    error: { code: string; message: string };
+  }[],
+): Promise<void> {
+  for (const b of bad) {
+    await d.writer.append({
+      case: "toolCall",
+      value: create(ToolCallSchema, {
+        callId: b.callId,
+        tool: b.tool,
+        inputJson: JSON.stringify(b.input ?? null),
+      }),
+    });
+    await d.writer.append({
+      case: "toolResult",
+      value: create(ToolResultSchema, { callId: b.callId, ok: false, error: b.error }),
+    });
+  }
+}
+
+/**
+ * The step's calls through the kernel, in order. A call that waits for a person ends the
+ * step ("hold": the step's later calls are dropped, as the next context is rebuilt from the
+ * log, which never saw them); the same failing call repeated ends the run (ELOOP).
+ */
+export async function runCalls(
+  d: Drive,
+  calls: readonly EngineToolCall[],
+): Promise<Next | undefined> {
+  const k = d.kernelRun as KernelRun;
+  for (const call of calls) {
+    if (d.cancel.signal.aborted) return { to: "cancel" };
+    const out = await d.deps.kernel.handle(k, call);
+    if (out.kind === "paused") return { to: "hold" };
+    // A model that keeps making the same failing call is stopped, not paid for forever.
+    const key = `${call.tool}\u0000${JSON.stringify(call.input)}`;
+    const n = out.ok ? 0 : (d.failures.get(key) ?? 0) + 1;
+    d.failures.set(key, n);
+    if (n >= d.deps.limits.maxRepeatedFailures)
+      return {
+        to: "fail",
+        code: "ELOOP",
+        message: `the model made the same failing ${call.tool} call ${n} times`,
+      };
+  }
+  return undefined;
+}

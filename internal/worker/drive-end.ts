@@ -1,0 +1,127 @@
+/**
+ * How a drive ends: completed (the final patch, then `run.completed`), failed (a typed
+ * error), cancelled (every process killed, the container gone, then `run.cancelled`),
+ * ended elsewhere (the log refused an append: someone else ended the run), or released
+ * (the worker stops; the container stays for the next owner). Must never: append a
+ * terminal event while a process of the run may still be running (invariant 8), or after
+ * the run ended (the log refuses it; this is where that refusal is handled).
+ */
+import { create } from "@bufbuild/protobuf";
+import { costMicros } from "../engine/pricing.ts";
+import { isAgentdError } from "../errors.ts";
+import {
+  ArtifactEmittedSchema,
+  PatchOmissionSchema,
+  RunCancelledSchema,
+  RunCompletedSchema,
+  RunFailedSchema,
+} from "../gen/agentd/v1/events_pb.js";
+import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { projectRun } from "../projections/run-projection.ts";
+import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
+import type { Drive } from "./drive.ts";
+import { baseArchive, PATCH } from "./run-artifacts.ts";
+import type { DriveOutcome, Next } from "./run-driver.ts";
+
+const usageOf = (d: Drive) => ({
+  inputTokens: BigInt(d.usage.inputTokens),
+  outputTokens: BigInt(d.usage.outputTokens),
+});
+
+/**
+ * The final patch as an artifact, then run.completed; the container goes. Every process is
+ * killed first: the workspace must not change between the diff's two reads. Changes larger
+ * than limits.maxPatchSize fail the run (ETOOLARGE naming the limit).
+ */
+export async function complete(d: Drive, summary: string): Promise<Next> {
+  const box = d.box as SandboxHandle;
+  await box.killAll();
+  let diff: WorkspaceDiff;
+  try {
+    diff = await box.diff({
+      baseTar: await baseArchive(d.deps.artifacts, d.events),
+      maxPatchBytes: d.deps.policy().limits.maxPatchSize,
+      redact: (text) => d.writer.secrets.redactor.text(text),
+      signal: d.cancel.signal,
+    });
+  } catch (err) {
+    if (isAgentdError(err, "ETOOLARGE")) return fail(d, err.code, err.message);
+    throw err;
+  }
+  let patchDigest = "";
+  if (diff.patch !== "") {
+    const info = await d.deps.artifacts.put(Buffer.from(diff.patch, "utf8"));
+    patchDigest = info.digest;
+    await d.writer.append({
+      case: "artifactEmitted",
+      value: create(ArtifactEmittedSchema, {
+        name: PATCH,
+        digest: info.digest,
+        sizeBytes: BigInt(info.size),
+        mediaType: "text/x-diff",
+      }),
+    });
+  }
+  const secretOmitted = diff.omitted.some((o) => /secret/.test(o.reason));
+  await d.writer.append({
+    case: "runCompleted",
+    value: create(RunCompletedSchema, {
+      summary: summary.slice(0, 16 * 1024),
+      usage: usageOf(d),
+      costMicros: BigInt(costMicros(d.deps.model, d.usage, d.deps.prices).micros),
+      patchDigest,
+      patchRedacted: diff.redactedFiles.length > 0 || secretOmitted,
+      patchRedactedFiles: diff.redactedFiles.slice(0, 1000),
+      patchOmitted: diff.omitted.slice(0, 1000).map((o) => create(PatchOmissionSchema, o)),
+      patchIgnored: diff.ignored,
+    }),
+  });
+  await box.destroy();
+  return { done: "completed" };
+}
+
+/** run.failed with a typed error; the container goes. */
+export async function fail(d: Drive, code: string, message: string): Promise<Next> {
+  await d.writer.append({
+    case: "runFailed",
+    value: create(RunFailedSchema, {
+      error: { code, message },
+      usage: usageOf(d),
+      costMicros: BigInt(costMicros(d.deps.model, d.usage, d.deps.prices).micros),
+    }),
+  });
+  await d.box?.destroy();
+  return { done: "failed" };
+}
+
+/**
+ * Cancelled: the running call was killed by the cancel signal (the kernel recorded it);
+ * the container goes with everything in it before run.cancelled is appended.
+ */
+export async function cancel(d: Drive): Promise<Next> {
+  await d.box?.destroy();
+  await d.refresh().catch(() => undefined); // the request, if the watch saw it first
+  const req = [...d.events].reverse().find((e) => e.payload.case === "runCancelRequested");
+  const by = req?.payload.case === "runCancelRequested" ? req.payload.value : undefined;
+  await d.writer.append({
+    case: "runCancelled",
+    value: create(RunCancelledSchema, {
+      reason: by?.reason ?? "the worker was stopped",
+      cancelledBy: by?.requestedBy ?? d.deps.workerId,
+    }),
+  });
+  return { done: "cancelled" };
+}
+
+/** The run ended without this drive (the log refused an append): the container goes. */
+export async function endedElsewhere(d: Drive): Promise<DriveOutcome> {
+  await d.box?.destroy();
+  await d.refresh().catch(() => undefined);
+  return outcomeOf(projectRun(d.runId, d.events).state);
+}
+
+/** The outcome of a drive that found its run ended (`state` is terminal). */
+export function outcomeOf(state: RunState): DriveOutcome {
+  if (state === RunState.COMPLETED) return "completed";
+  return state === RunState.CANCELLED ? "cancelled" : "failed";
+}

@@ -1,0 +1,138 @@
+/**
+ * The start of a drive: the run's container (the previous owner's, with every process it
+ * left killed and confirmed gone; else a new one from the last snapshot or the upload),
+ * its skills and memory file, and `run.started` / `run.resumed`. Must never: let anything
+ * the previous drive started run on into this one, or resume a run that still waits for a
+ * person (it is held instead).
+ */
+import { create } from "@bufbuild/protobuf";
+import type { ArtifactStore } from "../artifacts/port.ts";
+import { loadSkills, selectSkills } from "../engine/skills.ts";
+import { AgentdError } from "../errors.ts";
+import { type Event, RunResumedSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
+import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import type { SandboxHandle, WorkspaceSource } from "../sandbox/port.ts";
+import { TOOLS } from "../tools/registry.ts";
+import { toolJsonSchema } from "../tools/tool.ts";
+import type { Drive } from "./drive.ts";
+import { baseArchive, lastArtifact, SNAPSHOT } from "./run-artifacts.ts";
+import { type DriveContext, type Next, sandboxShape } from "./run-driver.ts";
+import { workspaceConfigFromArchive } from "./workspace-config.ts";
+
+/** Sandbox up, context ready, the start recorded: the first transition of every drive. */
+export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext } | { next: Next }> {
+  if (d.cancel.signal.aborted) return { next: { to: "cancel" } };
+  const base = await baseArchive(d.deps.artifacts, d.events);
+  // The container (a takeover finds the previous owner's) and the workspace's agent
+  // configuration (from the uploaded archive, see workspace-config.ts) at once.
+  const [made, config] = await Promise.allSettled([
+    sandboxFor(d, base),
+    workspaceConfigFromArchive(base),
+  ]);
+  if (made.status === "rejected") throw made.reason;
+  d.box = made.value; // even if the config read failed: the next drive finds it
+  if (config.status === "rejected") throw config.reason;
+  const skills = await loadSkills({
+    workspaceFiles: config.value.skillFiles,
+    serverDir: d.deps.skillsDir,
+  });
+  let selected: ReturnType<typeof selectSkills>;
+  try {
+    selected = selectSkills(skills.skills, { named: d.run0.skills, prompt: d.run0.prompt });
+  } catch (err) {
+    // A skill named at CreateRun that exists nowhere: the run cannot be what was asked.
+    return { next: { to: "fail", code: "ESKILL_NOT_FOUND", message: (err as Error).message } };
+  }
+  const ctx: DriveContext = {
+    skills: selected.skills,
+    ...(config.value.memory === undefined ? {} : { memory: config.value.memory }),
+    tools: TOOLS.map((t) => ({
+      name: t.name,
+      description: t.description,
+      inputSchema: toolJsonSchema(t),
+    })),
+  };
+  d.kernelRun = {
+    runId: d.runId,
+    sessionId: d.sessionId,
+    fence: d.epoch,
+    sandbox: d.box,
+    signal: d.callSignal,
+    usage: d.usage,
+    writer: d.writer,
+  };
+  // Taken over while it waits for a person (its owner died holding it): it stays paused
+  // until the approval is resolved (run.resumed is appended then).
+  if (d.run0.state === RunState.PAUSED && d.run0.pendingApprovalId !== "")
+    return { next: { to: "hold" }, ctx };
+  await recordStart(d, d.box);
+  return { next: { to: "settle" }, ctx };
+}
+
+/** `run.started` the first time, `run.resumed` after a pause, a takeover or a release. */
+async function recordStart(d: Drive, box: SandboxHandle): Promise<void> {
+  const wasStarted = d.events.some((e) => e.payload.case === "runStarted");
+  await d.writer.append(
+    wasStarted
+      ? {
+          case: "runResumed",
+          value: create(RunResumedSchema, {
+            workerId: d.deps.workerId,
+            epoch: BigInt(d.epoch),
+            approvalId: lastResolvedApproval(d.events),
+          }),
+        }
+      : {
+          case: "runStarted",
+          value: create(RunStartedSchema, {
+            workerId: d.deps.workerId,
+            epoch: BigInt(d.epoch),
+            containerId: box.id,
+            image: d.deps.policy().sandbox.image,
+          }),
+        },
+  );
+  await d.refresh();
+}
+
+/**
+ * The run's container. One that exists was the previous owner's: whatever it started
+ * (a call it never finished, a daemon it spawned) is killed and confirmed gone before this
+ * drive records anything. Else a new one from the last snapshot, or the upload.
+ */
+async function sandboxFor(d: Drive, base: Uint8Array): Promise<SandboxHandle> {
+  const found = await d.deps.sandbox.find(d.runId);
+  if (found !== undefined) {
+    await found.killAll();
+    return found;
+  }
+  const snapshot = lastArtifact(d.events, SNAPSHOT);
+  const workspace =
+    snapshot !== undefined ? await artifactSource(d.deps.artifacts, snapshot) : undefined;
+  return d.deps.sandbox.create({
+    runId: d.runId,
+    tenantId: d.run0.tenantId,
+    ...sandboxShape(d.deps.policy()),
+    ...(workspace !== undefined
+      ? { workspace }
+      : base.byteLength > 0
+        ? { workspaceTar: base }
+        : {}),
+  });
+}
+
+/** A stored archive as a workspace source: streamed from the store, never read whole. */
+async function artifactSource(store: ArtifactStore, digest: string): Promise<WorkspaceSource> {
+  const info = await store.stat(digest);
+  if (info === undefined) throw new AgentdError("EIO", `workspace snapshot ${digest} is missing`);
+  return { size: info.size, open: () => store.read(digest) };
+}
+
+/** The approval the run resumes after (the last one resolved). */
+export function lastResolvedApproval(events: readonly Event[]): string {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const p = events[i]?.payload;
+    if (p?.case === "approvalResolved") return p.value.approvalId;
+  }
+  return "";
+}

@@ -1,0 +1,149 @@
+/**
+ * One model step of a drive: the context rebuilt from the log (compacted past its budget),
+ * the run's limits checked, the model asked (its request redacted of the run's secrets),
+ * its text coalesced into output.delta events, its calls handed to the kernel. Engine state
+ * is never kept between steps. Must never: send a secret value to the model, or run a
+ * call the kernel did not see.
+ */
+import { create } from "@bufbuild/protobuf";
+import { compactContext } from "../engine/compactor.ts";
+import { type AssembleInput, assembleContext } from "../engine/context.ts";
+import { createOutputCoalescer } from "../engine/output-coalescer.ts";
+import type { EngineRequest, EngineToolCall } from "../engine/port.ts";
+import { OutputDeltaSchema, OutputMessageSchema } from "../gen/agentd/v1/events_pb.js";
+import { redactMessage } from "../kernel/redact-payload.ts";
+import { safeCallId } from "./call-id.ts";
+import type { Drive } from "./drive.ts";
+import { answerMalformed, runCalls, settleOpenCalls } from "./drive-calls.ts";
+import type { DriveContext, Next } from "./run-driver.ts";
+
+/** The calls left open, then (if none) one model step. */
+export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
+  if (d.cancel.signal.aborted) return { to: "cancel" };
+  if (d.stop.aborted) return { to: "release" };
+  await d.refresh();
+  const input = assembleInput(d, ctx);
+  let assembled = assembleContext(input);
+  if (assembled.pending.length > 0) return settleOpenCalls(d, assembled.pending);
+  if (assembled.overBudget) {
+    const c = await compactContext({ ...input, artifacts: d.deps.artifacts });
+    if (c === undefined)
+      return {
+        to: "fail",
+        code: "ECONTEXT_OVERFLOW",
+        message: "the context does not fit the budget even after compaction",
+      };
+    await d.writer.append(c.payload);
+    await d.refresh();
+    assembled = assembleContext(assembleInput(d, ctx));
+  }
+  const limit = overLimit(d);
+  if (limit !== undefined) return limit;
+  d.steps++;
+  const request: EngineRequest = {
+    system: assembled.system,
+    messages: assembled.messages,
+    tools: ctx.tools,
+  };
+  const answer = await askModel(d, request);
+  if ("next" in answer) return answer.next;
+  if (answer.text !== "")
+    await d.writer.append({
+      case: "outputMessage",
+      value: create(OutputMessageSchema, { role: "assistant", text: answer.text }),
+    });
+  await answerMalformed(d, answer.bad);
+  if (answer.calls.length === 0 && answer.bad.length === 0)
+    return { to: "complete", summary: answer.text };
+  return (await runCalls(d, answer.calls)) ?? { to: "step" };
+}
+
+function assembleInput(d: Drive, ctx: DriveContext): AssembleInput {
+  return {
+    events: d.events,
+    systemPrompt: d.deps.systemPrompt,
+    skills: ctx.skills,
+    ...(ctx.memory === undefined ? {} : { memory: ctx.memory }),
+    budgetTokens: d.deps.limits.contextBudgetTokens,
+  };
+}
+
+/** The run's step, token and wall-clock limits (time held for a person does not count). */
+function overLimit(d: Drive): Next | undefined {
+  const { limits } = d.deps;
+  const now = d.deps.now ?? Date.now;
+  if (d.steps >= limits.maxSteps)
+    return {
+      to: "fail",
+      code: "ELIMIT_STEPS",
+      message: `the run used its ${limits.maxSteps} model steps`,
+    };
+  if (d.usage.inputTokens + d.usage.outputTokens >= limits.maxTokens)
+    return {
+      to: "fail",
+      code: "ELIMIT_TOKENS",
+      message: `the run used its ${limits.maxTokens} tokens`,
+    };
+  if (now() - d.startedAt - d.heldMs >= limits.maxWallMs)
+    return {
+      to: "fail",
+      code: "ELIMIT_TIME",
+      message: `the run used its ${limits.maxWallMs} ms of wall-clock time`,
+    };
+  return undefined;
+}
+
+interface Answer {
+  text: string;
+  calls: EngineToolCall[];
+  bad: { callId: string; tool: string; input: unknown; error: { code: string; message: string } }[];
+}
+
+/** One engine invocation; text is coalesced into output.delta events as it streams. */
+async function askModel(d: Drive, request: EngineRequest): Promise<Answer | { next: Next }> {
+  // The context is built from redacted events, but skills and the memory file come from
+  // the workspace: the whole request is redacted of the run's secret values.
+  const safe = d.writer.secrets.any() ? redactMessage(request, d.writer.secrets.redactor) : request;
+  const answer: Answer = { text: "", calls: [], bad: [] };
+  let chain: Promise<unknown> = Promise.resolve();
+  const coalescer = createOutputCoalescer({
+    emit: (t) => {
+      chain = chain.then(() =>
+        d.writer.append({ case: "outputDelta", value: create(OutputDeltaSchema, { text: t }) }),
+      );
+    },
+  });
+  let finished = false;
+  try {
+    for await (const ev of d.deps.engine.run(safe, d.cancel.signal)) {
+      if (ev.type === "text-delta") {
+        answer.text += ev.text;
+        coalescer.push(ev.text);
+      } else if (ev.type === "tool-call")
+        answer.calls.push({ callId: safeCallId(ev.callId), tool: ev.tool, input: ev.input });
+      else if (ev.type === "tool-call-error")
+        answer.bad.push({ ...ev, callId: safeCallId(ev.callId) });
+      else if (ev.type === "finish") {
+        d.usage.inputTokens += ev.usage.inputTokens;
+        d.usage.outputTokens += ev.usage.outputTokens;
+        finished = true;
+      } else if (ev.type === "error") {
+        if (ev.error.code === "EABORTED" && d.cancel.signal.aborted)
+          return { next: { to: "cancel" } };
+        return { next: { to: "fail", code: ev.error.code, message: ev.error.message } };
+      }
+    }
+  } finally {
+    coalescer.close();
+    await chain;
+  }
+  if (!finished)
+    return {
+      next: {
+        to: "fail",
+        code: "EMODEL_BAD_RESPONSE",
+        message: "the model step ended without finishing",
+      },
+    };
+  return answer;
+}

@@ -1,0 +1,147 @@
+/**
+ * One drive of one run: what every state of the run driver (run-driver.ts) works with —
+ * the run's events as this drive has read them, its fenced and redacted writer, its
+ * secrets, its container, the kernel's view of the run, counters and signals.
+ *
+ * Signals, from soft to hard: `stop` (the worker is stopping or lost its lease: release at
+ * the next step boundary), `halt` (stop now: the running call is killed and recorded
+ * `interrupted`), `cancel` (a run.cancel_requested is in the log: the running call is
+ * killed and recorded `cancelled`, the run ends cancelled). Must never: keep a secret value
+ * anywhere but in memory, or outlive the drive (close() stops the cancel watch).
+ */
+import type { EngineUsage } from "../engine/port.ts";
+import type { Event } from "../gen/agentd/v1/events_pb.js";
+import type { Run } from "../gen/agentd/v1/run_service_pb.js";
+import type { KernelRun } from "../kernel/kernel.ts";
+import { loadRunSecrets } from "../kernel/run-secrets.ts";
+import { createRunWriter, type RunWriter } from "../kernel/run-writer.ts";
+import { projectRun } from "../projections/run-projection.ts";
+import type { SandboxHandle } from "../sandbox/port.ts";
+import type { DriverDeps } from "./run-driver.ts";
+
+/** Why a call's process was killed: the kernel records `cancelled` or `interrupted`. */
+export const HALT_REASON = "interrupted";
+export const CANCEL_REASON = "cancelled";
+
+export interface Drive {
+  readonly deps: DriverDeps;
+  readonly runId: string;
+  readonly sessionId: string;
+  readonly epoch: number;
+  /** The run as projected when the drive began. */
+  readonly run0: Run;
+  /** Release at the next step boundary (worker stopping, lease lost). */
+  readonly stop: AbortSignal;
+  /** Aborted when a cancel request lands; also aborts the running call. */
+  readonly cancel: AbortController;
+  /** Aborts the running call (reason HALT_REASON or CANCEL_REASON). */
+  readonly callSignal: AbortSignal;
+  readonly writer: RunWriter;
+  /** The run's events as this drive has read them (refresh() reads what came since). */
+  events: Event[];
+  box: SandboxHandle | undefined;
+  kernelRun: KernelRun | undefined;
+  readonly usage: EngineUsage;
+  readonly startedAt: number;
+  /** Model steps of this drive. */
+  steps: number;
+  /** Time spent holding for approvals (not counted against the run's wall-clock limit). */
+  heldMs: number;
+  /** Failed calls in a row, per call (tool + input), for ELOOP. */
+  readonly failures: Map<string, number>;
+  /** Reads the events appended since this drive last looked. */
+  refresh(): Promise<Event[]>;
+  close(): void;
+}
+
+/** Opens a drive: reads the run, rebuilds its secrets, starts the cancel watch. */
+export async function openDrive(
+  deps: DriverDeps,
+  runId: string,
+  epoch: number,
+  signals: { stop: AbortSignal; halt?: AbortSignal },
+): Promise<Drive> {
+  const now = deps.now ?? Date.now;
+  const logged = await deps.log.read(runId, 0);
+  const events = logged.map((e) => e.event);
+  const run0 = projectRun(runId, events);
+  const secrets = await loadRunSecrets({
+    events,
+    policy: deps.policy(),
+    providers: deps.secretProviders ?? [],
+    onError: (name, err) => deps.logger?.warn({ runId, secret: name, err }, "secret lookup failed"),
+  });
+  const writer = createRunWriter({
+    log: deps.log,
+    runId,
+    sessionId: run0.sessionId,
+    fence: epoch,
+    secrets,
+    head: logged.length,
+  });
+  const cancel = new AbortController();
+  const callAbort = new AbortController();
+  const onCancel = (): void => callAbort.abort(CANCEL_REASON);
+  const onHalt = (): void => callAbort.abort(HALT_REASON);
+  cancel.signal.addEventListener("abort", onCancel, { once: true });
+  signals.halt?.addEventListener("abort", onHalt, { once: true });
+  if (signals.halt?.aborted) onHalt();
+  const watch = watchCancel(deps, runId, logged.length, cancel);
+  const d: Drive = {
+    deps,
+    runId,
+    sessionId: run0.sessionId,
+    epoch,
+    run0,
+    stop: signals.stop,
+    cancel,
+    callSignal: callAbort.signal,
+    writer,
+    events,
+    box: undefined,
+    kernelRun: undefined,
+    usage: {
+      inputTokens: Number(run0.usage?.inputTokens ?? 0n),
+      outputTokens: Number(run0.usage?.outputTokens ?? 0n),
+    },
+    startedAt: now(),
+    steps: 0,
+    heldMs: 0,
+    failures: new Map(),
+    async refresh() {
+      const news = await deps.log.read(runId, d.events.length);
+      for (const ev of news) d.events.push(ev.event);
+      writer.saw(d.events.length);
+      return news.map((e) => e.event);
+    },
+    close() {
+      watch.abort();
+      signals.halt?.removeEventListener("abort", onHalt);
+    },
+  };
+  if (events.some((e) => e.payload.case === "runCancelRequested")) cancel.abort();
+  return d;
+}
+
+/** Follows the log for a cancel request and aborts `cancel` when one appears. */
+function watchCancel(
+  deps: DriverDeps,
+  runId: string,
+  after: number,
+  cancel: AbortController,
+): AbortController {
+  const stop = new AbortController();
+  void (async () => {
+    try {
+      for await (const ev of deps.log.follow(runId, after, stop.signal)) {
+        if (ev.type === "run.cancel_requested") {
+          cancel.abort();
+          return;
+        }
+      }
+    } catch {
+      // The log went away: the writer's next append (or the lease) tells the drive.
+    }
+  })();
+  return stop;
+}
