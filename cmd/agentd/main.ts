@@ -274,6 +274,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         sandbox: boxes,
         artifacts,
         policy: () => policy.current(),
+        secretProviders: secretProviders(policy.current()),
+        logger,
         skillsDir: cfg["skills-dir"],
         systemPrompt: SYSTEM_PROMPT,
         model: choice.model,
