@@ -15,6 +15,7 @@ const CODES: Record<ErrorCode, Code> = {
   ENOTFOUND: Code.NotFound,
   ECONFLICT: Code.FailedPrecondition,
   EFENCED: Code.FailedPrecondition,
+  EENDED: Code.FailedPrecondition,
   EOUTOFRANGE: Code.OutOfRange,
   ETOOLARGE: Code.ResourceExhausted,
   ETIMEOUT: Code.DeadlineExceeded,

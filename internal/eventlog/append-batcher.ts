@@ -5,12 +5,23 @@
  * process makes the commit fail with "conflict" and the batch is re-sealed on the new head:
  * no gap, no duplicate, whatever the concurrency.
  *
+ * Terminal is terminal: a group ends with the first event that ends the run, and once the
+ * head is known to be ended (a commit of ours, a conflict reply, a fresh head) every append
+ * still queued fails with EENDED (RunEndedError) without reaching storage.
+ *
  * Never reorders: items are taken from the front of the queue only.
  */
 import { AgentdError, invalid } from "../errors.ts";
-import { LoggedEvent, type SealedEvent, sealEvent } from "./event-codec.ts";
+import {
+  EVENT_TYPES,
+  LoggedEvent,
+  type SealedEvent,
+  sealEvent,
+  TERMINAL_TYPES,
+} from "./event-codec.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
 import type { AppendRequest } from "./port.ts";
+import { RunEndedError } from "./run-ended-error.ts";
 
 /** Largest stored event; bigger content belongs in the artifact store. */
 export const MAX_EVENT_BYTES = 512 * 1024;
@@ -20,6 +31,8 @@ const MAX_BATCH = 256;
 export interface Head {
   seq: number;
   hash: string;
+  /** The terminal event's type once the run ended (then `seq` is that event's). */
+  ended?: string | undefined;
 }
 
 /** What an adapter is asked to store atomically: events following `prev`. */
@@ -30,9 +43,20 @@ export interface Commit {
   tenantId: string | undefined;
   fence: number | undefined;
   prev: Head;
+  /** Never holds an event after a terminal one. */
   events: SealedEvent[];
+  /**
+   * The terminal type of the last event when it ends the run: storage records the end
+   * in the same atomic step and refuses every later commit ("ended").
+   */
+  ends: string | undefined;
 }
 
+/**
+ * "conflict": the head moved on (when `head.ended` is set, the run ended: every append
+ * queued for it then fails with EENDED). A run that ended answers "conflict" with an ended
+ * head before any fence check: EENDED wins over EFENCED.
+ */
 export type CommitOutcome =
   | { kind: "ok" }
   | { kind: "conflict"; head: Head }
@@ -106,6 +130,13 @@ export class AppendBatcher {
           for (const p of group) p.reject(err);
           continue;
         }
+        if (head.ended !== undefined) {
+          // Terminal is terminal: nothing queued for an ended run is ever sent (a run never
+          // comes back to life, so a head known to be ended needs no second look).
+          const err = new RunEndedError(runId, head.ended, head.seq);
+          for (const p of q.items.splice(0)) p.reject(err);
+          continue;
+        }
         await this.#commitFront(q, head);
       }
     } finally {
@@ -114,7 +145,11 @@ export class AppendBatcher {
     }
   }
 
-  /** The longest prefix of the queue that can share one commit. */
+  /**
+   * The longest prefix of the queue that can share one commit. It ends with the first
+   * event that ends the run: what is queued behind that one waits for the commit's outcome
+   * (EENDED once it landed; a normal commit if it failed).
+   */
   #takeGroup(q: RunQueue): Pending[] {
     const first = q.items[0];
     if (first === undefined) return [];
@@ -123,6 +158,7 @@ export class AppendBatcher {
     while (
       n < q.items.length &&
       n < MAX_BATCH &&
+      !endsRun(q.items[n - 1]?.req as AppendRequest) &&
       q.items[n]?.req.fence === first.req.fence &&
       q.items[n]?.req.expectedSeq === undefined &&
       q.items[n]?.req.sessionId === first.req.sessionId
@@ -145,7 +181,55 @@ export class AppendBatcher {
       );
       return;
     }
-    const group = this.#takeGroup(q);
+    const { ok, sealed } = this.#seal(this.#takeGroup(q), head);
+    if (ok.length === 0) return;
+    const firstReq = ok[0]?.req as AppendRequest;
+    const last = sealed[sealed.length - 1] as SealedEvent;
+    const ends = TERMINAL_TYPES.has(last.type) ? last.type : undefined;
+    let outcome: CommitOutcome;
+    try {
+      outcome = await this.#opts.commit({
+        runId: firstReq.runId,
+        sessionId: firstReq.sessionId,
+        tenantId: firstReq.tenantId,
+        fence: firstReq.fence,
+        prev: head,
+        events: sealed,
+        ends,
+      });
+    } catch (err) {
+      const known = await this.#afterFailedCommit(q, firstReq.runId, last);
+      if (known === undefined) {
+        for (const p of ok) p.reject(err);
+        return;
+      }
+      outcome = known;
+    }
+    if (outcome.kind === "ok") {
+      q.head = { seq: last.seq, hash: last.hash, ended: ends };
+      ok.forEach((p, i) => {
+        const s = sealed[i] as SealedEvent;
+        p.resolve(new LoggedEvent(p.req.runId, s.seq, s.json));
+      });
+      return;
+    }
+    if (outcome.kind === "fenced") {
+      const err = new AgentdError(
+        "EFENCED",
+        `stale writer on run ${firstReq.runId}: fencing token ${firstReq.fence} but the run's epoch is ${outcome.epoch}`,
+      );
+      for (const p of ok) p.reject(err);
+      return;
+    }
+    // Someone else appended: take the new head and retry these same items, in order (an
+    // ended head fails them all in #drain), except a compare-and-append, whose expectation
+    // is now false.
+    q.head = outcome.head;
+    q.items.unshift(...ok);
+  }
+
+  /** Seals a group on `head`; an item that cannot be sealed is rejected and left out. */
+  #seal(group: Pending[], head: Head): { ok: Pending[]; sealed: SealedEvent[] } {
     const sealed: SealedEvent[] = [];
     const ok: Pending[] = [];
     let prevHash = head.seq === 0 ? GENESIS_HASH : head.hash;
@@ -170,52 +254,36 @@ export class AppendBatcher {
         p.reject(err);
       }
     }
-    if (ok.length === 0) return;
-    const firstReq = ok[0]?.req as AppendRequest;
-    const last = sealed[sealed.length - 1] as SealedEvent;
-    let outcome: CommitOutcome;
-    try {
-      outcome = await this.#opts.commit({
-        runId: firstReq.runId,
-        sessionId: firstReq.sessionId,
-        tenantId: firstReq.tenantId,
-        fence: firstReq.fence,
-        prev: head,
-        events: sealed,
-      });
-    } catch (err) {
-      // Storage failed with the commit's outcome unknown (the connection dropped after it
-      // was sent, say): it may have landed. The head tells: it is the commit's last event
-      // exactly when the commit was stored (hashes are unique). Otherwise, or when the head
-      // cannot be read either, this group fails (EUNAVAILABLE and the like: the outcome is
-      // unknown only if another writer appended since); the queue behind it goes on.
-      const now = await this.#opts.loadHead(firstReq.runId).catch(() => undefined);
-      q.head = now;
-      if (now?.seq === last.seq && now.hash === last.hash) outcome = { kind: "ok" };
-      else {
-        for (const p of ok) p.reject(err);
-        return;
-      }
-    }
-    if (outcome.kind === "ok") {
-      q.head = { seq: last.seq, hash: last.hash };
-      ok.forEach((p, i) => {
-        const s = sealed[i] as SealedEvent;
-        p.resolve(new LoggedEvent(p.req.runId, s.seq, s.json));
-      });
-      return;
-    }
-    if (outcome.kind === "fenced") {
-      const err = new AgentdError(
-        "EFENCED",
-        `stale writer on run ${firstReq.runId}: fencing token ${firstReq.fence} but the run's epoch is ${outcome.epoch}`,
-      );
-      for (const p of ok) p.reject(err);
-      return;
-    }
-    // Someone else appended: take the new head and retry these same items, in order,
-    // except a compare-and-append, whose expectation is now false.
-    q.head = outcome.head;
-    q.items.unshift(...ok);
+    return { ok, sealed };
   }
+
+  /**
+   * Storage failed with the commit's outcome unknown (the connection dropped after it was
+   * sent, say): it may have landed. The head tells: it is the commit's last event exactly
+   * when the commit was stored (hashes are unique). Answers "ok" then; a conflict on the
+   * ended head when it did not land and the run ended meanwhile (it never can: EENDED);
+   * undefined otherwise, or when the head cannot be read either: the group then fails with
+   * the storage error (EUNAVAILABLE and the like), and the queue behind it goes on.
+   */
+  async #afterFailedCommit(
+    q: RunQueue,
+    runId: string,
+    last: SealedEvent,
+  ): Promise<CommitOutcome | undefined> {
+    const now = await this.#opts.loadHead(runId).catch(() => undefined);
+    q.head = now;
+    if (now?.seq === last.seq && now.hash === last.hash) return { kind: "ok" };
+    if (now?.ended !== undefined) return { kind: "conflict", head: now };
+    return undefined;
+  }
+}
+
+/** Payload cases of the terminal event types. */
+const TERMINAL_CASES: ReadonlySet<string> = new Set(
+  [...TERMINAL_TYPES].map((t) => EVENT_TYPES[t as keyof typeof EVENT_TYPES]),
+);
+
+/** True when the append would end its run. */
+function endsRun(req: AppendRequest): boolean {
+  return TERMINAL_CASES.has(req.payload.case);
 }

@@ -1,5 +1,37 @@
-/** The append script of the Redis event log (see redis-event-log.ts), kept as source text. */
-export const APPEND_LUA = `
+/**
+ * The append script of the Redis event log (see redis-event-log.ts), kept as source text,
+ * and the one Lua helper that tells whether a run ended (shared with the run queue's claim
+ * script, which must never hand out an ended run).
+ */
+
+/**
+ * Lua: `run_ended(meta, stream)` → the terminal type of the run ("run.completed",
+ * "run.failed", "run.cancelled") or false while it is live. The append script records the
+ * end in the run's meta hash (field `ended`: the terminal type; "" while live, written with
+ * the run's first event). A run written before that field existed has no `ended` field:
+ * its last event is decoded once and the answer recorded, so the rule holds for old runs
+ * too at the cost of one look per run.
+ */
+export const RUN_ENDED_LUA = `
+local TERMINAL = {['run.completed'] = true, ['run.failed'] = true, ['run.cancelled'] = true}
+local function run_ended(meta, stream)
+  local e = redis.call('HGET', meta, 'ended')
+  if e == false then
+    if tonumber(redis.call('HGET', meta, 'seq') or '0') == 0 then return false end
+    local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+    e = ''
+    if last then
+      local ok, ev = pcall(cjson.decode, last[2][2])
+      if ok and type(ev) == 'table' and TERMINAL[ev['type']] then e = ev['type'] end
+    end
+    redis.call('HSET', meta, 'ended', e)
+  end
+  if e == '' then return false end
+  return e
+end
+`;
+
+export const APPEND_LUA = `${RUN_ENDED_LUA}
 -- Appends batches of sealed events to one or more runs; each run's batch is atomic and
 -- independent (one run's conflict never affects another's). Several runs share one call so
 -- that many busy runs cost one script invocation, not one each.
@@ -7,21 +39,23 @@ export const APPEND_LUA = `
 --       (the two indexes only with a run's first event; "" otherwise)
 -- ARGV: per run: fence ("" = server append, no lease), expected head seq, expected head
 --       hash, run id, tenant, session (these three only with the first event; "" otherwise),
---       hash of the last event, n, then n events' json
+--       hash of the last event, terminal type of the last event ("" when it does not end the
+--       run; the writer never puts an event after a terminal one), n, then n events' json
 --       (only the last hash is kept: it is the new head; the others live in the events)
--- Reply: per run, {"OK", seq} | {"FENCED", epoch} | {"CONFLICT", seq, hash}. Sending the
--- same call again after it was applied answers OK again and writes nothing.
+-- Reply: per run, {"OK", seq} | {"ENDED", type, seq, hash} | {"FENCED", epoch} |
+-- {"CONFLICT", seq, hash}. Sending the same call again after it was applied answers OK
+-- again and writes nothing.
 local out = {}
 local a = 1
 for r = 0, (#KEYS / 4) - 1 do
   local k = r * 4
   local fence, expected, prevHash = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
   local runId, tenant, session, lastHash = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
-  local n = tonumber(ARGV[a + 7])
-  local first = a + 8
+  local ends, n = ARGV[a + 7], tonumber(ARGV[a + 8])
+  local first = a + 9
   a = first + n
   local meta = KEYS[k + 2]
-  local h = redis.call('HMGET', meta, 'seq', 'hash', 'epoch')
+  local h = redis.call('HMGET', meta, 'seq', 'hash', 'epoch', 'ended')
   local seq = tonumber(h[1]) or 0
   local hash = h[2] or ''
   local epoch = tonumber(h[3]) or 0
@@ -34,8 +68,18 @@ for r = 0, (#KEYS / 4) - 1 do
     local e = redis.call('XRANGE', KEYS[k + 1], '0-' .. (expected + n), '0-' .. (expected + n))
     landed = e[1] ~= nil and e[1][2][2] == ARGV[first + n - 1]
   end
+  local ended = false
+  if not landed then
+    ended = h[4]
+    if ended == false then ended = run_ended(meta, KEYS[k + 1])
+    elseif ended == '' then ended = false end
+  end
   if landed then
     out[#out + 1] = {'OK', tostring(expected + n)}
+  elseif ended then
+    -- Terminal is terminal: nothing after run.completed/failed/cancelled, whoever writes
+    -- (checked before the fence and the head: retrying can never help).
+    out[#out + 1] = {'ENDED', ended, tostring(seq), hash}
   elseif fence ~= '' and tonumber(fence) ~= epoch then
     -- A stale owner (its lease epoch was bumped by a new owner) must never write.
     out[#out + 1] = {'FENCED', tostring(epoch)}
@@ -50,11 +94,15 @@ for r = 0, (#KEYS / 4) - 1 do
     if n > 0 then hash = lastHash end
     if expected == 0 then
       -- First event of the run: record who owns it and index it (ULIDs sort by time).
-      redis.call('HSET', meta, 'tenant', tenant, 'session', session)
+      redis.call('HSET', meta, 'tenant', tenant, 'session', session, 'ended', '')
       redis.call('ZADD', KEYS[k + 3], 0, runId)
       redis.call('ZADD', KEYS[k + 4], 0, runId)
     end
-    redis.call('HSET', meta, 'seq', seq, 'hash', hash)
+    if ends ~= '' and n > 0 then
+      redis.call('HSET', meta, 'seq', seq, 'hash', hash, 'ended', ends)
+    else
+      redis.call('HSET', meta, 'seq', seq, 'hash', hash)
+    end
     out[#out + 1] = {'OK', tostring(seq)}
   end
 end

@@ -11,6 +11,7 @@ import { OutputDeltaSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.j
 import type { EventPayload, LoggedEvent } from "./event-codec.ts";
 import { verifyChain } from "./hash-chain.ts";
 import type { AppendRequest, EventLog } from "./port.ts";
+import { terminalConformance } from "./terminal-conformance.ts";
 
 export interface ConformanceHarness {
   /** The log under test (one per suite; runs are isolated by fresh ids). */
@@ -334,6 +335,17 @@ export function runEventLogConformance(name: string, h: ConformanceHarness): voi
       const next = await log.append({ ...delta(runId, "after restart"), fence: epoch });
       assert.equal(next.seq, 22);
       assert.equal(verifyChain((await log.read(runId, 0)).map((e) => e.json)).ok, true);
+    });
+
+    terminalConformance({
+      harness: h,
+      tenant,
+      log: () => log,
+      setLog: (l) => {
+        log = l;
+      },
+      queued,
+      delta,
     });
   });
 }

@@ -8,6 +8,10 @@
  * and a torn last line after a crash is detected and cut at start. node:sqlite is still
  * experimental in Node 24 and would add a second encoding of every event.
  *
+ * Terminal is terminal: a commit to a run whose last event ended it is refused (EENDED, by
+ * the batcher), in the same per-run lock as the write; after a restart the end is read back
+ * from the run's last line.
+ *
  * Never rewrites a stored line; the only truncation is of a torn (unterminated) last line.
  */
 import { closeSync, fsyncSync, openSync, unlinkSync } from "node:fs";
@@ -24,7 +28,7 @@ import {
 import { join } from "node:path";
 import { AgentdError } from "../errors.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
-import { LoggedEvent } from "./event-codec.ts";
+import { LoggedEvent, TERMINAL_TYPES } from "./event-codec.ts";
 import { followLog, followLogBatches, type LiveFeed } from "./follow.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
 import type { AppendRequest, EventLog, ListRunIdsQuery, RunHead, RunIdPage } from "./port.ts";
@@ -48,6 +52,8 @@ interface FileRun {
   /** Stored lines, index = seq - 1. */
   lines: string[];
   hash: string;
+  /** The terminal event's type once the run ended (it is then the last line, for good). */
+  ended: string | undefined;
   fh: FileHandle | undefined;
   listeners: Set<(ev: LoggedEvent) => void>;
 }
@@ -113,16 +119,16 @@ export class FileEventLog implements EventLog {
         await truncate(path, Buffer.byteLength(text.slice(0, end)));
       }
       const lines = end === 0 ? [] : text.slice(0, end - 1).split("\n");
-      const last = lines[lines.length - 1];
-      let hash = GENESIS_HASH;
-      if (last !== undefined) {
-        try {
-          hash = String((JSON.parse(last) as { hash?: string }).hash ?? "");
-        } catch {
-          hash = "";
-        }
-      }
-      this.#runs.set(runId, { runId, meta, lines, hash, fh: undefined, listeners: new Set() });
+      const { hash, ended } = headOf(lines[lines.length - 1]);
+      this.#runs.set(runId, {
+        runId,
+        meta,
+        lines,
+        hash,
+        ended,
+        fh: undefined,
+        listeners: new Set(),
+      });
     }
   }
 
@@ -151,6 +157,7 @@ export class FileEventLog implements EventLog {
         meta: { tenantId: "", sessionId: "", epoch: 0 },
         lines: [],
         hash: GENESIS_HASH,
+        ended: undefined,
         fh: undefined,
         listeners: new Set(),
       };
@@ -176,7 +183,7 @@ export class FileEventLog implements EventLog {
     const run = this.#runs.get(runId);
     return run === undefined
       ? { seq: 0, hash: GENESIS_HASH }
-      : { seq: run.lines.length, hash: run.hash };
+      : { seq: run.lines.length, hash: run.hash, ended: run.ended };
   }
 
   append(req: AppendRequest): Promise<LoggedEvent> {
@@ -186,6 +193,10 @@ export class FileEventLog implements EventLog {
 
   async #commit(c: Commit): Promise<CommitOutcome> {
     const run = this.#runOrEmpty(c.runId);
+    if (run.ended !== undefined) {
+      // Terminal is terminal, whoever writes: checked before the fence and the head.
+      return { kind: "conflict", head: this.#head(c.runId) };
+    }
     if (c.fence !== undefined && c.fence !== run.meta.epoch) {
       return { kind: "fenced", epoch: run.meta.epoch };
     }
@@ -210,6 +221,7 @@ export class FileEventLog implements EventLog {
     }
     for (const e of c.events) run.lines.push(e.json);
     run.hash = c.events[c.events.length - 1]?.hash ?? run.hash;
+    if (c.ends !== undefined && c.events.length > 0) run.ended = c.ends;
     for (const e of c.events) {
       const ev = new LoggedEvent(c.runId, e.seq, e.json);
       for (const l of run.listeners) l(ev);
@@ -243,7 +255,7 @@ export class FileEventLog implements EventLog {
   async head(runId: string): Promise<RunHead | undefined> {
     const run = this.#runs.get(runId);
     if (run === undefined || run.lines.length === 0) return undefined;
-    return {
+    const head: RunHead = {
       runId,
       tenantId: run.meta.tenantId,
       sessionId: run.meta.sessionId,
@@ -251,6 +263,8 @@ export class FileEventLog implements EventLog {
       hash: run.hash,
       epoch: run.meta.epoch,
     };
+    if (run.ended !== undefined) head.ended = run.ended;
+    return head;
   }
 
   async heads(runIds: readonly string[]): Promise<(RunHead | undefined)[]> {
@@ -294,6 +308,21 @@ export class FileEventLog implements EventLog {
     await Promise.allSettled([...this.#locks.values()]);
     for (const run of this.#runs.values()) await run.fh?.close();
     this.#unlock();
+  }
+}
+
+/**
+ * Hash and end of a run from its last stored line (after a restart): the terminal event,
+ * when it is the last line, keeps the run ended.
+ */
+function headOf(last: string | undefined): { hash: string; ended: string | undefined } {
+  if (last === undefined) return { hash: GENESIS_HASH, ended: undefined };
+  try {
+    const ev = JSON.parse(last) as { hash?: unknown; type?: unknown };
+    const type = typeof ev.type === "string" ? ev.type : "";
+    return { hash: String(ev.hash ?? ""), ended: TERMINAL_TYPES.has(type) ? type : undefined };
+  } catch {
+    return { hash: "", ended: undefined };
   }
 }
 

@@ -5,7 +5,10 @@
  * Guarantees every adapter must keep: seq is gap-free from 1 per run; an appended event is
  * never rewritten, reordered or duplicated; appends carrying a stale fencing token fail
  * with EFENCED and write nothing; follow() delivers every event after its start exactly
- * once, in order.
+ * once, in order. Terminal is terminal: once a run's log holds run.completed, run.failed or
+ * run.cancelled, every later append fails with EENDED (RunEndedError) and writes nothing,
+ * whoever appends and whatever its fence or expectedSeq say, after a restart too; a batch
+ * never holds an event after a terminal one.
  */
 import type { LoggedEvent, NewEvent } from "./event-codec.ts";
 
@@ -19,7 +22,8 @@ export interface AppendRequest extends NewEvent {
   fence?: number;
   /**
    * Compare-and-append: when set, the append fails with ECONFLICT unless the run's last
-   * seq is exactly this (0 for a run that does not exist yet).
+   * seq is exactly this (0 for a run that does not exist yet). An ended run answers EENDED
+   * instead, whatever this says.
    */
   expectedSeq?: number;
   /** Required for seq 1 (run.queued): the run's tenant, for the tenant index. */
@@ -37,6 +41,11 @@ export interface RunHead {
   hash: string;
   /** Current lease epoch (0 when never leased). */
   epoch: number;
+  /**
+   * Set once the run ended: the type of its terminal event (then `seq` is that event's).
+   * Absent while the run is live.
+   */
+  ended?: string;
 }
 
 /** A page of run ids, newest first. */

@@ -6,6 +6,8 @@
  *
  * Redis' Lua has no SHA-256, so the writer seals events (seq, prevHash, hash) against the
  * head it knows and the script refuses the commit if the head moved; see append-batcher.ts.
+ * The script also records a run's end (meta field `ended`) with its terminal event and
+ * refuses every later commit (ENDED → EENDED), in the same atomic step.
  * Live tail: one blocking connection per followed run, fanned out to all local subscribers.
  * Never trims a run's stream.
  */
@@ -37,7 +39,7 @@ export interface RedisEventLogOptions {
   tailLingerMs?: number;
 }
 
-type ScriptReply = [string, string?, string?];
+type ScriptReply = [string, string?, string?, string?];
 
 interface PendingCommit {
   c: Commit;
@@ -103,8 +105,10 @@ export class RedisEventLog implements EventLog {
   }
 
   async #loadHead(runId: string): Promise<Head> {
-    const [seq, hash] = await wrap(this.#client.hmget(this.#metaKey(runId), "seq", "hash"));
-    return { seq: Number(seq ?? 0), hash: hash ?? GENESIS_HASH };
+    const [seq, hash, ended] = await wrap(
+      this.#client.hmget(this.#metaKey(runId), "seq", "hash", "ended"),
+    );
+    return { seq: Number(seq ?? 0), hash: hash ?? GENESIS_HASH, ended: ended || undefined };
   }
 
   /**
@@ -179,6 +183,7 @@ export class RedisEventLog implements EventLog {
         first ? tenant : "",
         first ? c.sessionId : "",
         c.events[c.events.length - 1]?.hash ?? "",
+        c.ends ?? "",
         c.events.length,
       );
       for (const e of c.events) args.push(e.json);
@@ -194,7 +199,12 @@ export class RedisEventLog implements EventLog {
     group.forEach((p, i) => {
       const reply = replies[i];
       if (reply?.[0] === "OK") p.resolve({ kind: "ok" });
-      else if (reply?.[0] === "FENCED") p.resolve({ kind: "fenced", epoch: Number(reply[1]) });
+      else if (reply?.[0] === "ENDED") {
+        p.resolve({
+          kind: "conflict",
+          head: { seq: Number(reply[2]), hash: reply[3] || GENESIS_HASH, ended: reply[1] },
+        });
+      } else if (reply?.[0] === "FENCED") p.resolve({ kind: "fenced", epoch: Number(reply[1]) });
       else if (reply?.[0] === "CONFLICT") {
         p.resolve({
           kind: "conflict",
@@ -247,14 +257,14 @@ export class RedisEventLog implements EventLog {
     if (runIds.length === 0) return [];
     const pipe = this.#client.pipeline();
     for (const id of runIds)
-      pipe.hmget(this.#metaKey(id), "tenant", "session", "seq", "hash", "epoch");
+      pipe.hmget(this.#metaKey(id), "tenant", "session", "seq", "hash", "epoch", "ended");
     const results = (await wrap(pipe.exec())) ?? [];
     return runIds.map((runId, i) => {
       const [err, row] = results[i] ?? [null, null];
       if (err) throw new AgentdError("EUNAVAILABLE", `redis: ${err.message}`, { cause: err });
-      const [tenant, session, seq, hash, epoch] = (row ?? []) as (string | null)[];
+      const [tenant, session, seq, hash, epoch, ended] = (row ?? []) as (string | null)[];
       if (!seq || seq === "0") return undefined;
-      return {
+      const head: RunHead = {
         runId,
         tenantId: tenant ?? "",
         sessionId: session ?? "",
@@ -262,6 +272,8 @@ export class RedisEventLog implements EventLog {
         hash: hash ?? "",
         epoch: Number(epoch ?? 0),
       };
+      if (ended) head.ended = ended;
+      return head;
     });
   }
 
