@@ -112,6 +112,8 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
   out.dynamic = [...new Set(out.dynamic)];
   out.destructive = [...new Set(out.destructive)];
   out.scripts = [...new Set(out.scripts)];
+  out.paths = [...new Set(out.paths)];
+  out.globs = [...new Set(out.globs)];
   return out;
 }
 
@@ -179,7 +181,8 @@ function simple(
   }
   const args = words.slice(1);
   s.out.commands.push({ name, args: args.map((a) => a.text) });
-  for (const a of args) argument(a, s);
+  // A wrapped command's words are its wrapper's arguments, already looked at.
+  if (parent === undefined) for (const a of args) argument(a, s);
   if (DECLARERS.has(name))
     for (const a of args) if (/^[A-Za-z_]\w*\+?=/.test(a.text)) assignment(a, s);
   const family = familyOf(name);

@@ -166,6 +166,12 @@ const WRAPPERS: Record<string, OptionSpec & { positionals?: number; runsCode?: b
   taskset: { flags: ["-a", "--all-tasks", "-c", "--cpu-list"], positionals: 1 },
 };
 
+/** Wrapper options whose value is a command line run by a shell. */
+const CODE_OPTIONS: Record<string, string[]> = {
+  env: ["-S", "--split-string"],
+  flock: ["-c", "--command"],
+};
+
 /** Programs that run commands, code or an editor from their arguments or stdin. */
 const RUNS_COMMANDS = new Set(
   (
@@ -209,20 +215,23 @@ function wrapper(inv: Invocation, fx: Effects): void {
   const spec = WRAPPERS[inv.name] as (typeof WRAPPERS)[string];
   const scan = scanOptions(inv.args, spec);
   for (const u of scan.unknown) fx.dynamic(`${inv.name} option ${u} the analysis does not know`);
+  const codeOptions = CODE_OPTIONS[inv.name] ?? [];
   for (const v of scan.values) {
-    if (
-      v.option === "-S" ||
-      v.option === "--split-string" ||
-      v.option === "-c" ||
-      v.option === "--command"
-    ) {
+    if (codeOptions.includes(v.option)) {
       fx.dynamic(`${inv.name} ${v.option} runs a command line`);
       fx.code(v.word?.text ?? "");
     }
-    if (v.option === "-C" || v.option === "--chdir") fx.cd(undefined);
+    if (inv.name === "env" && (v.option === "-C" || v.option === "--chdir")) fx.cd(undefined);
   }
   if (inv.name === "command" && inv.args.some((a) => a.text === "-v" || a.text === "-V")) return;
   let i = scan.operand + (spec.positionals ?? 0);
+  // flock FILE -c CMD: the option comes after the lock file.
+  const after = inv.args[i]?.text ?? "";
+  if (codeOptions.includes(after)) {
+    fx.dynamic(`${inv.name} ${after} runs a command line`);
+    fx.code(inv.args[i + 1]?.text ?? "");
+    return;
+  }
   // env's NAME=value words come before the command.
   while (
     inv.name === "env" &&
@@ -286,24 +295,29 @@ function stdinScript(inv: Invocation, fx: Effects): void {
 /** An interpreter spec: its inline-code options, options with values, module options. */
 function interpreter(spec: OptionSpec, modules?: (w: ShellWord, fx: Effects) => void): Family {
   return (inv, fx) => {
-    const scan = scanOptions(inv.args, spec);
-    if (scan.code !== undefined) {
-      fx.dynamic(`${inv.name} ${scan.code.option} runs inline code`);
-      return;
+    let from = 0;
+    // An unknown option right before the first operand may take it as its value: then the
+    // script is further on. Both are reported (a few rounds at most).
+    for (let round = 0; round < 4; round++) {
+      const scan = scanOptions(inv.args, spec, from);
+      if (scan.code !== undefined) {
+        fx.dynamic(`${inv.name} ${scan.code.option} runs inline code`);
+        return;
+      }
+      if (scan.module !== undefined) {
+        if (scan.module.word !== undefined && modules !== undefined) modules(scan.module.word, fx);
+        return;
+      }
+      const file = inv.args[scan.operand];
+      if (file === undefined || file.text === "-") {
+        if (round === 0) stdinScript(inv, fx);
+        return;
+      }
+      fx.script(file);
+      const before = inv.args[scan.operand - 1]?.text ?? "";
+      if (!scan.unknown.includes(before) || before.includes("=")) return;
+      from = scan.operand + 1;
     }
-    // An unknown option may take a value: the word after it may be the script.
-    for (const u of scan.unknown) {
-      const k = inv.args.findIndex((a) => a.text === u);
-      const next = inv.args[k + 1];
-      if (next !== undefined && !next.text.startsWith("-") && k + 1 < scan.operand) fx.script(next);
-    }
-    if (scan.module !== undefined) {
-      if (scan.module.word !== undefined && modules !== undefined) modules(scan.module.word, fx);
-      return;
-    }
-    const file = inv.args[scan.operand];
-    if (file !== undefined && file.text !== "-") fx.script(file);
-    else stdinScript(inv, fx);
   };
 }
 

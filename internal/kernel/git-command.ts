@@ -70,6 +70,8 @@ const RUNS_COMMANDS = new Set([
 
 export function gitCommand(inv: Invocation, fx: Effects): void {
   const g = scanOptions(inv.args, GLOBAL);
+  if (inv.args.slice(0, g.operand).some((a) => a.text.startsWith("--exec-path=")))
+    fx.dynamic("git --exec-path= runs git commands from another directory");
   for (const u of g.unknown) {
     fx.dynamic(
       u.startsWith("--exec-path=")
@@ -93,7 +95,8 @@ export function gitCommand(inv: Invocation, fx: Effects): void {
     fx.dynamic(`git ${sub}: a remote helper command`);
   if (RUNS_COMMANDS.has(sub)) fx.dynamic(`git ${sub} runs commands`);
   if (sub === "config") gitConfig(rest, fx);
-  if (sub === "grep" && has("-O", "--open-files-in-pager")) fx.dynamic("git grep -O runs a pager");
+  if (sub === "grep" && rest.some((w) => /^(-O|--open-files-in-pager)/.test(w.text)))
+    fx.dynamic("git grep -O runs a pager");
   if (sub === "rebase" && has("-x", "--exec")) fx.dynamic("git rebase --exec runs commands");
   if (sub === "submodule" && rest.some((w) => w.text === "foreach"))
     fx.dynamic("git submodule foreach runs commands");

@@ -66,6 +66,14 @@ export function scanOptions(args: readonly ShellWord[], spec: OptionSpec, from =
       out.operand = attached ? i + 1 : i + 2;
       return out;
     }
+    // A code letter anywhere in a short cluster (perl -lane, sh -ec) means inline code.
+    const letters = spec.codeLetters ?? "";
+    if (!a.startsWith("--") && [...a.slice(1)].some((l) => letters.includes(l))) {
+      const word = args[i + 1];
+      out.code = { option: a, ...(word === undefined ? {} : { word }) };
+      out.operand = i + 2;
+      return out;
+    }
     if (flags.has(name) || spec.flagPrefixes?.some((p) => name.startsWith(p))) continue;
     if (values.has(name)) {
       const word = attached ? undefined : args[i + 1];

@@ -127,18 +127,39 @@ function substitution(s: string, from: number): number | string {
   if (delim === undefined || delim === "\n" || delim === "\\") return "sed s delimiter";
   let i = from + 1;
   for (let k = 0; k < 2; k++) {
-    const end = findDelimiter(s, i, delim);
+    const end = findDelimiter(s, i, delim, k === 0);
     if (end < 0) return "sed unterminated s command";
     i = end + 1;
   }
   return i;
 }
 
-function findDelimiter(s: string, from: number, delim: string): number {
+/**
+ * The index of the delimiter ending a regex or replacement. In a regex (GNU and busybox sed
+ * alike) a bracket expression may hold the delimiter: `s/[/]/x/` is one substitution.
+ */
+function findDelimiter(s: string, from: number, delim: string, regex = true): number {
   for (let i = from; i < s.length; i++) {
-    if (s[i] === "\\") i++;
-    else if (s[i] === delim) return i;
-    else if (s[i] === "\n") return -1;
+    const c = s[i];
+    if (c === "\\") i++;
+    else if (c === "[" && regex) i = bracketEnd(s, i);
+    else if (c === delim) return i;
+    else if (c === "\n") return -1;
   }
   return -1;
+}
+
+/** The "]" closing a bracket expression opened at i (a leading "]" or "^]" is literal). */
+function bracketEnd(s: string, i: number): number {
+  let j = i + 1;
+  if (s[j] === "^") j++;
+  if (s[j] === "]") j++;
+  for (; j < s.length && s[j] !== "\n"; j++) {
+    if (s[j] === "[" && /[:.=]/.test(s[j + 1] ?? "")) {
+      const close = s.indexOf(`${s[j + 1]}]`, j + 2);
+      if (close < 0) return s.length;
+      j = close + 1;
+    } else if (s[j] === "]") return j;
+  }
+  return s.length;
 }
