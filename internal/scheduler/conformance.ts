@@ -6,10 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
 import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
 import { delta, queued } from "../eventlog/conformance.ts";
+import type { EventPayload } from "../eventlog/event-codec.ts";
 import type { EventLog } from "../eventlog/port.ts";
+import { RunCancelledSchema } from "../gen/agentd/v1/events_pb.js";
 import type { SchedulerOptions } from "./options.ts";
 import { type Claim, isLeaseLost, LeaseHeldError, type RunQueue } from "./port.ts";
 
@@ -24,6 +27,10 @@ export interface RunQueueHarness {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const id = () => ulid();
 const FAST = { leaseTtlMs: 300, pollMs: 50 } as const;
+const CANCELLED: EventPayload = {
+  case: "runCancelled",
+  value: create(RunCancelledSchema, { reason: "ended in the log" }),
+};
 
 async function claimNow(q: RunQueue, worker = "w1"): Promise<Claim | undefined> {
   return q.claim(worker, { blockMs: 0 });
@@ -250,6 +257,58 @@ export function runRunQueueConformance(name: string, h: RunQueueHarness): void {
       await q.release(cd, { outcome: "terminal" });
       await q.release(c, { outcome: "terminal" });
       assert.equal(await claimNow(q), undefined, "cancelled runs never come back");
+    });
+
+    it("a run that ended in the event log is never handed out: its entry is dropped", async () => {
+      const t = `t${id()}`;
+      const { queue: q, log } = await open({ ...FAST, agingMs: 60_000, tenantLimit: 1 });
+      const end = async (runId: string, session: string) =>
+        log.append({ runId, sessionId: session, payload: CANCELLED });
+      // Ready (holding the tenant's one slot), with its session's next run behind it.
+      const [a1, a2] = [id(), id()];
+      for (const r of [a1, a2]) {
+        await log.append(queued(r, t, "A"));
+        await q.enqueue({ runId: r, tenantId: t, sessionId: "A", priority: 5 });
+      }
+      await end(a1, "A");
+      const c = await mustClaim(q);
+      assert.equal(c.runId, a2, "the ended run is skipped; its session's next run moves up");
+      assert.equal(await q.stateOf(a1), "ended", "its entry is gone");
+      assert.equal(await q.positionOf(a1), undefined);
+      await q.release(c, { outcome: "terminal" });
+      assert.equal(await claimNow(q), undefined, "nothing left");
+
+      // Paused, cancelled in the log, then enqueued again (a late ResolveApproval).
+      const p1 = id();
+      await log.append(queued(p1, t, "P"));
+      await q.enqueue({ runId: p1, tenantId: t, sessionId: "P", priority: 5 });
+      await q.release(await mustClaim(q), { outcome: "paused" });
+      await end(p1, "P");
+      await q.enqueue({ runId: p1, tenantId: t, sessionId: "P", priority: 5 });
+      assert.equal(await claimNow(q), undefined, "not handed out");
+      assert.equal(await q.stateOf(p1), "ended");
+
+      // Requeued by its owner, and ended before anyone claimed it again.
+      const r1 = id();
+      await log.append(queued(r1, t, "R"));
+      await q.enqueue({ runId: r1, tenantId: t, sessionId: "R", priority: 5 });
+      await q.release(await mustClaim(q), { outcome: "requeue" });
+      await end(r1, "R");
+      assert.equal(await claimNow(q), undefined);
+      assert.equal(await q.stateOf(r1), "ended");
+
+      // Its owner ended it and died before releasing it: no takeover.
+      const [d1, o1] = [id(), id()];
+      await log.append(queued(d1, t, "D"));
+      await q.enqueue({ runId: d1, tenantId: t, sessionId: "D", priority: 5 });
+      const dc = await mustClaim(q, "dies");
+      await log.append({ runId: d1, sessionId: "D", fence: dc.lease.epoch, payload: CANCELLED });
+      await q.enqueue({ runId: o1, tenantId: t, sessionId: "O", priority: 5 });
+      assert.equal(await q.stateOf(o1), "waiting", "the dead owner's claim holds the slot");
+      const next = await q.claim("w2", { blockMs: 3000 });
+      assert.equal(next?.runId, o1, "the ended run's slot went to the tenant's next run");
+      assert.equal(await q.stateOf(d1), "ended");
+      await assert.rejects(q.release(dc, { outcome: "terminal" }), isLeaseLost);
     });
 
     it("pausedRuns: the runs waiting for an approval, longest paused first, bounded", async () => {

@@ -5,6 +5,8 @@
  * session lines, tenant slots and waiting sets. Epochs still go through EventLog.bumpEpoch,
  * so fencing is exactly the event log's.
  *
+ * A claim never hands out a run whose log ended (EventLog.head's `ended`): it is dropped.
+ *
  * Must never be shared between processes (the queue dies with the process; a dev restart
  * re-enqueues from the event log). Every operation runs under one mutex because the epoch
  * bump is async: two claims must not both pick the same run while one awaits the log.
@@ -139,6 +141,18 @@ export class MemoryRunQueue implements RunQueue {
   }
 
   async #attempt(workerId: string): Promise<Attempt> {
+    for (;;) {
+      const next = this.#pick();
+      if (next === undefined) return { sleep: (ms, signal) => this.#loop.sleepLocal(ms, signal) };
+      // Terminal is terminal: a run that ended in the log is never handed out, but dropped
+      // (its session's next run and its tenant's waiting runs move up); then look again.
+      if ((await this.#log.head(next.rec.runId))?.ended !== undefined) this.#dropEnded(next.rec);
+      else return { claim: await this.#take(next.rec, workerId, next.reason) };
+    }
+  }
+
+  /** The run the fairness rule serves next, without taking it. */
+  #pick(): { rec: Rec; reason: ClaimReason } | undefined {
     const now = Date.now();
     const ttl = this.#o.leaseTtlMs;
     // 1. Runs a previous owner left: requeued, or idle (not renewed) for a lease ttl.
@@ -146,14 +160,14 @@ export class MemoryRunQueue implements RunQueue {
       (a, b) => a.priority - b.priority || a.entry - b.entry,
     );
     for (const r of left) {
-      if (r.state === "ready") return { claim: await this.#take(r, workerId, r.next) };
+      if (r.state === "ready") return { rec: r, reason: r.next };
       if (now - (r.pendingSince ?? now) < ttl) continue;
       const lease = this.#leases.get(r.runId);
       if (lease !== undefined && lease.epoch === r.epoch && lease.expiresAt > now) {
         r.pendingSince = now; // its owner is alive after all: hand it back
         continue;
       }
-      return { claim: await this.#take(r, workerId, "takeover") };
+      return { rec: r, reason: "takeover" };
     }
     // 2. Fresh runs: each band's first; lowest aging score wins, ties to the higher band.
     let best: Rec | undefined;
@@ -164,8 +178,19 @@ export class MemoryRunQueue implements RunQueue {
       const score = head.admittedAt + (head.priority - 1) * this.#o.agingMs;
       if (best === undefined || score < bestScore) [best, bestScore] = [head, score];
     }
-    if (best !== undefined) return { claim: await this.#take(best, workerId, best.next) };
-    return { sleep: (ms, signal) => this.#loop.sleepLocal(ms, signal) };
+    return best === undefined ? undefined : { rec: best, reason: best.next };
+  }
+
+  /** Removes a ready (or dead-owned claimed) run that ended in the log: it frees its slot. */
+  #dropEnded(r: Rec): void {
+    const band = this.#bands[r.priority - 1] ?? [];
+    const i = band.indexOf(r);
+    if (i >= 0) band.splice(i, 1);
+    this.#pending.delete(r.runId);
+    r.pendingSince = undefined;
+    this.#addSlots(r.tenantId, -1);
+    this.#finish(r);
+    this.#fill(r.tenantId);
   }
 
   /** The run becomes the worker's: epoch bumped first (if the log fails, nothing changed). */

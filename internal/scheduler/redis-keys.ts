@@ -5,7 +5,10 @@
  * (redis-event-log.ts: `${prefix}run:${runId}:meta`, field `epoch`): the lease epoch IS the
  * event log's fencing epoch, so it must stay the same key. Never a second epoch counter.
  *
- *   run:{run}:meta            hash   (event log) field `epoch`: bumped by every claim/acquire
+ *   run:{run}:meta            hash   (event log) field `epoch`: bumped by every claim/acquire;
+ *                                    field `ended`: the run's terminal type (a claim drops an ended run)
+ *   run:{run}:events          stream (event log) read only to learn the end of a run stored
+ *                                    before `ended` existed
  *   run:{run}:lease           string "{worker} {epoch}", PX = lease ttl (liveness of the owner)
  *   queue:run:{run}           hash   the run's queue record: tenant, session, prio, score,
  *                                    member, state, entry, worker, epoch, attempts, next
@@ -28,6 +31,7 @@ export const GROUP = "workers";
 
 export interface SchedulerKeys {
   meta(runId: string): string;
+  events(runId: string): string;
   lease(runId: string): string;
   record(runId: string): string;
   band(priority: number): string;
@@ -43,6 +47,7 @@ export interface SchedulerKeys {
 export function schedulerKeys(prefix: string): SchedulerKeys {
   return {
     meta: (r) => `${prefix}run:${r}:meta`,
+    events: (r) => `${prefix}run:${r}:events`,
     lease: (r) => `${prefix}run:${r}:lease`,
     record: (r) => `${prefix}queue:run:${r}`,
     band: (p) => `${prefix}queue:band:${p}`,
@@ -61,6 +66,7 @@ export const KEYS_LUA = `
 local P = ARGV[1]
 local GROUP = '${GROUP}'
 local function k_meta(r) return P .. 'run:' .. r .. ':meta' end
+local function k_events(r) return P .. 'run:' .. r .. ':events' end
 local function k_lease(r) return P .. 'run:' .. r .. ':lease' end
 local function k_rec(r) return P .. 'queue:run:' .. r end
 local function k_band(p) return P .. 'queue:band:' .. p end

@@ -8,6 +8,7 @@
  * waiting for a tenant slot), ready (in its band stream, holding a slot; undelivered, or
  * pending after a requeue), claimed, paused (acked; holds its session, no slot), ended.
  */
+import { RUN_ENDED_LUA } from "../eventlog/append-lua.ts";
 import { KEYS_LUA } from "./redis-keys.ts";
 
 /**
@@ -118,10 +119,18 @@ return {'queued', redis.call('HGET', rec, 'state')}
 
 /**
  * ARGV: prefix, worker, lease ttl ms, agingMs.
- * Reply {'CLAIM', run, tenant, session, prio, epoch, attempt, reason} | {'NONE', wake id}.
+ * Reply {'CLAIM', run, tenant, session, prio, epoch, attempt, reason} | {'NONE', wake id} |
+ * {'ENDED', run}: the run picked has ended in the event log (terminal is terminal: it is
+ * never handed out). Its record is left 'ready' with its entry pending, for CANCEL_LUA to
+ * remove it with the tenant's limit (which only the caller knows) and let the next run in;
+ * if the caller never does, the entry idles into the next claim's scan and is found again.
  */
-export const CLAIM_LUA = `${COMMON}
+export const CLAIM_LUA = `${COMMON}${RUN_ENDED_LUA}
 local worker, ttl, aging = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+
+local function ended(run)
+  return run_ended(k_meta(run), k_events(run))
+end
 
 -- The run becomes this worker's: the epoch bump (the event log's own counter) fences every
 -- previous owner, and the lease is set in the same step, so no claim is ever unleased.
@@ -152,6 +161,7 @@ for p = 1, 10 do
       local run = field(e[2], 'run')
       local f = redis.call('HMGET', k_rec(run), 'state', 'next')
       if f[1] == 'ready' then
+        if ended(run) then return {'ENDED', run} end
         return take(run, f[2])
       elseif f[1] == 'claimed' then
         local lease = redis.call('GET', k_lease(run))
@@ -161,6 +171,10 @@ for p = 1, 10 do
           -- The lease key (the authority) says its owner is alive: hand the entry back
           -- (which also resets its idle time, so the scan moves on).
           redis.call('XCLAIM', band, GROUP, holder, 0, e[1], 'JUSTID')
+        elseif ended(run) then
+          -- Its owner died after the end (before releasing it): nothing to take over.
+          redis.call('HSET', k_rec(run), 'state', 'ready')
+          return {'ENDED', run}
         else
           return take(run, 'takeover')
         end
@@ -198,7 +212,10 @@ for _ = 1, 16 do
   local e = redis.call('XREADGROUP', 'GROUP', GROUP, worker, 'COUNT', 1, 'STREAMS', best_band, '>')[1][2][1]
   local run = field(e[2], 'run')
   local f = redis.call('HMGET', k_rec(run), 'state', 'next')
-  if f[1] == 'ready' then return take(run, f[2]) end
+  if f[1] == 'ready' then
+    if ended(run) then return {'ENDED', run} end
+    return take(run, f[2])
+  end
   drop_entry(best_band, e[1]) -- stale; look again
 end
 

@@ -5,7 +5,9 @@
  * and one Lua script per state change (redis-queue-lua.ts) so every change is atomic.
  *
  * The lease epoch is the event log's own `epoch` field of the run's meta hash, bumped inside
- * the claim script: a claim and its fencing token are one step. This module must never keep
+ * the claim script: a claim and its fencing token are one step. The claim script also reads
+ * the log's record of a run's end (`ended`) and never hands out an ended run: its entry is
+ * acknowledged and dropped instead. This module must never keep
  * queue state in process memory (any number of servers and workers share the queue); the only
  * local state is the maxRuns count and the blocking connections of waiting claims.
  */
@@ -70,6 +72,12 @@ const SCRIPTS = {
 } as const;
 
 type Reply = (string | number)[];
+
+/**
+ * Ended runs one claim attempt removes at most before it yields to the claim loop (which
+ * tries again at once, within the caller's blockMs): bounds one attempt's work.
+ */
+const MAX_DROPS_PER_ATTEMPT = 16;
 type ScriptClient = Record<keyof typeof SCRIPTS, (...args: (string | number)[]) => Promise<Reply>>;
 
 export class RedisRunQueue implements RunQueue {
@@ -122,9 +130,17 @@ export class RedisRunQueue implements RunQueue {
   }
 
   async #attempt(workerId: string): Promise<Attempt> {
-    const r = await wrap(
-      this.#scripts.agentdQueueClaim(this.#prefix, workerId, this.#o.leaseTtlMs, this.#o.agingMs),
-    );
+    let r: Reply;
+    for (let dropped = 0; ; dropped++) {
+      r = await wrap(
+        this.#scripts.agentdQueueClaim(this.#prefix, workerId, this.#o.leaseTtlMs, this.#o.agingMs),
+      );
+      if (r[0] !== "ENDED") break;
+      // Ended in the event log: never handed out. Removed with its tenant's limit (the next
+      // runs of its session and tenant move up), then the claim looks again.
+      await this.cancelQueued(String(r[1]));
+      if (dropped >= MAX_DROPS_PER_ATTEMPT) return { sleep: async () => undefined };
+    }
     if (r[0] === "NONE") {
       const wakeId = String(r[1]);
       return { sleep: (ms, signal) => this.#sleepOnWake(wakeId, ms, signal) };
