@@ -7,7 +7,11 @@ import { create, equals } from "@bufbuild/protobuf";
 import { ulid } from "ulid";
 import { delta, queued } from "../eventlog/conformance.ts";
 import { openFileEventLog } from "../eventlog/file-event-log.ts";
+import { isRunEnded } from "../eventlog/run-ended-error.ts";
 import {
+  type Event,
+  RunCancelledSchema,
+  RunCancelRequestedSchema,
   RunCompletedSchema,
   RunStartedSchema,
   ToolCallSchema,
@@ -56,7 +60,8 @@ it("the cached projection and one rebuilt from the log give the same answer", as
       value: create(RunCompletedSchema, { summary: "done", costMicros: 42n }),
     },
   });
-  await log.append(delta(runId, "late delta", "sess-1"));
+  // The log refuses anything after the terminal event (EENDED): nothing can change it.
+  await assert.rejects(log.append(delta(runId, "late delta", "sess-1")), isRunEnded);
 
   const incremental = await cache.get(runId);
   cache.drop();
@@ -69,8 +74,8 @@ it("the cached projection and one rebuilt from the log give the same answer", as
   assert.ok(equals(RunSchema, incremental, rebuilt), "incremental == rebuilt");
   assert.ok(equals(RunSchema, incremental, direct), "incremental == pure fold");
   assert.equal(incremental.state, RunState.COMPLETED, "a terminal state never changes");
-  assert.equal(incremental.lastSeq, 10n);
-  assert.equal(incremental.eventCount, 10n);
+  assert.equal(incremental.lastSeq, 9n);
+  assert.equal(incremental.eventCount, 9n);
   assert.equal(incremental.summary, "done");
   assert.equal(incremental.costMicros, 42n);
   assert.ok(incremental.startedAt && incremental.endedAt && incremental.createdAt);
@@ -88,5 +93,42 @@ it("concurrent readers see at least the head they read", async () => {
     reads.push(cache.get(runId).then((r) => assert.ok((r?.lastSeq ?? 0n) >= BigInt(ev.seq))));
   }
   await Promise.all(reads);
+  await log.close();
+});
+
+it("cancel_requested is set by run.cancel_requested and kept; a terminal state never changes", async () => {
+  const log = await openFileEventLog({ dir: join(dir, "c") });
+  const runId = ulid();
+  const base = { runId, sessionId: "s1" };
+  await log.append(queued(runId, "acme"));
+  await log.append({
+    ...base,
+    payload: { case: "runStarted", value: create(RunStartedSchema, { workerId: "w1", epoch: 1n }) },
+  });
+  const events = async (): Promise<Event[]> => (await log.read(runId, 0)).map((e) => e.event);
+  assert.equal(projectRun(runId, await events()).cancelRequested, false);
+  await log.append({
+    ...base,
+    payload: {
+      case: "runCancelRequested",
+      value: create(RunCancelRequestedSchema, { reason: "stop", requestedBy: "alice" }),
+    },
+  });
+  const requested = projectRun(runId, await events());
+  assert.equal(requested.state, RunState.RUNNING, "still running until its owner ends it");
+  assert.equal(requested.cancelRequested, true);
+  await log.append({
+    ...base,
+    payload: { case: "runCancelled", value: create(RunCancelledSchema, { reason: "stop" }) },
+  });
+  const all = await events();
+  const ended = projectRun(runId, all);
+  assert.equal(ended.state, RunState.CANCELLED);
+  assert.equal(ended.cancelRequested, true);
+  // A log written before the end was enforced may hold events after it: the fold ignores
+  // them for the state.
+  const late = { ...(all[2] as Event), seq: 5n };
+  const resumed = { ...(all[1] as Event), seq: 6n };
+  assert.equal(projectRun(runId, [...all, late, resumed]).state, RunState.CANCELLED);
   await log.close();
 });

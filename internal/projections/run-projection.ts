@@ -74,6 +74,9 @@ export function applyEvent(run: Run, ev: Event): Run {
       if (terminal) break;
       end(run, RunState.CANCELLED, ev);
       break;
+    case "runCancelRequested":
+      run.cancelRequested = true;
+      break;
     case "toolCall":
       run.toolCallCount += 1n;
       break;

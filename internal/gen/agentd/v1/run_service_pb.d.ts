@@ -194,6 +194,15 @@ export declare type Run = Message<"agentd.v1.Run"> & {
    * @generated from field: uint32 session_position = 25;
    */
   sessionPosition: number;
+
+  /**
+   * True once a `run.cancel_requested` event is in the log: CancelRun asked the run's owner
+   * to stop it. A run still RUNNING with this set is being cancelled (its worker kills the
+   * running tool and appends `run.cancelled`); it never starts another step.
+   *
+   * @generated from field: bool cancel_requested = 26;
+   */
+  cancelRequested: boolean;
 };
 
 /**
@@ -674,7 +683,10 @@ export declare const CancelRunRequestSchema: GenMessage<CancelRunRequest>;
  */
 export declare type CancelRunResponse = Message<"agentd.v1.CancelRunResponse"> & {
   /**
-   * The run after the cancel was recorded.
+   * The run as it is when CancelRun answers: CANCELLED once the cancel took effect (or
+   * COMPLETED/FAILED if the run ended otherwise first); still RUNNING, with
+   * `cancel_requested` set, when its owner did not end it within the wait (the client's
+   * deadline or the server's limit).
    *
    * @generated from field: agentd.v1.Run run = 1;
    */
