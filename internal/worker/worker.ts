@@ -1,15 +1,24 @@
 /**
- * A worker: claims runs from the queue, drives each while renewing its lease, and releases
- * it with the outcome. Several runs at once (concurrency slots). Stopping (SIGTERM) stops
- * claiming, lets each run reach a step boundary and releases it for another worker.
- * Must never: keep driving a run whose lease it lost (its appends are fenced anyway), or
- * release a run it no longer owns.
+ * A worker: claims runs from the queue, drives each while keeping its lease, and releases
+ * it with the outcome. Several runs at once (concurrency slots).
+ *
+ * Faults: a storage error (Redis down, out of memory, paused) makes the slot back off
+ * exponentially with jitter (reset on the next success), and a drive that failed (on
+ * storage, or on a bug) is not released for an instant re-claim: its lease is left to
+ * expire, so the run comes back after a TTL instead of bouncing between workers. Repeated log lines are rate-limited
+ * per cause. Stopping (SIGTERM) stops claiming and lets each run reach a step boundary; when
+ * the grace period is nearly over, running calls are killed (recorded `interrupted`) and
+ * the runs released. Must never: keep driving a run whose lease it lost (its appends are
+ * fenced anyway, and its running call is killed), or release a run it no longer owns.
  */
 import { isAgentdError } from "../errors.ts";
 import { projectRun } from "../projections/run-projection.ts";
-import { type Claim, isLeaseLost, type RunQueue } from "../scheduler/port.ts";
+import type { Claim, RunQueue } from "../scheduler/port.ts";
 import { resumeIfResolved } from "../scheduler/resume.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { createBackoff } from "./backoff.ts";
+import { keepLease } from "./lease-keeper.ts";
+import { createLogLimiter, type LogLimiter } from "./log-limiter.ts";
 import { type DriveOutcome, type DriverDeps, driveRun } from "./run-driver.ts";
 
 export interface WorkerOptions {
@@ -22,40 +31,91 @@ export interface WorkerOptions {
   leaseTtlMs: number;
   /** How long one claim blocks waiting for work. Default 2000 ms. */
   blockMs?: number;
+  /** Backoff after storage errors: first wait at most baseMs, growing to capMs. */
+  backoff?: { baseMs: number; capMs: number };
   logger: Logger;
+  now?: () => number;
 }
 
 export interface Worker {
   start(): void;
-  /** Stops claiming; waits up to `graceMs` for active runs to reach a step boundary. */
+  /**
+   * Stops claiming; waits up to `graceMs` for active runs to reach a step boundary. A run
+   * still in a call when 80% of the grace is gone has the call killed and is released.
+   */
   stop(graceMs: number): Promise<void>;
   /** Runs being driven now. */
   active(): number;
 }
 
+/** A dependency failed (Redis, the disk, the Docker engine): worth backing off for. */
+function isDependencyError(err: unknown): boolean {
+  return (
+    isAgentdError(err, "EUNAVAILABLE") ||
+    isAgentdError(err, "EIO") ||
+    isAgentdError(err, "ETIMEOUT")
+  );
+}
+
 export function createWorker(opts: WorkerOptions): Worker {
+  const now = opts.now ?? Date.now;
   const stopping = new AbortController();
+  const halting = new AbortController();
   const slots: Promise<void>[] = [];
   let active = 0;
   const log = opts.logger.child({ workerId: opts.workerId });
+  const limited = createLogLimiter({ logger: log });
+  const pace = opts.backoff ?? { baseMs: 100, capMs: 10_000 };
 
-  async function runOne(claim: Claim): Promise<void> {
-    let lost = false;
-    // A lost lease stops the drive at its next step boundary (or ends an approval hold),
-    // like a worker stopping: its appends would be fenced anyway.
-    const lostLease = new AbortController();
-    const renew = setInterval(
-      () => {
-        opts.queue.leases.renew(claim.lease).catch((err: unknown) => {
-          if (isLeaseLost(err)) {
-            lost = true;
-            lostLease.abort();
-          } else log.warn({ err, runId: claim.runId }, "lease renewal failed; retrying");
+  async function slot(): Promise<void> {
+    const backoff = createBackoff(pace);
+    while (!stopping.signal.aborted) {
+      const t0 = now();
+      let claim: Claim | undefined;
+      try {
+        claim = await opts.queue.claim(opts.workerId, {
+          blockMs: opts.blockMs ?? 2000,
+          signal: stopping.signal,
         });
-      },
-      Math.max(100, Math.floor(opts.leaseTtlMs / 3)),
-    );
+      } catch (err) {
+        if (stopping.signal.aborted) return;
+        limited.warn(causeOf("claim", err), { err }, "claiming failed; backing off");
+        await sleep(backoff.next(), stopping.signal);
+        continue;
+      }
+      if (claim === undefined) {
+        backoff.reset();
+        continue;
+      }
+      active++;
+      let storageFailed = false;
+      try {
+        storageFailed = await runOne(claim, t0, limited);
+      } finally {
+        active--;
+      }
+      if (storageFailed) await sleep(backoff.next(), stopping.signal);
+      else backoff.reset();
+    }
+  }
+
+  /** Drives one claimed run; true when the drive or its release failed (the slot backs off). */
+  async function runOne(claim: Claim, claimedAt: number, limited: LogLimiter): Promise<boolean> {
+    const lease = keepLease({
+      leases: opts.queue.leases,
+      grant: claim.lease,
+      ttlMs: opts.leaseTtlMs,
+      grantedAt: claimedAt,
+      now,
+      onRenewError: (err) =>
+        limited.warn(
+          causeOf("renew", err),
+          { err, runId: claim.runId },
+          "lease renewal failed; retrying",
+        ),
+    });
     let outcome: DriveOutcome | "error" = "error";
+    let failure: unknown;
     try {
       log.info(
         { runId: claim.runId, reason: claim.reason, epoch: claim.lease.epoch },
@@ -65,32 +125,63 @@ export function createWorker(opts: WorkerOptions): Worker {
         { ...opts.driver, workerId: opts.workerId },
         claim.runId,
         claim.lease.epoch,
-        AbortSignal.any([stopping.signal, lostLease.signal]),
+        {
+          stop: AbortSignal.any([stopping.signal, lease.lost]),
+          // A lease that is gone (or may be) kills the running call at once: another worker may
+          // take the run over from now on.
+          halt: AbortSignal.any([halting.signal, lease.lost]),
+        },
       );
       log.info({ runId: claim.runId, outcome }, "run released");
     } catch (err) {
-      if (isAgentdError(err, "EFENCED")) lost = true;
-      else log.error({ err, runId: claim.runId }, "driving the run failed");
+      failure = err;
     } finally {
-      clearInterval(renew);
+      lease.stop();
     }
-    if (lost) {
-      log.warn({ runId: claim.runId }, "lease lost: another worker owns the run now");
-      return;
+    if (lease.lost.aborted || isAgentdError(failure, "EFENCED")) {
+      log.warn(
+        { runId: claim.runId, why: lease.lost.reason ?? "fenced" },
+        "lease lost: another worker may own the run now",
+      );
+      return false;
     }
-    const release =
+    if (failure !== undefined) {
+      // Not released: the lease expires and the run is taken over after a TTL, rather than
+      // re-claimed at once by a worker that would fail the same way (storage down, a bug).
+      limited.error(
+        causeOf("drive", failure),
+        { err: failure, runId: claim.runId },
+        "driving the run failed; its lease is left to expire",
+      );
+      return true;
+    }
+    return release(claim, outcome, limited);
+  }
+
+  /** Gives the run back with its outcome; true when storage failed doing so. */
+  async function release(
+    claim: Claim,
+    outcome: DriveOutcome | "error",
+    limited: LogLimiter,
+  ): Promise<boolean> {
+    const how =
       outcome === "paused"
         ? "paused"
         : outcome === "released" || outcome === "error"
           ? "requeue"
           : "terminal";
     try {
-      await opts.queue.release(claim, { outcome: release });
+      await opts.queue.release(claim, { outcome: how });
     } catch (err) {
-      log.error({ err, runId: claim.runId }, "release failed");
-      return;
+      limited.error(
+        causeOf("release", err),
+        { err, runId: claim.runId },
+        "release failed; the lease will expire",
+      );
+      return isDependencyError(err);
     }
-    if (release === "paused") await requeueIfResolved(claim);
+    if (how === "paused") await requeueIfResolved(claim);
+    return false;
   }
 
   /**
@@ -113,44 +204,40 @@ export function createWorker(opts: WorkerOptions): Worker {
     }
   }
 
-  async function slot(): Promise<void> {
-    let backoff = 100;
-    while (!stopping.signal.aborted) {
-      let claim: Claim | undefined;
-      try {
-        claim = await opts.queue.claim(opts.workerId, {
-          blockMs: opts.blockMs ?? 2000,
-          signal: stopping.signal,
-        });
-        backoff = 100;
-      } catch (err) {
-        if (stopping.signal.aborted) return;
-        log.warn({ err }, "claiming failed; retrying");
-        await new Promise((r) => setTimeout(r, backoff));
-        backoff = Math.min(backoff * 2, 5000);
-        continue;
-      }
-      if (claim === undefined) continue;
-      active++;
-      try {
-        await runOne(claim);
-      } finally {
-        active--;
-      }
-    }
-  }
-
   return {
     start() {
       for (let i = 0; i < opts.concurrency; i++) slots.push(slot());
     },
     async stop(graceMs) {
       stopping.abort();
-      await Promise.race([
-        Promise.allSettled(slots),
-        new Promise((r) => setTimeout(r, graceMs).unref()),
-      ]);
+      // Calls still running late in the grace period are killed, so their runs are released
+      // with every call settled instead of being taken over with a call interrupted midway.
+      const halt = setTimeout(() => halting.abort(), Math.floor(graceMs * 0.8));
+      halt.unref();
+      await Promise.race([Promise.allSettled(slots), sleep(graceMs)]);
+      clearTimeout(halt);
     },
     active: () => active,
   };
+}
+
+/** A log cause: where it failed and the error's code (one line per cause per interval). */
+function causeOf(where: string, err: unknown): string {
+  const code = (err as { code?: unknown })?.code;
+  return `${where}:${typeof code === "string" ? code : ((err as Error)?.name ?? "error")}`;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    t.unref?.();
+    signal?.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
+  });
 }
