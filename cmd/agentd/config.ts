@@ -107,6 +107,11 @@ export const FLAGS = {
     help: "worker: how long a run waiting for an approval keeps its worker slot and container; approved within it, the run resumes at once in the same container; 0 pauses at once",
     def: "60000",
   },
+  "shutdown-grace-ms": {
+    env: "AGENTD_SHUTDOWN_GRACE_MS",
+    help: "worker: on SIGTERM, how long active runs get to reach a step boundary; calls still running at 80% of it are killed (recorded interrupted) and their runs released",
+    def: "20000",
+  },
   "approval-sweep-ms": {
     env: "AGENTD_APPROVAL_SWEEP_MS",
     help: "server: how often pending approvals past their expiry (policy approvals.expireAfter) are denied and their paused runs re-enqueued, so the model gets the denial; 0: only when an approval is looked at",
@@ -184,6 +189,7 @@ export const ConfigSchema = z.object({
   "max-steps": z.coerce.number().int().min(1).max(10_000),
   "approval-hold-ms": z.coerce.number().int().min(0).max(3_600_000),
   "approval-sweep-ms": z.coerce.number().int().min(0).max(86_400_000),
+  "shutdown-grace-ms": z.coerce.number().int().min(100).max(3_600_000),
   "warm-sandboxes": z.coerce.number().int().min(0).max(64),
   "price-table": z.string().min(1).optional(),
 });

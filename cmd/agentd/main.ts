@@ -323,7 +323,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
   await sweeper?.stop();
-  await worker?.stop(20_000);
+  await worker?.stop(cfg["shutdown-grace-ms"]);
   await sandbox?.close();
   await server?.close(5000);
   await closeAll();
