@@ -5,12 +5,17 @@
  * conflicting one is FAILED_PRECONDITION. An approval past its expiry is denied
  * automatically when it is next looked at, and its paused run goes back on the queue (the
  * model then gets the denial), as after any resolution.
+ *
+ * Terminal is terminal: an ended run's approvals are never resolved (FAILED_PRECONDITION,
+ * EENDED, naming how the run ended), never listed, and never denied by expiry.
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { Principal } from "../auth/tokens.ts";
 import { AgentdError, invalid, isAgentdError } from "../errors.ts";
+import { TERMINAL_TYPES } from "../eventlog/event-codec.ts";
+import { isRunEnded } from "../eventlog/run-ended-error.ts";
 import { ApprovalDecision, ApprovalResolvedSchema } from "../gen/agentd/v1/events_pb.js";
 import {
   type Approval,
@@ -57,7 +62,9 @@ function toMessage(a: Projected): Approval {
 
 /**
  * The run's approvals, with expired pending ones denied first (appended, then re-read; the
- * run re-enqueued so that a worker resumes it with the denial).
+ * run re-enqueued so that a worker resumes it with the denial). A run that ended is only
+ * reported as such (`endedBy`): nothing is appended to it, and none of its approvals is
+ * pending any more, whatever its events say.
  */
 async function approvalsOf(
   deps: ApiDeps,
@@ -70,17 +77,22 @@ async function approvalsOf(
   sessionId: string;
   /** Approvals this call denied for their expiry. */
   denied: number;
+  /** The terminal event's type once the run ended. */
+  endedBy: string | undefined;
 }> {
   let denied = 0;
   for (let attempt = 0; ; attempt++) {
     const { head } = await runOf(deps, principal, runId);
     const events = (await deps.log.read(runId, 0)).map((e) => e.event);
     const approvals = projectApprovals(events);
+    // From the events just read (they may go past the head read before them).
+    const endedBy = events.find((e) => TERMINAL_TYPES.has(e.type))?.type;
+    const base = { approvals, headSeq: head.seq, sessionId: head.sessionId, denied, endedBy };
+    if (endedBy !== undefined) return base;
     const expired = [...approvals.values()].find(
       (a) => a.state === "pending" && a.expiresAt !== undefined && timestampMs(a.expiresAt) <= now,
     );
-    if (expired === undefined)
-      return { approvals, headSeq: head.seq, sessionId: head.sessionId, denied };
+    if (expired === undefined) return base;
     try {
       await deps.log.append({
         runId,
@@ -97,6 +109,8 @@ async function approvalsOf(
         },
       });
     } catch (err) {
+      // The run ended meanwhile (EENDED): not an error, the next look reports it ended.
+      if (isRunEnded(err)) continue;
       if (!isAgentdError(err, "ECONFLICT") || attempt >= RETRIES) throw err;
       continue;
     }
@@ -116,7 +130,8 @@ const SWEEP_MAX_RUNS = 5000;
  * resolution landed) is re-enqueued. Several servers may sweep at once: each denial is a
  * compare-and-append, and enqueueing a run that is already back is a no-op. A failing run is
  * reported to `onError` and skipped; `signal` stops the sweep between runs. A listed run
- * that has ended (or that the log does not know) is dropped from the queue.
+ * that has ended (or that the log does not know) is dropped from the queue; one that ends
+ * while it is swept is left alone (the log refuses the denial: EENDED is no error here).
  */
 export async function sweepPausedRuns(
   deps: ApiDeps,
@@ -141,7 +156,9 @@ export async function sweepPausedRuns(
         roles: new Set(["approve"]),
       };
       if (run.pendingApprovalId !== "") {
-        out.denied += (await approvalsOf(deps, principal, runId, now)).denied;
+        const seen = await approvalsOf(deps, principal, runId, now);
+        out.denied += seen.denied;
+        if (seen.endedBy !== undefined && (await deps.queue.cancelQueued(runId))) out.dropped++;
       } else if (await requeue(deps, principal, runId)) out.requeued++;
     } catch (err) {
       opts.onError?.(runId, err);
@@ -165,10 +182,17 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
     textField("reason", req.reason, 4096);
     const wanted = req.decision === ApprovalDecision.APPROVE ? "approved" : "denied";
     for (let attempt = 0; ; attempt++) {
-      const { approvals, headSeq, sessionId } = await approvalsOf(deps, principal, runId, now());
+      const { approvals, headSeq, sessionId, endedBy } = await approvalsOf(
+        deps,
+        principal,
+        runId,
+        now(),
+      );
       const a = approvals.get(req.approvalId);
       if (a === undefined)
         throw new AgentdError("ENOTFOUND", `approval ${req.approvalId} not found`);
+      // Terminal is terminal: nothing is approved for an ended run, whatever was decided.
+      if (endedBy !== undefined) throw endedError(req.approvalId, runId, endedBy);
       if (a.state !== "pending") {
         // Resolved already (by a person, or by expiry): the run must be able to go on,
         // whatever this caller wanted.
@@ -195,7 +219,9 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
           },
         });
       } catch (err) {
-        // Another event landed between our read and our append: read again and decide again.
+        // Another event landed between our read and our append (or the run ended: the
+        // next look says so): read again and decide again.
+        if (isRunEnded(err)) continue;
         if (!isAgentdError(err, "ECONFLICT") || attempt >= RETRIES) throw err;
         continue;
       }
@@ -212,6 +238,14 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
   };
 }
 
+/** ResolveApproval of an ended run's approval: FAILED_PRECONDITION naming how it ended. */
+function endedError(approvalId: string, runId: string, endedBy: string): AgentdError {
+  return new AgentdError(
+    "EENDED",
+    `approval ${approvalId} can no longer be resolved: run ${runId} already ended (${endedBy})`,
+  );
+}
+
 /**
  * A resolved approval's paused run goes back on the queue, so any worker resumes it. True
  * when this call made it claimable again.
@@ -220,6 +254,15 @@ async function requeue(deps: ApiDeps, principal: Principal, runId: string): Prom
   if (deps.queue === undefined) return false;
   const { run } = await runOf(deps, principal, runId);
   return resumeIfResolved(deps.queue, run);
+}
+
+/**
+ * The pending approvals to list: none of a run that ended (an ended run waits for nobody;
+ * its unanswered approvals are not listed at all rather than listed as something else).
+ */
+function pendingOf(approvals: Map<string, Projected>, endedBy: string | undefined): Approval[] {
+  if (endedBy !== undefined) return [];
+  return [...approvals.values()].filter((a) => a.state === "pending").map(toMessage);
 }
 
 /** Runs looked at per ListApprovals call (paused runs hold the pending approvals). */
@@ -233,11 +276,8 @@ export function listApprovalsHandler(deps: ApiDeps, now: () => number = Date.now
     const principal = principalOf(ctx);
     const pageSize = pageSizeField("page_size", req.pageSize, 50, 500);
     if (req.runId !== "") {
-      const { approvals } = await approvalsOf(deps, principal, req.runId, now());
-      return {
-        approvals: [...approvals.values()].filter((a) => a.state === "pending").map(toMessage),
-        nextPageToken: "",
-      };
+      const { approvals, endedBy } = await approvalsOf(deps, principal, req.runId, now());
+      return { approvals: pendingOf(approvals, endedBy), nextPageToken: "" };
     }
     const binding = { k: "approvals" };
     let before =
@@ -252,8 +292,8 @@ export function listApprovalsHandler(deps: ApiDeps, now: () => number = Date.now
         const r = runs[i];
         before = page.runIds[i];
         if (r === undefined || r.state !== RunState.PAUSED) continue;
-        const { approvals } = await approvalsOf(deps, principal, r.runId, now());
-        for (const a of approvals.values()) if (a.state === "pending") out.push(toMessage(a));
+        const { approvals, endedBy } = await approvalsOf(deps, principal, r.runId, now());
+        out.push(...pendingOf(approvals, endedBy));
         if (out.length >= pageSize) {
           const more = i + 1 < runs.length || page.next !== undefined;
           return {

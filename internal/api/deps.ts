@@ -13,7 +13,21 @@ export interface ApiDeps {
   artifacts: ArtifactStore;
   /** The run queue workers claim from; without one, runs stay queued (no workers). */
   queue?: RunQueue;
+  /**
+   * How long CancelRun of a running run waits, ms, for its owner to end it after
+   * `run.cancel_requested` (never longer than the client's deadline allows). The answer is
+   * then the run as it is: CANCELLED, or still RUNNING with `cancel_requested` set.
+   * Default DEFAULT_CANCEL_WAIT_MS; 0 answers at once.
+   */
+  cancelWaitMs?: number;
 }
+
+/**
+ * CancelRun's default wait: a worker notices a cancel within about 2 s (its tool's process
+ * group killed, the container removed); 30 s covers a slow container removal on a loaded
+ * host without holding a client much longer than a usual RPC deadline.
+ */
+export const DEFAULT_CANCEL_WAIT_MS = 30_000;
 
 /** The caller's run (head and projection), or NOT_FOUND for a missing or foreign run. */
 export async function runOf(
