@@ -48,6 +48,7 @@ import { type Claim, isLeaseLost } from "../scheduler/port.ts";
 import { RedisRunQueue } from "../scheduler/redis-run-queue.ts";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
 import { sweepPausedRuns } from "./approvals.ts";
+import { cancelRunHandler } from "./cancel-run.ts";
 import { kPrincipal } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
 import { errorInterceptor } from "./interceptors/errors.ts";
@@ -330,6 +331,8 @@ describe("CancelRun and approvals against a worker, from two API instances", () 
       const listed = await two.rpc.listApprovals({ runId }, as("alice"));
       assert.deepEqual(listed.approvals, [], "an ended run's approval is not listed");
     }
+    const tenantWide = await one.rpc.listApprovals({ pageSize: 500 }, as("alice"));
+    assert.deepEqual(tenantWide.approvals, [], "every run ended: nothing pending");
     // Both interleavings happened (else the test raced nothing).
     assert.ok(outcomes.approved > 0 && outcomes.refused > 0, JSON.stringify(outcomes));
   });
@@ -399,6 +402,20 @@ describe("CancelRun of a running run whose owner does not answer", () => {
     assert.equal((await api.rpc.getRun({ runId }, as("alice"))).run?.cancelRequested, true);
   });
 
+  it("with no wait allowed (0), answers at once: RUNNING, cancel_requested", async () => {
+    const api = startApi("wait0:", { cancelWaitMs: 0 });
+    const runId = await newRun(api, "long");
+    await api.deps.log.append({
+      runId,
+      sessionId: `long-${runId}`,
+      payload: { case: "runStarted", value: create(RunStartedSchema, { workerId: "gone" }) },
+    });
+    const { run } = await api.rpc.cancelRun({ runId }, as("alice"));
+    assert.equal(run?.state, RunState.RUNNING);
+    assert.equal(run?.cancelRequested, true, "the answer shows the request it recorded");
+    assert.equal(run?.lastSeq, 3n);
+  });
+
   it("the client's deadline bounds the wait: an answer, not DEADLINE_EXCEEDED", async () => {
     const api = startApi("wait2:", { cancelWaitMs: 30_000 });
     const runId = await newRun(api, "long");
@@ -421,6 +438,16 @@ describe("CancelRun of a running run whose owner does not answer", () => {
     const again = await api.rpc.cancelRun({ runId }, as("alice", 1500));
     assert.equal(again.run?.state, RunState.CANCELLED);
   });
+});
+
+it("a server limit a timer cannot express is refused at start, naming the option", () => {
+  for (const cancelWaitMs of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31]) {
+    assert.throws(
+      () => cancelRunHandler({ ...startApi("bad:").deps, cancelWaitMs }),
+      (err) => isAgentdError(err, "EVALIDATION") && err.field === "cancelWaitMs",
+    );
+  }
+  assert.equal(typeof cancelRunHandler({ ...startApi("ok:").deps, cancelWaitMs: 0 }), "function");
 });
 
 describe("approvals of ended runs", () => {

@@ -21,7 +21,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { Principal } from "../auth/tokens.ts";
-import { isAgentdError } from "../errors.ts";
+import { invalid, isAgentdError } from "../errors.ts";
 import type { LoggedEvent } from "../eventlog/event-codec.ts";
 import type { RunHead } from "../eventlog/port.ts";
 import { isRunEnded } from "../eventlog/run-ended-error.ts";
@@ -57,14 +57,21 @@ interface Call {
   signal: AbortSignal;
 }
 
+/** Longest wait a timer can express (setTimeout fires at once above 2^31-1 ms). */
+const MAX_WAIT_MS = 2 ** 31 - 1;
+
 export function cancelRunHandler(deps: ApiDeps) {
+  const limit = deps.cancelWaitMs ?? DEFAULT_CANCEL_WAIT_MS;
+  if (!Number.isInteger(limit) || limit < 0 || limit > MAX_WAIT_MS) {
+    throw invalid("cancelWaitMs", `must be an integer 0..${MAX_WAIT_MS} ms, got ${limit}`);
+  }
   return async (
     req: CancelRunRequest,
     ctx: HandlerContext,
   ): Promise<MessageInitShape<typeof CancelRunResponseSchema>> => {
     const principal = principalOf(ctx);
     textField("reason", req.reason, 4096);
-    const wait = waitBudget(ctx, deps.cancelWaitMs ?? DEFAULT_CANCEL_WAIT_MS);
+    const wait = waitBudget(ctx, limit);
     const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(wait)]);
     const call: Call = { deps, principal, runId: req.runId, reason: req.reason, signal };
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
