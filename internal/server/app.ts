@@ -9,7 +9,9 @@ import { createContextValues } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { kHttp2Stream } from "../api/context.ts";
 import type { ApiDeps } from "../api/deps.ts";
-import { authInterceptor } from "../api/interceptors/auth.ts";
+import { toConnectError } from "../api/errors.ts";
+import { authGate } from "../api/interceptors/auth.ts";
+import { edgeErrorGate } from "../api/interceptors/edge-errors.ts";
 import { errorInterceptor } from "../api/interceptors/errors.ts";
 import { registerRunService } from "../api/routes.ts";
 import {
@@ -41,6 +43,18 @@ export interface AppOptions {
   workspace?: Partial<WorkspaceLimits>;
 }
 
+/**
+ * JSON request bodies are read strictly: an unknown field or enum name is refused
+ * (INVALID_ARGUMENT) instead of dropped — a dropped `state` filter would silently list
+ * every run — and a body that is not UTF-8 is refused instead of patched with U+FFFD.
+ * connect's JSON serialisation takes its TextDecoder from these options
+ * (createJsonSerialization), though its router type does not declare it.
+ */
+const STRICT_JSON = {
+  ignoreUnknownFields: false,
+  textDecoder: new TextDecoder("utf-8", { fatal: true }),
+};
+
 export const SERVICES = [
   "agentd.v1.RunService",
   "grpc.health.v1.Health",
@@ -65,9 +79,22 @@ export function createApp(opts: AppOptions): RequestHandler {
     ...DEFAULT_WORKSPACE_LIMITS,
     ...opts.workspace,
   });
+  const watchErrors = edgeErrorGate(logError);
+  const authenticate = authGate(auth);
   const api = connectNodeAdapter({
     readMaxBytes: opts.maxRequestBytes ?? 8 * 1024 * 1024,
-    interceptors: [errorInterceptor(logError), authInterceptor(auth)],
+    interceptors: [errorInterceptor(logError)],
+    // Runs before the body is read: errors connect raises itself (an undecodable body) are
+    // made client-safe, and a caller without the right token is refused unread.
+    requestGate: (ctx) => {
+      watchErrors(ctx);
+      try {
+        authenticate(ctx);
+      } catch (err) {
+        throw toConnectError(err, logError);
+      }
+    },
+    jsonOptions: STRICT_JSON,
     contextValues: (req) => {
       const values = createContextValues();
       // StreamEvents' gRPC fast path writes pre-framed messages to the HTTP/2 stream itself.

@@ -1,8 +1,10 @@
 /**
- * Authenticates every agentd.v1 call and checks the method's role. grpc.health and
- * grpc.reflection stay open (probes and tooling need no token).
+ * Authenticates every agentd.v1 call and checks the method's role, before the request body
+ * is read: a caller without the right token never makes the server buffer, decompress or
+ * parse its (up to --max-request-bytes) message. grpc.health and grpc.reflection stay open
+ * (probes and tooling need no token).
  */
-import type { Interceptor } from "@connectrpc/connect";
+import type { HandlerContext } from "@connectrpc/connect";
 import type { Authenticator, Role } from "../../auth/tokens.ts";
 import { AgentdError } from "../../errors.ts";
 import { hasRole, kPrincipal } from "../context.ts";
@@ -19,18 +21,21 @@ export const METHOD_ROLES: Readonly<Record<string, Role>> = {
   ResolveApproval: "approve",
 };
 
-export function authInterceptor(auth: Authenticator): Interceptor {
-  return (next) => async (req) => {
-    if (req.service.typeName.startsWith("grpc.")) return next(req);
-    const principal = auth.authenticate(req.header.get("authorization"));
-    const role = METHOD_ROLES[req.method.name];
+/**
+ * For the router's `requestGate` (connect runs it before it reads the body): sets the
+ * caller's principal on the call, or throws EUNAUTHENTICATED / EPERMISSION.
+ */
+export function authGate(auth: Authenticator): (ctx: HandlerContext) => void {
+  return (ctx) => {
+    if (ctx.service.typeName.startsWith("grpc.")) return;
+    const principal = auth.authenticate(ctx.requestHeader.get("authorization"));
+    const role = METHOD_ROLES[ctx.method.name];
     if (role === undefined || !hasRole(principal, role)) {
       throw new AgentdError(
         "EPERMISSION",
-        `${req.method.name} needs the '${role ?? "admin"}' role; this token has ${[...principal.roles].join(", ") || "none"}`,
+        `${ctx.method.name} needs the '${role ?? "admin"}' role; this token has ${[...principal.roles].join(", ") || "none"}`,
       );
     }
-    req.contextValues.set(kPrincipal, principal);
-    return next(req);
+    ctx.values.set(kPrincipal, principal);
   };
 }
