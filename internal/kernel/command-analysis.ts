@@ -33,6 +33,8 @@ export interface CommandAnalysis {
   paths: string[];
   /** Arguments the shell expands as globs (after brace expansion), in glob syntax. */
   globs: string[];
+  /** File-name patterns a program matches itself (find -name): `*` also matches a leading dot. */
+  namePatterns: string[];
   /** Workspace-relative files whose content decides what runs ("s.sh", "Makefile"). */
   scripts: string[];
 }
@@ -80,8 +82,8 @@ interface State {
   dirUnknown: boolean;
   ran: Ran[];
   writeTargets: ShellWord[];
-  /** Script paths as written, resolved once all `cd`s of the line are known. */
-  pendingScripts: { ran: Ran; path: string }[];
+  /** Script paths as written (relative ones resolved once all `cd`s of the line are known). */
+  pendingScripts: { ran: Ran; path: string; fromRoot?: boolean }[];
   count: number;
 }
 
@@ -95,6 +97,7 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
     writes: [],
     paths: [],
     globs: [],
+    namePatterns: [],
     scripts: [],
   };
   const cwd = normaliseDir(options.cwd ?? "");
@@ -114,6 +117,7 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
   out.scripts = [...new Set(out.scripts)];
   out.paths = [...new Set(out.paths)];
   out.globs = [...new Set(out.globs)];
+  out.namePatterns = [...new Set(out.namePatterns)];
   return out;
 }
 
@@ -153,6 +157,10 @@ function command(cmd: ShellCommand, s: State, depth: number): void {
     }
   }
   for (const w of cmd.words) s.out.words.push(w.text);
+  // `{ sh; } < s.sh`, `exec < s.sh; sh`: input for commands the redirection does not name.
+  const bare = cmd.words.length === 0 || (cmd.words.length === 1 && cmd.words[0]?.text === "exec");
+  if (bare && cmd.stdin !== undefined && cmd.stdin !== "pipe")
+    s.out.dynamic.push("input redirected into a compound command or the shell itself");
   simple(cmd.words, cmd.stdin, stdinFile, s, depth, 0);
 }
 
@@ -185,6 +193,7 @@ function simple(
   if (parent === undefined) for (const a of args) argument(a, s);
   if (DECLARERS.has(name))
     for (const a of args) if (/^[A-Za-z_]\w*\+?=/.test(a.text)) assignment(a, s);
+  variableSinks(name, args, s);
   const family = familyOf(name);
   const inv: Invocation = { name, args, stdin, ...(stdinFile === undefined ? {} : { stdinFile }) };
   family?.(inv, effects(s, ran, depth, wrapped));
@@ -198,17 +207,27 @@ function effects(s: State, ran: Ran, depth: number, wrapped: number): Effects {
     script: (w) => script(w, s, ran),
     scriptFiles: (dir, files) => {
       if (dir !== undefined && !literal(dir)) {
-        s.out.dynamic.push(`a directory the line computes (${dir.text})`);
+        s.out.dynamic.push(`a directory the line computes (${dir.text.slice(0, 80)})`);
         return;
       }
-      const prefix = dir === undefined ? "" : `${dir.text.replace(/\/+$/, "")}/`;
-      for (const f of files) s.pendingScripts.push({ ran, path: `${prefix}${f}` });
+      let prefix = dir === undefined ? "" : `${dir.text.replace(/\/+$/, "")}/`;
+      const fromRoot = prefix.startsWith("/");
+      if (fromRoot && !prefix.startsWith("/workspace/")) {
+        s.out.dynamic.push(`runs files in ${prefix.slice(0, 80)}, outside the workspace`);
+        return;
+      }
+      if (fromRoot) prefix = prefix.slice("/workspace/".length);
+      for (const f of files) s.pendingScripts.push({ ran, path: `${prefix}${f}`, fromRoot });
       ran.scripts.push(...files);
     },
     code: (text) => walk(text, s, depth + 1),
     run: (words, stdin) => simple(words, stdin, undefined, s, depth, wrapped + 1, ran),
     writer: () => {
       ran.writer = true;
+    },
+    pattern: (w) => {
+      if (w.expansions.length > 0) s.out.dynamic.push(...w.expansions);
+      else s.out.namePatterns.push(w.text);
     },
     write: (target) => {
       s.out.writes.push(target.text);
@@ -239,19 +258,14 @@ function script(w: ShellWord, s: State, ran: Ran): void {
     s.out.dynamic.push(`runs a file the line computes (${w.text.slice(0, 80)})`);
     return;
   }
-  let path = w.text;
+  const path = w.text;
   if (path.startsWith("/")) {
     if (!path.startsWith("/workspace/")) {
       s.out.dynamic.push(`runs ${path.slice(0, 80)}, a file outside the workspace`);
       return;
     }
-    path = path.slice("/workspace/".length);
-    const rel = normaliseDir(path);
-    if (rel === undefined) s.out.dynamic.push(`runs ${w.text.slice(0, 80)}, outside the workspace`);
-    else {
-      s.out.scripts.push(rel);
-      ran.scripts.push(rel);
-    }
+    s.pendingScripts.push({ ran, path: path.slice("/workspace/".length), fromRoot: true });
+    ran.scripts.push(path);
     return;
   }
   s.pendingScripts.push({ ran, path });
@@ -260,7 +274,14 @@ function script(w: ShellWord, s: State, ran: Ran): void {
 
 /** Resolves the scripts against every directory the line may be in; then the write check. */
 function resolveScripts(s: State): void {
-  for (const { path } of s.pendingScripts) {
+  for (const { path, fromRoot } of s.pendingScripts) {
+    if (fromRoot) {
+      const rel = normaliseDir(path);
+      if (rel === undefined || rel === ".")
+        s.out.dynamic.push(`runs /workspace/${path.slice(0, 80)}, outside the workspace`);
+      else s.out.scripts.push(rel);
+      continue;
+    }
     if (s.dirUnknown) {
       s.out.dynamic.push(`runs ${path.slice(0, 80)} from a directory the line does not show`);
       continue;
@@ -348,6 +369,26 @@ function argument(w: ShellWord, s: State): void {
     if (/(^|[^\\])[*?[]/.test(e)) s.out.globs.push(e);
     else s.out.paths.push(e.replace(/\\(.)/g, "$1"));
   }
+}
+
+/** Builtins that set variables named by their arguments (read PATH, for PATH in …, printf -v). */
+const VARIABLE_SINKS = new Set([
+  "for",
+  "select",
+  "read",
+  "mapfile",
+  "readarray",
+  "getopts",
+  "wait",
+  "printf",
+]);
+
+function variableSinks(name: string, args: readonly ShellWord[], s: State): void {
+  if (DECLARERS.has(name) && args.some((a) => /^[-+][a-zA-Z]*n/.test(a.text)))
+    s.out.dynamic.push(`${name} -n (a variable naming another)`);
+  if (!VARIABLE_SINKS.has(name)) return;
+  if (name === "printf" && !args.some((a) => a.text === "-v")) return;
+  for (const a of args) if (DANGEROUS_VAR.test(a.text)) s.out.dynamic.push(`sets ${a.text}`);
 }
 
 function assignment(w: ShellWord, s: State): void {

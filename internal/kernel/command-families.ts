@@ -42,6 +42,8 @@ export interface Effects {
   writer(): void;
   /** A file the program writes (find -fprint F). */
   write(target: ShellWord): void;
+  /** A file-name pattern the program matches itself (find -name P): `*` matches a leading dot. */
+  pattern(word: ShellWord): void;
   /** The shell's directory changes (cd DIR; undefined: to somewhere the line does not show). */
   cd(target: ShellWord | undefined): void;
 }
@@ -60,10 +62,10 @@ export const READ_ONLY = new Set(
   (
     "ls cat echo printf grep egrep fgrep rg ag head tail wc pwd true false test [ : cd pushd " +
     "popd sleep date which type whoami id uname hostname basename dirname realpath readlink " +
-    "stat file du df diff cmp comm uniq cut tr nl tac rev fold paste join column seq expr " +
-    "yes md5sum sha1sum sha256sum sha512sum b2sum cksum base64 base32 od hexdump xxd jq less " +
-    "more tree printenv mkdir touch exit return shift set unset export read wait jobs getopts " +
-    "local readonly declare typeset tput stty clear locale nproc free uptime ps sort strings " +
+    "stat du df diff cmp comm cut tr nl tac rev fold paste join column seq expr " +
+    "yes md5sum sha1sum sha256sum sha512sum b2sum cksum base64 base32 od hexdump jq " +
+    "more printenv mkdir touch exit return shift set unset export read wait jobs getopts " +
+    "local readonly declare typeset tput stty clear locale nproc free uptime ps strings " +
     "awk gawk mawk nawk sed find xargs env nice nohup timeout time command builtin exec " +
     "stdbuf ionice setsid chronic unbuffer flock watch ulimit umask"
   ).split(" "),
@@ -180,7 +182,8 @@ const RUNS_COMMANDS = new Set(
     "proxychains proxychains4 tini dumb-init firejail bwrap runcon sg newgrp ssh-agent " +
     "dbus-launch dbus-run-session xvfb-run parallel sem entr catchsegv cpulimit prlimit numactl " +
     "start-stop-daemon daemonize su runuser pkexec fakeroot fakechroot proot setpriv capsh chpst " +
-    "softlimit setuidgid envdir ifne vipe pee m4 dc socat expect nsenter chroot busybox-sh"
+    "softlimit setuidgid envdir ifne vipe pee m4 dc socat expect nsenter chroot run-parts " +
+    "rlwrap ldd perf torsocks trickle scriptlive scriptreplay"
   ).split(" "),
 );
 
@@ -200,10 +203,13 @@ const COMMAND_OPTIONS: Record<string, string[]> = {
   wget: ["--use-askpass", "-e", "--execute"],
   scp: ["-S"],
   ssh: ["-o"],
+  rg: ["--pre"],
 };
 
 /** Programs that destroy file content or remove files (not mv/cp: their effect shows in the diff). */
-const DESTROYS = new Set(["rm", "unlink", "shred", "truncate", "rmdir", "wipe", "srm", "rimraf"]);
+const DESTROYS = new Set(
+  "rm unlink shred truncate rmdir wipe srm rimraf fallocate wipefs blkdiscard".split(" "),
+);
 
 /** The family of `name`, if the analysis has one. */
 export function familyOf(name: string): Family | undefined {
@@ -246,7 +252,22 @@ function wrapper(inv: Invocation, fx: Effects): void {
     fx.code(rest.map((w) => w.text).join(" "));
     return;
   }
-  fx.run(rest, inv.name === "xargs" ? "pipe" : inv.stdin);
+  if (inv.name === "xargs") {
+    const flag = inv.args.find((a) => a.text.startsWith("-I"));
+    const replace =
+      flag === undefined
+        ? undefined
+        : flag.text === "-I"
+          ? inv.args[inv.args.indexOf(flag) + 1]?.text
+          : flag.text.slice(2);
+    const token =
+      replace ?? (inv.args.some((a) => /^(-i|--replace)/.test(a.text)) ? "{}" : undefined);
+    const words =
+      token === undefined || token === "" ? rest : placeholder(rest, token, "input xargs fills in");
+    fx.run(words, "pipe");
+    return;
+  }
+  fx.run(rest, inv.stdin);
 }
 
 /** busybox X / toybox X / coreutils --coreutils-prog=X: the applet is the command. */
@@ -274,6 +295,9 @@ function shell(inv: Invocation, fx: Effects): void {
     flagPrefixes: ["--"],
     plusOptions: true,
   });
+  for (const v of scan.values)
+    if ((v.option === "--rcfile" || v.option === "--init-file") && v.word !== undefined)
+      fx.script(v.word);
   const stdinMode = inv.args.some((a) => /^-[a-z]*s/.test(a.text) && !a.text.startsWith("--"));
   if (scan.code !== undefined) {
     const code = scan.code.word ?? inv.args[scan.operand];
@@ -293,7 +317,9 @@ function stdinScript(inv: Invocation, fx: Effects): void {
 }
 
 /** An interpreter spec: its inline-code options, options with values, module options. */
-function interpreter(spec: OptionSpec, modules?: (w: ShellWord, fx: Effects) => void): Family {
+type ModuleRunner = (w: ShellWord, rest: readonly ShellWord[], fx: Effects) => void;
+
+function interpreter(spec: OptionSpec, modules?: ModuleRunner): Family {
   return (inv, fx) => {
     let from = 0;
     // An unknown option right before the first operand may take it as its value: then the
@@ -305,7 +331,9 @@ function interpreter(spec: OptionSpec, modules?: (w: ShellWord, fx: Effects) => 
         return;
       }
       if (scan.module !== undefined) {
-        if (scan.module.word !== undefined && modules !== undefined) modules(scan.module.word, fx);
+        const word = scan.module.word;
+        if (word !== undefined && modules !== undefined)
+          modules(word, inv.args.slice(scan.operand), fx);
         return;
       }
       const file = inv.args[scan.operand];
@@ -322,12 +350,14 @@ function interpreter(spec: OptionSpec, modules?: (w: ShellWord, fx: Effects) => 
 }
 
 /** python -m pkg.mod runs pkg/mod.py (or its __main__) from the working directory first. */
-function pythonModule(w: ShellWord, fx: Effects): void {
+function pythonModule(w: ShellWord, rest: readonly ShellWord[], fx: Effects): void {
   const path = w.text.replace(/\./g, "/");
   if (!/^[A-Za-z0-9_/]+$/.test(path)) {
     fx.dynamic(`python -m ${w.text}`);
     return;
   }
+  // python -m pip install …, python -m pytest: judged as the tool itself too.
+  fx.run([w, ...rest], undefined);
   const parent = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : "";
   fx.scriptFiles(undefined, [
     `${path}.py`,
@@ -448,31 +478,53 @@ function sed(inv: Invocation, fx: Effects): void {
   const scripts: string[] = [];
   let operand = -1;
   let sandbox = false;
+  const next = (i: number): ShellWord | undefined => inv.args[i + 1];
   for (let i = 0; i < inv.args.length; i++) {
-    const a = (inv.args[i] as ShellWord).text;
-    if (a === "-e" || a === "--expression") scripts.push(inv.args[++i]?.text ?? "");
-    else if (a.startsWith("--expression=")) scripts.push(a.slice(13));
-    else if (/^-[nrEsuzi]*e./.test(a)) scripts.push(a.slice(a.indexOf("e") + 1));
-    else if (a === "-f" || a === "--file") {
-      const f = inv.args[++i];
+    const w = inv.args[i] as ShellWord;
+    const a = w.text;
+    if (a === "-e" || a === "--expression" || /^-[nrEsuz]+e$/.test(a)) {
+      scripts.push(next(i)?.text ?? "");
+      i++;
+    } else if (a.startsWith("--expression=")) scripts.push(a.slice(13));
+    else if (/^-[nrEsuz]*e./.test(a)) scripts.push(a.slice(a.indexOf("e") + 1));
+    else if (a === "-f" || a === "--file" || /^-[nrEsuz]+f$/.test(a)) {
+      const f = next(i);
       if (f !== undefined) fx.script(f);
-    } else if (a === "--sandbox") sandbox = true;
+      i++;
+    } else if (a.startsWith("--file=")) fx.script({ ...w, text: a.slice(7) });
+    else if (/^-[nrEsuz]*f./.test(a)) fx.script({ ...w, text: a.slice(a.indexOf("f") + 1) });
+    else if (a === "--sandbox") sandbox = true;
     else if (a === "-l" || a === "--line-length") i++;
     else if (/^-[nrEsuz]*i/.test(a) || a.startsWith("--in-place")) fx.writer();
     else if (!a.startsWith("-") && operand < 0 && scripts.length === 0) operand = i;
   }
   if (operand >= 0) scripts.push(inv.args[operand]?.text ?? "");
   if (sandbox) return;
-  for (const s of scripts) {
-    const why = sedScriptRisk(s);
+  for (const script of scripts) {
+    const why = sedScriptRisk(script);
     if (why !== undefined) fx.dynamic(why);
   }
 }
+
+/** Words holding a placeholder the program fills in (find's {}, xargs -I R) are computed. */
+function placeholder(words: readonly ShellWord[], token: string, why: string): ShellWord[] {
+  return words.map((w) =>
+    w.text.includes(token) ? { ...w, expansions: [...w.expansions, why] } : w,
+  );
+}
+
+const FIND_PATTERNS = /^-(i?name|i?path|i?wholename|lname|ilname)$/;
 
 function find(inv: Invocation, fx: Effects): void {
   const args = inv.args;
   for (let k = 0; k < args.length; k++) {
     const a = (args[k] as ShellWord).text;
+    const p = args[k + 1];
+    if (FIND_PATTERNS.test(a) && p !== undefined) {
+      fx.pattern(p);
+      // -iname and friends ignore case: the lower-case form is compared too.
+      if (a.startsWith("-i")) fx.pattern({ ...p, text: p.text.toLowerCase() });
+    }
     if (a === "-delete") {
       fx.destructive("find -delete");
       fx.writer();
@@ -487,7 +539,7 @@ function find(inv: Invocation, fx: Effects): void {
       const sub = args.slice(k + 1, end);
       const name = sub[0]?.text.split("/").pop() ?? "";
       if (DESTROYS.has(name)) fx.destructive(`find ${a} ${name}`);
-      fx.run(sub);
+      fx.run(placeholder(sub, "{}", "a file name find fills in"));
       k = end;
     } else if (/^-f(print0?|printf|ls)$/.test(a)) {
       const target = args[k + 1];
@@ -528,7 +580,7 @@ function commandOptions(inv: Invocation, fx: Effects): void {
     if (inv.name === "ssh" && !/command/i.test(`${a} ${inv.args[k + 1]?.text ?? ""}`)) return;
     fx.dynamic(`${inv.name} ${hit} runs a command`);
   });
-  if (inv.name !== "sort" && inv.name !== "man") fx.writer();
+  if (inv.name !== "man" && inv.name !== "rg") fx.writer();
   if (inv.name === "rsync" && inv.args.some((a) => /^--(delete|remove-source-files)/.test(a.text)))
     fx.destructive("rsync --delete");
 }
@@ -628,7 +680,7 @@ const FAMILIES = new Map<string, Family>([
         flags: ["-n", "-q", "-H", "-a", "-l", "-s", "-w", "-e", "-i", "-v", "-m"],
         module: ["-f"],
       },
-      (w, fx) => fx.script(w),
+      (w, _rest, fx) => fx.script(w),
     ),
   ],
   ["lua", interpreter({ code: ["-e"], values: ["-l"], flags: ["-i", "-v", "-E", "-W"] })],
@@ -652,7 +704,7 @@ const FAMILIES = new Map<string, Family>([
     "pwsh",
     interpreter(
       { code: ["-c", "-Command", "-command", "-EncodedCommand", "-e"], module: ["-File", "-f"] },
-      (w, fx) => fx.script(w),
+      (w, _rest, fx) => fx.script(w),
     ),
   ],
   ["tsx", interpreter({ code: ["-e", "--eval", "-p", "--print"], flagPrefixes: ["--"] })],

@@ -19,6 +19,8 @@ export interface Draft {
   paths: string[];
   /** Shell globs among a command's arguments. */
   globs: string[];
+  /** File-name patterns a program matches itself (find -name): wildcards match dotfiles. */
+  namePatterns: string[];
   command?: { line: string; cwd: string; analysis: CommandAnalysis };
   patch?: { files: number; added: number; removed: number };
   scripts?: string[];
@@ -105,6 +107,10 @@ export function assessCommand(
   }
   if (analysis.writes.length > 0 && d.impact === "low") d.impact = "medium";
   for (const p of analysis.paths) d.paths.push(...pathForms(p));
+  for (const p of analysis.namePatterns) {
+    if (p.length > MAX_GLOB) dynamic.push("a pattern too long to check");
+    else d.namePatterns.push(p);
+  }
   mentions(d, compiled);
   d.scripts = analysis.scripts;
   return undefined;
@@ -117,14 +123,19 @@ function pathForms(word: string): string[] {
   if (!word.startsWith("-")) out.push(word);
   if (eq >= 0) out.push(word.slice(eq + 1));
   else if (/^-[A-Za-z]./.test(word)) out.push(word.slice(2));
+  // REV:path (git show HEAD:.env), host:path.
+  const colon = word.lastIndexOf(":");
+  if (colon >= 0) out.push(word.slice(colon + 1));
   return out.flatMap((p) => (p.startsWith("@") ? [p, p.slice(1)] : [p])).filter((p) => p !== "");
 }
 
 /** A command may mention a deny-pattern path (git itself reads .git): a person decides. */
 function mentions(d: Draft, compiled: CompiledRisk): void {
   const literal = d.paths.find((p) => compiled.denied.literal(p) !== undefined);
-  const glob = d.globs.find((g) => compiled.denied.glob(g) !== undefined);
-  if (literal === undefined && glob === undefined) return;
+  const glob =
+    d.globs.some((g) => compiled.denied.glob(g) !== undefined) ||
+    d.namePatterns.some((g) => compiled.denied.glob(g, true) !== undefined);
+  if (literal === undefined && !glob) return;
   d.matched.push(MENTIONED);
   d.facts.push(MENTIONED);
 }

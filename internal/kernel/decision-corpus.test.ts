@@ -66,6 +66,7 @@ const DESTRUCTIVE: Row[] = [
   ["git reset --hard HEAD~1", ASK, /git reset --hard/],
   ["git branch -D main", ASK, /destructive:git branch --delete/],
   ["git switch -f main", ASK, /destructive:git switch/],
+  ["fallocate -p -o 0 -l 4096 src/a.ts", ASK, /destructive:fallocate/],
 ];
 
 /** rm (or another destructive program) through every wrapper and quoting trick. */
@@ -114,6 +115,8 @@ const HIDDEN_RM: Row[] = [
   ["watch rm x", ASK, HIGH],
   ["flock /tmp/l -c 'rm x'", ASK, HIGH],
   ["yarn rimraf dist", ASK, HIGH],
+  ["time -p rm x", ASK, HIGH],
+  ["python3 -m pip install evil", ASK, /pip install/],
 ];
 
 /** Forms where what runs is not on the line: dynamic. */
@@ -174,6 +177,26 @@ const DYNAMIC: Row[] = [
   ["m4 macros.m4", ASK, DYN],
   ['for f in src/*.ts; do wc -l "$f"; done', ASK, /parameter \$f/],
   ["case x in\nrm -rf z\nesac", ASK, /./],
+  ["run-parts scripts/", ASK, DYN],
+  ["rlwrap sh", ASK, DYN],
+  ["ldd ./a.out", ASK, DYN],
+  ["rg --pre ./x.sh foo", ASK, /rg --pre/],
+  ["{ sh; } < s.sh", ASK, /input redirected/],
+  ["exec < s.sh; sh", ASK, /input redirected/],
+  ["(bash) < x", ASK, /input redirected/],
+  ["exec 3< s.sh; sh <&3", ASK, /file into sh/],
+  ["find . -name '*.sh' -exec sh {} \\;", ASK, /runs a file the line computes/],
+  ["find . -exec {} \\;", ASK, DYN],
+  ["ls | xargs -I{} sh {}", ASK, DYN],
+  ["ls | xargs -i bash {}", ASK, DYN],
+  ["npm --prefix /tmp test", ASK, /outside the workspace/],
+  ["make -C /tmp", ASK, /outside the workspace/],
+  ["make --directory=../elsewhere", ASK, /outside the workspace/],
+  ["for PATH in /tmp; do ls; done", ASK, /sets PATH/],
+  ["read PATH < p.txt; ls", ASK, /sets PATH/],
+  ["printf -v PATH /tmp; ls", ASK, /sets PATH/],
+  ["mapfile -t IFS < f", ASK, /sets IFS/],
+  ["declare -n r=PATH; r=/tmp; ls", ASK, /declare -n/],
 ];
 
 const INLINE_CODE: Row[] = [
@@ -269,6 +292,10 @@ const WRITE_THEN_RUN: Row[] = [
   ["cat > run.py <<'EOF'\nimport os\nEOF\npython3 run.py", ASK, /writes run\.py/],
   ['echo x > "$F"; sh s.sh', ASK, DYN],
   ["cd sub && echo x > s.sh && sh s.sh", ASK, /writes s\.sh/],
+  ["sort -o s.sh x; sh s.sh", ASK, /sort may write/],
+  ["uniq a s.sh && sh s.sh", ASK, /uniq may write/],
+  ["ln -sf /tmp/x s.sh; ./s.sh", ASK, /ln may write/],
+  ["{ echo id; } > s.sh; sh s.sh", ASK, /writes s\.sh/],
 ];
 
 /** Globs, variables, braces and ~ that reach protected (.git) or secret paths. */
@@ -304,6 +331,13 @@ const PROTECTED_PATHS: Row[] = [
   ["cat secrets", ASK, SECRET],
   ["cat credentials", ASK, SECRET],
   ["cp .npmrc /tmp/x", ASK, SECRET],
+  ["git show HEAD:.env", ASK, SECRET],
+  ["git cat-file -p HEAD:deploy/id_rsa", ASK, SECRET],
+  ["find . -name .env -exec cat {} \\;", ASK, SECRET],
+  ["find . -name '.e*' -exec cat {} +", ASK, SECRET],
+  ["find . -name '*' -exec cat {} +", ASK, SECRET],
+  ["find . -iname '*.PEM'", ASK, SECRET],
+  ["find . -path '*/.git/*' -exec cat {} +", ASK, MENTION],
   ["cat $HOME/.npmrc", ASK, DYN],
   // biome-ignore lint/suspicious/noTemplateCurlyInString: shell text, not a template literal
   ["cat ${F}", ASK, DYN],
@@ -524,6 +558,14 @@ describe("decision corpus: provenance of the files a command runs", () => {
     ["timeout 60 sh s.sh", ["s.sh"], ASK, /runWrittenScript/],
     ["env A=1 ./s.sh", ["s.sh"], ASK, /runWrittenScript/],
     ["busybox sh s.sh", ["s.sh"], ASK, /runWrittenScript/],
+    ["bash --rcfile evil.sh -i", ["evil.sh"], ASK, /runWrittenScript/],
+    ["sed --file=p.sed f", ["p.sed"], ASK, /runWrittenScript/],
+    ["sed -nf p.sed f", ["p.sed"], ASK, /runWrittenScript/],
+    ["git commit -m x", [".husky/pre-commit"], ASK, /runWrittenScript/],
+    ["git push origin main", [".husky/_/pre-push"], ASK, /./],
+    ["git commit -m x", ["src/a.ts"], RUNS, ORDINARY],
+    ["python3 -m pytest", ["conftest.py"], ASK, /runWrittenScript/],
+    ["npm --prefix /workspace/pkg test", ["pkg/package.json"], ASK, /runWrittenScript/],
     ["rm -rf build", ["build"], ASK, /highRiskCommand/],
   ];
   for (const [command, changed, expect, rule] of rows) {

@@ -68,6 +68,33 @@ const RUNS_COMMANDS = new Set([
   "shell",
 ]);
 
+/**
+ * Hooks git runs, by subcommand. Hooks in .git/hooks need a command that names .git to be
+ * written; hooks in the workspace (husky's .husky/, through a core.hooksPath the uploaded
+ * repository sets) are reported as scripts so the kernel can check their provenance.
+ */
+const HOOKS: Record<string, string[]> = {
+  commit: ["pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "post-rewrite"],
+  merge: ["pre-merge-commit", "prepare-commit-msg", "commit-msg", "post-merge"],
+  pull: ["pre-merge-commit", "prepare-commit-msg", "commit-msg", "post-merge", "post-checkout"],
+  checkout: ["post-checkout"],
+  switch: ["post-checkout"],
+  clone: ["post-checkout"],
+  rebase: ["pre-rebase", "post-rewrite", "post-checkout"],
+  am: ["applypatch-msg", "pre-applypatch", "post-applypatch", "post-rewrite"],
+  "cherry-pick": ["prepare-commit-msg", "commit-msg", "post-commit"],
+  revert: ["prepare-commit-msg", "commit-msg", "post-commit"],
+  push: ["pre-push"],
+  gc: ["pre-auto-gc"],
+  reset: [],
+  branch: [],
+  tag: [],
+  stash: [],
+  fetch: [],
+  "update-ref": [],
+};
+const HOOK_DIRS = [".husky", ".husky/_"];
+
 export function gitCommand(inv: Invocation, fx: Effects): void {
   const g = scanOptions(inv.args, GLOBAL);
   if (inv.args.slice(0, g.operand).some((a) => a.text.startsWith("--exec-path=")))
@@ -103,6 +130,14 @@ export function gitCommand(inv: Invocation, fx: Effects): void {
   if (sub === "bisect" && rest[0]?.text === "run") {
     fx.dynamic("git bisect run runs a command");
     fx.run(rest.slice(1));
+  }
+  const hooks = HOOKS[sub];
+  if (hooks !== undefined) {
+    const all = [...hooks, "reference-transaction"];
+    fx.scriptFiles(
+      undefined,
+      all.flatMap((h) => HOOK_DIRS.map((d) => `${d}/${h}`)),
+    );
   }
   const why = destructive(sub, rest);
   if (why !== undefined) fx.destructive(why);

@@ -13,8 +13,11 @@ import picomatch from "picomatch";
 export interface PathGuard {
   /** The protected glob a literal path (as written in a command) falls under, if any. */
   literal(path: string): string | undefined;
-  /** The protected glob some expansion of a shell glob could fall under, if any. */
-  glob(pattern: string): string | undefined;
+  /**
+   * The protected glob some expansion of a shell glob could fall under, if any. With
+   * `dots`, wildcards also match a leading "." (find -name, which does not hide dotfiles).
+   */
+  glob(pattern: string, dots?: boolean): string | undefined;
 }
 
 type CharSet = { any: true } | { any: false; chars: Set<string>; negated: boolean };
@@ -37,11 +40,11 @@ export function createPathGuard(globs: readonly string[]): PathGuard {
       }
       return undefined;
     },
-    glob(pattern) {
+    glob(pattern, dots = false) {
       const segs = normalise(splitUnescaped(pattern));
       for (let i = 0; i < segs.length && i < MAX_SUFFIXES; i++) {
         const shell = segs.slice(i).map(shellSegment);
-        for (const { g, segs: prot } of parsed) if (segmentsMeet(shell, prot)) return g;
+        for (const { g, segs: prot } of parsed) if (segmentsMeet(shell, prot, dots)) return g;
       }
       return undefined;
     },
@@ -160,7 +163,7 @@ function skipTo(seg: string, j: number): number {
 }
 
 /** True when some path matches the shell segments and the protected segments. */
-function segmentsMeet(shell: Token[][], prot: Segment[]): boolean {
+function segmentsMeet(shell: Token[][], prot: Segment[], dots: boolean): boolean {
   const memo = new Map<number, boolean>();
   const go = (i: number, j: number): boolean => {
     const key = i * (prot.length + 1) + j;
@@ -171,7 +174,9 @@ function segmentsMeet(shell: Token[][], prot: Segment[]): boolean {
     else if (prot[j] === "globstar") r = go(i, j + 1) || (i < shell.length && go(i + 1, j));
     else
       r =
-        i < shell.length && namesMeet(shell[i] as Token[], prot[j] as Token[]) && go(i + 1, j + 1);
+        i < shell.length &&
+        namesMeet(shell[i] as Token[], prot[j] as Token[], dots) &&
+        go(i + 1, j + 1);
     memo.set(key, r);
     return r;
   };
@@ -186,8 +191,8 @@ function segmentsMeet(shell: Token[][], prot: Segment[]): boolean {
  * through a file such as credentials.ts), while `.e*`, `cred*`, `k*.pem`, `id_*` and a bare
  * `*` do.
  */
-function namesMeet(a: Token[], b: Token[]): boolean {
-  const re = shellRegex(a);
+function namesMeet(a: Token[], b: Token[], dots: boolean): boolean {
+  const re = shellRegex(a, dots);
   return policySamples(b, literalPrefix(a)).some((name) => re.test(name));
 }
 
@@ -219,7 +224,7 @@ function literalPrefix(a: Token[]): string {
 }
 
 /** The shell's reading of one segment: wildcards never match "/", nor a leading ".". */
-function shellRegex(a: Token[]): RegExp {
+function shellRegex(a: Token[], dots: boolean): RegExp {
   let src = "";
   for (const t of a) {
     if (t.star) src += "[^/]*";
@@ -231,7 +236,8 @@ function shellRegex(a: Token[]): RegExp {
     }
   }
   const first = a[0];
-  const dot = first !== undefined && !first.star && isLiteral(first.set) && hasDot(first.set);
+  const dot =
+    dots || (first !== undefined && !first.star && isLiteral(first.set) && hasDot(first.set));
   return new RegExp(`^${dot ? "" : "(?!\\.)"}${src}$`, "u");
 }
 

@@ -99,6 +99,7 @@ export function assess(
     facts: [],
     paths: [],
     globs: [],
+    namePatterns: [],
   };
   try {
     const denied = assessTool(tool, input ?? {}, policy, compiled, draft);
@@ -218,7 +219,9 @@ function finish(
   c: CompiledRisk,
 ): Assessment {
   const some = (g: PathGuard): boolean => d.paths.some((p) => g.literal(p) !== undefined);
-  const globSecret = d.globs.some((g) => c.secret.glob(g) !== undefined);
+  const globSecret =
+    d.globs.some((g) => c.secret.glob(g) !== undefined) ||
+    d.namePatterns.some((g) => c.secret.glob(g, true) !== undefined);
   const touchesSecrets = some(c.secret) || globSecret || JSON.stringify(input).includes("$ENV.");
   const touchesConfig = some(c.config);
   const touchesBuild = some(c.build);

@@ -105,7 +105,8 @@ const REDIRECTS = new Set([
 ]);
 /** Reserved words after which a new command starts. */
 const PREFIX_WORDS = new Set(["{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done"]);
-const LOOP_WORDS = new Set(["while", "until", "time", "esac"]);
+/** (`time` is not here: bash's `time -p cmd` and dash's /usr/bin/time are read as a wrapper.) */
+const LOOP_WORDS = new Set(["while", "until", "esac"]);
 /** `$?` `$#` `$$` `$!` `$-` expand to numbers or flags, never to a path or a command. */
 const HARMLESS_SPECIAL = new Set(["?", "#", "$", "!", "-"]);
 
