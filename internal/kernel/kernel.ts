@@ -63,7 +63,8 @@ export interface KernelRun {
   sandbox: SandboxHandle;
   /**
    * Aborted to stop the running call: its processes are killed and confirmed gone, and its
-   * result is an error whose code is the abort reason ("cancelled" or "interrupted").
+   * result is an error whose code is the abort reason ("cancelled" or "interrupted"; reason
+   * "lease-lost" kills only the call's own process group and records "interrupted").
    */
   signal?: AbortSignal;
   /** The run's token usage so far (kept by the worker), recorded in `run.paused`. */
@@ -863,15 +864,19 @@ function slices(text: string, max: number): string[] {
  */
 async function stopReason(run: KernelRun): Promise<{ code: string; message: string } | undefined> {
   if (run.signal?.aborted !== true) return undefined;
+  const reason = typeof run.signal.reason === "string" ? run.signal.reason : "cancelled";
+  // A lost lease: the container may be another worker's now (which kills everything in it
+  // before it goes on); only this call's own process group was killed, and this result
+  // will be refused by the log anyway (fenced).
+  if (reason === "lease-lost")
+    return {
+      code: "interrupted",
+      message: "the worker lost the run's lease; this call was killed",
+    };
   await run.sandbox.killAll();
-  const code = typeof run.signal.reason === "string" ? run.signal.reason : "cancelled";
-  return {
-    code,
-    message:
-      code === "interrupted"
-        ? "the worker stopped this call; its processes were killed"
-        : "the run was cancelled; this call's processes were killed",
-  };
+  return reason === "interrupted"
+    ? { code: reason, message: "the worker stopped this call; its processes were killed" }
+    : { code: "cancelled", message: "the run was cancelled; this call's processes were killed" };
 }
 
 /**

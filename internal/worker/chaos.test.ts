@@ -13,23 +13,20 @@
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { ulid } from "ulid";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { isAgentdError } from "../errors.ts";
-import { verifyChain } from "../eventlog/hash-chain.ts";
-import { ApprovalDecision, type Event, OutputDeltaSchema } from "../gen/agentd/v1/events_pb.js";
+import { ApprovalDecision, OutputDeltaSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunService, RunState } from "../gen/agentd/v1/run_service_pb.js";
 import type { AgentdProcess } from "../testing/agentd-process.ts";
 import { range } from "../testing/api-fixtures.ts";
 import { type Cluster, startCluster } from "../testing/cluster.ts";
-import { type EventStream, eventsJson } from "../testing/grpc-run-client.ts";
 import {
   type StubReply,
   type StubRequest,
   textReply,
   toolCallsReply,
 } from "../testing/openai-stub.ts";
-import { tarOf } from "../testing/tar.ts";
+import { createRunWatch, payloads, type RunWatch } from "../testing/run-watch.ts";
 
 const LEASE_TTL_MS = 3000;
 const TICKS = range(1, 10);
@@ -79,6 +76,11 @@ function model({ body }: StubRequest): StubReply {
 // ---------------------------------------------------------------------------------------
 
 let c: Cluster;
+let w: RunWatch;
+const until: RunWatch["until"] = (...a) => w.until(...a);
+const submit: RunWatch["submit"] = (...a) => w.submit(...a);
+const waitEvent: RunWatch["waitEvent"] = (...a) => w.waitEvent(...a);
+const assertHealthy: RunWatch["assertHealthy"] = (...a) => w.assertHealthy(...a);
 /** Workers that exited (killed by a test or crashed). */
 const dead = new Set<AgentdProcess>();
 
@@ -90,7 +92,8 @@ before(async () => {
     script: model,
     workerFlags: ["--approval-hold-ms", "0"],
   });
-  for (const w of c.workers) watch(w);
+  for (const p of c.workers) watch(p);
+  w = createRunWatch(c);
 });
 
 after(async () => {
@@ -109,148 +112,6 @@ function alive(): AgentdProcess[] {
 /** Each scenario starts with two live workers (replacing the ones an earlier one killed). */
 async function twoWorkers(): Promise<void> {
   while (alive().length < 2) watch(await c.startWorker());
-}
-
-/** Polls `probe` until it returns a value (errors count as "not yet"); throws at the deadline. */
-async function until<T>(
-  what: string,
-  probe: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastErr: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      lastErr = err;
-    }
-    if (Date.now() > deadline) {
-      const why = lastErr === undefined ? "" : ` (last error: ${String(lastErr)})`;
-      throw new Error(
-        `timed out after ${timeoutMs} ms waiting for ${what}${why}\n${c.diagnostics()}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-interface Started {
-  runId: string;
-  sessionId: string;
-  stream: EventStream;
-}
-
-async function submit(kind: string): Promise<Started> {
-  const workspaceTar = await tarOf([{ name: "a.txt", data: "a\n" }]);
-  const prompt = `chaos-${kind}-${ulid().toLowerCase()}`;
-  const { run } = await c.client.createRun({ prompt, workspaceTar });
-  assert.ok(run !== undefined);
-  c.track(run.runId);
-  return {
-    runId: run.runId,
-    sessionId: run.sessionId,
-    stream: c.client.streamEvents({ runId: run.runId }),
-  };
-}
-
-/** The first event of the live stream that matches. */
-type Payload = Event["payload"];
-type Case = NonNullable<Payload["case"]>;
-/** The payload message of events of one case ("toolCall" → ToolCall). */
-type ValueOf<C extends Case> = Extract<Payload, { case: C }>["value"];
-
-function waitEvent<C extends Case>(
-  s: Started,
-  kind: C,
-  pred: (v: ValueOf<C>) => boolean = () => true,
-  timeoutMs = 20_000,
-): Promise<ValueOf<C>> {
-  const found = (): unknown => {
-    for (const e of s.stream.events) {
-      const value = e.payload.value as ValueOf<C>;
-      if (e.payload.case === kind && pred(value)) return value;
-    }
-    return undefined;
-  };
-  return until(`${kind} in run ${s.runId}`, found, timeoutMs) as Promise<ValueOf<C>>;
-}
-
-async function waitTerminal(runId: string, timeoutMs = 30_000) {
-  return until(
-    `run ${runId} to end`,
-    async () => {
-      const { run } = await c.client.getRun(runId);
-      const s = run?.state;
-      return s === RunState.COMPLETED || s === RunState.FAILED || s === RunState.CANCELLED
-        ? run
-        : undefined;
-    },
-    timeoutMs,
-  );
-}
-
-/**
- * The invariants of every run: completed, seq 1..N over the API and in the store, the hash
- * chain verifies over both, and no container labelled with the run is left.
- */
-async function assertHealthy(runId: string): Promise<Event[]> {
-  const run = await waitTerminal(runId);
-  assert.equal(
-    run.state,
-    RunState.COMPLETED,
-    `run ${runId} ended ${RunState[run.state]}: ${run.error?.code} ${run.error?.message}\n${c.diagnostics()}`,
-  );
-  const history = c.client.streamEvents({ runId, historyOnly: true });
-  const end = await history.end(10_000);
-  assert.equal(end.status.code, 0, end.error?.message);
-  const events = history.events;
-  const trail = `${runId}: ${events.map((e) => `${e.seq}:${e.type}`).join(" ")}`;
-  assert.deepEqual(
-    events.map((e) => Number(e.seq)),
-    range(1, events.length),
-    `no gap, no duplicate seq: ${trail}`,
-  );
-  // Nothing was written twice (a commit re-sent after a lost reply must not land again).
-  const unique = (what: string, keys: string[]) =>
-    assert.equal(new Set(keys).size, keys.length, `duplicate ${what}: ${trail}`);
-  unique(
-    "event id",
-    events.map((e) => e.eventId),
-  );
-  unique(
-    "run.started",
-    payloads(events, "runStarted").map(() => "started"),
-  );
-  unique(
-    "run.completed",
-    payloads(events, "runCompleted").map(() => "completed"),
-  );
-  unique(
-    "tool.call",
-    payloads(events, "toolCall").map((p) => p.callId),
-  );
-  unique(
-    "tool.result",
-    payloads(events, "toolResult").map((p) => p.callId),
-  );
-  assert.equal(Number(run.lastSeq), events.length);
-  assert.equal(events.at(-1)?.type, "run.completed", trail);
-  const api = verifyChain(eventsJson(events));
-  assert.ok(api.ok, `chain over the API: ${JSON.stringify(api)}`);
-  const stored = (await c.log.read(runId, 0)).map((e) => e.json);
-  const chain = verifyChain(stored);
-  assert.ok(chain.ok, `chain over the store: ${JSON.stringify(chain)}`);
-  assert.equal(stored.length, events.length);
-  await until(`the containers of run ${runId} to be removed`, async () =>
-    (await c.containersOf(runId)).length === 0 ? true : undefined,
-  );
-  return events;
-}
-
-function payloads<C extends Case>(events: readonly Event[], kind: C): ValueOf<C>[] {
-  return events.filter((e) => e.payload.case === kind).map((e) => e.payload.value as ValueOf<C>);
 }
 
 /** A short run on whatever workers are alive; returns the id of the worker that drove it. */

@@ -22,6 +22,11 @@ import type { DriverDeps } from "./run-driver.ts";
 /** Why a call's process was killed: the kernel records `cancelled` or `interrupted`. */
 export const HALT_REASON = "interrupted";
 export const CANCEL_REASON = "cancelled";
+/**
+ * The lease is gone (or may be): the call is killed and recorded `interrupted`, but the
+ * container may already be another worker's — nothing else in it may be touched.
+ */
+export const LEASE_LOST_REASON = "lease-lost";
 
 export interface Drive {
   readonly deps: DriverDeps;
@@ -82,7 +87,10 @@ export async function openDrive(
   const cancel = new AbortController();
   const callAbort = new AbortController();
   const onCancel = (): void => callAbort.abort(CANCEL_REASON);
-  const onHalt = (): void => callAbort.abort(HALT_REASON);
+  const onHalt = (): void => {
+    const why = signals.halt?.reason;
+    callAbort.abort(why === "lost" || why === "expired" ? LEASE_LOST_REASON : HALT_REASON);
+  };
   cancel.signal.addEventListener("abort", onCancel, { once: true });
   signals.halt?.addEventListener("abort", onHalt, { once: true });
   if (signals.halt?.aborted) onHalt();

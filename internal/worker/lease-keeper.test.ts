@@ -28,8 +28,8 @@ async function claimed(
   const q = new RedisRunQueue({ client: srv.client(), prefix, leaseTtlMs: ttl, pollMs: 100 });
   const runId = ulid();
   await q.enqueue({ runId, tenantId: "t", sessionId: ulid(), priority: 5 });
-  const at = Date.now();
   const claim = await q.claim("w1", { blockMs: 0 });
+  const at = Date.now();
   assert.ok(claim !== undefined);
   return { q, claim, at, prefix };
 }

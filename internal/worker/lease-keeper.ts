@@ -23,14 +23,17 @@ export function keepLease(opts: {
   leases: Lease;
   grant: LeaseGrant;
   ttlMs: number;
-  /** When the claim that granted the lease was sent. */
+  /**
+   * When the claim that granted the lease returned. Redis set the lease a moment before;
+   * the keeper counts from here less a tenth of the TTL, and renews at once.
+   */
   grantedAt: number;
   onRenewError: (err: unknown) => void;
   now?: () => number;
 }): LeaseKeeper {
   const now = opts.now ?? Date.now;
   const ac = new AbortController();
-  let validUntil = opts.grantedAt + opts.ttlMs;
+  let validUntil = opts.grantedAt + opts.ttlMs - Math.floor(opts.ttlMs / 10);
   const renew = async (): Promise<void> => {
     const sentAt = now();
     try {
@@ -42,6 +45,7 @@ export function keepLease(opts: {
     }
   };
   const every = Math.max(100, Math.floor(opts.ttlMs / 3));
+  void renew();
   const renewer = setInterval(() => void renew(), every);
   // Checked often: the margin between "may be gone" and a takeover is what this buys.
   const checker = setInterval(

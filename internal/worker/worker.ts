@@ -70,7 +70,6 @@ export function createWorker(opts: WorkerOptions): Worker {
   async function slot(): Promise<void> {
     const backoff = createBackoff(pace);
     while (!stopping.signal.aborted) {
-      const t0 = now();
       let claim: Claim | undefined;
       try {
         claim = await opts.queue.claim(opts.workerId, {
@@ -90,7 +89,7 @@ export function createWorker(opts: WorkerOptions): Worker {
       active++;
       let storageFailed = false;
       try {
-        storageFailed = await runOne(claim, t0, limited);
+        storageFailed = await runOne(claim, now(), limited);
       } finally {
         active--;
       }
@@ -101,6 +100,7 @@ export function createWorker(opts: WorkerOptions): Worker {
 
   /** Drives one claimed run; true when the drive or its release failed (the slot backs off). */
   async function runOne(claim: Claim, claimedAt: number, limited: LogLimiter): Promise<boolean> {
+    // claimedAt: when claim() returned (a blocking claim may have waited long before).
     const lease = keepLease({
       leases: opts.queue.leases,
       grant: claim.lease,
