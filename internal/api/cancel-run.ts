@@ -78,9 +78,10 @@ export function cancelRunHandler(deps: ApiDeps) {
       const { head, run } = await runOf(deps, principal, req.runId);
       const done = await cancelStep(call, head, run);
       if (done !== undefined) return { run: done };
-      if (signal.aborted || attempt + 1 === MAX_ATTEMPTS) break;
-      const backoff = Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
-      await sleep(backoff, undefined, { signal }).catch(() => undefined);
+      if (attempt + 1 === MAX_ATTEMPTS) break;
+      // Not cut short by the end of the wait: a run found paused when the wait ran out is
+      // still cancelled here (each try is quick; only a running run is waited for).
+      await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt));
     }
     return { run: await recordRequest(call) };
   };
