@@ -41,10 +41,10 @@ export function createPathGuard(globs: readonly string[]): PathGuard {
       return undefined;
     },
     glob(pattern, dots = false) {
-      const segs = normalise(splitUnescaped(pattern));
-      for (let i = 0; i < segs.length && i < MAX_SUFFIXES; i++) {
-        const shell = segs.slice(i).map(shellSegment);
-        for (const { g, segs: prot } of parsed) if (segmentsMeet(shell, prot, dots)) return g;
+      const all = normalise(splitUnescaped(pattern)).map((seg) => compileSegment(seg, dots));
+      for (let i = 0; i < all.length && i < MAX_SUFFIXES; i++) {
+        const shell = all.slice(i);
+        for (const { g, segs: prot } of parsed) if (segmentsMeet(shell, prot)) return g;
       }
       return undefined;
     },
@@ -87,9 +87,15 @@ function splitUnescaped(pattern: string): string[] {
   return segs;
 }
 
-/** One segment of a shell glob: `*`, `?`, `[…]`, escapes. */
-function shellSegment(seg: string): Token[] {
-  return tokens(seg);
+/** One segment of a shell glob (`*`, `?`, `[…]`, escapes): its regex and literal prefix. */
+interface ShellSegment {
+  re: RegExp;
+  prefix: string;
+}
+
+function compileSegment(seg: string, dots: boolean): ShellSegment {
+  const t = tokens(seg);
+  return { re: shellRegex(t, dots), prefix: literalPrefix(t) };
 }
 
 /** One segment of a policy glob; extglobs and regex groups count as "any name". */
@@ -163,7 +169,7 @@ function skipTo(seg: string, j: number): number {
 }
 
 /** True when some path matches the shell segments and the protected segments. */
-function segmentsMeet(shell: Token[][], prot: Segment[], dots: boolean): boolean {
+function segmentsMeet(shell: ShellSegment[], prot: Segment[]): boolean {
   const memo = new Map<number, boolean>();
   const go = (i: number, j: number): boolean => {
     const key = i * (prot.length + 1) + j;
@@ -175,7 +181,7 @@ function segmentsMeet(shell: Token[][], prot: Segment[], dots: boolean): boolean
     else
       r =
         i < shell.length &&
-        namesMeet(shell[i] as Token[], prot[j] as Token[], dots) &&
+        namesMeet(shell[i] as ShellSegment, prot[j] as Token[]) &&
         go(i + 1, j + 1);
     memo.set(key, r);
     return r;
@@ -191,14 +197,30 @@ function segmentsMeet(shell: Token[][], prot: Segment[], dots: boolean): boolean
  * through a file such as credentials.ts), while `.e*`, `cred*`, `k*.pem`, `id_*` and a bare
  * `*` do.
  */
-function namesMeet(a: Token[], b: Token[], dots: boolean): boolean {
-  const re = shellRegex(a, dots);
-  return policySamples(b, literalPrefix(a)).some((name) => re.test(name));
+function namesMeet(a: ShellSegment, b: Token[]): boolean {
+  return policySamples(b, a.prefix).some((name) => a.re.test(name));
 }
 
 const MAX_SAMPLES = 64;
 
+/** Samples per policy segment and prefix (the policy is compiled once; calls repeat). */
+const sampleCache = new WeakMap<Token[], Map<string, string[]>>();
+
 function policySamples(b: Token[], prefix: string): string[] {
+  let byPrefix = sampleCache.get(b);
+  if (byPrefix === undefined) {
+    byPrefix = new Map();
+    sampleCache.set(b, byPrefix);
+  }
+  const hit = byPrefix.get(prefix);
+  if (hit !== undefined) return hit;
+  const made = makeSamples(b, prefix);
+  // Prefixes come from commands: keep the cache small.
+  if (byPrefix.size < 256) byPrefix.set(prefix, made);
+  return made;
+}
+
+function makeSamples(b: Token[], prefix: string): string[] {
   let out = [""];
   b.forEach((t, k) => {
     let options: string[];
