@@ -62,25 +62,29 @@ function word(text: string): ShellWord {
   };
 }
 
-/** Options before "--" (npm permutes them); values of known options skipped. */
-function npmLike(inv: Invocation, fx: Effects, safe: RegExp, values: Set<string>): ShellWord[] {
+/**
+ * npm's operands before "--" (npm permutes options, so they may come anywhere) and the
+ * words after it; an option that is not known to be harmless makes the line dynamic.
+ */
+function npmLike(
+  inv: Invocation,
+  fx: Effects,
+): { positional: ShellWord[]; after: readonly ShellWord[] } {
   const positional: ShellWord[] = [];
   for (let i = 0; i < inv.args.length; i++) {
     const w = inv.args[i] as ShellWord;
-    if (w.text === "--") {
-      positional.push(...inv.args.slice(i + 1).map((a) => ({ ...a, text: `--${a.text}` })));
-      break;
-    }
+    if (w.text === "--") return { positional, after: inv.args.slice(i + 1) };
     if (!w.text.startsWith("-")) positional.push(w);
-    else if (values.has(w.text)) i++;
-    else if (!safe.test(w.text)) fx.dynamic(`${inv.name} option ${w.text} can change what it runs`);
+    else if (NPM_VALUES.has(w.text)) i++;
+    else if (!NPM_SAFE.test(w.text))
+      fx.dynamic(`${inv.name} option ${w.text} can change what it runs`);
   }
-  return positional.filter((w) => !w.text.startsWith("--"));
+  return { positional, after: [] };
 }
 
 function npm(inv: Invocation, fx: Effects): void {
   const prefix = prefixDir(inv.args, ["--prefix", "-C"]);
-  const pos = npmLike(inv, fx, NPM_SAFE, NPM_VALUES);
+  const { positional: pos, after } = npmLike(inv, fx);
   const sub = pos[0]?.text;
   if (sub === undefined) return;
   if (sub === "config" || sub === "c" || sub === "set") {
@@ -90,7 +94,7 @@ function npm(inv: Invocation, fx: Effects): void {
   if ((sub === "init" || sub === "create" || sub === "innit") && pos[1] !== undefined)
     fx.dynamic(`npm ${sub} ${pos[1].text} downloads and runs an initializer`);
   if (NPM_RUNS.has(sub)) fx.scriptFiles(prefix, NPM_FILES);
-  if (sub === "exec" || sub === "x") execBin(inv, fx, pos.slice(1));
+  if (sub === "exec" || sub === "x") execBin(inv, fx, pos.length > 1 ? pos.slice(1) : after);
   if (!["test", "t", "tst", "start", "run", "run-script", "ls", "view", "help"].includes(sub))
     fx.writer();
 }

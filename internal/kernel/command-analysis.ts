@@ -83,7 +83,7 @@ interface State {
   ran: Ran[];
   writeTargets: ShellWord[];
   /** Script paths as written (relative ones resolved once all `cd`s of the line are known). */
-  pendingScripts: { ran: Ran; path: string; fromRoot?: boolean }[];
+  pendingScripts: { ran: Ran; path: string; fromRoot?: boolean; dirOnly?: boolean }[];
   count: number;
 }
 
@@ -234,6 +234,7 @@ function effects(s: State, ran: Ran, depth: number, wrapped: number): Effects {
       s.writeTargets.push(target);
     },
     cd: (target) => cd(target, s),
+    configFromDirectory: () => s.pendingScripts.push({ ran, path: ran.name, dirOnly: true }),
   };
 }
 
@@ -274,7 +275,11 @@ function script(w: ShellWord, s: State, ran: Ran): void {
 
 /** Resolves the scripts against every directory the line may be in; then the write check. */
 function resolveScripts(s: State): void {
-  for (const { path, fromRoot } of s.pendingScripts) {
+  for (const { path, fromRoot, dirOnly } of s.pendingScripts) {
+    if (dirOnly) {
+      if (s.dirUnknown) s.out.dynamic.push(`${path} runs in a directory the line does not show`);
+      continue;
+    }
     if (fromRoot) {
       const rel = normaliseDir(path);
       if (rel === undefined || rel === ".")

@@ -44,6 +44,8 @@ export interface Effects {
   write(target: ShellWord): void;
   /** A file-name pattern the program matches itself (find -name P): `*` matches a leading dot. */
   pattern(word: ShellWord): void;
+  /** The program reads configuration that can run commands from its directory (git). */
+  configFromDirectory(): void;
   /** The shell's directory changes (cd DIR; undefined: to somewhere the line does not show). */
   cd(target: ShellWord | undefined): void;
 }
@@ -696,6 +698,17 @@ const FAMILIES = new Map<string, Family>([
       values: ["-L", "--load", "-J", "-p", "-t"],
       flagPrefixes: ["--"],
     }),
+  ],
+  [
+    "java",
+    interpreter(
+      {
+        values: ["-cp", "-classpath", "--class-path", "-p", "--module-path", "--add-modules"],
+        flagPrefixes: ["-D", "-X", "-ea", "-da", "-verbose", "--enable-preview", "-server"],
+        module: ["-jar"],
+      },
+      (w, _rest, fx) => fx.script(w),
+    ),
   ],
   ["tclsh", interpreter({})],
   ["wish", interpreter({})],

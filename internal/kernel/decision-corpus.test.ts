@@ -197,6 +197,11 @@ const DYNAMIC: Row[] = [
   ["printf -v PATH /tmp; ls", ASK, /sets PATH/],
   ["mapfile -t IFS < f", ASK, /sets IFS/],
   ["declare -n r=PATH; r=/tmp; ls", ASK, /declare -n/],
+  ["git -C /tmp/r status", ASK, /outside the workspace/],
+  ["git --git-dir=/tmp/x status", ASK, /outside the workspace/],
+  ["cd /tmp/r && git status", ASK, /git runs in a directory the line does not show/],
+  ["git -C ../x log", ASK, /outside the workspace/],
+  ["npm exec -- rimraf x", ASK, /destructive:rimraf/],
 ];
 
 const INLINE_CODE: Row[] = [
@@ -303,6 +308,7 @@ const PROTECTED_PATHS: Row[] = [
   ["cat .gi?/config", ASK, MENTION],
   ["cat .[g]it/config", ASK, MENTION],
   ["cat .[!a]it/config", ASK, MENTION],
+  ["cat .[[:alpha:]]it/config", ASK, MENTION],
   ["ls .g*", ASK, MENTION],
   ["cat .*", ASK, MENTION],
   ["grep -r x .gi[t]", ASK, MENTION],
@@ -449,6 +455,10 @@ const ORDINARY_ROWS: Row[] = [
   "cat <<'EOF'\n$(not run)\nEOF",
   "cat > notes.txt <<EOF\nplain text\nEOF",
   "git log --format='%H %s' | head",
+  "git -C sub status",
+  "git --work-tree=. status",
+  "cd src && git diff",
+  "less README.md",
 ].map((c): Row => [c, RUNS, ORDINARY]);
 
 /** Rows that asked before and still ask (the existing corpus keeps them too). */
@@ -566,6 +576,9 @@ describe("decision corpus: provenance of the files a command runs", () => {
     ["git commit -m x", ["src/a.ts"], RUNS, ORDINARY],
     ["python3 -m pytest", ["conftest.py"], ASK, /runWrittenScript/],
     ["npm --prefix /workspace/pkg test", ["pkg/package.json"], ASK, /runWrittenScript/],
+    ["java -jar tool.jar", ["tool.jar"], ASK, /runWrittenScript/],
+    ["sh -s < s.sh", ["s.sh"], ASK, /runWrittenScript/],
+    ["node < x.js", ["x.js"], ASK, /runWrittenScript/],
     ["rm -rf build", ["build"], ASK, /highRiskCommand/],
   ];
   for (const [command, changed, expect, rule] of rows) {

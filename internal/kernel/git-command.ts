@@ -106,8 +106,21 @@ export function gitCommand(inv: Invocation, fx: Effects): void {
         : `git option ${u} the analysis does not know`,
     );
   }
+  // A repository outside the workspace has a configuration the run may have written (in
+  // /tmp): core.fsmonitor, core.pager, hooks… run commands.
+  fx.configFromDirectory();
   for (const v of g.values) {
     if (v.option === "--config-env") fx.dynamic("git --config-env");
+    if (["-C", "--git-dir", "--work-tree"].includes(v.option)) {
+      const raw = inv.args.find((a) => a.text.startsWith(`${v.option}=`));
+      const dir =
+        v.word ??
+        (raw === undefined ? undefined : { ...raw, text: raw.text.slice(v.option.length + 1) });
+      if (!insideWorkspace(dir))
+        fx.dynamic(
+          `git ${v.option} ${dir?.text.slice(0, 80) ?? ""}: a repository outside the workspace`,
+        );
+    }
     if (v.option !== "-c") continue;
     const key = (v.word?.text ?? "").split("=")[0] as string;
     if (!SAFE_CONFIG.test(key))
@@ -142,6 +155,20 @@ export function gitCommand(inv: Invocation, fx: Effects): void {
   const why = destructive(sub, rest);
   if (why !== undefined) fx.destructive(why);
   if (!READ_ONLY.has(sub)) fx.writer();
+}
+
+/** A literal directory inside the workspace (relative without leaving it, or under /workspace). */
+function insideWorkspace(w: ShellWord | undefined): boolean {
+  if (w === undefined || w.expansions.length > 0 || w.glob || w.tilde || w.brace) return false;
+  const path = w.text.startsWith("/workspace") ? w.text.slice("/workspace".length) : w.text;
+  if (path.startsWith("/") && !w.text.startsWith("/workspace")) return false;
+  let depth = 0;
+  for (const seg of path.split("/")) {
+    if (seg === "..") depth--;
+    else if (seg !== "" && seg !== ".") depth++;
+    if (depth < 0) return false;
+  }
+  return true;
 }
 
 function gitConfig(rest: readonly ShellWord[], fx: Effects): void {

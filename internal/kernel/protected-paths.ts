@@ -149,7 +149,7 @@ function bracket(seg: string, i: number): { set: CharSet; end: number } | undefi
     if (c === "[" && seg[j + 1] === ":") {
       // A character class ([:alpha:]) or a wide range: as good as "any character" here.
       const close = seg.indexOf(":]", j + 2);
-      return close < 0 ? undefined : { set: ANY, end: skipTo(seg, close + 1) };
+      return close < 0 ? undefined : { set: ANY, end: skipTo(seg, close + 2) };
     }
     if (seg[j + 1] === "-" && to !== undefined && to !== "]") {
       const a = c.codePointAt(0) as number;
