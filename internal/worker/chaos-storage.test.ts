@@ -55,34 +55,31 @@ it("Redis out of memory: workers back off (few log lines, few takeovers), then t
     Number(await redis.hget(schedulerKeys("agentd:").meta(s.runId), "epoch"));
   const epochBefore = await epochOf();
   const linesBefore = c.workers.map((p) => p.output().split("\n").length);
-  // Full: every write that may grow memory is refused (noeviction).
+  // Full: 8 MB of padding, then a limit below what is used; with noeviction every write
+  // that may grow memory is refused.
+  const pad = "x".repeat(256 * 1024);
+  for (let i = 0; i < 32; i++) await redis.set(`oom:pad:${i}`, pad);
   await redis.config("SET", "maxmemory-policy", "noeviction");
   const used = Number(/used_memory:(\d+)/.exec(await redis.info("memory"))?.[1]);
-  await redis.config("SET", "maxmemory", String(used + 2 * 1024 * 1024));
-  const pad = "x".repeat(256 * 1024);
-  let full = false;
-  for (let i = 0; i < 64 && !full; i++) {
-    try {
-      await redis.set(`oom:pad:${i}`, pad);
-    } catch (err) {
-      assert.match(String(err), /OOM/);
-      full = true;
-    }
-  }
-  assert.ok(full, "Redis refuses writes");
+  await redis.config("SET", "maxmemory", String(used - 4 * 1024 * 1024));
+  await assert.rejects(redis.set("oom:probe", "x"), /OOM/, "Redis refuses writes");
   await new Promise((r) => setTimeout(r, OUTAGE_MS));
   const epochDuring = await epochOf();
   const lines = c.workers.map((p, i) => p.output().split("\n").length - (linesBefore[i] ?? 0));
   // Memory back.
-  for (let i = 0; i < 64; i++) await redis.del(`oom:pad:${i}`);
   await redis.config("SET", "maxmemory", "0");
+  for (let i = 0; i < 32; i++) await redis.del(`oom:pad:${i}`);
   await w.assertHealthy(s.runId);
 
   t.diagnostic(
     `outage ${OUTAGE_MS} ms: log lines per worker ${lines.join(", ")}; epoch ${epochBefore} → ${epochDuring}`,
   );
   const said = c.workers.map((p) => p.output()).join("\n");
-  assert.match(said, /lease is left to expire|backing off/, "the outage reached the workers");
+  assert.match(
+    said,
+    /lease is left to expire|backing off/,
+    `the outage reached the workers:\n${said.split("\n").slice(-12).join("\n")}`,
+  );
   // Without backoff: ~65 claim/fail cycles a second per worker and an epoch per cycle.
   const perSecond = lines.map((n) => n / (OUTAGE_MS / 1000));
   assert.ok(
