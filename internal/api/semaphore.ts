@@ -41,7 +41,7 @@ export function createSemaphore(permits: number): Semaphore {
       return queue.length;
     },
     acquire(signal) {
-      signal?.throwIfAborted();
+      if (signal?.aborted) return Promise.reject(signal.reason);
       if (active < permits) {
         active++;
         return Promise.resolve(releaser());
