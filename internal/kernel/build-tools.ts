@@ -6,7 +6,7 @@
  * --script-shell=…, make CC=…). The files are reported as scripts: the kernel asks a person
  * when the run itself wrote or changed one of them. Pure.
  */
-import type { Effects, Family, Invocation } from "./command-families.ts";
+import type { Effects, Family, Invocation } from "./command-effects.ts";
 import { scanOptions } from "./option-scan.ts";
 import type { ShellWord } from "./shell-syntax.ts";
 

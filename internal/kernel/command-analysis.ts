@@ -9,7 +9,8 @@
  * as dynamic, so the kernel asks a person instead of guessing. Never executes anything and
  * never throws.
  */
-import { type Effects, familyOf, type Invocation, READ_ONLY } from "./command-families.ts";
+import type { Effects, Invocation } from "./command-effects.ts";
+import { familyOf, READ_ONLY } from "./command-families.ts";
 import { expandBraces } from "./protected-paths.ts";
 import { parseShell, type ShellCommand, type ShellWord } from "./shell-syntax.ts";
 

@@ -5,7 +5,7 @@
  * subcommands that throw away the run's work (`clean`, `checkout -- …`, `restore`, `stash`,
  * `reset --hard`, `rm`, `branch -D`…). Which subcommands only read. Pure.
  */
-import type { Effects, Invocation } from "./command-families.ts";
+import type { Effects, Invocation } from "./command-effects.ts";
 import { scanOptions } from "./option-scan.ts";
 import type { ShellWord } from "./shell-syntax.ts";
 
