@@ -142,26 +142,29 @@ function parseInto(src: string, out: ShellParse, depth: number): void {
   if (p.pos < src.length) out.problems.push("unbalanced )");
 }
 
-/** Reads commands until the end, or (inSubst) until the `)` closing a substitution. */
-function parseList(p: Parser, inSubst: boolean): void {
-  let cmd = newCommand();
-  let pending: { op: string; fd?: number } | undefined;
-  let parens = 0;
+/** The state of one command list being read (the top level or a substitution's). */
+interface List {
+  cmd: ShellCommand;
+  pending: { op: string; fd?: number } | undefined;
+  parens: number;
   // Inside `case … in`: words up to `)` are patterns, not commands. Anything that is not
   // the shape of a pattern list is a problem (sh would refuse the line).
-  let caseDepth = 0;
-  let casePattern = false;
-  let patternWord = false;
-  let nextStdin: ShellCommand["stdin"];
-  const flush = (): void => {
-    if (pending !== undefined) p.out.problems.push(`${pending.op} without a target`);
-    pending = undefined;
-    if (cmd.words.length > 0 || cmd.assignments.length > 0 || cmd.redirects.length > 0) {
-      if (cmd.stdin === undefined && nextStdin !== undefined) cmd.stdin = nextStdin;
-      p.out.commands.push(cmd);
-    }
-    cmd = newCommand();
-    nextStdin = undefined;
+  caseDepth: number;
+  casePattern: boolean;
+  patternWord: boolean;
+  nextStdin: ShellCommand["stdin"];
+}
+
+/** Reads commands until the end, or (inSubst) until the `)` closing a substitution. */
+function parseList(p: Parser, inSubst: boolean): void {
+  const l: List = {
+    cmd: newCommand(),
+    pending: undefined,
+    parens: 0,
+    caseDepth: 0,
+    casePattern: false,
+    patternWord: false,
+    nextStdin: undefined,
   };
   while (p.pos < p.src.length) {
     const c = p.src[p.pos] as string;
@@ -172,89 +175,111 @@ function parseList(p: Parser, inSubst: boolean): void {
     } else if (c === "#") {
       while (p.pos < p.src.length && p.src[p.pos] !== "\n") p.pos++;
     } else if (c === "\n") {
-      if (patternWord) p.out.problems.push("case pattern without )");
-      flush();
+      if (l.patternWord) p.out.problems.push("case pattern without )");
+      flush(p, l);
       p.pos++;
       readHereDocs(p);
     } else if (OP_START.has(c) && !isProcessSubstitution(p)) {
-      const op = OPERATORS.find((o) => p.src.startsWith(o, p.pos)) as string;
-      p.pos += op.length;
-      if (REDIRECTS.has(op)) {
-        if (pending !== undefined) p.out.problems.push(`${pending.op} without a target`);
-        pending = { op };
-        continue;
-      }
-      if (casePattern && (op === "|" || op === "(")) {
-        patternWord = false;
-        continue;
-      }
-      if (op === ")") {
-        if (casePattern) {
-          casePattern = false;
-          patternWord = false;
-        } else if (parens > 0) parens--;
-        else if (inSubst) {
-          flush();
-          return;
-        } else p.out.problems.push("unbalanced )");
-        flush();
-        continue;
-      }
-      if (op === "(") {
-        if (cmd.words.length === 1 && p.src.slice(p.pos).match(/^[ \t]*\)/)) {
-          // `name() …`: a function definition; its body is read as ordinary commands.
-          p.pos = p.src.indexOf(")", p.pos) + 1;
-          cmd = newCommand();
-          continue;
-        }
-        if (p.src[p.pos] === "(") p.out.problems.push("(( … )) arithmetic command");
-        if (cmd.words.length > 0) p.out.problems.push("( inside a command");
-        parens++;
-      }
-      flush();
-      if (op === "|" || op === "|&") nextStdin = "pipe";
-      if (op === ";;" || op === ";&" || op === ";;&") {
-        if (caseDepth === 0) p.out.problems.push(`${op} outside case`);
-        casePattern = true;
-      }
+      if (operator(p, l, inSubst) === "end") return;
     } else {
       const redirect = fdRedirect(p);
       if (redirect !== undefined) {
-        if (pending !== undefined) p.out.problems.push(`${pending.op} without a target`);
-        pending = redirect;
-        continue;
-      }
-      const w = readWord(p);
-      if (pending !== undefined) {
-        attachRedirect(p, cmd, pending, w);
-        pending = undefined;
-      } else if (casePattern && !patternWord && w.text === "esac" && !w.quoted) {
-        casePattern = false;
-        caseDepth = Math.max(0, caseDepth - 1);
-      } else if (casePattern && !patternWord) {
-        patternWord = true;
-      } else if (casePattern) {
-        p.out.problems.push("case pattern without )");
-        casePattern = false;
-        patternWord = false;
-        cmd.words.push(w);
-      } else if (cmd.words.length === 0 && cmd.assignments.length === 0 && !w.quoted) {
-        reserved(p, cmd, w);
-      } else if (cmd.words.length === 0 && isAssignment(w)) {
-        cmd.assignments.push(w);
-      } else {
-        cmd.words.push(w);
-        const head = cmd.words[0] as ShellWord;
-        if (cmd.words.length === 3 && head.text === "case" && !head.quoted && w.text === "in") {
-          flush();
-          caseDepth++;
-          casePattern = true;
-        }
-      }
+        if (l.pending !== undefined) p.out.problems.push(`${l.pending.op} without a target`);
+        l.pending = redirect;
+      } else word(p, l, readWord(p));
     }
   }
-  flush();
+  flush(p, l);
   if (inSubst) p.out.problems.push("unterminated $(…)");
+}
+
+/** Ends the current simple command. */
+function flush(p: Parser, l: List): void {
+  if (l.pending !== undefined) p.out.problems.push(`${l.pending.op} without a target`);
+  l.pending = undefined;
+  const cmd = l.cmd;
+  if (cmd.words.length > 0 || cmd.assignments.length > 0 || cmd.redirects.length > 0) {
+    if (cmd.stdin === undefined && l.nextStdin !== undefined) cmd.stdin = l.nextStdin;
+    p.out.commands.push(cmd);
+  }
+  l.cmd = newCommand();
+  l.nextStdin = undefined;
+}
+
+/** An operator at p.pos; "end" when it closes the substitution being read. */
+function operator(p: Parser, l: List, inSubst: boolean): "end" | undefined {
+  const op = OPERATORS.find((o) => p.src.startsWith(o, p.pos)) as string;
+  p.pos += op.length;
+  if (REDIRECTS.has(op)) {
+    if (l.pending !== undefined) p.out.problems.push(`${l.pending.op} without a target`);
+    l.pending = { op };
+    return undefined;
+  }
+  if (l.casePattern && (op === "|" || op === "(")) {
+    l.patternWord = false;
+    return undefined;
+  }
+  if (op === ")") {
+    if (l.casePattern) {
+      l.casePattern = false;
+      l.patternWord = false;
+    } else if (l.parens > 0) l.parens--;
+    else if (inSubst) {
+      flush(p, l);
+      return "end";
+    } else p.out.problems.push("unbalanced )");
+    flush(p, l);
+    return undefined;
+  }
+  if (op === "(") {
+    if (l.cmd.words.length === 1 && /^[ \t]*\)/.test(p.src.slice(p.pos, p.pos + 64))) {
+      // `name() …`: a function definition; its body is read as ordinary commands.
+      p.pos = p.src.indexOf(")", p.pos) + 1;
+      l.cmd = newCommand();
+      return undefined;
+    }
+    if (p.src[p.pos] === "(") p.out.problems.push("(( … )) arithmetic command");
+    if (l.cmd.words.length > 0) p.out.problems.push("( inside a command");
+    l.parens++;
+  }
+  flush(p, l);
+  if (op === "|" || op === "|&") l.nextStdin = "pipe";
+  if (op === ";;" || op === ";&" || op === ";;&") {
+    if (l.caseDepth === 0) p.out.problems.push(`${op} outside case`);
+    l.casePattern = true;
+  }
+  return undefined;
+}
+
+/** A word: a redirection's target, a case pattern, a reserved word, an assignment or an argument. */
+function word(p: Parser, l: List, w: ShellWord): void {
+  const cmd = l.cmd;
+  if (l.pending !== undefined) {
+    attachRedirect(p, cmd, l.pending, w);
+    l.pending = undefined;
+  } else if (l.casePattern && !l.patternWord && w.text === "esac" && !w.quoted) {
+    l.casePattern = false;
+    l.caseDepth = Math.max(0, l.caseDepth - 1);
+  } else if (l.casePattern && !l.patternWord) {
+    l.patternWord = true;
+  } else if (l.casePattern) {
+    p.out.problems.push("case pattern without )");
+    l.casePattern = false;
+    l.patternWord = false;
+    cmd.words.push(w);
+  } else if (cmd.words.length === 0 && cmd.assignments.length === 0 && !w.quoted) {
+    reserved(p, cmd, w);
+  } else if (cmd.words.length === 0 && isAssignment(w)) {
+    cmd.assignments.push(w);
+  } else {
+    cmd.words.push(w);
+    const head = cmd.words[0] as ShellWord;
+    if (cmd.words.length === 3 && head.text === "case" && !head.quoted && w.text === "in") {
+      flush(p, l);
+      l.caseDepth++;
+      l.casePattern = true;
+    }
+  }
 }
 
 function newCommand(): ShellCommand {
