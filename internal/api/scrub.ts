@@ -11,9 +11,12 @@
 const MAX_MESSAGE_CHARS = 1024;
 
 const RULES: readonly [RegExp, string][] = [
-  // Redis 7: "… script: f_<sha1>, on @user_script:12." and bare "f_<sha1>" / "user_script:12:".
+  // Redis 7: "… script: <sha1>, on @user_script:12."; Redis 6: "(call to f_<sha1>):
+  // @user_script:12:".
   [/\s*script: [^,\s]+, on @user_script:\d+\.?/g, ""],
   [/\bf_[0-9a-f]{40}\b/g, "a script"],
+  // A bare sha1 is a script's (or a commit's) name; sha-256 digests (64) are ours to show.
+  [/\b[0-9a-f]{40}\b/g, "a script"],
   [/@?user_script:\d+:?\s*/g, ""],
   // Stack frames: "\n    at fn (file:1:2)" and inline " at /abs/file.js:1:2".
   [/\n\s*at [^\n]*/g, ""],

@@ -142,7 +142,7 @@ export function createApp(opts: AppOptions): RequestHandler {
           res as unknown as Res,
           decodeURIComponent(m[1] as string),
           url,
-          (e) => logError(e),
+          logError,
         );
         return;
       }

@@ -36,7 +36,8 @@ export async function serveSse(
   res: Res,
   runId: string,
   url: URL,
-  onError: (err: unknown) => void,
+  /** Logs a failure; `incident` is the id the client was given, when it was given one. */
+  onError: (err: unknown, incident?: string) => void,
 ): Promise<void> {
   const ac = new AbortController();
   res.on("close", () => ac.abort());
