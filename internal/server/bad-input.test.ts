@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import net from "node:net";
 import { after, before, describe, it } from "node:test";
+import { gzipSync } from "node:zlib";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
 import { startAgentd } from "../testing/agentd-process.ts";
@@ -118,11 +119,15 @@ describe("bad requests get precise errors and harm no one", { timeout: 40_000 },
     const slip = await tarOf([{ name: "src/../../evil.sh", data: "x" }]);
     const abs = await tarOf([{ name: "/etc/cron.d/evil", data: "x" }]);
     const link = await tarOf([{ name: "l", type: "symlink", linkname: "/etc/passwd" }]);
+    const gz = gzipSync(await tarOf([{ name: "a.txt", data: "x".repeat(100_000) }]));
     for (const [bytes, re] of [
       [slip, /tar-slip/],
       [abs, /absolute path/],
       [link, /absolute path/],
       [new TextEncoder().encode("not a tar at all".repeat(64)), /not a tar archive/],
+      [gzipSync(Buffer.from("gzip, but no tar inside".repeat(64))), /not a tar archive/],
+      [gz.subarray(0, gz.byteLength - 64), /gzip data is corrupt or truncated/],
+      [await tarOf([{ name: "h", type: "link", linkname: "a" }]), /hard link/],
     ] as const) {
       await assertGrpcError(
         stack.client.createRun({ prompt: "p", workspaceTar: bytes }),
