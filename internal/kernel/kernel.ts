@@ -46,10 +46,12 @@ import { type ControlPath, type Decision, decide } from "./decide.ts";
 import { EVENT_BUDGET, fitDocument } from "./event-fit.ts";
 import { clipText } from "./head-tail.ts";
 import type { Policy } from "./policy-schema.ts";
+import { applyProvenance } from "./provenance.ts";
 import { createRedactor, createStreamRedactor, type Redactor } from "./redaction.ts";
 import { envelopeResult } from "./result-envelope.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
 import type { RunWriter } from "./run-writer.ts";
+import { type BaseIndex, changedSinceUpload } from "./script-probe.ts";
 import type { SecretProvider } from "./secrets.ts";
 import { createSecretResolver } from "./secrets.ts";
 import type { TrustCounters } from "./trust.ts";
@@ -75,6 +77,8 @@ export interface KernelRun {
    * benchmark) appends go to the log with `fence`, and only the call's own secrets are known.
    */
   writer?: RunWriter;
+  /** The uploaded workspace's files (for the provenance of scripts a command runs). */
+  baseIndex?: () => Promise<BaseIndex>;
 }
 
 export interface ProposedCall {
@@ -545,7 +549,29 @@ export function createKernel(opts: KernelOptions): Kernel {
         return refusedBy(err, "kernel.trust", "look up the repository's trust counters");
       }
     }
-    return decideCall(call, counters);
+    return withProvenance(run, call, decideCall(call, counters), counters);
+  }
+
+  /**
+   * A command that runs workspace files (assessment.scripts: s.sh, Makefile, package.json…)
+   * is judged again once the sandbox tells which of them the run wrote or changed: those
+   * make the call high risk (provenance.ts). Without the run's base index (a KernelRun made
+   * outside a drive) the check is skipped.
+   */
+  async function withProvenance(
+    run: KernelRun,
+    call: ProposedCall,
+    d: DecidedCall,
+    counters: TrustCounters,
+  ): Promise<DecidedCall> {
+    const scripts = d.assessment.scripts;
+    if (scripts === undefined || scripts.length === 0 || d.decision.path === "deny") return d;
+    if (run.baseIndex === undefined) return d;
+    const changed = await changedSinceUpload(run.sandbox, scripts, await run.baseIndex());
+    const policy = opts.policy();
+    const a = applyProvenance(d.assessment, changed, policy);
+    if (a === d.assessment) return d;
+    return { ...d, assessment: a, decision: decide(call.tool, a, policy, counters) };
   }
 
   /** Appends a failed tool.result (message redacted by the caller, clipped here). */

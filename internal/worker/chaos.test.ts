@@ -62,7 +62,7 @@ function model({ body }: StubRequest): StubReply {
       return say("removed a.txt");
     case "redis":
       // Output every 200 ms for 2 s: tool.output appends are in flight while Redis is down.
-      if (n === 0) return run(1, `for i in ${TICKS.join(" ")}; do echo tick $i; sleep 0.2; done`);
+      if (n === 0) return run(1, TICKS.map((i) => `echo tick ${i}; sleep 0.2`).join("; "));
       if (n === 1) return run(2, "cat out.txt");
       return say("checked out.txt");
     case "quick":

@@ -11,7 +11,9 @@ import { loadSkills, selectSkills } from "../engine/skills.ts";
 import { AgentdError } from "../errors.ts";
 import { type Event, RunResumedSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { type BaseIndex, indexWorkspace } from "../kernel/script-probe.ts";
 import type { SandboxHandle, WorkspaceSource } from "../sandbox/port.ts";
+import { readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "../sandbox/workspace-archive.ts";
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
 import type { Drive } from "./drive.ts";
@@ -52,6 +54,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
       inputSchema: toolJsonSchema(t),
     })),
   };
+  let index: Promise<BaseIndex> | undefined;
   d.kernelRun = {
     runId: d.runId,
     sessionId: d.sessionId,
@@ -60,6 +63,15 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     signal: d.callSignal,
     usage: d.usage,
     writer: d.writer,
+    // Read once, when a command first runs a workspace file.
+    baseIndex: () => {
+      index ??= (
+        base.byteLength === 0
+          ? Promise.resolve([])
+          : readWorkspaceArchive(base, SANDBOX_EXPORT_LIMITS)
+      ).then(indexWorkspace);
+      return index;
+    },
   };
   // Taken over while it waits for a person (its owner died holding it): it stays paused
   // until the approval is resolved (run.resumed is appended then).
