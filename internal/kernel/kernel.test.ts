@@ -803,7 +803,7 @@ describe("totality: every input ends in a decision and a typed result", () => {
     });
     const r = await refused(throwing, "t-assess", "process.run", { command: "echo hi" });
     assert.equal(r.code, "EPOLICY");
-    assert.match(r.message, /could not decide on this call \(TypeError: boom in assessment\)/);
+    assert.match(r.message, /could not be assessed \(boom in assessment\)/);
     const d = r.evs[1];
     assert.equal(d?.case === "policyDecision" && d.value.rule, "kernel.decide");
   });

@@ -224,7 +224,9 @@ export function createKernel(opts: KernelOptions): Kernel {
     }
     const input = parsed.data as Record<string, unknown>;
     const assessment = assess(call.tool, input, policy, compiledRisk(policy));
-    return { input, assessment, decision: decide(call.tool, assessment, policy, counters) };
+    const decision = decide(call.tool, assessment, policy, counters);
+    const field = assessment.deny?.field;
+    return { input, assessment, decision, ...(field === undefined ? {} : { invalid: { field } }) };
   }
 
   function toolContext(

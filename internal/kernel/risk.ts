@@ -32,7 +32,7 @@ export interface Assessment {
   /** Rules that matched, e.g. "risk.highRiskCommands:rm" (shown in previews and events). */
   matched: string[];
   /** Set when an invariant or a policy rule forbids the call outright. */
-  deny?: { rule: string; reason: string };
+  deny?: { rule: string; reason: string; field?: string };
   /** Facts that make a risk-governed call wait for approval, as rule names. */
   approvalFacts: string[];
   /** A shell command's analysis (process.run, test.run, lint.run). */
@@ -83,7 +83,8 @@ export function impactFact(impact: Impact, policy: Policy): string | undefined {
 /**
  * Assesses a call of `tool` with `input`. Jail violations (absolute paths, `..`, NUL, deny
  * patterns) come back as `deny` (rule jail or workspace.denyPatterns); input it cannot
- * assess (wrong types, oversize values) as a deny with rule input.schema naming the field.
+ * assess (wrong types, oversize values) as a deny with rule input.schema naming the field;
+ * anything else that fails as a deny with rule kernel.decide (the kernel fails closed).
  */
 export function assess(
   tool: string,
@@ -113,11 +114,12 @@ export function assess(
       );
     }
     if (err instanceof AgentdError && err.code === "EVALIDATION")
-      return deny(draft, err.message, "input.schema");
+      return deny(draft, err.message, "input.schema", err.field ?? "input");
+    // Not the input's fault: the kernel could not decide, so it refuses (fails closed).
     return deny(
       draft,
-      `${tool}: the input could not be assessed (${describe(err)})`,
-      "input.schema",
+      `${tool}: the call could not be assessed (${describe(err)})`,
+      "kernel.decide",
     );
   }
 }
@@ -262,7 +264,7 @@ function finish(
   };
 }
 
-function deny(d: Draft, reason: string, rule: string): Assessment {
+function deny(d: Draft, reason: string, rule: string, field?: string): Assessment {
   return {
     risk: {
       category: d.category,
@@ -273,7 +275,7 @@ function deny(d: Draft, reason: string, rule: string): Assessment {
       touchesBuild: false,
     },
     matched: [...d.matched, rule],
-    deny: { rule, reason },
+    deny: { rule, reason, ...(field === undefined ? {} : { field }) },
     approvalFacts: [],
   };
 }
