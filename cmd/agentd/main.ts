@@ -194,6 +194,11 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const { log, artifactDir, queue, closeAll } = await buildEventLog(eventLogUrl, cfg);
   const artifacts = new FsArtifactStore(artifactDir);
+  // Temp files of writes a killed process never finished.
+  void artifacts
+    .sweepTemp()
+    .then((n) => n > 0 && logger.info({ removed: n }, "removed unfinished artifact writes"))
+    .catch((err: unknown) => logger.warn({ err }, "sweeping unfinished artifact writes failed"));
   const runs = new RunProjectionCache({ log });
 
   let server: ReturnType<typeof createDualServer> | undefined;

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -147,5 +147,24 @@ describe("FsArtifactStore.putStream", () => {
     const growth = process.resourceUsage().maxRSS * 1024 - rssBefore;
     assert.equal(info.size, 256 * 1024 * 1024);
     assert.ok(growth < 96 * 1024 * 1024, `peak RSS grew by ${growth} bytes`);
+  });
+});
+
+describe("FsArtifactStore.sweepTemp", () => {
+  it("removes temp files a killed writer left, once they are old, and nothing else", async () => {
+    const root = join(tmpdir(), `agentd-sweep-${Date.now()}`);
+    const s = new FsArtifactStore(root);
+    const kept = await s.put(Buffer.from("a blob"));
+    mkdirSync(join(root, "tmp"), { recursive: true });
+    writeFileSync(join(root, "tmp", "old.tmp"), "half a blob");
+    writeFileSync(join(root, "tmp", "fresh.tmp"), "being written");
+    writeFileSync(join(root, "tmp", "other.txt"), "not ours");
+    const hourAgo = (Date.now() - 2 * 60 * 60_000) / 1000;
+    utimesSync(join(root, "tmp", "old.tmp"), hourAgo, hourAgo);
+    assert.equal(await s.sweepTemp(), 1);
+    assert.deepEqual(readdirSync(join(root, "tmp")).sort(), ["fresh.tmp", "other.txt"]);
+    assert.deepEqual(await s.stat(kept.digest), kept);
+    assert.equal(await new FsArtifactStore(join(root, "none")).sweepTemp(), 0);
+    rmSync(root, { recursive: true, force: true });
   });
 });

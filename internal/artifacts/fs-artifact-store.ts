@@ -7,7 +7,7 @@
  */
 import { createHash, randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { type FileHandle, mkdir, open, rename, rm, stat } from "node:fs/promises";
+import { type FileHandle, mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { AgentdError, invalid } from "../errors.ts";
 import { type ArtifactInfo, type ArtifactStore, DIGEST_RE, type PutStreamOptions } from "./port.ts";
@@ -80,6 +80,34 @@ export class FsArtifactStore implements ArtifactStore {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw new AgentdError("EIO", "artifact store: cannot look up a blob", { cause: err });
     }
+  }
+
+  /**
+   * Removes temporary files a killed process left under `DIR/tmp/`, once they are older
+   * than `olderThanMs` (default an hour: another process sharing the directory may be
+   * writing one right now). Returns how many went. Called at start.
+   */
+  async sweepTemp(olderThanMs = 60 * 60_000, now = Date.now()): Promise<number> {
+    const dir = join(this.#dir, "tmp");
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return 0;
+      throw new AgentdError("EIO", "artifact store: cannot list its temporary files", {
+        cause: err,
+      });
+    }
+    let removed = 0;
+    for (const name of names) {
+      if (!name.endsWith(".tmp")) continue;
+      const p = join(dir, name);
+      const st = await stat(p).catch(() => undefined);
+      if (st === undefined || now - st.mtimeMs < olderThanMs) continue;
+      await rm(p, { force: true });
+      removed++;
+    }
+    return removed;
   }
 
   async *read(digest: string, chunkSize = 64 * 1024): AsyncIterable<Uint8Array> {
