@@ -342,11 +342,38 @@ describe("performance", () => {
     return best;
   }
 
+  /**
+   * Times `run` on `make(n / 8)` and on `make(n)`. Linear work grows about 8x, quadratic
+   * 64x: the bound (24x, room for the garbage collector of a run that allocates per match)
+   * is on the ratio, measured in the same test, so a loaded machine, which slows both,
+   * does not fail it. Below 1 ms a run is noise: the small time counts as 1 ms.
+   */
+  function assertLinear(label: string, make: (n: number) => string, run: (s: string) => void) {
+    const small = make(MiB / 8);
+    const large = make(MiB);
+    const ts = time(() => run(small));
+    const tl = time(() => run(large));
+    assert.ok(
+      tl < 24 * Math.max(ts, 1) && tl < 5000,
+      `${label}: ${(small.length / 1024) | 0} KiB took ${ts.toFixed(1)} ms, ${(large.length / 1024) | 0} KiB ${tl.toFixed(1)} ms`,
+    );
+  }
+
+  /** One plain JS pass over every character of `s`: a unit that slows down with the machine. */
+  function charPass(s: string): number {
+    return time(() => {
+      let h = 0;
+      for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0;
+      if (h === 42) throw new Error("unlikely");
+    });
+  }
+
   const r = createRedactor({
     secrets: () => [TOKEN, SPECIAL, SPACEY, QUOTEY, "db-pass-7f3a9c"],
     keys: ["TOKEN", "PASSWORD", "SECRET", "API_KEY"],
     patterns: ["sk-[A-Za-z0-9]{20,}", "AKIA[0-9A-Z]{16}"],
   });
+  const hex = Buffer.from(TOKEN).toString("hex");
 
   function output(): string {
     const parts: string[] = [];
@@ -366,61 +393,82 @@ describe("performance", () => {
     return parts.join("\n").slice(0, MiB);
   }
 
-  it("redacts 1 MiB of tool output in well under 50 ms", () => {
+  it("redacts 1 MiB of tool output with 5 values, keys and patterns in under 25 ms", () => {
     const text = output();
     let out = "";
     const ms = time(() => {
       out = r.text(text);
     });
     assert.ok(!out.includes(TOKEN));
-    assert.ok(ms < 25, `1 MiB took ${ms.toFixed(1)} ms`);
+    // 25 ms on an idle machine (measured: 9 ms); on a loaded one, 10 plain passes over it.
+    const bound = Math.max(25, 10 * charPass(text));
+    assert.ok(ms < bound, `1 MiB took ${ms.toFixed(1)} ms (bound ${bound.toFixed(1)} ms)`);
   });
 
-  it("stays linear on hostile shapes (long words, dense key=value, open quotes)", () => {
-    // Tens of thousands of keyed values per MiB cost more than ordinary output; the bound
-    // is about linearity (a quadratic scan takes seconds here), not the 50 ms target.
-    for (const text of [
-      "A".repeat(MiB),
-      "a=".repeat(MiB / 2),
-      'token: "x '.repeat(MiB / 10),
-      "a:".repeat(MiB / 2),
-      "%".repeat(MiB),
-      "token=x ".repeat(MiB / 8),
-      "tokentoken".repeat(MiB / 10),
-      `${"A".repeat(MiB / 2)}token=${"B".repeat(MiB / 2)}`,
-    ]) {
-      const ms = time(() => r.text(text));
-      assert.ok(ms < 150, `${JSON.stringify(text.slice(0, 12))}… took ${ms.toFixed(1)} ms`);
-    }
-  });
+  const hostile: [string, (n: number) => string][] = [
+    ["a long word", (n) => "A".repeat(n)],
+    ["dense a=", (n) => "a=".repeat(n / 2)],
+    ["open quotes", (n) => 'token: "x '.repeat(n / 10)],
+    ["dense a:", (n) => "a:".repeat(n / 2)],
+    ["percent signs", (n) => "%".repeat(n)],
+    ["dense keys", (n) => "token=x ".repeat(n / 8)],
+    ["key names", (n) => "tokentoken".repeat(n / 10)],
+    ["a key in a long word", (n) => `${"A".repeat(n / 2)}token=${"B".repeat(n / 2)}`],
+    ["hex digits", (n) => "0123456789abcdef".repeat(n / 16)],
+    ["spaces", (n) => " ".repeat(n)],
+    ["line breaks", (n) => "\n".repeat(n)],
+    ["hex lines", (n) => "a\n".repeat(n / 2)],
+    ["groups with wide gaps", (n) => "67 68  70  5f   ".repeat(n / 16)],
+    ["one-byte groups", (n) => " ab".repeat(n / 3)],
+    ["offsets only", (n) => "00000000:\n".repeat(n / 10)],
+    ["the value's hex but one byte", (n) => `${hex.slice(0, -2)} `.repeat(n / hex.length)],
+    ["the value's start", (n) => TOKEN.slice(0, -1).repeat(n / TOKEN.length)],
+    [
+      "dump lines holding most of the value",
+      (n) =>
+        `00000000: ${hex.slice(0, 32).replace(/(.{4})/g, "$1 ")}  ghp_0123456789ab\n`.repeat(
+          n / 68,
+        ),
+    ],
+  ];
 
-  it("streams hostile shapes in linear time (tiny chunks of a long line, a secret repeated)", () => {
-    const longLine = `${"word ".repeat(40_000)}GITHUB_TOKEN=abc\n`;
-    const repeated = TOKEN.repeat(MiB / TOKEN.length);
-    for (const [text, size] of [
-      [longLine, 1],
-      [repeated, 512],
-      [repeated, 7],
-    ] as const) {
-      let out = "";
-      const ms = time(() => {
+  for (const [label, make] of hostile) {
+    it(`stays linear on hostile shapes: ${label}`, () => {
+      assertLinear(label, make, (s) => r.text(s));
+    });
+  }
+
+  it("streams hostile shapes in linear time, flushing after every chunk", () => {
+    const shapes: [string, (n: number) => string, number][] = [
+      ["a long line", (n) => `${"word ".repeat(n / 5)}GITHUB_TOKEN=abc\n`, 7],
+      ["a secret repeated", (n) => TOKEN.repeat(n / TOKEN.length), 512],
+      ["a secret repeated, tiny chunks", (n) => TOKEN.repeat(n / TOKEN.length), 7],
+      ["an open hex line", (n) => "ab ".repeat(n / 3), 64],
+      ["a value's start in dump lines", (n) => `6768 705f\n`.repeat(n / 10), 64],
+    ];
+    for (const [label, make, size] of shapes) {
+      assertLinear(label, make, (text) => {
         const s = createStreamRedactor(r, 256);
-        out = "";
-        for (let i = 0; i < text.length; i += size) out += s.push(text.slice(i, i + size));
+        let out = "";
+        for (let i = 0; i < text.length; i += size) {
+          out += s.push(text.slice(i, i + size));
+          out += s.flush();
+        }
         out += s.end();
+        assert.ok(!out.includes(TOKEN) && !out.includes("abc"), "nothing leaks");
       });
-      assert.ok(!out.includes(TOKEN) && !out.includes("abc"), "nothing leaks");
-      assert.ok(ms < 1000, `${text.length} chars in chunks of ${size} took ${ms.toFixed(1)} ms`);
     }
   });
 
   it("streams 1 MiB in small chunks in linear time", () => {
-    const text = output();
-    const ms = time(() => {
-      const s = createStreamRedactor(r, 256);
-      for (let i = 0; i < text.length; i += 512) s.push(text.slice(i, i + 512));
-      s.end();
-    });
-    assert.ok(ms < 200, `streaming 1 MiB took ${ms.toFixed(1)} ms`);
+    assertLinear(
+      "1 MiB in chunks of 512",
+      (n) => output().slice(0, n),
+      (text) => {
+        const s = createStreamRedactor(r, 4096);
+        for (let i = 0; i < text.length; i += 512) s.push(text.slice(i, i + 512));
+        s.end();
+      },
+    );
   });
 });

@@ -1,0 +1,97 @@
+/**
+ * The literal forms of a secret value that redaction looks for: each a string matched as
+ * it stands, with or without regard to case. Forms that need the text's structure (hex
+ * dumps over several lines) are not here: see redaction-hex-dump.ts.
+ *
+ * This module only computes strings from a value; it must never log or keep a value.
+ */
+
+/** Values shorter than this are not redacted: "abc" or "1" would hit all over ordinary output. */
+export const MIN_SECRET_LENGTH = 4;
+
+/** One literal form of a value. */
+export interface SecretForm {
+  /** The text to find. */
+  text: string;
+  /**
+   * Matched by a regex with the `i` flag (without `u`): ASCII letters in either case, other
+   * letters by their simple upper-case mapping; never a length-changing mapping (ß, SS).
+   */
+  caseInsensitive: boolean;
+}
+
+/**
+ * Every literal form of `value` (none when it is shorter than MIN_SECRET_LENGTH):
+ *
+ * - in any case (`tr a-z A-Z`, `.upper()`): the value; reversed by code points (`rev` in a
+ *   UTF-8 locale); reversed by bytes and decoded as UTF-8 with U+FFFD for broken sequences
+ *   (busybox `rev`, which reverses bytes), when that keeps MIN_SECRET_LENGTH characters
+ *   that are not U+FFFD; JSON-escaped (`JSON.stringify`, also with "/" as "\/" and with
+ *   non-ASCII as \uXXXX); URL-encoded (encodeURIComponent, form encoding with "+");
+ *   hexadecimal of the UTF-8 bytes (`xxd -p` on one line, `sha`-like contexts);
+ * - exactly: base64 of the UTF-8 bytes (see `base64Forms`).
+ */
+export function secretForms(value: string): SecretForm[] {
+  if (value.length < MIN_SECRET_LENGTH) return [];
+  const utf8 = Buffer.from(value, "utf8");
+  const folded = new Set<string>([value, [...value].reverse().join("")]);
+  const byteReversed = Buffer.from(utf8).reverse().toString("utf8");
+  if (byteReversed.replaceAll("\uFFFD", "").length >= MIN_SECRET_LENGTH) folded.add(byteReversed);
+  const json = JSON.stringify(value).slice(1, -1);
+  folded.add(json);
+  folded.add(json.replaceAll("/", "\\/"));
+  folded.add(
+    json.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`),
+  );
+  try {
+    const uri = encodeURIComponent(value);
+    folded.add(uri);
+    folded.add(uri.replaceAll("%20", "+"));
+  } catch {
+    // A lone surrogate is not URI-encodable; the form encoding below still is.
+  }
+  folded.add(new URLSearchParams([["", value]]).toString().slice(1));
+  folded.add(utf8.toString("hex"));
+  const forms: SecretForm[] = [];
+  for (const text of folded) {
+    if (text.length >= MIN_SECRET_LENGTH) forms.push({ text, caseInsensitive: true });
+  }
+  for (const text of base64Forms(utf8)) {
+    if (!folded.has(text)) forms.push({ text, caseInsensitive: false });
+  }
+  return forms;
+}
+
+/**
+ * The base64 forms of `bytes`: whole (standard and URL-safe, padded and not), and the
+ * stable inner part for each alignment. Inside a longer blob the value starts at byte
+ * offset 0, 1 or 2 of a 3-byte group; encode it after that many filler bytes, drop the
+ * leading characters that also carry filler bits (0, 2 or 3 of them) and, when the value
+ * does not end on a group boundary, the last character, which also carries bits of
+ * whatever follows. What is left is the same whatever surrounds the value (the approach of
+ * Sigma's base64offset modifier; GitHub's runner masks the trimmed forms for the same reason).
+ * Forms shorter than MIN_SECRET_LENGTH are left out.
+ */
+export function base64Forms(bytes: Uint8Array): string[] {
+  const out = new Set<string>();
+  const std = Buffer.from(bytes).toString("base64");
+  out.add(std);
+  out.add(std.replace(/=+$/, ""));
+  const url = Buffer.from(bytes).toString("base64url");
+  out.add(url);
+  out.add(url + "=".repeat((4 - (url.length % 4)) % 4));
+  const dropStart = [0, 2, 3];
+  for (let offset = 0; offset < 3; offset++) {
+    const shifted = Buffer.concat([Buffer.alloc(offset), bytes]);
+    let inner = shifted.toString("base64").replace(/=+$/, "").slice(dropStart[offset]);
+    if (shifted.length % 3 !== 0) inner = inner.slice(0, -1);
+    out.add(inner);
+    out.add(inner.replaceAll("+", "-").replaceAll("/", "_"));
+  }
+  return [...out].filter((f) => f.length >= MIN_SECRET_LENGTH);
+}
+
+/** `s` with every regex syntax character escaped (valid without the `u` flag). */
+export function escapeRegex(s: string): string {
+  return s.replace(/[\\^$.*+?()[\]{}|/-]/g, "\\$&");
+}
