@@ -136,6 +136,18 @@ describe("createRedactor: case, reversal and hex, from real tools", () => {
     }
   });
 
+  it("hides the value as Python, PHP and Go JSON encoders escape it", () => {
+    const value = "s3cret wörd & <more>=€/ok";
+    const r = redactorFor([value]);
+    for (const form of [
+      "s3cret w\\u00f6rd & <more>=\\u20ac/ok", // python: json.dumps(value)
+      "s3cret w\\u00f6rd & <more>=\\u20ac\\/ok", // php: json_encode($value)
+      "s3cret wörd \\u0026 \\u003cmore\\u003e=€/ok", // go: json.Marshal(value)
+    ]) {
+      assert.equal(r.text(`{"v":"${form}"}`), `{"v":"${REDACTED}"}`, form);
+    }
+  });
+
   it("does not redact a base64 form in another case (base64 is case-sensitive)", () => {
     const value = "ghp_0123456789abcdefABCDEF";
     const r = redactorFor([value]);

@@ -26,8 +26,8 @@ export interface SecretForm {
  * - in any case (`tr a-z A-Z`, `.upper()`): the value; reversed by code points (`rev` in a
  *   UTF-8 locale); reversed by bytes and decoded as UTF-8 with U+FFFD for broken sequences
  *   (busybox `rev`, which reverses bytes), when that keeps MIN_SECRET_LENGTH characters
- *   that are not U+FFFD; JSON-escaped (`JSON.stringify`, also with "/" as "\/" and with
- *   non-ASCII as \uXXXX); URL-encoded (encodeURIComponent, form encoding with "+");
+ *   that are not U+FFFD; JSON-escaped (see `jsonForms`); URL-encoded (encodeURIComponent,
+ *   form encoding with "+");
  *   hexadecimal of the UTF-8 bytes (`xxd -p` on one line, `sha`-like contexts);
  * - exactly: base64 of the UTF-8 bytes (see `base64Forms`).
  */
@@ -37,12 +37,7 @@ export function secretForms(value: string): SecretForm[] {
   const folded = new Set<string>([value, [...value].reverse().join("")]);
   const byteReversed = Buffer.from(utf8).reverse().toString("utf8");
   if (byteReversed.replaceAll("\uFFFD", "").length >= MIN_SECRET_LENGTH) folded.add(byteReversed);
-  const json = JSON.stringify(value).slice(1, -1);
-  folded.add(json);
-  folded.add(json.replaceAll("/", "\\/"));
-  folded.add(
-    json.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`),
-  );
+  for (const json of jsonForms(value)) folded.add(json);
   try {
     const uri = encodeURIComponent(value);
     folded.add(uri);
@@ -60,6 +55,27 @@ export function secretForms(value: string): SecretForm[] {
     if (!folded.has(text)) forms.push({ text, caseInsensitive: false });
   }
   return forms;
+}
+
+/**
+ * `value` JSON-escaped as common encoders print it: JavaScript (`JSON.stringify`), Python
+ * (`json.dumps`: non-ASCII as \uXXXX), PHP (`json_encode`: that and "/" as "\/"), Go
+ * (`json.Marshal`: <, > and & as \u003c, \u003e, \u0026), and "/" as "\/" alone.
+ */
+function jsonForms(value: string): string[] {
+  const json = JSON.stringify(value).slice(1, -1);
+  const ascii = json.replace(/[\u0080-\uffff]/g, (c) => `\\u${hex4(c)}`);
+  return [
+    json,
+    json.replaceAll("/", "\\/"),
+    ascii,
+    ascii.replaceAll("/", "\\/"),
+    json.replace(/[<>&\u2028\u2029]/g, (c) => `\\u${hex4(c)}`),
+  ];
+}
+
+function hex4(c: string): string {
+  return c.charCodeAt(0).toString(16).padStart(4, "0");
 }
 
 /**
