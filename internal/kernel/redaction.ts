@@ -12,7 +12,8 @@
  *      case; reversed by bytes and decoded with U+FFFD for broken UTF-8 (busybox `rev` in
  *      the C locale), when at least 4 of its characters are not U+FFFD (for an ASCII
  *      value both are the same string);
- *    - JSON-escaped (`JSON.stringify`, also "/" as "\/" and non-ASCII as \uXXXX), any case;
+ *    - JSON-escaped as JavaScript, Python, PHP and Go encoders print it ("/" as "\/",
+ *      non-ASCII as \uXXXX, <>& as \u003c and so on), any case;
  *    - URL-encoded (encodeURIComponent, form encoding with "+"), any case;
  *    - base64 of the UTF-8 bytes, standard and URL-safe, padded or not, exact case, also
  *      inside a longer base64 blob at any byte alignment (there only the part of the
