@@ -222,12 +222,20 @@ describe("stream guarantees, as properties", () => {
       utf8.toString("hex"),
       utf8.toString("hex").toUpperCase(),
     ];
-    if (g.next() < 0.35) {
+    if (g.next() < 0.35 && POOL.includes(value)) {
       const f = g.pick(DUMP_FORMATS);
       const candidates = inputs.flatMap((x, i) => (x.value === value ? [i] : []));
       return (dumps.get(f.name) as string[])[g.pick(candidates)] as string;
     }
     return `using ${g.pick(forms)} now`;
+  }
+
+  /** A value of 4 to 30 characters of every kind (no real dump of it: literal forms only). */
+  function randomValue(g: ReturnType<typeof rng>): string {
+    const alphabet = [..."abcXYZ019_-.$*+?()[]{}|^\\/\"'&=% \t\néü€\u{1F511}"];
+    let v = "";
+    for (let n = 4 + g.int(27); [...v].length < n; ) v += g.pick(alphabet);
+    return v;
   }
 
   function ordinary(i: number, g: ReturnType<typeof rng>): string {
@@ -272,6 +280,7 @@ describe("stream guarantees, as properties", () => {
   function roundOf(seed: number, rules: boolean, maxChunk: number, flushChance: number) {
     const g = rng(seed);
     const values = [...new Set([g.pick(POOL), g.pick(POOL), g.pick(POOL)])].slice(0, 1 + g.int(3));
+    if (g.next() < 0.5) values.push(randomValue(g));
     const r: Redactor = createRedactor({
       secrets: () => values,
       keys: rules ? ["TOKEN", "PASSWORD"] : [],
