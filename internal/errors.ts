@@ -11,7 +11,6 @@ export type ErrorCode =
   | "ENOTFOUND" // no such thing (or not visible to this tenant)
   | "ECONFLICT" // state changed under the caller; retry or re-read
   | "EFENCED" // a stale writer (old lease epoch) tried to append
-  | "EENDED" // the run already ended (run.completed/failed/cancelled): nothing more may happen to it
   | "EOUTOFRANGE" // a position past the end (e.g. after_seq beyond the last seq)
   | "ETOOLARGE" // a payload over its limit
   | "ETIMEOUT"
@@ -19,6 +18,7 @@ export type ErrorCode =
   | "EUNIMPLEMENTED" // behaviour that lands in a later issue
   | "EPOLICY" // the kernel denied a call (the reason is given to the model)
   | "ESECRET_NOT_FOUND" // a $ENV.NAME placeholder names no available secret
+  | "EENDED" // the run already ended: the log refuses anything after its terminal event
   | "ECANCELLED" // the run was asked to cancel: nothing more may start
   | "EIO"; // storage failed or holds corrupt data
 
