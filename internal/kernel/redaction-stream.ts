@@ -147,8 +147,10 @@ export function createStreamRedactor(redactor: Redactor, maxSecretLength: number
       let wanted = forced ? len : len - hold;
       if (!forced && scanner.hasContextRules) wanted = lastAtMost(breaks, wanted);
       // Scan when at least `hold` (or MIN_EMIT) can go: each character is scanned about
-      // twice, not once per chunk; `flush` is what makes output live.
-      if (!forced && (wanted < Math.max(hold, MIN_EMIT) || len < nextScanAt)) return "";
+      // twice, not once per chunk; `flush` is what makes output live. Nothing to hold:
+      // every chunk goes at once.
+      const least = hold === 0 ? 1 : Math.max(hold, MIN_EMIT);
+      if (!forced && (wanted < least || len < nextScanAt)) return "";
       // `wanted` is at least the longest literal form from the end: no literal form that
       // is still printing can start before it, so only a forced cut needs them counted.
       const { cut, spans } = cutAt(wanted, forced ? "all" : "dumps", forced);
