@@ -572,7 +572,9 @@ async function cancelCmd(c: Ctx): Promise<number> {
   stdout.write(
     state === RunState.CANCELLED
       ? `run ${runId}: cancelled\n`
-      : `run ${runId}: cancel requested (${stateName(state)}); its worker stops it within a few seconds (agentctl get ${runId})\n`,
+      : state === RunState.COMPLETED || state === RunState.FAILED
+        ? `run ${runId}: already ended (${stateName(state)}); nothing to cancel\n`
+        : `run ${runId}: cancel requested (${stateName(state)}); its worker has not stopped it yet (agentctl get ${runId})\n`,
   );
   return EXIT.OK;
 }

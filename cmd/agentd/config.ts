@@ -107,6 +107,11 @@ export const FLAGS = {
     help: "worker: how long a run waiting for an approval keeps its worker slot and container; approved within it, the run resumes at once in the same container; 0 pauses at once",
     def: "60000",
   },
+  "cancel-wait-ms": {
+    env: "AGENTD_CANCEL_WAIT_MS",
+    help: "server: how long CancelRun of a running run waits for its worker to end it (and answers the final state); past it CancelRun answers the run as it is, with cancel_requested set",
+    def: "30000",
+  },
   "shutdown-grace-ms": {
     env: "AGENTD_SHUTDOWN_GRACE_MS",
     help: "worker: on SIGTERM, how long active runs get to reach a step boundary; calls still running at 80% of it are killed (recorded interrupted) and their runs released",
@@ -190,6 +195,7 @@ export const ConfigSchema = z.object({
   "approval-hold-ms": z.coerce.number().int().min(0).max(3_600_000),
   "approval-sweep-ms": z.coerce.number().int().min(0).max(86_400_000),
   "shutdown-grace-ms": z.coerce.number().int().min(100).max(3_600_000),
+  "cancel-wait-ms": z.coerce.number().int().min(0).max(2_147_483_647),
   "warm-sandboxes": z.coerce.number().int().min(0).max(64),
   "price-table": z.string().min(1).optional(),
 });

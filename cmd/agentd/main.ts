@@ -204,7 +204,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   let server: ReturnType<typeof createDualServer> | undefined;
   let sweeper: Sweep | undefined;
   if (auth !== undefined) {
-    const deps = { log, runs, artifacts, queue };
+    const deps = { log, runs, artifacts, queue, cancelWaitMs: cfg["cancel-wait-ms"] };
     const workspace = {
       maxBytes: cfg["max-workspace-bytes"],
       maxEntries: cfg["max-workspace-entries"],

@@ -26,14 +26,12 @@ import {
   ApprovalRequestedSchema,
   ArtifactEmittedSchema,
   Decision as DecisionEnum,
-  OutputStream,
   PolicyDecisionSchema,
   type Preview,
   PreviewSchema,
   RiskProfileSchema,
   RunPausedSchema,
   ToolCallSchema,
-  ToolOutputSchema,
   ToolResultSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
@@ -45,9 +43,10 @@ import { recordCallInput } from "./call-input-record.ts";
 import { type ControlPath, type Decision, decide } from "./decide.ts";
 import { EVENT_BUDGET, fitDocument } from "./event-fit.ts";
 import { clipText } from "./head-tail.ts";
+import { createLiveOutput } from "./live-output.ts";
 import type { Policy } from "./policy-schema.ts";
 import { applyProvenance } from "./provenance.ts";
-import { createRedactor, createStreamRedactor, type Redactor } from "./redaction.ts";
+import { createRedactor, type Redactor } from "./redaction.ts";
 import { envelopeResult } from "./result-envelope.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
 import type { RunWriter } from "./run-writer.ts";
@@ -136,10 +135,6 @@ export interface DecidedCall {
   invalid?: { field: string };
 }
 
-/** Live output is coalesced: at most one tool.output event per stream per interval. */
-const OUTPUT_FLUSH_MS = 100;
-/** Also the most characters one tool.output event carries (escaped, at most 6x: fits). */
-const OUTPUT_FLUSH_BYTES = 16 * 1024;
 /** Longest free text the kernel puts into an event field (reasons, scopes, tool names). */
 const MAX_REASON = 4 * 1024;
 const MAX_SCOPE = 1024;
@@ -150,6 +145,7 @@ const MAX_TOOL_NAME = 256;
  * before execution is a refusal of the call.
  */
 const STORAGE_CODES: ReadonlySet<string> = new Set([
+  "EENDED",
   "EFENCED",
   "EUNAVAILABLE",
   "ECONFLICT",
@@ -369,7 +365,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     let output: unknown;
     let error: { code: string; message: string } | undefined;
     let cancelledBeforeStart: Error | undefined;
-    const live = createLiveOutput(run, redactor, call.callId);
+    const live = createLiveOutput((payload) => append(run, payload), redactor, call.callId);
     try {
       const { value, used } = await res.resolve(d.input);
       run.writer?.secrets.add(res.knownValues());
@@ -481,63 +477,6 @@ export function createKernel(opts: KernelOptions): Kernel {
         document: undefined,
       });
     }
-  }
-
-  /**
-   * Coalesces live output into tool.output events (redacted, split secrets caught), at most
-   * OUTPUT_FLUSH_BYTES characters an event. An append that fails (a lost lease) stops the
-   * rest and is thrown by close(), never left as an unhandled rejection.
-   */
-  function createLiveOutput(run: KernelRun, redactor: Redactor, callId: string) {
-    const pending: Record<"stdout" | "stderr", string> = { stdout: "", stderr: "" };
-    const streams = {
-      stdout: createStreamRedactor(redactor, 4096),
-      stderr: createStreamRedactor(redactor, 4096),
-    };
-    let timer: NodeJS.Timeout | undefined;
-    let chain: Promise<unknown> = Promise.resolve();
-    let failure: { err: unknown } | undefined;
-    const flush = (final = false): void => {
-      timer = undefined;
-      for (const s of ["stdout", "stderr"] as const) {
-        // A surrogate pair split between two pushes waits for its second half: an event
-        // holding half a pair cannot be decoded. At the end, whatever is left is made whole.
-        const text = final ? pending[s].toWellFormed() : pending[s];
-        const held = !final && isHighSurrogate(text.charCodeAt(text.length - 1)) ? 1 : 0;
-        pending[s] = text.slice(text.length - held);
-        for (const chunk of slices(text.slice(0, text.length - held), OUTPUT_FLUSH_BYTES)) {
-          chain = chain.then(() =>
-            failure !== undefined
-              ? undefined
-              : append(run, {
-                  case: "toolOutput",
-                  value: create(ToolOutputSchema, {
-                    callId,
-                    stream: s === "stdout" ? OutputStream.STDOUT : OutputStream.STDERR,
-                    chunk,
-                  }),
-                }).catch((err: unknown) => {
-                  failure = { err };
-                }),
-          );
-        }
-      }
-    };
-    return {
-      push: (stream: "stdout" | "stderr", text: string): void => {
-        pending[stream] += streams[stream].push(text);
-        if (pending[stream].length >= OUTPUT_FLUSH_BYTES) flush();
-        else timer ??= setTimeout(() => flush(), OUTPUT_FLUSH_MS);
-      },
-      async close(): Promise<void> {
-        clearTimeout(timer);
-        pending.stdout += streams.stdout.end();
-        pending.stderr += streams.stderr.end();
-        flush(true);
-        await chain;
-        if (failure !== undefined) throw failure.err;
-      },
-    };
   }
 
   /** The trust counters, then the decision. A failed lookup refuses the call (fail closed), except the log's errors, which propagate. */
@@ -868,21 +807,6 @@ function describeError(err: unknown): string {
       ? `${err.name}: ${err.message}`
       : "a non-error value was thrown";
   return clipText(text, 1024);
-}
-
-const isHighSurrogate = (c: number): boolean => c >= 0xd800 && c <= 0xdbff;
-
-/** Pieces of at most `max` UTF-16 units, never splitting a surrogate pair. */
-function slices(text: string, max: number): string[] {
-  const out: string[] = [];
-  let at = 0;
-  while (at < text.length) {
-    let end = Math.min(text.length, at + max);
-    if (end < text.length && end - at > 1 && isHighSurrogate(text.charCodeAt(end - 1))) end--;
-    out.push(text.slice(at, end));
-    at = end;
-  }
-  return out;
 }
 
 /**

@@ -145,6 +145,8 @@ export function createWorker(opts: WorkerOptions): Worker {
       );
       return false;
     }
+    // The run ended under this drive (someone else ended it): nothing is left to drive.
+    if (isAgentdError(failure, "EENDED")) return release(claim, "completed", limited);
     if (failure !== undefined) {
       // Not released: the lease expires and the run is taken over after a TTL, rather than
       // re-claimed at once by a worker that would fail the same way (storage down, a bug).
