@@ -44,6 +44,11 @@ export const FLAGS = {
     def: undefined,
   },
   "redis-prefix": { env: "AGENTD_REDIS_PREFIX", help: "prefix of every Redis key", def: "agentd:" },
+  "redis-timeout-ms": {
+    env: "AGENTD_REDIS_TIMEOUT_MS",
+    help: "a Redis command that does not answer within it fails: during a Redis stall requests answer UNAVAILABLE instead of hanging (blocking reads are exempt)",
+    def: "5000",
+  },
   "max-request-bytes": {
     env: "AGENTD_MAX_REQUEST_BYTES",
     help: "largest request message accepted (RESOURCE_EXHAUSTED above)",
@@ -169,6 +174,7 @@ export const ConfigSchema = z.object({
   "data-dir": z.string().min(1),
   "artifact-dir": z.string().min(1).optional(),
   "redis-prefix": z.string().min(1).max(64),
+  "redis-timeout-ms": z.coerce.number().int().min(100).max(600_000),
   "max-request-bytes": z.coerce
     .number()
     .int()

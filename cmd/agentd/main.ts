@@ -575,7 +575,12 @@ async function buildEventLog(
       },
     };
   }
-  const client = new Redis(url, { enableAutoPipelining: true, lazyConnect: true });
+  const client = new Redis(url, {
+    enableAutoPipelining: true,
+    lazyConnect: true,
+    // Requests answer UNAVAILABLE during a stall instead of hanging for all of it.
+    commandTimeout: cfg["redis-timeout-ms"],
+  });
   client.on("error", () => undefined); // reconnects by itself; /readyz reports the outage
   try {
     await client.connect();

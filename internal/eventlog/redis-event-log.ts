@@ -20,6 +20,7 @@ import { LoggedEvent } from "./event-codec.ts";
 import { followLog, followLogBatches, type LiveFeed } from "./follow.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
 import type { AppendRequest, EventLog, ListRunIdsQuery, RunHead, RunIdPage } from "./port.ts";
+import { redisError } from "./redis-error.ts";
 
 export interface RedisEventLogOptions {
   /** Connection for commands; duplicated for blocking tail reads. Not closed by close(). */
@@ -261,7 +262,7 @@ export class RedisEventLog implements EventLog {
     const results = (await wrap(pipe.exec())) ?? [];
     return runIds.map((runId, i) => {
       const [err, row] = results[i] ?? [null, null];
-      if (err) throw new AgentdError("EUNAVAILABLE", `redis: ${err.message}`, { cause: err });
+      if (err) throw redisError(err);
       const [tenant, session, seq, hash, epoch, ended] = (row ?? []) as (string | null)[];
       if (!seq || seq === "0") return undefined;
       const head: RunHead = {
@@ -309,7 +310,7 @@ export class RedisEventLog implements EventLog {
       ]);
     } catch (err) {
       if (err instanceof AgentdError) throw err;
-      throw new AgentdError("EUNAVAILABLE", `redis: ${(err as Error).message}`, { cause: err });
+      throw redisError(err);
     } finally {
       clearTimeout(timer);
     }
@@ -347,8 +348,7 @@ async function wrap<T>(p: Promise<T>): Promise<T> {
   try {
     return await p;
   } catch (err) {
-    if (err instanceof AgentdError) throw err;
-    throw new AgentdError("EUNAVAILABLE", `redis: ${(err as Error).message}`, { cause: err });
+    throw redisError(err);
   }
 }
 
@@ -373,7 +373,7 @@ class RunTail {
     onStop: () => void,
   ) {
     // A blocked XREAD holds its connection: tails never share the command connection.
-    this.#conn = client.duplicate();
+    this.#conn = client.duplicate({ commandTimeout: undefined }); // blocking reads: no command timeout
     // Connection errors surface as failed XREADs, retried by the loop; no unhandled events.
     this.#conn.on("error", () => undefined);
     this.#key = key;

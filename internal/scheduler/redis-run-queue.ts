@@ -13,6 +13,7 @@
  */
 import type { Redis } from "ioredis";
 import { AgentdError } from "../errors.ts";
+import { redisError } from "../eventlog/redis-error.ts";
 import { type Attempt, ClaimLoop } from "./claim-loop.ts";
 import {
   checkEnqueue,
@@ -167,7 +168,7 @@ export class RedisRunQueue implements RunQueue {
     if (signal.aborted) return;
     let conn = this.#idle.pop();
     if (conn === undefined) {
-      conn = this.#client.duplicate();
+      conn = this.#client.duplicate({ commandTimeout: undefined }); // blocking claims: no command timeout
       conn.on("error", () => undefined); // surfaces as a failed XREAD; the claim loop retries
       this.#blockers.add(conn);
     }
@@ -329,7 +330,6 @@ async function wrap<T>(p: Promise<T>): Promise<T> {
   try {
     return await p;
   } catch (err) {
-    if (err instanceof AgentdError) throw err;
-    throw new AgentdError("EUNAVAILABLE", `redis: ${(err as Error).message}`, { cause: err });
+    throw redisError(err);
   }
 }
