@@ -116,16 +116,19 @@ export async function* readArchiveEntries(
  * directories listed, mtime 0, so the same tree always gives the same bytes. Memory is
  * bounded by a few chunks: file contents stream through. Throws (see readArchiveEntries)
  * when the archive is refused, possibly after much output: store it only once complete.
+ * `mapEntry` may rewrite an entry on its way (its content must keep its size).
  */
 export async function* normaliseWorkspaceStream(
   source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
   limits: ArchiveLimits = {},
+  mapEntry?: (entry: ArchiveEntry) => ArchiveEntry,
 ): AsyncGenerator<Uint8Array> {
   const pack = tar.pack();
   pack.on("error", () => undefined); // errors are read from the iterator and `failure`
   let failure: unknown;
   const writing = (async () => {
-    for await (const entry of readArchiveEntries(source, limits)) await packEntry(pack, entry);
+    for await (const entry of readArchiveEntries(source, limits))
+      await packEntry(pack, mapEntry === undefined ? entry : mapEntry(entry));
     pack.finalize();
   })().catch((err: unknown) => {
     failure ??= err;
@@ -213,7 +216,9 @@ async function* tarBytes(
     }
     head = head.byteLength === 0 ? chunk : Buffer.concat([head, chunk]);
     if (head.byteLength < 512) continue;
-    if (head.subarray(USTAR_AT, USTAR_AT + 5).toString("latin1") !== "ustar")
+    // An empty archive is only its end: zero blocks.
+    const empty = head.subarray(0, 512).every((b) => b === 0);
+    if (!empty && head.subarray(USTAR_AT, USTAR_AT + 5).toString("latin1") !== "ustar")
       throw bad("is not a tar archive (no ustar header)");
     yield head;
     head = undefined;

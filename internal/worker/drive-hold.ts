@@ -79,7 +79,7 @@ export async function resume(d: Drive): Promise<Next> {
  */
 export async function pause(d: Drive): Promise<Next> {
   const box = d.box as SandboxHandle;
-  const info = await snapshotWorkspace(d.deps.artifacts, box, d.writer.secrets);
+  const info = await snapshotWorkspace(d.deps.artifacts, box, d.writer.secrets, d.cancel.signal);
   await d.writer.append({
     case: "artifactEmitted",
     value: create(ArtifactEmittedSchema, {

@@ -190,3 +190,51 @@ describe("a secret resolved in one call", () => {
     assert.deepEqual(completed.value.patchRedactedFiles, ["tok.txt"]);
   });
 });
+
+describe("a paused run's snapshot", () => {
+  it("holds no secret value: a file the run wrote with one has it masked after the resume", async () => {
+    const artifacts = new FsArtifactStore(join(dir, "artifacts"));
+    const info = await artifacts.put(await packWorkspace([]));
+    const run = await queueRun(log, {
+      prompt: "pause with a secret",
+      workspaceDigest: info.digest,
+      workspaceSizeBytes: info.size,
+    });
+    const pausing = () => ({ ...deps(), approvalHoldMs: 0 });
+    const drive = async () =>
+      driveRun(pausing(), run.runId, await log.bumpEpoch(run.runId), new AbortController().signal);
+    const approveLast = async () => {
+      const req = (await log.read(run.runId, 0)).findLast(
+        (e) => e.event.payload.case === "approvalRequested",
+      );
+      assert.ok(req?.event.payload.case === "approvalRequested");
+      await approveInLog(log, run, req.event.payload.value.approvalId);
+    };
+    // The write asks (a placeholder touches secrets), then rm asks: two real pauses.
+    script = [callReply("w", "process.run", { command: "printf %s '$ENV.DEMO_TOKEN' > tok.txt" })];
+    assert.equal(await drive(), "paused");
+    await approveLast();
+    script = [callReply("rm", "process.run", { command: "rm -f nothing.txt" })];
+    assert.equal(await drive(), "paused", "paused again, the secret now in a file");
+    await approveLast();
+    script = [
+      callReply("c", "process.run", { command: "cat tok.txt; echo; wc -c < tok.txt" }),
+      sayReply("ok"),
+    ];
+    assert.equal(await drive(), "completed");
+    const results = (await log.read(run.runId, 0)).flatMap((e) =>
+      e.event.payload.case === "toolResult" && e.event.payload.value.callId === "c"
+        ? [e.event.payload.value]
+        : [],
+    );
+    const out = JSON.parse(results[0]?.outputJson ?? "{}") as {
+      result?: { stdout: string };
+      stdout?: string;
+    };
+    const stdout = (out.result ?? out).stdout ?? "";
+    assert.equal(stdout, `${"*".repeat(SECRET.length)}\n${SECRET.length}\n`, "masked, same length");
+    for (const { path, text } of filesUnder(dir))
+      for (const form of FORMS)
+        assert.ok(!text.includes(form), `${JSON.stringify(form)} in ${path}`);
+  });
+});

@@ -1,19 +1,37 @@
 /**
- * A paused run's workspace, kept as an artifact to restore from: exported from the
- * container, normalised like an upload (owners, set-id bits, devices and hard links do not
- * survive). Must never: hold the workspace whole in memory, or store a secret value.
+ * A paused run's workspace, kept as an artifact to restore from: the container's export
+ * streamed through the normaliser (like an upload: owners, set-id bits, devices and hard
+ * links do not survive) into the artifact store, with every secret value of the run masked
+ * (`*`, same length) in file contents, names and link targets.
+ * Must never: hold the workspace whole in memory, or store a secret value.
  */
 import type { ArtifactInfo, ArtifactStore } from "../artifacts/port.ts";
 import type { RunSecrets } from "../kernel/run-secrets.ts";
-import { collect } from "../sandbox/collect.ts";
+import { createSecretMask, type SecretMask } from "../kernel/secret-mask.ts";
 import type { SandboxHandle } from "../sandbox/port.ts";
-import { normaliseWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "../sandbox/workspace-archive.ts";
+import { SANDBOX_EXPORT_LIMITS } from "../sandbox/workspace-rules.ts";
+import { type ArchiveEntry, normaliseWorkspaceStream } from "../sandbox/workspace-stream.ts";
 
 export async function snapshotWorkspace(
   store: ArtifactStore,
   box: SandboxHandle,
-  _secrets: RunSecrets,
+  secrets: RunSecrets,
+  signal?: AbortSignal,
 ): Promise<ArtifactInfo> {
-  const exported = await collect(box.exportWorkspace());
-  return store.put(await normaliseWorkspaceArchive(exported, SANDBOX_EXPORT_LIMITS));
+  const mask = createSecretMask(secrets.values());
+  const tar = normaliseWorkspaceStream(
+    box.exportWorkspace(),
+    SANDBOX_EXPORT_LIMITS,
+    mask === undefined ? undefined : (e) => maskEntry(e, mask),
+  );
+  return store.putStream(tar, signal === undefined ? {} : { signal });
+}
+
+function maskEntry(e: ArchiveEntry, mask: SecretMask): ArchiveEntry {
+  return {
+    ...e,
+    path: mask.text(e.path),
+    ...(e.linkname === undefined ? {} : { linkname: mask.text(e.linkname) }),
+    content: e.type === "file" ? mask.stream(e.content) : e.content,
+  };
 }
