@@ -135,20 +135,30 @@ export class ControlChannel {
     let finished = false;
     try {
       await this.#write(Buffer.from(`export ${nonce}\n`));
-      let held: Buffer = Buffer.alloc(0);
+      // The last `window` bytes are held back until the trailer is ruled out. Chunks pass
+      // through as views; bytes are copied only when a chunk ends a line (the trailer does).
+      let tail: Buffer = Buffer.alloc(0);
       for await (const chunk of queue.drain()) {
-        held = held.length === 0 ? chunk : Buffer.concat([held, chunk]);
-        const at = held.length > 0 && held.at(-1) === 0x0a ? held.lastIndexOf(trailer) : -1;
-        if (at >= 0 && held.length - at <= window) {
-          const status = held.subarray(at + trailer.length, held.length - 1).toString("latin1");
-          if (status !== "0") throw new Error(`tar in the sandbox exited ${status}: ${this.#err}`);
-          if (at > 0) yield held.subarray(0, at);
-          finished = true;
-          return;
+        if (chunk.at(-1) === 0x0a) {
+          const held = Buffer.concat([tail, chunk]);
+          const at = held.lastIndexOf(trailer);
+          if (at >= 0 && held.length - at <= window) {
+            const status = held.subarray(at + trailer.length, held.length - 1).toString("latin1");
+            if (status !== "0")
+              throw new Error(`tar in the sandbox exited ${status}: ${this.#err}`);
+            if (at > 0) yield held.subarray(0, at);
+            finished = true;
+            return;
+          }
         }
-        if (held.length > window) {
-          yield held.subarray(0, held.length - window);
-          held = held.subarray(held.length - window);
+        if (chunk.length >= window) {
+          if (tail.length > 0) yield tail;
+          yield chunk.subarray(0, chunk.length - window);
+          tail = chunk.subarray(chunk.length - window);
+        } else {
+          const held = Buffer.concat([tail, chunk]);
+          if (held.length > window) yield held.subarray(0, held.length - window);
+          tail = held.length > window ? held.subarray(held.length - window) : held;
         }
       }
       throw new Error(`the control channel ended the export early: ${this.#err}`);

@@ -9,22 +9,38 @@ import type Docker from "dockerode";
 import { AgentdError } from "../errors.ts";
 import type { ExecRequest, OutputStreamName } from "./port.ts";
 
-/** Splits Docker's multiplexed attach stream: 8-byte headers (stream id, size), then payload. */
+/**
+ * Splits Docker's multiplexed attach stream: 8-byte headers (stream id, size), then payload.
+ * Payload is handed on as it arrives, in as many pieces as the socket delivered it: nothing
+ * is copied but a header split across two reads (a workspace export is gigabytes of frames;
+ * gathering each frame would allocate and discard as much again).
+ */
 export function demux(
   stream: Duplex,
   onChunk: (name: OutputStreamName, chunk: Buffer) => void,
 ): void {
-  let buf: Buffer = Buffer.alloc(0);
+  let header: Buffer = Buffer.alloc(0);
+  let left = 0; // payload bytes of the current frame still to come
+  let kind = 0;
   stream.on("data", (data: Buffer) => {
-    buf = buf.length === 0 ? data : Buffer.concat([buf, data]);
-    while (buf.length >= 8) {
-      const size = buf.readUInt32BE(4);
-      if (buf.length < 8 + size) break;
-      const kind = buf[0];
-      const payload = buf.subarray(8, 8 + size);
-      buf = buf.subarray(8 + size);
-      if (kind === 1) onChunk("stdout", payload);
-      else if (kind === 2) onChunk("stderr", payload);
+    let at = 0;
+    while (at < data.length) {
+      if (left === 0) {
+        const need = 8 - header.length;
+        const take = data.subarray(at, at + need);
+        header = header.length === 0 ? take : Buffer.concat([header, take]);
+        at += take.length;
+        if (header.length < 8) return;
+        kind = header[0] as number;
+        left = header.readUInt32BE(4);
+        header = Buffer.alloc(0);
+        continue;
+      }
+      const piece = data.subarray(at, at + left);
+      at += piece.length;
+      left -= piece.length;
+      if (kind === 1) onChunk("stdout", piece);
+      else if (kind === 2) onChunk("stderr", piece);
     }
   });
 }

@@ -47,8 +47,11 @@ describe("killAll", () => {
         h,
         "setsid sh -c '(while :; do echo x >> /workspace/grow; sleep 0.1; done) &' </dev/null >/dev/null 2>&1",
       );
-      await new Promise((r) => setTimeout(r, 400));
-      const before = await sizeOf(h, "/workspace/grow");
+      let before = 0;
+      for (let i = 0; i < 50 && before === 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        before = await sizeOf(h, "/workspace/grow");
+      }
       assert.ok(before > 0, "the daemon runs");
       await h.killAll();
       const a = await sizeOf(h, "/workspace/grow");
