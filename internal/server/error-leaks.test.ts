@@ -42,14 +42,20 @@ function assertClientSafe(message: string): string {
   return m[1] as string;
 }
 
-/** The server's log line for `incident`, which must carry the whole error. */
-function loggedIncident(server: AgentdProcess, incident: string): string {
-  const line = server
-    .output()
-    .split("\n")
-    .find((l) => l.includes(incident));
-  assert.ok(line, `incident ${incident} is not in the server log`);
-  return line;
+/**
+ * The server's log line for `incident`, which must carry the whole error. The log is
+ * written asynchronously: the answer can reach the client before the line reaches us.
+ */
+async function loggedIncident(server: AgentdProcess, incident: string): Promise<string> {
+  for (let i = 0; i < 40; i++) {
+    const line = server
+      .output()
+      .split("\n")
+      .find((l) => l.includes(incident));
+    if (line !== undefined) return line;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.fail(`incident ${incident} is not in the server log`);
 }
 
 async function tarGz(name: string, data: string): Promise<Buffer> {
@@ -78,7 +84,7 @@ describe("a Redis that answers errors", { timeout: 60_000 }, () => {
     const err = await assertGrpcError(stack.client.getRun(runId), grpc.status.UNAVAILABLE);
     const incident = assertClientSafe(decodeURIComponent(err.details));
     // The operator still gets everything, under the id the client was given.
-    assert.match(loggedIncident(stack.server, incident), /user_script:\d+/);
+    assert.match(await loggedIncident(stack.server, incident), /user_script:\d+/);
 
     // The same over Connect (JSON, HTTP/1.1).
     const res = await fetch(`${stack.server.url}/agentd.v1.RunService/GetRun`, {
@@ -109,7 +115,7 @@ describe("a Redis that answers errors", { timeout: 60_000 }, () => {
     const body = (await res.json()) as { code: string; message: string };
     assert.equal(body.code, "unavailable");
     const incident = assertClientSafe(body.message);
-    assert.match(loggedIncident(stack.server, incident), /WRONGTYPE/);
+    assert.match(await loggedIncident(stack.server, incident), /WRONGTYPE/);
   });
 });
 
@@ -141,7 +147,7 @@ describe("an artifact store that cannot be written", { timeout: 60_000 }, () => 
       const message = decodeURIComponent(err.details);
       assert.match(message, /^internal error \(incident [0-9A-Z]{26}\)$/);
       const incident = assertClientSafe(message);
-      const logged = loggedIncident(server, incident);
+      const logged = await loggedIncident(server, incident);
       assert.ok(logged.includes(broken), "the log names the path the client did not see");
       // The store is only needed for workspaces: other runs are still created.
       const { run } = await client.createRun({ prompt: "no workspace" });
