@@ -27,10 +27,11 @@ export function recordCallInput(
   callId: string,
   tool: string,
   input: unknown,
-  redact: (text: string) => string,
+  redact: (value: unknown) => unknown,
 ): InputRecord {
   try {
-    const text = redact(canonicalJson(input ?? null));
+    // Redacted string by string, then encoded: a rule can never break the JSON.
+    const text = canonicalJson(redact(input ?? null));
     const event = (json: string): EventPayload => ({
       case: "toolCall",
       value: create(ToolCallSchema, { callId, tool, inputJson: json }),

@@ -292,6 +292,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     call: ProposedCall,
     d: DecidedCall,
     redactor: Redactor,
+    content: Redactor,
   ): Promise<PreviewData> {
     const a = d.assessment;
     if (call.tool === "repo.patch") {
@@ -322,7 +323,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         hunks: summary.hunks,
         linesAdded: summary.linesAdded,
         linesRemoved: summary.linesRemoved,
-        diff: redactor.text(summary.diff),
+        diff: content.text(summary.diff),
         matchedRules: a.matched,
         baseSha256: planned.current.sha256 ?? "absent",
       };
@@ -534,11 +535,14 @@ export function createKernel(opts: KernelOptions): Kernel {
   async function handle(run: KernelRun, call: ProposedCall): Promise<CallOutcome> {
     const policy = opts.policy();
     const res = resolver();
-    const redactor = createRedactor({
-      secrets: secretsOf(run, res),
-      keys: policy.redaction.keys,
-      patterns: policy.redaction.patterns,
-    });
+    // What describes the call (its record, the decision, a command's preview) hides secret
+    // values only. Key and pattern rules are guesses for outputs: on the record they would
+    // change the call itself — a resumed call is rebuilt from it, so `_authToken=$ENV.T` or
+    // `--author="A"` must stay as the model wrote them, and the approver must see them.
+    const secrets = secretsOf(run, res);
+    const redactor = createRedactor({ secrets });
+    // A patch preview shows file content: values and patterns, as repo.* outputs get.
+    const contentRedactor = createRedactor({ secrets, patterns: policy.redaction.patterns });
     const place = { runId: run.runId, sessionId: run.sessionId };
     const toolName = clipText(call.tool, MAX_TOOL_NAME);
     const callSpan = tracer().startSpan("execute_tool", {
@@ -551,7 +555,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     });
     try {
       // Invariant 2: the call is in the log before anything happens. Placeholders stay.
-      const recorded = recordCallInput(place, call.callId, toolName, call.input, redactor.text);
+      const recorded = recordCallInput(place, call.callId, toolName, call.input, redactor.json);
       await append(run, {
         case: "toolCall",
         value: create(ToolCallSchema, {
@@ -587,7 +591,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       let pv: PreviewData | undefined;
       if (d.decision.path !== "auto") {
         try {
-          pv = await preview(run, policy, call, d, redactor);
+          pv = await preview(run, policy, call, d, redactor, contentRedactor);
         } catch (err) {
           // The dry run shows the call cannot succeed (e.g. a hunk that does not apply):
           // nothing to approve; the model gets the error and can change its plan.
