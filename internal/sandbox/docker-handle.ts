@@ -33,6 +33,9 @@ export const SANDBOX_USER = "1000:1000";
  * at the timeout and reports it; the watchdog is the backstop when the worker is gone.
  */
 const WATCHDOG_GRACE_MS = 2_000;
+/** A killed call still running after this gets kill-all; after this much more, abandoned. */
+const ESCALATE_AFTER_MS = 2_000;
+const ABANDON_AFTER_MS = 3_000;
 /** Extra processes allowed while agentd's own kill runs in a container at its pids limit. */
 const PIDS_HEADROOM = 32;
 
@@ -96,10 +99,21 @@ export class DockerSandboxHandle implements SandboxHandle {
     const out = new OutputCollector(req.maxOutputBytes, req.onOutput);
     let killedFor: "timeout" | "cap" | "cancel" | undefined;
     let killing: Promise<void> | undefined;
+    let escalation: NodeJS.Timeout | undefined;
     const kill = (why: "timeout" | "cap" | "cancel"): void => {
       if (killedFor !== undefined) return;
       killedFor = why;
       killing = this.#killGroup(execId);
+      // The group kill trusts a pid file in /tmp, which the sandbox can rewrite, and the
+      // in-container watchdog can be killed by the same user: if the call is still running
+      // after a moment, everything but the main process goes; if even that does not end
+      // the stream, the worker stops waiting for it.
+      escalation = setTimeout(() => {
+        killing = Promise.all([killing, this.killAll().catch(() => undefined)]).then(
+          () => undefined,
+        );
+        escalation = setTimeout(() => stream.destroy(), ABANDON_AFTER_MS);
+      }, ESCALATE_AFTER_MS);
     };
     const timer = setTimeout(() => kill("timeout"), req.timeoutMs);
     const onAbort = (): void => kill("cancel");
@@ -121,6 +135,7 @@ export class DockerSandboxHandle implements SandboxHandle {
       });
     } finally {
       clearTimeout(timer);
+      clearTimeout(escalation);
       req.signal?.removeEventListener("abort", onAbort);
     }
     await killing;

@@ -24,12 +24,55 @@
 
 export const PID_DIR = "/tmp/.agentd-exec";
 
-/** Arguments: exec id, timeout in seconds (the watchdog), then the command's argv. */
+/**
+ * Every process in the container but PID 1, the main process (the earliest-started child
+ * of PID 1: a start time cannot be forged, a recycled pid can) and this shell, whatever
+ * session or group they escaped to, killed until a scan of /proc finds none left (forks
+ * racing the kill are caught by the next round). Zombies are skipped (the init reaps them).
+ * Returns 0 once clean, 4 if processes keep appearing.
+ */
+const KILL_ALL_FN = `agentd_killall() {
+  self=$$; main=; mst=
+  for d in /proc/[0-9]*; do
+    { read -r line < "$d/stat"; } 2>/dev/null || continue
+    rest=\${line##*) }; set -- $rest
+    [ "$2" = 1 ] || continue
+    if [ -z "$mst" ] || [ "\${20}" -lt "$mst" ]; then main=\${d#/proc/}; mst=\${20}; fi
+  done
+  i=0
+  while :; do
+    n=0
+    for d in /proc/[0-9]*; do
+      p=\${d#/proc/}
+      case "$p" in 1|"$self"|"$main") continue ;; esac
+      { read -r line < "$d/stat"; } 2>/dev/null || continue
+      rest=\${line##*) }; set -- $rest
+      [ "$1" = Z ] && continue
+      kill -KILL "$p" 2>/dev/null
+      n=$((n+1))
+    done
+    [ "$n" -eq 0 ] && { killall_rounds=$i; return 0; }
+    i=$((i+1)); [ "$i" -ge 500 ] && { killall_left=$n; return 4; }
+  done
+}
+`;
+
+/**
+ * Arguments: exec id, timeout in seconds (the watchdog), then the command's argv. Each call
+ * gets a HOME of its own, removed when it ends: dotfiles a call writes (~/.gitconfig with a
+ * hook, Python's usercustomize, ~/.bashrc) cannot make a later call run code the kernel
+ * never saw. When the command ends, everything it left running — its group, and whatever
+ * escaped to another session (setsid, a double fork) — is killed: nothing a call started
+ * outlives it, so no process of one call can change the workspace during the next.
+ */
 const RUN_BODY = (start: string): string =>
-  'd=/tmp/.agentd-exec; f="$d/$1"; t="$2"; shift 2; mkdir -p "$d" 2>/dev/null; ' +
+  `${KILL_ALL_FN}` +
+  'd=/tmp/.agentd-exec; f="$d/$1"; t="$2"; h="/tmp/.agentd-home/$1"; shift 2; ' +
+  'mkdir -p "$d" "$h" 2>/dev/null; export HOME="$h" XDG_CONFIG_HOME="$h/.config" XDG_CACHE_HOME="$h/.cache" GIT_CONFIG_NOSYSTEM=1; ' +
   `${start} p=$!; echo "$p" >"$f"; ` +
   'setsid sh -c \'sleep "$1"; kill -KILL "-$2"\' agentd-watchdog "$t" "$p" </dev/null >/dev/null 2>&1 & w=$!; ' +
-  'wait "$p"; rc=$?; kill -KILL "-$p" 2>/dev/null; kill -KILL "-$w" 2>/dev/null; kill -KILL "$w" 2>/dev/null; rm -f "$f"; exit "$rc"';
+  'wait "$p"; rc=$?; kill -KILL "-$p" 2>/dev/null; kill -KILL "-$w" 2>/dev/null; kill -KILL "$w" 2>/dev/null; ' +
+  'agentd_killall; rm -rf "$f" "$h" 2>/dev/null; exit "$rc"';
 
 export const RUN_SCRIPT = RUN_BODY('setsid "$@" </dev/null &');
 
@@ -48,28 +91,9 @@ export const KILL_SCRIPT =
  * round). Prints "agentd-killall ROUNDS" and exits 0 once the container is clean; 4 if
  * processes keep appearing. Zombies are skipped (already dead; the init reaps them).
  */
-export const KILL_ALL_SCRIPT = `self=$$; main=; mst=
-for d in /proc/[0-9]*; do
-  { read -r line < "$d/stat"; } 2>/dev/null || continue
-  rest=\${line##*) }; set -- $rest
-  [ "$2" = 1 ] || continue
-  if [ -z "$mst" ] || [ "\${20}" -lt "$mst" ]; then main=\${d#/proc/}; mst=\${20}; fi
-done
-i=0
-while :; do
-  n=0
-  for d in /proc/[0-9]*; do
-    p=\${d#/proc/}
-    case "$p" in 1|"$self"|"$main") continue ;; esac
-    { read -r line < "$d/stat"; } 2>/dev/null || continue
-    rest=\${line##*) }; set -- $rest
-    [ "$1" = Z ] && continue
-    kill -KILL "$p" 2>/dev/null
-    n=$((n+1))
-  done
-  [ "$n" -eq 0 ] && { echo "agentd-killall $i"; exit 0; }
-  i=$((i+1)); [ "$i" -ge 500 ] && { echo "agentd-killall: $n processes left after $i rounds" >&2; exit 4; }
-done`;
+export const KILL_ALL_SCRIPT = `${KILL_ALL_FN}agentd_killall; rc=$?
+if [ "$rc" -eq 0 ]; then echo "agentd-killall $killall_rounds"; else echo "agentd-killall: $killall_left processes left" >&2; fi
+exit "$rc"`;
 
 /**
  * The workspace as a tar on stdout. The sandbox user owns every file it made but may have

@@ -42,11 +42,13 @@ describe("killAll", () => {
   it("kills processes that left their process group and keeps the container usable", async () => {
     const h = await box();
     try {
-      // A daemon in a session of its own, double-forked, writing every 100 ms.
-      await sh(
+      // A daemon in a session of its own, double-forked, writing every 100 ms, started by a
+      // call that is still running (the end of a call would kill it too: see below).
+      const running = sh(
         h,
-        "setsid sh -c '(while :; do echo x >> /workspace/grow; sleep 0.1; done) &' </dev/null >/dev/null 2>&1",
-      );
+        "setsid sh -c '(while :; do echo x >> /workspace/grow; sleep 0.1; done) &' </dev/null >/dev/null 2>&1; sleep 30",
+        60_000,
+      ).catch(() => undefined);
       let before = 0;
       for (let i = 0; i < 50 && before === 0; i++) {
         await new Promise((r) => setTimeout(r, 100));
@@ -54,6 +56,7 @@ describe("killAll", () => {
       }
       assert.ok(before > 0, "the daemon runs");
       await h.killAll();
+      await running;
       const a = await sizeOf(h, "/workspace/grow");
       await new Promise((r) => setTimeout(r, 500));
       assert.equal(await sizeOf(h, "/workspace/grow"), a, "the file stopped growing");
@@ -89,12 +92,71 @@ describe("killAll", () => {
   it("works on a container found again by another process (no control channel)", async () => {
     const h = await box();
     try {
-      await sh(h, "setsid sh -c 'sleep 4141 &' </dev/null >/dev/null 2>&1");
+      const running = sh(
+        h,
+        "setsid sh -c 'sleep 4141 &' </dev/null >/dev/null 2>&1; sleep 30",
+        60_000,
+      ).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 500));
       h.detach?.();
       const found = (await sandbox.find(h.runId)) as SandboxHandle;
       await found.killAll();
+      await running;
       const ps = await sh(found, "ps -o args | grep -c '^sleep 4141' || true");
       assert.equal(ps.stdout.trim(), "0");
+    } finally {
+      await h.destroy();
+    }
+  });
+});
+
+describe("nothing a call started outlives it", () => {
+  it("a daemon that escaped to its own session is gone when its call ends", async () => {
+    const h = await box();
+    try {
+      await sh(h, "setsid -f sleep 4545 </dev/null >/dev/null 2>&1; (setsid sleep 4646 &) ; true");
+      const ps = await sh(h, "ps -o args | grep -c '^sleep 4[56]4[56]' || true");
+      assert.equal(ps.stdout.trim(), "0");
+    } finally {
+      await h.destroy();
+    }
+  });
+
+  it("each call has a HOME of its own: a dotfile one call writes is not read by the next", async () => {
+    const h = await box();
+    try {
+      const a = await sh(
+        h,
+        "echo $HOME; printf '[core]\\n\\tfsmonitor = echo\\n' > ~/.gitconfig; ls -a ~",
+      );
+      assert.match(a.stdout, /\.gitconfig/);
+      const b = await sh(
+        h,
+        "echo $HOME; cat ~/.gitconfig 2>&1 || echo none; ls /tmp/.agentd-home | wc -l",
+      );
+      const [homeA] = a.stdout.split("\n");
+      const [homeB, content] = b.stdout.split("\n");
+      assert.notEqual(homeA, homeB);
+      assert.match(content ?? "", /none|No such file/);
+    } finally {
+      await h.destroy();
+    }
+  });
+
+  it("a call that forges its pid file and kills its watchdog is still stopped at its timeout", async () => {
+    const h = await box();
+    try {
+      const t = Date.now();
+      const r = await sh(
+        h,
+        "for f in /tmp/.agentd-exec/*; do echo 999999 > $f; done; pkill -f agentd-watchdog; while :; do echo x >> /workspace/g2; sleep 0.1; done",
+        1000,
+      );
+      assert.equal(r.timedOut, true);
+      assert.ok(Date.now() - t < 9000, `returned after ${Date.now() - t} ms`);
+      const a = await sizeOf(h, "/workspace/g2");
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(await sizeOf(h, "/workspace/g2"), a, "the loop is dead");
     } finally {
       await h.destroy();
     }
