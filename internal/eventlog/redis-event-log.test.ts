@@ -5,7 +5,7 @@ import { Redis } from "ioredis";
 import { ulid } from "ulid";
 import { OutputDeltaSchema } from "../gen/agentd/v1/events_pb.js";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
-import { queued, runEventLogConformance } from "./conformance.ts";
+import { delta, queued, runEventLogConformance } from "./conformance.ts";
 import { verifyChain } from "./hash-chain.ts";
 import { RedisEventLog } from "./redis-event-log.ts";
 
@@ -184,6 +184,35 @@ it("a busy run's live events reach a follower in batches; a lone event is not he
     // One batch per linger period at most (plus the lone event's), however slow the machine.
     const most = Math.ceil(span / 1000) + 2;
     assert.ok(batches.length <= most, `30 events in ${span} ms came in ${batches.length} batches`);
+    await log.close();
+  } finally {
+    await r.stop();
+  }
+});
+
+it("a follow started while Redis is down gets the run's events once it is back", async () => {
+  const r = await startRedis();
+  const client = r.client();
+  try {
+    const log = new RedisEventLog({ client, prefix: `down:${ulid()}:` });
+    const runId = ulid();
+    await log.append(queued(runId, "t"));
+    // Not awaited: ioredis would resend SHUTDOWN to a server that is gone until it gives up.
+    const admin = r.client();
+    admin.call("SHUTDOWN", "NOSAVE").catch(() => undefined);
+    for (let i = 0; i < 100 && client.status === "ready"; i++)
+      await new Promise((res) => setTimeout(res, 20));
+    admin.disconnect();
+    const ac = new AbortController();
+    const got = (async () => {
+      for await (const ev of log.follow(runId, 1, ac.signal)) return ev.event.seq;
+      return undefined;
+    })();
+    await new Promise((res) => setTimeout(res, 500));
+    await r.restart();
+    await log.append(delta(runId, "after"));
+    assert.equal(await got, 2n, "the follow waited for Redis and got the next event");
+    ac.abort();
     await log.close();
   } finally {
     await r.stop();

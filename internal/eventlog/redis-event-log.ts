@@ -373,7 +373,8 @@ class RunTail {
     onStop: () => void,
   ) {
     // A blocked XREAD holds its connection: tails never share the command connection.
-    this.#conn = client.duplicate({ commandTimeout: undefined }); // blocking reads: no command timeout
+    // Blocking reads: no command timeout; a tail waits for its connection rather than fail.
+    this.#conn = client.duplicate({ commandTimeout: undefined, enableOfflineQueue: true });
     // Connection errors surface as failed XREADs, retried by the loop; no unhandled events.
     this.#conn.on("error", () => undefined);
     this.#key = key;
@@ -386,7 +387,15 @@ class RunTail {
 
   async add(onEvent: (ev: LoggedEvent) => void): Promise<() => void> {
     this.#subs.add(onEvent);
-    await this.#ready;
+    try {
+      await this.#ready;
+    } catch (err) {
+      // A tail that could not start (Redis down) must not stay shared: every later follow
+      // of the run would fail at once, even after Redis is back.
+      this.#subs.delete(onEvent);
+      this.stop();
+      throw err;
+    }
     return () => {
       this.#subs.delete(onEvent);
       if (this.#subs.size === 0) this.stop();

@@ -31,8 +31,9 @@ export interface RunWriter {
   /** The same, only if nobody else appended since this drive last looked (ECONFLICT otherwise). */
   appendAtHead(payload: EventPayload): Promise<LoggedEvent>;
   /**
-   * Reads what others appended since this drive last looked; fails with ECANCELLED when a
-   * cancel request is among it and EENDED when the run ended. Resolves with those events.
+   * Before an effect: fails with EFENCED when another owner's epoch took over, EENDED when
+   * the run ended, ECANCELLED when a cancel request landed since the last check (whatever
+   * this drive appended meanwhile). Resolves with the events read.
    */
   gate(): Promise<LoggedEvent[]>;
   /** The last seq this drive knows the log to have. */
@@ -53,6 +54,8 @@ export interface RunWriterOptions {
 
 export function createRunWriter(opts: RunWriterOptions): RunWriter {
   let head = opts.head;
+  /** The last seq the gate checked for a cancel request or an end. */
+  let checked = opts.head;
   const redact = (payload: EventPayload): EventPayload =>
     opts.secrets.any() ? redactMessage(payload, opts.secrets.redactor) : payload;
   const seen = (ev: LoggedEvent): LoggedEvent => {
@@ -77,7 +80,19 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
     append: (payload) => append(payload),
     appendAtHead: (payload) => append(payload, head),
     async gate() {
-      const news = await opts.log.read(opts.runId, head);
+      // One head read per call: the epoch (a lost lease is fenced here, before the effect,
+      // not only at the next append), the end, and whether anyone appended since the last
+      // check — checked separately from `head`, which this drive's own appends move past
+      // events it has not read.
+      const h = await opts.log.head(opts.runId);
+      if (h !== undefined && h.epoch !== opts.fence)
+        throw new AgentdError(
+          "EFENCED",
+          `run ${opts.runId} is owned by epoch ${h.epoch} now, not ${opts.fence}`,
+        );
+      if (h?.ended) throw new AgentdError("EENDED", `run ${opts.runId} already ended (${h.ended})`);
+      if (h === undefined || h.seq <= checked) return [];
+      const news = await opts.log.read(opts.runId, checked);
       for (const ev of news) {
         seen(ev);
         if (ev.type === "run.cancel_requested")
@@ -85,6 +100,7 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
         if (TERMINAL_TYPES.has(ev.type))
           throw new AgentdError("EENDED", `run ${opts.runId} already ended (${ev.type})`);
       }
+      checked = Number(news.at(-1)?.event.seq ?? BigInt(checked));
       return news;
     },
     head: () => head,

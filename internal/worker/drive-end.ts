@@ -82,6 +82,8 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
 
 /** run.failed with a typed error; the container goes. */
 export async function fail(d: Drive, code: string, message: string): Promise<Next> {
+  // Nothing of the run may still run when its end is written.
+  await d.box?.destroy();
   await d.writer.append({
     case: "runFailed",
     value: create(RunFailedSchema, {
@@ -90,7 +92,6 @@ export async function fail(d: Drive, code: string, message: string): Promise<Nex
       costMicros: BigInt(costMicros(d.deps.model, d.usage, d.deps.prices).micros),
     }),
   });
-  await d.box?.destroy();
   return { done: "failed" };
 }
 
@@ -99,7 +100,10 @@ export async function fail(d: Drive, code: string, message: string): Promise<Nex
  * the container goes with everything in it before run.cancelled is appended.
  */
 export async function cancel(d: Drive): Promise<Next> {
-  await d.box?.destroy();
+  // A takeover cancelled before its start found the container: the previous owner's may
+  // still run a call, and goes with everything in it.
+  const box = d.box ?? (await d.deps.sandbox.find(d.runId));
+  await box?.destroy();
   await d.refresh().catch(() => undefined); // the request, if the watch saw it first
   const req = [...d.events].reverse().find((e) => e.payload.case === "runCancelRequested");
   const by = req?.payload.case === "runCancelRequested" ? req.payload.value : undefined;

@@ -79,6 +79,7 @@ export async function resume(d: Drive): Promise<Next> {
  */
 export async function pause(d: Drive): Promise<Next> {
   const box = d.box as SandboxHandle;
+  await box.killAll(); // nothing may change the workspace while it is copied
   const info = await snapshotWorkspace(d.deps.artifacts, box, d.writer.secrets, d.cancel.signal);
   await d.writer.append({
     case: "artifactEmitted",

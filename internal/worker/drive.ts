@@ -120,6 +120,8 @@ export async function openDrive(
       const news = await deps.log.read(runId, d.events.length);
       for (const ev of news) d.events.push(ev.event);
       writer.saw(d.events.length);
+      // The cancel watch is the fast path; whatever the drive reads is checked too.
+      if (news.some((e) => e.type === "run.cancel_requested")) cancel.abort();
       return news.map((e) => e.event);
     },
     close() {
@@ -131,7 +133,11 @@ export async function openDrive(
   return d;
 }
 
-/** Follows the log for a cancel request and aborts `cancel` when one appears. */
+/**
+ * Follows the log for a cancel request and aborts `cancel` when one appears. A follow that
+ * fails (the log unreachable) is started again after a pause, from where it was: the watch
+ * never dies silently while the drive goes on.
+ */
 function watchCancel(
   deps: DriverDeps,
   runId: string,
@@ -140,15 +146,19 @@ function watchCancel(
 ): AbortController {
   const stop = new AbortController();
   void (async () => {
-    try {
-      for await (const ev of deps.log.follow(runId, after, stop.signal)) {
-        if (ev.type === "run.cancel_requested") {
-          cancel.abort();
-          return;
+    let from = after;
+    while (!stop.signal.aborted && !cancel.signal.aborted) {
+      try {
+        for await (const ev of deps.log.follow(runId, from, stop.signal)) {
+          from = Number(ev.event.seq);
+          if (ev.type === "run.cancel_requested") {
+            cancel.abort();
+            return;
+          }
         }
+      } catch {
+        await new Promise((r) => setTimeout(r, 500).unref());
       }
-    } catch {
-      // The log went away: the writer's next append (or the lease) tells the drive.
     }
   })();
   return stop;

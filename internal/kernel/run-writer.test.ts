@@ -1,0 +1,52 @@
+/** The gate before every effect: a cancel request is never skipped, a lost lease is fenced. */
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import { isAgentdError } from "../errors.ts";
+import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
+import { OutputDeltaSchema, RunCancelRequestedSchema } from "../gen/agentd/v1/events_pb.js";
+import { queueRun } from "../testing/worker-fixtures.ts";
+import { createRunSecrets } from "./run-secrets.ts";
+import { createRunWriter } from "./run-writer.ts";
+
+let dir: string;
+let log: FileEventLog;
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "agentd-writer-"));
+  log = await openFileEventLog({ dir });
+});
+after(async () => {
+  await log?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const delta = { case: "outputDelta" as const, value: create(OutputDeltaSchema, { text: "x" }) };
+
+it("a cancel request that landed before the drive's own appends still stops the next effect", async () => {
+  const q = await queueRun(log, { prompt: "p" });
+  const fence = await log.bumpEpoch(q.runId);
+  const w = createRunWriter({ log, ...q, fence, secrets: createRunSecrets(), head: 1 });
+  assert.deepEqual(await w.gate(), []);
+  await log.append({
+    ...q,
+    payload: {
+      case: "runCancelRequested",
+      value: create(RunCancelRequestedSchema, { reason: "stop" }),
+    },
+  });
+  await w.append(delta); // moves the writer's head past the unread request
+  await assert.rejects(w.gate(), (e) => isAgentdError(e, "ECANCELLED"));
+});
+
+it("a drive whose lease moved on is fenced at the gate, before the effect", async () => {
+  const q = await queueRun(log, { prompt: "p" });
+  const fence = await log.bumpEpoch(q.runId);
+  const w = createRunWriter({ log, ...q, fence, secrets: createRunSecrets(), head: 1 });
+  await w.append(delta);
+  assert.equal((await w.gate()).length, 1, "its own append, checked");
+  await log.bumpEpoch(q.runId); // another worker took the run over
+  await assert.rejects(w.gate(), (e) => isAgentdError(e, "EFENCED"));
+});
