@@ -9,7 +9,6 @@ import {
   ToolCallSchema,
   ToolResultSchema,
 } from "../gen/agentd/v1/events_pb.js";
-import type { Policy } from "./policy-schema.ts";
 import { redactMessage } from "./redact-payload.ts";
 import { createRunSecrets, loadRunSecrets, namesUsedIn } from "./run-secrets.ts";
 import { createEnvSecretProvider, type SecretProvider } from "./secrets.ts";
@@ -20,22 +19,21 @@ const callEvent = (input: string): Event =>
     type: "tool.call",
     payload: { case: "toolCall", value: create(ToolCallSchema, { callId: "c", inputJson: input }) },
   });
-const policyWith = (allow: string[]) => ({ secrets: { allow } }) as unknown as Policy;
 
 describe("run secrets", () => {
-  it("knows every allowed name and every name a call used, from the first provider that has it", async () => {
+  it("knows every name a call of the run used, from the first provider that has it, and says which no provider has", async () => {
     const env = createEnvSecretProvider({ A: "value-of-a", OLD: "value-of-old", X: "v-x-env" });
     const second: SecretProvider = {
       name: "files",
       get: async (n) => (n === "X" ? "v-x-file" : undefined),
     };
     const s = await loadRunSecrets({
-      // OLD is no longer allowed, but a call of this run used it: its value stays hidden.
-      events: [callEvent('{"command":"echo $ENV.OLD"}')],
-      policy: policyWith(["A", "X", "MISSING"]),
+      events: [callEvent('{"command":"echo $ENV.OLD $ENV.X $ENV.GONE"}')],
       providers: [env, second],
     });
-    assert.deepEqual([...s.values()].sort(), ["v-x-env", "value-of-a", "value-of-old"]);
+    // A (allowed, never used) is not hidden: masking it everywhere would garble text.
+    assert.deepEqual([...s.values()].sort(), ["v-x-env", "value-of-old"]);
+    assert.deepEqual(s.missing, ["GONE"]);
     assert.equal(s.redactor.text("got value-of-old and v-x-env"), "got [REDACTED] and [REDACTED]");
     assert.equal(s.any(), true);
   });
@@ -49,13 +47,13 @@ describe("run secrets", () => {
       },
     };
     const s = await loadRunSecrets({
-      events: [],
-      policy: policyWith(["A"]),
+      events: [callEvent('{"command":"echo $ENV.A"}')],
       providers: [broken, createEnvSecretProvider({ A: "value-of-a" })],
       onError: (name) => seen.push(name),
     });
     assert.deepEqual(seen, ["A"]);
     assert.deepEqual(s.values(), ["value-of-a"]);
+    assert.deepEqual(s.missing, []);
   });
 
   it("grows as calls resolve values; the list is stable between additions", () => {

@@ -2,13 +2,12 @@
  * The secret values of one run, for redaction across the whole run: every value any call
  * resolved, by any worker, before or after a takeover or a resume. Values are never stored
  * anywhere (not in events, not in snapshots): a new drive rebuilds the set from the
- * providers, for every name the policy allows and every name a call of the run ever used.
+ * providers, for every name a call of the run ever used.
  *
  * Must never: log, return in an error, or persist a value; substitute a value into
  * anything (resolution for tool input is secrets.ts's job, under `secrets.allow`).
  */
 import type { Event } from "../gen/agentd/v1/events_pb.js";
-import type { Policy } from "./policy-schema.ts";
 import { createRedactor, type Redactor } from "./redaction.ts";
 import { PLACEHOLDER_PATTERN, type SecretProvider } from "./secrets.ts";
 
@@ -57,32 +56,35 @@ export function namesUsedIn(events: readonly Event[]): Set<string> {
 }
 
 /**
- * The run's secrets at the start of a drive: the values of every name `secrets.allow`
- * lists and every name the run's calls used (allowed then, perhaps not now: a value that
- * entered the run is hidden for the rest of it), from the first provider that has it.
- * A provider that fails is skipped for that name (`onError` is told the name, never a
- * value): redaction is best effort across providers, resolution for calls is not.
+ * The run's secrets at the start of a drive: the value of every name a call of the run
+ * used (allowed then, perhaps not now: a value that entered the run is hidden for the rest
+ * of it), from the first provider that has it. Names no provider has are answered in
+ * `missing`: the drive cannot keep those values out of the run's output and must not go on.
+ * Only used names: an allowed secret the run never used is not in its workspace, and
+ * masking its value everywhere would only garble text that happens to match it.
  */
 export async function loadRunSecrets(opts: {
   events: readonly Event[];
-  policy: Policy;
   providers: readonly SecretProvider[];
   onError?: (name: string, err: unknown) => void;
-}): Promise<RunSecrets> {
-  const names = new Set([...opts.policy.secrets.allow, ...namesUsedIn(opts.events)]);
+}): Promise<RunSecrets & { missing: string[] }> {
   const values: string[] = [];
-  for (const name of names) {
+  const missing: string[] = [];
+  for (const name of namesUsedIn(opts.events)) {
+    let found = false;
     for (const p of opts.providers) {
       try {
         const v = await p.get(name);
         if (v !== undefined) {
           values.push(v);
+          found = true;
           break;
         }
       } catch (err) {
         opts.onError?.(name, err);
       }
     }
+    if (!found) missing.push(name);
   }
-  return createRunSecrets(values);
+  return Object.assign(createRunSecrets(values), { missing });
 }

@@ -24,6 +24,14 @@ import { workspaceConfigFromArchive } from "./workspace-config.ts";
 /** Sandbox up, context ready, the start recorded: the first transition of every drive. */
 export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext } | { next: Next }> {
   if (d.cancel.signal.aborted) return { next: { to: "cancel" } };
+  if (d.missingSecrets.length > 0)
+    return {
+      next: {
+        to: "fail",
+        code: "ESECRET_NOT_FOUND",
+        message: `the run used ${d.missingSecrets.join(", ")}, which no secret provider of worker ${d.deps.workerId} has: their values could not be kept out of the run's output`,
+      },
+    };
   const base = await baseArchive(d.deps.artifacts, d.events);
   // The container (a takeover finds the previous owner's) and the workspace's agent
   // configuration (from the uploaded archive, see workspace-config.ts) at once.

@@ -54,6 +54,8 @@ export interface Drive {
   heldMs: number;
   /** Failed calls in a row, per call (tool + input), for ELOOP. */
   readonly failures: Map<string, number>;
+  /** Secrets the run used that no provider of this worker has (the drive must not go on). */
+  readonly missingSecrets: readonly string[];
   /** Reads the events appended since this drive last looked. */
   refresh(): Promise<Event[]>;
   close(): void;
@@ -72,7 +74,6 @@ export async function openDrive(
   const run0 = projectRun(runId, events);
   const secrets = await loadRunSecrets({
     events,
-    policy: deps.policy(),
     providers: deps.secretProviders ?? [],
     onError: (name, err) => deps.logger?.warn({ runId, secret: name, err }, "secret lookup failed"),
   });
@@ -116,6 +117,7 @@ export async function openDrive(
     steps: 0,
     heldMs: 0,
     failures: new Map(),
+    missingSecrets: secrets.missing,
     async refresh() {
       const news = await deps.log.read(runId, d.events.length);
       for (const ev of news) d.events.push(ev.event);

@@ -10,11 +10,13 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
 import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
+import { ToolCallSchema } from "../gen/agentd/v1/events_pb.js";
 import { createKernel } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { createEnvSecretProvider } from "../kernel/secrets.ts";
@@ -236,5 +238,36 @@ describe("a paused run's snapshot", () => {
     for (const { path, text } of filesUnder(dir))
       for (const form of FORMS)
         assert.ok(!text.includes(form), `${JSON.stringify(form)} in ${path}`);
+  });
+});
+
+describe("a takeover by a worker without the secret", () => {
+  it("fails the run (ESECRET_NOT_FOUND) instead of going on unable to hide its value", async () => {
+    const run = await queueRun(log, { prompt: "p" });
+    const epoch = await log.bumpEpoch(run.runId);
+    // A call of an earlier drive used the secret.
+    await log.append({
+      ...run,
+      fence: epoch,
+      payload: {
+        case: "toolCall",
+        value: create(ToolCallSchema, {
+          callId: "c",
+          tool: "process.run",
+          inputJson: '{"command":"echo $ENV.DEMO_TOKEN"}',
+        }),
+      },
+    });
+    const outcome = await driveRun(
+      { ...deps(), secretProviders: [createEnvSecretProvider({})] },
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    assert.equal(outcome, "failed");
+    const last = (await log.read(run.runId, 0)).at(-1)?.event.payload;
+    assert.ok(last?.case === "runFailed");
+    assert.equal(last.value.error?.code, "ESECRET_NOT_FOUND");
+    assert.match(last.value.error?.message ?? "", /DEMO_TOKEN/);
   });
 });
