@@ -514,6 +514,21 @@ describe("decision corpus: other tools and inputs", () => {
     ],
     ["test.run name with a quote", "test.run", { name: "a'; rm -rf .; '" }, RUNS, ORDINARY],
     ["cwd inside .git", "process.run", { command: "ls", cwd: ".git" }, "deny", /denyPatterns/],
+    [
+      "cwd inside a nested .git",
+      "process.run",
+      { command: "ls", cwd: "sub/.git" },
+      "deny",
+      /denyPatterns/,
+    ],
+    [
+      "repo.read of a nested .git",
+      "repo.read",
+      { path: "sub/.git/config" },
+      "deny",
+      /denyPatterns/,
+    ],
+    ["cat of a nested .git", "process.run", { command: "cat sub/.git/config" }, ASK, MENTION],
     ["cwd outside", "process.run", { command: "ls", cwd: "/etc" }, "deny", /jail/],
     ["cwd escaping", "process.run", { command: "ls", cwd: "src/../.." }, "deny", /jail/],
     [

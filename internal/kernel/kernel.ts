@@ -231,17 +231,16 @@ export function createKernel(opts: KernelOptions): Kernel {
     tool: string,
     onChunk?: ToolContext["onOutput"],
   ): ToolContext {
+    const capabilityTimeout = policy.capabilities[tool as keyof Policy["capabilities"]]?.timeout;
     const limits: ToolLimits = {
       maxFileReadBytes: policy.limits.maxFileRead,
       maxOutputBytes: policy.limits.maxStdout,
       maxSearchMatches: 200,
       maxDiffBytes: policy.limits.maxDiffSize,
-      defaultTimeoutMs:
-        policy.capabilities[tool as keyof Policy["capabilities"]]?.timeout ?? 5 * 60_000,
-      maxTimeoutMs: Math.max(
-        30 * 60_000,
-        policy.capabilities[tool as keyof Policy["capabilities"]]?.timeout ?? 0,
-      ),
+      // The capability's timeout is both the default and the ceiling: a call may ask for
+      // less, never for more than the policy allows.
+      defaultTimeoutMs: capabilityTimeout ?? 5 * 60_000,
+      maxTimeoutMs: capabilityTimeout ?? 30 * 60_000,
     };
     return {
       sandbox: run.sandbox,

@@ -46,7 +46,7 @@ describe("the repository's policy.yaml", () => {
   it("parses with the loader, with the documented defaults", () => {
     assert.ok(r.ok, r.ok ? "" : formatPolicyIssues(r.errors));
     const p = r.policy;
-    assert.deepEqual(p.workspace.denyPatterns, [".git", ".git/**"]);
+    assert.deepEqual(p.workspace.denyPatterns, ["**/.git", "**/.git/**"]);
     assert.deepEqual(p.capabilities["test.run"], { approval: "risk", timeout: 600_000 });
     assert.deepEqual(p.capabilities["lint.run"], { approval: "never", timeout: 300_000 });
     assert.deepEqual(p.capabilities["repo.read"], { approval: "never" });

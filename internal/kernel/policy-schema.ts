@@ -160,10 +160,10 @@ export const PolicySchema = z
         /** Host directory `agentd dev` copies into a run that was created without an archive. */
         root: z.string().min(1).default("."),
         /** Paths (globs relative to the workspace) no tool may touch; calls naming them are denied. */
-        denyPatterns: z.array(Glob).default([".git", ".git/**"]),
+        denyPatterns: z.array(Glob).default(["**/.git", "**/.git/**"]),
       })
       .strict()
-      .default({ root: ".", denyPatterns: [".git", ".git/**"] }),
+      .default({ root: ".", denyPatterns: ["**/.git", "**/.git/**"] }),
     capabilities: z
       .object(
         Object.fromEntries(CAPABILITY_NAMES.map((n) => [n, Capability.optional()])) as Record<

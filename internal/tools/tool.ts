@@ -34,7 +34,7 @@ export const DEFAULT_TOOL_LIMITS: ToolLimits = {
 };
 
 /** Default deny patterns: paths no tool may touch (globs relative to the workspace). */
-export const DEFAULT_DENY_PATTERNS = [".git", ".git/**"];
+export const DEFAULT_DENY_PATTERNS = ["**/.git", "**/.git/**"];
 
 export interface ToolContext {
   sandbox: SandboxHandle;

@@ -118,6 +118,8 @@ describe("jail", () => {
     ["a\0b", /NUL/],
     [".git/config", /deny pattern/],
     [".git", /deny pattern/],
+    ["sub/.git/config", /deny pattern/],
+    ["vendor/lib/.git", /deny pattern/],
     ["etc-link/passwd", /outside \/workspace/],
     ["passwd-link", /outside \/workspace/],
     ["git-link", /deny pattern/],
