@@ -31,6 +31,7 @@ import { cancel, complete, endedElsewhere, fail, outcomeOf } from "./drive-end.t
 import { hold, pause, resume } from "./drive-hold.ts";
 import { start } from "./drive-start.ts";
 import { step } from "./drive-step.ts";
+import { redactError } from "./redacted-error.ts";
 
 export interface RunLimits {
   /** Model steps at most. */
@@ -122,7 +123,7 @@ export async function driveRun(
     return await drive(d);
   } catch (err) {
     // The worker logs what escapes a drive: not one of the run's secret values in it.
-    throw redactedError(err, d);
+    throw redactError(err, d.writer.secrets);
   } finally {
     d.close();
     d.box?.detach?.(); // released, paused, failed: whatever this drive still held open
@@ -200,26 +201,6 @@ async function finishSafely(d: Drive, next: Next): Promise<DriveOutcome> {
     if (isAgentdError(err, "EENDED")) return endedElsewhere(d);
     throw err;
   }
-}
-
-/** `err` with the run's secret values hidden from its message and its cause's. */
-function redactedError(err: unknown, d: Drive): unknown {
-  if (!d.writer.secrets.any()) return err;
-  const r = d.writer.secrets.redactor;
-  for (
-    let e = err as { message?: unknown; cause?: unknown } | undefined, i = 0;
-    e && i < 8;
-    e = e.cause as typeof e, i++
-  ) {
-    if (typeof e.message === "string") {
-      try {
-        e.message = r.text(e.message);
-      } catch {
-        // a frozen error: leave it (its message is not ours to change)
-      }
-    }
-  }
-  return err;
 }
 
 /** The sandbox a run gets under `p` (what a worker keeps warm containers of). */
