@@ -304,14 +304,18 @@ describe(`kernel fuzz (seed ${seed})`, () => {
       const out = await through(fuzz, c);
       const code = out.kind === "result" ? (out.ok ? "ok" : (out.error?.code ?? "?")) : "paused";
       codes.set(code, (codes.get(code) ?? 0) + 1);
-      const known = FIELDS[c.tool] !== undefined;
+      const known = Object.hasOwn(FIELDS, c.tool);
       const message = out.kind === "result" ? (out.error?.message ?? "") : "";
       // An input too large to record is refused first, whatever the tool.
       const unrecorded = code === "EVALIDATION" && /: input: /.test(message);
       if (!known)
         assert.ok(code === "EPOLICY" || unrecorded, `seed ${seed}, ${c.callId}: unknown tool`);
       else if (c.input === null || typeof c.input !== "object" || Array.isArray(c.input))
-        assert.equal(code, "EVALIDATION", `seed ${seed}, ${c.callId}: not an object`);
+        assert.equal(
+          code,
+          "EVALIDATION",
+          `seed ${seed}, ${c.callId}: not an object: ${c.tool} ${JSON.stringify(c.input)} ${message}`,
+        );
     }
     console.log(
       `fuzz: ${CASES} calls in ${Date.now() - started} ms; outcomes ${JSON.stringify(Object.fromEntries(codes))}; largest event ${largest.bytes} bytes (${largest.type})`,

@@ -76,28 +76,30 @@ export function scanOptions(args: readonly ShellWord[], spec: OptionSpec, from =
     }
     if (flags.has(name) || spec.flagPrefixes?.some((p) => name.startsWith(p))) continue;
     if (values.has(name)) {
-      const word = attached ? undefined : args[i + 1];
+      const word = attached ? attachedWord(args[i] as ShellWord, eq + 1) : args[i + 1];
       out.values.push({ option: name, ...(word === undefined ? {} : { word }) });
       if (!attached) i++;
       continue;
     }
     if (!a.startsWith("--")) {
       const r = cluster(a, flags, values, code, modules, spec.codeLetters ?? "");
-      if (r === "flags") continue;
-      if (r === "value") {
-        out.values.push({ option: a.slice(0, 2) });
+      if (r?.kind === "flags") continue;
+      if (r?.kind === "value") {
+        // "-n5", "-iS'rm x'": the value is the rest of the word, after the option's letter.
+        const word = attachedWord(args[i] as ShellWord, r.at + 1);
+        out.values.push({ option: r.option, word });
         continue;
       }
-      if (r === "next-value") {
+      if (r?.kind === "next-value") {
         const word = args[i + 1];
-        out.values.push({ option: a, ...(word === undefined ? {} : { word }) });
+        out.values.push({ option: r.option, ...(word === undefined ? {} : { word }) });
         i++;
         continue;
       }
-      if (r === "code" || r === "module") {
+      if (r?.kind === "code" || r?.kind === "module") {
         const word = args[i + 1];
         const hit = { option: a, ...(word === undefined ? {} : { word }) };
-        if (r === "code") out.code = hit;
+        if (r.kind === "code") out.code = hit;
         else out.module = hit;
         out.operand = i + 2;
         return out;
@@ -108,9 +110,21 @@ export function scanOptions(args: readonly ShellWord[], spec: OptionSpec, from =
   return out;
 }
 
+/** The value attached to an option (`--opt=VALUE`, `-nVALUE`): the word from `offset` on. */
+function attachedWord(arg: ShellWord, offset: number): ShellWord {
+  // Option names hold no glob characters, so text and pattern share the prefix's length.
+  const pattern = arg.pattern.slice(offset);
+  return { ...arg, text: arg.text.slice(offset), pattern, tilde: pattern.startsWith("~") };
+}
+
+type Cluster =
+  | { kind: "flags" | "code" | "module" }
+  | { kind: "value" | "next-value"; option: string; at: number };
+
 /**
  * A short-option cluster: all flags ("-xv"), a value option with its value attached ("-n5",
- * "-oL"), flags ending in a value option ("-xn" then the value), or a code letter (perl -ne).
+ * "-iS'rm x'"), flags ending in a value option ("-xn" then the value), or a code letter
+ * (perl -ne). `option` is the value option itself and `at` its index in the word.
  */
 function cluster(
   a: string,
@@ -119,15 +133,15 @@ function cluster(
   code: Set<string>,
   modules: Set<string>,
   codeLetters: string,
-): "flags" | "value" | "next-value" | "code" | "module" | undefined {
-  if (values.has(a.slice(0, 2))) return "value";
+): Cluster | undefined {
   const letters = a.slice(1);
   for (let k = 0; k < letters.length; k++) {
     const opt = `-${letters[k]}`;
-    if (codeLetters.includes(letters[k] as string) || code.has(opt)) return "code";
-    if (modules.has(opt)) return "module";
-    if (values.has(opt)) return k === letters.length - 1 ? "next-value" : "value";
+    if (codeLetters.includes(letters[k] as string) || code.has(opt)) return { kind: "code" };
+    if (modules.has(opt)) return { kind: "module" };
+    if (values.has(opt))
+      return { kind: k === letters.length - 1 ? "next-value" : "value", option: opt, at: k + 1 };
     if (!flags.has(opt)) return undefined;
   }
-  return "flags";
+  return { kind: "flags" };
 }
