@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { describe, it } from "node:test";
+import { inspect } from "node:util";
 import { createRedactor, REDACTED } from "./redaction.ts";
 import { base64Forms, escapeRegex, MIN_SECRET_LENGTH, secretForms } from "./secret-forms.ts";
 
@@ -154,4 +155,40 @@ describe("createRedactor: case, reversal and hex, from real tools", () => {
     const upper = Buffer.from(value).toString("base64").toUpperCase();
     assert.equal(r.text(upper), upper);
   });
+
+  it("hides the value percent-encoded by Python (quote, quote_plus) and strict RFC 3986", () => {
+    const py = [
+      "import sys, urllib.parse as u",
+      "v = sys.stdin.read()",
+      "print(u.quote(v)); print(u.quote_plus(v)); print(u.quote(v, safe=''))",
+    ].join("\n");
+    for (const value of VALUES) {
+      const r = redactorFor([value]);
+      const lines = run("python3", ["-c", py], value).split("\n").slice(0, 3);
+      lines.push(encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${hex(c)}`));
+      for (const form of lines) {
+        assert.equal(r.text(`x ${form} y`), `x ${REDACTED} y`, `${value} as ${form}`);
+      }
+    }
+  });
+
+  it("hides the value's bytes in hex with a separator (Node's Buffer, bytes.hex(':'), od, \\x)", () => {
+    const py = "import sys; b = sys.stdin.buffer.read(); print(b.hex(':')); print(b.hex('-'))";
+    for (const value of VALUES) {
+      const r = redactorFor([value]);
+      const bytes = Buffer.from(value);
+      const forms = run("python3", ["-c", py], value).split("\n").slice(0, 2);
+      forms.push(inspect(bytes), run("od", ["-An", "-tx1", "-w256"], value).trim());
+      forms.push([...bytes].map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join(""));
+      for (const form of forms) {
+        const out = r.text(`x ${form} y`);
+        assert.ok(!out.includes(form.replace(/^<Buffer |>$/g, "")), `${value} as ${form}: ${out}`);
+        assert.match(out, /\[REDACTED\]/);
+      }
+    }
+  });
 });
+
+function hex(c: string): string {
+  return c.charCodeAt(0).toString(16).toUpperCase();
+}

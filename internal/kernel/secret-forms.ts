@@ -27,8 +27,9 @@ export interface SecretForm {
  *   UTF-8 locale); reversed by bytes and decoded as UTF-8 with U+FFFD for broken sequences
  *   (busybox `rev`, which reverses bytes), when that keeps MIN_SECRET_LENGTH characters
  *   that are not U+FFFD; JSON-escaped (see `jsonForms`); URL-encoded (encodeURIComponent,
- *   form encoding with "+");
- *   hexadecimal of the UTF-8 bytes (`xxd -p` on one line, `sha`-like contexts);
+ *   form encoding with "+"; Python's `quote`, `quote_plus` and RFC 3986 strict, see
+ *   `percentForms`); hexadecimal of the UTF-8 bytes, plain (`xxd -p` on one line) or with
+ *   a separator between bytes (see `hexForms`);
  * - exactly: base64 of the UTF-8 bytes (see `base64Forms`).
  */
 export function secretForms(value: string): SecretForm[] {
@@ -46,7 +47,8 @@ export function secretForms(value: string): SecretForm[] {
     // A lone surrogate is not URI-encodable; the form encoding below still is.
   }
   folded.add(new URLSearchParams([["", value]]).toString().slice(1));
-  folded.add(utf8.toString("hex"));
+  for (const encoded of percentForms(utf8)) folded.add(encoded);
+  for (const hex of hexForms(utf8)) folded.add(hex);
   const forms: SecretForm[] = [];
   for (const text of folded) {
     if (text.length >= MIN_SECRET_LENGTH) forms.push({ text, caseInsensitive: true });
@@ -71,6 +73,45 @@ function jsonForms(value: string): string[] {
     ascii,
     ascii.replaceAll("/", "\\/"),
     json.replace(/[<>&\u2028\u2029]/g, (c) => `\\u${hex4(c)}`),
+  ];
+}
+
+/** Bytes every percent-encoder below leaves as they are (RFC 3986 unreserved). */
+const UNRESERVED = /[A-Za-z0-9_.~-]/;
+
+/**
+ * `bytes` percent-encoded with other safe sets than encodeURIComponent's: Python's
+ * `urllib.parse.quote` ("/" kept), `quote_plus` (space as "+", "/" encoded) and strict
+ * RFC 3986 (`!'()*` encoded too).
+ */
+function percentForms(bytes: Uint8Array): string[] {
+  const encode = (keep: (c: string) => boolean, space: string) =>
+    [...bytes]
+      .map((b) => {
+        const c = String.fromCharCode(b);
+        if (b < 0x80 && (UNRESERVED.test(c) || keep(c))) return c;
+        if (c === " " && space !== "") return space;
+        return `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
+      })
+      .join("");
+  return [encode((c) => c === "/", ""), encode(() => false, "+"), encode(() => false, "")];
+}
+
+/**
+ * The UTF-8 bytes of a value in hexadecimal: plain (`xxd -p`), and with a separator between
+ * bytes — a space (`<Buffer 73 65 63>` of Node, `od -An -tx1` on one line), ":" (Python's
+ * `bytes.hex(":")`, openssl fingerprints), "-" (.NET's BitConverter) — or "\x" / "0x"
+ * before each byte (escaped strings, C arrays without spaces are rare, so "0x" with ", ").
+ */
+function hexForms(bytes: Uint8Array): string[] {
+  const pairs = [...bytes].map((b) => b.toString(16).padStart(2, "0"));
+  return [
+    pairs.join(""),
+    pairs.join(" "),
+    pairs.join(":"),
+    pairs.join("-"),
+    pairs.map((p) => `\\x${p}`).join(""),
+    pairs.map((p) => `0x${p}`).join(", "),
   ];
 }
 
