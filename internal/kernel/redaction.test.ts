@@ -237,7 +237,9 @@ describe("createStreamRedactor", () => {
   it("catches a secret (and its encodings) split at every position across two chunks", () => {
     for (const secret of [TOKEN, SPECIAL, QUOTEY, SPACEY]) {
       const r = redactorFor([secret]);
-      const filler = "f".repeat(100);
+      // Long enough that `push` (which holds back the longest form, 6 characters a byte for
+      // `0x73, `) has something safe to emit before the value.
+      const filler = "f".repeat(400);
       const cores = [
         secret,
         b64(`xy${secret}z`),
