@@ -8,6 +8,7 @@
  * build tools (build-tools.ts), git (git-command.ts). Pure; reports through `Effects`.
  */
 import { buildTool } from "./build-tools.ts";
+import { archiverDestroys, DESTROYING_FAMILIES } from "./command-destroys.ts";
 import { type Effects, type Family, type Invocation, withPlaceholder } from "./command-effects.ts";
 import { WRAPPER_FAMILIES } from "./command-wrappers.ts";
 import { gitCommand } from "./git-command.ts";
@@ -112,6 +113,7 @@ function awk(inv: Invocation, fx: Effects): void {
     fx.dynamic(`${inv.name} ${scan.code.option}`);
     return;
   }
+  if (awkW(inv, scan, fx)) return;
   if (scan.module !== undefined) {
     if (scan.module.word !== undefined) fx.script(scan.module.word);
     else fx.dynamic(`${inv.name} -f`);
@@ -121,6 +123,30 @@ function awk(inv: Invocation, fx: Effects): void {
   if (program === undefined) return;
   const why = awkProgramRisk(program.text);
   if (why !== undefined) fx.dynamic(why);
+}
+
+/** `-W` values that change neither what runs nor what is read (mawk and gawk). */
+const AWK_SAFE_W =
+  /^(v|version|dump|interactive|posix_space|usage|help|posix|traditional|lint(=\w+)?|re-interval|characters-as-bytes|sandbox|sprintf=\d+|random=\d+)$/;
+
+/**
+ * awk -W: mawk's `-W exec FILE` reads the program from FILE (like -f); gawk's `-W source=…`,
+ * `-W file=…`, `-W load=…` are code or files. True when the program is accounted for.
+ */
+function awkW(inv: Invocation, scan: ReturnType<typeof scanOptions>, fx: Effects): boolean {
+  for (const v of scan.values) {
+    if (v.option !== "-W") continue;
+    const w = v.word?.text ?? "";
+    if (AWK_SAFE_W.test(w)) continue;
+    if (w === "exec" || w === "e") {
+      const file = inv.args[scan.operand];
+      if (file !== undefined) fx.script(file);
+      else fx.dynamic(`${inv.name} -W exec`);
+      return true;
+    }
+    fx.dynamic(`${inv.name} -W ${w.slice(0, 40)}`);
+  }
+  return false;
 }
 
 function sed(inv: Invocation, fx: Effects): void {
@@ -223,6 +249,7 @@ function commandOptions(inv: Invocation, fx: Effects): void {
     fx.dynamic(`${inv.name} ${hit} runs a command`);
   });
   if (inv.name !== "man" && inv.name !== "rg") fx.writer();
+  archiverDestroys(inv, fx);
   if (inv.name === "rsync" && inv.args.some((a) => /^--(delete|remove-source-files)/.test(a.text)))
     fx.destructive("rsync --delete");
 }
@@ -270,6 +297,7 @@ function runsCommands(inv: Invocation, fx: Effects): void {
 }
 
 const FAMILIES = new Map<string, Family>([
+  ...DESTROYING_FAMILIES,
   ...[...RUNS_COMMANDS].map((n): [string, Family] => [n, runsCommands]),
   ...Object.keys(COMMAND_OPTIONS).map((n): [string, Family] => [n, commandOptions]),
   ...[...DESTROYS].map((n): [string, Family] => [n, destroys]),

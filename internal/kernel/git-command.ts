@@ -6,6 +6,7 @@
  * `reset --hard`, `rm`, `branch -D`…). Which subcommands only read. Pure.
  */
 import type { Effects, Invocation } from "./command-effects.ts";
+import { insideWorkspace } from "./inside-workspace.ts";
 import { scanOptions } from "./option-scan.ts";
 import type { ShellWord } from "./shell-syntax.ts";
 
@@ -138,6 +139,9 @@ export function gitCommand(inv: Invocation, fx: Effects): void {
   if (sub === "grep" && rest.some((w) => /^(-O|--open-files-in-pager)/.test(w.text)))
     fx.dynamic("git grep -O runs a pager");
   if (sub === "rebase" && has("-x", "--exec")) fx.dynamic("git rebase --exec runs commands");
+  // A template directory the run wrote puts hooks (and config) into the new repository.
+  if ((sub === "init" || sub === "clone") && has("--template"))
+    fx.dynamic(`git ${sub} --template installs hooks from a directory`);
   if (sub === "submodule" && rest.some((w) => w.text === "foreach"))
     fx.dynamic("git submodule foreach runs commands");
   if (sub === "bisect" && rest[0]?.text === "run") {
@@ -158,19 +162,6 @@ export function gitCommand(inv: Invocation, fx: Effects): void {
 }
 
 /** A literal directory inside the workspace (relative without leaving it, or under /workspace). */
-function insideWorkspace(w: ShellWord | undefined): boolean {
-  if (w === undefined || w.expansions.length > 0 || w.glob || w.tilde || w.brace) return false;
-  const path = w.text.startsWith("/workspace") ? w.text.slice("/workspace".length) : w.text;
-  if (path.startsWith("/") && !w.text.startsWith("/workspace")) return false;
-  let depth = 0;
-  for (const seg of path.split("/")) {
-    if (seg === "..") depth--;
-    else if (seg !== "" && seg !== ".") depth++;
-    if (depth < 0) return false;
-  }
-  return true;
-}
-
 function gitConfig(rest: readonly ShellWord[], fx: Effects): void {
   const words = rest.map((w) => w.text);
   const reads = [
@@ -220,6 +211,14 @@ function destructive(sub: string, rest: readonly ShellWord[]): string | undefine
       if (positional.length >= 2 || positional.some((p) => /[./]/.test(p) && !has("-b", "-B")))
         return "git checkout PATH (discards changes)";
       return undefined;
+    case "checkout-index":
+      return has("-f", "--force") || words.some((w) => /^-[a-z]*f/.test(w))
+        ? "git checkout-index -f (overwrites the work tree)"
+        : undefined;
+    case "read-tree":
+      return has("-u") && has("--reset", "-m")
+        ? "git read-tree -u (overwrites the work tree)"
+        : undefined;
     case "restore":
       return has("-W", "--worktree") || !has("-S", "--staged") ? "git restore" : undefined;
     case "stash":

@@ -128,7 +128,10 @@ function node(inv: Invocation, fx: Effects): void {
   for (const u of scan.unknown) fx.dynamic(`${inv.name} option ${u} the analysis does not know`);
   for (const v of scan.values) {
     if (v.option === "--run") fx.scriptFiles(undefined, ["package.json"]);
-    const loads = ["-r", "--require", "--import", "--loader", "--experimental-loader"];
+    // A reporter given as a path is a module node loads (a name is a built-in or a package).
+    const loads = ["-r", "--require", "--import", "--loader", "--experimental-loader"].concat([
+      "--test-reporter",
+    ]);
     if (loads.includes(v.option) && v.word !== undefined && /^[./]/.test(v.word.text))
       fx.script(v.word);
   }

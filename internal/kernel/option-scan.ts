@@ -74,13 +74,15 @@ export function scanOptions(args: readonly ShellWord[], spec: OptionSpec, from =
       out.operand = i + 2;
       return out;
     }
-    if (flags.has(name) || spec.flagPrefixes?.some((p) => name.startsWith(p))) continue;
+    if (flags.has(name)) continue;
+    // A known value option wins over a flag prefix ("--test-reporter" under "--test-").
     if (values.has(name)) {
       const word = attached ? attachedWord(args[i] as ShellWord, eq + 1) : args[i + 1];
       out.values.push({ option: name, ...(word === undefined ? {} : { word }) });
       if (!attached) i++;
       continue;
     }
+    if (spec.flagPrefixes?.some((p) => name.startsWith(p))) continue;
     if (!a.startsWith("--")) {
       const r = cluster(a, flags, values, code, modules, spec.codeLetters ?? "");
       if (r?.kind === "flags") continue;

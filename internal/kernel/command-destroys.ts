@@ -1,0 +1,102 @@
+/**
+ * Destructive forms of programs that are otherwise ordinary writers, for the analysis: `mv`
+ * of workspace files out of the workspace, `cp /dev/null F` (empties F like truncate),
+ * compressors that replace their input (`gzip F`), `tar --remove-files`, `zip -m`, and
+ * `venv --clear` (behind `python -m`). Each reports `destructive` and `writer`; moving
+ * within the workspace or overwriting a file stays ordinary (the change shows in the run's
+ * diff). Pure; reports through `Effects`; never knows about other families.
+ */
+import type { Effects, Family, Invocation } from "./command-effects.ts";
+import { insideWorkspace } from "./inside-workspace.ts";
+import type { ShellWord } from "./shell-syntax.ts";
+
+/** Operands (not options) of `args`, `--` honoured; `valued` options take the next word. */
+function operands(args: readonly ShellWord[], valued: readonly string[] = []): ShellWord[] {
+  const out: ShellWord[] = [];
+  let options = true;
+  for (let i = 0; i < args.length; i++) {
+    const w = args[i] as ShellWord;
+    if (options && w.text === "--") options = false;
+    else if (options && w.text.startsWith("-") && w.text.length > 1) {
+      if (valued.includes(w.text)) i++;
+    } else out.push(w);
+  }
+  return out;
+}
+
+/** The directory `-t DIR` / `--target-directory=DIR` names, if any. */
+function targetDirectory(args: readonly ShellWord[]): ShellWord | undefined {
+  for (let i = 0; i < args.length; i++) {
+    const w = args[i] as ShellWord;
+    if (w.text === "-t" || w.text === "--target-directory") return args[i + 1];
+    if (w.text.startsWith("--target-directory="))
+      return { ...w, text: w.text.slice(19), pattern: w.pattern.slice(19) };
+    if (/^-t./.test(w.text)) return { ...w, text: w.text.slice(2), pattern: w.pattern.slice(2) };
+  }
+  return undefined;
+}
+
+/** mv: moving files out of the workspace removes them from the run's work. */
+function mv(inv: Invocation, fx: Effects): void {
+  fx.writer();
+  const named = targetDirectory(inv.args);
+  const ops = operands(inv.args, ["-t", "--target-directory", "-S", "--suffix"]);
+  const target = named ?? ops[ops.length - 1];
+  const sources = named === undefined ? ops.slice(0, -1) : ops;
+  if (sources.length > 0 && !insideWorkspace(target))
+    fx.destructive("mv out of the workspace (removes the files from the run's work)");
+}
+
+/** Devices that read as empty or endless zeros: copying one over a file destroys it. */
+const EMPTY_SOURCES = new Set(["/dev/null", "/dev/zero"]);
+
+function cp(inv: Invocation, fx: Effects): void {
+  fx.writer();
+  const ops = operands(inv.args, ["-t", "--target-directory", "-S", "--suffix"]);
+  const source = ops.find((w) => EMPTY_SOURCES.has(w.text));
+  if (source !== undefined) fx.destructive(`cp ${source.text} (empties the target)`);
+}
+
+/**
+ * Compressors that replace FILE with FILE.gz (and back) unless told to keep it or write to
+ * stdout; zstd and lz4 keep their input unless given --rm.
+ */
+const KEEPS_INPUT = /^(-[A-Za-z0-9]*[cklt]|--(stdout|to-stdout|keep|list|test|help|version))/;
+const REPLACING = "gzip gunzip bzip2 bunzip2 xz unxz lzma unlzma pigz unpigz compress uncompress";
+
+function compressor(inv: Invocation, fx: Effects): void {
+  fx.writer();
+  const ops = operands(inv.args, ["-S", "--suffix", "-T", "--threads"]);
+  if (ops.length === 0) return; // a filter: stdin to stdout
+  const keepsByDefault = inv.name === "zstd" || inv.name === "unzstd" || inv.name === "lz4";
+  const removes = keepsByDefault
+    ? inv.args.some((w) => w.text === "--rm")
+    : !inv.args.some((w) => KEEPS_INPUT.test(w.text));
+  if (removes) fx.destructive(`${inv.name} (replaces its input file)`);
+}
+
+/** `python -m venv --clear DIR` empties DIR first. */
+function venv(inv: Invocation, fx: Effects): void {
+  fx.writer();
+  if (inv.args.some((w) => w.text === "--clear")) fx.destructive("venv --clear");
+}
+
+/** tar --remove-files and zip -m delete what they archive; checked beside their command options. */
+export function archiverDestroys(inv: Invocation, fx: Effects): void {
+  const words = inv.args.map((w) => w.text);
+  if (inv.name === "tar" && words.some((w) => w === "--remove-files"))
+    fx.destructive("tar --remove-files");
+  if (inv.name === "zip" && words.some((w) => w === "--move" || /^-[A-Za-z]*m/.test(w)))
+    fx.destructive("zip -m (deletes what it archives)");
+}
+
+export const DESTROYING_FAMILIES: ReadonlyMap<string, Family> = new Map<string, Family>([
+  ["mv", mv],
+  ["cp", cp],
+  ["venv", venv],
+  ["virtualenv", venv],
+  ...[...REPLACING.split(" "), "zstd", "unzstd", "lz4"].map((n): [string, Family] => [
+    n,
+    compressor,
+  ]),
+]);
