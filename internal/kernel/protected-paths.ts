@@ -30,12 +30,18 @@ const MAX_BRACE = 64;
 
 export function createPathGuard(globs: readonly string[]): PathGuard {
   const matchers = globs.map((g) => ({ g, m: picomatch(g, { dot: true }) }));
+  // One alternation of every glob answers the common case (no match) with one test a tail.
+  const any =
+    globs.length === 0
+      ? undefined
+      : new RegExp(globs.map((g) => `(?:${picomatch.makeRe(g, { dot: true }).source})`).join("|"));
   const parsed = globs.flatMap((g) =>
     (expandBraces(g, MAX_BRACE) ?? [g]).map((e) => ({ g, segs: protectedSegments(e) })),
   );
   return {
     literal(path) {
       for (const tail of tails(path)) {
+        if (any === undefined || !any.test(tail)) continue;
         for (const { g, m } of matchers) if (m(tail)) return g;
       }
       return undefined;

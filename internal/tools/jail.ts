@@ -38,6 +38,20 @@ export function checkPath(
   return rel;
 }
 
+/** Compiled deny patterns (a policy has a handful; the cache is bounded all the same). */
+const MATCHERS = new Map<string, (path: string) => boolean>();
+const MAX_MATCHERS = 1024;
+
+function matcher(pattern: string): (path: string) => boolean {
+  let m = MATCHERS.get(pattern);
+  if (m === undefined) {
+    if (MATCHERS.size >= MAX_MATCHERS) MATCHERS.clear();
+    m = picomatch(pattern, { dot: true });
+    MATCHERS.set(pattern, m);
+  }
+  return m;
+}
+
 /** EPERMISSION when `rel` matches a deny pattern. */
 export function checkDenied(
   field: string,
@@ -46,7 +60,7 @@ export function checkDenied(
   denyPatterns: readonly string[],
 ): void {
   for (const pattern of denyPatterns) {
-    if (picomatch.isMatch(rel, pattern, { dot: true })) {
+    if (matcher(pattern)(rel)) {
       throw deny(field, shown, `the path matches the deny pattern ${JSON.stringify(pattern)}`);
     }
   }
