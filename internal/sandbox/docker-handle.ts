@@ -140,6 +140,10 @@ export class DockerSandboxHandle implements SandboxHandle {
     }
     await killing;
     const exitCode = await exitCodeOf(exec);
+    // The exec's shell kills what the call left running, then exits with the command's
+    // status. A status from a signal (or 255: that kill-all failed) may mean the command
+    // killed that shell first: then nothing was killed, and the worker does it now.
+    if (exitCode >= 128 || exitCode < 0) await this.killAll();
     let oomKilled = false;
     if (exitCode === 137 && killedFor === undefined) oomKilled = await this.#checkOom();
     const { stdout, stderr, truncated } = out.finish();

@@ -11,7 +11,9 @@
  * waits, kills what is left of the group (nothing a call started outlives it: no background
  * daemons, no fork-bomb remnants; `kill` is a builtin, so this works even at the pids
  * limit), stops the watchdog (its group, and its pid in case it has not reached its
- * setsid yet) and returns the command's exit status.
+ * setsid yet) and returns the command's exit status (255 when processes kept appearing).
+ * The command can kill this shell (same user): the exec then ends by a signal, and the
+ * worker, seeing a status of 128 or more, kills everything itself (docker-handle.ts).
  *
  * With stdin, fd 0 is saved on fd 3 first: a background command's stdin is /dev/null
  * before any explicit redirection is applied (POSIX), so `<&0` would not do.
@@ -72,7 +74,7 @@ const RUN_BODY = (start: string): string =>
   `${start} p=$!; echo "$p" >"$f"; ` +
   'setsid sh -c \'sleep "$1"; kill -KILL "-$2"\' agentd-watchdog "$t" "$p" </dev/null >/dev/null 2>&1 & w=$!; ' +
   'wait "$p"; rc=$?; kill -KILL "-$p" 2>/dev/null; kill -KILL "-$w" 2>/dev/null; kill -KILL "$w" 2>/dev/null; ' +
-  'agentd_killall; rm -rf "$f" "$h" 2>/dev/null; exit "$rc"';
+  'agentd_killall || rc=255; rm -rf "$f" "$h" 2>/dev/null; exit "$rc"';
 
 export const RUN_SCRIPT = RUN_BODY('setsid "$@" </dev/null &');
 

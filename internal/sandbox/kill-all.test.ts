@@ -122,6 +122,24 @@ describe("nothing a call started outlives it", () => {
     }
   });
 
+  it("a call that kills its own supervising shell leaves nothing running either", async () => {
+    const h = await box();
+    try {
+      // The command's parent is the exec's shell: killing it skips that shell's kill-all.
+      const r = await sh(
+        h,
+        "setsid sh -c 'while :; do echo x >> /workspace/g3; sleep 0.1; done' </dev/null >/dev/null 2>&1 & sleep 0.3; kill -KILL $PPID",
+      );
+      assert.ok(r.exitCode >= 128, `exit ${r.exitCode}`);
+      // Listed by the engine (docker top): another exec would end with a kill-all itself.
+      const top = await docker.getContainer(containerName(label, h.runId)).top();
+      const loops = top.Processes.filter((p: string[]) => p.join(" ").includes("/workspace/g3"));
+      assert.deepEqual(loops, [], "the loop is dead when the call returns");
+    } finally {
+      await h.destroy();
+    }
+  });
+
   it("each call has a HOME of its own: a dotfile one call writes is not read by the next", async () => {
     const h = await box();
     try {
