@@ -78,7 +78,17 @@ export interface KernelRun {
   writer?: RunWriter;
   /** The uploaded workspace's files (for the provenance of scripts a command runs). */
   baseIndex?: () => Promise<BaseIndex>;
+  /**
+   * True while nothing in the run could have written the workspace: no call of a tool that
+   * writes (anything but repo.read and repo.search) was ever recorded, in this drive or an
+   * earlier one. The provenance probe is then skipped (every file is as uploaded). The
+   * kernel sets it to false before such a call executes; undefined counts as false.
+   */
+  pristine?: boolean;
 }
+
+/** Tools that never change the workspace (their calls keep a run pristine). */
+export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(["repo.read", "repo.search"]);
 
 export interface ProposedCall {
   callId: string;
@@ -371,6 +381,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       run.writer?.secrets.add(res.knownValues());
       // The last check before the effect: nothing starts after a cancel request or the end.
       await run.writer?.gate();
+      if (!READ_ONLY_TOOLS.has(call.tool)) run.pristine = false;
       const tool = toolByName(call.tool) as NonNullable<ReturnType<typeof toolByName>>;
       const ctx = toolContext(run, policy, call.tool, live.push);
       // A preview saw the input without secret values: reuse it only for plain inputs.
@@ -508,6 +519,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     const scripts = d.assessment.scripts;
     if (scripts === undefined || scripts.length === 0 || d.decision.path === "deny") return d;
     if (run.baseIndex === undefined) return d;
+    if (run.pristine === true) return d; // nothing was written since the upload
     const changed = await changedSinceUpload(run.sandbox, scripts, await run.baseIndex());
     const policy = opts.policy();
     const a = applyProvenance(d.assessment, changed, policy);

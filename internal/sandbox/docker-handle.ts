@@ -56,6 +56,13 @@ export class DockerSandboxHandle implements SandboxHandle {
   #channel: ControlChannel | undefined;
   #oomKills = 0;
   #destroyed = false;
+  /**
+   * Known to run nothing but its main process: a container this process started, or one
+   * whose every call since the last confirmed kill-all ended with its own kill-all done
+   * (an exit status below 128 from the exec's shell). killAll() is then a no-op.
+   */
+  #quiet: boolean;
+  #inFlight = 0;
 
   constructor(container: Docker.Container, runId: string, opts: HandleOptions) {
     this.#container = container;
@@ -63,10 +70,23 @@ export class DockerSandboxHandle implements SandboxHandle {
     this.runId = runId;
     this.#opts = opts;
     this.#channel = opts.channel;
+    this.#quiet = opts.channel !== undefined;
   }
 
   async exec(req: ExecRequest): Promise<ExecResult> {
     if (req.argv.length === 0) throw new AgentdError("EVALIDATION", "exec: argv is empty");
+    // From here until it is known to have cleaned up after itself, the call may leave
+    // processes behind: a kill-all meanwhile must really run.
+    this.#inFlight++;
+    this.#quiet = false;
+    try {
+      return await this.#start(req);
+    } finally {
+      this.#inFlight--;
+    }
+  }
+
+  async #start(req: ExecRequest): Promise<ExecResult> {
     const started = performance.now();
     const execId = randomUUID();
     const withStdin = req.stdin !== undefined;
@@ -95,7 +115,18 @@ export class DockerSandboxHandle implements SandboxHandle {
     } catch (err) {
       throw dockerError(err, `exec in the sandbox of run ${this.runId}`);
     }
+    return await this.#run(exec, stream, req, execId, started);
+  }
 
+  /** Follows a started exec to its end: output, timeout, cancel, and what it left running. */
+  async #run(
+    exec: Docker.Exec,
+    stream: Duplex,
+    req: ExecRequest,
+    execId: string,
+    started: number,
+  ): Promise<ExecResult> {
+    const withStdin = req.stdin !== undefined;
     const out = new OutputCollector(req.maxOutputBytes, req.onOutput);
     let killedFor: "timeout" | "cap" | "cancel" | undefined;
     let killing: Promise<void> | undefined;
@@ -143,7 +174,8 @@ export class DockerSandboxHandle implements SandboxHandle {
     // The exec's shell kills what the call left running, then exits with the command's
     // status. A status from a signal (or 255: that kill-all failed) may mean the command
     // killed that shell first: then nothing was killed, and the worker does it now.
-    if (exitCode >= 128 || exitCode < 0) await this.killAll();
+    if (exitCode >= 128 || exitCode < 0 || killedFor !== undefined) await this.#killAllNow();
+    else if (this.#inFlight === 1) this.#quiet = true;
     let oomKilled = false;
     if (exitCode === 137 && killedFor === undefined) oomKilled = await this.#checkOom();
     const { stdout, stderr, truncated } = out.finish();
@@ -170,11 +202,17 @@ export class DockerSandboxHandle implements SandboxHandle {
   }
 
   async killAll(): Promise<void> {
+    if (this.#quiet && this.#inFlight === 0) return;
+    await this.#killAllNow();
+  }
+
+  async #killAllNow(): Promise<void> {
     const argv = ["sh", "-c", KILL_ALL_SCRIPT, "agentd-killall"];
     await this.#withRoom(
       async () => (await this.#helperExec(argv)).exitCode === 0,
       "stop every process",
     );
+    if (this.#inFlight === 0) this.#quiet = true;
   }
 
   /**

@@ -39,6 +39,24 @@ after(async () => {
 });
 
 describe("killAll", () => {
+  it("costs nothing on a container whose calls all cleaned up after themselves", async () => {
+    const h = await box();
+    try {
+      await sh(h, "echo ok");
+      const t = performance.now();
+      await h.killAll();
+      assert.ok(performance.now() - t < 5, "no exec: the handle knows nothing is running");
+      // A call that ended by a signal may have skipped its own kill-all: the next one runs.
+      await sh(h, "kill -KILL $$");
+      const found = (await sandbox.find(h.runId)) as SandboxHandle;
+      const t2 = performance.now();
+      await found.killAll();
+      assert.ok(performance.now() - t2 >= 5, "a handle found again does not know: it kills");
+    } finally {
+      await h.destroy();
+    }
+  });
+
   it("kills processes that left their process group and keeps the container usable", async () => {
     const h = await box();
     try {

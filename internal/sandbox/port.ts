@@ -116,7 +116,9 @@ export interface SandboxHandle {
   /**
    * Kills every process in the container but its main process, whatever group or session
    * it escaped to, and resolves only once none is left (confirmed by a scan). What a
-   * previous owner of the run started is dead afterwards.
+   * previous owner of the run started is dead afterwards. A handle may answer at once when
+   * it knows the container is quiet: it started the container, or every call since the
+   * last kill-all ended with its own confirmed kill-all (and none is running).
    */
   killAll(): Promise<void>;
   /** Stops and removes the container and its workspace volume. Idempotent. */

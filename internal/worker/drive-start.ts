@@ -11,6 +11,7 @@ import { loadSkills, selectSkills } from "../engine/skills.ts";
 import { AgentdError } from "../errors.ts";
 import { type Event, RunResumedSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { READ_ONLY_TOOLS } from "../kernel/kernel.ts";
 import { type BaseIndex, indexWorkspace } from "../kernel/script-probe.ts";
 import type { SandboxHandle, WorkspaceSource } from "../sandbox/port.ts";
 import { readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "../sandbox/workspace-archive.ts";
@@ -71,6 +72,9 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     signal: d.callSignal,
     usage: d.usage,
     writer: d.writer,
+    pristine: !d.events.some(
+      (e) => e.payload.case === "toolCall" && !READ_ONLY_TOOLS.has(e.payload.value.tool),
+    ),
     // Read once, when a command first runs a workspace file.
     baseIndex: () => {
       index ??= (
