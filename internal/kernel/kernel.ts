@@ -565,36 +565,40 @@ export function createKernel(opts: KernelOptions): Kernel {
       },
     });
     try {
-      // Invariant 2: the call is in the log before anything happens. Placeholders stay.
+      // Invariant 2: the call is in the log before anything it does happens. It is decided
+      // first (nothing the decision does changes anything: the provenance probe only reads)
+      // and the call and its decision are committed together, in that order: one round trip.
       const recorded = recordCallInput(place, call.callId, toolName, call.input, redactor.json);
-      await append(run, {
-        case: "toolCall",
-        value: create(ToolCallSchema, {
-          callId: call.callId,
-          tool: toolName,
-          inputJson: recorded.inputJson,
-        }),
-      });
       const d =
         recorded.refusal === undefined
           ? await decideWithTrust(run, call)
           : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" });
       traceDecision(callSpan, call.callId, toolName, d, redactor);
       const r = d.assessment.risk;
-      await append(run, {
-        case: "policyDecision",
-        value: create(PolicyDecisionSchema, {
-          callId: call.callId,
-          decision: DECISION_ENUM[d.decision.path],
-          rule: clipText(d.decision.rule, MAX_TOOL_NAME),
-          reason: clipText(redactor.text(d.decision.reason), MAX_REASON),
-          risk: create(RiskProfileSchema, {
-            ...r,
-            scope: clipText(redactor.text(r.scope), MAX_SCOPE),
+      await Promise.all([
+        append(run, {
+          case: "toolCall",
+          value: create(ToolCallSchema, {
+            callId: call.callId,
+            tool: toolName,
+            inputJson: recorded.inputJson,
           }),
-          trustAdjustments: d.decision.trustAdjustments,
         }),
-      });
+        append(run, {
+          case: "policyDecision",
+          value: create(PolicyDecisionSchema, {
+            callId: call.callId,
+            decision: DECISION_ENUM[d.decision.path],
+            rule: clipText(d.decision.rule, MAX_TOOL_NAME),
+            reason: clipText(redactor.text(d.decision.reason), MAX_REASON),
+            risk: create(RiskProfileSchema, {
+              ...r,
+              scope: clipText(redactor.text(r.scope), MAX_SCOPE),
+            }),
+            trustAdjustments: d.decision.trustAdjustments,
+          }),
+        }),
+      ]);
       if (d.decision.path === "deny") {
         const code = d.invalid === undefined ? "EPOLICY" : "EVALIDATION";
         return await fail(run, call, { code, message: redactor.text(d.decision.reason) }, callSpan);

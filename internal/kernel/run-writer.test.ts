@@ -46,7 +46,25 @@ it("a drive whose lease moved on is fenced at the gate, before the effect", asyn
   const fence = await log.bumpEpoch(q.runId);
   const w = createRunWriter({ log, ...q, fence, secrets: createRunSecrets(), head: 1 });
   await w.append(delta);
-  assert.equal((await w.gate()).length, 1, "its own append, checked");
+  assert.deepEqual(await w.gate(), [], "its own append, known without a read");
   await log.bumpEpoch(q.runId); // another worker took the run over
   await assert.rejects(w.gate(), (e) => isAgentdError(e, "EFENCED"));
+});
+
+it("reads back only what others appended: its own events right after the checked one are known", async () => {
+  const q = await queueRun(log, { prompt: "p" });
+  const fence = await log.bumpEpoch(q.runId);
+  const w = createRunWriter({ log, ...q, fence, secrets: createRunSecrets(), head: 1 });
+  await w.append(delta);
+  await w.append(delta);
+  assert.deepEqual(await w.gate(), []);
+  await log.append({ ...q, fence, payload: delta }); // someone else (same epoch)
+  await w.append(delta);
+  const read = await w.gate();
+  assert.deepEqual(
+    read.map((e) => Number(e.event.seq)),
+    [4, 5],
+    "the foreign event and what followed",
+  );
+  assert.deepEqual(await w.gate(), []);
 });

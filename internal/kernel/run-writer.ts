@@ -62,8 +62,8 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
     if (ev.event.seq > BigInt(head)) head = Number(ev.event.seq);
     return ev;
   };
-  const append = async (payload: EventPayload, expectedSeq?: number) =>
-    seen(
+  const append = async (payload: EventPayload, expectedSeq?: number) => {
+    const ev = seen(
       await opts.log.append({
         runId: opts.runId,
         sessionId: opts.sessionId,
@@ -72,6 +72,12 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
         ...(expectedSeq === undefined ? {} : { expectedSeq }),
       }),
     );
+    // The next seq after the last checked one is this drive's own event, neither a cancel
+    // request nor an end: the gate need not read it back.
+    const seq = Number(ev.event.seq);
+    if (seq === checked + 1) checked = seq;
+    return ev;
+  };
   return {
     runId: opts.runId,
     sessionId: opts.sessionId,

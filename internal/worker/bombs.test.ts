@@ -14,16 +14,14 @@ import { after, before, it } from "node:test";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
-import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
-import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
-import { createKernel } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { testSandbox } from "../testing/docker.ts";
+import { stubDriverDeps } from "../testing/driver-deps.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
 import { callReply, queueRun, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
-import { DEFAULT_RUN_LIMITS, driveRun } from "./run-driver.ts";
+import { driveRun } from "./run-driver.ts";
 
 /** A full collection (the test runner does not expose gc). */
 setFlagsFromString("--expose-gc");
@@ -58,23 +56,13 @@ it("a 2 GB write stops at the workspace size; the run fails ETOOLARGE without th
   const ws = await artifacts.put(
     await packWorkspace([{ path: "a.txt", type: "file", mode: 0o644, data: Buffer.from("a\n") }]),
   );
-  const deps = {
+  const deps = stubDriverDeps({
     log,
-    kernel: createKernel({ log, policy: () => policy, secretProviders: [], artifacts }),
-    engine: createAiSdkEngine({
-      model: createOpenAiModel({ baseURL: stub.baseURL, apiKey: "k", model: "gpt-4o-mini" }),
-      maxRetries: 0,
-    }),
+    policy,
     sandbox: s.sandbox,
     artifacts,
-    policy: () => policy,
-    skillsDir: join(import.meta.dirname, "..", "..", "skills"),
-    systemPrompt: "test",
-    model: "gpt-4o-mini",
-    prices: DEFAULT_PRICE_TABLE,
-    limits: DEFAULT_RUN_LIMITS,
-    workerId: "w",
-  };
+    baseURL: stub.baseURL,
+  });
   const drive = async (runId: string) =>
     driveRun(deps, runId, await log.bumpEpoch(runId), new AbortController().signal);
   const queued = (prompt: string) =>

@@ -21,13 +21,11 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
-import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
-import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
-import { createKernel } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
+import { stubDriverDeps } from "../testing/driver-deps.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
 import {
   approveInLog,
@@ -36,7 +34,7 @@ import {
   sayReply,
   testImagePolicy,
 } from "../testing/worker-fixtures.ts";
-import { DEFAULT_RUN_LIMITS, driveRun } from "./run-driver.ts";
+import { driveRun } from "./run-driver.ts";
 
 let dir: string;
 let log: FileEventLog;
@@ -91,24 +89,10 @@ async function patchOf(files: WorkspaceFile[], calls: StubReply[]): Promise<stri
         await approveInLog(log, run, ev.event.payload.value.approvalId);
   })();
   const outcome = await driveRun(
-    {
-      log,
-      kernel: createKernel({ log, policy: () => policy, secretProviders: [], artifacts }),
-      engine: createAiSdkEngine({
-        model: createOpenAiModel({ baseURL: stub.baseURL, apiKey: "k", model: "gpt-4o-mini" }),
-        maxRetries: 0,
-      }),
-      sandbox,
-      artifacts,
-      policy: () => policy,
-      skillsDir: join(import.meta.dirname, "..", "..", "skills"),
-      systemPrompt: "test",
-      model: "gpt-4o-mini",
-      prices: DEFAULT_PRICE_TABLE,
-      limits: DEFAULT_RUN_LIMITS,
-      workerId: "w",
-      approvalHoldMs: 30_000,
-    },
+    stubDriverDeps(
+      { log, policy, sandbox, artifacts, baseURL: stub.baseURL },
+      { approvalHoldMs: 30_000 },
+    ),
     run.runId,
     await log.bumpEpoch(run.runId),
     stop.signal,

@@ -12,16 +12,14 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
-import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
-import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
 import { ToolCallSchema } from "../gen/agentd/v1/events_pb.js";
-import { createKernel } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { createEnvSecretProvider } from "../kernel/secrets.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { testSandbox } from "../testing/docker.ts";
+import { stubDriverDeps } from "../testing/driver-deps.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
 import {
   approveInLog,
@@ -30,7 +28,7 @@ import {
   sayReply,
   testImagePolicy,
 } from "../testing/worker-fixtures.ts";
-import { DEFAULT_RUN_LIMITS, type DriverDeps, driveRun } from "./run-driver.ts";
+import { type DriverDeps, driveRun } from "./run-driver.ts";
 
 const SECRET = "Sk3leton-Key-4242-tango";
 let dir: string;
@@ -59,25 +57,18 @@ before(async () => {
   };
   const providers = [createEnvSecretProvider({ DEMO_TOKEN: SECRET })];
   // Every drive gets a fresh kernel: nothing carries over in memory between drives.
-  deps = () => ({
-    log,
-    kernel: createKernel({ log, policy: () => policy, secretProviders: providers, artifacts }),
-    engine: createAiSdkEngine({
-      model: createOpenAiModel({ baseURL: stub.baseURL, apiKey: "k", model: "gpt-4o-mini" }),
-      maxRetries: 0,
-    }),
-    sandbox: t.sandbox,
-    artifacts,
-    policy: () => policy,
-    secretProviders: providers,
-    skillsDir: join(import.meta.dirname, "..", "..", "skills"),
-    systemPrompt: "test",
-    model: "gpt-4o-mini",
-    prices: DEFAULT_PRICE_TABLE,
-    limits: DEFAULT_RUN_LIMITS,
-    workerId: "w",
-    approvalHoldMs: 30_000,
-  });
+  deps = () =>
+    stubDriverDeps(
+      {
+        log,
+        policy,
+        sandbox: t.sandbox,
+        artifacts,
+        baseURL: stub.baseURL,
+        secretProviders: providers,
+      },
+      { approvalHoldMs: 30_000 },
+    );
 });
 after(async () => {
   await cleanup?.();

@@ -10,17 +10,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
-import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
-import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
-import { createKernel } from "../kernel/kernel.ts";
 import { readPolicyFile } from "../kernel/policy-loader.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
+import { stubDriverDeps } from "../testing/driver-deps.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
 import { approveInLog, callReply, queueRun, sayReply } from "../testing/worker-fixtures.ts";
-import { DEFAULT_RUN_LIMITS, driveRun } from "./run-driver.ts";
+import { driveRun } from "./run-driver.ts";
 
 const STRICT = join(import.meta.dirname, "..", "..", "deploy", "policies", "strict.yaml");
 let dir: string;
@@ -78,24 +76,10 @@ describe("the strict profile", () => {
         if (p.case === "approvalRequested") await approveInLog(log, run, p.value.approvalId);
       }
     })();
-    const deps = {
-      log,
-      kernel: createKernel({ log, policy: () => policy, secretProviders: [] }),
-      engine: createAiSdkEngine({
-        model: createOpenAiModel({ baseURL: stub.baseURL, apiKey: "k", model: "gpt-4o-mini" }),
-        maxRetries: 0,
-      }),
-      sandbox: t.sandbox,
-      artifacts,
-      policy: () => policy,
-      skillsDir: join(import.meta.dirname, "..", "..", "skills"),
-      systemPrompt: "test",
-      model: "gpt-4o-mini",
-      prices: DEFAULT_PRICE_TABLE,
-      limits: DEFAULT_RUN_LIMITS,
-      workerId: "w",
-      approvalHoldMs: 30_000,
-    };
+    const deps = stubDriverDeps(
+      { log, policy, sandbox: t.sandbox, artifacts, baseURL: stub.baseURL },
+      { approvalHoldMs: 30_000 },
+    );
     const outcome = await driveRun(deps, run.runId, await log.bumpEpoch(run.runId), stop.signal);
     stop.abort();
     await approver;
