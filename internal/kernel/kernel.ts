@@ -34,7 +34,7 @@ import {
   ToolCallSchema,
   ToolResultSchema,
 } from "../gen/agentd/v1/events_pb.js";
-import type { SandboxHandle } from "../sandbox/port.ts";
+import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
 import { tracer } from "../telemetry/tracing.ts";
 import { toolByName } from "../tools/registry.ts";
 import { planPatch } from "../tools/repo-patch.ts";
@@ -839,7 +839,7 @@ async function stopReason(run: KernelRun): Promise<{ code: string; message: stri
   // A lost lease: the container may be another worker's now (which kills everything in it
   // before it goes on); only this call's own process group was killed, and this result
   // will be refused by the log anyway (fenced).
-  if (reason === "lease-lost")
+  if (reason === OWNER_CHANGED)
     return {
       code: "interrupted",
       message: "the worker lost the run's lease; this call was killed",

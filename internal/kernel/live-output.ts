@@ -1,9 +1,10 @@
 /**
  * Live output of a running call as `tool.output` events: redacted as it streams (a value
- * split across chunks is still caught), coalesced to at most one event per stream every
- * 100 ms (or at once past 16 KiB), and released on that timer even when the stream is
- * quiet — the stream redactor's flush() gives back all but what could still be a secret
- * form — so a line printed reaches the log within about 100 ms plus one append.
+ * split across chunks is still caught), coalesced to at most one flush every 100 ms (or at
+ * once past 16 KiB). Output arriving after a quiet 100 ms goes at once; output arriving
+ * sooner waits for the end of the 100 ms since the last flush — the stream redactor's
+ * flush() gives back all but what could still be a secret form — so a line printed
+ * reaches the log within 100 ms plus one append, and at once when the call was quiet.
  *
  * Must never: emit a character a scan of the whole output would have redacted, emit half a
  * surrogate pair, or leave a failed append as an unhandled rejection (close() throws it).
@@ -37,6 +38,7 @@ export function createLiveOutput(
     stderr: createStreamRedactor(redactor, 4096),
   };
   let timer: NodeJS.Timeout | undefined;
+  let lastFlush = Number.NEGATIVE_INFINITY;
   let chain: Promise<unknown> = Promise.resolve();
   let failure: { err: unknown } | undefined;
   const emit = (s: StreamName, final: boolean): void => {
@@ -64,6 +66,7 @@ export function createLiveOutput(
   };
   const onTimer = (): void => {
     timer = undefined;
+    lastFlush = performance.now();
     for (const s of ["stdout", "stderr"] as const) {
       pending[s] += streams[s].flush();
       emit(s, false);
@@ -73,7 +76,10 @@ export function createLiveOutput(
     push(stream, text) {
       pending[stream] += streams[stream].push(text);
       if (pending[stream].length >= OUTPUT_FLUSH_BYTES) emit(stream, false);
-      timer ??= setTimeout(onTimer, OUTPUT_FLUSH_MS);
+      if (timer !== undefined) return;
+      const wait = lastFlush + OUTPUT_FLUSH_MS - performance.now();
+      if (wait <= 0) onTimer();
+      else timer = setTimeout(onTimer, wait);
     },
     async close() {
       clearTimeout(timer);

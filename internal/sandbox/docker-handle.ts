@@ -22,7 +22,7 @@ import {
   RUN_SCRIPT_STDIN,
 } from "./exec-scripts.ts";
 import type { DiffOptions, ExecRequest, ExecResult, SandboxHandle, WorkspaceDiff } from "./port.ts";
-import { WORKSPACE } from "./port.ts";
+import { OWNER_CHANGED, WORKSPACE } from "./port.ts";
 import { readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "./workspace-archive.ts";
 import { DEFAULT_MAX_PATCH_BYTES, diffWorkspace } from "./workspace-diff.ts";
 
@@ -128,6 +128,7 @@ export class DockerSandboxHandle implements SandboxHandle {
   ): Promise<ExecResult> {
     const withStdin = req.stdin !== undefined;
     const out = new OutputCollector(req.maxOutputBytes, req.onOutput);
+    const ownerChanged = (): boolean => req.signal?.reason === OWNER_CHANGED;
     let killedFor: "timeout" | "cap" | "cancel" | undefined;
     let killing: Promise<void> | undefined;
     let escalation: NodeJS.Timeout | undefined;
@@ -140,6 +141,7 @@ export class DockerSandboxHandle implements SandboxHandle {
       // after a moment, everything but the main process goes; if even that does not end
       // the stream, the worker stops waiting for it.
       escalation = setTimeout(() => {
+        if (ownerChanged()) return; // the rest of the container is not ours to kill
         killing = Promise.all([killing, this.killAll().catch(() => undefined)]).then(
           () => undefined,
         );
@@ -174,7 +176,8 @@ export class DockerSandboxHandle implements SandboxHandle {
     // The exec's shell kills what the call left running, then exits with the command's
     // status. A status from a signal (or 255: that kill-all failed) may mean the command
     // killed that shell first: then nothing was killed, and the worker does it now.
-    if (exitCode >= 128 || exitCode < 0 || killedFor !== undefined) await this.#killAllNow();
+    const abnormal = exitCode >= 128 || exitCode < 0 || killedFor !== undefined;
+    if (abnormal && !ownerChanged()) await this.#killAllNow();
     else if (this.#inFlight === 1) this.#quiet = true;
     let oomKilled = false;
     if (exitCode === 137 && killedFor === undefined) oomKilled = await this.#checkOom();

@@ -51,6 +51,12 @@ export type SandboxShape = Omit<SandboxSpec, "runId" | "tenantId" | "workspaceTa
 
 export type OutputStreamName = "stdout" | "stderr";
 
+/**
+ * The abort reason of an exec whose caller lost the container to another owner (a lost
+ * lease): only the exec's own process group is killed, never the rest of the container.
+ */
+export const OWNER_CHANGED = "lease-lost";
+
 export interface ExecRequest {
   /** Program and arguments (no shell unless argv says so). */
   argv: string[];
@@ -65,7 +71,11 @@ export interface ExecRequest {
   stdin?: Uint8Array;
   /** Live output, as it comes (already capped). */
   onOutput?: (stream: OutputStreamName, chunk: string) => void;
-  /** Aborting kills the process group (e.g. run cancelled). */
+  /**
+   * Aborting kills the process group (e.g. run cancelled), then — since a call may have
+   * escaped its group — every process in the container, unless the reason is
+   * OWNER_CHANGED: the container may be another owner's by then, so only the group goes.
+   */
   signal?: AbortSignal;
 }
 

@@ -101,7 +101,11 @@ async function assertStoppedBeforeInterrupted(s: Started): Promise<void> {
   const doc = JSON.parse(second.outputJson) as { result?: { stdout: string }; stdout?: string };
   const out = doc.result ?? (doc as { stdout: string }); // a previewed call's output: { preview, result }
   const [before, afterOneSecond, last] = out.stdout.trim().split("\n");
-  assert.equal(before, afterOneSecond, "the file stood still after interrupted");
+  assert.equal(
+    before,
+    afterOneSecond,
+    `the file stood still after interrupted (counter lines: ${out.stdout.trim()})`,
+  );
   const recordedAt = Number(resultEvent.ts?.seconds) * 1000 + (resultEvent.ts?.nanos ?? 0) / 1e6;
   const uptimeAtRecord = uptime() - (Date.now() - recordedAt) / 1000;
   assert.ok(

@@ -16,7 +16,7 @@ import type { KernelRun } from "../kernel/kernel.ts";
 import { loadRunSecrets } from "../kernel/run-secrets.ts";
 import { createRunWriter, type RunWriter } from "../kernel/run-writer.ts";
 import { projectRun } from "../projections/run-projection.ts";
-import type { SandboxHandle } from "../sandbox/port.ts";
+import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
 import type { DriverDeps } from "./run-driver.ts";
 
 /** Why a call's process was killed: the kernel records `cancelled` or `interrupted`. */
@@ -26,7 +26,7 @@ export const CANCEL_REASON = "cancelled";
  * The lease is gone (or may be): the call is killed and recorded `interrupted`, but the
  * container may already be another worker's — nothing else in it may be touched.
  */
-export const LEASE_LOST_REASON = "lease-lost";
+export const LEASE_LOST_REASON = OWNER_CHANGED;
 
 export interface Drive {
   readonly deps: DriverDeps;
