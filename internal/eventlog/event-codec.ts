@@ -183,6 +183,7 @@ export class LoggedEvent {
   /** The stored canonical JSON: serve these bytes as they are. */
   readonly json: string;
   #event: Event | undefined;
+  #type: string | undefined;
   #frame: Uint8Array | undefined;
   #frameGzip: Uint8Array | undefined;
 
@@ -198,8 +199,15 @@ export class LoggedEvent {
     return this.#event;
   }
 
+  /**
+   * The event's type, without decoding the event when it was not decoded yet: JSON.parse
+   * (native) is a fraction of protobuf's decoding, and readers that only look for one type
+   * (a cancel watch, the trust counters) skip everything else.
+   */
   get type(): string {
-    return this.event.type;
+    if (this.#event !== undefined) return this.#event.type;
+    this.#type ??= String((JSON.parse(this.json) as { type?: unknown }).type ?? "");
+    return this.#type;
   }
 
   /**

@@ -59,7 +59,7 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
   const redact = (payload: EventPayload): EventPayload =>
     opts.secrets.any() ? redactMessage(payload, opts.secrets.redactor) : payload;
   const seen = (ev: LoggedEvent): LoggedEvent => {
-    if (ev.event.seq > BigInt(head)) head = Number(ev.event.seq);
+    if (ev.seq > head) head = ev.seq;
     return ev;
   };
   const append = async (payload: EventPayload, expectedSeq?: number) => {

@@ -5,7 +5,7 @@
  */
 import type { EventLog } from "../eventlog/port.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
-import { foldTrust, type TrustCounters } from "./trust.ts";
+import { foldTrust, TRUST_EVENT_TYPES, type TrustCounters } from "./trust.ts";
 
 export interface TrustStoreOptions {
   log: EventLog;
@@ -36,9 +36,10 @@ export function createTrustStore(
       const runs = await opts.runs.getMany(page.runIds);
       for (const r of runs) {
         if (r === undefined || (r.labels[REPO_LABEL] ?? "default") !== repo) continue;
+        const logged = await opts.log.read(r.runId, 0);
         foldTrust(
           counters,
-          (await opts.log.read(r.runId, 0)).map((e) => e.event),
+          logged.filter((e) => TRUST_EVENT_TYPES.has(e.type)).map((e) => e.event),
         );
         if (++folded >= maxRuns) break;
       }

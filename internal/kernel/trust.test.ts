@@ -2,13 +2,18 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
+import { type EventPayload, LoggedEvent, sealEvent } from "../eventlog/event-codec.ts";
 import {
+  ApprovalRequestedSchema,
+  ApprovalResolvedSchema,
   type Event,
   EventSchema,
+  PolicyDecisionSchema,
   ToolCallSchema,
+  ToolOutputSchema,
   ToolResultSchema,
 } from "../gen/agentd/v1/events_pb.js";
-import { foldTrust } from "./trust.ts";
+import { foldTrust, TRUST_EVENT_TYPES } from "./trust.ts";
 
 const call = (id: string, tool: string): Event =>
   create(EventSchema, {
@@ -57,5 +62,45 @@ describe("foldTrust", () => {
     ]);
     assert.equal(c["process.run"]?.failedCalls, 1);
     assert.equal(c["process.run"]?.successfulCalls ?? 0, 0);
+  });
+});
+
+describe("TRUST_EVENT_TYPES", () => {
+  it("skipping every other type (read without decoding) folds the same counters", () => {
+    const payloads: EventPayload[] = [
+      { case: "toolCall", value: create(ToolCallSchema, { callId: "a", tool: "repo.patch" }) },
+      { case: "policyDecision", value: create(PolicyDecisionSchema, { callId: "a" }) },
+      {
+        case: "approvalRequested",
+        value: create(ApprovalRequestedSchema, { approvalId: "ap", tool: "repo.patch" }),
+      },
+      {
+        case: "approvalResolved",
+        value: create(ApprovalResolvedSchema, { approvalId: "ap", decision: 2, resolvedBy: "u" }),
+      },
+      { case: "toolOutput", value: create(ToolOutputSchema, { callId: "b", chunk: "x" }) },
+      { case: "toolCall", value: create(ToolCallSchema, { callId: "b", tool: "process.run" }) },
+      { case: "toolResult", value: create(ToolResultSchema, { callId: "b", ok: true }) },
+    ];
+    const logged = payloads.map((payload, i) => {
+      const sealed = sealEvent({ runId: "r", sessionId: "s", payload }, i + 1, "", 1_000);
+      return new LoggedEvent("r", i + 1, sealed.json);
+    });
+    const types = logged.map((e) => e.type); // read before anything was decoded
+    assert.deepEqual(
+      types,
+      logged.map((e) => e.event.type),
+    );
+    const all = foldTrust(
+      {},
+      logged.map((e) => e.event),
+    );
+    const some = foldTrust(
+      {},
+      logged.filter((e) => TRUST_EVENT_TYPES.has(e.type)).map((e) => e.event),
+    );
+    assert.deepEqual(some, all);
+    assert.equal(all["repo.patch"]?.manualOverrides, 1);
+    assert.equal(all["process.run"]?.successfulCalls, 1);
   });
 });

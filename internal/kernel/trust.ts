@@ -23,6 +23,14 @@ const ZERO: ToolCounters = {
   manualOverrides: 0,
 };
 
+/** The only event types foldTrust looks at: readers may skip (and never decode) the rest. */
+export const TRUST_EVENT_TYPES: ReadonlySet<string> = new Set([
+  "tool.call",
+  "tool.result",
+  "approval.requested",
+  "approval.resolved",
+]);
+
 /** Folds one run's events into `into` (mutated). Policy denials and interruptions count as neither success nor failure. */
 export function foldTrust(into: TrustCounters, events: Iterable<Event>): TrustCounters {
   const toolOf = new Map<string, string>();

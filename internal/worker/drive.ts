@@ -152,7 +152,7 @@ function watchCancel(
     while (!stop.signal.aborted && !cancel.signal.aborted) {
       try {
         for await (const ev of deps.log.follow(runId, from, stop.signal)) {
-          from = Number(ev.event.seq);
+          from = ev.seq;
           if (ev.type === "run.cancel_requested") {
             cancel.abort();
             return;
