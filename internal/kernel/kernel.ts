@@ -36,6 +36,7 @@ import {
 } from "../gen/agentd/v1/events_pb.js";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
 import { tracer } from "../telemetry/tracing.ts";
+import { pickCommands, type RunCommands } from "../tools/command-spec.ts";
 import { toolByName } from "../tools/registry.ts";
 import { planPatch } from "../tools/repo-patch.ts";
 import type { ToolContext, ToolLimits } from "../tools/tool.ts";
@@ -85,6 +86,11 @@ export interface KernelRun {
    * kernel sets it to false before such a call executes; undefined counts as false.
    */
   pristine?: boolean;
+  /**
+   * test.run's and lint.run's commands as the uploaded workspace implies them (used where
+   * the policy sets none; the result records which was used and where it came from).
+   */
+  commands?: RunCommands;
 }
 
 /** Tools that never change the workspace (their calls keep a run pristine). */
@@ -179,8 +185,11 @@ export interface Kernel {
     call: ProposedCall,
     approval: { approved: boolean; reason: string },
   ): Promise<CallOutcome>;
-  /** The decision alone, no I/O but the trust lookup (for previews of policy and the benchmark). */
-  decideCall(call: ProposedCall, counters: TrustCounters): DecidedCall;
+  /**
+   * The decision alone, no I/O but the trust lookup (for previews of policy and the
+   * benchmark); `detected`: the run's workspace commands (KernelRun.commands).
+   */
+  decideCall(call: ProposedCall, counters: TrustCounters, detected?: RunCommands): DecidedCall;
 }
 
 export function createKernel(opts: KernelOptions): Kernel {
@@ -205,15 +214,23 @@ export function createKernel(opts: KernelOptions): Kernel {
       : opts.log.append({ runId: run.runId, sessionId: run.sessionId, fence: run.fence, payload });
 
   /** Total: a step that throws (validation, the jail, assessment, decision) is a deny. */
-  function decideCall(call: ProposedCall, counters: TrustCounters): DecidedCall {
+  function decideCall(
+    call: ProposedCall,
+    counters: TrustCounters,
+    detected?: RunCommands,
+  ): DecidedCall {
     try {
-      return decideStrict(call, counters);
+      return decideStrict(call, counters, detected);
     } catch (err) {
       return refusedBy(err, "kernel.decide", "decide on this call");
     }
   }
 
-  function decideStrict(call: ProposedCall, counters: TrustCounters): DecidedCall {
+  function decideStrict(
+    call: ProposedCall,
+    counters: TrustCounters,
+    detected: RunCommands | undefined,
+  ): DecidedCall {
     const policy = opts.policy();
     const tool = toolByName(call.tool);
     if (tool === undefined)
@@ -229,7 +246,8 @@ export function createKernel(opts: KernelOptions): Kernel {
       );
     }
     const input = parsed.data as Record<string, unknown>;
-    const assessment = assess(call.tool, input, policy, compiledRisk(policy));
+    const commands = pickCommands(policy.tools, detected);
+    const assessment = assess(call.tool, input, policy, compiledRisk(policy), commands);
     const decision = decide(call.tool, assessment, policy, counters);
     const field = assessment.deny?.field;
     return { input, assessment, decision, ...(field === undefined ? {} : { invalid: { field } }) };
@@ -260,10 +278,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         tool === "repo.search"
           ? [...policy.workspace.denyPatterns, ...policy.risk.secretPaths]
           : policy.workspace.denyPatterns,
-      commands: {
-        ...(policy.tools.test ? { test: policy.tools.test } : {}),
-        ...(policy.tools.lint ? { lint: policy.tools.lint } : {}),
-      },
+      commands: pickCommands(policy.tools, run.commands),
       ...(onChunk === undefined ? {} : { onOutput: onChunk }),
       ...(run.signal === undefined ? {} : { signal: run.signal }),
     };
@@ -501,7 +516,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         return refusedBy(err, "kernel.trust", "look up the repository's trust counters");
       }
     }
-    return withProvenance(run, call, decideCall(call, counters), counters);
+    return withProvenance(run, call, decideCall(call, counters, run.commands), counters);
   }
 
   /**

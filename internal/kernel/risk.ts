@@ -7,8 +7,8 @@
  * field), never throws.
  */
 import { AgentdError } from "../errors.ts";
+import { pickCommands, type RunCommands, testCommandLine } from "../tools/command-spec.ts";
 import { checkPath } from "../tools/jail.ts";
-import { shellQuote } from "../tools/run-command.ts";
 import type { CommandAnalysis } from "./command-analysis.ts";
 import { assessCommand, type Draft } from "./command-risk.ts";
 import type { Policy } from "./policy-schema.ts";
@@ -91,6 +91,7 @@ export function assess(
   input: Record<string, unknown>,
   policy: Policy,
   compiled: CompiledRisk,
+  commands: RunCommands = pickCommands(policy.tools, undefined),
 ): Assessment {
   const draft: Draft = {
     category: "read",
@@ -103,7 +104,7 @@ export function assess(
     namePatterns: [],
   };
   try {
-    const denied = assessTool(tool, input ?? {}, policy, compiled, draft);
+    const denied = assessTool(tool, input ?? {}, policy, compiled, draft, commands);
     return denied ?? finish(draft, input ?? {}, policy, compiled);
   } catch (err) {
     if (err instanceof AgentdError && err.code === "EPERMISSION") {
@@ -139,6 +140,7 @@ function assessTool(
   policy: Policy,
   compiled: CompiledRisk,
   d: Draft,
+  commands: RunCommands,
 ): Assessment | undefined {
   switch (tool) {
     case "repo.read":
@@ -172,7 +174,7 @@ function assessTool(
     case "process.run":
     case "test.run":
     case "lint.run": {
-      const line = commandLine(tool, input, policy);
+      const line = commandLine(tool, input, commands);
       const cwd =
         input.cwd === undefined
           ? "."
@@ -185,15 +187,17 @@ function assessTool(
   }
 }
 
-/** The line the tool runs: process.run's command; test.run's and lint.run's from the policy. */
-function commandLine(tool: string, input: Record<string, unknown>, policy: Policy): string {
+/**
+ * The line the tool runs: process.run's command; test.run's and lint.run's from the policy
+ * or the workspace (command-spec.ts), built as the tool builds it.
+ */
+function commandLine(tool: string, input: Record<string, unknown>, commands: RunCommands): string {
   if (tool === "process.run") return limited(stringField(input, "command"), "command");
-  if (tool === "lint.run") return limited(policy.tools.lint ?? "", "tools.lint");
-  const base = limited(policy.tools.test ?? "", "tools.test");
-  // As test.run builds it: the name is shell-quoted, never spliced in raw.
-  if (input.name === undefined) return base.replaceAll("{name}", "");
-  const quoted = shellQuote(limited(stringField(input, "name"), "name"));
-  return base.includes("{name}") ? base.replaceAll("{name}", quoted) : `${base} ${quoted}`;
+  if (tool === "lint.run") return limited(commands.lint?.command ?? "", "tools.lint");
+  const spec = commands.test ?? { command: "", source: "" };
+  limited(spec.named ?? spec.command, "tools.test");
+  const name = input.name === undefined ? undefined : limited(stringField(input, "name"), "name");
+  return testCommandLine(spec, name);
 }
 
 function stringField(input: Record<string, unknown>, field: string): string {

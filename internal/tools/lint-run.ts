@@ -1,6 +1,10 @@
-/** lint.run: the workspace's configured lint command. */
+/**
+ * lint.run: the run's lint command (the policy's tools.lint, else the workspace's, see
+ * command-spec.ts). The result names the command and its source.
+ */
 import { z } from "zod";
 import { AgentdError } from "../errors.ts";
+import { noCommandMessage } from "./command-spec.ts";
 import { runCommand, timeoutField } from "./run-command.ts";
 import { defineTool } from "./tool.ts";
 
@@ -8,16 +12,13 @@ export const lintRun = defineTool({
   name: "lint.run",
   category: "exec",
   description:
-    "Run the workspace's lint command (configured by the operator) and return its findings.",
+    "Run the workspace's lint command (set by the operator's policy, else found in the workspace) and return its findings.",
   input: z.object({ timeoutMs: timeoutField }).strict(),
   async execute(ctx, input) {
-    const command = ctx.commands.lint;
-    if (command === undefined || command.trim() === "") {
-      throw new AgentdError(
-        "EVALIDATION",
-        "no lint command is configured for this workspace (policy: tools.lint)",
-      );
-    }
-    return runCommand(ctx, command, undefined, input.timeoutMs);
+    const spec = ctx.commands.lint;
+    if (spec === undefined || spec.command.trim() === "")
+      throw new AgentdError("EVALIDATION", noCommandMessage("lint", ctx.commands.problem));
+    const result = await runCommand(ctx, spec.command, undefined, input.timeoutMs);
+    return { ...result, source: spec.source };
   },
 });

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import type { OutputStreamName, SandboxHandle } from "../sandbox/port.ts";
+import type { RunCommands } from "./command-spec.ts";
 
 export type ToolCategory = "read" | "write" | "exec";
 
@@ -41,8 +42,8 @@ export interface ToolContext {
   limits: ToolLimits;
   /** Globs (relative to the workspace) that no path argument may match. */
   denyPatterns: readonly string[];
-  /** Commands configured for the workspace (shell command lines). */
-  commands: { test?: string; lint?: string };
+  /** test.run's and lint.run's commands for this run (policy, else the workspace). */
+  commands: RunCommands;
   /** Live output of long calls. */
   onOutput?: (stream: OutputStreamName, chunk: string) => void;
   /** Aborts the call (the process group is killed). */

@@ -60,7 +60,10 @@ before(async () => {
       maxSearchMatches: 5,
     },
     denyPatterns: DEFAULT_DENY_PATTERNS,
-    commands: { test: "node --test {name}", lint: "sh -c 'echo lint-ok; exit 1'" },
+    commands: {
+      test: { command: "node --test {name}", source: "policy tools.test" },
+      lint: { command: "sh -c 'echo lint-ok; exit 1'", source: "policy tools.lint" },
+    },
   };
   // A symlink trap planted by an "earlier process.run".
   await invokeTool(ctx, "process.run", {
@@ -453,9 +456,11 @@ describe("commands", () => {
       exitCode: number;
       stdout: string;
       command: string;
+      source: string;
     };
     assert.equal(ok.exitCode, 0, ok.stdout);
     assert.equal(ok.command, "node --test 'calc.test.js'");
+    assert.equal(ok.source, "policy tools.test");
     const evil = (await invokeTool(ctx, "test.run", { name: "x'; touch pwned; echo '" })) as {
       command: string;
     };

@@ -32,7 +32,7 @@ describe("workspaceConfigFromArchive", () => {
       ],
     );
     assert.deepEqual(c.memory, { path: ".agent/memory.md", content: "second choice" });
-    assert.deepEqual(await workspaceConfigFromArchive(undefined), { skillFiles: [] });
+    assert.deepEqual(await workspaceConfigFromArchive(undefined), { skillFiles: [], commands: {} });
   });
 
   it("reads an archive of any size and cuts each file at 64 KiB", async () => {
@@ -44,5 +44,18 @@ describe("workspaceConfigFromArchive", () => {
     const c = await workspaceConfigFromArchive(tar);
     assert.equal(c.memory?.path, "AGENTS.md");
     assert.equal(c.memory?.content.length, MAX_CONFIG_FILE_BYTES);
+  });
+
+  it("detects the test command from the archive: vendored tests and symlinks do not count", async () => {
+    const tar = await packWorkspace([
+      file("tests/test_calc.py", "import unittest\n"),
+      file(".venv/lib/python3/site-packages/x/test_vendored.py", ""),
+      file("node_modules/y/test_z.py", ""),
+      { path: "package.json", type: "symlink", mode: 0o777, linkname: "/etc/passwd" },
+    ]);
+    const c = await workspaceConfigFromArchive(tar);
+    assert.equal(c.commands.test?.command, "python3 -m unittest discover -s tests");
+    assert.equal(c.commands.lint, undefined);
+    assert.deepEqual((await workspaceConfigFromArchive(undefined)).commands, {});
   });
 });

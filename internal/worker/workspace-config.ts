@@ -1,6 +1,7 @@
 /**
  * The workspace's own agent configuration: skills (`.agent/skills/<name>/SKILL.md`, then
- * `.skills/<name>/SKILL.md`) and the memory file (`AGENTS.md`, else `.agent/memory.md`).
+ * `.skills/<name>/SKILL.md`), the memory file (`AGENTS.md`, else `.agent/memory.md`), and
+ * the test and lint commands it implies (tools/detect-commands.ts).
  *
  * Read by the worker from the archive uploaded at CreateRun, never from the live sandbox:
  * every drive of a run (first start, resume after an approval, takeover after a crash)
@@ -10,11 +11,19 @@
  */
 import * as tarStream from "tar-stream";
 import { normaliseEntryPath } from "../sandbox/workspace-archive.ts";
+import type { RunCommands } from "../tools/command-spec.ts";
+import { DETECTION_FILES, detectCommands } from "../tools/detect-commands.ts";
 
 export interface WorkspaceConfig {
   skillFiles: { path: string; content: string }[];
   memory?: { path: string; content: string };
+  /** test.run's and lint.run's commands as the workspace implies them. */
+  commands: RunCommands;
 }
+
+/** Python test files remembered for detection (their names only), at most. */
+const MAX_PYTHON_TESTS = 1000;
+const PYTHON_TEST = /(^|\/)(test_[^/]*|[^/]*_test)\.py$/;
 
 /** Bytes of one configuration file that reach the model at most. */
 export const MAX_CONFIG_FILE_BYTES = 64 * 1024;
@@ -26,10 +35,11 @@ const MEMORY_FILES = ["AGENTS.md", ".agent/memory.md"] as const;
 export async function workspaceConfigFromArchive(
   tar: Uint8Array | undefined,
 ): Promise<WorkspaceConfig> {
-  if (tar === undefined || tar.byteLength === 0) return { skillFiles: [] };
+  if (tar === undefined || tar.byteLength === 0) return { skillFiles: [], commands: {} };
   // Streamed: only the few configuration files are kept, whatever the archive's size (the
   // stored form of an upload is the normalised, uncompressed tar, up to 512 MiB of files).
-  const regular = await configFiles(tar);
+  const { regular, pythonTests, packages } = await configFiles(tar);
+  const commands = detectCommands({ files: regular, pythonTests, packages });
   const text = (data: Buffer): string => data.subarray(0, MAX_CONFIG_FILE_BYTES).toString("utf8");
 
   const skillFiles: { path: string; content: string }[] = [];
@@ -40,24 +50,35 @@ export async function workspaceConfigFromArchive(
   }
   for (const path of MEMORY_FILES) {
     const data = regular.get(path);
-    if (data !== undefined) return { skillFiles, memory: { path, content: text(data) } };
+    if (data !== undefined) return { skillFiles, memory: { path, content: text(data) }, commands };
   }
-  return { skillFiles };
+  return { skillFiles, commands };
 }
 
 /** A path this module reads: a skill file one level under a skill root, or a memory file. */
 function isConfigPath(path: string): boolean {
   if ((MEMORY_FILES as readonly string[]).includes(path)) return true;
+  if (DETECTION_FILES.includes(path)) return true;
   return SKILL_ROOTS.some(
     (root) => path.startsWith(`${root}/`) && /^[^/]+\/SKILL\.md$/.test(path.slice(root.length + 1)),
   );
 }
 
-/** The regular files of the archive that isConfigPath names, each cut at the cap. */
-function configFiles(data: Uint8Array): Promise<Map<string, Buffer>> {
+interface Collected {
+  /** The regular files isConfigPath names, each cut at the cap. */
+  regular: Map<string, Buffer>;
+  pythonTests: string[];
+  /** Folders with an __init__.py. */
+  packages: Set<string>;
+}
+
+/** What the archive holds for the configuration and command detection. */
+function configFiles(data: Uint8Array): Promise<Collected> {
   const found = new Map<string, Buffer>();
+  const pythonTests: string[] = [];
+  const packages = new Set<string>();
   const extract = tarStream.extract();
-  const done = new Promise<Map<string, Buffer>>((resolve, reject) => {
+  const done = new Promise<Collected>((resolve, reject) => {
     extract.on("entry", (header, stream, next) => {
       let path: string | undefined;
       try {
@@ -66,6 +87,7 @@ function configFiles(data: Uint8Array): Promise<Map<string, Buffer>> {
         path = undefined; // validated at CreateRun; nothing to read here
       }
       const keep = header.type === "file" && path !== undefined && isConfigPath(path);
+      if (header.type === "file" && path !== undefined) notePython(path, pythonTests, packages);
       const chunks: Buffer[] = [];
       let bytes = 0;
       stream.on("data", (chunk: unknown) => {
@@ -81,9 +103,18 @@ function configFiles(data: Uint8Array): Promise<Map<string, Buffer>> {
       });
       stream.on("error", () => undefined);
     });
-    extract.on("finish", () => resolve(found));
+    extract.on("finish", () => resolve({ regular: found, pythonTests, packages }));
     extract.on("error", reject);
   });
   extract.end(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
   return done;
+}
+
+/** Where installed packages live, not the project's own tests. */
+const VENDORED = /(^|\/)(node_modules|\.?venv|site-packages|\.tox|\.git)\//;
+
+function notePython(path: string, tests: string[], packages: Set<string>): void {
+  if (VENDORED.test(path)) return;
+  if (path.endsWith("/__init__.py")) packages.add(path.slice(0, -"/__init__.py".length));
+  else if (PYTHON_TEST.test(path) && tests.length < MAX_PYTHON_TESTS) tests.push(path);
 }

@@ -1,0 +1,61 @@
+/**
+ * The command lines of test.run and lint.run for one run: the policy's (`tools.test`,
+ * `tools.lint`) when it sets them, else what the uploaded workspace says (detect-commands.ts),
+ * each with where it came from — recorded in the call's result — and, for a detected test
+ * command, the form that takes a test name.
+ *
+ * Must never: splice a test name into a line unquoted, or let the workspace override a
+ * command the policy sets.
+ */
+import { shellQuote } from "./run-command.ts";
+
+export interface CommandSpec {
+  /** The line run when no test name is given. */
+  command: string;
+  /** The line with a test name, `{name}` replaced by it (shell-quoted); else as in policy. */
+  named?: string;
+  /** Where the command came from, e.g. "policy tools.test", "package.json scripts.test". */
+  source: string;
+}
+
+export interface RunCommands {
+  test?: CommandSpec;
+  lint?: CommandSpec;
+  /** Why the workspace's own configuration could not be used (names the file and field). */
+  problem?: string;
+}
+
+/** Per command, the policy's when set, else the detected one. */
+export function pickCommands(
+  tools: { test?: string | undefined; lint?: string | undefined },
+  detected: RunCommands | undefined,
+): RunCommands {
+  const out: RunCommands = {};
+  if (tools.test) out.test = { command: tools.test, source: "policy tools.test" };
+  else if (detected?.test !== undefined) out.test = detected.test;
+  if (tools.lint) out.lint = { command: tools.lint, source: "policy tools.lint" };
+  else if (detected?.lint !== undefined) out.lint = detected.lint;
+  if (detected?.problem !== undefined && (!out.test || !out.lint)) out.problem = detected.problem;
+  return out;
+}
+
+/**
+ * The line test.run runs. Without a name, `{name}` goes away. With one, it is shell-quoted
+ * and put in the spec's named form, else in place of `{name}`, else appended.
+ */
+export function testCommandLine(spec: CommandSpec, name: string | undefined): string {
+  if (name === undefined) return spec.command.replaceAll("{name}", "");
+  const quoted = shellQuote(name);
+  const base = spec.named ?? spec.command;
+  return base.includes("{name}") ? base.replaceAll("{name}", quoted) : `${base} ${quoted}`;
+}
+
+/** The error of test.run / lint.run when the run has no such command. */
+export function noCommandMessage(which: "test" | "lint", problem: string | undefined): string {
+  const found =
+    which === "test"
+      ? ".agent/config.yaml commands.test, package.json scripts.test, pytest or unittest, go.mod, Cargo.toml, a Makefile test target"
+      : ".agent/config.yaml commands.lint, package.json scripts.lint, ruff or flake8 configuration, go.mod, Cargo.toml, a Makefile lint target";
+  const why = problem === undefined ? "" : `; ${problem}`;
+  return `no ${which} command: the policy sets none (tools.${which}) and the workspace has none (looked for ${found})${why}`;
+}
