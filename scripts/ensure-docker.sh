@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Makes sure a Docker engine answers. Installed but stopped and we are root: start it.
-# Otherwise stop with a message naming what to install or start.
+# Makes sure a Docker engine answers. As root with apt-get, installs it (Debian's docker.io)
+# when it is missing and starts it when it is stopped; AGENTD_INSTALL_DOCKER=0 turns the
+# install off. Otherwise stops with a message naming what to install or start.
 set -euo pipefail
 if docker info >/dev/null 2>&1; then exit 0; fi
 if ! command -v dockerd >/dev/null 2>&1; then
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && [ "${AGENTD_INSTALL_DOCKER:-}" = "1" ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1 && [ "${AGENTD_INSTALL_DOCKER:-1}" != "0" ]; then
     echo "ensure-docker: installing docker.io (apt-get)" >&2
     apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+    if ! command -v dockerd >/dev/null 2>&1; then
+      echo "ensure-docker: apt-get install docker.io did not install dockerd. Install a Docker engine and start it (dockerd &)." >&2
+      exit 1
+    fi
   else
-    echo "ensure-docker: no Docker engine. Install one (Debian/Ubuntu: apt-get install -y docker.io) and start it (dockerd &)." >&2
+    echo "ensure-docker: no Docker engine. Install one (Debian/Ubuntu, as root: apt-get install -y docker.io; make does it for you as root) and start it (dockerd &)." >&2
     exit 1
   fi
 fi
