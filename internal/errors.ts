@@ -10,6 +10,7 @@ export type ErrorCode =
   | "EUNAUTHENTICATED" // no or wrong credentials
   | "ENOTFOUND" // no such thing (or not visible to this tenant)
   | "ECONFLICT" // state changed under the caller; retry or re-read
+  | "EEXISTS" // the name is taken by something else (an idempotency key used for another request)
   | "EFENCED" // a stale writer (old lease epoch) tried to append
   | "EOUTOFRANGE" // a position past the end (e.g. after_seq beyond the last seq)
   | "ETOOLARGE" // a payload over its limit

@@ -467,6 +467,18 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
     assert.ok(next.stdout.includes(runId), next.stdout);
     const json = await q(["runs", "--session", sessionId, "--json"]);
     assert.equal(json.stdout.trim().split("\n").length, 2);
+    const byLabel = await q(["runs", "-l", "team=core,repo", "--json"]);
+    assert.equal(byLabel.code, 0, byLabel.stderr);
+    assert.deepEqual(
+      byLabel.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).runId),
+      [runId],
+    );
+    const badSelector = await q(["runs", "--selector", "team in (core"]);
+    assert.notEqual(badSelector.code, 0);
+    assert.match(badSelector.stderr, /label_selector: unbalanced parentheses/);
 
     const ev = await q(["events", runId, "--json"]);
     assert.equal(ev.code, 0, ev.stderr);
@@ -476,6 +488,29 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
     const none = await q(["approvals"]);
     assert.equal(none.code, 0);
     assert.match(none.stderr, /no pending approvals/);
+  });
+
+  it("run --idempotency-key: a retry returns the same run; another request is refused", async () => {
+    const args = ["run", "--prompt", "once only", "--repo", join(dir, "outside"), "--no-wait"];
+    const key = ["--idempotency-key", "ci-42-attempt"];
+    const a = await q([...args, ...key, "--json"]);
+    const b = await q([...args, ...key, "--json"]);
+    assert.equal(a.code, 0, a.stderr);
+    assert.equal(b.code, 0, b.stderr);
+    const idOf = (out: string) => /"runId":"([0-9A-Z]{26})"/.exec(out)?.[1];
+    assert.ok(idOf(a.stdout), a.stdout);
+    assert.equal(idOf(b.stdout), idOf(a.stdout));
+    const other = await q([
+      "run",
+      "--prompt",
+      "something else",
+      "--repo",
+      join(dir, "outside"),
+      "--no-wait",
+      ...key,
+    ]);
+    assert.notEqual(other.code, 0);
+    assert.match(other.stderr, /idempotency_key: already used by run/);
   });
 
   it("cancel: of a queued run at once; a waiting run exits 2; replay of a cancelled run exits 2", async () => {

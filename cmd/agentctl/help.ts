@@ -110,7 +110,12 @@ export const COMMANDS: CommandSpec[] = [
         type: "string",
         multiple: true,
         arg: "KEY=VALUE",
-        help: "label the run (repeatable); repo defaults to the git remote (without credentials) or the directory name: trust rules count per repo",
+        help: "label the run (repeatable; Kubernetes label syntax); repo defaults to the git remote (host/path, without credentials) or the directory name: trust rules count per repo",
+      },
+      "idempotency-key": {
+        type: "string",
+        arg: "KEY",
+        help: "make retries safe: the same key and request return the run already created (kept 24 h; default: none)",
       },
       follow: { type: "boolean", help: "render the run live" },
       "no-wait": {
@@ -139,6 +144,12 @@ next ones is printed on stderr (--page-token).`,
         help: "only runs in this state: queued, running, paused, completed, failed, cancelled",
       },
       session: { type: "string", arg: "ID", help: "only runs of this session" },
+      selector: {
+        type: "string",
+        short: "l",
+        arg: "SELECTOR",
+        help: "only runs whose labels match, as kubectl -l: k=v, k!=v, k, !k, k in (a,b), comma-joined",
+      },
       limit: { type: "string", arg: "N", help: "show at most N runs (default 50)" },
       "page-token": {
         type: "string",

@@ -12,6 +12,7 @@ import { parseArgs } from "node:util";
 import { create, toJson } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { toLabelValue } from "../../internal/api/labels.ts";
 import { mayRace, nudgeResume, resolve } from "../../internal/cli/approval.ts";
 import {
   CliError,
@@ -222,7 +223,10 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
 
 // --- run ---------------------------------------------------------------------------------
 
-/** The repo label: the origin URL without credentials, else the directory's name. */
+/**
+ * The repo label: the origin URL without credentials or scheme (`github.com/org/repo` →
+ * `github.com-org-repo`), else the directory's name, as a valid label value.
+ */
 function repoLabel(root: string): string {
   const url = inGitWorkTree(root) ? gitRemoteUrl(root) : undefined;
   let label: string;
@@ -231,16 +235,16 @@ function repoLabel(root: string): string {
       const u = new URL(url);
       u.username = "";
       u.password = "";
-      label = u.toString();
+      label = `${u.host}${u.pathname}`;
     } catch {
-      // scp-like (git@host:org/repo) stays as it is; a user:password@ prefix goes.
-      label = url.replace(/^[^@/]*@/, (m) => (m.includes(":") ? "" : m));
+      // scp-like (git@host:org/repo): the user goes, host:path reads as host/path.
+      label = url.replace(/^[^@/]*@/, "").replace(":", "/");
     }
     label = label.replace(/\.git$/, "").replace(/\/$/, "");
   } else {
     label = basename(realpathSync(root));
   }
-  return label.slice(0, 256);
+  return toLabelValue(label);
 }
 
 function labelsOf(v: Values, root: string): Record<string, string> {
@@ -293,6 +297,7 @@ async function runCmd(c: Ctx): Promise<number> {
       skills: (v.skill as string[] | undefined) ?? [],
       labels,
       workspaceTar: packed.archive,
+      idempotencyKey: str(v, "idempotency-key") ?? "",
     },
     { timeoutMs: 300_000, signal: c.signal },
   );
@@ -389,6 +394,7 @@ async function runsCmd(c: Ctx): Promise<number> {
       {
         state,
         sessionId: str(v, "session") ?? "",
+        labelSelector: str(v, "selector") ?? "",
         pageSize: Math.min(500, limit - runs.length),
         pageToken,
       },

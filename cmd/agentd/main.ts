@@ -34,6 +34,9 @@ import { FileEventLog, openFileEventLog } from "../../internal/eventlog/file-eve
 import type { EventLog } from "../../internal/eventlog/port.ts";
 import { RedisEventLog } from "../../internal/eventlog/redis-event-log.ts";
 import { RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
+import { FileIdempotencyStore } from "../../internal/idempotency/file-idempotency.ts";
+import type { IdempotencyStore } from "../../internal/idempotency/port.ts";
+import { RedisIdempotencyStore } from "../../internal/idempotency/redis-idempotency.ts";
 import { createKernel } from "../../internal/kernel/kernel.ts";
 import { formatPolicyIssues, readPolicyFile } from "../../internal/kernel/policy-loader.ts";
 import type { Policy } from "../../internal/kernel/policy-schema.ts";
@@ -192,7 +195,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   }
   const auth = mode === "worker" ? undefined : buildAuth(cfg, mode);
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
-  const { log, artifactDir, queue, closeAll } = await buildEventLog(eventLogUrl, cfg);
+  const { log, artifactDir, queue, idempotency, closeAll } = await buildEventLog(eventLogUrl, cfg);
   const artifacts = new FsArtifactStore(artifactDir);
   // Temp files of writes a killed process never finished.
   void artifacts
@@ -204,7 +207,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   let server: ReturnType<typeof createDualServer> | undefined;
   let sweeper: Sweep | undefined;
   if (auth !== undefined) {
-    const deps = { log, runs, artifacts, queue, cancelWaitMs: cfg["cancel-wait-ms"] };
+    const deps = { log, runs, artifacts, queue, idempotency, cancelWaitMs: cfg["cancel-wait-ms"] };
     const workspace = {
       maxBytes: cfg["max-workspace-bytes"],
       maxEntries: cfg["max-workspace-entries"],
@@ -558,7 +561,13 @@ function buildAuth(cfg: Config, mode: Mode): Authenticator {
 async function buildEventLog(
   url: string,
   cfg: Config,
-): Promise<{ log: EventLog; artifactDir: string; queue: RunQueue; closeAll: () => Promise<void> }> {
+): Promise<{
+  log: EventLog;
+  artifactDir: string;
+  queue: RunQueue;
+  idempotency: IdempotencyStore;
+  closeAll: () => Promise<void>;
+}> {
   const schedule = { leaseTtlMs: cfg["lease-ttl-ms"], tenantLimit: cfg["tenant-limit"] };
   if (url.startsWith("file:")) {
     const dir = resolve(url.slice("file:".length) || cfg["data-dir"]);
@@ -569,6 +578,7 @@ async function buildEventLog(
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
       queue,
+      idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
       closeAll: async () => {
         await queue.close();
         await log.close();
@@ -598,6 +608,7 @@ async function buildEventLog(
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
     queue,
+    idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
     closeAll: async () => {
       await queue.close();
       await log.close();

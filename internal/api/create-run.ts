@@ -10,19 +10,22 @@ import { ulid } from "ulid";
 import { AgentdError, invalid } from "../errors.ts";
 import { RunFailedSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
+import { FileIdempotencyStore } from "../idempotency/file-idempotency.ts";
 import { applyEvent, emptyRun } from "../projections/run-projection.ts";
 import { principalOf } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
+import { claimRun, idempotencyKeyField, requestDigest } from "./idempotent-create.ts";
+import { validateLabels } from "./labels.ts";
 import { SESSION_RE, textField } from "./validate.ts";
 import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
 
 const MAX_PROMPT_BYTES = 64 * 1024;
 const SKILL_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
-const LABEL_KEY_RE = /^[A-Za-z0-9._/-]{1,63}$/;
 
 export function createRunHandler(deps: ApiDeps) {
   // Servers set their own (limits from flags); this one serves in-process routers.
   const fallbackUploader = createWorkspaceUploader(deps.artifacts);
+  const keys = deps.idempotency ?? new FileIdempotencyStore();
   return async (
     req: CreateRunRequest,
     ctx: HandlerContext,
@@ -39,16 +42,8 @@ export function createRunHandler(deps: ApiDeps) {
       if (!SKILL_RE.test(s))
         throw invalid(`skills[${i}]`, "must be a skill name of [a-z0-9-], at most 64 characters");
     });
-    const labels = Object.entries(req.labels);
-    if (labels.length > 32) throw invalid("labels", "at most 32 labels");
-    for (const [k, v] of labels) {
-      if (!LABEL_KEY_RE.test(k))
-        throw invalid(
-          `labels[${JSON.stringify(k)}]`,
-          "key must be 1-63 characters of [A-Za-z0-9._/-]",
-        );
-      textField(`labels[${JSON.stringify(k)}]`, v, 256);
-    }
+    validateLabels(req.labels);
+    idempotencyKeyField(req.idempotencyKey);
     let workspace = { digest: "", size: 0 };
     if (req.workspaceTar.byteLength > 0) {
       // Checked entry by entry while it streams into the store (tar-slip, absolute paths,
@@ -57,27 +52,50 @@ export function createRunHandler(deps: ApiDeps) {
       const uploader = ctx.values.get(kWorkspaceUploader) ?? fallbackUploader;
       workspace = await uploader.store(req.workspaceTar, ctx.signal);
     }
-    const runId = ulid();
+    let runId = ulid();
+    let release = async (): Promise<void> => undefined;
+    if (req.idempotencyKey !== "") {
+      const digest = requestDigest({
+        prompt: req.prompt,
+        sessionId: req.sessionId,
+        priority: req.priority === 0 ? 5 : req.priority,
+        skills: req.skills,
+        labels: req.labels,
+        workspace: workspace.digest,
+      });
+      const claimed = await claimRun(
+        deps,
+        keys,
+        principal.tenantId,
+        req.idempotencyKey,
+        digest,
+        ctx.signal,
+      );
+      if (claimed.kind === "existing") return { run: claimed.run };
+      ({ runId, release } = claimed);
+    }
     const sessionId = req.sessionId || ulid();
-    const ev = await deps.log.append({
-      runId,
-      sessionId,
-      tenantId: principal.tenantId,
-      expectedSeq: 0,
-      payload: {
-        case: "runQueued",
-        value: create(RunQueuedSchema, {
-          tenantId: principal.tenantId,
-          prompt: req.prompt,
-          priority: req.priority === 0 ? 5 : req.priority,
-          skills: req.skills,
-          labels: req.labels,
-          workspaceDigest: workspace.digest,
-          workspaceSizeBytes: BigInt(workspace.size),
-          submittedBy: principal.name,
-        }),
-      },
-    });
+    const ev = await appendQueued(release, () =>
+      deps.log.append({
+        runId,
+        sessionId,
+        tenantId: principal.tenantId,
+        expectedSeq: 0,
+        payload: {
+          case: "runQueued",
+          value: create(RunQueuedSchema, {
+            tenantId: principal.tenantId,
+            prompt: req.prompt,
+            priority: req.priority === 0 ? 5 : req.priority,
+            skills: req.skills,
+            labels: req.labels,
+            workspaceDigest: workspace.digest,
+            workspaceSizeBytes: BigInt(workspace.size),
+            submittedBy: principal.name,
+          }),
+        },
+      }),
+    );
     const run = applyEvent(emptyRun(runId), ev.event);
     if (deps.queue !== undefined) {
       try {
@@ -111,4 +129,14 @@ export function createRunHandler(deps: ApiDeps) {
     }
     return { run };
   };
+}
+
+/** The run.queued append; a key claimed for it is released when it fails. */
+async function appendQueued<T>(release: () => Promise<void>, append: () => Promise<T>): Promise<T> {
+  try {
+    return await append();
+  } catch (err) {
+    await release();
+    throw err;
+  }
 }

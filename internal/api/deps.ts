@@ -3,6 +3,7 @@ import type { ArtifactStore } from "../artifacts/port.ts";
 import type { Principal } from "../auth/tokens.ts";
 import type { EventLog, RunHead } from "../eventlog/port.ts";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
+import type { IdempotencyStore } from "../idempotency/port.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunQueue } from "../scheduler/port.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
@@ -11,6 +12,8 @@ export interface ApiDeps {
   log: EventLog;
   runs: RunProjectionCache;
   artifacts: ArtifactStore;
+  /** CreateRun's idempotency keys; without one, keys live in this process only. */
+  idempotency?: IdempotencyStore;
   /** The run queue workers claim from; without one, runs stay queued (no workers). */
   queue?: RunQueue;
   /**

@@ -18,6 +18,7 @@ const CODES: Record<ErrorCode, Code> = {
   EUNAUTHENTICATED: Code.Unauthenticated,
   ENOTFOUND: Code.NotFound,
   ECONFLICT: Code.FailedPrecondition,
+  EEXISTS: Code.AlreadyExists,
   EFENCED: Code.FailedPrecondition,
   EENDED: Code.FailedPrecondition,
   EOUTOFRANGE: Code.OutOfRange,

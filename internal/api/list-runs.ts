@@ -1,6 +1,6 @@
 /**
- * ListRuns: the tenant's runs newest first, filtered by state and session, paginated.
- * The state filter is applied to projections, so one call examines a bounded number of
+ * ListRuns: the tenant's runs newest first, filtered by state, session and a label
+ * selector (labels.ts), paginated. The state and label filters are applied to projections, so one call examines a bounded number of
  * runs and may return a short page with a next token: keep paging until the token is empty.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -14,6 +14,7 @@ import {
 } from "../gen/agentd/v1/run_service_pb.js";
 import { principalOf } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
+import { matchesSelector, parseSelector } from "./labels.ts";
 import { decodePageToken, encodePageToken, pageSizeField, SESSION_RE } from "./validate.ts";
 
 /** Most runs one call looks at when a state filter skips many. */
@@ -30,7 +31,8 @@ export function listRunsHandler(deps: ApiDeps) {
       throw invalid("session_id", "must be 1-128 characters of [A-Za-z0-9._:-]");
     }
     const pageSize = pageSizeField("page_size", req.pageSize, 50, 500);
-    const binding = { st: String(req.state), se: req.sessionId };
+    const selector = parseSelector(req.labelSelector);
+    const binding = { st: String(req.state), se: req.sessionId, ls: req.labelSelector };
     let before: string | undefined;
     if (req.pageToken !== "") before = decodePageToken("page_token", req.pageToken, binding).b;
     const runs: Run[] = [];
@@ -47,8 +49,9 @@ export function listRunsHandler(deps: ApiDeps) {
       let i = 0;
       for (; i < projected.length && runs.length < pageSize; i++) {
         const r = projected[i];
-        if (r !== undefined && (req.state === RunState.UNSPECIFIED || r.state === req.state))
-          runs.push(r);
+        if (r === undefined) continue;
+        if (req.state !== RunState.UNSPECIFIED && r.state !== req.state) continue;
+        if (matchesSelector(r.labels, selector)) runs.push(r);
       }
       examined += i;
       const lastSeen = page.runIds[i - 1];

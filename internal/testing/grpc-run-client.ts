@@ -256,8 +256,18 @@ export async function assertGrpcError(
     code,
     `expected ${grpc.status[code]}, got ${grpc.status[se.code] ?? se.code}: ${se.details ?? se.message}`,
   );
-  if (message !== undefined) assert.match(se.details, message);
+  // grpc-js decodes grpc-message with decodeURI, which leaves %3A, %2C… as they came
+  // (connect-node encodes them): match on the fully decoded text, as a gRPC client sees it.
+  if (message !== undefined) assert.match(fullyDecoded(se.details), message);
   return se;
+}
+
+function fullyDecoded(details: string): string {
+  try {
+    return decodeURIComponent(details);
+  } catch {
+    return details;
+  }
 }
 
 export { grpc };

@@ -247,7 +247,9 @@ export declare type CreateRunRequest = Message<"agentd.v1.CreateRunRequest"> & {
   skills: string[];
 
   /**
-   * Free-form labels (at most 32; keys [A-Za-z0-9._/-] up to 63 chars, values up to 256).
+   * Labels, validated as Kubernetes validates them (at most 32): keys are an optional DNS
+   * subdomain prefix and '/', then a name of 1-63 characters of [A-Za-z0-9-_.] starting and
+   * ending with a letter or digit; values are empty or such a name. ListRuns selects by them.
    *
    * @generated from field: map<string, string> labels = 5;
    */
@@ -259,6 +261,16 @@ export declare type CreateRunRequest = Message<"agentd.v1.CreateRunRequest"> & {
    * @generated from field: bytes workspace_tar = 6;
    */
   workspaceTar: Uint8Array;
+
+  /**
+   * Makes retries safe: a second CreateRun of the tenant with the same key and the same
+   * request returns the run the first one created (no new run); with the same key and a
+   * different request it fails ALREADY_EXISTS. Empty: no key. At most 255 characters of
+   * [A-Za-z0-9._:/+=-]. Keys are kept 24 hours.
+   *
+   * @generated from field: string idempotency_key = 7;
+   */
+  idempotencyKey: string;
 };
 
 /**
@@ -360,6 +372,14 @@ export declare type ListRunsRequest = Message<"agentd.v1.ListRunsRequest"> & {
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
+
+  /**
+   * Only runs whose labels match, written as for kubectl: `k=v` (or `k==v`), `k!=v`, `k`,
+   * `!k`, `k in (a,b)`, `k notin (a,b)`, joined by commas (all must hold). Empty: all.
+   *
+   * @generated from field: string label_selector = 5;
+   */
+  labelSelector: string;
 };
 
 /**
