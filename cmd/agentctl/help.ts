@@ -35,6 +35,11 @@ export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
     arg: "TOKEN",
     help: "bearer token (env AGENTD_TOKEN, preferred: flags show in ps; agentd dev without an auth file needs none)",
   },
+  context: {
+    type: "string",
+    arg: "NAME",
+    help: "the context (server and token file) of the config file to use (env AGENTD_CONTEXT; default its current-context; see agentctl config)",
+  },
   help: { type: "boolean", short: "h", help: "show this help" },
 };
 
@@ -84,6 +89,17 @@ agentctl cancel RUN stops it.
 
 Exit: 0 completed, 1 failed, 2 cancelled, 3 waiting for approval (--follow --no-wait),
 4 request failed, 64 usage error, 130 interrupted.`;
+
+const CONFIG_DETAILS = `Contexts live in $AGENTCTL_CONFIG, else $XDG_CONFIG_HOME/agentd/config.yaml, else
+~/.config/agentd/config.yaml (written with mode 600; refused when others may write it):
+
+  current-context: prod
+  contexts:
+    prod: {addr: "https://agentd.internal:7070", token-file: "~/.config/agentd/prod.token"}
+
+A token file must be readable by you only (chmod 600). What picks the server: --addr, else
+AGENTD_ADDR, else the context (--context NAME, else AGENTD_CONTEXT, else current-context),
+else the default; the token likewise: --token, else AGENTD_TOKEN, else the context's file.`;
 
 export const COMMANDS: CommandSpec[] = [
   {
@@ -268,6 +284,67 @@ written to --out (atomically) or to stdout. A tar is not written to a terminal.`
       digest: { type: "string", arg: "SHA256", help: "the artifact with this digest instead" },
       out: { type: "string", arg: "FILE", help: "write to FILE (default: stdout)" },
     },
+  },
+  {
+    name: "config use-context",
+    args: ["NAME"],
+    summary: "make NAME the current context (server and token file) of the config file",
+    details: CONFIG_DETAILS,
+    flags: {},
+  },
+  {
+    name: "config set-context",
+    args: ["NAME"],
+    summary: "add or change a context: its server address and token file",
+    details: CONFIG_DETAILS,
+    flags: {
+      server: {
+        type: "string",
+        arg: "URL",
+        help: "the context's address, HOST:PORT or http(s)://HOST:PORT (required for a new context)",
+      },
+      "token-file": {
+        type: "string",
+        arg: "FILE",
+        help: "file holding the context's token (mode 600; ~ and paths relative to the config file work)",
+      },
+    },
+  },
+  {
+    name: "config get-contexts",
+    args: [],
+    summary: "list the contexts (* marks the current one)",
+    details: CONFIG_DETAILS,
+    flags: {},
+  },
+  {
+    name: "config current-context",
+    args: [],
+    summary: "print the current context's name",
+    details: CONFIG_DETAILS,
+    flags: {},
+  },
+  {
+    name: "config delete-context",
+    args: ["NAME"],
+    summary: "remove a context",
+    details: CONFIG_DETAILS,
+    flags: {},
+  },
+  {
+    name: "completion",
+    args: ["SHELL"],
+    summary: "print a shell completion script: bash or zsh",
+    details: `bash:  source <(agentctl completion bash)      (or save it in /etc/bash_completion.d/agentctl)
+zsh:   source <(agentctl completion zsh)       (or save it as _agentctl on your $fpath)`,
+    flags: {},
+  },
+  {
+    name: "version",
+    args: [],
+    summary: "print agentctl's version (also: agentctl --version)",
+    details: "",
+    flags: {},
   },
   {
     name: "help",

@@ -63,6 +63,7 @@ import {
   mainHelp,
   parseOptions,
 } from "./help.ts";
+import { LOCAL_COMMANDS } from "./local.ts";
 
 type Values = Record<string, string | boolean | string[] | undefined>;
 
@@ -127,14 +128,15 @@ function splitCommand(argv: string[]): { name: string | undefined; rest: string[
     }
     if (a.startsWith("-")) continue;
     const rest = [...argv.slice(0, i), ...argv.slice(i + 1)];
-    if (a === "artifact") {
-      // The one command with a subcommand: artifact get.
+    if (a === "artifact" || a === "config") {
+      // Commands with a subcommand: artifact get, config use-context…
       const j = rest.findIndex((x, k) => k >= i && !x.startsWith("-"));
-      if (j >= 0 && rest[j] === "get") {
+      if (j >= 0 && findCommand(`${a} ${rest[j]}`) !== undefined) {
+        const sub = rest[j] as string;
         rest.splice(j, 1);
-        return { name: "artifact get", rest };
+        return { name: `${a} ${sub}`, rest };
       }
-      return { name: "artifact", rest };
+      return { name: a, rest };
     }
     return { name: a, rest };
   }
@@ -143,6 +145,8 @@ function splitCommand(argv: string[]): { name: string | undefined; rest: string[
 
 async function main(argv: string[], signal: AbortSignal): Promise<number> {
   const { name, rest } = splitCommand(argv);
+  if (name === undefined && (rest.includes("--version") || rest.includes("-V")))
+    return LOCAL_COMMANDS.version?.([], {}) ?? EXIT.OK;
   if (name === undefined) {
     const wantsHelp = rest.includes("--help") || rest.includes("-h");
     (wantsHelp ? stdout : stderr).write(mainHelp());
@@ -159,7 +163,9 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
     stdout.write(commandHelp(c));
     return EXIT.OK;
   }
-  const spec = findCommand(name === "artifact" ? "artifact get" : name);
+  const spec = findCommand(
+    name === "artifact" ? "artifact get" : name === "config" ? "config use-context" : name,
+  );
   if (spec === undefined) {
     const close = COMMANDS.map((c) => c.name).filter((c) => c.startsWith(name.slice(0, 2)));
     throw new UsageError(
@@ -168,6 +174,12 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
   }
   if (name === "artifact" && !(rest.includes("--help") || rest.includes("-h"))) {
     throw new UsageError('artifact needs a subcommand: "artifact get RUN"', spec.name);
+  }
+  if (name === "config" && !(rest.includes("--help") || rest.includes("-h"))) {
+    throw new UsageError(
+      "config needs a subcommand: use-context, set-context, get-contexts, current-context, delete-context",
+      spec.name,
+    );
   }
   let parsed: { values: Values; positionals: string[] };
   try {
@@ -197,9 +209,12 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
       spec.name,
     );
   }
+  const local = LOCAL_COMMANDS[spec.name];
+  if (local !== undefined) return local(parsed.positionals, parsed.values);
   const ep = resolveEndpoint({
     addr: str(parsed.values, "addr"),
     token: str(parsed.values, "token"),
+    context: str(parsed.values, "context"),
   });
   const ctx: Ctx = {
     spec,

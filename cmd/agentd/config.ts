@@ -211,15 +211,29 @@ export type Config = z.infer<typeof ConfigSchema>;
 export class UsageError extends Error {}
 
 /** Parses argv (after the subcommand) and the environment into a Config. */
-export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): Config & { help: boolean } {
-  const options: Record<string, { type: "string" | "boolean" }> = { help: { type: "boolean" } };
-  for (const [name, f] of Object.entries(FLAGS))
-    options[name] = { type: "bool" in f ? "boolean" : "string" };
+/**
+ * Flags (only `allowed` ones on the command line: a command's --help lists exactly what it
+ * takes) over AGENTD_* env over defaults.
+ */
+export function parseConfig(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  allowed: readonly FlagName[] = Object.keys(FLAGS) as FlagName[],
+  command = "agentd",
+): Config & { help: boolean } {
+  const options: Record<string, { type: "string" | "boolean"; short?: string }> = {
+    help: { type: "boolean", short: "h" },
+  };
+  for (const name of allowed)
+    options[name] = { type: "bool" in FLAGS[name] ? "boolean" : "string" };
   let values: Record<string, string | boolean | undefined>;
   try {
     values = parseArgs({ args: argv, options, allowPositionals: false, strict: true }).values;
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    const unknown = /Unknown option '--([^']+)'/.exec((err as Error).message)?.[1];
+    if (unknown !== undefined && Object.hasOwn(FLAGS, unknown))
+      throw new UsageError(`--${unknown} is not a flag of ${command} (see ${command} --help)`);
+    throw new UsageError((err as Error).message.replace(/\. To specify a positional.*$/s, ""));
   }
   const raw: Record<string, unknown> = {};
   for (const [name, f] of Object.entries(FLAGS)) {

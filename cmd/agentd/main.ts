@@ -7,6 +7,7 @@ import { hostname } from "node:os";
  * SIGTERM. SIGHUP re-reads the policy.
  */
 import { resolve } from "node:path";
+import { text } from "node:stream/consumers";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { Redis } from "ioredis";
@@ -57,6 +58,7 @@ import { createApp } from "../../internal/server/app.ts";
 import { createDualServer } from "../../internal/server/dual-protocol.ts";
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
+import { versionLine } from "../../internal/version/version.ts";
 import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
@@ -74,6 +76,10 @@ const SERVER_FLAGS: FlagName[] = [
   "max-concurrent-unpacks",
   "policy",
   "approval-sweep-ms",
+  "cancel-wait-ms",
+  "lease-ttl-ms",
+  "tenant-limit",
+  "redis-timeout-ms",
   "log-level",
   "insecure-no-auth",
 ];
@@ -93,10 +99,13 @@ const WORKER_FLAGS: FlagName[] = [
   "approval-hold-ms",
   "warm-sandboxes",
   "price-table",
+  "redis-timeout-ms",
+  "shutdown-grace-ms",
   "log-level",
 ];
 const DEV_FLAGS: FlagName[] = [
   "data-dir",
+  "event-log",
   "listen",
   "auth-file",
   "auth-tokens",
@@ -114,8 +123,12 @@ const DEV_FLAGS: FlagName[] = [
   "max-steps",
   "approval-hold-ms",
   "approval-sweep-ms",
+  "cancel-wait-ms",
+  "lease-ttl-ms",
+  "tenant-limit",
   "warm-sandboxes",
   "price-table",
+  "shutdown-grace-ms",
   "log-level",
 ];
 const FLAGS_OF = { server: SERVER_FLAGS, worker: WORKER_FLAGS, dev: DEV_FLAGS } as const;
@@ -135,7 +148,8 @@ Usage:
   agentd worker [flags]    claims runs and drives them (model from OPENAI_API_KEY / OPENAI_BASE_URL,
                            or the replay model: --replay FILE without a key, --model replay:FILE)
   agentd policy check FILE validates a policy file: OK, or each issue as FILE:LINE:COL: field: message
-  agentd hash-token TOKEN  prints the sha256 to put in an auth file
+  agentd hash-token TOKEN  prints the sha256 to put in an auth file (- reads TOKEN from stdin)
+  agentd --version         prints the version
 
 Run 'agentd COMMAND --help' for the flags of a command.`;
 
@@ -146,12 +160,12 @@ async function main(argv: string[]): Promise<number> {
     case "dev":
     case "worker":
       return serve(cmd, rest);
-    case "hash-token": {
-      const { hashToken } = await import("../../internal/auth/tokens.ts");
-      if (rest.length !== 1) throw new UsageError("hash-token takes exactly one TOKEN");
-      process.stdout.write(`${hashToken(rest[0] as string)}\n`);
+    case "hash-token":
+      return hashTokenCommand(rest);
+    case "--version":
+    case "version":
+      process.stdout.write(versionLine("agentd"));
       return 0;
-    }
     case "policy":
       return policyCommand(rest);
     case undefined:
@@ -165,10 +179,33 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+const HASH_TOKEN_HELP = `Usage: agentd hash-token TOKEN
+       agentd hash-token -        (reads the token from stdin: it stays out of ps and history)
+
+Prints the token's sha256 (hex), what an auth file holds:
+  tokens: [{sha256: <this>, tenant: acme, roles: [submit, read, approve]}]
+`;
+
+/** `agentd hash-token TOKEN | -`: the sha256 for an auth file. */
+async function hashTokenCommand(rest: string[]): Promise<number> {
+  if (rest.length === 1 && (rest[0] === "--help" || rest[0] === "-h")) {
+    process.stdout.write(HASH_TOKEN_HELP);
+    return 0;
+  }
+  if (rest.length !== 1)
+    throw new UsageError("hash-token takes exactly one TOKEN (or - for stdin)");
+  const { hashToken } = await import("../../internal/auth/tokens.ts");
+  let token = rest[0] as string;
+  if (token === "-") token = (await text(process.stdin)).replace(/\r?\n$/, "");
+  if (token === "") throw new UsageError("hash-token: the token is empty");
+  process.stdout.write(`${hashToken(token)}\n`);
+  return 0;
+}
+
 type Mode = "server" | "worker" | "dev";
 
 async function serve(mode: Mode, argv: string[]): Promise<number> {
-  const cfg = parseConfig(argv, process.env);
+  const cfg = parseConfig(argv, process.env, FLAGS_OF[mode], `agentd ${mode}`);
   if (cfg.help) {
     process.stdout.write(
       `Usage: agentd ${mode} [flags]\n\nFlags (each also an environment variable):\n${flagHelp(FLAGS_OF[mode])}\n` +
@@ -483,7 +520,8 @@ function secretProviders(p: Policy): SecretProvider[] {
 
 /** `agentd policy check FILE`: exit 0 and `OK FILE`, or 1 and one line per issue. */
 function policyCommand(argv: string[]): number {
-  if (argv[0] === "--help" || argv[0] === "-h" || (argv[0] === "check" && argv[1] === "--help")) {
+  const help = argv.some((a) => a === "--help" || a === "-h");
+  if (help && (argv[0] === "check" || argv[0]?.startsWith("-"))) {
     process.stdout.write(
       "Usage: agentd policy check FILE\n\nValidates a policy file (docs/policy.md). Prints OK FILE, or every issue as\nFILE:LINE:COL: field: message and exits 1.\n",
     );
@@ -624,8 +662,30 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`agentd: ${err.message}\nRun 'agentd --help' for usage.\n`);
       process.exit(2);
     }
-    const msg = err instanceof AgentdError ? err.message : ((err as Error).stack ?? String(err));
-    process.stderr.write(`agentd: ${msg}\n`);
+    process.stderr.write(`agentd: ${startFailure(err)}\n`);
     process.exit(1);
   },
 );
+
+/**
+ * One line for what stops agentd from starting: the ordinary failures (a port in use, a
+ * file it may not read) in words; a stack trace only for what is a bug.
+ */
+function startFailure(err: unknown): string {
+  if (err instanceof AgentdError) return err.message;
+  const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
+  const where =
+    e.address === undefined ? "" : ` ${e.address}${e.port === undefined ? "" : `:${e.port}`}`;
+  switch (e?.code) {
+    case "EADDRINUSE":
+      return `cannot listen on${where}: the address is already in use (another agentd? pick another with --listen)`;
+    case "EADDRNOTAVAIL":
+      return `cannot listen on${where}: no such local address (check --listen)`;
+    case "EACCES":
+      return `permission denied${where}${e.path === undefined ? "" : ` ${e.path}`} (a port below 1024 needs root; a file needs read access)`;
+    case "ENOENT":
+      return `no such file: ${e.path ?? e.message}`;
+    default:
+      return e?.stack ?? String(err);
+  }
+}

@@ -6,6 +6,7 @@ import { type Client, Code, ConnectError, createClient } from "@connectrpc/conne
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.js";
+import { configPath, loadContexts, readTokenFile, selectContext } from "./contexts.ts";
 
 export type RunClient = Client<typeof RunService>;
 
@@ -33,9 +34,9 @@ export interface Endpoint {
   /** Base URL, e.g. http://127.0.0.1:7070 */
   url: string;
   /** Where the address came from, for error messages. */
-  addrSource: "--addr" | "AGENTD_ADDR" | "default";
+  addrSource: "--addr" | "AGENTD_ADDR" | "default" | `context ${string}`;
   token: string | undefined;
-  tokenSource: "--token" | "AGENTD_TOKEN" | undefined;
+  tokenSource: "--token" | "AGENTD_TOKEN" | `context ${string}` | undefined;
 }
 
 /** A command-line mistake: agentctl prints it with a pointer to --help and exits 64. */
@@ -60,17 +61,28 @@ export class CliError extends Error {
 
 /** Flags win over the environment, which wins over the default. */
 export function resolveEndpoint(
-  flags: { addr?: string | undefined; token?: string | undefined },
+  flags: { addr?: string | undefined; token?: string | undefined; context?: string | undefined },
   env: NodeJS.ProcessEnv = process.env,
 ): Endpoint {
+  const fromFlags = flags.addr !== undefined && flags.addr !== "";
+  const fromEnv = env.AGENTD_ADDR !== undefined && env.AGENTD_ADDR !== "";
+  // The context file is read only when it matters: an explicit address needs none, unless
+  // a context is asked for by name.
+  const ctx =
+    (fromFlags || fromEnv) && !flags.context && !env.AGENTD_CONTEXT
+      ? undefined
+      : contextOf(flags, env);
   let raw: string;
   let addrSource: Endpoint["addrSource"];
-  if (flags.addr !== undefined && flags.addr !== "") {
-    raw = flags.addr;
+  if (fromFlags) {
+    raw = flags.addr as string;
     addrSource = "--addr";
-  } else if (env.AGENTD_ADDR !== undefined && env.AGENTD_ADDR !== "") {
-    raw = env.AGENTD_ADDR;
+  } else if (fromEnv) {
+    raw = env.AGENTD_ADDR as string;
     addrSource = "AGENTD_ADDR";
+  } else if (ctx !== undefined) {
+    raw = ctx.context.addr;
+    addrSource = `context ${ctx.name}`;
   } else {
     raw = DEFAULT_ADDR;
     addrSource = "default";
@@ -97,6 +109,9 @@ export function resolveEndpoint(
   } else if (env.AGENTD_TOKEN !== undefined && env.AGENTD_TOKEN !== "") {
     token = env.AGENTD_TOKEN;
     tokenSource = "AGENTD_TOKEN";
+  } else if (ctx?.context["token-file"] !== undefined) {
+    token = readTokenFile(ctx.name, ctx.context["token-file"], ctx.path);
+    tokenSource = `context ${ctx.name}`;
   }
   return { url: url.replace(/\/+$/, ""), addrSource, token, tokenSource };
 }
@@ -237,4 +252,10 @@ export function isTransient(err: unknown): boolean {
     (err.code === Code.Aborted && systemCode(err.cause) !== undefined) ||
     (err.code === Code.Internal && /stream|protocol|socket|goaway/i.test(err.rawMessage))
   );
+}
+
+function contextOf(flags: { context?: string | undefined }, env: NodeJS.ProcessEnv) {
+  const path = configPath(env);
+  const picked = selectContext(loadContexts(path), path, flags.context, env);
+  return picked === undefined ? undefined : { ...picked, path };
 }

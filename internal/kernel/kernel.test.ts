@@ -72,7 +72,7 @@ before(async () => {
   cleanupBoxes = t.cleanup;
   const created = await stack.client.createRun({
     prompt: "kernel test",
-    labels: { repo: "acme/app" },
+    labels: { repo: "acme-app" },
   });
   const runId = created.run?.runId as string;
   const sessionId = created.run?.sessionId as string;

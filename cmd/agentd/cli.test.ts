@@ -1,0 +1,88 @@
+/**
+ * agentd's command line as a user meets it (the real binary): --version, hash-token's help
+ * and stdin form, each command's --help listing every flag it takes (and refusing the
+ * others by name), and a port already in use reported in one line.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { hashToken } from "../../internal/auth/tokens.ts";
+
+const BIN = join(import.meta.dirname, "..", "..", "bin", "agentd");
+const dir = mkdtempSync(join(tmpdir(), "agentd-cli-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function agentd(args: string[], input?: string) {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env))
+    if (v !== undefined && !k.startsWith("AGENTD_") && !k.startsWith("OPENAI_")) env[k] = v;
+  const r = spawnSync(BIN, args, { env, encoding: "utf8", timeout: 30_000, input });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe("agentd's command line", { timeout: 90_000 }, () => {
+  it("--version prints the package's version", () => {
+    const pkg = JSON.parse(
+      readFileSync(join(import.meta.dirname, "..", "..", "package.json"), "utf8"),
+    );
+    const r = agentd(["--version"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(r.stdout.startsWith(`agentd ${pkg.version} (node v`), r.stdout);
+  });
+
+  it("hash-token --help helps (it never hashes '--help'); - reads the token from stdin", () => {
+    const help = agentd(["hash-token", "--help"]);
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /^Usage: agentd hash-token TOKEN/);
+    assert.ok(!help.stdout.includes(hashToken("--help")));
+    assert.equal(agentd(["hash-token", "-"], "s3cret\n").stdout, `${hashToken("s3cret")}\n`);
+    assert.equal(agentd(["hash-token", "s3cret"]).stdout, `${hashToken("s3cret")}\n`);
+    assert.equal(agentd(["hash-token"]).code, 2);
+  });
+
+  it("each command's --help lists the flags it reads; another command's flag is refused by name", () => {
+    const server = agentd(["server", "--help"]).stdout;
+    for (const f of [
+      "tenant-limit",
+      "lease-ttl-ms",
+      "redis-timeout-ms",
+      "cancel-wait-ms",
+      "event-log",
+      "listen",
+    ])
+      assert.match(server, new RegExp(`^  --${f}\\b`, "m"), f);
+    const worker = agentd(["worker", "--help"]).stdout;
+    for (const f of ["concurrency", "lease-ttl-ms", "redis-timeout-ms", "shutdown-grace-ms"])
+      assert.match(worker, new RegExp(`^  --${f}\\b`, "m"), f);
+    const refused = agentd(["server", "--concurrency", "2"]);
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, /--concurrency is not a flag of agentd server/);
+  });
+
+  it("a port already in use is one clear line, exit 1, no stack trace", async () => {
+    const busy = net.createServer();
+    await new Promise<void>((r) => busy.listen(0, "127.0.0.1", r));
+    const port = (busy.address() as net.AddressInfo).port;
+    try {
+      const r = agentd([
+        "server",
+        "--listen",
+        `127.0.0.1:${port}`,
+        "--insecure-no-auth",
+        "--event-log",
+        `file:${join(dir, "log")}`,
+      ]);
+      assert.equal(r.code, 1);
+      assert.equal(
+        r.stderr.trim(),
+        `agentd: cannot listen on 127.0.0.1:${port}: the address is already in use (another agentd? pick another with --listen)`,
+      );
+    } finally {
+      busy.close();
+    }
+  });
+});
