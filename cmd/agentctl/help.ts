@@ -128,6 +128,21 @@ export const COMMANDS: CommandSpec[] = [
         arg: "KEY=VALUE",
         help: "label the run (repeatable; Kubernetes label syntax); repo defaults to the git remote (host/path, without credentials) or the directory name: trust rules count per repo",
       },
+      "max-tokens": {
+        type: "string",
+        arg: "N",
+        help: "the run's token budget (input + output); default: the worker's limit",
+      },
+      "max-cost-usd": {
+        type: "string",
+        arg: "USD",
+        help: "the run's cost budget in US dollars, e.g. 2.50; default: none",
+      },
+      "max-duration": {
+        type: "string",
+        arg: "DURATION",
+        help: "the run's wall-clock budget: 90s, 30m, 2h (time waiting for a person does not count)",
+      },
       "idempotency-key": {
         type: "string",
         arg: "KEY",

@@ -53,6 +53,7 @@ import {
   RunSchema,
   RunState,
 } from "../../internal/gen/agentd/v1/run_service_pb.js";
+import { Duration } from "../../internal/kernel/policy-schema.ts";
 import {
   COMMANDS,
   type CommandSpec,
@@ -274,6 +275,29 @@ function labelsOf(v: Values, root: string): Record<string, string> {
   return labels;
 }
 
+/** --max-tokens, --max-cost-usd, --max-duration as a RunBudget (0: not given). */
+function budgetOf(v: Values): { maxTokens: bigint; maxCostMicros: bigint; maxWallMs: bigint } {
+  const tokens = intFlag(v, "max-tokens", 1, Number.MAX_SAFE_INTEGER, "run") ?? 0;
+  const usd = str(v, "max-cost-usd");
+  if (usd !== undefined && !/^\d+(\.\d{1,6})?$/.test(usd))
+    throw new UsageError(
+      `--max-cost-usd must be an amount in US dollars such as 2.50 (got ${JSON.stringify(usd)})`,
+      "run",
+    );
+  const duration = str(v, "max-duration");
+  const wall = duration === undefined ? undefined : Duration.safeParse(duration);
+  if (wall !== undefined && (!wall.success || wall.data === 0))
+    throw new UsageError(
+      `--max-duration must be a duration such as 90s, 30m or 2h (got ${JSON.stringify(duration)})`,
+      "run",
+    );
+  return {
+    maxTokens: BigInt(tokens),
+    maxCostMicros: usd === undefined ? 0n : BigInt(Math.round(Number(usd) * 1e6)),
+    maxWallMs: BigInt(wall?.success ? wall.data : 0),
+  };
+}
+
 async function runCmd(c: Ctx): Promise<number> {
   const v = c.values;
   const prompt = str(v, "prompt");
@@ -313,6 +337,7 @@ async function runCmd(c: Ctx): Promise<number> {
       labels,
       workspaceTar: packed.archive,
       idempotencyKey: str(v, "idempotency-key") ?? "",
+      budget: budgetOf(v),
     },
     { timeoutMs: 300_000, signal: c.signal },
   );

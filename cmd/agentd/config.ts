@@ -107,6 +107,21 @@ export const FLAGS = {
     def: "10",
   },
   "max-steps": { env: "AGENTD_MAX_STEPS", help: "worker: model steps per run at most", def: "50" },
+  "max-run-tokens": {
+    env: "AGENTD_MAX_RUN_TOKENS",
+    help: "server: the largest token budget a CreateRun may ask for (budget.max_tokens)",
+    def: "2000000",
+  },
+  "max-run-cost-usd": {
+    env: "AGENTD_MAX_RUN_COST_USD",
+    help: "server: the largest cost budget a CreateRun may ask for, US dollars (budget.max_cost_micros)",
+    def: "100",
+  },
+  "max-run-wall-ms": {
+    env: "AGENTD_MAX_RUN_WALL_MS",
+    help: "server: the largest wall-clock budget a CreateRun may ask for, ms (budget.max_wall_ms)",
+    def: "86400000",
+  },
   "approval-hold-ms": {
     env: "AGENTD_APPROVAL_HOLD_MS",
     help: "worker: how long a run waiting for an approval keeps its worker slot and container; approved within it, the run resumes at once in the same container; 0 pauses at once",
@@ -198,6 +213,9 @@ export const ConfigSchema = z.object({
   "lease-ttl-ms": z.coerce.number().int().min(1000).max(3_600_000),
   "tenant-limit": z.coerce.number().int().min(1).max(100_000),
   "max-steps": z.coerce.number().int().min(1).max(10_000),
+  "max-run-tokens": z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+  "max-run-cost-usd": z.coerce.number().min(0).max(1_000_000_000),
+  "max-run-wall-ms": z.coerce.number().int().min(1000).max(Number.MAX_SAFE_INTEGER),
   "approval-hold-ms": z.coerce.number().int().min(0).max(3_600_000),
   "approval-sweep-ms": z.coerce.number().int().min(0).max(86_400_000),
   "shutdown-grace-ms": z.coerce.number().int().min(100).max(3_600_000),

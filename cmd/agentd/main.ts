@@ -79,6 +79,9 @@ const SERVER_FLAGS: FlagName[] = [
   "cancel-wait-ms",
   "lease-ttl-ms",
   "tenant-limit",
+  "max-run-tokens",
+  "max-run-cost-usd",
+  "max-run-wall-ms",
   "redis-timeout-ms",
   "log-level",
   "insecure-no-auth",
@@ -126,6 +129,9 @@ const DEV_FLAGS: FlagName[] = [
   "cancel-wait-ms",
   "lease-ttl-ms",
   "tenant-limit",
+  "max-run-tokens",
+  "max-run-cost-usd",
+  "max-run-wall-ms",
   "warm-sandboxes",
   "price-table",
   "shutdown-grace-ms",
@@ -244,7 +250,19 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   let server: ReturnType<typeof createDualServer> | undefined;
   let sweeper: Sweep | undefined;
   if (auth !== undefined) {
-    const deps = { log, runs, artifacts, queue, idempotency, cancelWaitMs: cfg["cancel-wait-ms"] };
+    const deps = {
+      log,
+      runs,
+      artifacts,
+      queue,
+      idempotency,
+      cancelWaitMs: cfg["cancel-wait-ms"],
+      budgetMax: {
+        maxTokens: cfg["max-run-tokens"],
+        maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
+        maxWallMs: cfg["max-run-wall-ms"],
+      },
+    };
     const workspace = {
       maxBytes: cfg["max-workspace-bytes"],
       maxEntries: cfg["max-workspace-entries"],

@@ -8,12 +8,12 @@ import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { ulid } from "ulid";
 import { AgentdError, invalid } from "../errors.ts";
-import { RunFailedSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
+import { type RunBudget, RunFailedSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { FileIdempotencyStore } from "../idempotency/file-idempotency.ts";
 import { applyEvent, emptyRun } from "../projections/run-projection.ts";
 import { principalOf } from "./context.ts";
-import type { ApiDeps } from "./deps.ts";
+import { type ApiDeps, type BudgetMax, DEFAULT_BUDGET_MAX } from "./deps.ts";
 import { claimRun, idempotencyKeyField, requestDigest } from "./idempotent-create.ts";
 import { validateLabels } from "./labels.ts";
 import { SESSION_RE, textField } from "./validate.ts";
@@ -44,6 +44,7 @@ export function createRunHandler(deps: ApiDeps) {
     });
     validateLabels(req.labels);
     idempotencyKeyField(req.idempotencyKey);
+    budgetField(req.budget, deps.budgetMax ?? DEFAULT_BUDGET_MAX);
     let workspace = { digest: "", size: 0 };
     if (req.workspaceTar.byteLength > 0) {
       // Checked entry by entry while it streams into the store (tar-slip, absolute paths,
@@ -61,6 +62,9 @@ export function createRunHandler(deps: ApiDeps) {
         priority: req.priority === 0 ? 5 : req.priority,
         skills: req.skills,
         labels: req.labels,
+        budget: [req.budget?.maxTokens, req.budget?.maxCostMicros, req.budget?.maxWallMs].map(
+          String,
+        ),
         workspace: workspace.digest,
       });
       const claimed = await claimRun(
@@ -89,6 +93,7 @@ export function createRunHandler(deps: ApiDeps) {
             priority: req.priority === 0 ? 5 : req.priority,
             skills: req.skills,
             labels: req.labels,
+            ...(req.budget === undefined ? {} : { budget: req.budget }),
             workspaceDigest: workspace.digest,
             workspaceSizeBytes: BigInt(workspace.size),
             submittedBy: principal.name,
@@ -139,4 +144,19 @@ async function appendQueued<T>(release: () => Promise<void>, append: () => Promi
     await release();
     throw err;
   }
+}
+
+/** Each limit of a run's budget at most the server's maximum: INVALID_ARGUMENT naming it. */
+function budgetField(b: RunBudget | undefined, max: BudgetMax): void {
+  if (b === undefined) return;
+  const check = (field: string, v: bigint, limit: number, flag: string, unit: string) => {
+    if (v > BigInt(limit))
+      throw invalid(
+        `budget.${field}`,
+        `${v} is over this server's maximum of ${limit} ${unit} (${flag})`,
+      );
+  };
+  check("max_tokens", b.maxTokens, max.maxTokens, "--max-run-tokens", "tokens");
+  check("max_cost_micros", b.maxCostMicros, max.maxCostMicros, "--max-run-cost-usd", "micro-USD");
+  check("max_wall_ms", b.maxWallMs, max.maxWallMs, "--max-run-wall-ms", "ms");
 }

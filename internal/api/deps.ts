@@ -12,6 +12,8 @@ export interface ApiDeps {
   log: EventLog;
   runs: RunProjectionCache;
   artifacts: ArtifactStore;
+  /** The largest budget a CreateRun may ask for (DEFAULT_BUDGET_MAX when not given). */
+  budgetMax?: BudgetMax;
   /** CreateRun's idempotency keys; without one, keys live in this process only. */
   idempotency?: IdempotencyStore;
   /** The run queue workers claim from; without one, runs stay queued (no workers). */
@@ -24,6 +26,19 @@ export interface ApiDeps {
    */
   cancelWaitMs?: number;
 }
+
+export interface BudgetMax {
+  maxTokens: number;
+  maxCostMicros: number;
+  maxWallMs: number;
+}
+
+/** The server's default maxima (its flags' defaults). */
+export const DEFAULT_BUDGET_MAX: BudgetMax = {
+  maxTokens: 2_000_000,
+  maxCostMicros: 100_000_000,
+  maxWallMs: 86_400_000,
+};
 
 /**
  * CancelRun's default wait: a worker notices a cancel within about 2 s (its tool's process

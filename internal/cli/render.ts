@@ -192,6 +192,9 @@ export function eventLine(ev: Event, st: Style): string {
     case "checkpointCreated":
       detail = `through seq ${p.value.throughSeq}`;
       break;
+    case "usageUpdated":
+      detail = `${formatCount(p.value.usage?.inputTokens ?? 0n)} tokens in, ${formatCount(p.value.usage?.outputTokens ?? 0n)} out, ${formatCost(p.value.costMicros)} after ${p.value.steps} step(s)`;
+      break;
     default:
       break;
   }

@@ -32,6 +32,7 @@ export const EVENT_TYPES = {
   "approval.resolved": "approvalResolved",
   "artifact.emitted": "artifactEmitted",
   "checkpoint.created": "checkpointCreated",
+  "usage.updated": "usageUpdated",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 
 export type EventType = keyof typeof EVENT_TYPES;

@@ -41,7 +41,14 @@ export function applyEvent(run: Run, ev: Event): Run {
       run.skills = [...p.value.skills];
       run.labels = { ...p.value.labels };
       run.workspaceDigest = p.value.workspaceDigest;
+      if (p.value.budget !== undefined) run.budget = p.value.budget;
       run.createdAt = ev.ts;
+      break;
+    case "usageUpdated":
+      // Live usage while the run runs; what a cancelled run (or a crashed drive) keeps.
+      if (terminal) break;
+      if (p.value.usage !== undefined) run.usage = p.value.usage;
+      run.costMicros = p.value.costMicros;
       break;
     case "runStarted":
     case "runResumed":

@@ -50,7 +50,12 @@ export function sayReply(text: string): StubReply {
 /** Appends `run.queued` for a new run of tenant "acme", as CreateRun would. */
 export async function queueRun(
   log: EventLog,
-  opts: { prompt: string; workspaceDigest?: string; workspaceSizeBytes?: number },
+  opts: {
+    prompt: string;
+    workspaceDigest?: string;
+    workspaceSizeBytes?: number;
+    budget?: { maxTokens?: bigint; maxCostMicros?: bigint; maxWallMs?: bigint };
+  },
 ): Promise<{ runId: string; sessionId: string }> {
   const runId = ulid();
   const sessionId = ulid();
@@ -66,6 +71,7 @@ export async function queueRun(
         priority: 5,
         workspaceDigest: opts.workspaceDigest ?? "",
         workspaceSizeBytes: BigInt(opts.workspaceSizeBytes ?? 0),
+        ...(opts.budget === undefined ? {} : { budget: opts.budget }),
       }),
     },
   });

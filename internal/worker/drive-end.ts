@@ -7,7 +7,6 @@
  * the run ended (the log refuses it; this is where that refusal is handled).
  */
 import { create } from "@bufbuild/protobuf";
-import { costMicros } from "../engine/pricing.ts";
 import { isAgentdError } from "../errors.ts";
 import {
   ArtifactEmittedSchema,
@@ -20,13 +19,9 @@ import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
+import { costOf, usageOf } from "./drive-usage.ts";
 import { baseArchive, PATCH } from "./run-artifacts.ts";
 import type { DriveOutcome, Next } from "./run-driver.ts";
-
-const usageOf = (d: Drive) => ({
-  inputTokens: BigInt(d.usage.inputTokens),
-  outputTokens: BigInt(d.usage.outputTokens),
-});
 
 /**
  * The final patch as an artifact, then run.completed; the container goes. Every process is
@@ -68,7 +63,7 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
     value: create(RunCompletedSchema, {
       summary: summary.slice(0, 16 * 1024),
       usage: usageOf(d),
-      costMicros: BigInt(costMicros(d.deps.model, d.usage, d.deps.prices).micros),
+      costMicros: BigInt(costOf(d)),
       patchDigest,
       patchRedacted: diff.redactedFiles.length > 0 || secretOmitted,
       patchRedactedFiles: diff.redactedFiles.slice(0, 1000),
@@ -89,7 +84,7 @@ export async function fail(d: Drive, code: string, message: string): Promise<Nex
     value: create(RunFailedSchema, {
       error: { code, message },
       usage: usageOf(d),
-      costMicros: BigInt(costMicros(d.deps.model, d.usage, d.deps.prices).micros),
+      costMicros: BigInt(costOf(d)),
     }),
   });
   return { done: "failed" };

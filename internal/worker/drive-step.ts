@@ -15,6 +15,7 @@ import { redactMessage } from "../kernel/redact-payload.ts";
 import { safeCallId } from "./call-id.ts";
 import type { Drive } from "./drive.ts";
 import { answerMalformed, runCalls, settleOpenCalls } from "./drive-calls.ts";
+import { overLimit, recordUsage } from "./drive-usage.ts";
 import type { DriveContext, Next } from "./run-driver.ts";
 
 /** The calls left open, then (if none) one model step. */
@@ -47,6 +48,7 @@ export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
   };
   const answer = await askModel(d, request);
   if ("next" in answer) return answer.next;
+  await recordUsage(d);
   if (answer.text !== "")
     await d.writer.append({
       case: "outputMessage",
@@ -66,31 +68,6 @@ function assembleInput(d: Drive, ctx: DriveContext): AssembleInput {
     ...(ctx.memory === undefined ? {} : { memory: ctx.memory }),
     budgetTokens: d.deps.limits.contextBudgetTokens,
   };
-}
-
-/** The run's step, token and wall-clock limits (time held for a person does not count). */
-function overLimit(d: Drive): Next | undefined {
-  const { limits } = d.deps;
-  const now = d.deps.now ?? Date.now;
-  if (d.steps >= limits.maxSteps)
-    return {
-      to: "fail",
-      code: "ELIMIT_STEPS",
-      message: `the run used its ${limits.maxSteps} model steps`,
-    };
-  if (d.usage.inputTokens + d.usage.outputTokens >= limits.maxTokens)
-    return {
-      to: "fail",
-      code: "ELIMIT_TOKENS",
-      message: `the run used its ${limits.maxTokens} tokens`,
-    };
-  if (now() - d.startedAt - d.heldMs >= limits.maxWallMs)
-    return {
-      to: "fail",
-      code: "ELIMIT_TIME",
-      message: `the run used its ${limits.maxWallMs} ms of wall-clock time`,
-    };
-  return undefined;
 }
 
 interface Answer {

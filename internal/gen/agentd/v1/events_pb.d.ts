@@ -231,6 +231,14 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: CheckpointCreated;
     case: "checkpointCreated";
+  } | {
+    /**
+     * type "usage.updated"
+     *
+     * @generated from field: agentd.v1.UsageUpdated usage_updated = 70;
+     */
+    value: UsageUpdated;
+    case: "usageUpdated";
   } | { case: undefined; value?: undefined };
 };
 
@@ -301,6 +309,13 @@ export declare type RunQueued = Message<"agentd.v1.RunQueued"> & {
    * @generated from field: string submitted_by = 8;
    */
   submittedBy: string;
+
+  /**
+   * The run's own limits, as given at CreateRun (0: the worker's limit alone).
+   *
+   * @generated from field: agentd.v1.RunBudget budget = 9;
+   */
+  budget?: RunBudget | undefined;
 };
 
 /**
@@ -308,6 +323,76 @@ export declare type RunQueued = Message<"agentd.v1.RunQueued"> & {
  * Use `create(RunQueuedSchema)` to create a new message.
  */
 export declare const RunQueuedSchema: GenMessage<RunQueued>;
+
+/**
+ * Per-run limits given at CreateRun, each bounded by the server's maxima. 0 means none of
+ * the run's own (the worker's limits still hold). A run that reaches one ends failed with
+ * ELIMIT_TOKENS, ELIMIT_COST or ELIMIT_TIME.
+ *
+ * @generated from message agentd.v1.RunBudget
+ */
+export declare type RunBudget = Message<"agentd.v1.RunBudget"> & {
+  /**
+   * Input plus output tokens of every model step.
+   *
+   * @generated from field: uint64 max_tokens = 1;
+   */
+  maxTokens: bigint;
+
+  /**
+   * Model cost in millionths of a US dollar (the worker's price table).
+   *
+   * @generated from field: uint64 max_cost_micros = 2;
+   */
+  maxCostMicros: bigint;
+
+  /**
+   * Wall-clock time the run may take, ms (time waiting for a person does not count).
+   *
+   * @generated from field: uint64 max_wall_ms = 3;
+   */
+  maxWallMs: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.RunBudget.
+ * Use `create(RunBudgetSchema)` to create a new message.
+ */
+export declare const RunBudgetSchema: GenMessage<RunBudget>;
+
+/**
+ * The run's usage so far, after each model step: what GetRun shows while the run runs.
+ *
+ * @generated from message agentd.v1.UsageUpdated
+ */
+export declare type UsageUpdated = Message<"agentd.v1.UsageUpdated"> & {
+  /**
+   * Total token usage of the run so far.
+   *
+   * @generated from field: agentd.v1.TokenUsage usage = 1;
+   */
+  usage?: TokenUsage | undefined;
+
+  /**
+   * Total cost so far, in millionths of a US dollar.
+   *
+   * @generated from field: uint64 cost_micros = 2;
+   */
+  costMicros: bigint;
+
+  /**
+   * Model steps so far (in this drive and the ones before it).
+   *
+   * @generated from field: uint32 steps = 3;
+   */
+  steps: number;
+};
+
+/**
+ * Describes the message agentd.v1.UsageUpdated.
+ * Use `create(UsageUpdatedSchema)` to create a new message.
+ */
+export declare const UsageUpdatedSchema: GenMessage<UsageUpdated>;
 
 /**
  * A worker claimed the run and its sandbox is ready.

@@ -7,7 +7,7 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import type { ApprovalDecision, ErrorInfo, Event, Preview, TokenUsage } from "./events_pb.js";
+import type { ApprovalDecision, ErrorInfo, Event, Preview, RunBudget, TokenUsage } from "./events_pb.js";
 
 /**
  * Describes the file agentd/v1/run_service.proto.
@@ -203,6 +203,13 @@ export declare type Run = Message<"agentd.v1.Run"> & {
    * @generated from field: bool cancel_requested = 26;
    */
   cancelRequested: boolean;
+
+  /**
+   * The limits given at CreateRun.
+   *
+   * @generated from field: agentd.v1.RunBudget budget = 27;
+   */
+  budget?: RunBudget | undefined;
 };
 
 /**
@@ -271,6 +278,15 @@ export declare type CreateRunRequest = Message<"agentd.v1.CreateRunRequest"> & {
    * @generated from field: string idempotency_key = 7;
    */
   idempotencyKey: string;
+
+  /**
+   * Limits of this run (tokens, cost, wall-clock time), each at most the server's maximum
+   * (--max-run-tokens, --max-run-cost-usd, --max-run-wall-ms; INVALID_ARGUMENT naming the
+   * field above it). Unset or 0: the worker's limits alone.
+   *
+   * @generated from field: agentd.v1.RunBudget budget = 8;
+   */
+  budget?: RunBudget | undefined;
 };
 
 /**
