@@ -490,6 +490,28 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
     assert.match(none.stderr, /no pending approvals/);
   });
 
+  it("run streams a workspace over 4 MiB with UploadWorkspace and names it by digest", async () => {
+    const big = join(dir, "big-upload");
+    mkdirSync(big, { recursive: true });
+    writeFileSync(join(big, "blob.bin"), randomBytes(6 * 1024 * 1024));
+    const r = await q(["run", "--prompt", "large", "--repo", big, "--no-wait", "--json"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /uploaded 6\.\d MiB in [\d.]+ s \(workspace [0-9a-f]{12}\)/);
+    const run = JSON.parse(r.stdout);
+    assert.match(run.workspaceDigest, /^[0-9a-f]{64}$/);
+    const art = await q([
+      "artifact",
+      "get",
+      run.runId,
+      "--name",
+      "workspace",
+      "--out",
+      join(dir, "big.tar"),
+    ]);
+    assert.equal(art.code, 0, art.stderr);
+    assert.deepEqual(await tarNames(join(dir, "big.tar")), ["blob.bin"]);
+  });
+
   it("run --idempotency-key: a retry returns the same run; another request is refused", async () => {
     const args = ["run", "--prompt", "once only", "--repo", join(dir, "outside"), "--no-wait"];
     const key = ["--idempotency-key", "ci-42-attempt"];

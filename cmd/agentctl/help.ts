@@ -2,8 +2,10 @@
 import type { ParseArgsOptionsConfig } from "node:util";
 import { DEFAULT_ADDR } from "../../internal/cli/client.ts";
 
-/** Largest compressed workspace by default: the server's 8 MiB request limit less room for the rest. */
-export const DEFAULT_MAX_WORKSPACE = 8 * 1024 * 1024 - 128 * 1024;
+/** Largest compressed workspace by default: the server's default unpacked limit (256 MiB). */
+export const DEFAULT_MAX_WORKSPACE = 256 * 1024 * 1024;
+/** Above this, the workspace goes by UploadWorkspace (streamed) instead of inside CreateRun. */
+export const INLINE_WORKSPACE_MAX = 4 * 1024 * 1024;
 
 export interface FlagSpec {
   type: "string" | "boolean";
@@ -60,8 +62,10 @@ What is packed: in a git work tree, the files git sees (git ls-files --cached --
 or global excludes file ignores); outside git, every file no .gitignore in the tree excludes.
 Never packed: .git/, sockets, fifos and devices; symlinks are packed as links, never
 followed, and links leading outside DIR are left out (listed on stderr). The compressed
-archive may be at most --max-workspace-bytes (default just under the server's 8 MiB request
-limit); the error names the largest entries to add to .gitignore.
+archive may be at most --max-workspace-bytes (default 256 MiB, the server's default limit);
+the error names the largest entries to add to .gitignore. Up to 4 MiB it travels inside
+CreateRun; above, it is streamed first with UploadWorkspace (content-addressed: the same
+tree is stored once) and the run names it by digest.
 
 How long run waits:
   (default)           until the run ends: a status line on a terminal, then the outcome

@@ -16,6 +16,7 @@ import { principalOf } from "./context.ts";
 import { type ApiDeps, type BudgetMax, DEFAULT_BUDGET_MAX } from "./deps.ts";
 import { claimRun, idempotencyKeyField, requestDigest } from "./idempotent-create.ts";
 import { validateLabels } from "./labels.ts";
+import { uploadedWorkspace } from "./upload-workspace.ts";
 import { SESSION_RE, textField } from "./validate.ts";
 import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
 
@@ -46,7 +47,11 @@ export function createRunHandler(deps: ApiDeps) {
     idempotencyKeyField(req.idempotencyKey);
     budgetField(req.budget, deps.budgetMax ?? DEFAULT_BUDGET_MAX);
     let workspace = { digest: "", size: 0 };
-    if (req.workspaceTar.byteLength > 0) {
+    if (req.workspaceDigest !== "") {
+      if (req.workspaceTar.byteLength > 0)
+        throw invalid("workspace_digest", "give workspace_tar or workspace_digest, not both");
+      workspace = await uploadedWorkspace(deps.artifacts, principal.tenantId, req.workspaceDigest);
+    } else if (req.workspaceTar.byteLength > 0) {
       // Checked entry by entry while it streams into the store (tar-slip, absolute paths,
       // links out of the tree, devices, size and entry limits); the run exists only once
       // the whole archive passed, and what is stored is the normalised form.

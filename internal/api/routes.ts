@@ -9,6 +9,7 @@ import { getArtifactHandler } from "./get-artifact.ts";
 import { getRunHandler } from "./get-run.ts";
 import { listRunsHandler } from "./list-runs.ts";
 import { streamEventsHandler } from "./stream-events.ts";
+import { uploadWorkspaceHandler } from "./upload-workspace.ts";
 
 export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
   router.service(RunService, {
@@ -20,5 +21,6 @@ export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
     listApprovals: listApprovalsHandler(deps),
     cancelRun: cancelRunHandler(deps),
     getArtifact: getArtifactHandler(deps),
+    uploadWorkspace: uploadWorkspaceHandler(deps),
   });
 }

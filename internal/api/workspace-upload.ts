@@ -44,6 +44,12 @@ export interface WorkspaceUploader {
    * a bad archive, ETOOLARGE for a limit (naming it and its flag).
    */
   store(archive: Uint8Array, signal?: AbortSignal): Promise<ArtifactInfo>;
+  /**
+   * The same for an archive arriving in chunks (UploadWorkspace): never more than a chunk
+   * in memory. The compressed stream is capped too (past the unpacked limit plus 1%):
+   * bytes after the archive's end are not read forever.
+   */
+  storeStream(source: AsyncIterable<Uint8Array>, signal?: AbortSignal): Promise<ArtifactInfo>;
 }
 
 /** The server's uploader, set per call by the server (see internal/server/app.ts). */
@@ -64,16 +70,24 @@ export function createWorkspaceUploader(
     maxEntries: limits.maxEntries,
     settings: { unpackedBytes: "--max-workspace-bytes", entries: "--max-workspace-entries" },
   };
+  const streamed = {
+    ...archiveLimits,
+    maxArchiveBytes: Math.ceil(limits.maxBytes * 1.01) + 1024 * 1024,
+  };
+  const run = async (
+    source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+    lim: typeof archiveLimits,
+    signal: AbortSignal | undefined,
+  ) => {
+    const release = await slots.acquire(signal);
+    try {
+      return await artifacts.putStream(normaliseWorkspaceStream(source, lim), { signal });
+    } finally {
+      release();
+    }
+  };
   return {
-    async store(archive, signal) {
-      const release = await slots.acquire(signal);
-      try {
-        return await artifacts.putStream(normaliseWorkspaceStream([archive], archiveLimits), {
-          signal,
-        });
-      } finally {
-        release();
-      }
-    },
+    store: (archive, signal) => run([archive], archiveLimits, signal),
+    storeStream: (source, signal) => run(source, streamed, signal),
   };
 }

@@ -21,6 +21,7 @@ import {
   type ListRunsRequestSchema,
   RunService,
   type StreamEventsRequestSchema,
+  type UploadWorkspaceResponse,
 } from "../gen/agentd/v1/run_service_pb.js";
 import {
   HealthCheckRequestSchema,
@@ -195,6 +196,42 @@ export class GrpcRunClient {
       create(method.input, init),
       this.#metadata(auth),
     );
+  }
+
+  /**
+   * UploadWorkspace as a client stream: each chunk one message, written with grpc-js's
+   * backpressure (the next waits for "drain"). `abortAfter` cancels the call after that
+   * many chunks (an upload that stops half way).
+   */
+  uploadWorkspace(
+    chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+    opts: { auth?: Auth; abortAfter?: number } = {},
+  ): Promise<UploadWorkspaceResponse> {
+    const m = RunService.method.uploadWorkspace;
+    return new Promise((resolve, reject) => {
+      const call = this.#client.makeClientStreamRequest(
+        `/${m.parent.typeName}/${m.name}`,
+        (req: MessageShape<typeof m.input>) => Buffer.from(toBinary(m.input, req)),
+        (b: Buffer) => fromBinary(m.output, b),
+        this.#metadata(opts.auth),
+        (err, out) => (err || out === undefined ? reject(err) : resolve(out)),
+      );
+      void (async () => {
+        let n = 0;
+        for await (const chunk of chunks) {
+          if (opts.abortAfter !== undefined && n++ >= opts.abortAfter) {
+            call.cancel();
+            return;
+          }
+          if (!call.write(create(m.input, { chunk })))
+            await new Promise((r) => call.once("drain", r));
+        }
+        call.end();
+      })().catch((err: unknown) => {
+        call.cancel();
+        reject(err);
+      });
+    });
   }
 
   /** Opens StreamEvents; events are collected as they arrive. */

@@ -12,6 +12,7 @@ import { hasRole, kPrincipal } from "../context.ts";
 /** Role each RunService method needs. */
 export const METHOD_ROLES: Readonly<Record<string, Role>> = {
   CreateRun: "submit",
+  UploadWorkspace: "submit",
   CancelRun: "submit",
   GetRun: "read",
   ListRuns: "read",

@@ -15,6 +15,54 @@ import type { ApprovalDecision, ErrorInfo, Event, Preview, RunBudget, TokenUsage
 export declare const file_agentd_v1_run_service: GenFile;
 
 /**
+ * One chunk of an UploadWorkspace stream: the archive's next bytes (tar or tar.gz), each
+ * message at most the server's request limit (1 MiB chunks are a good size).
+ *
+ * @generated from message agentd.v1.UploadWorkspaceRequest
+ */
+export declare type UploadWorkspaceRequest = Message<"agentd.v1.UploadWorkspaceRequest"> & {
+  /**
+   * The next bytes of the archive.
+   *
+   * @generated from field: bytes chunk = 1;
+   */
+  chunk: Uint8Array;
+};
+
+/**
+ * Describes the message agentd.v1.UploadWorkspaceRequest.
+ * Use `create(UploadWorkspaceRequestSchema)` to create a new message.
+ */
+export declare const UploadWorkspaceRequestSchema: GenMessage<UploadWorkspaceRequest>;
+
+/**
+ * UploadWorkspace output.
+ *
+ * @generated from message agentd.v1.UploadWorkspaceResponse
+ */
+export declare type UploadWorkspaceResponse = Message<"agentd.v1.UploadWorkspaceResponse"> & {
+  /**
+   * sha256 of the stored (normalised) archive: CreateRun's `workspace_digest`.
+   *
+   * @generated from field: string digest = 1;
+   */
+  digest: string;
+
+  /**
+   * Size of the stored archive, bytes.
+   *
+   * @generated from field: uint64 size_bytes = 2;
+   */
+  sizeBytes: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.UploadWorkspaceResponse.
+ * Use `create(UploadWorkspaceResponseSchema)` to create a new message.
+ */
+export declare const UploadWorkspaceResponseSchema: GenMessage<UploadWorkspaceResponse>;
+
+/**
  * A run, as projected from its events.
  *
  * @generated from message agentd.v1.Run
@@ -287,6 +335,15 @@ export declare type CreateRunRequest = Message<"agentd.v1.CreateRunRequest"> & {
    * @generated from field: agentd.v1.RunBudget budget = 8;
    */
   budget?: RunBudget | undefined;
+
+  /**
+   * A workspace stored by UploadWorkspace (its digest), instead of `workspace_tar`: for
+   * workspaces larger than the request limit. Only the tenant's own uploads can be named
+   * (another tenant's digest is NOT_FOUND).
+   *
+   * @generated from field: string workspace_digest = 9;
+   */
+  workspaceDigest: string;
 };
 
 /**
@@ -1035,6 +1092,20 @@ export declare const RunService: GenService<{
     methodKind: "server_streaming";
     input: typeof GetArtifactRequestSchema;
     output: typeof GetArtifactResponseSchema;
+  },
+  /**
+   * Uploads a workspace archive of any size the server's workspace limits allow, in
+   * chunks (gRPC or Connect over HTTP/2: a client stream), checked and stored as it
+   * streams; returns the digest CreateRun takes as `workspace_digest`. The same tree
+   * uploaded twice is stored once. An upload that stops half way stores nothing.
+   * Role: submit.
+   *
+   * @generated from rpc agentd.v1.RunService.UploadWorkspace
+   */
+  uploadWorkspace: {
+    methodKind: "client_streaming";
+    input: typeof UploadWorkspaceRequestSchema;
+    output: typeof UploadWorkspaceResponseSchema;
   },
 }>;
 

@@ -1,0 +1,75 @@
+/**
+ * UploadWorkspace: a workspace archive of any size (within the server's workspace limits)
+ * as a client stream of chunks, checked and stored as it arrives (workspace-upload.ts),
+ * then an upload receipt for the tenant: CreateRun accepts `workspace_digest` only with the
+ * caller tenant's receipt. The receipt is itself a content-addressed blob (a digest of
+ * tenant and workspace digest), so every server sees it and none can be forged by a
+ * client.
+ *
+ * Must never: hold the archive in memory, store anything for an upload that stopped half
+ * way, or let one tenant name another's workspace.
+ */
+import { createHash } from "node:crypto";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import type { ArtifactStore } from "../artifacts/port.ts";
+import { AgentdError, invalid } from "../errors.ts";
+import type {
+  UploadWorkspaceRequest,
+  UploadWorkspaceResponseSchema,
+} from "../gen/agentd/v1/run_service_pb.js";
+import { principalOf } from "./context.ts";
+import type { ApiDeps } from "./deps.ts";
+import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
+
+const receiptOf = (tenantId: string, digest: string): Buffer =>
+  Buffer.from(`agentd workspace upload receipt v1\0${tenantId}\0${digest}`);
+
+const receiptDigest = (tenantId: string, digest: string): string =>
+  createHash("sha256").update(receiptOf(tenantId, digest)).digest("hex");
+
+export function uploadWorkspaceHandler(deps: ApiDeps) {
+  const fallbackUploader = createWorkspaceUploader(deps.artifacts);
+  return async (
+    reqs: AsyncIterable<UploadWorkspaceRequest>,
+    ctx: HandlerContext,
+  ): Promise<MessageInitShape<typeof UploadWorkspaceResponseSchema>> => {
+    const principal = principalOf(ctx);
+    const uploader = ctx.values.get(kWorkspaceUploader) ?? fallbackUploader;
+    let chunks = 0;
+    async function* bytes(): AsyncGenerator<Uint8Array> {
+      for await (const r of reqs) {
+        chunks++;
+        if (r.chunk.byteLength > 0) yield r.chunk;
+      }
+    }
+    const info = await uploader.storeStream(bytes(), ctx.signal);
+    if (chunks === 0) throw invalid("chunk", "the upload sent no bytes");
+    await deps.artifacts.put(receiptOf(principal.tenantId, info.digest));
+    return { digest: info.digest, sizeBytes: BigInt(info.size) };
+  };
+}
+
+/** The stored workspace `digest` names, when the tenant uploaded it; else NOT_FOUND. */
+export async function uploadedWorkspace(
+  artifacts: ArtifactStore,
+  tenantId: string,
+  digest: string,
+): Promise<{ digest: string; size: number }> {
+  if (!/^[0-9a-f]{64}$/.test(digest))
+    throw invalid(
+      "workspace_digest",
+      "must be a sha256 (64 lowercase hex digits) from UploadWorkspace",
+    );
+  const [receipt, blob] = await Promise.all([
+    artifacts.stat(receiptDigest(tenantId, digest)),
+    artifacts.stat(digest),
+  ]);
+  if (receipt === undefined || blob === undefined)
+    throw new AgentdError(
+      "ENOTFOUND",
+      `workspace_digest: no workspace of yours has digest ${digest} (upload it with UploadWorkspace first)`,
+      { field: "workspace_digest" },
+    );
+  return { digest, size: blob.size };
+}
