@@ -11,7 +11,7 @@ export PATH := $(dir $(NODE)):$(ROOT)/node_modules/.bin:$(PATH)
 # npm itself runs on the Node above; this keeps its "engines" checks honest.
 export npm_config_update_notifier := false
 
-.PHONY: help setup generate build lint test bench demo images clean check-generated
+.PHONY: help setup generate build lint test bench demo images clean check-generated sdk
 
 help:
 	@echo "make setup      install dependencies (Node 24 into .tools/ when needed)"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench      benchmarks under bench/ (not part of the tests)"
 	@echo "make demo       the main job, on the embedded event log"
 	@echo "make images     build the sandbox images (sandbox-images/; IMAGES=base|test|all)"
+	@echo "make sdk        the TypeScript client package (clients/typescript, npm pack)"
 
 setup: node_modules/.setup-done
 
@@ -36,8 +37,8 @@ generate: setup
 
 # CI: generated code must be what the protos say (no diff, no stray files).
 check-generated: generate
-	@if [ -n "$$(git status --porcelain -- internal/gen)" ]; then \
-	  git status --porcelain -- internal/gen; \
+	@if [ -n "$$(git status --porcelain -- internal/gen clients/typescript/src/gen)" ]; then \
+	  git status --porcelain -- internal/gen clients/typescript/src/gen; \
 	  echo "internal/gen is stale: run 'make generate' and commit the result"; exit 1; fi
 
 build: generate
@@ -66,6 +67,10 @@ bench: build images
 # images built by `images`; the replay model unless OPENAI_API_KEY is set.
 demo: build images
 	@"$(ROOT)/scripts/demo.sh"
+
+# The client SDK as an npm package: clients/typescript/agentd-client-<version>.tgz.
+sdk: build
+	cd clients/typescript && npm pack --loglevel=error
 
 # Sandbox images, from Debian packages and busybox (no registry); see sandbox-images/README.md.
 images:

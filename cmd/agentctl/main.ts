@@ -12,6 +12,14 @@ import { parseArgs } from "node:util";
 import { create, toJson } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { followEvents } from "../../clients/typescript/src/follow.ts";
+import {
+  formatBytes,
+  gitRemoteUrl,
+  inGitWorkTree,
+  PackError,
+  packWorkspace,
+} from "../../clients/typescript/src/pack.ts";
 import { toLabelValue } from "../../internal/api/labels.ts";
 import { mayRace, nudgeResume, resolve } from "../../internal/cli/approval.ts";
 import {
@@ -25,14 +33,6 @@ import {
   resolveEndpoint,
   UsageError,
 } from "../../internal/cli/client.ts";
-import { followEvents } from "../../internal/cli/follow.ts";
-import {
-  formatBytes,
-  gitRemoteUrl,
-  inGitWorkTree,
-  PackError,
-  packWorkspace,
-} from "../../internal/cli/pack.ts";
 import { eventLine, formatPreview } from "../../internal/cli/render.ts";
 import {
   formatCost,

@@ -4,9 +4,12 @@
  */
 import { type Client, Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { isTransient, systemCode } from "../../clients/typescript/src/transport.ts";
 import { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.js";
 import { configPath, loadContexts, readTokenFile, selectContext } from "./contexts.ts";
+
+export { isTransient };
 
 export type RunClient = Client<typeof RunService>;
 
@@ -167,15 +170,6 @@ export interface ErrorContext {
 }
 
 /** Node's system error code (ECONNREFUSED…) somewhere in the cause chain, if any. */
-function systemCode(err: unknown): string | undefined {
-  let e: unknown = err;
-  for (let i = 0; i < 8 && e instanceof Error; i++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && /^E[A-Z_]+$/.test(code)) return code;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
 
 function addrHint(ep: Endpoint): string {
   return ep.addrSource === "default"
@@ -239,19 +233,6 @@ export function explainError(err: unknown, ep: Endpoint, ctx: ErrorContext = {})
     default:
       return `${Code[err.code] ?? err.code}: ${msg}`;
   }
-}
-
-/** True for errors after which a dropped stream is worth reconnecting. */
-export function isTransient(err: unknown): boolean {
-  if (!(err instanceof ConnectError)) return false;
-  return (
-    err.code === Code.Unavailable ||
-    // A server shutting down resets its streams (RST_STREAM CANCEL); our own Ctrl-C is
-    // told apart by the caller's abort signal.
-    err.code === Code.Canceled ||
-    (err.code === Code.Aborted && systemCode(err.cause) !== undefined) ||
-    (err.code === Code.Internal && /stream|protocol|socket|goaway/i.test(err.rawMessage))
-  );
 }
 
 function contextOf(flags: { context?: string | undefined }, env: NodeJS.ProcessEnv) {

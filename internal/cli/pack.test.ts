@@ -12,8 +12,8 @@ import { Readable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { gunzipSync } from "node:zlib";
 import * as tar from "tar-stream";
-import { IgnoreStack, parseGitignore } from "./gitignore.ts";
-import { PackError, packWorkspace } from "./pack.ts";
+import { IgnoreStack, parseGitignore } from "../../clients/typescript/src/gitignore.ts";
+import { PackError, packWorkspace } from "../../clients/typescript/src/pack.ts";
 
 let tmp: string;
 const MiB = 1024 * 1024;

@@ -10,6 +10,7 @@
  * before anything else is written and never reach a pipe.
  */
 import { type Timestamp, timestampMs } from "@bufbuild/protobuf/wkt";
+import { formatBytes } from "../../clients/typescript/src/pack.ts";
 import {
   ApprovalDecision,
   Decision,
@@ -17,7 +18,6 @@ import {
   OutputStream,
   type Preview,
 } from "../gen/agentd/v1/events_pb.js";
-import { formatBytes } from "./pack.ts";
 import {
   formatCost,
   formatCount,

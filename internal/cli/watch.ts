@@ -4,12 +4,12 @@
  * print how to approve elsewhere, or stop with exit code 3 (`--no-wait`).
  */
 import { toJson } from "@bufbuild/protobuf";
+import { followEvents } from "../../clients/typescript/src/follow.ts";
 import { canonicalJson } from "../eventlog/canonical-json.ts";
 import { type Event, EventSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { mayRace, nudgeResume, resolve } from "./approval.ts";
 import { type Endpoint, EXIT, explainError, type RunClient } from "./client.ts";
-import { followEvents } from "./follow.ts";
 import { type Output, Renderer } from "./render.ts";
 import { makeStyle } from "./style.ts";
 

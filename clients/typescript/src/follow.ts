@@ -5,9 +5,15 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { TERMINAL_TYPES } from "../eventlog/event-codec.ts";
-import type { Event } from "../gen/agentd/v1/events_pb.js";
-import { isTransient, type RunClient } from "./client.ts";
+import type { Event } from "./gen/agentd/v1/events_pb.js";
+import { isTransient, type RunClient } from "./transport.ts";
+
+/** Types after which a run never changes again (the server then ends the stream). */
+export const TERMINAL_TYPES: ReadonlySet<string> = new Set([
+  "run.completed",
+  "run.failed",
+  "run.cancelled",
+]);
 
 export interface FollowOptions {
   client: RunClient;

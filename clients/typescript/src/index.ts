@@ -1,0 +1,167 @@
+/**
+ * @agentd/client: the TypeScript client of agentd. Connect with an address and a token;
+ * create a run from a directory (packed as agentctl packs it: git's file list or the
+ * .gitignore rules, links out of the tree left out; streamed with UploadWorkspace when it
+ * is large); follow its events, resumed from the last seq after a dropped connection;
+ * approve or deny; fetch artifacts (checked against their sha256).
+ *
+ *   import { AgentdClient } from "@agentd/client";
+ *   const agentd = new AgentdClient({ address: "http://127.0.0.1:7070", token });
+ *   const run = await agentd.createRun({ prompt: "fix the failing test", dir: "." });
+ *   for await (const ev of agentd.events(run.runId)) console.log(ev.type);
+ *
+ * Must never: send the token anywhere but `address`, or hand out an artifact whose bytes
+ * do not match its digest.
+ */
+import { createHash } from "node:crypto";
+import { followEvents } from "./follow.ts";
+import { ApprovalDecision, type Event, type RunBudget } from "./gen/agentd/v1/events_pb.js";
+import type { Approval, CreateRunRequest, Run } from "./gen/agentd/v1/run_service_pb.js";
+import { packWorkspace } from "./pack.ts";
+import { type ConnectOptions, createRunClient, type RunClient } from "./transport.ts";
+
+export { followEvents } from "./follow.ts";
+export { ApprovalDecision } from "./gen/agentd/v1/events_pb.js";
+export { RunState } from "./gen/agentd/v1/run_service_pb.js";
+export { PackError, packWorkspace } from "./pack.ts";
+export { createRunClient, isTransient, type RunClient } from "./transport.ts";
+export type { Approval, Event, Run, RunBudget };
+
+/** Archives up to this size travel inside CreateRun; larger ones are streamed first. */
+export const INLINE_WORKSPACE_MAX = 4 * 1024 * 1024;
+
+export interface CreateRunOptions
+  extends Partial<
+    Omit<CreateRunRequest, "$typeName" | "prompt" | "workspaceTar" | "workspaceDigest" | "budget">
+  > {
+  prompt: string;
+  budget?: { maxTokens?: bigint; maxCostMicros?: bigint; maxWallMs?: bigint };
+  /** A directory to pack and upload as the workspace. */
+  dir?: string;
+  /** Largest compressed archive of `dir`, bytes (default 256 MiB). */
+  maxWorkspaceBytes?: number;
+}
+
+export class AgentdClient {
+  /** The generated client, for anything this class does not wrap. */
+  readonly rpc: RunClient;
+
+  constructor(opts: ConnectOptions) {
+    this.rpc = createRunClient(opts);
+  }
+
+  /** Packs `dir` (when given), uploads it, creates the run. */
+  async createRun(o: CreateRunOptions): Promise<Run> {
+    const { dir, maxWorkspaceBytes, ...req } = o;
+    let workspace: { workspaceTar?: Uint8Array; workspaceDigest?: string } = {};
+    if (dir !== undefined) {
+      const packed = await packWorkspace({
+        root: dir,
+        maxBytes: maxWorkspaceBytes ?? 256 * 1024 * 1024,
+      });
+      workspace = await this.#send(packed.archive);
+    }
+    const res = await this.rpc.createRun({ ...req, ...workspace });
+    if (res.run === undefined) throw new Error("CreateRun answered without a run");
+    return res.run;
+  }
+
+  async #send(
+    archive: Uint8Array,
+  ): Promise<{ workspaceTar: Uint8Array } | { workspaceDigest: string }> {
+    if (archive.byteLength <= INLINE_WORKSPACE_MAX) return { workspaceTar: archive };
+    const CHUNK = 1024 * 1024;
+    async function* chunks() {
+      for (let at = 0; at < archive.byteLength; at += CHUNK)
+        yield { chunk: archive.subarray(at, Math.min(at + CHUNK, archive.byteLength)) };
+    }
+    return { workspaceDigest: (await this.rpc.uploadWorkspace(chunks())).digest };
+  }
+
+  async getRun(runId: string): Promise<Run> {
+    const res = await this.rpc.getRun({ runId });
+    if (res.run === undefined) throw new Error(`GetRun ${runId} answered without a run`);
+    return res.run;
+  }
+
+  /**
+   * The run's events after `afterSeq`, then live ones until the run ends; a dropped
+   * connection is resumed from the last seq seen (each event exactly once).
+   */
+  async *events(
+    runId: string,
+    opts: { afterSeq?: bigint; signal?: AbortSignal } = {},
+  ): AsyncGenerator<Event> {
+    const queue: Event[] = [];
+    let wake: (() => void) | undefined;
+    let done = false;
+    let failure: unknown;
+    const following = followEvents({
+      client: this.rpc,
+      runId,
+      afterSeq: opts.afterSeq ?? 0n,
+      ...(opts.signal === undefined ? {} : { signal: opts.signal }),
+      onEvent: (ev) => {
+        queue.push(ev);
+        wake?.();
+        return undefined;
+      },
+    }).then(
+      () => undefined,
+      (err: unknown) => {
+        failure = err;
+      },
+    );
+    void following.finally(() => {
+      done = true;
+      wake?.();
+    });
+    for (;;) {
+      const ev = queue.shift();
+      if (ev !== undefined) {
+        yield ev;
+        continue;
+      }
+      if (done) break;
+      await new Promise<void>((r) => {
+        wake = r;
+      });
+      wake = undefined;
+    }
+    if (failure !== undefined) throw failure;
+  }
+
+  /** The tenant's pending approvals, oldest first. */
+  async pendingApprovals(): Promise<Approval[]> {
+    return (await this.rpc.listApprovals({})).approvals;
+  }
+
+  approve(approvalId: string, reason = ""): Promise<unknown> {
+    return this.rpc.resolveApproval({ approvalId, decision: ApprovalDecision.APPROVE, reason });
+  }
+
+  deny(approvalId: string, reason: string): Promise<unknown> {
+    return this.rpc.resolveApproval({ approvalId, decision: ApprovalDecision.DENY, reason });
+  }
+
+  cancel(runId: string, reason = ""): Promise<unknown> {
+    return this.rpc.cancelRun({ runId, reason });
+  }
+
+  /** An artifact of the run ("patch", "workspace"…), whole, checked against its sha256. */
+  async artifact(runId: string, name = "patch"): Promise<Uint8Array> {
+    const parts: Uint8Array[] = [];
+    let digest = "";
+    for await (const res of this.rpc.getArtifact({ runId, name })) {
+      if (res.part.case === "info") digest = res.part.value.digest;
+      else if (res.part.case === "chunk") parts.push(res.part.value);
+    }
+    const data = Buffer.concat(parts);
+    const actual = createHash("sha256").update(data).digest("hex");
+    if (digest !== "" && actual !== digest)
+      throw new Error(
+        `artifact ${name} of run ${runId}: its bytes hash to ${actual}, not ${digest}`,
+      );
+    return data;
+  }
+}
