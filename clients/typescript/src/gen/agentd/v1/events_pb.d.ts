@@ -5,8 +5,8 @@
 // @generated from file agentd/v1/events.proto (package agentd.v1, syntax proto3)
 /* eslint-disable */
 
-import type { Message } from "@bufbuild/protobuf";
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
@@ -87,179 +87,159 @@ export declare type Event = Message<"agentd.v1.Event"> & {
    *
    * @generated from oneof agentd.v1.Event.payload
    */
-  payload:
-    | {
-        /**
-         * type "run.queued"
-         *
-         * @generated from field: agentd.v1.RunQueued run_queued = 20;
-         */
-        value: RunQueued;
-        case: "runQueued";
-      }
-    | {
-        /**
-         * type "run.started"
-         *
-         * @generated from field: agentd.v1.RunStarted run_started = 21;
-         */
-        value: RunStarted;
-        case: "runStarted";
-      }
-    | {
-        /**
-         * type "run.paused"
-         *
-         * @generated from field: agentd.v1.RunPaused run_paused = 22;
-         */
-        value: RunPaused;
-        case: "runPaused";
-      }
-    | {
-        /**
-         * type "run.resumed"
-         *
-         * @generated from field: agentd.v1.RunResumed run_resumed = 23;
-         */
-        value: RunResumed;
-        case: "runResumed";
-      }
-    | {
-        /**
-         * type "run.completed"
-         *
-         * @generated from field: agentd.v1.RunCompleted run_completed = 24;
-         */
-        value: RunCompleted;
-        case: "runCompleted";
-      }
-    | {
-        /**
-         * type "run.failed"
-         *
-         * @generated from field: agentd.v1.RunFailed run_failed = 25;
-         */
-        value: RunFailed;
-        case: "runFailed";
-      }
-    | {
-        /**
-         * type "run.cancelled"
-         *
-         * @generated from field: agentd.v1.RunCancelled run_cancelled = 26;
-         */
-        value: RunCancelled;
-        case: "runCancelled";
-      }
-    | {
-        /**
-         * type "run.cancel_requested"
-         *
-         * @generated from field: agentd.v1.RunCancelRequested run_cancel_requested = 27;
-         */
-        value: RunCancelRequested;
-        case: "runCancelRequested";
-      }
-    | {
-        /**
-         * type "output.delta"
-         *
-         * @generated from field: agentd.v1.OutputDelta output_delta = 30;
-         */
-        value: OutputDelta;
-        case: "outputDelta";
-      }
-    | {
-        /**
-         * type "output.message"
-         *
-         * @generated from field: agentd.v1.OutputMessage output_message = 31;
-         */
-        value: OutputMessage;
-        case: "outputMessage";
-      }
-    | {
-        /**
-         * type "tool.call"
-         *
-         * @generated from field: agentd.v1.ToolCall tool_call = 40;
-         */
-        value: ToolCall;
-        case: "toolCall";
-      }
-    | {
-        /**
-         * type "tool.output"
-         *
-         * @generated from field: agentd.v1.ToolOutput tool_output = 41;
-         */
-        value: ToolOutput;
-        case: "toolOutput";
-      }
-    | {
-        /**
-         * type "tool.result"
-         *
-         * @generated from field: agentd.v1.ToolResult tool_result = 42;
-         */
-        value: ToolResult;
-        case: "toolResult";
-      }
-    | {
-        /**
-         * type "policy.decision"
-         *
-         * @generated from field: agentd.v1.PolicyDecision policy_decision = 50;
-         */
-        value: PolicyDecision;
-        case: "policyDecision";
-      }
-    | {
-        /**
-         * type "approval.requested"
-         *
-         * @generated from field: agentd.v1.ApprovalRequested approval_requested = 51;
-         */
-        value: ApprovalRequested;
-        case: "approvalRequested";
-      }
-    | {
-        /**
-         * type "approval.resolved"
-         *
-         * @generated from field: agentd.v1.ApprovalResolved approval_resolved = 52;
-         */
-        value: ApprovalResolved;
-        case: "approvalResolved";
-      }
-    | {
-        /**
-         * type "artifact.emitted"
-         *
-         * @generated from field: agentd.v1.ArtifactEmitted artifact_emitted = 60;
-         */
-        value: ArtifactEmitted;
-        case: "artifactEmitted";
-      }
-    | {
-        /**
-         * type "checkpoint.created"
-         *
-         * @generated from field: agentd.v1.CheckpointCreated checkpoint_created = 61;
-         */
-        value: CheckpointCreated;
-        case: "checkpointCreated";
-      }
-    | {
-        /**
-         * type "usage.updated"
-         *
-         * @generated from field: agentd.v1.UsageUpdated usage_updated = 70;
-         */
-        value: UsageUpdated;
-        case: "usageUpdated";
-      }
-    | { case: undefined; value?: undefined };
+  payload: {
+    /**
+     * type "run.queued"
+     *
+     * @generated from field: agentd.v1.RunQueued run_queued = 20;
+     */
+    value: RunQueued;
+    case: "runQueued";
+  } | {
+    /**
+     * type "run.started"
+     *
+     * @generated from field: agentd.v1.RunStarted run_started = 21;
+     */
+    value: RunStarted;
+    case: "runStarted";
+  } | {
+    /**
+     * type "run.paused"
+     *
+     * @generated from field: agentd.v1.RunPaused run_paused = 22;
+     */
+    value: RunPaused;
+    case: "runPaused";
+  } | {
+    /**
+     * type "run.resumed"
+     *
+     * @generated from field: agentd.v1.RunResumed run_resumed = 23;
+     */
+    value: RunResumed;
+    case: "runResumed";
+  } | {
+    /**
+     * type "run.completed"
+     *
+     * @generated from field: agentd.v1.RunCompleted run_completed = 24;
+     */
+    value: RunCompleted;
+    case: "runCompleted";
+  } | {
+    /**
+     * type "run.failed"
+     *
+     * @generated from field: agentd.v1.RunFailed run_failed = 25;
+     */
+    value: RunFailed;
+    case: "runFailed";
+  } | {
+    /**
+     * type "run.cancelled"
+     *
+     * @generated from field: agentd.v1.RunCancelled run_cancelled = 26;
+     */
+    value: RunCancelled;
+    case: "runCancelled";
+  } | {
+    /**
+     * type "run.cancel_requested"
+     *
+     * @generated from field: agentd.v1.RunCancelRequested run_cancel_requested = 27;
+     */
+    value: RunCancelRequested;
+    case: "runCancelRequested";
+  } | {
+    /**
+     * type "output.delta"
+     *
+     * @generated from field: agentd.v1.OutputDelta output_delta = 30;
+     */
+    value: OutputDelta;
+    case: "outputDelta";
+  } | {
+    /**
+     * type "output.message"
+     *
+     * @generated from field: agentd.v1.OutputMessage output_message = 31;
+     */
+    value: OutputMessage;
+    case: "outputMessage";
+  } | {
+    /**
+     * type "tool.call"
+     *
+     * @generated from field: agentd.v1.ToolCall tool_call = 40;
+     */
+    value: ToolCall;
+    case: "toolCall";
+  } | {
+    /**
+     * type "tool.output"
+     *
+     * @generated from field: agentd.v1.ToolOutput tool_output = 41;
+     */
+    value: ToolOutput;
+    case: "toolOutput";
+  } | {
+    /**
+     * type "tool.result"
+     *
+     * @generated from field: agentd.v1.ToolResult tool_result = 42;
+     */
+    value: ToolResult;
+    case: "toolResult";
+  } | {
+    /**
+     * type "policy.decision"
+     *
+     * @generated from field: agentd.v1.PolicyDecision policy_decision = 50;
+     */
+    value: PolicyDecision;
+    case: "policyDecision";
+  } | {
+    /**
+     * type "approval.requested"
+     *
+     * @generated from field: agentd.v1.ApprovalRequested approval_requested = 51;
+     */
+    value: ApprovalRequested;
+    case: "approvalRequested";
+  } | {
+    /**
+     * type "approval.resolved"
+     *
+     * @generated from field: agentd.v1.ApprovalResolved approval_resolved = 52;
+     */
+    value: ApprovalResolved;
+    case: "approvalResolved";
+  } | {
+    /**
+     * type "artifact.emitted"
+     *
+     * @generated from field: agentd.v1.ArtifactEmitted artifact_emitted = 60;
+     */
+    value: ArtifactEmitted;
+    case: "artifactEmitted";
+  } | {
+    /**
+     * type "checkpoint.created"
+     *
+     * @generated from field: agentd.v1.CheckpointCreated checkpoint_created = 61;
+     */
+    value: CheckpointCreated;
+    case: "checkpointCreated";
+  } | {
+    /**
+     * type "usage.updated"
+     *
+     * @generated from field: agentd.v1.UsageUpdated usage_updated = 70;
+     */
+    value: UsageUpdated;
+    case: "usageUpdated";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -1425,3 +1405,4 @@ export enum ApprovalDecision {
  * Describes the enum agentd.v1.ApprovalDecision.
  */
 export declare const ApprovalDecisionSchema: GenEnum<ApprovalDecision>;
+

@@ -11,201 +11,230 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 /**
  * Describes the file agentd/v1/events.proto.
  */
-export const file_agentd_v1_events =
-  /*@__PURE__*/
-  fileDesc(
-    "ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEi6wgKBUV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEgsKA3NlcRgEIAEoBBImCgJ0cxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdHlwZRgGIAEoCRIRCglwcmV2X2hhc2gYByABKAkSDAoEaGFzaBgIIAEoCRIqCgpydW5fcXVldWVkGBQgASgLMhQuYWdlbnRkLnYxLlJ1blF1ZXVlZEgAEiwKC3J1bl9zdGFydGVkGBUgASgLMhUuYWdlbnRkLnYxLlJ1blN0YXJ0ZWRIABIqCgpydW5fcGF1c2VkGBYgASgLMhQuYWdlbnRkLnYxLlJ1blBhdXNlZEgAEiwKC3J1bl9yZXN1bWVkGBcgASgLMhUuYWdlbnRkLnYxLlJ1blJlc3VtZWRIABIwCg1ydW5fY29tcGxldGVkGBggASgLMhcuYWdlbnRkLnYxLlJ1bkNvbXBsZXRlZEgAEioKCnJ1bl9mYWlsZWQYGSABKAsyFC5hZ2VudGQudjEuUnVuRmFpbGVkSAASMAoNcnVuX2NhbmNlbGxlZBgaIAEoCzIXLmFnZW50ZC52MS5SdW5DYW5jZWxsZWRIABI9ChRydW5fY2FuY2VsX3JlcXVlc3RlZBgbIAEoCzIdLmFnZW50ZC52MS5SdW5DYW5jZWxSZXF1ZXN0ZWRIABIuCgxvdXRwdXRfZGVsdGEYHiABKAsyFi5hZ2VudGQudjEuT3V0cHV0RGVsdGFIABIyCg5vdXRwdXRfbWVzc2FnZRgfIAEoCzIYLmFnZW50ZC52MS5PdXRwdXRNZXNzYWdlSAASKAoJdG9vbF9jYWxsGCggASgLMhMuYWdlbnRkLnYxLlRvb2xDYWxsSAASLAoLdG9vbF9vdXRwdXQYKSABKAsyFS5hZ2VudGQudjEuVG9vbE91dHB1dEgAEiwKC3Rvb2xfcmVzdWx0GCogASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABI0Cg9wb2xpY3lfZGVjaXNpb24YMiABKAsyGS5hZ2VudGQudjEuUG9saWN5RGVjaXNpb25IABI6ChJhcHByb3ZhbF9yZXF1ZXN0ZWQYMyABKAsyHC5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0ZWRIABI4ChFhcHByb3ZhbF9yZXNvbHZlZBg0IAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbFJlc29sdmVkSAASNgoQYXJ0aWZhY3RfZW1pdHRlZBg8IAEoCzIaLmFnZW50ZC52MS5BcnRpZmFjdEVtaXR0ZWRIABI6ChJjaGVja3BvaW50X2NyZWF0ZWQYPSABKAsyHC5hZ2VudGQudjEuQ2hlY2twb2ludENyZWF0ZWRIABIwCg11c2FnZV91cGRhdGVkGEYgASgLMhcuYWdlbnRkLnYxLlVzYWdlVXBkYXRlZEgAQgkKB3BheWxvYWQipQIKCVJ1blF1ZXVlZBIRCgl0ZW5hbnRfaWQYASABKAkSDgoGcHJvbXB0GAIgASgJEhAKCHByaW9yaXR5GAMgASgNEg4KBnNraWxscxgEIAMoCRIwCgZsYWJlbHMYBSADKAsyIC5hZ2VudGQudjEuUnVuUXVldWVkLkxhYmVsc0VudHJ5EhgKEHdvcmtzcGFjZV9kaWdlc3QYBiABKAkSHAoUd29ya3NwYWNlX3NpemVfYnl0ZXMYByABKAQSFAoMc3VibWl0dGVkX2J5GAggASgJEiQKBmJ1ZGdldBgJIAEoCzIULmFnZW50ZC52MS5SdW5CdWRnZXQaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJNCglSdW5CdWRnZXQSEgoKbWF4X3Rva2VucxgBIAEoBBIXCg9tYXhfY29zdF9taWNyb3MYAiABKAQSEwoLbWF4X3dhbGxfbXMYAyABKAQiWAoMVXNhZ2VVcGRhdGVkEiQKBXVzYWdlGAEgASgLMhUuYWdlbnRkLnYxLlRva2VuVXNhZ2USEwoLY29zdF9taWNyb3MYAiABKAQSDQoFc3RlcHMYAyABKA0iUwoKUnVuU3RhcnRlZBIRCgl3b3JrZXJfaWQYASABKAkSDQoFZXBvY2gYAiABKAQSFAoMY29udGFpbmVyX2lkGAMgASgJEg0KBWltYWdlGAQgASgJIm8KCVJ1blBhdXNlZBIOCgZyZWFzb24YASABKAkSEwoLYXBwcm92YWxfaWQYAiABKAkSFwoPc25hcHNob3RfZGlnZXN0GAMgASgJEiQKBXVzYWdlGAQgASgLMhUuYWdlbnRkLnYxLlRva2VuVXNhZ2UiQwoKUnVuUmVzdW1lZBIRCgl3b3JrZXJfaWQYASABKAkSDQoFZXBvY2gYAiABKAQSEwoLYXBwcm92YWxfaWQYAyABKAkiOQoKVG9rZW5Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAQSFQoNb3V0cHV0X3Rva2VucxgCIAEoBCIqCglFcnJvckluZm8SDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIu4BCgxSdW5Db21wbGV0ZWQSDwoHc3VtbWFyeRgBIAEoCRIkCgV1c2FnZRgCIAEoCzIVLmFnZW50ZC52MS5Ub2tlblVzYWdlEhMKC2Nvc3RfbWljcm9zGAMgASgEEhQKDHBhdGNoX2RpZ2VzdBgEIAEoCRIWCg5wYXRjaF9yZWRhY3RlZBgFIAEoCBIcChRwYXRjaF9yZWRhY3RlZF9maWxlcxgGIAMoCRIvCg1wYXRjaF9vbWl0dGVkGAcgAygLMhguYWdlbnRkLnYxLlBhdGNoT21pc3Npb24SFQoNcGF0Y2hfaWdub3JlZBgIIAEoDSItCg1QYXRjaE9taXNzaW9uEgwKBHBhdGgYASABKAkSDgoGcmVhc29uGAIgASgJImsKCVJ1bkZhaWxlZBIjCgVlcnJvchgBIAEoCzIULmFnZW50ZC52MS5FcnJvckluZm8SJAoFdXNhZ2UYAiABKAsyFS5hZ2VudGQudjEuVG9rZW5Vc2FnZRITCgtjb3N0X21pY3JvcxgDIAEoBCI0CgxSdW5DYW5jZWxsZWQSDgoGcmVhc29uGAEgASgJEhQKDGNhbmNlbGxlZF9ieRgCIAEoCSI6ChJSdW5DYW5jZWxSZXF1ZXN0ZWQSDgoGcmVhc29uGAEgASgJEhQKDHJlcXVlc3RlZF9ieRgCIAEoCSIbCgtPdXRwdXREZWx0YRIMCgR0ZXh0GAEgASgJIisKDU91dHB1dE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIMCgR0ZXh0GAIgASgJIj0KCFRvb2xDYWxsEg8KB2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRISCgppbnB1dF9qc29uGAMgASgJIlUKClRvb2xPdXRwdXQSDwoHY2FsbF9pZBgBIAEoCRInCgZzdHJlYW0YAiABKA4yFy5hZ2VudGQudjEuT3V0cHV0U3RyZWFtEg0KBWNodW5rGAMgASgJIrUBCgpUb29sUmVzdWx0Eg8KB2NhbGxfaWQYASABKAkSCgoCb2sYAiABKAgSEwoLb3V0cHV0X2pzb24YAyABKAkSIwoFZXJyb3IYBCABKAsyFC5hZ2VudGQudjEuRXJyb3JJbmZvEhEKCWV4aXRfY29kZRgFIAEoBRITCgtkdXJhdGlvbl9tcxgGIAEoBBIRCgl0cnVuY2F0ZWQYByABKAgSFQoNb3V0cHV0X2RpZ2VzdBgIIAEoCSKQAQoLUmlza1Byb2ZpbGUSEAoIY2F0ZWdvcnkYASABKAkSDQoFc2NvcGUYAiABKAkSGAoQZXN0aW1hdGVkX2ltcGFjdBgDIAEoCRIXCg90b3VjaGVzX3NlY3JldHMYBCABKAgSFgoOdG91Y2hlc19jb25maWcYBSABKAgSFQoNdG91Y2hlc19idWlsZBgGIAEoCCKnAQoOUG9saWN5RGVjaXNpb24SDwoHY2FsbF9pZBgBIAEoCRIlCghkZWNpc2lvbhgCIAEoDjITLmFnZW50ZC52MS5EZWNpc2lvbhIMCgRydWxlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIkCgRyaXNrGAUgASgLMhYuYWdlbnRkLnYxLlJpc2tQcm9maWxlEhkKEXRydXN0X2FkanVzdG1lbnRzGAYgAygJIrkBCgdQcmV2aWV3Eg8KB3N1bW1hcnkYASABKAkSDQoFZmlsZXMYAiADKAkSDQoFaHVua3MYAyABKA0SEwoLbGluZXNfYWRkZWQYBCABKA0SFQoNbGluZXNfcmVtb3ZlZBgFIAEoDRIMCgRkaWZmGAYgASgJEgwKBGFyZ3YYByADKAkSCwoDY3dkGAggASgJEhUKDW1hdGNoZWRfcnVsZXMYCSADKAkSEwoLYmFzZV9zaGEyNTYYCiABKAkinAEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEg8KB2NhbGxfaWQYAiABKAkSDAoEdG9vbBgDIAEoCRIjCgdwcmV2aWV3GAQgASgLMhIuYWdlbnRkLnYxLlByZXZpZXcSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiewoQQXBwcm92YWxSZXNvbHZlZBITCgthcHByb3ZhbF9pZBgBIAEoCRItCghkZWNpc2lvbhgCIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgDIAEoCRITCgtyZXNvbHZlZF9ieRgEIAEoCSJXCg9BcnRpZmFjdEVtaXR0ZWQSDAoEbmFtZRgBIAEoCRIOCgZkaWdlc3QYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoBBISCgptZWRpYV90eXBlGAQgASgJIlEKEUNoZWNrcG9pbnRDcmVhdGVkEhYKDnN1bW1hcnlfZGlnZXN0GAEgASgJEhMKC3Rocm91Z2hfc2VxGAIgASgEEg8KB3N1bW1hcnkYAyABKAkqYQoMT3V0cHV0U3RyZWFtEh0KGU9VVFBVVF9TVFJFQU1fVU5TUEVDSUZJRUQQABIYChRPVVRQVVRfU1RSRUFNX1NURE9VVBABEhgKFE9VVFBVVF9TVFJFQU1fU1RERVJSEAIqhAEKCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEQoNREVDSVNJT05fQVVUTxABEhkKFURFQ0lTSU9OX1BSRVZJRVdfQVVUTxACEh0KGURFQ0lTSU9OX1BSRVZJRVdfQVBQUk9WQUwQAxIRCg1ERUNJU0lPTl9ERU5ZEAQqcAoQQXBwcm92YWxEZWNpc2lvbhIhCh1BUFBST1ZBTF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEh0KGUFQUFJPVkFMX0RFQ0lTSU9OX0FQUFJPVkUQARIaChZBUFBST1ZBTF9ERUNJU0lPTl9ERU5ZEAJiBnByb3RvMw",
-    [file_google_protobuf_timestamp],
-  );
+export const file_agentd_v1_events = /*@__PURE__*/
+  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEi6wgKBUV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEgsKA3NlcRgEIAEoBBImCgJ0cxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdHlwZRgGIAEoCRIRCglwcmV2X2hhc2gYByABKAkSDAoEaGFzaBgIIAEoCRIqCgpydW5fcXVldWVkGBQgASgLMhQuYWdlbnRkLnYxLlJ1blF1ZXVlZEgAEiwKC3J1bl9zdGFydGVkGBUgASgLMhUuYWdlbnRkLnYxLlJ1blN0YXJ0ZWRIABIqCgpydW5fcGF1c2VkGBYgASgLMhQuYWdlbnRkLnYxLlJ1blBhdXNlZEgAEiwKC3J1bl9yZXN1bWVkGBcgASgLMhUuYWdlbnRkLnYxLlJ1blJlc3VtZWRIABIwCg1ydW5fY29tcGxldGVkGBggASgLMhcuYWdlbnRkLnYxLlJ1bkNvbXBsZXRlZEgAEioKCnJ1bl9mYWlsZWQYGSABKAsyFC5hZ2VudGQudjEuUnVuRmFpbGVkSAASMAoNcnVuX2NhbmNlbGxlZBgaIAEoCzIXLmFnZW50ZC52MS5SdW5DYW5jZWxsZWRIABI9ChRydW5fY2FuY2VsX3JlcXVlc3RlZBgbIAEoCzIdLmFnZW50ZC52MS5SdW5DYW5jZWxSZXF1ZXN0ZWRIABIuCgxvdXRwdXRfZGVsdGEYHiABKAsyFi5hZ2VudGQudjEuT3V0cHV0RGVsdGFIABIyCg5vdXRwdXRfbWVzc2FnZRgfIAEoCzIYLmFnZW50ZC52MS5PdXRwdXRNZXNzYWdlSAASKAoJdG9vbF9jYWxsGCggASgLMhMuYWdlbnRkLnYxLlRvb2xDYWxsSAASLAoLdG9vbF9vdXRwdXQYKSABKAsyFS5hZ2VudGQudjEuVG9vbE91dHB1dEgAEiwKC3Rvb2xfcmVzdWx0GCogASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABI0Cg9wb2xpY3lfZGVjaXNpb24YMiABKAsyGS5hZ2VudGQudjEuUG9saWN5RGVjaXNpb25IABI6ChJhcHByb3ZhbF9yZXF1ZXN0ZWQYMyABKAsyHC5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0ZWRIABI4ChFhcHByb3ZhbF9yZXNvbHZlZBg0IAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbFJlc29sdmVkSAASNgoQYXJ0aWZhY3RfZW1pdHRlZBg8IAEoCzIaLmFnZW50ZC52MS5BcnRpZmFjdEVtaXR0ZWRIABI6ChJjaGVja3BvaW50X2NyZWF0ZWQYPSABKAsyHC5hZ2VudGQudjEuQ2hlY2twb2ludENyZWF0ZWRIABIwCg11c2FnZV91cGRhdGVkGEYgASgLMhcuYWdlbnRkLnYxLlVzYWdlVXBkYXRlZEgAQgkKB3BheWxvYWQipQIKCVJ1blF1ZXVlZBIRCgl0ZW5hbnRfaWQYASABKAkSDgoGcHJvbXB0GAIgASgJEhAKCHByaW9yaXR5GAMgASgNEg4KBnNraWxscxgEIAMoCRIwCgZsYWJlbHMYBSADKAsyIC5hZ2VudGQudjEuUnVuUXVldWVkLkxhYmVsc0VudHJ5EhgKEHdvcmtzcGFjZV9kaWdlc3QYBiABKAkSHAoUd29ya3NwYWNlX3NpemVfYnl0ZXMYByABKAQSFAoMc3VibWl0dGVkX2J5GAggASgJEiQKBmJ1ZGdldBgJIAEoCzIULmFnZW50ZC52MS5SdW5CdWRnZXQaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJNCglSdW5CdWRnZXQSEgoKbWF4X3Rva2VucxgBIAEoBBIXCg9tYXhfY29zdF9taWNyb3MYAiABKAQSEwoLbWF4X3dhbGxfbXMYAyABKAQiWAoMVXNhZ2VVcGRhdGVkEiQKBXVzYWdlGAEgASgLMhUuYWdlbnRkLnYxLlRva2VuVXNhZ2USEwoLY29zdF9taWNyb3MYAiABKAQSDQoFc3RlcHMYAyABKA0iUwoKUnVuU3RhcnRlZBIRCgl3b3JrZXJfaWQYASABKAkSDQoFZXBvY2gYAiABKAQSFAoMY29udGFpbmVyX2lkGAMgASgJEg0KBWltYWdlGAQgASgJIm8KCVJ1blBhdXNlZBIOCgZyZWFzb24YASABKAkSEwoLYXBwcm92YWxfaWQYAiABKAkSFwoPc25hcHNob3RfZGlnZXN0GAMgASgJEiQKBXVzYWdlGAQgASgLMhUuYWdlbnRkLnYxLlRva2VuVXNhZ2UiQwoKUnVuUmVzdW1lZBIRCgl3b3JrZXJfaWQYASABKAkSDQoFZXBvY2gYAiABKAQSEwoLYXBwcm92YWxfaWQYAyABKAkiOQoKVG9rZW5Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAQSFQoNb3V0cHV0X3Rva2VucxgCIAEoBCIqCglFcnJvckluZm8SDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIu4BCgxSdW5Db21wbGV0ZWQSDwoHc3VtbWFyeRgBIAEoCRIkCgV1c2FnZRgCIAEoCzIVLmFnZW50ZC52MS5Ub2tlblVzYWdlEhMKC2Nvc3RfbWljcm9zGAMgASgEEhQKDHBhdGNoX2RpZ2VzdBgEIAEoCRIWCg5wYXRjaF9yZWRhY3RlZBgFIAEoCBIcChRwYXRjaF9yZWRhY3RlZF9maWxlcxgGIAMoCRIvCg1wYXRjaF9vbWl0dGVkGAcgAygLMhguYWdlbnRkLnYxLlBhdGNoT21pc3Npb24SFQoNcGF0Y2hfaWdub3JlZBgIIAEoDSItCg1QYXRjaE9taXNzaW9uEgwKBHBhdGgYASABKAkSDgoGcmVhc29uGAIgASgJImsKCVJ1bkZhaWxlZBIjCgVlcnJvchgBIAEoCzIULmFnZW50ZC52MS5FcnJvckluZm8SJAoFdXNhZ2UYAiABKAsyFS5hZ2VudGQudjEuVG9rZW5Vc2FnZRITCgtjb3N0X21pY3JvcxgDIAEoBCI0CgxSdW5DYW5jZWxsZWQSDgoGcmVhc29uGAEgASgJEhQKDGNhbmNlbGxlZF9ieRgCIAEoCSI6ChJSdW5DYW5jZWxSZXF1ZXN0ZWQSDgoGcmVhc29uGAEgASgJEhQKDHJlcXVlc3RlZF9ieRgCIAEoCSIbCgtPdXRwdXREZWx0YRIMCgR0ZXh0GAEgASgJIisKDU91dHB1dE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIMCgR0ZXh0GAIgASgJIj0KCFRvb2xDYWxsEg8KB2NhbGxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRISCgppbnB1dF9qc29uGAMgASgJIlUKClRvb2xPdXRwdXQSDwoHY2FsbF9pZBgBIAEoCRInCgZzdHJlYW0YAiABKA4yFy5hZ2VudGQudjEuT3V0cHV0U3RyZWFtEg0KBWNodW5rGAMgASgJIrUBCgpUb29sUmVzdWx0Eg8KB2NhbGxfaWQYASABKAkSCgoCb2sYAiABKAgSEwoLb3V0cHV0X2pzb24YAyABKAkSIwoFZXJyb3IYBCABKAsyFC5hZ2VudGQudjEuRXJyb3JJbmZvEhEKCWV4aXRfY29kZRgFIAEoBRITCgtkdXJhdGlvbl9tcxgGIAEoBBIRCgl0cnVuY2F0ZWQYByABKAgSFQoNb3V0cHV0X2RpZ2VzdBgIIAEoCSKQAQoLUmlza1Byb2ZpbGUSEAoIY2F0ZWdvcnkYASABKAkSDQoFc2NvcGUYAiABKAkSGAoQZXN0aW1hdGVkX2ltcGFjdBgDIAEoCRIXCg90b3VjaGVzX3NlY3JldHMYBCABKAgSFgoOdG91Y2hlc19jb25maWcYBSABKAgSFQoNdG91Y2hlc19idWlsZBgGIAEoCCKnAQoOUG9saWN5RGVjaXNpb24SDwoHY2FsbF9pZBgBIAEoCRIlCghkZWNpc2lvbhgCIAEoDjITLmFnZW50ZC52MS5EZWNpc2lvbhIMCgRydWxlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIkCgRyaXNrGAUgASgLMhYuYWdlbnRkLnYxLlJpc2tQcm9maWxlEhkKEXRydXN0X2FkanVzdG1lbnRzGAYgAygJIrkBCgdQcmV2aWV3Eg8KB3N1bW1hcnkYASABKAkSDQoFZmlsZXMYAiADKAkSDQoFaHVua3MYAyABKA0SEwoLbGluZXNfYWRkZWQYBCABKA0SFQoNbGluZXNfcmVtb3ZlZBgFIAEoDRIMCgRkaWZmGAYgASgJEgwKBGFyZ3YYByADKAkSCwoDY3dkGAggASgJEhUKDW1hdGNoZWRfcnVsZXMYCSADKAkSEwoLYmFzZV9zaGEyNTYYCiABKAkinAEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEg8KB2NhbGxfaWQYAiABKAkSDAoEdG9vbBgDIAEoCRIjCgdwcmV2aWV3GAQgASgLMhIuYWdlbnRkLnYxLlByZXZpZXcSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiewoQQXBwcm92YWxSZXNvbHZlZBITCgthcHByb3ZhbF9pZBgBIAEoCRItCghkZWNpc2lvbhgCIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgDIAEoCRITCgtyZXNvbHZlZF9ieRgEIAEoCSJXCg9BcnRpZmFjdEVtaXR0ZWQSDAoEbmFtZRgBIAEoCRIOCgZkaWdlc3QYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoBBISCgptZWRpYV90eXBlGAQgASgJIlEKEUNoZWNrcG9pbnRDcmVhdGVkEhYKDnN1bW1hcnlfZGlnZXN0GAEgASgJEhMKC3Rocm91Z2hfc2VxGAIgASgEEg8KB3N1bW1hcnkYAyABKAkqYQoMT3V0cHV0U3RyZWFtEh0KGU9VVFBVVF9TVFJFQU1fVU5TUEVDSUZJRUQQABIYChRPVVRQVVRfU1RSRUFNX1NURE9VVBABEhgKFE9VVFBVVF9TVFJFQU1fU1RERVJSEAIqhAEKCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEQoNREVDSVNJT05fQVVUTxABEhkKFURFQ0lTSU9OX1BSRVZJRVdfQVVUTxACEh0KGURFQ0lTSU9OX1BSRVZJRVdfQVBQUk9WQUwQAxIRCg1ERUNJU0lPTl9ERU5ZEAQqcAoQQXBwcm92YWxEZWNpc2lvbhIhCh1BUFBST1ZBTF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEh0KGUFQUFJPVkFMX0RFQ0lTSU9OX0FQUFJPVkUQARIaChZBUFBST1ZBTF9ERUNJU0lPTl9ERU5ZEAJiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Describes the message agentd.v1.Event.
  * Use `create(EventSchema)` to create a new message.
  */
-export const EventSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 0);
+export const EventSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 0);
 
 /**
  * Describes the message agentd.v1.RunQueued.
  * Use `create(RunQueuedSchema)` to create a new message.
  */
-export const RunQueuedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 1);
+export const RunQueuedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 1);
 
 /**
  * Describes the message agentd.v1.RunBudget.
  * Use `create(RunBudgetSchema)` to create a new message.
  */
-export const RunBudgetSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 2);
+export const RunBudgetSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 2);
 
 /**
  * Describes the message agentd.v1.UsageUpdated.
  * Use `create(UsageUpdatedSchema)` to create a new message.
  */
-export const UsageUpdatedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 3);
+export const UsageUpdatedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 3);
 
 /**
  * Describes the message agentd.v1.RunStarted.
  * Use `create(RunStartedSchema)` to create a new message.
  */
-export const RunStartedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 4);
+export const RunStartedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 4);
 
 /**
  * Describes the message agentd.v1.RunPaused.
  * Use `create(RunPausedSchema)` to create a new message.
  */
-export const RunPausedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 5);
+export const RunPausedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 5);
 
 /**
  * Describes the message agentd.v1.RunResumed.
  * Use `create(RunResumedSchema)` to create a new message.
  */
-export const RunResumedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 6);
+export const RunResumedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 6);
 
 /**
  * Describes the message agentd.v1.TokenUsage.
  * Use `create(TokenUsageSchema)` to create a new message.
  */
-export const TokenUsageSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 7);
+export const TokenUsageSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 7);
 
 /**
  * Describes the message agentd.v1.ErrorInfo.
  * Use `create(ErrorInfoSchema)` to create a new message.
  */
-export const ErrorInfoSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 8);
+export const ErrorInfoSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 8);
 
 /**
  * Describes the message agentd.v1.RunCompleted.
  * Use `create(RunCompletedSchema)` to create a new message.
  */
-export const RunCompletedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 9);
+export const RunCompletedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 9);
 
 /**
  * Describes the message agentd.v1.PatchOmission.
  * Use `create(PatchOmissionSchema)` to create a new message.
  */
-export const PatchOmissionSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 10);
+export const PatchOmissionSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 10);
 
 /**
  * Describes the message agentd.v1.RunFailed.
  * Use `create(RunFailedSchema)` to create a new message.
  */
-export const RunFailedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 11);
+export const RunFailedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 11);
 
 /**
  * Describes the message agentd.v1.RunCancelled.
  * Use `create(RunCancelledSchema)` to create a new message.
  */
-export const RunCancelledSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 12);
+export const RunCancelledSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 12);
 
 /**
  * Describes the message agentd.v1.RunCancelRequested.
  * Use `create(RunCancelRequestedSchema)` to create a new message.
  */
-export const RunCancelRequestedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 13);
+export const RunCancelRequestedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 13);
 
 /**
  * Describes the message agentd.v1.OutputDelta.
  * Use `create(OutputDeltaSchema)` to create a new message.
  */
-export const OutputDeltaSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 14);
+export const OutputDeltaSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 14);
 
 /**
  * Describes the message agentd.v1.OutputMessage.
  * Use `create(OutputMessageSchema)` to create a new message.
  */
-export const OutputMessageSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 15);
+export const OutputMessageSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 15);
 
 /**
  * Describes the message agentd.v1.ToolCall.
  * Use `create(ToolCallSchema)` to create a new message.
  */
-export const ToolCallSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 16);
+export const ToolCallSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 16);
 
 /**
  * Describes the message agentd.v1.ToolOutput.
  * Use `create(ToolOutputSchema)` to create a new message.
  */
-export const ToolOutputSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 17);
+export const ToolOutputSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 17);
 
 /**
  * Describes the message agentd.v1.ToolResult.
  * Use `create(ToolResultSchema)` to create a new message.
  */
-export const ToolResultSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 18);
+export const ToolResultSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 18);
 
 /**
  * Describes the message agentd.v1.RiskProfile.
  * Use `create(RiskProfileSchema)` to create a new message.
  */
-export const RiskProfileSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 19);
+export const RiskProfileSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 19);
 
 /**
  * Describes the message agentd.v1.PolicyDecision.
  * Use `create(PolicyDecisionSchema)` to create a new message.
  */
-export const PolicyDecisionSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 20);
+export const PolicyDecisionSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 20);
 
 /**
  * Describes the message agentd.v1.Preview.
  * Use `create(PreviewSchema)` to create a new message.
  */
-export const PreviewSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 21);
+export const PreviewSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 21);
 
 /**
  * Describes the message agentd.v1.ApprovalRequested.
  * Use `create(ApprovalRequestedSchema)` to create a new message.
  */
-export const ApprovalRequestedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 22);
+export const ApprovalRequestedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 22);
 
 /**
  * Describes the message agentd.v1.ApprovalResolved.
  * Use `create(ApprovalResolvedSchema)` to create a new message.
  */
-export const ApprovalResolvedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 23);
+export const ApprovalResolvedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 23);
 
 /**
  * Describes the message agentd.v1.ArtifactEmitted.
  * Use `create(ArtifactEmittedSchema)` to create a new message.
  */
-export const ArtifactEmittedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 24);
+export const ArtifactEmittedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 24);
 
 /**
  * Describes the message agentd.v1.CheckpointCreated.
  * Use `create(CheckpointCreatedSchema)` to create a new message.
  */
-export const CheckpointCreatedSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_events, 25);
+export const CheckpointCreatedSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 25);
 
 /**
  * Describes the enum agentd.v1.OutputStream.
  */
-export const OutputStreamSchema = /*@__PURE__*/ enumDesc(file_agentd_v1_events, 0);
+export const OutputStreamSchema = /*@__PURE__*/
+  enumDesc(file_agentd_v1_events, 0);
 
 /**
  * Stream a chunk came from.
  *
  * @generated from enum agentd.v1.OutputStream
  */
-export const OutputStream = /*@__PURE__*/ tsEnum(OutputStreamSchema);
+export const OutputStream = /*@__PURE__*/
+  tsEnum(OutputStreamSchema);
 
 /**
  * Describes the enum agentd.v1.Decision.
  */
-export const DecisionSchema = /*@__PURE__*/ enumDesc(file_agentd_v1_events, 1);
+export const DecisionSchema = /*@__PURE__*/
+  enumDesc(file_agentd_v1_events, 1);
 
 /**
  * The kernel's control path for a call.
  *
  * @generated from enum agentd.v1.Decision
  */
-export const Decision = /*@__PURE__*/ tsEnum(DecisionSchema);
+export const Decision = /*@__PURE__*/
+  tsEnum(DecisionSchema);
 
 /**
  * Describes the enum agentd.v1.ApprovalDecision.
  */
-export const ApprovalDecisionSchema = /*@__PURE__*/ enumDesc(file_agentd_v1_events, 2);
+export const ApprovalDecisionSchema = /*@__PURE__*/
+  enumDesc(file_agentd_v1_events, 2);
 
 /**
  * A person's (or the expiry's) answer to an approval.
  *
  * @generated from enum agentd.v1.ApprovalDecision
  */
-export const ApprovalDecision = /*@__PURE__*/ tsEnum(ApprovalDecisionSchema);
+export const ApprovalDecision = /*@__PURE__*/
+  tsEnum(ApprovalDecisionSchema);
+

@@ -4,17 +4,10 @@
 // @generated from file agentd/v1/run_service.proto (package agentd.v1, syntax proto3)
 /* eslint-disable */
 
-import type { Message } from "@bufbuild/protobuf";
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import type {
-  ApprovalDecision,
-  ErrorInfo,
-  Event,
-  Preview,
-  RunBudget,
-  TokenUsage,
-} from "./events_pb.js";
+import type { ApprovalDecision, ErrorInfo, Event, Preview, RunBudget, TokenUsage } from "./events_pb.js";
 
 /**
  * Describes the file agentd/v1/run_service.proto.
@@ -885,26 +878,23 @@ export declare type GetArtifactResponse = Message<"agentd.v1.GetArtifactResponse
    *
    * @generated from oneof agentd.v1.GetArtifactResponse.part
    */
-  part:
-    | {
-        /**
-         * Metadata, in the first message.
-         *
-         * @generated from field: agentd.v1.ArtifactInfo info = 1;
-         */
-        value: ArtifactInfo;
-        case: "info";
-      }
-    | {
-        /**
-         * Next bytes of the content (at most 64 KiB each).
-         *
-         * @generated from field: bytes chunk = 2;
-         */
-        value: Uint8Array;
-        case: "chunk";
-      }
-    | { case: undefined; value?: undefined };
+  part: {
+    /**
+     * Metadata, in the first message.
+     *
+     * @generated from field: agentd.v1.ArtifactInfo info = 1;
+     */
+    value: ArtifactInfo;
+    case: "info";
+  } | {
+    /**
+     * Next bytes of the content (at most 64 KiB each).
+     *
+     * @generated from field: bytes chunk = 2;
+     */
+    value: Uint8Array;
+    case: "chunk";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -1031,7 +1021,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof CreateRunRequestSchema;
     output: typeof CreateRunResponseSchema;
-  };
+  },
   /**
    * The run's current state, projected from its events. Role: read.
    *
@@ -1041,7 +1031,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof GetRunRequestSchema;
     output: typeof GetRunResponseSchema;
-  };
+  },
   /**
    * The tenant's runs, newest first, optionally filtered; paginated. Role: read.
    *
@@ -1051,7 +1041,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof ListRunsRequestSchema;
     output: typeof ListRunsResponseSchema;
-  };
+  },
   /**
    * The run's events after `after_seq`, then live ones until the run ends.
    * Role: read.
@@ -1062,7 +1052,7 @@ export declare const RunService: GenService<{
     methodKind: "server_streaming";
     input: typeof StreamEventsRequestSchema;
     output: typeof StreamEventsResponseSchema;
-  };
+  },
   /**
    * Approve or deny a pending approval. Role: approve.
    *
@@ -1072,7 +1062,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof ResolveApprovalRequestSchema;
     output: typeof ResolveApprovalResponseSchema;
-  };
+  },
   /**
    * The tenant's pending approvals with their previews. Role: read.
    *
@@ -1082,7 +1072,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof ListApprovalsRequestSchema;
     output: typeof ListApprovalsResponseSchema;
-  };
+  },
   /**
    * Stop a run. Role: submit.
    *
@@ -1092,7 +1082,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof CancelRunRequestSchema;
     output: typeof CancelRunResponseSchema;
-  };
+  },
   /**
    * Download an artifact of a run, as a stream of chunks. Role: read.
    *
@@ -1102,7 +1092,7 @@ export declare const RunService: GenService<{
     methodKind: "server_streaming";
     input: typeof GetArtifactRequestSchema;
     output: typeof GetArtifactResponseSchema;
-  };
+  },
   /**
    * Uploads a workspace archive of any size the server's workspace limits allow, in
    * chunks (gRPC or Connect over HTTP/2: a client stream), checked and stored as it
@@ -1116,5 +1106,6 @@ export declare const RunService: GenService<{
     methodKind: "client_streaming";
     input: typeof UploadWorkspaceRequestSchema;
     output: typeof UploadWorkspaceResponseSchema;
-  };
+  },
 }>;
+

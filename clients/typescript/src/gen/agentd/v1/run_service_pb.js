@@ -5,178 +5,189 @@
 /* eslint-disable */
 
 import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/protobuf/codegenv2";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_agentd_v1_events } from "./events_pb.js";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file agentd/v1/run_service.proto.
  */
-export const file_agentd_v1_run_service =
-  /*@__PURE__*/
-  fileDesc(
-    "ChthZ2VudGQvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWFnZW50ZC52MSInChZVcGxvYWRXb3Jrc3BhY2VSZXF1ZXN0Eg0KBWNodW5rGAEgASgMIj0KF1VwbG9hZFdvcmtzcGFjZVJlc3BvbnNlEg4KBmRpZ2VzdBgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEIrAGCgNSdW4SDgoGcnVuX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEiIKBXN0YXRlGAQgASgOMhMuYWdlbnRkLnYxLlJ1blN0YXRlEg4KBnByb21wdBgFIAEoCRIQCghwcmlvcml0eRgGIAEoDRIOCgZza2lsbHMYByADKAkSKgoGbGFiZWxzGAggAygLMhouYWdlbnRkLnYxLlJ1bi5MYWJlbHNFbnRyeRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzdGFydGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIbGFzdF9zZXEYDSABKAQSEwoLZXZlbnRfY291bnQYDiABKAQSFwoPdG9vbF9jYWxsX2NvdW50GA8gASgEEhYKDmFwcHJvdmFsX2NvdW50GBAgASgEEhsKE3BlbmRpbmdfYXBwcm92YWxfaWQYESABKAkSJAoFdXNhZ2UYEiABKAsyFS5hZ2VudGQudjEuVG9rZW5Vc2FnZRITCgtjb3N0X21pY3JvcxgTIAEoBBIPCgdzdW1tYXJ5GBQgASgJEiMKBWVycm9yGBUgASgLMhQuYWdlbnRkLnYxLkVycm9ySW5mbxIYChB3b3Jrc3BhY2VfZGlnZXN0GBYgASgJEhEKCWxhc3RfaGFzaBgXIAEoCRIWCg5xdWV1ZV9wb3NpdGlvbhgYIAEoDRIYChBzZXNzaW9uX3Bvc2l0aW9uGBkgASgNEhgKEGNhbmNlbF9yZXF1ZXN0ZWQYGiABKAgSJAoGYnVkZ2V0GBsgASgLMhQuYWdlbnRkLnYxLlJ1bkJ1ZGdldBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrACChBDcmVhdGVSdW5SZXF1ZXN0Eg4KBnByb21wdBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEhAKCHByaW9yaXR5GAMgASgNEg4KBnNraWxscxgEIAMoCRI3CgZsYWJlbHMYBSADKAsyJy5hZ2VudGQudjEuQ3JlYXRlUnVuUmVxdWVzdC5MYWJlbHNFbnRyeRIVCg13b3Jrc3BhY2VfdGFyGAYgASgMEhcKD2lkZW1wb3RlbmN5X2tleRgHIAEoCRIkCgZidWRnZXQYCCABKAsyFC5hZ2VudGQudjEuUnVuQnVkZ2V0EhgKEHdvcmtzcGFjZV9kaWdlc3QYCSABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIwChFDcmVhdGVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5hZ2VudGQudjEuUnVuIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmFnZW50ZC52MS5SdW4iiAEKD0xpc3RSdW5zUmVxdWVzdBIiCgVzdGF0ZRgBIAEoDjITLmFnZW50ZC52MS5SdW5TdGF0ZRISCgpzZXNzaW9uX2lkGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJEhYKDmxhYmVsX3NlbGVjdG9yGAUgASgJIkkKEExpc3RSdW5zUmVzcG9uc2USHAoEcnVucxgBIAMoCzIOLmFnZW50ZC52MS5SdW4SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk4KE1N0cmVhbUV2ZW50c1JlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAxIUCgxoaXN0b3J5X29ubHkYAyABKAgiNwoUU3RyZWFtRXZlbnRzUmVzcG9uc2USHwoFZXZlbnQYASABKAsyEC5hZ2VudGQudjEuRXZlbnQibAoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCRItCghkZWNpc2lvbhgCIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgDIAEoCSKjAgoIQXBwcm92YWwSEwoLYXBwcm92YWxfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB2NhbGxfaWQYAyABKAkSDAoEdG9vbBgEIAEoCRIjCgdwcmV2aWV3GAUgASgLMhIuYWdlbnRkLnYxLlByZXZpZXcSJwoFc3RhdGUYBiABKA4yGC5hZ2VudGQudjEuQXBwcm92YWxTdGF0ZRIwCgxyZXF1ZXN0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgJIAEoCRITCgtyZXNvbHZlZF9ieRgKIAEoCSJAChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZRIlCghhcHByb3ZhbBgBIAEoCzITLmFnZW50ZC52MS5BcHByb3ZhbCJNChRMaXN0QXBwcm92YWxzUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkiWAoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiYKCWFwcHJvdmFscxgBIAMoCzITLmFnZW50ZC52MS5BcHByb3ZhbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiMgoQQ2FuY2VsUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIjAKEUNhbmNlbFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmFnZW50ZC52MS5SdW4iQgoSR2V0QXJ0aWZhY3RSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZkaWdlc3QYAiABKAkSDAoEbmFtZRgDIAEoCSJUCgxBcnRpZmFjdEluZm8SDgoGZGlnZXN0GAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAQSEgoKbWVkaWFfdHlwZRgDIAEoCRIMCgRuYW1lGAQgASgJIlcKE0dldEFydGlmYWN0UmVzcG9uc2USJwoEaW5mbxgBIAEoCzIXLmFnZW50ZC52MS5BcnRpZmFjdEluZm9IABIPCgVjaHVuaxgCIAEoDEgAQgYKBHBhcnQqsAEKCFJ1blN0YXRlEhkKFVJVTl9TVEFURV9VTlNQRUNJRklFRBAAEhQKEFJVTl9TVEFURV9RVUVVRUQQARIVChFSVU5fU1RBVEVfUlVOTklORxACEhQKEFJVTl9TVEFURV9QQVVTRUQQAxIXChNSVU5fU1RBVEVfQ09NUExFVEVEEAQSFAoQUlVOX1NUQVRFX0ZBSUxFRBAFEhcKE1JVTl9TVEFURV9DQU5DRUxMRUQQBiqDAQoNQXBwcm92YWxTdGF0ZRIeChpBUFBST1ZBTF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFkFQUFJPVkFMX1NUQVRFX1BFTkRJTkcQARIbChdBUFBST1ZBTF9TVEFURV9BUFBST1ZFRBACEhkKFUFQUFJPVkFMX1NUQVRFX0RFTklFRBADMs0FCgpSdW5TZXJ2aWNlEkYKCUNyZWF0ZVJ1bhIbLmFnZW50ZC52MS5DcmVhdGVSdW5SZXF1ZXN0GhwuYWdlbnRkLnYxLkNyZWF0ZVJ1blJlc3BvbnNlEj0KBkdldFJ1bhIYLmFnZW50ZC52MS5HZXRSdW5SZXF1ZXN0GhkuYWdlbnRkLnYxLkdldFJ1blJlc3BvbnNlEkMKCExpc3RSdW5zEhouYWdlbnRkLnYxLkxpc3RSdW5zUmVxdWVzdBobLmFnZW50ZC52MS5MaXN0UnVuc1Jlc3BvbnNlElEKDFN0cmVhbUV2ZW50cxIeLmFnZW50ZC52MS5TdHJlYW1FdmVudHNSZXF1ZXN0Gh8uYWdlbnRkLnYxLlN0cmVhbUV2ZW50c1Jlc3BvbnNlMAESWAoPUmVzb2x2ZUFwcHJvdmFsEiEuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaIi5hZ2VudGQudjEuUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USUgoNTGlzdEFwcHJvdmFscxIfLmFnZW50ZC52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBogLmFnZW50ZC52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USRgoJQ2FuY2VsUnVuEhsuYWdlbnRkLnYxLkNhbmNlbFJ1blJlcXVlc3QaHC5hZ2VudGQudjEuQ2FuY2VsUnVuUmVzcG9uc2USTgoLR2V0QXJ0aWZhY3QSHS5hZ2VudGQudjEuR2V0QXJ0aWZhY3RSZXF1ZXN0Gh4uYWdlbnRkLnYxLkdldEFydGlmYWN0UmVzcG9uc2UwARJaCg9VcGxvYWRXb3Jrc3BhY2USIS5hZ2VudGQudjEuVXBsb2FkV29ya3NwYWNlUmVxdWVzdBoiLmFnZW50ZC52MS5VcGxvYWRXb3Jrc3BhY2VSZXNwb25zZSgBYgZwcm90bzM",
-    [file_agentd_v1_events, file_google_protobuf_timestamp],
-  );
+export const file_agentd_v1_run_service = /*@__PURE__*/
+  fileDesc("ChthZ2VudGQvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWFnZW50ZC52MSInChZVcGxvYWRXb3Jrc3BhY2VSZXF1ZXN0Eg0KBWNodW5rGAEgASgMIj0KF1VwbG9hZFdvcmtzcGFjZVJlc3BvbnNlEg4KBmRpZ2VzdBgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEIrAGCgNSdW4SDgoGcnVuX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEiIKBXN0YXRlGAQgASgOMhMuYWdlbnRkLnYxLlJ1blN0YXRlEg4KBnByb21wdBgFIAEoCRIQCghwcmlvcml0eRgGIAEoDRIOCgZza2lsbHMYByADKAkSKgoGbGFiZWxzGAggAygLMhouYWdlbnRkLnYxLlJ1bi5MYWJlbHNFbnRyeRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzdGFydGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIbGFzdF9zZXEYDSABKAQSEwoLZXZlbnRfY291bnQYDiABKAQSFwoPdG9vbF9jYWxsX2NvdW50GA8gASgEEhYKDmFwcHJvdmFsX2NvdW50GBAgASgEEhsKE3BlbmRpbmdfYXBwcm92YWxfaWQYESABKAkSJAoFdXNhZ2UYEiABKAsyFS5hZ2VudGQudjEuVG9rZW5Vc2FnZRITCgtjb3N0X21pY3JvcxgTIAEoBBIPCgdzdW1tYXJ5GBQgASgJEiMKBWVycm9yGBUgASgLMhQuYWdlbnRkLnYxLkVycm9ySW5mbxIYChB3b3Jrc3BhY2VfZGlnZXN0GBYgASgJEhEKCWxhc3RfaGFzaBgXIAEoCRIWCg5xdWV1ZV9wb3NpdGlvbhgYIAEoDRIYChBzZXNzaW9uX3Bvc2l0aW9uGBkgASgNEhgKEGNhbmNlbF9yZXF1ZXN0ZWQYGiABKAgSJAoGYnVkZ2V0GBsgASgLMhQuYWdlbnRkLnYxLlJ1bkJ1ZGdldBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrACChBDcmVhdGVSdW5SZXF1ZXN0Eg4KBnByb21wdBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEhAKCHByaW9yaXR5GAMgASgNEg4KBnNraWxscxgEIAMoCRI3CgZsYWJlbHMYBSADKAsyJy5hZ2VudGQudjEuQ3JlYXRlUnVuUmVxdWVzdC5MYWJlbHNFbnRyeRIVCg13b3Jrc3BhY2VfdGFyGAYgASgMEhcKD2lkZW1wb3RlbmN5X2tleRgHIAEoCRIkCgZidWRnZXQYCCABKAsyFC5hZ2VudGQudjEuUnVuQnVkZ2V0EhgKEHdvcmtzcGFjZV9kaWdlc3QYCSABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIwChFDcmVhdGVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5hZ2VudGQudjEuUnVuIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmFnZW50ZC52MS5SdW4iiAEKD0xpc3RSdW5zUmVxdWVzdBIiCgVzdGF0ZRgBIAEoDjITLmFnZW50ZC52MS5SdW5TdGF0ZRISCgpzZXNzaW9uX2lkGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJEhYKDmxhYmVsX3NlbGVjdG9yGAUgASgJIkkKEExpc3RSdW5zUmVzcG9uc2USHAoEcnVucxgBIAMoCzIOLmFnZW50ZC52MS5SdW4SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk4KE1N0cmVhbUV2ZW50c1JlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAxIUCgxoaXN0b3J5X29ubHkYAyABKAgiNwoUU3RyZWFtRXZlbnRzUmVzcG9uc2USHwoFZXZlbnQYASABKAsyEC5hZ2VudGQudjEuRXZlbnQibAoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCRItCghkZWNpc2lvbhgCIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgDIAEoCSKjAgoIQXBwcm92YWwSEwoLYXBwcm92YWxfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB2NhbGxfaWQYAyABKAkSDAoEdG9vbBgEIAEoCRIjCgdwcmV2aWV3GAUgASgLMhIuYWdlbnRkLnYxLlByZXZpZXcSJwoFc3RhdGUYBiABKA4yGC5hZ2VudGQudjEuQXBwcm92YWxTdGF0ZRIwCgxyZXF1ZXN0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgJIAEoCRITCgtyZXNvbHZlZF9ieRgKIAEoCSJAChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZRIlCghhcHByb3ZhbBgBIAEoCzITLmFnZW50ZC52MS5BcHByb3ZhbCJNChRMaXN0QXBwcm92YWxzUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkiWAoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiYKCWFwcHJvdmFscxgBIAMoCzITLmFnZW50ZC52MS5BcHByb3ZhbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiMgoQQ2FuY2VsUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIjAKEUNhbmNlbFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmFnZW50ZC52MS5SdW4iQgoSR2V0QXJ0aWZhY3RSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZkaWdlc3QYAiABKAkSDAoEbmFtZRgDIAEoCSJUCgxBcnRpZmFjdEluZm8SDgoGZGlnZXN0GAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAQSEgoKbWVkaWFfdHlwZRgDIAEoCRIMCgRuYW1lGAQgASgJIlcKE0dldEFydGlmYWN0UmVzcG9uc2USJwoEaW5mbxgBIAEoCzIXLmFnZW50ZC52MS5BcnRpZmFjdEluZm9IABIPCgVjaHVuaxgCIAEoDEgAQgYKBHBhcnQqsAEKCFJ1blN0YXRlEhkKFVJVTl9TVEFURV9VTlNQRUNJRklFRBAAEhQKEFJVTl9TVEFURV9RVUVVRUQQARIVChFSVU5fU1RBVEVfUlVOTklORxACEhQKEFJVTl9TVEFURV9QQVVTRUQQAxIXChNSVU5fU1RBVEVfQ09NUExFVEVEEAQSFAoQUlVOX1NUQVRFX0ZBSUxFRBAFEhcKE1JVTl9TVEFURV9DQU5DRUxMRUQQBiqDAQoNQXBwcm92YWxTdGF0ZRIeChpBUFBST1ZBTF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFkFQUFJPVkFMX1NUQVRFX1BFTkRJTkcQARIbChdBUFBST1ZBTF9TVEFURV9BUFBST1ZFRBACEhkKFUFQUFJPVkFMX1NUQVRFX0RFTklFRBADMs0FCgpSdW5TZXJ2aWNlEkYKCUNyZWF0ZVJ1bhIbLmFnZW50ZC52MS5DcmVhdGVSdW5SZXF1ZXN0GhwuYWdlbnRkLnYxLkNyZWF0ZVJ1blJlc3BvbnNlEj0KBkdldFJ1bhIYLmFnZW50ZC52MS5HZXRSdW5SZXF1ZXN0GhkuYWdlbnRkLnYxLkdldFJ1blJlc3BvbnNlEkMKCExpc3RSdW5zEhouYWdlbnRkLnYxLkxpc3RSdW5zUmVxdWVzdBobLmFnZW50ZC52MS5MaXN0UnVuc1Jlc3BvbnNlElEKDFN0cmVhbUV2ZW50cxIeLmFnZW50ZC52MS5TdHJlYW1FdmVudHNSZXF1ZXN0Gh8uYWdlbnRkLnYxLlN0cmVhbUV2ZW50c1Jlc3BvbnNlMAESWAoPUmVzb2x2ZUFwcHJvdmFsEiEuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaIi5hZ2VudGQudjEuUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USUgoNTGlzdEFwcHJvdmFscxIfLmFnZW50ZC52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBogLmFnZW50ZC52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USRgoJQ2FuY2VsUnVuEhsuYWdlbnRkLnYxLkNhbmNlbFJ1blJlcXVlc3QaHC5hZ2VudGQudjEuQ2FuY2VsUnVuUmVzcG9uc2USTgoLR2V0QXJ0aWZhY3QSHS5hZ2VudGQudjEuR2V0QXJ0aWZhY3RSZXF1ZXN0Gh4uYWdlbnRkLnYxLkdldEFydGlmYWN0UmVzcG9uc2UwARJaCg9VcGxvYWRXb3Jrc3BhY2USIS5hZ2VudGQudjEuVXBsb2FkV29ya3NwYWNlUmVxdWVzdBoiLmFnZW50ZC52MS5VcGxvYWRXb3Jrc3BhY2VSZXNwb25zZSgBYgZwcm90bzM", [file_agentd_v1_events, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message agentd.v1.UploadWorkspaceRequest.
  * Use `create(UploadWorkspaceRequestSchema)` to create a new message.
  */
-export const UploadWorkspaceRequestSchema =
-  /*@__PURE__*/
+export const UploadWorkspaceRequestSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_run_service, 0);
 
 /**
  * Describes the message agentd.v1.UploadWorkspaceResponse.
  * Use `create(UploadWorkspaceResponseSchema)` to create a new message.
  */
-export const UploadWorkspaceResponseSchema =
-  /*@__PURE__*/
+export const UploadWorkspaceResponseSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_run_service, 1);
 
 /**
  * Describes the message agentd.v1.Run.
  * Use `create(RunSchema)` to create a new message.
  */
-export const RunSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 2);
+export const RunSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 2);
 
 /**
  * Describes the message agentd.v1.CreateRunRequest.
  * Use `create(CreateRunRequestSchema)` to create a new message.
  */
-export const CreateRunRequestSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 3);
+export const CreateRunRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 3);
 
 /**
  * Describes the message agentd.v1.CreateRunResponse.
  * Use `create(CreateRunResponseSchema)` to create a new message.
  */
-export const CreateRunResponseSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 4);
+export const CreateRunResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 4);
 
 /**
  * Describes the message agentd.v1.GetRunRequest.
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
-export const GetRunRequestSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 5);
+export const GetRunRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 5);
 
 /**
  * Describes the message agentd.v1.GetRunResponse.
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
-export const GetRunResponseSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 6);
+export const GetRunResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 6);
 
 /**
  * Describes the message agentd.v1.ListRunsRequest.
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
-export const ListRunsRequestSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 7);
+export const ListRunsRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 7);
 
 /**
  * Describes the message agentd.v1.ListRunsResponse.
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
-export const ListRunsResponseSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 8);
+export const ListRunsResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 8);
 
 /**
  * Describes the message agentd.v1.StreamEventsRequest.
  * Use `create(StreamEventsRequestSchema)` to create a new message.
  */
-export const StreamEventsRequestSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 9);
+export const StreamEventsRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 9);
 
 /**
  * Describes the message agentd.v1.StreamEventsResponse.
  * Use `create(StreamEventsResponseSchema)` to create a new message.
  */
-export const StreamEventsResponseSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 10);
+export const StreamEventsResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 10);
 
 /**
  * Describes the message agentd.v1.ResolveApprovalRequest.
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
-export const ResolveApprovalRequestSchema =
-  /*@__PURE__*/
+export const ResolveApprovalRequestSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_run_service, 11);
 
 /**
  * Describes the message agentd.v1.Approval.
  * Use `create(ApprovalSchema)` to create a new message.
  */
-export const ApprovalSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 12);
+export const ApprovalSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 12);
 
 /**
  * Describes the message agentd.v1.ResolveApprovalResponse.
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
-export const ResolveApprovalResponseSchema =
-  /*@__PURE__*/
+export const ResolveApprovalResponseSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_run_service, 13);
 
 /**
  * Describes the message agentd.v1.ListApprovalsRequest.
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
-export const ListApprovalsRequestSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 14);
+export const ListApprovalsRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 14);
 
 /**
  * Describes the message agentd.v1.ListApprovalsResponse.
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
-export const ListApprovalsResponseSchema =
-  /*@__PURE__*/
+export const ListApprovalsResponseSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_run_service, 15);
 
 /**
  * Describes the message agentd.v1.CancelRunRequest.
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
-export const CancelRunRequestSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 16);
+export const CancelRunRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 16);
 
 /**
  * Describes the message agentd.v1.CancelRunResponse.
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
-export const CancelRunResponseSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 17);
+export const CancelRunResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 17);
 
 /**
  * Describes the message agentd.v1.GetArtifactRequest.
  * Use `create(GetArtifactRequestSchema)` to create a new message.
  */
-export const GetArtifactRequestSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 18);
+export const GetArtifactRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 18);
 
 /**
  * Describes the message agentd.v1.ArtifactInfo.
  * Use `create(ArtifactInfoSchema)` to create a new message.
  */
-export const ArtifactInfoSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 19);
+export const ArtifactInfoSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 19);
 
 /**
  * Describes the message agentd.v1.GetArtifactResponse.
  * Use `create(GetArtifactResponseSchema)` to create a new message.
  */
-export const GetArtifactResponseSchema = /*@__PURE__*/ messageDesc(file_agentd_v1_run_service, 20);
+export const GetArtifactResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 20);
 
 /**
  * Describes the enum agentd.v1.RunState.
  */
-export const RunStateSchema = /*@__PURE__*/ enumDesc(file_agentd_v1_run_service, 0);
+export const RunStateSchema = /*@__PURE__*/
+  enumDesc(file_agentd_v1_run_service, 0);
 
 /**
  * Lifecycle state of a run.
  *
  * @generated from enum agentd.v1.RunState
  */
-export const RunState = /*@__PURE__*/ tsEnum(RunStateSchema);
+export const RunState = /*@__PURE__*/
+  tsEnum(RunStateSchema);
 
 /**
  * Describes the enum agentd.v1.ApprovalState.
  */
-export const ApprovalStateSchema = /*@__PURE__*/ enumDesc(file_agentd_v1_run_service, 1);
+export const ApprovalStateSchema = /*@__PURE__*/
+  enumDesc(file_agentd_v1_run_service, 1);
 
 /**
  * State of an approval.
  *
  * @generated from enum agentd.v1.ApprovalState
  */
-export const ApprovalState = /*@__PURE__*/ tsEnum(ApprovalStateSchema);
+export const ApprovalState = /*@__PURE__*/
+  tsEnum(ApprovalStateSchema);
 
 /**
  * RunService is the control plane of agent runs. Every call is scoped to the tenant
@@ -184,4 +195,6 @@ export const ApprovalState = /*@__PURE__*/ tsEnum(ApprovalStateSchema);
  *
  * @generated from service agentd.v1.RunService
  */
-export const RunService = /*@__PURE__*/ serviceDesc(file_agentd_v1_run_service, 0);
+export const RunService = /*@__PURE__*/
+  serviceDesc(file_agentd_v1_run_service, 0);
+

@@ -5,8 +5,8 @@
 // @generated from file google/rpc/error_details.proto (package google.rpc, syntax proto3)
 /* eslint-disable */
 
-import type { Message } from "@bufbuild/protobuf";
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file google/rpc/error_details.proto.
@@ -67,3 +67,4 @@ export declare type BadRequest_FieldViolation = Message<"google.rpc.BadRequest.F
  * Use `create(BadRequest_FieldViolationSchema)` to create a new message.
  */
 export declare const BadRequest_FieldViolationSchema: GenMessage<BadRequest_FieldViolation>;
+

@@ -10,22 +10,20 @@ import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 /**
  * Describes the file google/rpc/error_details.proto.
  */
-export const file_google_rpc_error_details =
-  /*@__PURE__*/
-  fileDesc(
-    "Ch5nb29nbGUvcnBjL2Vycm9yX2RldGFpbHMucHJvdG8SCmdvb2dsZS5ycGMikwEKCkJhZFJlcXVlc3QSPwoQZmllbGRfdmlvbGF0aW9ucxgBIAMoCzIlLmdvb2dsZS5ycGMuQmFkUmVxdWVzdC5GaWVsZFZpb2xhdGlvbhpECg5GaWVsZFZpb2xhdGlvbhINCgVmaWVsZBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIOCgZyZWFzb24YAyABKAliBnByb3RvMw",
-  );
+export const file_google_rpc_error_details = /*@__PURE__*/
+  fileDesc("Ch5nb29nbGUvcnBjL2Vycm9yX2RldGFpbHMucHJvdG8SCmdvb2dsZS5ycGMikwEKCkJhZFJlcXVlc3QSPwoQZmllbGRfdmlvbGF0aW9ucxgBIAMoCzIlLmdvb2dsZS5ycGMuQmFkUmVxdWVzdC5GaWVsZFZpb2xhdGlvbhpECg5GaWVsZFZpb2xhdGlvbhINCgVmaWVsZBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIOCgZyZWFzb24YAyABKAliBnByb3RvMw");
 
 /**
  * Describes the message google.rpc.BadRequest.
  * Use `create(BadRequestSchema)` to create a new message.
  */
-export const BadRequestSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 0);
+export const BadRequestSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 0);
 
 /**
  * Describes the message google.rpc.BadRequest.FieldViolation.
  * Use `create(BadRequest_FieldViolationSchema)` to create a new message.
  */
-export const BadRequest_FieldViolationSchema =
-  /*@__PURE__*/
+export const BadRequest_FieldViolationSchema = /*@__PURE__*/
   messageDesc(file_google_rpc_error_details, 0, 0);
+

@@ -5,8 +5,8 @@
 // @generated from file grpc/health/v1/health.proto (package grpc.health.v1, syntax proto3)
 /* eslint-disable */
 
-import type { Message } from "@bufbuild/protobuf";
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file grpc/health/v1/health.proto.
@@ -108,7 +108,7 @@ export declare const Health: GenService<{
     methodKind: "unary";
     input: typeof HealthCheckRequestSchema;
     output: typeof HealthCheckResponseSchema;
-  };
+  },
   /**
    * Streams the status of a service, now and on every change.
    *
@@ -118,5 +118,6 @@ export declare const Health: GenService<{
     methodKind: "server_streaming";
     input: typeof HealthCheckRequestSchema;
     output: typeof HealthCheckResponseSchema;
-  };
+  },
 }>;
+

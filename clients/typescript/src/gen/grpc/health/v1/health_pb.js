@@ -10,29 +10,27 @@ import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/
 /**
  * Describes the file grpc/health/v1/health.proto.
  */
-export const file_grpc_health_v1_health =
-  /*@__PURE__*/
-  fileDesc(
-    "ChtncnBjL2hlYWx0aC92MS9oZWFsdGgucHJvdG8SDmdycGMuaGVhbHRoLnYxIiUKEkhlYWx0aENoZWNrUmVxdWVzdBIPCgdzZXJ2aWNlGAEgASgJIqkBChNIZWFsdGhDaGVja1Jlc3BvbnNlEkEKBnN0YXR1cxgBIAEoDjIxLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVzcG9uc2UuU2VydmluZ1N0YXR1cyJPCg1TZXJ2aW5nU3RhdHVzEgsKB1VOS05PV04QABILCgdTRVJWSU5HEAESDwoLTk9UX1NFUlZJTkcQAhITCg9TRVJWSUNFX1VOS05PV04QAzKuAQoGSGVhbHRoElAKBUNoZWNrEiIuZ3JwYy5oZWFsdGgudjEuSGVhbHRoQ2hlY2tSZXF1ZXN0GiMuZ3JwYy5oZWFsdGgudjEuSGVhbHRoQ2hlY2tSZXNwb25zZRJSCgVXYXRjaBIiLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVxdWVzdBojLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVzcG9uc2UwAWIGcHJvdG8z",
-  );
+export const file_grpc_health_v1_health = /*@__PURE__*/
+  fileDesc("ChtncnBjL2hlYWx0aC92MS9oZWFsdGgucHJvdG8SDmdycGMuaGVhbHRoLnYxIiUKEkhlYWx0aENoZWNrUmVxdWVzdBIPCgdzZXJ2aWNlGAEgASgJIqkBChNIZWFsdGhDaGVja1Jlc3BvbnNlEkEKBnN0YXR1cxgBIAEoDjIxLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVzcG9uc2UuU2VydmluZ1N0YXR1cyJPCg1TZXJ2aW5nU3RhdHVzEgsKB1VOS05PV04QABILCgdTRVJWSU5HEAESDwoLTk9UX1NFUlZJTkcQAhITCg9TRVJWSUNFX1VOS05PV04QAzKuAQoGSGVhbHRoElAKBUNoZWNrEiIuZ3JwYy5oZWFsdGgudjEuSGVhbHRoQ2hlY2tSZXF1ZXN0GiMuZ3JwYy5oZWFsdGgudjEuSGVhbHRoQ2hlY2tSZXNwb25zZRJSCgVXYXRjaBIiLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVxdWVzdBojLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVzcG9uc2UwAWIGcHJvdG8z");
 
 /**
  * Describes the message grpc.health.v1.HealthCheckRequest.
  * Use `create(HealthCheckRequestSchema)` to create a new message.
  */
-export const HealthCheckRequestSchema = /*@__PURE__*/ messageDesc(file_grpc_health_v1_health, 0);
+export const HealthCheckRequestSchema = /*@__PURE__*/
+  messageDesc(file_grpc_health_v1_health, 0);
 
 /**
  * Describes the message grpc.health.v1.HealthCheckResponse.
  * Use `create(HealthCheckResponseSchema)` to create a new message.
  */
-export const HealthCheckResponseSchema = /*@__PURE__*/ messageDesc(file_grpc_health_v1_health, 1);
+export const HealthCheckResponseSchema = /*@__PURE__*/
+  messageDesc(file_grpc_health_v1_health, 1);
 
 /**
  * Describes the enum grpc.health.v1.HealthCheckResponse.ServingStatus.
  */
-export const HealthCheckResponse_ServingStatusSchema =
-  /*@__PURE__*/
+export const HealthCheckResponse_ServingStatusSchema = /*@__PURE__*/
   enumDesc(file_grpc_health_v1_health, 1, 0);
 
 /**
@@ -40,8 +38,7 @@ export const HealthCheckResponse_ServingStatusSchema =
  *
  * @generated from enum grpc.health.v1.HealthCheckResponse.ServingStatus
  */
-export const HealthCheckResponse_ServingStatus =
-  /*@__PURE__*/
+export const HealthCheckResponse_ServingStatus = /*@__PURE__*/
   tsEnum(HealthCheckResponse_ServingStatusSchema);
 
 /**
@@ -49,4 +46,6 @@ export const HealthCheckResponse_ServingStatus =
  *
  * @generated from service grpc.health.v1.Health
  */
-export const Health = /*@__PURE__*/ serviceDesc(file_grpc_health_v1_health, 0);
+export const Health = /*@__PURE__*/
+  serviceDesc(file_grpc_health_v1_health, 0);
+

@@ -5,8 +5,8 @@
 // @generated from file grpc/reflection/v1/reflection.proto (package grpc.reflection.v1, syntax proto3)
 /* eslint-disable */
 
-import type { Message } from "@bufbuild/protobuf";
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file grpc/reflection/v1/reflection.proto.
@@ -18,69 +18,62 @@ export declare const file_grpc_reflection_v1_reflection: GenFile;
  *
  * @generated from message grpc.reflection.v1.ServerReflectionRequest
  */
-export declare type ServerReflectionRequest =
-  Message<"grpc.reflection.v1.ServerReflectionRequest"> & {
-    /**
-     * Host of the request.
-     *
-     * @generated from field: string host = 1;
-     */
-    host: string;
+export declare type ServerReflectionRequest = Message<"grpc.reflection.v1.ServerReflectionRequest"> & {
+  /**
+   * Host of the request.
+   *
+   * @generated from field: string host = 1;
+   */
+  host: string;
 
+  /**
+   * To use reflection service, the client should set one of the following
+   * fields in message_request.
+   *
+   * @generated from oneof grpc.reflection.v1.ServerReflectionRequest.message_request
+   */
+  messageRequest: {
     /**
-     * To use reflection service, the client should set one of the following
-     * fields in message_request.
+     * Find a proto file by the file name.
      *
-     * @generated from oneof grpc.reflection.v1.ServerReflectionRequest.message_request
+     * @generated from field: string file_by_filename = 3;
      */
-    messageRequest:
-      | {
-          /**
-           * Find a proto file by the file name.
-           *
-           * @generated from field: string file_by_filename = 3;
-           */
-          value: string;
-          case: "fileByFilename";
-        }
-      | {
-          /**
-           * Find the proto file that declares the given fully-qualified symbol name.
-           *
-           * @generated from field: string file_containing_symbol = 4;
-           */
-          value: string;
-          case: "fileContainingSymbol";
-        }
-      | {
-          /**
-           * Find the proto file which defines an extension extending the given message type.
-           *
-           * @generated from field: grpc.reflection.v1.ExtensionRequest file_containing_extension = 5;
-           */
-          value: ExtensionRequest;
-          case: "fileContainingExtension";
-        }
-      | {
-          /**
-           * Finds the tag numbers used by all known extensions of the given message type.
-           *
-           * @generated from field: string all_extension_numbers_of_type = 6;
-           */
-          value: string;
-          case: "allExtensionNumbersOfType";
-        }
-      | {
-          /**
-           * List the full names of registered services.
-           *
-           * @generated from field: string list_services = 7;
-           */
-          value: string;
-          case: "listServices";
-        }
-      | { case: undefined; value?: undefined };
-  };
+    value: string;
+    case: "fileByFilename";
+  } | {
+    /**
+     * Find the proto file that declares the given fully-qualified symbol name.
+     *
+     * @generated from field: string file_containing_symbol = 4;
+     */
+    value: string;
+    case: "fileContainingSymbol";
+  } | {
+    /**
+     * Find the proto file which defines an extension extending the given message type.
+     *
+     * @generated from field: grpc.reflection.v1.ExtensionRequest file_containing_extension = 5;
+     */
+    value: ExtensionRequest;
+    case: "fileContainingExtension";
+  } | {
+    /**
+     * Finds the tag numbers used by all known extensions of the given message type.
+     *
+     * @generated from field: string all_extension_numbers_of_type = 6;
+     */
+    value: string;
+    case: "allExtensionNumbersOfType";
+  } | {
+    /**
+     * List the full names of registered services.
+     *
+     * @generated from field: string list_services = 7;
+     */
+    value: string;
+    case: "listServices";
+  } | { case: undefined; value?: undefined };
+};
 
 /**
  * Describes the message grpc.reflection.v1.ServerReflectionRequest.
@@ -121,68 +114,62 @@ export declare const ExtensionRequestSchema: GenMessage<ExtensionRequest>;
  *
  * @generated from message grpc.reflection.v1.ServerReflectionResponse
  */
-export declare type ServerReflectionResponse =
-  Message<"grpc.reflection.v1.ServerReflectionResponse"> & {
-    /**
-     * Host of the request.
-     *
-     * @generated from field: string valid_host = 1;
-     */
-    validHost: string;
+export declare type ServerReflectionResponse = Message<"grpc.reflection.v1.ServerReflectionResponse"> & {
+  /**
+   * Host of the request.
+   *
+   * @generated from field: string valid_host = 1;
+   */
+  validHost: string;
 
-    /**
-     * The original request.
-     *
-     * @generated from field: grpc.reflection.v1.ServerReflectionRequest original_request = 2;
-     */
-    originalRequest?: ServerReflectionRequest | undefined;
+  /**
+   * The original request.
+   *
+   * @generated from field: grpc.reflection.v1.ServerReflectionRequest original_request = 2;
+   */
+  originalRequest?: ServerReflectionRequest | undefined;
 
+  /**
+   * The server sets one of the following fields according to the message_request
+   * in the request.
+   *
+   * @generated from oneof grpc.reflection.v1.ServerReflectionResponse.message_response
+   */
+  messageResponse: {
     /**
-     * The server sets one of the following fields according to the message_request
-     * in the request.
+     * This message is used to answer file_by_filename, file_containing_symbol,
+     * file_containing_extension requests with transitive dependencies.
      *
-     * @generated from oneof grpc.reflection.v1.ServerReflectionResponse.message_response
+     * @generated from field: grpc.reflection.v1.FileDescriptorResponse file_descriptor_response = 4;
      */
-    messageResponse:
-      | {
-          /**
-           * This message is used to answer file_by_filename, file_containing_symbol,
-           * file_containing_extension requests with transitive dependencies.
-           *
-           * @generated from field: grpc.reflection.v1.FileDescriptorResponse file_descriptor_response = 4;
-           */
-          value: FileDescriptorResponse;
-          case: "fileDescriptorResponse";
-        }
-      | {
-          /**
-           * This message is used to answer all_extension_numbers_of_type requests.
-           *
-           * @generated from field: grpc.reflection.v1.ExtensionNumberResponse all_extension_numbers_response = 5;
-           */
-          value: ExtensionNumberResponse;
-          case: "allExtensionNumbersResponse";
-        }
-      | {
-          /**
-           * This message is used to answer list_services requests.
-           *
-           * @generated from field: grpc.reflection.v1.ListServiceResponse list_services_response = 6;
-           */
-          value: ListServiceResponse;
-          case: "listServicesResponse";
-        }
-      | {
-          /**
-           * This message is used when an error occurs.
-           *
-           * @generated from field: grpc.reflection.v1.ErrorResponse error_response = 7;
-           */
-          value: ErrorResponse;
-          case: "errorResponse";
-        }
-      | { case: undefined; value?: undefined };
-  };
+    value: FileDescriptorResponse;
+    case: "fileDescriptorResponse";
+  } | {
+    /**
+     * This message is used to answer all_extension_numbers_of_type requests.
+     *
+     * @generated from field: grpc.reflection.v1.ExtensionNumberResponse all_extension_numbers_response = 5;
+     */
+    value: ExtensionNumberResponse;
+    case: "allExtensionNumbersResponse";
+  } | {
+    /**
+     * This message is used to answer list_services requests.
+     *
+     * @generated from field: grpc.reflection.v1.ListServiceResponse list_services_response = 6;
+     */
+    value: ListServiceResponse;
+    case: "listServicesResponse";
+  } | {
+    /**
+     * This message is used when an error occurs.
+     *
+     * @generated from field: grpc.reflection.v1.ErrorResponse error_response = 7;
+     */
+    value: ErrorResponse;
+    case: "errorResponse";
+  } | { case: undefined; value?: undefined };
+};
 
 /**
  * Describes the message grpc.reflection.v1.ServerReflectionResponse.
@@ -196,15 +183,14 @@ export declare const ServerReflectionResponseSchema: GenMessage<ServerReflection
  *
  * @generated from message grpc.reflection.v1.FileDescriptorResponse
  */
-export declare type FileDescriptorResponse =
-  Message<"grpc.reflection.v1.FileDescriptorResponse"> & {
-    /**
-     * Serialized FileDescriptorProto messages.
-     *
-     * @generated from field: repeated bytes file_descriptor_proto = 1;
-     */
-    fileDescriptorProto: Uint8Array[];
-  };
+export declare type FileDescriptorResponse = Message<"grpc.reflection.v1.FileDescriptorResponse"> & {
+  /**
+   * Serialized FileDescriptorProto messages.
+   *
+   * @generated from field: repeated bytes file_descriptor_proto = 1;
+   */
+  fileDescriptorProto: Uint8Array[];
+};
 
 /**
  * Describes the message grpc.reflection.v1.FileDescriptorResponse.
@@ -218,22 +204,21 @@ export declare const FileDescriptorResponseSchema: GenMessage<FileDescriptorResp
  *
  * @generated from message grpc.reflection.v1.ExtensionNumberResponse
  */
-export declare type ExtensionNumberResponse =
-  Message<"grpc.reflection.v1.ExtensionNumberResponse"> & {
-    /**
-     * Full name of the base type, including the package name.
-     *
-     * @generated from field: string base_type_name = 1;
-     */
-    baseTypeName: string;
+export declare type ExtensionNumberResponse = Message<"grpc.reflection.v1.ExtensionNumberResponse"> & {
+  /**
+   * Full name of the base type, including the package name.
+   *
+   * @generated from field: string base_type_name = 1;
+   */
+  baseTypeName: string;
 
-    /**
-     * Extension numbers.
-     *
-     * @generated from field: repeated int32 extension_number = 2;
-     */
-    extensionNumber: number[];
-  };
+  /**
+   * Extension numbers.
+   *
+   * @generated from field: repeated int32 extension_number = 2;
+   */
+  extensionNumber: number[];
+};
 
 /**
  * Describes the message grpc.reflection.v1.ExtensionNumberResponse.
@@ -325,5 +310,6 @@ export declare const ServerReflection: GenService<{
     methodKind: "bidi_streaming";
     input: typeof ServerReflectionRequestSchema;
     output: typeof ServerReflectionResponseSchema;
-  };
+  },
 }>;
+

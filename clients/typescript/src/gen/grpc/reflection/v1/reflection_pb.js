@@ -10,77 +10,70 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 /**
  * Describes the file grpc/reflection/v1/reflection.proto.
  */
-export const file_grpc_reflection_v1_reflection =
-  /*@__PURE__*/
-  fileDesc(
-    "CiNncnBjL3JlZmxlY3Rpb24vdjEvcmVmbGVjdGlvbi5wcm90bxISZ3JwYy5yZWZsZWN0aW9uLnYxIoUCChdTZXJ2ZXJSZWZsZWN0aW9uUmVxdWVzdBIMCgRob3N0GAEgASgJEhoKEGZpbGVfYnlfZmlsZW5hbWUYAyABKAlIABIgChZmaWxlX2NvbnRhaW5pbmdfc3ltYm9sGAQgASgJSAASSQoZZmlsZV9jb250YWluaW5nX2V4dGVuc2lvbhgFIAEoCzIkLmdycGMucmVmbGVjdGlvbi52MS5FeHRlbnNpb25SZXF1ZXN0SAASJwodYWxsX2V4dGVuc2lvbl9udW1iZXJzX29mX3R5cGUYBiABKAlIABIXCg1saXN0X3NlcnZpY2VzGAcgASgJSABCEQoPbWVzc2FnZV9yZXF1ZXN0IkUKEEV4dGVuc2lvblJlcXVlc3QSFwoPY29udGFpbmluZ190eXBlGAEgASgJEhgKEGV4dGVuc2lvbl9udW1iZXIYAiABKAUiuAMKGFNlcnZlclJlZmxlY3Rpb25SZXNwb25zZRISCgp2YWxpZF9ob3N0GAEgASgJEkUKEG9yaWdpbmFsX3JlcXVlc3QYAiABKAsyKy5ncnBjLnJlZmxlY3Rpb24udjEuU2VydmVyUmVmbGVjdGlvblJlcXVlc3QSTgoYZmlsZV9kZXNjcmlwdG9yX3Jlc3BvbnNlGAQgASgLMiouZ3JwYy5yZWZsZWN0aW9uLnYxLkZpbGVEZXNjcmlwdG9yUmVzcG9uc2VIABJVCh5hbGxfZXh0ZW5zaW9uX251bWJlcnNfcmVzcG9uc2UYBSABKAsyKy5ncnBjLnJlZmxlY3Rpb24udjEuRXh0ZW5zaW9uTnVtYmVyUmVzcG9uc2VIABJJChZsaXN0X3NlcnZpY2VzX3Jlc3BvbnNlGAYgASgLMicuZ3JwYy5yZWZsZWN0aW9uLnYxLkxpc3RTZXJ2aWNlUmVzcG9uc2VIABI7Cg5lcnJvcl9yZXNwb25zZRgHIAEoCzIhLmdycGMucmVmbGVjdGlvbi52MS5FcnJvclJlc3BvbnNlSABCEgoQbWVzc2FnZV9yZXNwb25zZSI3ChZGaWxlRGVzY3JpcHRvclJlc3BvbnNlEh0KFWZpbGVfZGVzY3JpcHRvcl9wcm90bxgBIAMoDCJLChdFeHRlbnNpb25OdW1iZXJSZXNwb25zZRIWCg5iYXNlX3R5cGVfbmFtZRgBIAEoCRIYChBleHRlbnNpb25fbnVtYmVyGAIgAygFIksKE0xpc3RTZXJ2aWNlUmVzcG9uc2USNAoHc2VydmljZRgBIAMoCzIjLmdycGMucmVmbGVjdGlvbi52MS5TZXJ2aWNlUmVzcG9uc2UiHwoPU2VydmljZVJlc3BvbnNlEgwKBG5hbWUYASABKAkiOgoNRXJyb3JSZXNwb25zZRISCgplcnJvcl9jb2RlGAEgASgFEhUKDWVycm9yX21lc3NhZ2UYAiABKAkyiQEKEFNlcnZlclJlZmxlY3Rpb24SdQoUU2VydmVyUmVmbGVjdGlvbkluZm8SKy5ncnBjLnJlZmxlY3Rpb24udjEuU2VydmVyUmVmbGVjdGlvblJlcXVlc3QaLC5ncnBjLnJlZmxlY3Rpb24udjEuU2VydmVyUmVmbGVjdGlvblJlc3BvbnNlKAEwAWIGcHJvdG8z",
-  );
+export const file_grpc_reflection_v1_reflection = /*@__PURE__*/
+  fileDesc("CiNncnBjL3JlZmxlY3Rpb24vdjEvcmVmbGVjdGlvbi5wcm90bxISZ3JwYy5yZWZsZWN0aW9uLnYxIoUCChdTZXJ2ZXJSZWZsZWN0aW9uUmVxdWVzdBIMCgRob3N0GAEgASgJEhoKEGZpbGVfYnlfZmlsZW5hbWUYAyABKAlIABIgChZmaWxlX2NvbnRhaW5pbmdfc3ltYm9sGAQgASgJSAASSQoZZmlsZV9jb250YWluaW5nX2V4dGVuc2lvbhgFIAEoCzIkLmdycGMucmVmbGVjdGlvbi52MS5FeHRlbnNpb25SZXF1ZXN0SAASJwodYWxsX2V4dGVuc2lvbl9udW1iZXJzX29mX3R5cGUYBiABKAlIABIXCg1saXN0X3NlcnZpY2VzGAcgASgJSABCEQoPbWVzc2FnZV9yZXF1ZXN0IkUKEEV4dGVuc2lvblJlcXVlc3QSFwoPY29udGFpbmluZ190eXBlGAEgASgJEhgKEGV4dGVuc2lvbl9udW1iZXIYAiABKAUiuAMKGFNlcnZlclJlZmxlY3Rpb25SZXNwb25zZRISCgp2YWxpZF9ob3N0GAEgASgJEkUKEG9yaWdpbmFsX3JlcXVlc3QYAiABKAsyKy5ncnBjLnJlZmxlY3Rpb24udjEuU2VydmVyUmVmbGVjdGlvblJlcXVlc3QSTgoYZmlsZV9kZXNjcmlwdG9yX3Jlc3BvbnNlGAQgASgLMiouZ3JwYy5yZWZsZWN0aW9uLnYxLkZpbGVEZXNjcmlwdG9yUmVzcG9uc2VIABJVCh5hbGxfZXh0ZW5zaW9uX251bWJlcnNfcmVzcG9uc2UYBSABKAsyKy5ncnBjLnJlZmxlY3Rpb24udjEuRXh0ZW5zaW9uTnVtYmVyUmVzcG9uc2VIABJJChZsaXN0X3NlcnZpY2VzX3Jlc3BvbnNlGAYgASgLMicuZ3JwYy5yZWZsZWN0aW9uLnYxLkxpc3RTZXJ2aWNlUmVzcG9uc2VIABI7Cg5lcnJvcl9yZXNwb25zZRgHIAEoCzIhLmdycGMucmVmbGVjdGlvbi52MS5FcnJvclJlc3BvbnNlSABCEgoQbWVzc2FnZV9yZXNwb25zZSI3ChZGaWxlRGVzY3JpcHRvclJlc3BvbnNlEh0KFWZpbGVfZGVzY3JpcHRvcl9wcm90bxgBIAMoDCJLChdFeHRlbnNpb25OdW1iZXJSZXNwb25zZRIWCg5iYXNlX3R5cGVfbmFtZRgBIAEoCRIYChBleHRlbnNpb25fbnVtYmVyGAIgAygFIksKE0xpc3RTZXJ2aWNlUmVzcG9uc2USNAoHc2VydmljZRgBIAMoCzIjLmdycGMucmVmbGVjdGlvbi52MS5TZXJ2aWNlUmVzcG9uc2UiHwoPU2VydmljZVJlc3BvbnNlEgwKBG5hbWUYASABKAkiOgoNRXJyb3JSZXNwb25zZRISCgplcnJvcl9jb2RlGAEgASgFEhUKDWVycm9yX21lc3NhZ2UYAiABKAkyiQEKEFNlcnZlclJlZmxlY3Rpb24SdQoUU2VydmVyUmVmbGVjdGlvbkluZm8SKy5ncnBjLnJlZmxlY3Rpb24udjEuU2VydmVyUmVmbGVjdGlvblJlcXVlc3QaLC5ncnBjLnJlZmxlY3Rpb24udjEuU2VydmVyUmVmbGVjdGlvblJlc3BvbnNlKAEwAWIGcHJvdG8z");
 
 /**
  * Describes the message grpc.reflection.v1.ServerReflectionRequest.
  * Use `create(ServerReflectionRequestSchema)` to create a new message.
  */
-export const ServerReflectionRequestSchema =
-  /*@__PURE__*/
+export const ServerReflectionRequestSchema = /*@__PURE__*/
   messageDesc(file_grpc_reflection_v1_reflection, 0);
 
 /**
  * Describes the message grpc.reflection.v1.ExtensionRequest.
  * Use `create(ExtensionRequestSchema)` to create a new message.
  */
-export const ExtensionRequestSchema =
-  /*@__PURE__*/
+export const ExtensionRequestSchema = /*@__PURE__*/
   messageDesc(file_grpc_reflection_v1_reflection, 1);
 
 /**
  * Describes the message grpc.reflection.v1.ServerReflectionResponse.
  * Use `create(ServerReflectionResponseSchema)` to create a new message.
  */
-export const ServerReflectionResponseSchema =
-  /*@__PURE__*/
+export const ServerReflectionResponseSchema = /*@__PURE__*/
   messageDesc(file_grpc_reflection_v1_reflection, 2);
 
 /**
  * Describes the message grpc.reflection.v1.FileDescriptorResponse.
  * Use `create(FileDescriptorResponseSchema)` to create a new message.
  */
-export const FileDescriptorResponseSchema =
-  /*@__PURE__*/
+export const FileDescriptorResponseSchema = /*@__PURE__*/
   messageDesc(file_grpc_reflection_v1_reflection, 3);
 
 /**
  * Describes the message grpc.reflection.v1.ExtensionNumberResponse.
  * Use `create(ExtensionNumberResponseSchema)` to create a new message.
  */
-export const ExtensionNumberResponseSchema =
-  /*@__PURE__*/
+export const ExtensionNumberResponseSchema = /*@__PURE__*/
   messageDesc(file_grpc_reflection_v1_reflection, 4);
 
 /**
  * Describes the message grpc.reflection.v1.ListServiceResponse.
  * Use `create(ListServiceResponseSchema)` to create a new message.
  */
-export const ListServiceResponseSchema =
-  /*@__PURE__*/
+export const ListServiceResponseSchema = /*@__PURE__*/
   messageDesc(file_grpc_reflection_v1_reflection, 5);
 
 /**
  * Describes the message grpc.reflection.v1.ServiceResponse.
  * Use `create(ServiceResponseSchema)` to create a new message.
  */
-export const ServiceResponseSchema =
-  /*@__PURE__*/
+export const ServiceResponseSchema = /*@__PURE__*/
   messageDesc(file_grpc_reflection_v1_reflection, 6);
 
 /**
  * Describes the message grpc.reflection.v1.ErrorResponse.
  * Use `create(ErrorResponseSchema)` to create a new message.
  */
-export const ErrorResponseSchema = /*@__PURE__*/ messageDesc(file_grpc_reflection_v1_reflection, 7);
+export const ErrorResponseSchema = /*@__PURE__*/
+  messageDesc(file_grpc_reflection_v1_reflection, 7);
 
 /**
  * Server reflection.
  *
  * @generated from service grpc.reflection.v1.ServerReflection
  */
-export const ServerReflection = /*@__PURE__*/ serviceDesc(file_grpc_reflection_v1_reflection, 0);
+export const ServerReflection = /*@__PURE__*/
+  serviceDesc(file_grpc_reflection_v1_reflection, 0);
+
