@@ -4,8 +4,6 @@ import { DEFAULT_ADDR } from "../../internal/cli/client.ts";
 
 /** Largest compressed workspace by default: the server's default unpacked limit (256 MiB). */
 export const DEFAULT_MAX_WORKSPACE = 256 * 1024 * 1024;
-/** Above this, the workspace goes by UploadWorkspace (streamed) instead of inside CreateRun. */
-export const INLINE_WORKSPACE_MAX = 4 * 1024 * 1024;
 
 export interface FlagSpec {
   type: "string" | "boolean";

@@ -20,6 +20,7 @@ import {
   PackError,
   packWorkspace,
 } from "../../clients/typescript/src/pack.ts";
+import { sendWorkspace } from "../../clients/typescript/src/upload.ts";
 import { toLabelValue } from "../../internal/api/labels.ts";
 import { mayRace, nudgeResume, resolve } from "../../internal/cli/approval.ts";
 import {
@@ -61,7 +62,6 @@ import {
   DEFAULT_MAX_WORKSPACE,
   findCommand,
   GLOBAL_FLAGS,
-  INLINE_WORKSPACE_MAX,
   mainHelp,
   parseOptions,
 } from "./help.ts";
@@ -299,23 +299,18 @@ function budgetOf(v: Values): { maxTokens: bigint; maxCostMicros: bigint; maxWal
   };
 }
 
-/** Small archives go inside CreateRun; larger ones are streamed by UploadWorkspace first. */
-async function sendWorkspace(
+/** The archive inside CreateRun, or streamed first when large (the SDK's sendWorkspace). */
+async function sendWorkspaceOf(
   c: Ctx,
   archive: Uint8Array,
 ): Promise<{ workspaceTar: Uint8Array } | { workspaceDigest: string }> {
-  if (archive.byteLength <= INLINE_WORKSPACE_MAX) return { workspaceTar: archive };
-  const CHUNK = 1024 * 1024;
-  async function* chunks() {
-    for (let at = 0; at < archive.byteLength; at += CHUNK)
-      yield { chunk: archive.subarray(at, Math.min(at + CHUNK, archive.byteLength)) };
-  }
   const t0 = performance.now();
-  const res = await c.client.uploadWorkspace(chunks(), { timeoutMs: 600_000, signal: c.signal });
-  info(
-    `uploaded ${formatBytes(archive.byteLength)} in ${((performance.now() - t0) / 1000).toFixed(1)} s (workspace ${res.digest.slice(0, 12)})`,
-  );
-  return { workspaceDigest: res.digest };
+  const sent = await sendWorkspace(c.client, archive, { timeoutMs: 600_000, signal: c.signal });
+  if ("workspaceDigest" in sent)
+    info(
+      `uploaded ${formatBytes(archive.byteLength)} in ${((performance.now() - t0) / 1000).toFixed(1)} s (workspace ${sent.workspaceDigest.slice(0, 12)})`,
+    );
+  return sent;
 }
 
 async function runCmd(c: Ctx): Promise<number> {
@@ -348,7 +343,7 @@ async function runCmd(c: Ctx): Promise<number> {
   for (const s of packed.skipped.slice(0, 20)) info(`  left out ${s.path}: ${s.reason}`);
   if (packed.skipped.length > 20) info(`  … and ${packed.skipped.length - 20} more left out`);
 
-  const workspace = await sendWorkspace(c, packed.archive);
+  const workspace = await sendWorkspaceOf(c, packed.archive);
   const res = await c.client.createRun(
     {
       prompt,

@@ -19,16 +19,15 @@ import { ApprovalDecision, type Event, type RunBudget } from "./gen/agentd/v1/ev
 import type { Approval, CreateRunRequest, Run } from "./gen/agentd/v1/run_service_pb.js";
 import { packWorkspace } from "./pack.ts";
 import { type ConnectOptions, createRunClient, type RunClient } from "./transport.ts";
+import { sendWorkspace } from "./upload.ts";
 
 export { followEvents } from "./follow.ts";
 export { ApprovalDecision } from "./gen/agentd/v1/events_pb.js";
 export { RunState } from "./gen/agentd/v1/run_service_pb.js";
 export { PackError, packWorkspace } from "./pack.ts";
 export { createRunClient, isTransient, type RunClient } from "./transport.ts";
+export { INLINE_WORKSPACE_MAX, sendWorkspace } from "./upload.ts";
 export type { Approval, Event, Run, RunBudget };
-
-/** Archives up to this size travel inside CreateRun; larger ones are streamed first. */
-export const INLINE_WORKSPACE_MAX = 4 * 1024 * 1024;
 
 export interface CreateRunOptions
   extends Partial<
@@ -59,23 +58,11 @@ export class AgentdClient {
         root: dir,
         maxBytes: maxWorkspaceBytes ?? 256 * 1024 * 1024,
       });
-      workspace = await this.#send(packed.archive);
+      workspace = await sendWorkspace(this.rpc, packed.archive);
     }
     const res = await this.rpc.createRun({ ...req, ...workspace });
     if (res.run === undefined) throw new Error("CreateRun answered without a run");
     return res.run;
-  }
-
-  async #send(
-    archive: Uint8Array,
-  ): Promise<{ workspaceTar: Uint8Array } | { workspaceDigest: string }> {
-    if (archive.byteLength <= INLINE_WORKSPACE_MAX) return { workspaceTar: archive };
-    const CHUNK = 1024 * 1024;
-    async function* chunks() {
-      for (let at = 0; at < archive.byteLength; at += CHUNK)
-        yield { chunk: archive.subarray(at, Math.min(at + CHUNK, archive.byteLength)) };
-    }
-    return { workspaceDigest: (await this.rpc.uploadWorkspace(chunks())).digest };
   }
 
   async getRun(runId: string): Promise<Run> {
