@@ -51,6 +51,7 @@ lint: setup
 
 test: build images
 	@"$(ROOT)/scripts/ensure-redis.sh"
+	@"$(ROOT)/scripts/ensure-prometheus.sh"
 	node scripts/run-tests.ts
 
 bench: build images

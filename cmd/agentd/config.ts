@@ -15,8 +15,13 @@ export const DEFAULT_SKILLS = fileURLToPath(new URL("../../skills", import.meta.
 export const FLAGS = {
   listen: {
     env: "AGENTD_LISTEN",
-    help: "HOST:PORT to serve gRPC, gRPC-Web, Connect, SSE and probes on",
+    help: "HOST:PORT: server and dev serve gRPC, gRPC-Web, Connect, SSE, probes and /metrics on it; the worker its health port (/healthz, /readyz, /metrics), off unless set",
     def: "127.0.0.1:7070",
+  },
+  "export-config": {
+    env: "AGENTD_EXPORT_CONFIG",
+    help: "server, dev: YAML file of event export sinks (webhooks, OTLP logs); see docs/observability.md",
+    def: undefined,
   },
   "event-log": {
     env: "AGENTD_EVENT_LOG",
@@ -182,7 +187,8 @@ const EventLogSchema = z
   );
 
 export const ConfigSchema = z.object({
-  listen: ListenSchema,
+  listen: ListenSchema.optional(),
+  "export-config": z.string().min(1).optional(),
   "event-log": EventLogSchema.optional(),
   "auth-file": z.string().min(1).optional(),
   "auth-tokens": z.string().min(1).optional(),
@@ -238,6 +244,7 @@ export function parseConfig(
   env: NodeJS.ProcessEnv,
   allowed: readonly FlagName[] = Object.keys(FLAGS) as FlagName[],
   command = "agentd",
+  defaults: Partial<Record<FlagName, string | undefined>> = {},
 ): Config & { help: boolean } {
   const options: Record<string, { type: "string" | "boolean"; short?: string }> = {
     help: { type: "boolean", short: "h" },
@@ -255,7 +262,7 @@ export function parseConfig(
   }
   const raw: Record<string, unknown> = {};
   for (const [name, f] of Object.entries(FLAGS)) {
-    const v = values[name] ?? env[f.env] ?? f.def;
+    const v = values[name] ?? env[f.env] ?? (name in defaults ? defaults[name as FlagName] : f.def);
     raw[name] = "bool" in f ? v === true || v === "1" || v === "true" : v;
   }
   const parsed = ConfigSchema.safeParse(raw);
@@ -268,11 +275,15 @@ export function parseConfig(
   return { ...parsed.data, help: values.help === true };
 }
 
-export function flagHelp(names: readonly FlagName[]): string {
+export function flagHelp(
+  names: readonly FlagName[],
+  defaults: Partial<Record<FlagName, string | undefined>> = {},
+): string {
   return names
     .map((n) => {
       const f = FLAGS[n];
-      const def = f.def === undefined ? "" : ` (default ${f.def})`;
+      const d = n in defaults ? defaults[n] : f.def;
+      const def = d === undefined ? "" : ` (default ${d})`;
       return `  --${n}${"bool" in f ? "" : " VALUE"}\n      ${f.help}${def}\n      env: ${f.env}`;
     })
     .join("\n");

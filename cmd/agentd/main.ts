@@ -56,8 +56,11 @@ import type { RunQueue } from "../../internal/scheduler/port.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
 import { createApp } from "../../internal/server/app.ts";
 import { createDualServer } from "../../internal/server/dual-protocol.ts";
+import { createHealthPort, type HealthPort } from "../../internal/server/health-port.ts";
+import { instrumentEventLog } from "../../internal/telemetry/instrument-log.ts";
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
+import { registerStoreGauges } from "../../internal/telemetry/store-gauges.ts";
 import { versionLine } from "../../internal/version/version.ts";
 import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
@@ -83,10 +86,12 @@ const SERVER_FLAGS: FlagName[] = [
   "max-run-cost-usd",
   "max-run-wall-ms",
   "redis-timeout-ms",
+  "export-config",
   "log-level",
   "insecure-no-auth",
 ];
 const WORKER_FLAGS: FlagName[] = [
+  "listen",
   "event-log",
   "artifact-dir",
   "redis-prefix",
@@ -135,9 +140,14 @@ const DEV_FLAGS: FlagName[] = [
   "warm-sandboxes",
   "price-table",
   "shutdown-grace-ms",
+  "export-config",
   "log-level",
 ];
 const FLAGS_OF = { server: SERVER_FLAGS, worker: WORKER_FLAGS, dev: DEV_FLAGS } as const;
+/** Defaults that differ per mode: the worker's health port is off unless asked for. */
+const DEFAULTS_OF = { server: {}, worker: { listen: undefined }, dev: {} } as const;
+/** Where server and dev listen without --listen (the flag's default). */
+const DEFAULT_LISTEN = { host: "127.0.0.1", port: 7070 };
 
 /** What the agent is told it is, before skills and the task. */
 const SYSTEM_PROMPT = `You are a coding agent working in a sandboxed copy of a repository (the workspace).
@@ -211,10 +221,10 @@ async function hashTokenCommand(rest: string[]): Promise<number> {
 type Mode = "server" | "worker" | "dev";
 
 async function serve(mode: Mode, argv: string[]): Promise<number> {
-  const cfg = parseConfig(argv, process.env, FLAGS_OF[mode], `agentd ${mode}`);
+  const cfg = parseConfig(argv, process.env, FLAGS_OF[mode], `agentd ${mode}`, DEFAULTS_OF[mode]);
   if (cfg.help) {
     process.stdout.write(
-      `Usage: agentd ${mode} [flags]\n\nFlags (each also an environment variable):\n${flagHelp(FLAGS_OF[mode])}\n` +
+      `Usage: agentd ${mode} [flags]\n\nFlags (each also an environment variable):\n${flagHelp(FLAGS_OF[mode], DEFAULTS_OF[mode])}\n` +
         (mode === "server"
           ? ""
           : "\nThe model's API key comes from OPENAI_API_KEY (never a flag). Without it, --replay FILE\n" +
@@ -238,7 +248,11 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   }
   const auth = mode === "worker" ? undefined : buildAuth(cfg, mode);
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
-  const { log, artifactDir, queue, idempotency, closeAll } = await buildEventLog(eventLogUrl, cfg);
+  const built = await buildEventLog(eventLogUrl, cfg);
+  const { artifactDir, queue, idempotency, closeAll } = built;
+  // Every append measured and counted (agentd_event_log_append_duration_seconds, …).
+  const log = instrumentEventLog(built.log);
+  const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
   const artifacts = new FsArtifactStore(artifactDir);
   // Temp files of writes a killed process never finished.
   void artifacts
@@ -278,7 +292,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         workspace,
       }),
     );
-    const addr = await server.listen(cfg.listen.host, cfg.listen.port);
+    const at = cfg.listen ?? DEFAULT_LISTEN;
+    const addr = await server.listen(at.host, at.port);
     const shown =
       addr.family === "IPv6" ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
     logger.info(
@@ -305,6 +320,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   }
 
   let worker: Worker | undefined;
+  let healthPort: HealthPort | undefined;
+  let stopping = false;
   let sandbox: DockerSandbox | undefined;
   let reaper: NodeJS.Timeout | undefined;
   if (choice !== undefined) {
@@ -348,6 +365,15 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       },
     });
     worker.start();
+    if (mode === "worker" && cfg.listen !== undefined) {
+      const w = worker;
+      healthPort = createHealthPort({ ready: async () => !stopping && (await ready(log)) });
+      const addr = await healthPort.listen(cfg.listen.host, cfg.listen.port);
+      logger.info(
+        { addr: `${addr.address}:${addr.port}`, active: w.active() },
+        "health port listening",
+      );
+    }
     // Containers of runs that ended (or whose worker died before removing them) go, now
     // and every minute.
     const reap = (): void =>
@@ -383,12 +409,15 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     process.once("SIGINT", () => stop("SIGINT"));
   });
   process.off("SIGHUP", reloadPolicy);
+  stopping = true; // /readyz of the health port answers 503 from now on
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
   await sweeper?.stop();
   await worker?.stop(cfg["shutdown-grace-ms"]);
   await sandbox?.close();
   await server?.close(5000);
+  await healthPort?.close();
+  unregisterGauges();
   await closeAll();
   await tracing?.shutdown();
   logger.info("stopped");
@@ -689,6 +718,16 @@ main(process.argv.slice(2)).then(
  * One line for what stops agentd from starting: the ordinary failures (a port in use, a
  * file it may not read) in words; a stack trace only for what is a bug.
  */
+/** The event log answers (a ping). */
+async function ready(log: EventLog): Promise<boolean> {
+  try {
+    await log.ping();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function startFailure(err: unknown): string {
   if (err instanceof AgentdError) return err.message;
   const e = err as NodeJS.ErrnoException & { address?: string; port?: number };

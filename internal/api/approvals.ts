@@ -34,6 +34,7 @@ import {
 } from "../projections/approvals.ts";
 import { isTerminal } from "../projections/run-projection.ts";
 import { resumeIfResolved } from "../scheduler/resume.ts";
+import { observeApprovalWait } from "../telemetry/event-metrics.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
 import { decodePageToken, encodePageToken, pageSizeField, textField } from "./validate.ts";
@@ -115,6 +116,7 @@ async function approvalsOf(
       continue;
     }
     denied++;
+    observeApprovalWait(expired.requestedAt, ApprovalDecision.DENY, true, now);
     await requeue(deps, principal, runId);
   }
 }
@@ -225,6 +227,7 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
         if (!isAgentdError(err, "ECONFLICT") || attempt >= RETRIES) throw err;
         continue;
       }
+      observeApprovalWait(a.requestedAt, req.decision, false, now());
       await requeue(deps, principal, runId);
       return {
         approval: toMessage({

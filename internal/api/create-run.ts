@@ -6,15 +6,18 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
+import { ROOT_CONTEXT } from "@opentelemetry/api";
 import { ulid } from "ulid";
 import { AgentdError, invalid } from "../errors.ts";
 import { type RunBudget, RunFailedSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { FileIdempotencyStore } from "../idempotency/file-idempotency.ts";
 import { applyEvent, emptyRun } from "../projections/run-projection.ts";
+import { traceParentFor } from "../telemetry/trace-context.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, type BudgetMax, DEFAULT_BUDGET_MAX } from "./deps.ts";
 import { claimRun, idempotencyKeyField, requestDigest } from "./idempotent-create.ts";
+import { kTraceContext } from "./interceptors/tracing.ts";
 import { validateLabels } from "./labels.ts";
 import { uploadedWorkspace } from "./upload-workspace.ts";
 import { SESSION_RE, textField } from "./validate.ts";
@@ -102,6 +105,8 @@ export function createRunHandler(deps: ApiDeps) {
             workspaceDigest: workspace.digest,
             workspaceSizeBytes: BigInt(workspace.size),
             submittedBy: principal.name,
+            // Every worker that drives the run continues this trace (the CreateRun span's).
+            ...traceParentFor(ctx.values.get(kTraceContext) ?? ROOT_CONTEXT),
           }),
         },
       }),

@@ -844,7 +844,7 @@ describe("tracing and integrity", () => {
     assert.ok(decides.length >= 8);
     for (const d of decides) {
       const parent = spans.find((s) => s.spanContext().spanId === d.parentSpanContext?.spanId);
-      assert.equal(parent?.name, "execute_tool");
+      assert.equal(parent?.name, `execute_tool ${d.attributes["gen_ai.tool.name"]}`);
       assert.equal(parent?.attributes["gen_ai.tool.call.id"], d.attributes["gen_ai.tool.call.id"]);
       for (const k of [
         "gen_ai.tool.name",
@@ -855,6 +855,13 @@ describe("tracing and integrity", () => {
       ]) {
         assert.ok(d.attributes[k] !== undefined, `${k} on kernel.decide`);
       }
+    }
+    // The sandbox work of a call that ran is a child of its execute_tool span.
+    const works = spans.filter((s) => s.name.startsWith("sandbox "));
+    assert.ok(works.length >= 1, "a sandbox span for a call that ran");
+    for (const w of works) {
+      const parent = spans.find((s) => s.spanContext().spanId === w.parentSpanContext?.spanId);
+      assert.equal(parent?.name, `execute_tool ${w.name.slice("sandbox ".length)}`);
     }
     const deny = decides.find((d) => d.attributes["gen_ai.tool.call.id"] === "c3");
     assert.equal(deny?.attributes["agentd.policy.decision"], "deny");

@@ -35,7 +35,7 @@ import {
   ToolResultSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
-import { tracer } from "../telemetry/tracing.ts";
+import { inSpan, tracer } from "../telemetry/tracing.ts";
 import { pickCommands, type RunCommands } from "../tools/command-spec.ts";
 import { toolByName } from "../tools/registry.ts";
 import { planPatch } from "../tools/repo-patch.ts";
@@ -402,7 +402,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       // A preview saw the input without secret values: reuse it only for plain inputs.
       if (early !== undefined && used.length === 0) ctx.prepared = early.value;
       if (approvedBase !== undefined && approvedBase !== "") ctx.approvedBase = approvedBase;
-      output = await tool.execute(ctx, value as never);
+      output = await inSpan(span, `sandbox ${call.tool}`, () => tool.execute(ctx, value as never));
     } catch (err) {
       if (isAgentdError(err, "EENDED")) throw err; // nothing may be appended any more
       if (isAgentdError(err, "ECANCELLED")) cancelledBeforeStart = err;
@@ -571,7 +571,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     const contentRedactor = createRedactor({ secrets, patterns: policy.redaction.patterns });
     const place = { runId: run.runId, sessionId: run.sessionId };
     const toolName = clipText(call.tool, MAX_TOOL_NAME);
-    const callSpan = tracer().startSpan("execute_tool", {
+    const callSpan = tracer().startSpan(`execute_tool ${toolName}`, {
       attributes: {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": toolName,
@@ -588,7 +588,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         recorded.refusal === undefined
           ? await decideWithTrust(run, call)
           : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" });
-      traceDecision(callSpan, call.callId, toolName, d, redactor);
+      traceDecision(callSpan, call.callId, toolName, d);
       const r = d.assessment.risk;
       await Promise.all([
         append(run, {
@@ -631,8 +631,12 @@ export function createKernel(opts: KernelOptions): Kernel {
           return await fail(run, call, error);
         }
       }
-      if (d.decision.path === "preview+approval" && pv !== undefined)
-        return await requestApproval(run, call, toolName, pv);
+      if (d.decision.path === "preview+approval" && pv !== undefined) {
+        const paused = await requestApproval(run, call, toolName, pv);
+        if (paused.kind === "paused")
+          callSpan.setAttribute("agentd.approval.id", paused.approvalId);
+        return paused;
+      }
       return await execute(run, call, d, callSpan, pv);
     } catch (err) {
       callSpan.setStatus({
@@ -646,13 +650,7 @@ export function createKernel(opts: KernelOptions): Kernel {
   }
 
   /** The kernel.decide span, child of the call's span, with the decision's attributes. */
-  function traceDecision(
-    callSpan: Span,
-    callId: string,
-    toolName: string,
-    d: DecidedCall,
-    redactor: Redactor,
-  ): void {
+  function traceDecision(callSpan: Span, callId: string, toolName: string, d: DecidedCall): void {
     const r = d.assessment.risk;
     const decideSpan = tracer().startSpan(
       "kernel.decide",
@@ -666,7 +664,6 @@ export function createKernel(opts: KernelOptions): Kernel {
       "agentd.policy.rule": clipText(d.decision.rule, MAX_TOOL_NAME),
       "agentd.policy.trust_adjustments": d.decision.trustAdjustments,
       "agentd.risk.category": r.category,
-      "agentd.risk.scope": clipText(redactor.text(r.scope), MAX_SCOPE),
       "agentd.risk.estimated_impact": r.estimatedImpact,
       "agentd.risk.touches_secrets": r.touchesSecrets,
       "agentd.risk.touches_config": r.touchesConfig,
@@ -731,7 +728,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     call: ProposedCall,
     approval: { approved: boolean; reason: string },
   ): Promise<CallOutcome> {
-    const span = tracer().startSpan("execute_tool", {
+    const span = tracer().startSpan(`execute_tool ${clipText(call.tool, MAX_TOOL_NAME)}`, {
       attributes: {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": clipText(call.tool, MAX_TOOL_NAME),

@@ -11,6 +11,7 @@
  */
 import { createHash, randomUUID } from "node:crypto";
 import type Docker from "dockerode";
+import { metrics } from "../telemetry/metrics.ts";
 import { ControlChannel } from "./control-channel.ts";
 import { DockerSandboxHandle, dockerError, SANDBOX_USER } from "./docker-handle.ts";
 import { CONTROL_LOOP } from "./exec-scripts.ts";
@@ -201,6 +202,9 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
 
   return {
     async create(spec: SandboxSpec): Promise<SandboxHandle> {
+      const t0 = performance.now();
+      const took = (start: "warm" | "cold"): void =>
+        metrics.sandboxCreate.observe({ start }, (performance.now() - t0) / 1000);
       const { source, baseTar } = await workspaceOf(spec);
       const warm = pool.take(spec);
       if (warm !== undefined) {
@@ -211,6 +215,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
           // container with half a workspace that a taker would go on with.
           await warm.unpack(source);
           await warm.container.rename({ name: containerName(managed, spec.runId) });
+          took("warm");
           return handle(warm.container, spec.runId, spec, { channel: warm, baseTar });
         } catch {
           // Gone meanwhile (removed by hand, engine restarted) or the unpack failed.
@@ -227,6 +232,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         await channel.discard();
         throw dockerError(err, `fill the sandbox of run ${spec.runId}`);
       }
+      took("cold");
       return handle(channel.container, spec.runId, spec, { channel, baseTar });
     },
 

@@ -333,6 +333,31 @@ export function runRunQueueConformance(name: string, h: RunQueueHarness): void {
       assert.deepEqual(await q.pausedRuns(10), [runs[2], runs[1]], "ended: gone");
     });
 
+    it("stats: queued runs by band (waiting ones included), paused runs; claimed ones in neither", async () => {
+      const t = `t${id()}`;
+      const { queue: q } = await open({ agingMs: 60_000, tenantLimit: 1 });
+      const none = await q.stats();
+      assert.deepEqual(none, { queuedByBand: new Array(10).fill(0), paused: 0 });
+      const [a, b, c] = [id(), id(), id()];
+      await q.enqueue({ runId: a, tenantId: t, sessionId: "S1", priority: 9 });
+      await q.enqueue({ runId: b, tenantId: t, sessionId: "S2", priority: 2 });
+      await q.enqueue({ runId: c, tenantId: t, sessionId: "S2", priority: 2 });
+      let s = await q.stats();
+      assert.equal(s.queuedByBand[8], 1, "band 9");
+      assert.equal(s.queuedByBand[1], 2, "band 2: the session's second run waits too");
+      assert.equal(s.paused, 0);
+      const first = await mustClaim(q);
+      assert.equal(first.runId, a);
+      await q.release(first, { outcome: "paused" });
+      s = await q.stats();
+      assert.equal(s.queuedByBand[8], 0, "claimed, then paused: not queued");
+      assert.equal(s.paused, 1);
+      assert.equal(
+        s.queuedByBand.reduce((x, y) => x + y, 0),
+        2,
+      );
+    });
+
     it("requeue gives the run back at once, keeping its session and tenant slot", async () => {
       const t = `t${id()}`;
       const { queue: q } = await open({ ...FAST, agingMs: 60_000, tenantLimit: 1 });

@@ -35,6 +35,7 @@ import {
   MAX_PRIORITY,
   type QueuePosition,
   type QueueState,
+  type QueueStats,
   type ReleaseOutcome,
   type RunQueue,
 } from "./port.ts";
@@ -45,6 +46,8 @@ export interface MemoryRunQueueOptions extends SchedulerOptions {
 }
 
 type State = "session" | "tenant" | "ready" | "claimed" | "paused" | "ended";
+/** Waiting for the session, for a tenant slot, or ready: queued (QueueStats). */
+const QUEUED_STATES: ReadonlySet<State> = new Set(["session", "tenant", "ready"]);
 
 interface Rec {
   runId: string;
@@ -340,6 +343,17 @@ export class MemoryRunQueue implements RunQueue {
       .sort((a, b) => a.pausedAt - b.pausedAt)
       .slice(0, Math.max(0, limit))
       .map((r) => r.runId);
+  }
+
+  async stats(): Promise<QueueStats> {
+    const queuedByBand = new Array<number>(10).fill(0);
+    let paused = 0;
+    for (const r of this.#recs.values()) {
+      if (r.state === "paused") paused++;
+      else if (QUEUED_STATES.has(r.state) && r.priority >= 1 && r.priority <= 10)
+        queuedByBand[r.priority - 1] = (queuedByBand[r.priority - 1] ?? 0) + 1;
+    }
+    return { queuedByBand, paused };
   }
 
   async stateOf(runId: string): Promise<QueueState | undefined> {

@@ -118,6 +118,16 @@ export type ReleaseOutcome =
   /** Give it back unfinished (e.g. SIGTERM): claimable again at once, keeps its place. */
   | "requeue";
 
+export interface QueueStats {
+  /** Queued runs (waiting or ready) by priority band: index 0 is band 1. */
+  queuedByBand: number[];
+  /** Runs paused for an approval. */
+  paused: number;
+}
+
+/** Most queued runs one stats() call looks at (a scrape stays bounded). */
+export const STATS_MAX_RUNS = 10_000;
+
 export interface RunQueue {
   /** Adds a run (idempotent per runId) or makes a paused run claimable again. */
   enqueue(req: EnqueueRequest): Promise<EnqueueResult>;
@@ -142,6 +152,8 @@ export interface RunQueue {
    * waiting for an approval, longest paused first, at most `limit`.
    */
   pausedRuns(limit: number): Promise<string[]>;
+  /** Counts for the metrics: queued runs by priority band, paused runs (bounded work). */
+  stats(): Promise<QueueStats>;
   /** The leases of this queue's store (a claim's lease is renewed here). */
   readonly leases: Lease;
   /** Ends pending waits; leaves the stored queue as it is. */

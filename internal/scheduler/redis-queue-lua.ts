@@ -329,3 +329,21 @@ local rank = redis.call('ZRANK', K_QUEUED, f[4])
 if not pos or not rank then return {} end
 return {st, pos + 1, rank + 1}
 `;
+
+/**
+ * ARGV: prefix, most runs to look at. Reply {paused, looked, band 1 count, …, band 10
+ * count}: queued runs (waiting or ready) by priority band, for the metrics. Reads at most
+ * the given number of queued runs (oldest first), so a scrape stays bounded.
+ */
+export const STATS_LUA = `${KEYS_LUA}
+local counts = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+local members = redis.call('ZRANGE', K_QUEUED, 0, tonumber(ARGV[2]) - 1)
+for _, m in ipairs(members) do
+  local run = string.match(m, '|(.+)$')
+  local p = tonumber(run and redis.call('HGET', k_rec(run), 'prio') or '0') or 0
+  if p >= 1 and p <= 10 then counts[p] = counts[p] + 1 end
+end
+local out = {redis.call('ZCARD', K_PAUSED), #members}
+for i = 1, 10 do out[#out + 1] = counts[i] end
+return out
+`;

@@ -36,8 +36,10 @@ import {
   LeaseLostError,
   type QueuePosition,
   type QueueState,
+  type QueueStats,
   type ReleaseOutcome,
   type RunQueue,
+  STATS_MAX_RUNS,
 } from "./port.ts";
 import { type SchedulerKeys, schedulerKeys } from "./redis-keys.ts";
 import {
@@ -49,6 +51,7 @@ import {
   POSITION_LUA,
   RELEASE_LUA,
   RENEW_LUA,
+  STATS_LUA,
 } from "./redis-queue-lua.ts";
 
 export interface RedisRunQueueOptions extends SchedulerOptions {
@@ -70,6 +73,7 @@ const SCRIPTS = {
   agentdQueueAcquire: ACQUIRE_LUA,
   agentdQueueLeaseRelease: LEASE_RELEASE_LUA,
   agentdQueuePosition: POSITION_LUA,
+  agentdQueueStats: STATS_LUA,
 } as const;
 
 type Reply = (string | number)[];
@@ -267,6 +271,11 @@ export class RedisRunQueue implements RunQueue {
   async pausedRuns(limit: number): Promise<string[]> {
     if (limit <= 0) return [];
     return await wrap(this.#client.zrange(this.#keys.paused, "0", String(limit - 1)));
+  }
+
+  async stats(): Promise<QueueStats> {
+    const r = await wrap(this.#scripts.agentdQueueStats(this.#prefix, STATS_MAX_RUNS));
+    return { paused: Number(r[0]), queuedByBand: r.slice(2).map(Number) };
   }
 
   async stateOf(runId: string): Promise<QueueState | undefined> {

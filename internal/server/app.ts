@@ -1,6 +1,6 @@
 /**
  * The HTTP application behind the one port: the Connect/gRPC/gRPC-Web API (RunService,
- * health, reflection), the SSE event stream, /healthz and /readyz.
+ * health, reflection), the SSE event stream, /healthz, /readyz and /metrics.
  */
 import type http from "node:http";
 import type http2 from "node:http2";
@@ -13,6 +13,7 @@ import { toConnectError } from "../api/errors.ts";
 import { authGate } from "../api/interceptors/auth.ts";
 import { edgeErrorGate } from "../api/interceptors/edge-errors.ts";
 import { errorInterceptor } from "../api/interceptors/errors.ts";
+import { traceInterceptor } from "../api/interceptors/tracing.ts";
 import { registerRunService } from "../api/routes.ts";
 import {
   createWorkspaceUploader,
@@ -26,6 +27,7 @@ import { file_agentd_v1_run_service } from "../gen/agentd/v1/run_service_pb.js";
 import { file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
 import type { PolicyStore } from "../kernel/policy-store.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { scrape } from "../telemetry/scrape.ts";
 import type { RequestHandler } from "./dual-protocol.ts";
 import { registerHealth } from "./health.ts";
 import { registerReflection } from "./reflection.ts";
@@ -83,7 +85,7 @@ export function createApp(opts: AppOptions): RequestHandler {
   const authenticate = authGate(auth);
   const api = connectNodeAdapter({
     readMaxBytes: opts.maxRequestBytes ?? 8 * 1024 * 1024,
-    interceptors: [errorInterceptor(logError)],
+    interceptors: [traceInterceptor(), errorInterceptor(logError)],
     // Runs before the body is read: errors connect raises itself (an undecodable body) are
     // made client-safe, and a caller without the right token is refused unread.
     requestGate: (ctx) => {
@@ -121,6 +123,7 @@ export function createApp(opts: AppOptions): RequestHandler {
     const url = new URL(req.url ?? "/", "http://agentd");
     if (req.method === "GET" || req.method === "HEAD") {
       if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
+      if (url.pathname === "/metrics") return void serveMetrics(res);
       if (url.pathname === "/readyz") {
         void ready().then((ok) =>
           json(
@@ -149,6 +152,21 @@ export function createApp(opts: AppOptions): RequestHandler {
     }
     api(req as http.IncomingMessage, res as http.ServerResponse);
   };
+}
+
+/** GET /metrics: Prometheus text format, unauthenticated like the probes (no ids in it). */
+export async function serveMetrics(
+  response: http.ServerResponse | http2.Http2ServerResponse,
+): Promise<void> {
+  const res = response as unknown as Res;
+  try {
+    const { contentType, body } = await scrape();
+    res.writeHead(200, { "content-type": contentType });
+    res.end(body);
+  } catch {
+    res.writeHead(500, { "content-type": "text/plain" });
+    res.end("metrics unavailable\n");
+  }
 }
 
 function json(

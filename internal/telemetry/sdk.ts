@@ -17,6 +17,10 @@ export async function startTracing(
     env.OTEL_EXPORTER_OTLP_ENDPOINT !== undefined ||
     env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== undefined;
   if (!wanted) return undefined;
+  // agentd's metrics are Prometheus's (/metrics) and its events go out through the export
+  // sinks: the SDK's own OTLP metrics and logs stay off unless asked for by name.
+  process.env.OTEL_METRICS_EXPORTER ??= "none";
+  process.env.OTEL_LOGS_EXPORTER ??= "none";
   const { NodeSDK } = await import("@opentelemetry/sdk-node");
   const sdk = new NodeSDK({ serviceName: env.OTEL_SERVICE_NAME ?? serviceName });
   sdk.start();

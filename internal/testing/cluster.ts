@@ -37,6 +37,10 @@ export interface ClusterOptions {
   concurrency?: number;
   /** More flags for every worker, e.g. ["--approval-hold-ms", "0"]. */
   workerFlags?: string[];
+  /** More flags for the server. */
+  serverFlags?: string[];
+  /** More environment for every process (e.g. OTEL_* variables). */
+  env?: Record<string, string>;
   /** The model: answers every chat-completions request of every worker. */
   script: (req: StubRequest) => StubReply | Promise<StubReply>;
 }
@@ -164,7 +168,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       String(opts.concurrency ?? 2),
       ...(opts.workerFlags ?? []),
     ];
-    const workerEnv = { OPENAI_API_KEY: "test", OPENAI_BASE_URL: stub.baseURL };
+    const workerEnv = { ...opts.env, OPENAI_API_KEY: "test", OPENAI_BASE_URL: stub.baseURL };
     const startWorker = async (extraFlags: string[] = []): Promise<AgentdProcess> => {
       const w = await startAgentd("worker", [...workerFlags, ...extraFlags], { env: workerEnv });
       processes.push(w);
@@ -172,7 +176,9 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       return w;
     };
     const [server] = await Promise.all([
-      startAgentd("server", [...common, "--insecure-no-auth"]).then((s) => {
+      startAgentd("server", [...common, "--insecure-no-auth", ...(opts.serverFlags ?? [])], {
+        env: { ...opts.env },
+      }).then((s) => {
         processes.push(s);
         return s;
       }),

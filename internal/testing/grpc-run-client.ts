@@ -142,8 +142,9 @@ export class GrpcRunClient {
     this.#token = token;
   }
 
-  #metadata(auth: Auth): grpc.Metadata {
+  #metadata(auth: Auth, headers: Record<string, string> = {}): grpc.Metadata {
     const md = new grpc.Metadata();
+    for (const [k, v] of Object.entries(headers)) md.set(k, v);
     const token = auth === undefined ? this.#token : auth;
     if (token !== null && token !== undefined) md.set("authorization", `Bearer ${token}`);
     return md;
@@ -154,6 +155,7 @@ export class GrpcRunClient {
     method: Method<I, O>,
     init: MessageInitShape<I>,
     auth?: Auth,
+    headers: Record<string, string> = {},
   ): Promise<MessageShape<O>> {
     return new Promise((resolve, reject) => {
       this.#client.makeUnaryRequest(
@@ -161,14 +163,18 @@ export class GrpcRunClient {
         (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
         (b: Buffer) => fromBinary(method.output, b),
         create(method.input, init),
-        this.#metadata(auth),
+        this.#metadata(auth, headers),
         (err, out) => (err || out === undefined ? reject(err) : resolve(out)),
       );
     });
   }
 
-  createRun(init: MessageInitShape<typeof CreateRunRequestSchema>, auth?: Auth) {
-    return this.unary(RunService.method.createRun, init, auth);
+  createRun(
+    init: MessageInitShape<typeof CreateRunRequestSchema>,
+    auth?: Auth,
+    headers: Record<string, string> = {},
+  ) {
+    return this.unary(RunService.method.createRun, init, auth, headers);
   }
 
   getRun(runId: string, auth?: Auth): Promise<GetRunResponse> {

@@ -12,6 +12,7 @@ import { ArtifactEmittedSchema, RunResumedSchema } from "../gen/agentd/v1/events
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { isTerminal, projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle } from "../sandbox/port.ts";
+import { metrics } from "../telemetry/metrics.ts";
 import type { Drive } from "./drive.ts";
 import { lastResolvedApproval } from "./drive-start.ts";
 import { SNAPSHOT } from "./run-artifacts.ts";
@@ -22,7 +23,13 @@ import { snapshotWorkspace } from "./workspace-snapshot.ts";
 export async function hold(d: Drive): Promise<Next> {
   const now = d.deps.now ?? Date.now;
   const t0 = now();
-  const held = await holdForApproval(d);
+  metrics.approvalsPending.inc({ where: "held" });
+  let held: Awaited<ReturnType<typeof holdForApproval>>;
+  try {
+    held = await holdForApproval(d);
+  } finally {
+    metrics.approvalsPending.dec({ where: "held" });
+  }
   d.heldMs += now() - t0;
   if (held === "resolved") return { to: "resume" };
   if (held === "ended") return { to: "ended" };

@@ -6,12 +6,16 @@
  * call the kernel did not see.
  */
 import { create } from "@bufbuild/protobuf";
+import { context, SpanStatusCode, trace } from "@opentelemetry/api";
 import { compactContext } from "../engine/compactor.ts";
 import { type AssembleInput, assembleContext } from "../engine/context.ts";
 import { createOutputCoalescer } from "../engine/output-coalescer.ts";
 import type { EngineRequest, EngineToolCall } from "../engine/port.ts";
+import { costMicros } from "../engine/pricing.ts";
 import { OutputDeltaSchema, OutputMessageSchema } from "../gen/agentd/v1/events_pb.js";
 import { redactMessage } from "../kernel/redact-payload.ts";
+import { bounded, metrics } from "../telemetry/metrics.ts";
+import { startChatSpan } from "../telemetry/run-span.ts";
 import { safeCallId } from "./call-id.ts";
 import type { Drive } from "./drive.ts";
 import { answerMalformed, runCalls, settleOpenCalls } from "./drive-calls.ts";
@@ -76,8 +80,49 @@ interface Answer {
   bad: { callId: string; tool: string; input: unknown; error: { code: string; message: string } }[];
 }
 
-/** One engine invocation; text is coalesced into output.delta events as it streams. */
+/**
+ * One engine invocation in its `chat` span, counted in the model metrics (steps, tokens,
+ * cost by model).
+ */
 async function askModel(d: Drive, request: EngineRequest): Promise<Answer | { next: Next }> {
+  const model = bounded("model", d.deps.model);
+  const span = startChatSpan(d.deps.model);
+  const before = { ...d.usage };
+  let answer: Answer | { next: Next } | undefined;
+  try {
+    answer = await context.with(trace.setSpan(context.active(), span), () => stream(d, request));
+    return answer;
+  } finally {
+    const used = {
+      inputTokens: d.usage.inputTokens - before.inputTokens,
+      outputTokens: d.usage.outputTokens - before.outputTokens,
+    };
+    const ok = answer !== undefined && !("next" in answer);
+    metrics.modelSteps.inc({ model, outcome: ok ? "ok" : "error" });
+    metrics.modelTokens.inc({ model, direction: "input" }, used.inputTokens);
+    metrics.modelTokens.inc({ model, direction: "output" }, used.outputTokens);
+    metrics.modelCost.inc({ model }, costMicros(d.deps.model, used, d.deps.prices).micros / 1e6);
+    span.setAttributes({
+      "gen_ai.usage.input_tokens": used.inputTokens,
+      "gen_ai.usage.output_tokens": used.outputTokens,
+      "gen_ai.response.finish_reasons": [finishReason(answer)],
+    });
+    if (!ok) span.setStatus({ code: SpanStatusCode.ERROR, message: finishReason(answer) });
+    span.end();
+  }
+}
+
+function finishReason(answer: Answer | { next: Next } | undefined): string {
+  if (answer === undefined) return "error";
+  if ("next" in answer) {
+    const next = answer.next;
+    return "code" in next ? String(next.code) : "to" in next ? next.to : "done";
+  }
+  return answer.calls.length > 0 || answer.bad.length > 0 ? "tool_calls" : "stop";
+}
+
+/** The model's answer as it streams; text is coalesced into output.delta events. */
+async function stream(d: Drive, request: EngineRequest): Promise<Answer | { next: Next }> {
   // The context is built from redacted events, but skills and the memory file come from
   // the workspace: the whole request is redacted of the run's secret values.
   const safe = d.writer.secrets.any() ? redactMessage(request, d.writer.secrets.redactor) : request;

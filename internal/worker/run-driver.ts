@@ -26,6 +26,7 @@ import type { SecretProvider } from "../kernel/secrets.ts";
 import { isTerminal } from "../projections/run-projection.ts";
 import type { Sandbox, SandboxShape } from "../sandbox/port.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { startRunSpan } from "../telemetry/run-span.ts";
 import { type Drive, openDrive } from "./drive.ts";
 import { cancel, complete, endedElsewhere, fail, outcomeOf } from "./drive-end.ts";
 import { hold, pause, resume } from "./drive-hold.ts";
@@ -118,16 +119,43 @@ export async function driveRun(
 ): Promise<DriveOutcome> {
   const s = signals instanceof AbortSignal ? { stop: signals } : signals;
   const d = await openDrive(deps, runId, epoch, s);
+  const span = startRunSpan({
+    runId,
+    sessionId: d.sessionId,
+    ...traceParentOf(d),
+    model: deps.model,
+    workerId: deps.workerId,
+    epoch,
+  });
   try {
-    if (isTerminal(d.run0.state)) return outcomeOf(d.run0.state);
-    return await drive(d);
+    if (isTerminal(d.run0.state)) {
+      span.end("ended");
+      return outcomeOf(d.run0.state);
+    }
+    const outcome = await span.run(async () => {
+      const o = await drive(d);
+      // In the drive's span: the line carries the run's trace id (trace_id, span_id).
+      deps.logger?.info({ runId, epoch, outcome: o }, "drive ended");
+      return o;
+    });
+    span.end(outcome);
+    return outcome;
   } catch (err) {
+    span.fail(err);
     // The worker logs what escapes a drive: not one of the run's secret values in it.
     throw redactError(err, d.writer.secrets);
   } finally {
     d.close();
     d.box?.detach?.(); // released, paused, failed: whatever this drive still held open
   }
+}
+
+/** The trace context CreateRun stored with the run (run.queued). */
+function traceParentOf(d: Drive): { traceParent: string; traceState: string } {
+  const first = d.events[0]?.payload;
+  return first?.case === "runQueued"
+    ? { traceParent: first.value.traceParent, traceState: first.value.traceState }
+    : { traceParent: "", traceState: "" };
 }
 
 /** The state machine, and the one place where the run's end and a cancel are handled. */

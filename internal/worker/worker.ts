@@ -16,6 +16,7 @@ import { projectRun } from "../projections/run-projection.ts";
 import type { Claim, RunQueue } from "../scheduler/port.ts";
 import { resumeIfResolved } from "../scheduler/resume.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { metrics } from "../telemetry/metrics.ts";
 import { createBackoff } from "./backoff.ts";
 import { keepLease } from "./lease-keeper.ts";
 import { createLogLimiter, type LogLimiter } from "./log-limiter.ts";
@@ -87,11 +88,14 @@ export function createWorker(opts: WorkerOptions): Worker {
         continue;
       }
       active++;
+      metrics.runsActive.inc();
+      if (claim.reason === "takeover") metrics.leaseTakeovers.inc();
       let storageFailed = false;
       try {
         storageFailed = await runOne(claim, now(), limited);
       } finally {
         active--;
+        metrics.runsActive.dec();
       }
       if (storageFailed) await sleep(backoff.next(), stopping.signal);
       else backoff.reset();

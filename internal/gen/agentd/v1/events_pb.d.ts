@@ -316,6 +316,22 @@ export declare type RunQueued = Message<"agentd.v1.RunQueued"> & {
    * @generated from field: agentd.v1.RunBudget budget = 9;
    */
   budget?: RunBudget | undefined;
+
+  /**
+   * W3C trace context of the run (the `traceparent` the caller sent with CreateRun, as
+   * continued by the server's CreateRun span, or a fresh one): every worker that drives
+   * the run adds its spans to this trace. Empty for runs created before it existed.
+   *
+   * @generated from field: string trace_parent = 10;
+   */
+  traceParent: string;
+
+  /**
+   * W3C `tracestate` that came with it, if any.
+   *
+   * @generated from field: string trace_state = 11;
+   */
+  traceState: string;
 };
 
 /**

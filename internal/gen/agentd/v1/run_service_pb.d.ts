@@ -6,13 +6,84 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { ApprovalDecision, ErrorInfo, Event, Preview, RunBudget, TokenUsage } from "./events_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file agentd/v1/run_service.proto.
  */
 export declare const file_agentd_v1_run_service: GenFile;
+
+/**
+ * WatchEvents input.
+ *
+ * @generated from message agentd.v1.WatchEventsRequest
+ */
+export declare type WatchEventsRequest = Message<"agentd.v1.WatchEventsRequest"> & {
+  /**
+   * Resume after this cursor (from a WatchEventsResponse). Empty: start with the events
+   * appended from now on, or with the oldest kept when `from_oldest` is set. A cursor that
+   * is malformed is INVALID_ARGUMENT; one older than what the feed keeps is OUT_OF_RANGE.
+   *
+   * @generated from field: string cursor = 1;
+   */
+  cursor: string;
+
+  /**
+   * With an empty cursor: start at the oldest event the feed still keeps.
+   *
+   * @generated from field: bool from_oldest = 2;
+   */
+  fromOldest: boolean;
+
+  /**
+   * Only these event types (e.g. "approval.requested"); a type ending in ".*" matches
+   * a family ("tool.*"). Empty: every type.
+   *
+   * @generated from field: repeated string types = 3;
+   */
+  types: string[];
+
+  /**
+   * Only events of runs whose labels match (ListRuns' syntax: "team=infra,env!=prod").
+   *
+   * @generated from field: string label_selector = 4;
+   */
+  labelSelector: string;
+};
+
+/**
+ * Describes the message agentd.v1.WatchEventsRequest.
+ * Use `create(WatchEventsRequestSchema)` to create a new message.
+ */
+export declare const WatchEventsRequestSchema: GenMessage<WatchEventsRequest>;
+
+/**
+ * One event of the tenant's feed.
+ *
+ * @generated from message agentd.v1.WatchEventsResponse
+ */
+export declare type WatchEventsResponse = Message<"agentd.v1.WatchEventsResponse"> & {
+  /**
+   * The event, as StreamEvents sends it.
+   *
+   * @generated from field: agentd.v1.Event event = 1;
+   */
+  event?: Event | undefined;
+
+  /**
+   * Resume after this event: pass it as WatchEventsRequest.cursor.
+   *
+   * @generated from field: string cursor = 2;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message agentd.v1.WatchEventsResponse.
+ * Use `create(WatchEventsResponseSchema)` to create a new message.
+ */
+export declare const WatchEventsResponseSchema: GenMessage<WatchEventsResponse>;
 
 /**
  * One chunk of an UploadWorkspace stream: the archive's next bytes (tar or tar.gz), each
@@ -1106,6 +1177,18 @@ export declare const RunService: GenService<{
     methodKind: "client_streaming";
     input: typeof UploadWorkspaceRequestSchema;
     output: typeof UploadWorkspaceResponseSchema;
+  },
+  /**
+   * Every event of the caller's tenant across its runs, in the order the log took them,
+   * filtered by event type and run labels; each answer carries the cursor to resume after
+   * it. Follows live events until the client goes away. Role: read.
+   *
+   * @generated from rpc agentd.v1.RunService.WatchEvents
+   */
+  watchEvents: {
+    methodKind: "server_streaming";
+    input: typeof WatchEventsRequestSchema;
+    output: typeof WatchEventsResponseSchema;
   },
 }>;
 

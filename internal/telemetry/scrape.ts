@@ -1,0 +1,37 @@
+/**
+ * What GET /metrics answers: the registry's text after the scrape-time refreshers ran
+ * (queue depths, the event log's up gauge). Each refresher gets a deadline: a scrape
+ * during a Redis outage answers within it, with the last values and agentd_event_log_up 0.
+ * Must never: hang a scrape on a dependency, or fail the scrape because one refresher did.
+ */
+import { registry } from "./metrics.ts";
+
+export type Refresher = () => Promise<void>;
+
+const refreshers = new Set<Refresher>();
+/** The most a scrape waits for its refreshers, ms. */
+export const SCRAPE_DEADLINE_MS = 1000;
+
+/** Registers a refresher run before every scrape; the returned function removes it. */
+export function onScrape(fn: Refresher): () => void {
+  refreshers.add(fn);
+  return () => refreshers.delete(fn);
+}
+
+/** The exposition text (Prometheus text format 0.0.4) and its content type. */
+export async function scrape(): Promise<{ contentType: string; body: string }> {
+  await Promise.all([...refreshers].map((fn) => withDeadline(fn(), SCRAPE_DEADLINE_MS)));
+  return { contentType: registry.contentType, body: await registry.metrics() };
+}
+
+async function withDeadline(p: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  try {
+    await Promise.race([p.catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
