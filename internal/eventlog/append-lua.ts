@@ -31,14 +31,23 @@ local function run_ended(meta, stream)
 end
 `;
 
+/**
+ * Entries the log-wide feed keeps (approximately: XADD MAXLEN ~). One entry per commit of a
+ * run, so at several events per commit this is millions of events; a reader further behind
+ * than this gets OUT_OF_RANGE (WatchEvents) or a gap counted by its sink.
+ */
+export const FEED_MAX_LEN = 500_000;
+
 export const APPEND_LUA = `${RUN_ENDED_LUA}
 -- Appends batches of sealed events to one or more runs; each run's batch is atomic and
 -- independent (one run's conflict never affects another's). Several runs share one call so
 -- that many busy runs cost one script invocation, not one each.
 -- KEYS: per run, 4 keys: stream, meta hash, tenant index (zset), session index (zset)
---       (the two indexes only with a run's first event; "" otherwise)
+--       (the two indexes only with a run's first event; "" otherwise); then, last, the
+--       log-wide feed (stream): one entry per applied commit {r: run, t: tenant, a: first
+--       seq, b: last seq}, in the order commits were applied, capped at ~FEED_MAX_LEN.
 -- ARGV: per run: fence ("" = server append, no lease), expected head seq, expected head
---       hash, run id, tenant, session (these three only with the first event; "" otherwise),
+--       hash, run id, tenant, session (these two only with the first event; "" otherwise),
 --       hash of the last event, terminal type of the last event ("" when it does not end the
 --       run; the writer never puts an event after a terminal one), n, then n events' json
 --       (only the last hash is kept: it is the new head; the others live in the events)
@@ -47,7 +56,8 @@ export const APPEND_LUA = `${RUN_ENDED_LUA}
 -- again and writes nothing.
 local out = {}
 local a = 1
-for r = 0, (#KEYS / 4) - 1 do
+local feed = KEYS[#KEYS]
+for r = 0, ((#KEYS - 1) / 4) - 1 do
   local k = r * 4
   local fence, expected, prevHash = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
   local runId, tenant, session, lastHash = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
@@ -55,7 +65,7 @@ for r = 0, (#KEYS / 4) - 1 do
   local first = a + 9
   a = first + n
   local meta = KEYS[k + 2]
-  local h = redis.call('HMGET', meta, 'seq', 'hash', 'epoch', 'ended')
+  local h = redis.call('HMGET', meta, 'seq', 'hash', 'epoch', 'ended', 'tenant')
   local seq = tonumber(h[1]) or 0
   local hash = h[2] or ''
   local epoch = tonumber(h[3]) or 0
@@ -102,6 +112,11 @@ for r = 0, (#KEYS / 4) - 1 do
       redis.call('HSET', meta, 'seq', seq, 'hash', hash, 'ended', ends)
     else
       redis.call('HSET', meta, 'seq', seq, 'hash', hash)
+    end
+    if n > 0 then
+      local t = h[5]
+      if expected == 0 or t == false then t = tenant end
+      redis.call('XADD', feed, 'MAXLEN', '~', ${FEED_MAX_LEN}, '*', 'r', runId, 't', t, 'a', expected + 1, 'b', seq)
     end
     out[#out + 1] = {'OK', tostring(seq)}
   end

@@ -66,6 +66,7 @@ function call(
     `agentd:run:${runId}:meta`,
     "agentd:tenant:t:runs",
     "agentd:tenant:t:session:s:runs",
+    "agentd:feed",
   ];
   const args = [
     "",
@@ -106,6 +107,16 @@ it("a commit sent again after it landed is acknowledged and writes nothing", asy
     e.event.payload.case === "outputDelta" ? e.event.payload.value.text : e.type,
   );
   assert.deepEqual(texts, ["run.queued", "a", "b", "c", "d"]);
+  // The feed has each commit once: the replays added nothing.
+  const feed = (await log.readFeed("", 100)).filter((e) => e.runId === runId);
+  assert.deepEqual(
+    feed.map((e) => [e.fromSeq, e.toSeq]),
+    [
+      [1, 1],
+      [2, 4],
+      [5, 5],
+    ],
+  );
   // A different batch sealed against the same old head is still a conflict.
   const other = seal(runId, ["x"], prev);
   const [reply] = await call(runId, prev, other);

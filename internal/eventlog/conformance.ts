@@ -322,6 +322,52 @@ export function runEventLogConformance(name: string, h: ConformanceHarness): voi
       assert.equal(heads[1], undefined);
     });
 
+    it("the feed: every commit of every run once, in order, from any id, across a restart", async () => {
+      const start = await log.feedHead();
+      const other = `${tenant}-b`;
+      const [a, b] = [ulid(), ulid()];
+      await Promise.all([log.append(queued(a, tenant)), log.append(queued(b, other))]);
+      await Promise.all(
+        Array.from({ length: 12 }, (_, i) => log.append(delta(i % 2 === 0 ? a : b, `f${i}`))),
+      );
+      const mine = async () => {
+        const all = await log.readFeed(start, 10_000);
+        return all.filter((e) => e.runId === a || e.runId === b);
+      };
+      const entries = await mine();
+      for (const [run, t] of [
+        [a, tenant],
+        [b, other],
+      ] as const) {
+        const seqs = entries
+          .filter((e) => e.runId === run)
+          .flatMap((e) => {
+            assert.equal(e.tenantId, t, "the entry names the run's tenant");
+            return Array.from({ length: e.toSeq - e.fromSeq + 1 }, (_, i) => e.fromSeq + i);
+          });
+        assert.deepEqual(seqs, [1, 2, 3, 4, 5, 6, 7], `run ${run}: every event once, in order`);
+      }
+      const ids = entries.map((e) => e.id);
+      assert.equal(new Set(ids).size, ids.length, "ids are unique");
+      for (const [i, id] of ids.entries()) {
+        const from = await log.readFeed(id, 2);
+        assert.equal(from[0]?.id, id, "readFeed starts at the id it is given");
+        if (i + 1 < ids.length && from[1]?.runId !== undefined)
+          assert.ok(from[1].id !== id, "the next entry follows");
+      }
+      assert.equal(await log.feedHead(), ids[ids.length - 1], "the head is the newest entry");
+      assert.deepEqual(await log.readFeed(start, 0), [], "limit 0 reads nothing");
+      log = await h.restart();
+      assert.deepEqual(await mine(), entries, "the feed survives a restart as it was");
+      const next = await log.append(delta(a, "after restart"));
+      const tail = await log.readFeed(await log.feedHead(), 1);
+      assert.deepEqual(
+        [tail[0]?.runId, tail[0]?.fromSeq, tail[0]?.toSeq],
+        [a, next.seq, next.seq],
+        "a new commit is the newest entry",
+      );
+    });
+
     it("keeps every acknowledged event across a restart", async () => {
       const runId = ulid();
       await log.append(queued(runId, tenant));

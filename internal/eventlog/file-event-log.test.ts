@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { it } from "node:test";
@@ -60,6 +60,31 @@ it("file log: a second process cannot open a data directory in use", async () =>
     // pid 1 is always alive: a live owner other than us.
     writeFileSync(join(d, "LOCK"), "1");
     await assert.rejects(openFileEventLog({ dir: d }), /in use by process 1/);
+  } finally {
+    rmSync(d, { recursive: true, force: true });
+  }
+});
+
+it("a feed line lost in a crash (after the run's write) is added again at the next start", async () => {
+  const d = mkdtempSync(join(tmpdir(), "agentd-filefeed-"));
+  try {
+    let log = await openFileEventLog({ dir: d });
+    const runId = ulid();
+    await log.append(queued(runId, "t1"));
+    for (let i = 0; i < 3; i++) await log.append(delta(runId, `x${i}`));
+    await log.close();
+    // The crash: the last feed line never reached the disk, and a torn half line did.
+    const path = join(d, "feed.ndjson");
+    const lines = readFileSync(path, "utf8").trimEnd().split("\n");
+    writeFileSync(path, `${lines.slice(0, -1).join("\n")}\n{"r":"torn`);
+    log = await openFileEventLog({ dir: d });
+    const feed = (await log.readFeed("", 100)).filter((e) => e.runId === runId);
+    const seqs = feed.flatMap((e) =>
+      Array.from({ length: e.toSeq - e.fromSeq + 1 }, (_, i) => e.fromSeq + i),
+    );
+    assert.deepEqual(seqs, [1, 2, 3, 4], "every stored event is in the feed once");
+    assert.equal(feed.at(-1)?.tenantId, "t1");
+    await log.close();
   } finally {
     rmSync(d, { recursive: true, force: true });
   }

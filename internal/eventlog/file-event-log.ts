@@ -29,9 +29,17 @@ import { join } from "node:path";
 import { AgentdError } from "../errors.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
 import { LoggedEvent, TERMINAL_TYPES } from "./event-codec.ts";
+import { FileFeed } from "./file-feed.ts";
 import { followLog, followLogBatches, type LiveFeed } from "./follow.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
-import type { AppendRequest, EventLog, ListRunIdsQuery, RunHead, RunIdPage } from "./port.ts";
+import type {
+  AppendRequest,
+  EventLog,
+  FeedEntry,
+  ListRunIdsQuery,
+  RunHead,
+  RunIdPage,
+} from "./port.ts";
 
 export interface FileEventLogOptions {
   /** The data directory; created when missing. */
@@ -65,7 +73,8 @@ export async function openFileEventLog(opts: FileEventLogOptions): Promise<FileE
   const runsDir = join(opts.dir, "runs");
   await mkdir(runsDir, { recursive: true });
   const unlock = await lockDir(opts.dir);
-  const log = new FileEventLog(runsDir, opts.fsync ?? true, unlock);
+  const feed = new FileFeed(join(opts.dir, "feed.ndjson"), opts.fsync ?? true);
+  const log = new FileEventLog(runsDir, opts.fsync ?? true, unlock, feed);
   try {
     await log.load();
   } catch (err) {
@@ -84,10 +93,12 @@ export class FileEventLog implements EventLog {
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #batcher: AppendBatcher;
   readonly #feed: LiveFeed;
+  readonly #wide: FileFeed;
   #closed = false;
 
-  constructor(dir: string, fsync: boolean, unlock: () => void) {
+  constructor(dir: string, fsync: boolean, unlock: () => void, feed: FileFeed) {
     this.#dir = dir;
+    this.#wide = feed;
     this.#fsync = fsync;
     this.#unlock = unlock;
     this.#batcher = new AppendBatcher({
@@ -103,8 +114,20 @@ export class FileEventLog implements EventLog {
     };
   }
 
-  /** Reads every run file; cuts a torn last line left by a crash. */
+  /** Reads every run file (cutting a torn last line left by a crash), then the feed. */
   async load(): Promise<void> {
+    await this.#loadRuns();
+    await this.#wide.load();
+    await this.#wide.recover(
+      [...this.#runs.values()].map((r) => ({
+        runId: r.runId,
+        tenantId: r.meta.tenantId,
+        seq: r.lines.length,
+      })),
+    );
+  }
+
+  async #loadRuns(): Promise<void> {
     for (const name of await readdir(this.#dir)) {
       const m = RUN_ID_FILE.exec(name);
       if (m === null) continue;
@@ -219,14 +242,37 @@ export class FileEventLog implements EventLog {
         cause: err,
       });
     }
+    const from = run.lines.length + 1;
     for (const e of c.events) run.lines.push(e.json);
     run.hash = c.events[c.events.length - 1]?.hash ?? run.hash;
+    if (c.events.length > 0) {
+      try {
+        await this.#wide.add(c.runId, run.meta.tenantId, from, run.lines.length);
+      } catch (err) {
+        // Stored but not in the feed: the next start adds it (FileFeed.recover).
+        throw new AgentdError(
+          "EIO",
+          `run ${c.runId}: feed append failed: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
+      }
+    }
     if (c.ends !== undefined && c.events.length > 0) run.ended = c.ends;
     for (const e of c.events) {
       const ev = new LoggedEvent(c.runId, e.seq, e.json);
       for (const l of run.listeners) l(ev);
     }
     return { kind: "ok" };
+  }
+
+  async readFeed(from: string, limit: number): Promise<FeedEntry[]> {
+    return this.#wide.read(from, limit);
+  }
+
+  async feedHead(): Promise<string> {
+    return this.#wide.head();
   }
 
   async read(runId: string, afterSeq: number, limit?: number): Promise<LoggedEvent[]> {
@@ -307,6 +353,7 @@ export class FileEventLog implements EventLog {
     this.#closed = true;
     await Promise.allSettled([...this.#locks.values()]);
     for (const run of this.#runs.values()) await run.fh?.close();
+    await this.#wide.close();
     this.#unlock();
   }
 }

@@ -64,6 +64,20 @@ export interface ListRunIdsQuery {
   limit: number;
 }
 
+/**
+ * One applied commit in the log-wide feed: events fromSeq..toSeq of one run. The feed holds
+ * every commit of every run in the order the log applied them; WatchEvents and the export
+ * sinks read it.
+ */
+export interface FeedEntry {
+  /** Position in the feed: unique and ordered ("ms-n" in Redis, "n" in the file log). */
+  id: string;
+  runId: string;
+  tenantId: string;
+  fromSeq: number;
+  toSeq: number;
+}
+
 export interface EventLog {
   /** Human-readable adapter name for logs and /readyz ("redis", "file"). */
   readonly kind: string;
@@ -90,6 +104,13 @@ export interface EventLog {
   bumpEpoch(runId: string): Promise<number>;
   /** A tenant's run ids, newest first (ids are ULIDs, so newest = greatest). */
   listRunIds(query: ListRunIdsQuery): Promise<RunIdPage>;
+  /**
+   * The feed from the entry `from` (inclusive; "" = the oldest kept), at most `limit`
+   * entries. The feed keeps the newest ~FEED_MAX_LEN entries (Redis) or all (file).
+   */
+  readFeed(from: string, limit: number): Promise<FeedEntry[]>;
+  /** The newest feed entry's id; "" while the feed is empty. */
+  feedHead(): Promise<string>;
   /** Resolves when the log is reachable; throws EUNAVAILABLE otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -19,7 +19,14 @@ import { APPEND_LUA } from "./append-lua.ts";
 import { LoggedEvent } from "./event-codec.ts";
 import { followLog, followLogBatches, type LiveFeed } from "./follow.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
-import type { AppendRequest, EventLog, ListRunIdsQuery, RunHead, RunIdPage } from "./port.ts";
+import type {
+  AppendRequest,
+  EventLog,
+  FeedEntry,
+  ListRunIdsQuery,
+  RunHead,
+  RunIdPage,
+} from "./port.ts";
 import { redisError } from "./redis-error.ts";
 
 export interface RedisEventLogOptions {
@@ -93,6 +100,9 @@ export class RedisEventLog implements EventLog {
   }
   #metaKey(runId: string): string {
     return `${this.#prefix}run:${runId}:meta`;
+  }
+  get #feedKey(): string {
+    return `${this.#prefix}feed`;
   }
   #tenantKey(tenantId: string): string {
     return `${this.#prefix}tenant:${tenantId}:runs`;
@@ -180,7 +190,7 @@ export class RedisEventLog implements EventLog {
         c.fence === undefined ? "" : String(c.fence),
         c.prev.seq,
         c.prev.hash,
-        first ? c.runId : "",
+        c.runId, // the feed entry names it
         first ? tenant : "",
         first ? c.sessionId : "",
         c.events[c.events.length - 1]?.hash ?? "",
@@ -189,9 +199,10 @@ export class RedisEventLog implements EventLog {
       );
       for (const e of c.events) args.push(e.json);
     }
+    keys.push(this.#feedKey);
     let replies: ScriptReply[];
     try {
-      // No fixed key count: one call carries 4 keys per run.
+      // No fixed key count: one call carries 4 keys per run, then the feed's.
       replies = await wrap(this.#evalAppend([keys.length, ...keys, ...args]));
     } catch (err) {
       for (const p of group) p.reject(err);
@@ -213,6 +224,21 @@ export class RedisEventLog implements EventLog {
         });
       } else p.reject(new AgentdError("EIO", `append script answered ${String(reply?.[0])}`));
     });
+  }
+
+  async readFeed(from: string, limit: number): Promise<FeedEntry[]> {
+    if (limit <= 0) return [];
+    const rows = (await wrap(
+      this.#client.call("XRANGE", this.#feedKey, from === "" ? "-" : from, "+", "COUNT", limit),
+    )) as [string, string[]][];
+    return rows.map(feedEntryOf);
+  }
+
+  async feedHead(): Promise<string> {
+    const rows = (await wrap(
+      this.#client.call("XREVRANGE", this.#feedKey, "+", "-", "COUNT", 1),
+    )) as [string, string[]][];
+    return rows[0]?.[0] ?? "";
   }
 
   async read(runId: string, afterSeq: number, limit?: number): Promise<LoggedEvent[]> {
@@ -450,4 +476,18 @@ class RunTail {
       }
     }
   }
+}
+
+/** A feed stream entry: [id, [r, run, t, tenant, a, first, b, last]]. */
+function feedEntryOf([id, fields]: [string, string[]]): FeedEntry {
+  const f = new Map<string, string>();
+  for (let i = 0; i + 1 < fields.length; i += 2)
+    f.set(fields[i] as string, fields[i + 1] as string);
+  return {
+    id,
+    runId: f.get("r") ?? "",
+    tenantId: f.get("t") ?? "",
+    fromSeq: Number(f.get("a") ?? 0),
+    toSeq: Number(f.get("b") ?? 0),
+  };
 }
