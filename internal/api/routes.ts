@@ -10,6 +10,7 @@ import { getRunHandler } from "./get-run.ts";
 import { listRunsHandler } from "./list-runs.ts";
 import { streamEventsHandler } from "./stream-events.ts";
 import { uploadWorkspaceHandler } from "./upload-workspace.ts";
+import { watchEventsHandler } from "./watch-events.ts";
 
 export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
   router.service(RunService, {
@@ -22,5 +23,6 @@ export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
     cancelRun: cancelRunHandler(deps),
     getArtifact: getArtifactHandler(deps),
     uploadWorkspace: uploadWorkspaceHandler(deps),
+    watchEvents: watchEventsHandler(deps),
   });
 }

@@ -16,6 +16,7 @@ import {
   StreamEventsResponseSchema,
 } from "../gen/agentd/v1/run_service_pb.js";
 import { isTerminal } from "../projections/run-projection.ts";
+import { metrics } from "../telemetry/metrics.ts";
 import { kHttp2Stream, principalOf } from "./context.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
 
@@ -79,6 +80,22 @@ async function* liveEvents(deps: ApiDeps, runId: string, after: number, signal: 
 const COMPRESS_MIN_BYTES = 1024;
 
 export function streamEventsHandler(deps: ApiDeps) {
+  const stream = streamRunEvents(deps);
+  return async function* (
+    req: StreamEventsRequest,
+    ctx: HandlerContext,
+  ): AsyncGenerator<MessageInitShape<typeof StreamEventsResponseSchema>> {
+    const open = metrics.streamsOpen.labels({ kind: "grpc" });
+    open.inc();
+    try {
+      yield* stream(req, ctx);
+    } finally {
+      open.dec();
+    }
+  };
+}
+
+function streamRunEvents(deps: ApiDeps) {
   return async function* (
     req: StreamEventsRequest,
     ctx: HandlerContext,

@@ -32,6 +32,7 @@ import type { RequestHandler } from "./dual-protocol.ts";
 import { registerHealth } from "./health.ts";
 import { registerReflection } from "./reflection.ts";
 import { type Res, SSE_PATH, serveSse } from "./sse.ts";
+import { serveWatchSse, WATCH_SSE_PATH } from "./sse-watch.ts";
 
 export interface AppOptions {
   deps: ApiDeps;
@@ -136,6 +137,8 @@ export function createApp(opts: AppOptions): RequestHandler {
         );
         return;
       }
+      if (url.pathname === WATCH_SSE_PATH && req.method === "GET")
+        return void serveWatchSse(deps, auth, req, res as unknown as Res, url, logError);
       const m = SSE_PATH.exec(url.pathname);
       if (m !== null && req.method === "GET") {
         void serveSse(

@@ -11,8 +11,9 @@ import { hasRole } from "../api/context.ts";
 import type { ApiDeps } from "../api/deps.ts";
 import { toConnectError } from "../api/errors.ts";
 import { openRunEvents } from "../api/stream-events.ts";
-import type { Authenticator } from "../auth/tokens.ts";
+import type { Authenticator, Principal } from "../auth/tokens.ts";
 import { AgentdError } from "../errors.ts";
+import { metrics } from "../telemetry/metrics.ts";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
 /** What SSE needs of an HTTP/1.1 or HTTP/2 compat response (their union is not callable). */
@@ -29,7 +30,22 @@ const KEEPALIVE_MS = 15_000;
 
 export const SSE_PATH = /^\/v1\/runs\/([^/]+)\/events$/;
 
-export async function serveSse(
+/** One SSE message: `id:`, `event:`, `data:` (one line of JSON). */
+export interface SseMessage {
+  id: string;
+  type: string;
+  data: string;
+}
+
+/** Opens the messages for a caller (validating first: errors answer before any byte). */
+export type OpenSse = (
+  principal: Principal,
+  lastEventId: string | undefined,
+  signal: AbortSignal,
+) => Promise<AsyncIterable<SseMessage>>;
+
+/** GET /v1/runs/{id}/events: one run's events, `id:` its seq. */
+export function serveSse(
   deps: ApiDeps,
   auth: Authenticator,
   req: Req,
@@ -39,17 +55,9 @@ export async function serveSse(
   /** Logs a failure; `incident` is the id the client was given, when it was given one. */
   onError: (err: unknown, incident?: string) => void,
 ): Promise<void> {
-  const ac = new AbortController();
-  res.on("close", () => ac.abort());
-  let started = false;
-  let keepalive: NodeJS.Timeout | undefined;
-  try {
-    const principal = auth.authenticate(header(req, "authorization"));
-    if (!hasRole(principal, "read"))
-      throw new AgentdError("EPERMISSION", "reading events needs the 'read' role");
-    const fromHeader = header(req, "last-event-id");
-    const raw = fromHeader ?? url.searchParams.get("after_seq") ?? "0";
-    const field = fromHeader !== undefined ? "Last-Event-ID" : "after_seq";
+  return serveSseStream(auth, req, res, onError, "sse", async (principal, lastId, signal) => {
+    const raw = lastId ?? url.searchParams.get("after_seq") ?? "0";
+    const field = lastId !== undefined ? "Last-Event-ID" : "after_seq";
     if (!/^\d{1,19}$/.test(raw.trim())) {
       throw new AgentdError(
         "EVALIDATION",
@@ -57,26 +65,48 @@ export async function serveSse(
         { field },
       );
     }
+    const events = await openRunEvents(deps, principal, runId, BigInt(raw.trim()), false, signal);
+    return (async function* () {
+      for await (const ev of events) yield { id: String(ev.seq), type: ev.type, data: ev.json };
+    })();
+  });
+}
+
+/**
+ * Authenticates (role read), opens the messages, then streams them as text/event-stream
+ * with keepalive comments, waiting for drain when the client reads slowly.
+ */
+export async function serveSseStream(
+  auth: Authenticator,
+  req: Req,
+  res: Res,
+  onError: (err: unknown, incident?: string) => void,
+  kind: "sse" | "watch",
+  open: OpenSse,
+): Promise<void> {
+  const ac = new AbortController();
+  res.on("close", () => ac.abort());
+  let started = false;
+  let keepalive: NodeJS.Timeout | undefined;
+  const gauge = metrics.streamsOpen.labels({ kind });
+  try {
+    const principal = auth.authenticate(header(req, "authorization"));
+    if (!hasRole(principal, "read"))
+      throw new AgentdError("EPERMISSION", "reading events needs the 'read' role");
     // Validation and NOT_FOUND surface here, before any byte is sent; the headers go out
-    // at once, not with the first event (a run may stay idle for long).
-    const events = await openRunEvents(
-      deps,
-      principal,
-      runId,
-      BigInt(raw.trim()),
-      false,
-      ac.signal,
-    );
+    // at once, not with the first event (a stream may stay idle for long).
+    const messages = await open(principal, header(req, "last-event-id"), ac.signal);
     res.writeHead(200, {
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-store",
       "x-accel-buffering": "no",
     });
     started = true;
+    gauge.inc();
     res.write(": agentd event stream\n\n");
     keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS);
-    for await (const ev of events) {
-      const ok = res.write(`id: ${ev.seq}\nevent: ${ev.type}\ndata: ${ev.json}\n\n`);
+    for await (const m of messages) {
+      const ok = res.write(`id: ${m.id}\nevent: ${m.type}\ndata: ${m.data}\n\n`);
       // A client gone while we wait for drain must not hold the stream (and its tail) forever.
       if (!ok && !ac.signal.aborted) {
         await new Promise<void>((r) => {
@@ -89,7 +119,7 @@ export async function serveSse(
     res.end();
   } catch (err) {
     if (started) {
-      onError(err);
+      if (!ac.signal.aborted) onError(err);
       res.end();
       return;
     }
@@ -100,6 +130,7 @@ export async function serveSse(
     res.end(JSON.stringify({ code: codeToString(ce.code), message: ce.rawMessage, field }));
   } finally {
     clearInterval(keepalive);
+    if (started) gauge.dec();
   }
 }
 

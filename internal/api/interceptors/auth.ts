@@ -17,6 +17,7 @@ export const METHOD_ROLES: Readonly<Record<string, Role>> = {
   GetRun: "read",
   ListRuns: "read",
   StreamEvents: "read",
+  WatchEvents: "read",
   ListApprovals: "read",
   GetArtifact: "read",
   ResolveApproval: "approve",

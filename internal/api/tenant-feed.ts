@@ -1,0 +1,153 @@
+/**
+ * The tenant-wide event feed behind WatchEvents and GET /v1/events: every event of the
+ * caller's tenant across its runs, in the order the log applied them (the log-wide feed,
+ * EventLog.readFeed), filtered by event type and run labels, each with the cursor to resume
+ * after it (`<feed entry id>:<seq>`). Followed by polling the feed (POLL_MS when idle).
+ * Must never: deliver another tenant's event, skip an event between a cursor and the next
+ * one delivered, or silently jump over a part of the feed that was trimmed (OUT_OF_RANGE).
+ */
+import { AgentdError, invalid } from "../errors.ts";
+import type { LoggedEvent } from "../eventlog/event-codec.ts";
+import type { FeedEntry } from "../eventlog/port.ts";
+import type { ApiDeps } from "./deps.ts";
+import { matchesSelector, parseSelector, type Requirement } from "./labels.ts";
+
+export interface FeedQuery {
+  /** "" or a cursor from an earlier answer. */
+  cursor: string;
+  fromOldest: boolean;
+  types: readonly string[];
+  labelSelector: string;
+}
+
+export interface FeedItem {
+  event: LoggedEvent;
+  cursor: string;
+}
+
+/** How often an idle feed is looked at again, ms. */
+export const POLL_MS = 100;
+const PAGE = 256;
+const MAX_TYPES = 64;
+const TYPE_RE = /^[a-z][a-z_]*(\.[a-z_]+)*(\.\*)?$/;
+const CURSOR_RE = /^(\d{1,20}(?:-\d{1,20})?):(\d{1,19})$/;
+
+/** Validated filters and start; errors name the field. */
+export interface FeedPlan {
+  /** First feed entry to read (inclusive); "" = the oldest kept. */
+  from: string;
+  /** Events of the entry `from` up to this seq were delivered already (Infinity: all). */
+  skipThrough: number;
+  /** The entry `from` must still be in the feed (a cursor was given). */
+  mustFind: boolean;
+  /** Start at the head: the entry `from` is skipped whole (nothing before "now"). */
+  atHead: boolean;
+  wantType: (type: string) => boolean;
+  selector: Requirement[];
+}
+
+export function planFeed(q: FeedQuery, field = { cursor: "cursor", types: "types" }): FeedPlan {
+  if (q.types.length > MAX_TYPES) throw invalid(field.types, `at most ${MAX_TYPES} types`);
+  q.types.forEach((t, i) => {
+    if (!TYPE_RE.test(t))
+      throw invalid(
+        `${field.types}[${i}]`,
+        `${JSON.stringify(t)} is not an event type (e.g. "approval.requested" or "tool.*")`,
+      );
+  });
+  const exact = new Set(q.types.filter((t) => !t.endsWith(".*")));
+  const families = q.types.filter((t) => t.endsWith(".*")).map((t) => t.slice(0, -1));
+  const wantType = (type: string): boolean =>
+    q.types.length === 0 || exact.has(type) || families.some((f) => type.startsWith(f));
+  const selector = parseSelector(q.labelSelector);
+  if (q.cursor === "")
+    return { from: "", skipThrough: 0, mustFind: false, atHead: !q.fromOldest, wantType, selector };
+  const m = CURSOR_RE.exec(q.cursor);
+  if (m === null)
+    throw invalid(field.cursor, "is not a cursor of this feed (give back one it returned)");
+  return {
+    from: m[1] as string,
+    skipThrough: Number(m[2]),
+    mustFind: true,
+    atHead: false,
+    wantType,
+    selector,
+  };
+}
+
+/** The feed from the plan on, live, until `signal` aborts. */
+export async function* followTenantFeed(
+  deps: ApiDeps,
+  tenantId: string,
+  plan: FeedPlan,
+  signal: AbortSignal,
+): AsyncGenerator<FeedItem> {
+  let { from, skipThrough } = plan;
+  if (plan.atHead) {
+    from = await deps.log.feedHead();
+    skipThrough = Number.POSITIVE_INFINITY;
+  }
+  let mustFind = plan.mustFind || from !== "";
+  const labels = createLabelCache(deps);
+  while (!signal.aborted) {
+    const page = await deps.log.readFeed(from, PAGE);
+    if (mustFind && page[0]?.id !== from) throw fellBehind(plan.mustFind);
+    for (const entry of page) {
+      const after = entry.id === from ? skipThrough : 0;
+      if (entry.tenantId !== tenantId || after >= entry.toSeq) continue;
+      if (plan.selector.length > 0 && !matchesSelector(await labels(entry.runId), plan.selector))
+        continue;
+      for (const ev of await eventsOf(deps, entry, after)) {
+        if (plan.wantType(ev.type)) yield { event: ev, cursor: `${entry.id}:${ev.seq}` };
+        if (signal.aborted) return;
+      }
+    }
+    const last = page[page.length - 1];
+    if (last !== undefined) {
+      from = last.id;
+      skipThrough = Number.POSITIVE_INFINITY;
+      mustFind = true;
+    }
+    if (page.length < PAGE) await sleep(POLL_MS, signal);
+  }
+}
+
+async function eventsOf(deps: ApiDeps, e: FeedEntry, after: number): Promise<LoggedEvent[]> {
+  const start = Math.max(e.fromSeq - 1, after);
+  return deps.log.read(e.runId, start, e.toSeq - start);
+}
+
+function fellBehind(fromCursor: boolean): AgentdError {
+  return new AgentdError(
+    "EOUTOFRANGE",
+    fromCursor
+      ? "cursor: the feed no longer holds this position (it keeps the newest entries only); start again without a cursor"
+      : "the watcher fell behind what the feed keeps; start again without a cursor",
+    { field: "cursor" },
+  );
+}
+
+/** Labels of a run by id, cached (a run's labels never change). */
+function createLabelCache(deps: ApiDeps): (runId: string) => Promise<Record<string, string>> {
+  const cache = new Map<string, Record<string, string>>();
+  return async (runId) => {
+    const hit = cache.get(runId);
+    if (hit !== undefined) return hit;
+    const labels = (await deps.runs.get(runId))?.labels ?? {};
+    if (cache.size >= 10_000) cache.delete(cache.keys().next().value as string);
+    cache.set(runId, labels);
+    return labels;
+  };
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
