@@ -34,6 +34,11 @@ import { AgentdError } from "../../internal/errors.ts";
 import { FileEventLog, openFileEventLog } from "../../internal/eventlog/file-event-log.ts";
 import type { EventLog } from "../../internal/eventlog/port.ts";
 import { RedisEventLog } from "../../internal/eventlog/redis-event-log.ts";
+import { loadExportConfig } from "../../internal/export/config.ts";
+import { type Exporter, startExporter } from "../../internal/export/exporter.ts";
+import { FileExportState } from "../../internal/export/file-export-state.ts";
+import { RedisExportState } from "../../internal/export/redis-export-state.ts";
+import type { ExportState } from "../../internal/export/state.ts";
 import { RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
 import { FileIdempotencyStore } from "../../internal/idempotency/file-idempotency.ts";
 import type { IdempotencyStore } from "../../internal/idempotency/port.ts";
@@ -238,6 +243,11 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   // SIGHUP: re-read the policy; a broken file is logged and the last good policy stays.
   // Installed first: a SIGHUP that came before the handler would end the process.
   const reloadPolicy = (): void => void policy.reload();
+  // A broken export config refuses the start too, naming the line and field at fault.
+  const exports =
+    mode === "worker" || cfg["export-config"] === undefined
+      ? { sinks: [], leaseTtlMs: 0 }
+      : loadExportConfig(cfg["export-config"], process.env);
   process.on("SIGHUP", reloadPolicy);
   const tracing = await startTracing(process.env, `agentd-${mode}`);
   const eventLogUrl = cfg["event-log"] ?? (mode === "dev" ? `file:${cfg["data-dir"]}` : undefined);
@@ -263,6 +273,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
 
   let server: ReturnType<typeof createDualServer> | undefined;
   let sweeper: Sweep | undefined;
+  let exporter: Exporter | undefined;
   if (auth !== undefined) {
     const deps = {
       log,
@@ -309,6 +320,17 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       "listening",
     );
     sweeper = startApprovalSweep(deps, cfg["approval-sweep-ms"], logger);
+    if (exports.sinks.length > 0) {
+      const state = built.exportState;
+      exporter = startExporter(exports.sinks, {
+        log,
+        runs,
+        state,
+        logger,
+        leaseTtlMs: exports.leaseTtlMs,
+      });
+      logger.info({ sinks: exports.sinks.map((k) => `${k.name} (${k.type})`) }, "exporting events");
+    }
   }
 
   if (log instanceof FileEventLog && queue instanceof MemoryRunQueue)
@@ -413,6 +435,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
   await sweeper?.stop();
+  await exporter?.stop();
   await worker?.stop(cfg["shutdown-grace-ms"]);
   await sandbox?.close();
   await server?.close(5000);
@@ -651,6 +674,7 @@ async function buildEventLog(
   artifactDir: string;
   queue: RunQueue;
   idempotency: IdempotencyStore;
+  exportState: ExportState;
   closeAll: () => Promise<void>;
 }> {
   const schedule = { leaseTtlMs: cfg["lease-ttl-ms"], tenantLimit: cfg["tenant-limit"] };
@@ -664,6 +688,7 @@ async function buildEventLog(
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
       queue,
       idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
+      exportState: new FileExportState(`${dir}/export`),
       closeAll: async () => {
         await queue.close();
         await log.close();
@@ -694,6 +719,7 @@ async function buildEventLog(
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
     queue,
     idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
+    exportState: new RedisExportState(client, cfg["redis-prefix"]),
     closeAll: async () => {
       await queue.close();
       await log.close();

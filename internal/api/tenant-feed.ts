@@ -46,7 +46,10 @@ export interface FeedPlan {
   selector: Requirement[];
 }
 
-export function planFeed(q: FeedQuery, field = { cursor: "cursor", types: "types" }): FeedPlan {
+export function planFeed(
+  q: FeedQuery,
+  field = { cursor: "cursor", types: "types", labels: "label_selector" },
+): FeedPlan {
   if (q.types.length > MAX_TYPES) throw invalid(field.types, `at most ${MAX_TYPES} types`);
   q.types.forEach((t, i) => {
     if (!TYPE_RE.test(t))
@@ -59,7 +62,7 @@ export function planFeed(q: FeedQuery, field = { cursor: "cursor", types: "types
   const families = q.types.filter((t) => t.endsWith(".*")).map((t) => t.slice(0, -1));
   const wantType = (type: string): boolean =>
     q.types.length === 0 || exact.has(type) || families.some((f) => type.startsWith(f));
-  const selector = parseSelector(q.labelSelector);
+  const selector = parseSelector(q.labelSelector, field.labels);
   if (q.cursor === "")
     return { from: "", skipThrough: 0, mustFind: false, atHead: !q.fromOldest, wantType, selector };
   const m = CURSOR_RE.exec(q.cursor);
@@ -75,10 +78,20 @@ export function planFeed(q: FeedQuery, field = { cursor: "cursor", types: "types
   };
 }
 
-/** The feed from the plan on, live, until `signal` aborts. */
-export async function* followTenantFeed(
-  deps: ApiDeps,
+/** One tenant's feed from the plan on, live, until `signal` aborts. */
+export function followTenantFeed(
+  deps: Pick<ApiDeps, "log" | "runs">,
   tenantId: string,
+  plan: FeedPlan,
+  signal: AbortSignal,
+): AsyncGenerator<FeedItem> {
+  return followFeed(deps, (t) => t === tenantId, plan, signal);
+}
+
+/** The feed of the tenants `accept` takes, from the plan on, live, until `signal` aborts. */
+export async function* followFeed(
+  deps: Pick<ApiDeps, "log" | "runs">,
+  accept: (tenantId: string) => boolean,
   plan: FeedPlan,
   signal: AbortSignal,
 ): AsyncGenerator<FeedItem> {
@@ -94,7 +107,7 @@ export async function* followTenantFeed(
     if (mustFind && page[0]?.id !== from) throw fellBehind(plan.mustFind);
     for (const entry of page) {
       const after = entry.id === from ? skipThrough : 0;
-      if (entry.tenantId !== tenantId || after >= entry.toSeq) continue;
+      if (!accept(entry.tenantId) || after >= entry.toSeq) continue;
       if (plan.selector.length > 0 && !matchesSelector(await labels(entry.runId), plan.selector))
         continue;
       for (const ev of await eventsOf(deps, entry, after)) {
@@ -112,7 +125,11 @@ export async function* followTenantFeed(
   }
 }
 
-async function eventsOf(deps: ApiDeps, e: FeedEntry, after: number): Promise<LoggedEvent[]> {
+async function eventsOf(
+  deps: Pick<ApiDeps, "log">,
+  e: FeedEntry,
+  after: number,
+): Promise<LoggedEvent[]> {
   const start = Math.max(e.fromSeq - 1, after);
   return deps.log.read(e.runId, start, e.toSeq - start);
 }
@@ -128,7 +145,9 @@ function fellBehind(fromCursor: boolean): AgentdError {
 }
 
 /** Labels of a run by id, cached (a run's labels never change). */
-function createLabelCache(deps: ApiDeps): (runId: string) => Promise<Record<string, string>> {
+function createLabelCache(
+  deps: Pick<ApiDeps, "runs">,
+): (runId: string) => Promise<Record<string, string>> {
   const cache = new Map<string, Record<string, string>>();
   return async (runId) => {
     const hit = cache.get(runId);

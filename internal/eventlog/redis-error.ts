@@ -21,3 +21,12 @@ export function redisError(err: unknown, what = "the event log (Redis)"): Agentd
           : "failed";
   return new AgentdError("EUNAVAILABLE", `${what} ${why}`, { cause: err });
 }
+
+/** `p`, with a Redis failure turned into redisError's client-safe error. */
+export async function wrapRedis<T>(p: Promise<T>, what?: string): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    throw redisError(err, what);
+  }
+}

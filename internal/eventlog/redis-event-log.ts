@@ -27,7 +27,7 @@ import type {
   RunHead,
   RunIdPage,
 } from "./port.ts";
-import { redisError } from "./redis-error.ts";
+import { redisError, wrapRedis } from "./redis-error.ts";
 
 export interface RedisEventLogOptions {
   /** Connection for commands; duplicated for blocking tail reads. Not closed by close(). */
@@ -370,13 +370,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-async function wrap<T>(p: Promise<T>): Promise<T> {
-  try {
-    return await p;
-  } catch (err) {
-    throw redisError(err);
-  }
-}
+const wrap = <T>(p: Promise<T>): Promise<T> => wrapRedis(p);
 
 /** One blocking XREAD loop per followed run, shared by every local subscriber. */
 class RunTail {

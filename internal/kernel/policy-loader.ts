@@ -5,24 +5,23 @@
  */
 import { readFileSync } from "node:fs";
 import { dirname, resolve as resolvePath } from "node:path";
-import { type Document, isMap, isScalar, isSeq, LineCounter, parseDocument } from "yaml";
-import type { z } from "zod";
+import { type Document, LineCounter, parseDocument } from "yaml";
+import {
+  fieldName,
+  formatIssues,
+  offsetOf,
+  type Path,
+  show,
+  type YamlIssue,
+  zodIssues,
+} from "../config/yaml-issues.ts";
 import { AgentdError } from "../errors.ts";
 import { type Policy, PolicySchema } from "./policy-schema.ts";
 
-export interface PolicyIssue {
-  file: string;
-  /** 1-based; 0 when the file could not be read at all. */
-  line: number;
-  column: number;
-  /** Dotted path ("capabilities.repo.read.approval", "workspace.denyPatterns.2"), "(root)" or "(yaml)". */
-  field: string;
-  message: string;
-}
+/** Field: a dotted path ("capabilities.repo.read.approval", "workspace.denyPatterns.2"), "(root)" or "(yaml)". */
+export type PolicyIssue = YamlIssue;
 
 export type ParsePolicyResult = { ok: true; policy: Policy } | { ok: false; errors: PolicyIssue[] };
-
-type Path = readonly PropertyKey[];
 
 /**
  * Reads the policy a file `extends` (a path relative to the extending file). Answers the
@@ -63,22 +62,13 @@ export function parsePolicy(
   // 2. The schema: every zod issue, mapped back to the node of the layer that holds it.
   const parsed = PolicySchema.safeParse(merged);
   if (parsed.success) return { ok: true, policy: parsed.data };
-  const errors: PolicyIssue[] = [];
-  for (const issue of parsed.error.issues) {
-    if (issue.code === "unrecognized_keys") {
-      // Reported once on the parent with all the keys: one issue per key, at the key.
-      const expected = objectKeysAt(issue.path);
-      const what =
-        issue.path.length === 1 && issue.path[0] === "capabilities" ? "capability" : "key";
-      for (const key of issue.keys) {
-        const path = [...issue.path, key];
-        const hint = expected.length > 0 ? `; expected one of ${expected.join(", ")}` : "";
-        errors.push(issueAt(layers, path, true, `unknown ${what}${hint}`));
-      }
-      continue;
-    }
-    errors.push(issueAt(layers, issue.path, false, describe(issue, merged)));
-  }
+  const errors: PolicyIssue[] = zodIssues(
+    parsed.error.issues,
+    merged,
+    PolicySchema,
+    (path, key, message) => issueAt(layers, path, key, message),
+    (path) => (path.length === 1 && path[0] === "capabilities" ? "capability" : "key"),
+  );
   errors.sort((a, b) => a.file.localeCompare(b.file) || a.line - b.line || a.column - b.column);
   return { ok: false, errors };
 }
@@ -188,119 +178,4 @@ export function loadPolicyFile(path: string): Policy {
 }
 
 /** `FILE:LINE:COL: field: message`, one line per issue (`FILE: field: message` without a position). */
-export function formatPolicyIssues(issues: readonly PolicyIssue[]): string {
-  return issues
-    .map((i) => `${i.file}${i.line > 0 ? `:${i.line}:${i.column}` : ""}: ${i.field}: ${i.message}`)
-    .join("\n");
-}
-
-function fieldName(path: Path): string {
-  return path.length === 0 ? "(root)" : path.map(String).join(".");
-}
-
-/**
- * Offset of the node at `path`: the value when it is a non-empty scalar (so the column
- * points at it), otherwise the key (for a mapping, a list, an empty value, or `key`
- * asked for: an unknown key). A path that does not exist (a missing required field)
- * falls back to its nearest existing parent's key.
- */
-function offsetOf(doc: Document, path: Path, key: boolean): number {
-  for (let n = path.length; n > 0; n--) {
-    const parent = n === 1 ? doc.contents : doc.getIn(path.slice(0, n - 1), true);
-    const seg = path[n - 1];
-    if (isMap(parent)) {
-      const pair = parent.items.find((p) => isScalar(p.key) && String(p.key.value) === String(seg));
-      if (pair === undefined) continue;
-      const v = pair.value;
-      const useValue =
-        !key && n === path.length && isScalar(v) && v.range && v.range[1] > v.range[0];
-      const node = useValue ? v : pair.key;
-      if (isScalar(node) && node.range) return node.range[0];
-    } else if (isSeq(parent)) {
-      const item = parent.items[Number(seg)] as { range?: [number, number, number] } | undefined;
-      if (item?.range) return item.range[0];
-    }
-  }
-  return doc.contents?.range?.[0] ?? 0;
-}
-
-/** A zod issue in words that name what was expected (and, where useful, what was found). */
-function describe(issue: z.core.$ZodIssue, input: unknown): string {
-  const value = valueAt(input, issue.path);
-  const got = value === undefined ? "" : `, got ${show(value)}`;
-  switch (issue.code) {
-    case "invalid_type": {
-      const expected = TYPE_WORDS[issue.expected] ?? `a ${issue.expected}`;
-      return value === undefined ? `missing; expected ${expected}` : `expected ${expected}${got}`;
-    }
-    case "invalid_value": {
-      const vs = issue.values.map((v) => (typeof v === "string" ? v : JSON.stringify(v)));
-      const expected = vs.length === 1 ? vs[0] : `one of ${vs.join(", ")}`;
-      return value === undefined ? `missing; expected ${expected}` : `expected ${expected}${got}`;
-    }
-    case "too_small":
-    case "too_big":
-    case "invalid_format":
-      // zod's wording minus its prefix: "expected number to be >=16".
-      return `${issue.message.replace(/^[A-Z][a-z]+ [a-z]+: /, "")}${got}`;
-    case "invalid_union": {
-      // A discriminated union (secrets.providers[].type) names its options.
-      const options = (issue as { options?: unknown[] }).options;
-      return options ? `expected one of ${options.join(", ")}${got}` : issue.message;
-    }
-    default:
-      return issue.message;
-  }
-}
-
-const TYPE_WORDS: Record<string, string> = {
-  object: "a mapping",
-  array: "a list",
-  number: "a number",
-  string: "a string",
-  boolean: "true or false",
-};
-
-function show(v: unknown): string {
-  if (v === null) return "nothing (null)";
-  if (Array.isArray(v)) return "a list";
-  if (typeof v === "object") return "a mapping";
-  return JSON.stringify(v);
-}
-
-function valueAt(input: unknown, path: Path): unknown {
-  let v = input;
-  for (const seg of path) {
-    if (v === null || typeof v !== "object") return undefined;
-    v = (v as Record<PropertyKey, unknown>)[seg];
-  }
-  return v;
-}
-
-/** Keys the schema allows at `path` (an object schema), for "expected one of" hints. */
-function objectKeysAt(path: Path): string[] {
-  type Node = {
-    def: {
-      type: string;
-      innerType?: Node;
-      in?: Node;
-      element?: Node;
-      shape?: Record<string, Node>;
-    };
-  };
-  const unwrap = (n: Node | undefined): Node | undefined => {
-    let s = n;
-    while (
-      s &&
-      ["default", "prefault", "optional", "nullable", "pipe", "readonly"].includes(s.def.type)
-    ) {
-      s = s.def.innerType ?? s.def.in;
-    }
-    return s;
-  };
-  let s = unwrap(PolicySchema as unknown as Node);
-  for (const seg of path) {
-    s = unwrap(typeof seg === "number" ? s?.def.element : s?.def.shape?.[String(seg)]);
-  }
-  return s?.def.type === "object" ? Object.keys(s.def.shape ?? {}) : [];
-}
+export const formatPolicyIssues = formatIssues;

@@ -13,7 +13,7 @@
  */
 import type { Redis } from "ioredis";
 import { AgentdError } from "../errors.ts";
-import { redisError } from "../eventlog/redis-error.ts";
+import { wrapRedis } from "../eventlog/redis-error.ts";
 import { type Attempt, ClaimLoop } from "./claim-loop.ts";
 import {
   checkEnqueue,
@@ -335,10 +335,4 @@ function publicState(s: string): QueueState {
   }
 }
 
-async function wrap<T>(p: Promise<T>): Promise<T> {
-  try {
-    return await p;
-  } catch (err) {
-    throw redisError(err);
-  }
-}
+const wrap = <T>(p: Promise<T>): Promise<T> => wrapRedis(p);

@@ -39,7 +39,7 @@ export function serveWatchSse(
         types,
         labelSelector: q.get("labels") ?? "",
       },
-      { cursor: cursorField, types: "types" },
+      { cursor: cursorField, types: "types", labels: "labels" },
     );
     const items = followTenantFeed(deps, principal.tenantId, plan, signal);
     return (async function* () {

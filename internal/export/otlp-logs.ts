@@ -1,0 +1,97 @@
+/**
+ * OTLP logs delivery: each event one log record (OTLP/HTTP, the collector's /v1/logs),
+ * correlated with its run's trace: the record's trace id and span id are those stored with
+ * the run at CreateRun, so a backend shows the events under the run's trace. Body: the
+ * event's canonical JSON; attributes: ids, type and seq only. Uses OpenTelemetry's own OTLP
+ * exporter (its encoding and transport), called once per event so that the runner knows
+ * each event's outcome.
+ */
+
+import { timestampMs } from "@bufbuild/protobuf/wkt";
+import { type Attributes, SeverityNumber, type SpanContext, trace } from "@opentelemetry/api";
+import { ExportResultCode, hrTime } from "@opentelemetry/core";
+import { OTLPLogExporter } from "@opentelemetry/exporter-logs-otlp-http";
+import { resourceFromAttributes } from "@opentelemetry/resources";
+import type { ReadableLogRecord } from "@opentelemetry/sdk-logs";
+import type { FeedItem } from "../api/tenant-feed.ts";
+import type { EventLog } from "../eventlog/port.ts";
+import { contextOf } from "../telemetry/trace-context.ts";
+import { agentdVersion } from "../version/version.ts";
+import type { OtlpLogsConfig } from "./config.ts";
+
+const RESOURCE = resourceFromAttributes({
+  "service.name": "agentd",
+  "service.version": agentdVersion(),
+});
+const SCOPE = { name: "agentd.export", version: agentdVersion() };
+const ERROR_TYPES = new Set(["run.failed"]);
+
+export interface OtlpLogsDeliverer {
+  deliver(item: FeedItem): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createOtlpLogs(sink: OtlpLogsConfig, log: EventLog): OtlpLogsDeliverer {
+  const exporter = new OTLPLogExporter({
+    url: sink.endpoint,
+    headers: sink.headers,
+    timeoutMillis: sink.timeoutMs,
+  });
+  const traces = createTraceCache(log);
+  return {
+    async deliver(item) {
+      const record = recordOf(item, await traces(item.event.runId));
+      await new Promise<void>((resolve, reject) => {
+        exporter.export([record], (r) =>
+          r.code === ExportResultCode.SUCCESS
+            ? resolve()
+            : reject(r.error ?? new Error("the collector refused the logs")),
+        );
+      });
+    },
+    close: () => exporter.shutdown(),
+  };
+}
+
+function recordOf(item: FeedItem, span: SpanContext | undefined): ReadableLogRecord {
+  const ev = item.event.event;
+  const at = hrTime(ev.ts === undefined ? Date.now() : timestampMs(ev.ts));
+  const attributes: Attributes = {
+    "agentd.run.id": ev.runId,
+    "agentd.event.id": ev.eventId,
+    "agentd.event.type": ev.type,
+    "agentd.event.seq": Number(ev.seq),
+    "agentd.cursor": item.cursor,
+    "gen_ai.conversation.id": ev.sessionId,
+  };
+  const error = ERROR_TYPES.has(ev.type);
+  return {
+    hrTime: at,
+    hrTimeObserved: hrTime(),
+    ...(span === undefined ? {} : { spanContext: span }),
+    severityNumber: error ? SeverityNumber.ERROR : SeverityNumber.INFO,
+    severityText: error ? "ERROR" : "INFO",
+    eventName: ev.type,
+    body: item.event.json,
+    resource: RESOURCE,
+    instrumentationScope: SCOPE,
+    attributes,
+    droppedAttributesCount: 0,
+  };
+}
+
+/** The span context stored with a run (its run.queued), cached per run. */
+function createTraceCache(log: EventLog): (runId: string) => Promise<SpanContext | undefined> {
+  const cache = new Map<string, SpanContext | undefined>();
+  return async (runId) => {
+    if (cache.has(runId)) return cache.get(runId);
+    const first = (await log.read(runId, 0, 1))[0]?.event.payload;
+    const sc =
+      first?.case === "runQueued"
+        ? trace.getSpanContext(contextOf(first.value.traceParent, first.value.traceState))
+        : undefined;
+    if (cache.size >= 10_000) cache.delete(cache.keys().next().value as string);
+    cache.set(runId, sc);
+    return sc;
+  };
+}
