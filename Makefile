@@ -63,6 +63,7 @@ bench: build images
 	node bench/e2e.ts --runs 3 --delays
 	node bench/runs.ts --runs 50
 	node bench/upload.ts
+	node bench/observability.ts
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox
 # images built by `images`; the replay model unless OPENAI_API_KEY is set.

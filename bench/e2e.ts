@@ -69,7 +69,9 @@ import { packWorkspace, readHostDirectory } from "../internal/sandbox/workspace-
 import { MemoryRunQueue } from "../internal/scheduler/memory-run-queue.ts";
 import { createApp } from "../internal/server/app.ts";
 import { createDualServer } from "../internal/server/dual-protocol.ts";
+import { instrumentEventLog } from "../internal/telemetry/instrument-log.ts";
 import { createLogger } from "../internal/telemetry/logger.ts";
+import { startTracing } from "../internal/telemetry/sdk.ts";
 import { DEFAULT_RUN_LIMITS, sandboxShape } from "../internal/worker/run-driver.ts";
 import { createWorker } from "../internal/worker/worker.ts";
 
@@ -77,6 +79,7 @@ const EXAMPLE = fileURLToPath(new URL("../examples/fix-failing-test", import.met
 const PROMPT =
   "The test suite of this repository fails. Find the bug, fix it with a minimal patch, and make sure all tests pass.";
 const TARGET_SHARE = 0.1;
+const TELEMETRY = process.env.AGENTD_BENCH_TELEMETRY === "1";
 /** `agentd dev`'s default --approval-hold-ms. */
 const APPROVAL_HOLD_MS = 60_000;
 /** `agentd dev`'s default --warm-sandboxes. */
@@ -217,7 +220,10 @@ async function oneRun(args: Args, docker: Docker, image: string): Promise<Figure
   const delays = args.delays;
   const dir = mkdtempSync(join(tmpdir(), "agentd-bench-e2e-"));
   const logger = createLogger({ level: "warn", name: "bench-e2e" });
-  const log = await openFileEventLog({ dir });
+  // AGENTD_BENCH_TELEMETRY=1 (bench/observability.ts): every append measured and counted,
+  // as `agentd` does; tracing is on when the OTEL_* variables say so (started in main).
+  const stored = await openFileEventLog({ dir });
+  const log = TELEMETRY ? instrumentEventLog(stored) : stored;
   const queue = new MemoryRunQueue({ log, leaseTtlMs: 10_000, tenantLimit: 10 });
   const artifacts = new FsArtifactStore(join(dir, "artifacts"));
   const runs = new RunProjectionCache({ log });
@@ -433,6 +439,7 @@ async function main(): Promise<number> {
     );
     return 2;
   }
+  const tracing = TELEMETRY ? await startTracing(process.env, "agentd-bench") : undefined;
   const docker = new Docker();
   const image = "agentd-sandbox-base:latest";
   try {
@@ -494,9 +501,12 @@ async function main(): Promise<number> {
       holdMs: args.holdMs,
       runs: all,
       median: r,
+      telemetry: TELEMETRY,
+      tracing: tracing !== undefined,
       targets: { overheadShare: { target: TARGET_SHARE, ok: share <= TARGET_SHARE } },
     })}\n`,
   );
+  await tracing?.shutdown();
   return 0;
 }
 

@@ -6,10 +6,17 @@
  * Target: p99 <= 1 ms. Run: node bench/kernel.ts
  */
 import { readFileSync } from "node:fs";
+import { create } from "@bufbuild/protobuf";
+import type { EventPayload } from "../internal/eventlog/event-codec.ts";
 import type { EventLog } from "../internal/eventlog/port.ts";
+import { PolicyDecisionSchema, ToolCallSchema } from "../internal/gen/agentd/v1/events_pb.js";
+import { traceDecision } from "../internal/kernel/decision-span.ts";
 import { createKernel, type ProposedCall } from "../internal/kernel/kernel.ts";
 import { parsePolicy } from "../internal/kernel/policy-loader.ts";
 import type { TrustCounters } from "../internal/kernel/trust.ts";
+import { observeEvent } from "../internal/telemetry/event-metrics.ts";
+import { startTracing } from "../internal/telemetry/sdk.ts";
+import { tracer } from "../internal/telemetry/tracing.ts";
 import { toolByName } from "../internal/tools/registry.ts";
 
 const parsed = parsePolicy(
@@ -90,13 +97,51 @@ function measure(label: string, n: number, fn: (c: ProposedCall) => void) {
   };
 }
 
+/**
+ * AGENTD_BENCH_TELEMETRY=1 (bench/observability.ts): each decision also does what the
+ * kernel adds for telemetry around one — its execute_tool span with the kernel.decide
+ * child (exported over OTLP when the OTEL_* variables say so) and the metrics of its
+ * tool.call and policy.decision events.
+ */
+const TELEMETRY = process.env.AGENTD_BENCH_TELEMETRY === "1";
+const tracing = TELEMETRY ? await startTracing(process.env, "agentd-bench-kernel") : undefined;
+const events = new Map(
+  CALLS.map((c) => {
+    const d = kernel.decideCall(c, counters);
+    const call: EventPayload = {
+      case: "toolCall",
+      value: create(ToolCallSchema, { callId: c.callId, tool: c.tool }),
+    };
+    const decision: EventPayload = {
+      case: "policyDecision",
+      value: create(PolicyDecisionSchema, { callId: c.callId, rule: d.decision.rule }),
+    };
+    return [c.callId, [call, decision] as const];
+  }),
+);
+function decideWithTelemetry(c: ProposedCall): void {
+  const span = tracer().startSpan(`execute_tool ${c.tool}`, {
+    attributes: {
+      "gen_ai.operation.name": "execute_tool",
+      "gen_ai.tool.name": c.tool,
+      "gen_ai.tool.call.id": c.callId,
+    },
+  });
+  const d = kernel.decideCall(c, counters);
+  traceDecision(span, c.callId, c.tool, d);
+  for (const p of events.get(c.callId) ?? []) observeEvent("bench", p);
+  span.end();
+}
+
 const N = 50_000;
 const raw = measure("zod validation only (baseline)", N, (c) => {
   toolByName(c.tool)?.input.safeParse(c.input);
 });
-const ours = measure("kernel decision", N, (c) => {
-  kernel.decideCall(c, counters);
-});
+const ours = TELEMETRY
+  ? measure("kernel decision + telemetry", N, decideWithTelemetry)
+  : measure("kernel decision", N, (c) => {
+      kernel.decideCall(c, counters);
+    });
 const paths = new Map<string, number>();
 for (const c of CALLS) {
   const p = kernel.decideCall(c, counters).decision.path;
@@ -126,5 +171,8 @@ console.log(
     validationPerSec: raw.perSec,
     validationP50Ms: raw.p50,
     targetMet: met,
+    telemetry: TELEMETRY,
+    tracing: tracing !== undefined,
   }),
 );
+await tracing?.shutdown();

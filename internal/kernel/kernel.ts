@@ -15,7 +15,7 @@
  */
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { context as otelContext, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
+import { type Span, SpanStatusCode } from "@opentelemetry/api";
 import { ulid } from "ulid";
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { isAgentdError } from "../errors.ts";
@@ -35,6 +35,7 @@ import {
   ToolResultSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
+import { observeToolResult } from "../telemetry/event-metrics.ts";
 import { inSpan, tracer } from "../telemetry/tracing.ts";
 import { pickCommands, type RunCommands } from "../tools/command-spec.ts";
 import { toolByName } from "../tools/registry.ts";
@@ -42,6 +43,7 @@ import { planPatch } from "../tools/repo-patch.ts";
 import type { ToolContext, ToolLimits } from "../tools/tool.ts";
 import { recordCallInput } from "./call-input-record.ts";
 import { type ControlPath, type Decision, decide } from "./decide.ts";
+import { traceDecision } from "./decision-span.ts";
 import { EVENT_BUDGET, fitDocument } from "./event-fit.ts";
 import { clipText } from "./head-tail.ts";
 import { createLiveOutput } from "./live-output.ts";
@@ -438,6 +440,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       });
     }
     await append(run, { case: "toolResult", value: envelope.result });
+    observeToolResult(call.tool, d.decision.path, envelope.result);
     if (cancelledBeforeStart !== undefined) throw cancelledBeforeStart; // the driver cancels
     const safeError = envelope.result.error;
     if (safeError !== undefined) {
@@ -546,14 +549,14 @@ export function createKernel(opts: KernelOptions): Kernel {
   async function fail(
     run: KernelRun,
     call: ProposedCall,
+    path: ControlPath,
     error: { code: string; message: string },
     span?: Span,
   ): Promise<CallOutcome> {
     const e = { code: error.code, message: clipText(error.message, MAX_REASON) };
-    await append(run, {
-      case: "toolResult",
-      value: create(ToolResultSchema, { callId: call.callId, ok: false, error: e }),
-    });
+    const result = create(ToolResultSchema, { callId: call.callId, ok: false, error: e });
+    await append(run, { case: "toolResult", value: result });
+    observeToolResult(call.tool, path, result);
     span?.setStatus({ code: SpanStatusCode.ERROR, message: e.code });
     return { kind: "result", ok: false, error: e };
   }
@@ -616,7 +619,8 @@ export function createKernel(opts: KernelOptions): Kernel {
       ]);
       if (d.decision.path === "deny") {
         const code = d.invalid === undefined ? "EPOLICY" : "EVALIDATION";
-        return await fail(run, call, { code, message: redactor.text(d.decision.reason) }, callSpan);
+        const reason = redactor.text(d.decision.reason);
+        return await fail(run, call, "deny", { code, message: reason }, callSpan);
       }
       let pv: PreviewData | undefined;
       if (d.decision.path !== "auto") {
@@ -628,7 +632,7 @@ export function createKernel(opts: KernelOptions): Kernel {
           const error = isAgentdError(err)
             ? { code: err.code, message: redactor.text(err.message) }
             : { code: "EIO", message: `preview failed (${redactor.text(describeError(err))})` };
-          return await fail(run, call, error);
+          return await fail(run, call, d.decision.path, error);
         }
       }
       if (d.decision.path === "preview+approval" && pv !== undefined) {
@@ -647,29 +651,6 @@ export function createKernel(opts: KernelOptions): Kernel {
     } finally {
       callSpan.end();
     }
-  }
-
-  /** The kernel.decide span, child of the call's span, with the decision's attributes. */
-  function traceDecision(callSpan: Span, callId: string, toolName: string, d: DecidedCall): void {
-    const r = d.assessment.risk;
-    const decideSpan = tracer().startSpan(
-      "kernel.decide",
-      {},
-      trace.setSpan(otelContext.active(), callSpan),
-    );
-    decideSpan.setAttributes({
-      "gen_ai.tool.name": toolName,
-      "gen_ai.tool.call.id": callId,
-      "agentd.policy.decision": d.decision.path,
-      "agentd.policy.rule": clipText(d.decision.rule, MAX_TOOL_NAME),
-      "agentd.policy.trust_adjustments": d.decision.trustAdjustments,
-      "agentd.risk.category": r.category,
-      "agentd.risk.estimated_impact": r.estimatedImpact,
-      "agentd.risk.touches_secrets": r.touchesSecrets,
-      "agentd.risk.touches_config": r.touchesConfig,
-      "agentd.risk.touches_build": r.touchesBuild,
-    });
-    decideSpan.end();
   }
 
   /**
@@ -740,7 +721,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     try {
       if (!approval.approved) {
         takePrepared(run, call, call.input); // never runs: drop its preview's plan
-        return await fail(run, call, {
+        return await fail(run, call, "preview+approval", {
           code: "EAPPROVAL_DENIED",
           message: `a person denied this call${approval.reason ? `: ${approval.reason}` : ""}`,
         });
@@ -750,7 +731,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       if (d.decision.path === "deny") {
         takePrepared(run, call, call.input);
         const code = d.invalid === undefined ? "EPOLICY" : "EVALIDATION";
-        return await fail(run, call, { code, message: d.decision.reason });
+        return await fail(run, call, "deny", { code, message: d.decision.reason });
       }
       // What the person approved was computed from one state of the file: the call is
       // written onto that state only (the preview's sha256, from the log).

@@ -1,13 +1,12 @@
 /**
  * Metrics derived from the events a process appends: each event is counted once, by the
- * process that appended it (the worker for calls and outcomes, the server for created
- * runs). A tool.result is labelled with its call's tool and decision, remembered from the
- * same writer's tool.call and policy.decision. Must never: put an event's content (inputs,
- * outputs, reasons, ids) into a label.
+ * process that appended it (the worker for decisions and outcomes, the server for created
+ * runs), plus the tool results, counted where they are recorded. Must never: put an
+ * event's content (inputs, outputs, reasons, ids) into a label.
  */
 import { type Timestamp, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { EventPayload } from "../eventlog/event-codec.ts";
-import { ApprovalDecision, Decision } from "../gen/agentd/v1/events_pb.js";
+import { ApprovalDecision, Decision, type ToolResult } from "../gen/agentd/v1/events_pb.js";
 import { bounded, metrics } from "./metrics.ts";
 
 const DECISIONS: Record<number, string> = {
@@ -26,15 +25,6 @@ const OUTCOMES: Record<string, string> = {
   ETIMEOUT: "timeout",
   ETOOLARGE: "too_large",
 };
-
-interface Pending {
-  tool: string;
-  decision: string;
-}
-
-/** Calls between their tool.call and tool.result, per run and call (bounded). */
-const calls = new Map<string, Pending>();
-const CALLS_MAX = 10_000;
 
 export function decisionLabel(d: Decision): string {
   return DECISIONS[d] ?? "unspecified";
@@ -55,35 +45,36 @@ export function observeEvent(runId: string, payload: EventPayload): void {
     case "runCancelled":
       metrics.runsEnded.inc({ outcome: "cancelled" });
       return;
-    case "toolCall":
-      remember(runId, payload.value.callId, { tool: bounded("tool", payload.value.tool) });
+    case "policyDecision":
+      metrics.policyDecisions.inc({
+        decision: decisionLabel(payload.value.decision),
+        rule: bounded("rule", payload.value.rule),
+      });
       return;
-    case "policyDecision": {
-      const decision = decisionLabel(payload.value.decision);
-      metrics.policyDecisions.inc({ decision, rule: bounded("rule", payload.value.rule) });
-      remember(runId, payload.value.callId, { decision });
-      return;
-    }
-    case "toolResult": {
-      const key = `${runId}/${payload.value.callId}`;
-      const call = calls.get(key) ?? { tool: "unknown", decision: "unspecified" };
-      calls.delete(key);
-      const r = payload.value;
-      const outcome = r.ok ? "ok" : (OUTCOMES[r.error?.code ?? ""] ?? "error");
-      metrics.toolCalls.inc({ tool: call.tool, decision: call.decision, outcome });
-      metrics.toolDuration.observe({ tool: call.tool }, Number(r.durationMs) / 1000);
-      return;
-    }
     default:
       return;
   }
 }
 
-function remember(runId: string, callId: string, part: Partial<Pending>): void {
-  const key = `${runId}/${callId}`;
-  const was = calls.get(key) ?? { tool: "unknown", decision: "unspecified" };
-  calls.set(key, { ...was, ...part });
-  if (calls.size > CALLS_MAX) calls.delete(calls.keys().next().value as string);
+/** The kernel's decision paths as labels ("none": the call never reached a decision). */
+const PATHS: Record<string, string> = {
+  auto: "auto",
+  "preview+auto": "preview_auto",
+  "preview+approval": "preview_approval",
+  deny: "deny",
+};
+
+/**
+ * A tool.result recorded for a call of `tool` decided `path`: counted by whoever records
+ * it (the kernel, or the driver for a call it settles) — not from the event stream, since
+ * the call and its result may be recorded by two workers (an approval in between, a
+ * takeover).
+ */
+export function observeToolResult(tool: string, path: string, r: ToolResult): void {
+  const label = bounded("tool", tool);
+  const outcome = r.ok ? "ok" : (OUTCOMES[r.error?.code ?? ""] ?? "error");
+  metrics.toolCalls.inc({ tool: label, decision: PATHS[path] ?? "none", outcome });
+  metrics.toolDuration.observe({ tool: label }, Number(r.durationMs) / 1000);
 }
 
 /** An approval resolved now (by a person or by expiry): how long it waited. */

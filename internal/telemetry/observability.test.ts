@@ -250,8 +250,11 @@ it("run B, paused, resumed and taken over, is one trace: the caller's", async ()
   assert.equal(create?.parentSpanId, CALLER_SPAN);
   const drives = ofRun.filter((x) => x.name === "invoke_agent agentd");
   for (const d of drives) assert.equal(d.parentSpanId, create?.spanId);
+  // The victim's own drive never ended (no span); the pause and the takeover's did.
+  assert.ok(drives.length >= 2, `at least two drives: ${drives.length}`);
   const pids = new Set(drives.map((d) => d.resource["process.pid"]));
-  assert.ok(pids.size >= 2, `drives by at least two workers: ${[...pids].join(", ")}`);
+  const taker = c.workers.find((p) => p !== victim) as AgentdProcess;
+  assert.ok(pids.has(taker.pid), `the taker's drive is in the trace: ${[...pids].join(", ")}`);
   const outcomes = drives.map((d) => d.attributes["agentd.run.outcome"]);
   assert.ok(outcomes.includes("paused") && outcomes.includes("completed"), outcomes.join(", "));
   const chat = ofRun.find((x) => x.name.startsWith("chat "));
@@ -262,7 +265,6 @@ it("run B, paused, resumed and taken over, is one trace: the caller's", async ()
   const dump = JSON.stringify(otlp.spans.map((x) => [x.attributes, x.status]));
   assert.ok(!dump.includes("observability-marker"), "no tool input or output in any attribute");
   // The log line a drive writes in its span carries the trace and that span's id.
-  const taker = c.workers.find((p) => p !== victim) as AgentdProcess;
   const ended = taker
     .output()
     .split("\n")

@@ -128,7 +128,9 @@ it("a 2 GB write stops at the workspace size; the run fails ETOOLARGE without th
   );
   assert.equal(stub.requests.length, 4, "each model turn once (two for the warm-up)");
   // The peak is garbage (a gigabyte of socket reads) waiting for V8's next collection:
-  // 44-165 MiB here depending on when it comes; what the worker keeps is a few MiB.
-  assert.ok(growth < 200, `worker RSS grew ${growth.toFixed(0)} MiB`);
+  // 44-210 MiB here depending on when it comes (183-208 MiB on a loaded 2-core machine,
+  // before and after the telemetry work); a worker holding the file would show over
+  // 1024 MiB. What the worker keeps after a collection is a few MiB (`retained`).
+  assert.ok(growth < 256, `worker RSS grew ${growth.toFixed(0)} MiB`);
   assert.ok(retained < 32, `the worker kept ${retained.toFixed(0)} MiB`);
 });

@@ -9,6 +9,7 @@ import type { PendingCall } from "../engine/context.ts";
 import type { EngineToolCall } from "../engine/port.ts";
 import { ToolCallSchema, ToolResultSchema } from "../gen/agentd/v1/events_pb.js";
 import type { KernelRun } from "../kernel/kernel.ts";
+import { observeToolResult } from "../telemetry/event-metrics.ts";
 import type { Drive } from "./drive.ts";
 import type { Next } from "./run-driver.ts";
 
@@ -20,18 +21,17 @@ export async function settleOpenCalls(d: Drive, pending: readonly PendingCall[])
     if (p.approval === undefined) {
       // The call started under an owner that died or let go; start() killed everything it
       // left in the container, so its effect is over but unknown. The model decides.
-      await d.writer.append({
-        case: "toolResult",
-        value: create(ToolResultSchema, {
-          callId: p.callId,
-          ok: false,
-          error: {
-            code: "interrupted",
-            message:
-              "the worker running this call stopped; its processes were killed; its effect is unknown",
-          },
-        }),
+      const result = create(ToolResultSchema, {
+        callId: p.callId,
+        ok: false,
+        error: {
+          code: "interrupted",
+          message:
+            "the worker running this call stopped; its processes were killed; its effect is unknown",
+        },
       });
+      await d.writer.append({ case: "toolResult", value: result });
+      observeToolResult(p.tool, "none", result);
     } else if (p.approval.state === "awaiting") {
       return { to: "hold" };
     } else {
@@ -63,10 +63,9 @@ export async function answerMalformed(
         inputJson: JSON.stringify(b.input ?? null),
       }),
     });
-    await d.writer.append({
-      case: "toolResult",
-      value: create(ToolResultSchema, { callId: b.callId, ok: false, error: b.error }),
-    });
+    const result = create(ToolResultSchema, { callId: b.callId, ok: false, error: b.error });
+    await d.writer.append({ case: "toolResult", value: result });
+    observeToolResult(b.tool, "none", result);
   }
 }
 
