@@ -129,7 +129,7 @@ function decideWithTelemetry(c: ProposedCall): void {
   });
   const d = kernel.decideCall(c, counters);
   traceDecision(span, c.callId, c.tool, d);
-  for (const p of events.get(c.callId) ?? []) observeEvent("bench", p);
+  for (const p of events.get(c.callId) ?? []) observeEvent(p);
   span.end();
 }
 

@@ -37,6 +37,7 @@ import { resumeIfResolved } from "../scheduler/resume.ts";
 import { observeApprovalWait } from "../telemetry/event-metrics.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
+import { annotateRpc } from "./interceptors/tracing.ts";
 import { decodePageToken, encodePageToken, pageSizeField, textField } from "./validate.ts";
 
 const RETRIES = 5;
@@ -183,6 +184,11 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
     }
     textField("reason", req.reason, 4096);
     const wanted = req.decision === ApprovalDecision.APPROVE ? "approved" : "denied";
+    annotateRpc(ctx.values, {
+      "agentd.run.id": runId,
+      "agentd.approval.id": req.approvalId,
+      "agentd.approval.decision": wanted,
+    });
     for (let attempt = 0; ; attempt++) {
       const { approvals, headSeq, sessionId, endedBy } = await approvalsOf(
         deps,

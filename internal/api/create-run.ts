@@ -17,7 +17,7 @@ import { traceParentFor } from "../telemetry/trace-context.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, type BudgetMax, DEFAULT_BUDGET_MAX } from "./deps.ts";
 import { claimRun, idempotencyKeyField, requestDigest } from "./idempotent-create.ts";
-import { kTraceContext } from "./interceptors/tracing.ts";
+import { annotateRpc, kTraceContext } from "./interceptors/tracing.ts";
 import { validateLabels } from "./labels.ts";
 import { uploadedWorkspace } from "./upload-workspace.ts";
 import { SESSION_RE, textField } from "./validate.ts";
@@ -87,6 +87,7 @@ export function createRunHandler(deps: ApiDeps) {
       ({ runId, release } = claimed);
     }
     const sessionId = req.sessionId || ulid();
+    annotateRpc(ctx.values, { "agentd.run.id": runId, "gen_ai.conversation.id": sessionId });
     const ev = await appendQueued(release, () =>
       deps.log.append({
         runId,

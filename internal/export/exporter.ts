@@ -19,10 +19,14 @@ export function startExporter(sinks: readonly Sink[], deps: Omit<RunnerDeps, "ho
   const closers: (() => Promise<void>)[] = [];
   const runners: SinkRunner[] = sinks.map((sink) => {
     if (sink.type === "webhook")
-      return startSinkRunner(sink, (item, attempt) => deliverWebhook(sink, item, attempt), {
-        ...deps,
-        holder,
-      });
+      return startSinkRunner(
+        sink,
+        (item, attempt, signal) => deliverWebhook(sink, item, attempt, signal),
+        {
+          ...deps,
+          holder,
+        },
+      );
     const otlp = createOtlpLogs(sink, deps.log);
     closers.push(() => otlp.close());
     return startSinkRunner(sink, (item) => otlp.deliver(item), { ...deps, holder });

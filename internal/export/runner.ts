@@ -19,7 +19,8 @@ import { createBackoff } from "../worker/backoff.ts";
 import type { Sink } from "./config.ts";
 import type { ExportState } from "./state.ts";
 
-export type Deliver = (item: FeedItem, attempt: number) => Promise<void>;
+/** Delivers one event; `signal` aborts when the runner stops (end the request at once). */
+export type Deliver = (item: FeedItem, attempt: number, signal: AbortSignal) => Promise<void>;
 
 export interface RunnerDeps {
   log: EventLog;
@@ -150,7 +151,7 @@ async function deliverOne(
         Math.max(0, Date.now() / 1000 - Number(ts.seconds)),
       );
     try {
-      await deliver(item, attempt);
+      await deliver(item, attempt, signal);
       metrics.exportDeliveries.inc({ sink: sink.name, result: "ok" });
       return;
     } catch (err) {

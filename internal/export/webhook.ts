@@ -43,13 +43,17 @@ export async function deliverWebhook(
   sink: WebhookConfig,
   item: FeedItem,
   attempt: number,
+  stop?: AbortSignal,
   now = Date.now(),
 ): Promise<void> {
   const body = item.event.json;
   const res = await fetch(sink.url, {
     method: "POST",
     redirect: "manual",
-    signal: AbortSignal.timeout(sink.timeoutMs),
+    signal:
+      stop === undefined
+        ? AbortSignal.timeout(sink.timeoutMs)
+        : AbortSignal.any([AbortSignal.timeout(sink.timeoutMs), stop]),
     headers: {
       ...sink.headers,
       "content-type": "application/json",

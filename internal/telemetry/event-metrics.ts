@@ -31,7 +31,7 @@ export function decisionLabel(d: Decision): string {
 }
 
 /** Counts one appended event. */
-export function observeEvent(runId: string, payload: EventPayload): void {
+export function observeEvent(payload: EventPayload): void {
   switch (payload.case) {
     case "runQueued":
       metrics.runsCreated.inc();

@@ -17,7 +17,7 @@ export function instrumentEventLog(log: EventLog): EventLog {
     const ev = await log.append(req);
     duration.observe((performance.now() - t0) / 1000);
     appended.inc();
-    observeEvent(req.runId, req.payload);
+    observeEvent(req.payload);
     return ev;
   };
   // A proxy, not a copy: adapters keep private fields (methods run on the adapter itself)

@@ -28,6 +28,7 @@ import { startPrometheus, type TestPrometheus } from "../testing/prometheus.ts";
 import { createRunWatch, payloads, type RunWatch } from "../testing/run-watch.ts";
 import { tarOf } from "../testing/tar.ts";
 import { decisionLabel } from "./event-metrics.ts";
+import { REFRESH_MIN_INTERVAL_MS } from "./scrape.ts";
 
 const SECRET_COMMAND = "echo observability-marker-7f3a > out.txt";
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -176,8 +177,9 @@ it("Prometheus scrapes server and workers; PromQL counts what run A did", async 
 
 it("a scrape during a Redis pause answers at once with agentd_event_log_up 0", async () => {
   const admin = c.redis.client();
-  const paused = admin.call("CLIENT", "PAUSE", "4000", "ALL");
-  await paused;
+  await admin.call("CLIENT", "PAUSE", "4000", "ALL");
+  // Scrapes within REFRESH_MIN_INTERVAL_MS of the last refresh share it: wait it out.
+  await new Promise((r) => setTimeout(r, REFRESH_MIN_INTERVAL_MS + 100));
   try {
     for (const url of [c.server.url, `http://${healthAddr(c.workers[0] as AgentdProcess)}`]) {
       const t0 = Date.now();
@@ -195,8 +197,15 @@ it("a scrape during a Redis pause answers at once with agentd_event_log_up 0", a
   } finally {
     await admin.call("CLIENT", "UNPAUSE");
   }
-  const up = await fetch(`${c.server.url}/metrics`).then((r) => r.text());
-  assert.match(up, /^agentd_event_log_up 1$/m);
+  // Back up within a few scrapes once Redis answers again.
+  await w.until(
+    "agentd_event_log_up 1 again",
+    async () => {
+      const text = await fetch(`${c.server.url}/metrics`).then((r) => r.text());
+      return /^agentd_event_log_up 1$/m.test(text) ? true : undefined;
+    },
+    10_000,
+  );
   const health = await fetch(`http://${healthAddr(c.workers[1] as AgentdProcess)}/healthz`);
   assert.equal(health.status, 200);
 });
@@ -241,8 +250,16 @@ it("run B, paused, resumed and taken over, is one trace: the caller's", async ()
     [...names].some((n) => n.startsWith("chat ")),
     `a chat span: ${[...names].join(", ")}`,
   );
-  // Every span that names the run is in the caller's trace.
-  const named = otlp.spans.filter((x) => x.attributes["agentd.run.id"] === s.runId);
+  // Every span that names the run is in the caller's trace, but the approver's RPC (the
+  // approver's own trace), which names the approval and its decision.
+  const RESOLVE = "agentd.v1.RunService/ResolveApproval";
+  const resolved = otlp.spans.find(
+    (x) => x.name === RESOLVE && x.attributes["agentd.run.id"] === s.runId,
+  );
+  assert.equal(resolved?.attributes["agentd.approval.decision"], "approved");
+  const named = otlp.spans.filter(
+    (x) => x.attributes["agentd.run.id"] === s.runId && x.name !== RESOLVE,
+  );
   assert.ok(named.length > 0);
   for (const x of named) assert.equal(x.traceId, TRACE_ID, `${x.name} in the caller's trace`);
   // The CreateRun span is the caller's span's child; drives hang under CreateRun.

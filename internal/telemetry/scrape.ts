@@ -18,9 +18,29 @@ export function onScrape(fn: Refresher): () => void {
   return () => refreshers.delete(fn);
 }
 
+/**
+ * Scrapes closer together than this share one refresh (concurrent ones wait for the same):
+ * /metrics needs no token, so a flood of scrapes must not become a flood of Redis work.
+ */
+export const REFRESH_MIN_INTERVAL_MS = 500;
+let inflight: Promise<void> | undefined;
+let refreshedAt = 0;
+
+function refresh(): Promise<void> {
+  if (inflight !== undefined) return inflight;
+  if (Date.now() - refreshedAt < REFRESH_MIN_INTERVAL_MS) return Promise.resolve();
+  inflight = Promise.all([...refreshers].map((fn) => withDeadline(fn(), SCRAPE_DEADLINE_MS)))
+    .then(() => undefined)
+    .finally(() => {
+      inflight = undefined;
+      refreshedAt = Date.now();
+    });
+  return inflight;
+}
+
 /** The exposition text (Prometheus text format 0.0.4) and its content type. */
 export async function scrape(): Promise<{ contentType: string; body: string }> {
-  await Promise.all([...refreshers].map((fn) => withDeadline(fn(), SCRAPE_DEADLINE_MS)));
+  await refresh();
   return { contentType: registry.contentType, body: await registry.metrics() };
 }
 

@@ -73,3 +73,12 @@ export function traceInterceptor(): Interceptor {
     };
   };
 }
+
+/** Adds `agentd.*` attributes (ids and decisions only) to the RPC's span, if it records. */
+export function annotateRpc(
+  values: { get<T>(key: ContextKey<T>): T },
+  attributes: Record<string, string>,
+): void {
+  const ctx = values.get(kTraceContext);
+  if (ctx !== undefined) trace.getSpan(ctx)?.setAttributes(attributes);
+}
