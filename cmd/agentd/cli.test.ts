@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -53,14 +53,48 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
       "cancel-wait-ms",
       "event-log",
       "listen",
+      "export-config",
     ])
       assert.match(server, new RegExp(`^  --${f}\\b`, "m"), f);
+    assert.match(server, /--listen VALUE\n.*\(default 127\.0\.0\.1:7070\)/);
     const worker = agentd(["worker", "--help"]).stdout;
-    for (const f of ["concurrency", "lease-ttl-ms", "redis-timeout-ms", "shutdown-grace-ms"])
+    for (const f of [
+      "concurrency",
+      "lease-ttl-ms",
+      "redis-timeout-ms",
+      "shutdown-grace-ms",
+      "listen",
+    ])
       assert.match(worker, new RegExp(`^  --${f}\\b`, "m"), f);
+    // The worker's health port is off unless asked for: no default shown.
+    assert.match(worker, /--listen VALUE\n[^\n]*off unless set\n\s+env: AGENTD_LISTEN/);
+    assert.doesNotMatch(agentd(["worker", "--help"]).stdout, /--export-config/);
     const refused = agentd(["server", "--concurrency", "2"]);
     assert.equal(refused.code, 2);
     assert.match(refused.stderr, /--concurrency is not a flag of agentd server/);
+  });
+
+  it("a broken export config stops the start: every problem by file, line and field", () => {
+    const file = join(dir, "export.yaml");
+    writeFileSync(
+      file,
+      "sinks:\n  - name: hook\n    type: webhook\n    url: ftp://nope\n    secret: $ENV.AGENTD_TEST_UNSET_KEY\n",
+    );
+    // The config is read before anything is opened: no Redis is needed to be refused.
+    const r = agentd([
+      "server",
+      "--event-log",
+      "redis://127.0.0.1:1",
+      "--insecure-no-auth",
+      "--export-config",
+      file,
+    ]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(
+      r.stderr,
+      new RegExp(`${file}:4:10: sinks\\.0\\.url: must be an http:// or https:// URL`),
+    );
+    assert.doesNotMatch(r.stderr, /\n\s+at /, "no stack trace");
   });
 
   it("a port already in use is one clear line, exit 1, no stack trace", async () => {

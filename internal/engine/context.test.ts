@@ -379,6 +379,27 @@ describe("assembleContext", () => {
     ]);
   });
 
+  it("usage.updated between a step's text and its calls keeps them one message", () => {
+    // The order a step is recorded in: deltas, usage.updated, output.message, the calls.
+    const log = new Log();
+    log.add({ case: "runQueued", value: { prompt: "t" } });
+    log.text("Running ", "the tests.");
+    log.add({ case: "usageUpdated", value: { usage: { inputTokens: 10n, outputTokens: 3n } } });
+    log.add({ case: "outputMessage", value: { role: "assistant", text: "Running the tests." } });
+    log.call("c1", "test.run", {});
+    log.ok("c1", { exitCode: 1 });
+    const ctx = assembleContext({ events: log.events, systemPrompt: "x", budgetTokens: 1000 });
+    assert.deepEqual(ctx.messages, [
+      { role: "user", text: "t" },
+      {
+        role: "assistant",
+        text: "Running the tests.",
+        toolCalls: [{ callId: "c1", tool: "test.run", input: {} }],
+      },
+      { role: "tool", callId: "c1", tool: "test.run", output: { exitCode: 1 } },
+    ]);
+  });
+
   it("cuts a huge tool output in the context, keeping its structure", () => {
     const log = new Log();
     log.add({ case: "runQueued", value: { prompt: "t" } });

@@ -126,6 +126,10 @@ const MESSAGE_OVERHEAD_TOKENS = 4;
 /** Event types that do not end an assistant turn (text deltas around them join). */
 const TRANSPARENT = new Set([
   "tool.output",
+  // Recorded after each model step, between the step's text and its calls: it must not
+  // split them into two messages (a model would see its calls without their preamble,
+  // and a replay would no longer match its transcript).
+  "usage.updated",
   "policy.decision",
   "approval.requested",
   "approval.resolved",
