@@ -14,6 +14,7 @@ export type ErrorCode =
   | "EFENCED" // a stale writer (old lease epoch) tried to append
   | "EOUTOFRANGE" // a position past the end (e.g. after_seq beyond the last seq)
   | "ETOOLARGE" // a payload over its limit
+  | "EBUSY" // a per-caller limit of concurrent work is reached (e.g. open event watches)
   | "ETIMEOUT"
   | "EUNAVAILABLE" // a dependency (Redis, disk) cannot be reached
   | "EUNIMPLEMENTED" // behaviour that lands in a later issue

@@ -386,16 +386,13 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         approvalHoldMs: cfg["approval-hold-ms"],
       },
     });
-    worker.start();
     if (mode === "worker" && cfg.listen !== undefined) {
-      const w = worker;
+      // Before the first claim: a port that cannot be had stops the start holding no run.
       healthPort = createHealthPort({ ready: async () => !stopping && (await ready(log)) });
       const addr = await healthPort.listen(cfg.listen.host, cfg.listen.port);
-      logger.info(
-        { addr: `${addr.address}:${addr.port}`, active: w.active() },
-        "health port listening",
-      );
+      logger.info({ addr: `${addr.address}:${addr.port}` }, "health port listening");
     }
+    worker.start();
     // Containers of runs that ended (or whose worker died before removing them) go, now
     // and every minute.
     const reap = (): void =>

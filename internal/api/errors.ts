@@ -23,6 +23,7 @@ const CODES: Record<ErrorCode, Code> = {
   EENDED: Code.FailedPrecondition,
   EOUTOFRANGE: Code.OutOfRange,
   ETOOLARGE: Code.ResourceExhausted,
+  EBUSY: Code.ResourceExhausted,
   ETIMEOUT: Code.DeadlineExceeded,
   EUNAVAILABLE: Code.Unavailable,
   EUNIMPLEMENTED: Code.Unimplemented,

@@ -31,6 +31,34 @@ const PAGE = 256;
 const MAX_TYPES = 64;
 const TYPE_RE = /^[a-z][a-z_]*(\.[a-z_]+)*(\.\*)?$/;
 const CURSOR_RE = /^(\d{1,20}(?:-\d{1,20})?):(\d{1,19})$/;
+/** Redis stream ids are two unsigned 64-bit numbers. */
+const U64_MAX = 2n ** 64n - 1n;
+
+/**
+ * Tenant-wide watches one tenant may hold open on one server at once (WatchEvents and
+ * GET /v1/events together): each polls the feed, so they are a cost on Redis.
+ */
+export const MAX_WATCHES_PER_TENANT = 32;
+const watching = new Map<string, number>();
+
+/** Takes a watch slot for `tenantId` (RESOURCE_EXHAUSTED when none is left); call the result to give it back. */
+export function watchSlot(tenantId: string): () => void {
+  const n = watching.get(tenantId) ?? 0;
+  if (n >= MAX_WATCHES_PER_TENANT)
+    throw new AgentdError(
+      "EBUSY",
+      `tenant ${tenantId} already has ${n} event watches open on this server (at most ${MAX_WATCHES_PER_TENANT})`,
+    );
+  watching.set(tenantId, n + 1);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    const left = (watching.get(tenantId) ?? 1) - 1;
+    if (left <= 0) watching.delete(tenantId);
+    else watching.set(tenantId, left);
+  };
+}
 
 /** Validated filters and start; errors name the field. */
 export interface FeedPlan {
@@ -66,7 +94,8 @@ export function planFeed(
   if (q.cursor === "")
     return { from: "", skipThrough: 0, mustFind: false, atHead: !q.fromOldest, wantType, selector };
   const m = CURSOR_RE.exec(q.cursor);
-  if (m === null)
+  const tooBig = (m?.[1] ?? "").split("-").some((part) => BigInt(part) > U64_MAX);
+  if (m === null || tooBig)
     throw invalid(field.cursor, "is not a cursor of this feed (give back one it returned)");
   return {
     from: m[1] as string,
@@ -78,33 +107,81 @@ export function planFeed(
   };
 }
 
-/** One tenant's feed from the plan on, live, until `signal` aborts. */
-export function followTenantFeed(
-  deps: Pick<ApiDeps, "log" | "runs">,
-  tenantId: string,
-  plan: FeedPlan,
-  signal: AbortSignal,
-): AsyncGenerator<FeedItem> {
-  return followFeed(deps, (t) => t === tenantId, plan, signal);
+/** Where a follower starts, checked against the feed (see openFeed). */
+export interface FeedStart {
+  from: string;
+  skipThrough: number;
+  /** The entry `from` must be the first one read. */
+  mustFind: boolean;
+  /** Whether a missing `from` means the caller's cursor (else: the follower fell behind). */
+  fromCursor: boolean;
 }
 
-/** The feed of the tenants `accept` takes, from the plan on, live, until `signal` aborts. */
-export async function* followFeed(
+/**
+ * Resolves the plan's start against the feed now — the head for "from now", and a
+ * cursor's entry must still be there (OUT_OF_RANGE otherwise) — so a caller can answer
+ * errors before it starts a response. Then follows live until `signal` aborts.
+ * `onProgress(cursor, caughtUp)` is called after each page whose events were all taken:
+ * a cursor a consumer may save even when nothing matched its filters.
+ */
+export async function openFeed(
   deps: Pick<ApiDeps, "log" | "runs">,
   accept: (tenantId: string) => boolean,
   plan: FeedPlan,
   signal: AbortSignal,
-): AsyncGenerator<FeedItem> {
-  let { from, skipThrough } = plan;
+  onProgress?: (cursor: string, caughtUp: boolean) => void | Promise<void>,
+): Promise<AsyncGenerator<FeedItem>> {
+  const start = await startOf(deps, plan);
+  return follow(deps, accept, plan, start, signal, onProgress);
+}
+
+/** One tenant's feed, as openFeed. */
+export async function openTenantFeed(
+  deps: Pick<ApiDeps, "log" | "runs">,
+  tenantId: string,
+  plan: FeedPlan,
+  signal: AbortSignal,
+): Promise<AsyncGenerator<FeedItem>> {
+  return openFeed(deps, (t) => t === tenantId, plan, signal);
+}
+
+async function startOf(deps: Pick<ApiDeps, "log">, plan: FeedPlan): Promise<FeedStart> {
   if (plan.atHead) {
-    from = await deps.log.feedHead();
-    skipThrough = Number.POSITIVE_INFINITY;
+    const head = await deps.log.feedHead();
+    return {
+      from: head,
+      skipThrough: Number.POSITIVE_INFINITY,
+      mustFind: head !== "",
+      fromCursor: false,
+    };
   }
-  let mustFind = plan.mustFind || from !== "";
+  const start = {
+    from: plan.from,
+    skipThrough: plan.skipThrough,
+    mustFind: plan.mustFind,
+    fromCursor: plan.mustFind,
+  };
+  if (start.mustFind && (await deps.log.readFeed(start.from, 1))[0]?.id !== start.from)
+    throw fellBehind(true);
+  return start;
+}
+
+/** The largest seq a cursor names: "every event of this entry" (an entry ends below it). */
+export const WHOLE_ENTRY = "9999999999999999999";
+
+async function* follow(
+  deps: Pick<ApiDeps, "log" | "runs">,
+  accept: (tenantId: string) => boolean,
+  plan: FeedPlan,
+  start: FeedStart,
+  signal: AbortSignal,
+  onProgress?: (cursor: string, caughtUp: boolean) => void | Promise<void>,
+): AsyncGenerator<FeedItem> {
+  let { from, skipThrough, mustFind } = start;
   const labels = createLabelCache(deps);
   while (!signal.aborted) {
     const page = await deps.log.readFeed(from, PAGE);
-    if (mustFind && page[0]?.id !== from) throw fellBehind(plan.mustFind);
+    if (mustFind && page[0]?.id !== from) throw fellBehind(start.fromCursor && from === start.from);
     for (const entry of page) {
       const after = entry.id === from ? skipThrough : 0;
       if (!accept(entry.tenantId) || after >= entry.toSeq) continue;
@@ -120,6 +197,7 @@ export async function* followFeed(
       from = last.id;
       skipThrough = Number.POSITIVE_INFINITY;
       mustFind = true;
+      await onProgress?.(`${last.id}:${WHOLE_ENTRY}`, page.length < PAGE);
     }
     if (page.length < PAGE) await sleep(POLL_MS, signal);
   }

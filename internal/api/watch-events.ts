@@ -11,7 +11,7 @@ import type {
 import { metrics } from "../telemetry/metrics.ts";
 import { principalOf } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
-import { followTenantFeed, planFeed } from "./tenant-feed.ts";
+import { openTenantFeed, planFeed, watchSlot } from "./tenant-feed.ts";
 
 export function watchEventsHandler(deps: ApiDeps) {
   return async function* (
@@ -25,13 +25,15 @@ export function watchEventsHandler(deps: ApiDeps) {
       types: req.types,
       labelSelector: req.labelSelector,
     });
+    const release = watchSlot(principal.tenantId);
     const open = metrics.streamsOpen.labels({ kind: "watch" });
     open.inc();
     try {
-      for await (const item of followTenantFeed(deps, principal.tenantId, plan, ctx.signal))
-        yield { event: item.event.event, cursor: item.cursor };
+      const items = await openTenantFeed(deps, principal.tenantId, plan, ctx.signal);
+      for await (const item of items) yield { event: item.event.event, cursor: item.cursor };
     } finally {
       open.dec();
+      release();
     }
     // Only the call's signal ends the feed: say why instead of a normal end (OK).
     throw ConnectError.from(ctx.signal.reason ?? "the feed stopped", Code.Canceled);

@@ -89,3 +89,29 @@ it("a feed line lost in a crash (after the run's write) is added again at the ne
     rmSync(d, { recursive: true, force: true });
   }
 });
+
+it("a feed with a hole in the middle (a lost or garbled line) covers every event after a restart", async () => {
+  const d = mkdtempSync(join(tmpdir(), "agentd-filefeed-"));
+  try {
+    let log = await openFileEventLog({ dir: d });
+    const runId = ulid();
+    await log.append(queued(runId, "t1"));
+    for (let i = 0; i < 4; i++) await log.append(delta(runId, `y${i}`));
+    await log.close();
+    const path = join(d, "feed.ndjson");
+    const lines = readFileSync(path, "utf8").trimEnd().split("\n");
+    lines[2] = "{garbled";
+    writeFileSync(path, `${lines.join("\n")}\n`);
+    log = await openFileEventLog({ dir: d });
+    const feed = await log.readFeed("", 100);
+    assert.equal(feed[2]?.runId, "", "the garbled line keeps its id and covers nothing");
+    const seqs = feed
+      .filter((e) => e.runId === runId)
+      .flatMap((e) => Array.from({ length: e.toSeq - e.fromSeq + 1 }, (_, i) => e.fromSeq + i))
+      .sort((a, b) => a - b);
+    assert.deepEqual(seqs, [1, 2, 3, 4, 5], "the hole is filled, nothing twice");
+    await log.close();
+  } finally {
+    rmSync(d, { recursive: true, force: true });
+  }
+});

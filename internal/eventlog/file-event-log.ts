@@ -94,6 +94,8 @@ export class FileEventLog implements EventLog {
   readonly #batcher: AppendBatcher;
   readonly #feed: LiveFeed;
   readonly #wide: FileFeed;
+  /** Set when the feed could not be written: the log refuses appends from then on. */
+  #feedBroken: AgentdError | undefined;
   #closed = false;
 
   constructor(dir: string, fsync: boolean, unlock: () => void, feed: FileFeed) {
@@ -211,6 +213,7 @@ export class FileEventLog implements EventLog {
 
   append(req: AppendRequest): Promise<LoggedEvent> {
     if (this.#closed) return Promise.reject(new AgentdError("EUNAVAILABLE", "event log is closed"));
+    if (this.#feedBroken !== undefined) return Promise.reject(this.#feedBroken);
     return this.#batcher.append(req);
   }
 
@@ -245,26 +248,33 @@ export class FileEventLog implements EventLog {
     const from = run.lines.length + 1;
     for (const e of c.events) run.lines.push(e.json);
     run.hash = c.events[c.events.length - 1]?.hash ?? run.hash;
-    if (c.events.length > 0) {
-      try {
-        await this.#wide.add(c.runId, run.meta.tenantId, from, run.lines.length);
-      } catch (err) {
-        // Stored but not in the feed: the next start adds it (FileFeed.recover).
-        throw new AgentdError(
-          "EIO",
-          `run ${c.runId}: feed append failed: ${(err as Error).message}`,
-          {
-            cause: err,
-          },
-        );
-      }
-    }
     if (c.ends !== undefined && c.events.length > 0) run.ended = c.ends;
+    // The commit is stored: it is applied whatever happens to its feed entry below.
+    if (c.events.length > 0)
+      await this.#feedEntry(c.runId, run.meta.tenantId, from, run.lines.length);
     for (const e of c.events) {
       const ev = new LoggedEvent(c.runId, e.seq, e.json);
       for (const l of run.listeners) l(ev);
     }
     return { kind: "ok" };
+  }
+
+  /**
+   * The commit's feed entry. A feed that cannot be written stops the log (every later
+   * append fails EIO, and /readyz says not ready): the feed's ids must stay what readers
+   * saw, so nothing may be appended past a hole. The next start adds what is missing.
+   */
+  async #feedEntry(runId: string, tenantId: string, from: number, to: number): Promise<void> {
+    if (this.#feedBroken !== undefined) return;
+    try {
+      await this.#wide.add(runId, tenantId, from, to);
+    } catch (err) {
+      this.#feedBroken = new AgentdError(
+        "EIO",
+        `the event feed (feed.ndjson) could not be written (${(err as Error).message}); restart agentd to recover it`,
+        { cause: err },
+      );
+    }
   }
 
   async readFeed(from: string, limit: number): Promise<FeedEntry[]> {
@@ -346,6 +356,7 @@ export class FileEventLog implements EventLog {
 
   async ping(): Promise<void> {
     if (this.#closed) throw new AgentdError("EUNAVAILABLE", "event log is closed");
+    if (this.#feedBroken !== undefined) throw this.#feedBroken;
   }
 
   async close(): Promise<void> {

@@ -2,8 +2,8 @@
  * The embedded log's log-wide feed (see EventLog.readFeed): one line per applied commit in
  * `feed.ndjson` ({r: run, t: tenant, a: first seq, b: last seq}); an entry's id is its line
  * number. Lines are written in id order, after the run's own write and before the append is
- * acknowledged. After a crash, commits whose line never made it are added again at load
- * (recover): the feed always covers every stored event. Must never: rewrite a line but a
+ * acknowledged (a feed that cannot be written stops the log: no id may move). After a crash,
+ * the events no line covers are added at load (recover): the feed covers every stored event. Must never: rewrite a line but a
  * torn last one, or give two entries one id.
  */
 import { type FileHandle, open, readFile, truncate } from "node:fs/promises";
@@ -36,22 +36,25 @@ export class FileFeed {
     });
     const end = text.lastIndexOf("\n") + 1;
     if (end < text.length) await truncate(this.#path, Buffer.byteLength(text.slice(0, end)));
-    for (const raw of end === 0 ? [] : text.slice(0, end - 1).split("\n")) {
-      const l = JSON.parse(raw) as Line;
-      this.#push(l);
-    }
+    for (const raw of end === 0 ? [] : text.slice(0, end - 1).split("\n")) this.#push(lineOf(raw));
     this.#fh = await open(this.#path, "a");
   }
 
-  /** Adds entries for events a crash left out of the feed (per run: seqs after its last). */
+  /**
+   * Adds entries for the events a crash (or a failed feed write) left out of the feed: per
+   * run, every range of seqs no entry covers, after everything else, in run id order.
+   */
   async recover(runs: Iterable<{ runId: string; tenantId: string; seq: number }>): Promise<void> {
-    const last = new Map<string, number>();
-    for (const e of this.#entries) last.set(e.runId, Math.max(last.get(e.runId) ?? 0, e.toSeq));
-    const missing = [...runs]
-      .filter((r) => r.seq > (last.get(r.runId) ?? 0))
-      .sort((x, y) => (x.runId < y.runId ? -1 : 1));
-    for (const r of missing)
-      await this.add(r.runId, r.tenantId, (last.get(r.runId) ?? 0) + 1, r.seq);
+    const covered = new Map<string, [number, number][]>();
+    for (const e of this.#entries) {
+      const list = covered.get(e.runId) ?? [];
+      list.push([e.fromSeq, e.toSeq]);
+      covered.set(e.runId, list);
+    }
+    const sorted = [...runs].sort((x, y) => (x.runId < y.runId ? -1 : 1));
+    for (const r of sorted)
+      for (const [a, b] of holes(covered.get(r.runId) ?? [], r.seq))
+        await this.add(r.runId, r.tenantId, a, b);
   }
 
   /**
@@ -96,4 +99,33 @@ export class FileFeed {
       toSeq: l.b,
     });
   }
+}
+
+/** The ranges of 1..last that no range of `have` covers. */
+function holes(have: [number, number][], last: number): [number, number][] {
+  const out: [number, number][] = [];
+  let next = 1;
+  for (const [a, b] of [...have].sort((x, y) => x[0] - y[0])) {
+    if (a > next) out.push([next, Math.min(a - 1, last)]);
+    next = Math.max(next, b + 1);
+  }
+  if (next <= last) out.push([next, last]);
+  return out.filter(([a, b]) => a <= b);
+}
+
+/** A stored line; one that does not parse keeps its id and covers nothing (recover fills in). */
+function lineOf(raw: string): Line {
+  try {
+    const l = JSON.parse(raw) as Partial<Line>;
+    if (
+      typeof l.r === "string" &&
+      typeof l.t === "string" &&
+      Number.isInteger(l.a) &&
+      Number.isInteger(l.b)
+    )
+      return l as Line;
+  } catch {
+    // below
+  }
+  return { r: "", t: "", a: 1, b: 0 };
 }

@@ -126,3 +126,20 @@ it("loadExportConfig: a missing file and a YAML error name the file", () => {
   writeFileSync(broken, "sinks: [\n");
   assert.throws(() => loadExportConfig(broken, ENV), /broken\.yaml:\d+:\d+: \(yaml\)/);
 });
+
+it("header values from $ENV (never echoed when wrong); an unset one is an error at its line", () => {
+  const text = (v: string) =>
+    `sinks:\n  - name: c\n    type: otlp-logs\n    endpoint: http://c/v1/logs\n    headers:\n      Authorization: ${v}\n`;
+  const ok = parseExportConfig(text("$ENV.OTLP_AUTH"), "h.yaml", { OTLP_AUTH: "Basic c2VjcmV0" });
+  assert.ok(ok.ok);
+  assert.equal(ok.sinks[0]?.headers.Authorization, "Basic c2VjcmV0");
+  const unset = parseExportConfig(text("$ENV.OTLP_AUTH"), "h.yaml", {});
+  assert.ok(!unset.ok);
+  assert.deepEqual(
+    [unset.errors[0]?.field, unset.errors[0]?.line],
+    ["sinks.0.headers.Authorization", 6],
+  );
+  const long = parseExportConfig(text(`Bearer ${"S".repeat(5000)}`), "h.yaml", {});
+  assert.ok(!long.ok);
+  assert.ok(!JSON.stringify(long.errors).includes("SSSS"), "a header value is never echoed");
+});

@@ -125,9 +125,9 @@ export function parseExportConfig(
   const parsed = ExportConfigSchema.safeParse(input);
   if (!parsed.success) {
     const errors = zodIssues(parsed.error.issues, input, ExportConfigSchema, at);
-    // A value given as `secret` may be a key pasted in by mistake: never echo it.
+    // A value given as `secret` or a header may be a key pasted in: never echo it.
     for (const e of errors)
-      if (/\.secret$/.test(e.field)) e.message = e.message.replace(/, got .*$/s, "");
+      if (/\.(secret|headers\..*)$/.test(e.field)) e.message = e.message.replace(/, got .*$/s, "");
     return { ok: false, errors };
   }
   const errors: YamlIssue[] = [];
@@ -139,18 +139,41 @@ export function parseExportConfig(
     names.add(s.name);
     if (s.backoff.maxMs < s.backoff.initialMs)
       errors.push(at(["sinks", i, "backoff", "maxMs"], false, "must be at least initialMs"));
+    const headers = resolveHeaders(s.headers, env, (name, message) =>
+      errors.push(at(["sinks", i, "headers", name], false, message)),
+    );
     if (s.type === "otlp-logs") {
-      sinks.push(s);
+      sinks.push({ ...s, headers });
       return;
     }
     const key = webhookKey(s, env, (field, message) =>
       errors.push(at(["sinks", i, field], false, message)),
     );
-    if (key !== undefined) sinks.push({ ...s, key });
+    if (key !== undefined) sinks.push({ ...s, headers, key });
   });
   return errors.length > 0
     ? { ok: false, errors }
     : { ok: true, sinks, leaseTtlMs: parsed.data.leaseTtlMs };
+}
+
+/** Header values, `$ENV.NAME` ones read from the environment (unset: an error). */
+function resolveHeaders(
+  headers: Record<string, string>,
+  env: Record<string, string | undefined>,
+  fail: (name: string, message: string) => void,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const m = ENV_RE.exec(value);
+    if (m === null) {
+      out[name] = value;
+      continue;
+    }
+    const v = env[m[1] as string];
+    if (v === undefined || v === "") fail(name, `the environment variable ${m[1]} is not set`);
+    else out[name] = v;
+  }
+  return out;
 }
 
 /** The HMAC key of a webhook, from `$ENV.NAME` or `secretFile` (exactly one of them). */

@@ -29,7 +29,10 @@ export function startExporter(sinks: readonly Sink[], deps: Omit<RunnerDeps, "ho
       );
     const otlp = createOtlpLogs(sink, deps.log);
     closers.push(() => otlp.close());
-    return startSinkRunner(sink, (item) => otlp.deliver(item), { ...deps, holder });
+    return startSinkRunner(sink, (item, _attempt, signal) => otlp.deliver(item, signal), {
+      ...deps,
+      holder,
+    });
   });
   return {
     async stop() {

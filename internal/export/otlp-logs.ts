@@ -27,7 +27,8 @@ const SCOPE = { name: "agentd.export", version: agentdVersion() };
 const ERROR_TYPES = new Set(["run.failed"]);
 
 export interface OtlpLogsDeliverer {
-  deliver(item: FeedItem): Promise<void>;
+  /** One record; a stop (`signal`) ends the wait at once (the request is left to its timeout). */
+  deliver(item: FeedItem, signal?: AbortSignal): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -39,14 +40,17 @@ export function createOtlpLogs(sink: OtlpLogsConfig, log: EventLog): OtlpLogsDel
   });
   const traces = createTraceCache(log);
   return {
-    async deliver(item) {
+    async deliver(item, signal) {
       const record = recordOf(item, await traces(item.event.runId));
       await new Promise<void>((resolve, reject) => {
-        exporter.export([record], (r) =>
-          r.code === ExportResultCode.SUCCESS
-            ? resolve()
-            : reject(r.error ?? new Error("the collector refused the logs")),
-        );
+        const stopped = (): void => reject(new Error("stopped"));
+        if (signal?.aborted) return stopped();
+        signal?.addEventListener("abort", stopped, { once: true });
+        exporter.export([record], (r) => {
+          signal?.removeEventListener("abort", stopped);
+          if (r.code === ExportResultCode.SUCCESS) resolve();
+          else reject(r.error ?? new Error("the collector refused the logs"));
+        });
       });
     },
     close: () => exporter.shutdown(),

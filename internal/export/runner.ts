@@ -9,7 +9,7 @@
  * Must never: move the cursor past an event that was neither delivered nor dead-lettered,
  * or deliver without holding the lease.
  */
-import { type FeedItem, followFeed, planFeed } from "../api/tenant-feed.ts";
+import { type FeedItem, openFeed, planFeed, WHOLE_ENTRY } from "../api/tenant-feed.ts";
 import { isAgentdError } from "../errors.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
@@ -99,7 +99,17 @@ function keepLease(
   return t;
 }
 
-/** Delivers from the stored cursor on, until `signal` aborts. */
+/** A stored cursor meaning "from the oldest event kept" (a sink that has seen nothing yet). */
+export const OLDEST = "oldest";
+/** How often a sink that delivers nothing saves how far it has read, ms. */
+const PROGRESS_EVERY_MS = 1000;
+
+/**
+ * Delivers from the stored cursor on, until `signal` aborts. A sink without a cursor saves
+ * where it starts before anything else (the feed's head, or OLDEST), so a restart never
+ * jumps past events that came meanwhile; while nothing passes its filters it still saves
+ * how far it read (progress), so a rare type does not leave its cursor to be trimmed.
+ */
 async function deliverAll(
   sink: Sink,
   deliver: Deliver,
@@ -108,15 +118,36 @@ async function deliverAll(
 ): Promise<void> {
   const tenants = new Set(sink.tenants);
   const accept = (t: string): boolean => tenants.size === 0 || tenants.has(t);
+  const save = async (cursor: string): Promise<void> => {
+    if (!(await deps.state.setCursor(sink.name, deps.holder, cursor)))
+      throw new Error("the sink's lease was lost");
+  };
   let cursor = await deps.state.cursor(sink.name);
-  let fromOldest = sink.start === "oldest";
+  if (cursor === "") {
+    const head = sink.start === "now" ? await deps.log.feedHead() : "";
+    cursor = head === "" ? OLDEST : `${head}:${WHOLE_ENTRY}`;
+    await save(cursor);
+  }
+  let savedAt = Date.now();
+  const progress = async (at: string, caughtUp: boolean): Promise<void> => {
+    if (caughtUp) metrics.exportLag.set({ sink: sink.name }, 0);
+    if (Date.now() - savedAt < PROGRESS_EVERY_MS) return;
+    await save(at);
+    savedAt = Date.now();
+  };
   for (;;) {
-    const plan = planFeed({ cursor, fromOldest, types: sink.types, labelSelector: "" });
+    const plan = planFeed({
+      cursor: cursor === OLDEST ? "" : cursor,
+      fromOldest: cursor === OLDEST,
+      types: sink.types,
+      labelSelector: "",
+    });
     try {
-      for await (const item of followFeed(deps, accept, plan, signal)) {
+      const items = await openFeed(deps, accept, plan, signal, progress);
+      for await (const item of items) {
         await deliverOne(sink, deliver, deps, item, signal);
-        if (!(await deps.state.setCursor(sink.name, deps.holder, item.cursor)))
-          throw new Error("the sink's lease was lost");
+        await save(item.cursor);
+        savedAt = Date.now();
       }
       return; // aborted
     } catch (err) {
@@ -127,8 +158,8 @@ async function deliverAll(
         { sink: sink.name, cursor },
         "export sink: its cursor fell out of the feed; going on from the oldest event kept",
       );
-      cursor = "";
-      fromOldest = true;
+      cursor = OLDEST;
+      await save(cursor);
     }
   }
 }

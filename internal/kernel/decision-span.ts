@@ -17,13 +17,11 @@ export function traceDecision(
   callId: string,
   toolName: string,
   d: DecidedCall,
+  /** "kernel.recheck": the decision made again when an approved call resumes (no event). */
+  name: "kernel.decide" | "kernel.recheck" = "kernel.decide",
 ): void {
   const r = d.assessment.risk;
-  const decideSpan = tracer().startSpan(
-    "kernel.decide",
-    {},
-    trace.setSpan(otelContext.active(), callSpan),
-  );
+  const decideSpan = tracer().startSpan(name, {}, trace.setSpan(otelContext.active(), callSpan));
   decideSpan.setAttributes({
     "gen_ai.tool.name": toolName,
     "gen_ai.tool.call.id": callId,

@@ -721,17 +721,22 @@ export function createKernel(opts: KernelOptions): Kernel {
     try {
       if (!approval.approved) {
         takePrepared(run, call, call.input); // never runs: drop its preview's plan
-        return await fail(run, call, "preview+approval", {
-          code: "EAPPROVAL_DENIED",
-          message: `a person denied this call${approval.reason ? `: ${approval.reason}` : ""}`,
-        });
+        const message = `a person denied this call${approval.reason ? `: ${approval.reason}` : ""}`;
+        return await fail(
+          run,
+          call,
+          "preview+approval",
+          { code: "EAPPROVAL_DENIED", message },
+          span,
+        );
       }
       // Re-decide under the current policy: an approval never unlocks what policy now denies.
       const d = await decideWithTrust(run, call);
+      traceDecision(span, call.callId, clipText(call.tool, MAX_TOOL_NAME), d, "kernel.recheck");
       if (d.decision.path === "deny") {
         takePrepared(run, call, call.input);
         const code = d.invalid === undefined ? "EPOLICY" : "EVALIDATION";
-        return await fail(run, call, "deny", { code, message: d.decision.reason });
+        return await fail(run, call, "deny", { code, message: d.decision.reason }, span);
       }
       // What the person approved was computed from one state of the file: the call is
       // written onto that state only (the preview's sha256, from the log).

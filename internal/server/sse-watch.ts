@@ -5,7 +5,7 @@
  * its cursor, so EventSource-style clients resume by themselves).
  */
 import type { ApiDeps } from "../api/deps.ts";
-import { followTenantFeed, planFeed } from "../api/tenant-feed.ts";
+import { openTenantFeed, planFeed, watchSlot } from "../api/tenant-feed.ts";
 import type { Authenticator } from "../auth/tokens.ts";
 import { invalid } from "../errors.ts";
 import { type Res, serveSseStream } from "./sse.ts";
@@ -41,10 +41,23 @@ export function serveWatchSse(
       },
       { cursor: cursorField, types: "types", labels: "labels" },
     );
-    const items = followTenantFeed(deps, principal.tenantId, plan, signal);
+    // Opened here, before the 200: a stale cursor is answered as OUT_OF_RANGE (416-free
+    // JSON error), not as a stream that ends (EventSource would reconnect forever).
+    const release = watchSlot(principal.tenantId);
+    let items: Awaited<ReturnType<typeof openTenantFeed>>;
+    try {
+      items = await openTenantFeed(deps, principal.tenantId, plan, signal);
+    } catch (err) {
+      release();
+      throw err;
+    }
     return (async function* () {
-      for await (const it of items)
-        yield { id: it.cursor, type: it.event.type, data: it.event.json };
+      try {
+        for await (const it of items)
+          yield { id: it.cursor, type: it.event.type, data: it.event.json };
+      } finally {
+        release();
+      }
     })();
   });
 }

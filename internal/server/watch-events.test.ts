@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
+import { MAX_WATCHES_PER_TENANT } from "../api/tenant-feed.ts";
 import type { Event } from "../gen/agentd/v1/events_pb.js";
 import { type Run, RunService } from "../gen/agentd/v1/run_service_pb.js";
 import {
@@ -168,6 +169,7 @@ it("hostile input: malformed cursor, type or selector is INVALID_ARGUMENT; a tri
       /types/,
     ],
     [{ labelSelector: "team in (" }, grpc.status.INVALID_ARGUMENT, /label_selector/],
+    [{ cursor: "99999999999999999999-0:1" }, grpc.status.INVALID_ARGUMENT, /cursor/],
     [{ cursor: "0-1:1" }, grpc.status.OUT_OF_RANGE, /cursor/],
   ];
   for (const [init, code, field] of cases) {
@@ -221,4 +223,36 @@ it("GET /v1/events streams the same feed as SSE and resumes with Last-Event-ID",
   assert.match(await bad.text(), /cursor/);
   const anon = await fetch(`${stack.server.url}/v1/events`);
   assert.equal(anon.status, 401);
+  // A cursor the feed no longer holds is an error before the stream: EventSource-style
+  // clients would otherwise reconnect with it forever.
+  const stale = await fetch(`${stack.server.url}/v1/events`, {
+    headers: { authorization: `Bearer ${TOKENS.acme}`, "last-event-id": "0-1:1" },
+  });
+  assert.equal(stale.status, 400);
+  assert.match(await stale.text(), /"code":"out_of_range".*"field":"cursor"/);
+});
+
+it("a tenant holds at most MAX_WATCHES_PER_TENANT watches on a server; one more is RESOURCE_EXHAUSTED", async () => {
+  const open = Array.from({ length: MAX_WATCHES_PER_TENANT }, () => watch({}, TOKENS.globex));
+  await new Promise((r) => setTimeout(r, 500));
+  const extra = watch({}, TOKENS.globex);
+  const err = await extra.ended;
+  assert.equal(err?.code, grpc.status.RESOURCE_EXHAUSTED);
+  assert.match(err?.details ?? "", /at most 32/);
+  // Another tenant is not affected; a closed watch gives its slot back.
+  const other = watch({}, TOKENS.acme);
+  (open[0] as ReturnType<typeof watch>).cancel();
+  await new Promise((r) => setTimeout(r, 300));
+  const again = watch({}, TOKENS.globex);
+  await new Promise((r) => setTimeout(r, 300));
+  for (const w of [other, again]) {
+    let ended = false;
+    void w.ended.then(() => {
+      ended = true;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(ended, false, "still open");
+    w.cancel();
+  }
+  for (const w of open) w.cancel();
 });

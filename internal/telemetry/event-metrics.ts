@@ -7,6 +7,7 @@
 import { type Timestamp, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { EventPayload } from "../eventlog/event-codec.ts";
 import { ApprovalDecision, Decision, type ToolResult } from "../gen/agentd/v1/events_pb.js";
+import { toolByName } from "../tools/registry.ts";
 import { bounded, metrics } from "./metrics.ts";
 
 const DECISIONS: Record<number, string> = {
@@ -71,7 +72,9 @@ const PATHS: Record<string, string> = {
  * takeover).
  */
 export function observeToolResult(tool: string, path: string, r: ToolResult): void {
-  const label = bounded("tool", tool);
+  // Only names of agentd's tools: a model (or a prompt injection) names any tool it likes,
+  // and /metrics is readable without a token.
+  const label = toolByName(tool) === undefined ? "unknown" : tool;
   const outcome = r.ok ? "ok" : (OUTCOMES[r.error?.code ?? ""] ?? "error");
   metrics.toolCalls.inc({ tool: label, decision: PATHS[path] ?? "none", outcome });
   metrics.toolDuration.observe({ tool: label }, Number(r.durationMs) / 1000);

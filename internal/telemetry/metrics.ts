@@ -147,7 +147,7 @@ export const metrics = {
   }),
   exportDeliveries: new Counter({
     name: "agentd_export_deliveries_total",
-    help: "Event deliveries to export sinks, by sink and result (ok, retry, dead_letter).",
+    help: "Event deliveries to export sinks, by sink and result (ok, retry, dead_letter, gap: the sink's cursor fell out of the feed).",
     labelNames: ["sink", "result"],
     registers: reg,
   }),
@@ -159,7 +159,7 @@ export const metrics = {
   }),
   exportLag: new Gauge({
     name: "agentd_export_lag_seconds",
-    help: "Age of the oldest event a sink has not delivered yet (0 when caught up), by sink.",
+    help: "Age of the event a sink delivered last, at its delivery; 0 once the sink has read the whole feed. By sink.",
     labelNames: ["sink"],
     registers: reg,
   }),

@@ -243,6 +243,7 @@ it("run B, paused, resumed and taken over, is one trace: the caller's", async ()
     "invoke_agent agentd",
     "execute_tool process.run",
     "kernel.decide",
+    "kernel.recheck",
     "sandbox process.run",
   ])
     assert.ok(names.has(want), `${want} in the trace: ${[...names].join(", ")}`);
