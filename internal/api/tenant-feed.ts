@@ -6,9 +6,11 @@
  * Must never: deliver another tenant's event, skip an event between a cursor and the next
  * one delivered, or silently jump over a part of the feed that was trimmed (OUT_OF_RANGE).
  */
+
 import { AgentdError, invalid } from "../errors.ts";
 import type { LoggedEvent } from "../eventlog/event-codec.ts";
 import type { FeedEntry } from "../eventlog/port.ts";
+import { sleep } from "../sleep.ts";
 import type { ApiDeps } from "./deps.ts";
 import { matchesSelector, parseSelector, type Requirement } from "./labels.ts";
 
@@ -235,16 +237,4 @@ function createLabelCache(
     cache.set(runId, labels);
     return labels;
   };
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -13,6 +13,7 @@ import { type FeedItem, openFeed, planFeed, WHOLE_ENTRY } from "../api/tenant-fe
 import { isAgentdError } from "../errors.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
+import { sleep } from "../sleep.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { metrics } from "../telemetry/metrics.ts";
 import { createBackoff } from "../worker/backoff.ts";
@@ -218,17 +219,4 @@ function describe(err: unknown): string {
   if (e?.name === "TimeoutError") return "timed out";
   if (e?.cause?.code !== undefined) return e.cause.code;
   return String(e?.message ?? err).slice(0, 200);
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
