@@ -11,7 +11,7 @@ export PATH := $(dir $(NODE)):$(ROOT)/node_modules/.bin:$(PATH)
 # npm itself runs on the Node above; this keeps its "engines" checks honest.
 export npm_config_update_notifier := false
 
-.PHONY: help setup generate build lint test bench demo images clean check-generated sdk
+.PHONY: help setup generate build lint test bench demo images image clean check-generated sdk
 
 help:
 	@echo "make setup      install dependencies (Node 24 into .tools/ when needed)"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench      benchmarks under bench/ (not part of the tests)"
 	@echo "make demo       the main job, on the embedded event log"
 	@echo "make images     build the sandbox images (sandbox-images/; IMAGES=base|test|all)"
+	@echo "make image      build the agentd image itself (agentd:VERSION; no registry)"
 	@echo "make sdk        the TypeScript client package (clients/typescript, npm pack)"
 
 setup: node_modules/.setup-done
@@ -49,12 +50,12 @@ lint: setup
 	tsc -p tsconfig.json
 	buf lint
 
-test: build images
+test: build images image
 	@"$(ROOT)/scripts/ensure-redis.sh"
 	@"$(ROOT)/scripts/ensure-prometheus.sh"
 	node scripts/run-tests.ts
 
-bench: build images
+bench: build images image
 	@"$(ROOT)/scripts/ensure-redis.sh"
 	node bench/eventlog.ts
 	node bench/sandbox.ts
@@ -64,6 +65,7 @@ bench: build images
 	node bench/runs.ts --runs 50
 	node bench/upload.ts
 	node bench/observability.ts
+	node bench/image.ts
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox
 # images built by `images`; the replay model unless OPENAI_API_KEY is set.
@@ -78,6 +80,11 @@ sdk: build
 images:
 	@"$(ROOT)/scripts/ensure-docker.sh"
 	@"$(ROOT)/scripts/build-images.sh" $(IMAGES)
+
+# The image of agentd itself (agentd:VERSION, agentd:HASH), no registry needed.
+image: build
+	@"$(ROOT)/scripts/ensure-docker.sh"
+	@"$(ROOT)/scripts/build-agentd-image.sh"
 
 clean:
 	rm -rf node_modules .tools .data dist
