@@ -9,7 +9,6 @@ import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { text } from "node:stream/consumers";
 import { fileURLToPath } from "node:url";
-import Docker from "dockerode";
 import { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
@@ -55,6 +54,7 @@ import {
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
+import { connectDocker } from "../../internal/sandbox/docker-connect.ts";
 import { createDockerSandbox, type DockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
 import { MemoryRunQueue } from "../../internal/scheduler/memory-run-queue.ts";
 import type { RunQueue } from "../../internal/scheduler/port.ts";
@@ -347,7 +347,10 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   let sandbox: DockerSandbox | undefined;
   let reaper: NodeJS.Timeout | undefined;
   if (choice !== undefined) {
-    const docker = new Docker();
+    // DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH: a remote engine is checked now.
+    const engine = await connectDocker(process.env);
+    const docker = engine.docker;
+    logger.info({ engine: engine.describe }, "using the Docker engine");
     const workerId = `${hostname()}:${process.pid}`;
     const boxes = createDockerSandbox({ docker, warm: cfg["warm-sandboxes"], poolOwner: workerId });
     sandbox = boxes;

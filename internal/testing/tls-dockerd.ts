@@ -1,0 +1,202 @@
+/**
+ * A second Docker engine for tests, reached only over TCP with TLS (the sidecar model):
+ * certificates made with openssl for the test (a CA, a server certificate for 127.0.0.1,
+ * a client certificate), `dockerd` on a free loopback port with --tlsverify, its own data
+ * and exec roots, no bridge and no iptables. Also a second CA's client certificate, which
+ * the engine must refuse. Must never: leave the daemon or its data behind (stop()).
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Docker from "dockerode";
+import { freePort } from "./prometheus.ts";
+
+export interface TlsDockerd {
+  /** tcp://127.0.0.1:PORT */
+  host: string;
+  /** DOCKER_CERT_PATH of a client the engine trusts (ca.pem, cert.pem, key.pem). */
+  certPath: string;
+  /** DOCKER_CERT_PATH of a client from another CA (refused), which also distrusts the engine. */
+  wrongCertPath: string;
+  /** The environment a worker needs for this engine. */
+  env: Record<string, string>;
+  docker: Docker;
+  /** `docker save IMAGE | docker load` into this engine. */
+  load(image: string): void;
+  stop(): Promise<void>;
+}
+
+function openssl(cwd: string, ...args: string[]): void {
+  execFileSync("openssl", args, { cwd, stdio: "ignore" });
+}
+
+/** A CA in `dir` (ca.pem, ca-key.pem) and a certificate `name` signed by it. */
+function makeCa(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  openssl(
+    dir,
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-days",
+    "2",
+    "-subj",
+    "/CN=agentd-test-ca",
+    "-keyout",
+    "ca-key.pem",
+    "-out",
+    "ca.pem",
+  );
+}
+
+function sign(dir: string, name: string, subject: string, ext: string): void {
+  writeFileSync(join(dir, `${name}.ext`), ext);
+  openssl(
+    dir,
+    "req",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-subj",
+    subject,
+    "-keyout",
+    `${name}-key.pem`,
+    "-out",
+    `${name}.csr`,
+  );
+  openssl(
+    dir,
+    "x509",
+    "-req",
+    "-in",
+    `${name}.csr`,
+    "-CA",
+    "ca.pem",
+    "-CAkey",
+    "ca-key.pem",
+    "-CAcreateserial",
+    "-days",
+    "2",
+    "-extfile",
+    `${name}.ext`,
+    "-out",
+    `${name}-cert.pem`,
+  );
+}
+
+/** A client directory as DOCKER_CERT_PATH wants it. */
+function clientDir(ca: string, out: string): string {
+  mkdirSync(out, { recursive: true });
+  execFileSync("cp", [join(ca, "ca.pem"), join(out, "ca.pem")]);
+  execFileSync("cp", [join(ca, "client-cert.pem"), join(out, "cert.pem")]);
+  execFileSync("cp", [join(ca, "client-key.pem"), join(out, "key.pem")]);
+  return out;
+}
+
+export async function startTlsDockerd(): Promise<TlsDockerd> {
+  execFileSync("sh", ["-c", "command -v dockerd && command -v openssl"], { stdio: "ignore" });
+  const dir = mkdtempSync(join(tmpdir(), "agentd-tls-dockerd-"));
+  // The engine's own data on a disk path dockerd can use for its storage driver.
+  const data = mkdtempSync("/var/lib/agentd-test-dockerd-");
+  const ca = join(dir, "ca");
+  makeCa(ca);
+  sign(ca, "server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
+  sign(ca, "client", "/CN=agentd-worker", "extendedKeyUsage=clientAuth\n");
+  const other = join(dir, "other-ca");
+  makeCa(other);
+  sign(other, "client", "/CN=intruder", "extendedKeyUsage=clientAuth\n");
+  const certPath = clientDir(ca, join(dir, "client"));
+  const wrongCertPath = clientDir(other, join(dir, "wrong-client"));
+  const port = await freePort();
+  const host = `tcp://127.0.0.1:${port}`;
+  let output = "";
+  const proc: ChildProcess = spawn(
+    "dockerd",
+    [
+      "--host",
+      host,
+      "--tlsverify",
+      "--tlscacert",
+      join(ca, "ca.pem"),
+      "--tlscert",
+      join(ca, "server-cert.pem"),
+      "--tlskey",
+      join(ca, "server-key.pem"),
+      "--data-root",
+      join(data, "data"),
+      "--exec-root",
+      join(dir, "exec"),
+      "--pidfile",
+      join(dir, "docker.pid"),
+      "--bridge",
+      "none",
+      "--iptables=false",
+      "--ip6tables=false",
+      "--ip-masq=false",
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  proc.stdout?.on("data", (b: Buffer) => (output += b.toString()));
+  proc.stderr?.on("data", (b: Buffer) => (output += b.toString()));
+  const env = { DOCKER_HOST: host, DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: certPath };
+  const docker = new Docker({
+    protocol: "https",
+    host: "127.0.0.1",
+    port,
+    ca: readFileSync(join(certPath, "ca.pem")),
+    cert: readFileSync(join(certPath, "cert.pem")),
+    key: readFileSync(join(certPath, "key.pem")),
+  });
+  const stop = async (): Promise<void> => {
+    if (proc.exitCode === null) {
+      const exited = new Promise((r) => proc.once("exit", r));
+      proc.kill("SIGTERM");
+      const t = setTimeout(() => proc.kill("SIGKILL"), 20_000);
+      await exited;
+      clearTimeout(t);
+    }
+    execFileSync("sh", ["-c", `umount -R ${join(data, "data")} 2>/dev/null || true`]);
+    rmSync(data, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      await docker.ping();
+      break;
+    } catch {
+      if (Date.now() > deadline || proc.exitCode !== null) {
+        await stop();
+        throw new Error(`the TLS dockerd did not start:\n${output.slice(-3000)}`);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  const cli = [
+    "--tlsverify",
+    "--tlscacert",
+    join(certPath, "ca.pem"),
+    "--tlscert",
+    join(certPath, "cert.pem"),
+    "--tlskey",
+    join(certPath, "key.pem"),
+    "-H",
+    host,
+  ];
+  return {
+    host,
+    certPath,
+    wrongCertPath,
+    env,
+    docker,
+    load(image) {
+      execFileSync("sh", ["-c", `docker save ${image} | docker ${cli.join(" ")} load`], {
+        stdio: "ignore",
+      });
+    },
+    stop,
+  };
+}
