@@ -85,6 +85,7 @@ images:
 image: build
 	@"$(ROOT)/scripts/ensure-docker.sh"
 	@"$(ROOT)/scripts/build-agentd-image.sh"
+	@"$(ROOT)/scripts/build-redis-image.sh"
 
 clean:
 	rm -rf node_modules .tools .data dist

@@ -70,7 +70,7 @@ fi
 for deb in "$WORK"/debs/*.deb; do dpkg-deb -x "$deb" "$ROOTFS"; done
 # Not needed at run time: documentation, translations, iconv modules, lintian data.
 rm -rf "$ROOTFS"/usr/share/{doc,man,info,locale,lintian,gcc} "$ROOTFS"/usr/lib/x86_64-linux-gnu/gconv
-mkdir -p "$ROOTFS"/{bin,tmp,etc,home/agentd,usr/local/bin,opt/agentd}
+mkdir -p "$ROOTFS"/{bin,tmp,etc,home/agentd,usr/local/bin,opt/agentd,var/lib/agentd/artifacts}
 chmod 1777 "$ROOTFS/tmp"
 for tool in sh ls cat env id mkdir rm cp mv ps kill sleep wget nc grep sed; do
   ln -sf busybox "$ROOTFS/bin/$tool"
@@ -78,7 +78,8 @@ done
 printf 'root:x:0:0:root:/root:/bin/sh\nagentd:x:10001:10001:agentd:/home/agentd:/bin/sh\n' >"$ROOTFS/etc/passwd"
 printf 'root:x:0:\nagentd:x:10001:\n' >"$ROOTFS/etc/group"
 printf 'hosts: files dns\n' >"$ROOTFS/etc/nsswitch.conf"
-chown 10001:10001 "$ROOTFS/home/agentd"
+# Owned by agentd: a volume mounted there (artifacts, data) starts writable for it.
+chown -R 10001:10001 "$ROOTFS/home/agentd" "$ROOTFS/var/lib/agentd"
 
 say "[$((SECONDS - T0))s] Node.js $NODE_VERSION and agentd $VERSION"
 cp "$NODE" "$ROOTFS/usr/local/bin/node"

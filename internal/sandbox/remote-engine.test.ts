@@ -68,6 +68,8 @@ it("a run completes with its sandbox on the TLS engine; the local engine never s
   assert.ok((await seen(engine.docker)) >= 1, "started on the remote engine");
   assert.equal(await seen(c.docker), 0, "never on the local one");
   assert.match(c.workers[0]?.output() ?? "", /"engine":"tcp:\/\/127\.0\.0\.1:\d+ \(TLS\)"/);
+  // The second engine leaves the host's engine alone (its default bridge stays).
+  assert.equal(spawnSync("ip", ["link", "show", "docker0"]).status, 0, "docker0 is still there");
 });
 
 function startWorker(env: Record<string, string>) {

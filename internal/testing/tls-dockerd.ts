@@ -2,8 +2,9 @@
  * A second Docker engine for tests, reached only over TCP with TLS (the sidecar model):
  * certificates made with openssl for the test (a CA, a server certificate for 127.0.0.1,
  * a client certificate), `dockerd` on a free loopback port with --tlsverify, its own data
- * and exec roots, no bridge and no iptables. Also a second CA's client certificate, which
- * the engine must refuse. Must never: leave the daemon or its data behind (stop()).
+ * and exec roots, its own bridge interface (made here, removed by stop()), no iptables.
+ * Also a second CA's client certificate, which the engine must refuse. Must never: leave
+ * the daemon, its data or its bridge behind (stop()), or touch the host engine's docker0.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -112,6 +113,12 @@ export async function startTlsDockerd(): Promise<TlsDockerd> {
   const wrongCertPath = clientDir(other, join(dir, "wrong-client"));
   const port = await freePort();
   const host = `tcp://127.0.0.1:${port}`;
+  const bridge = `agt${process.pid % 100000}`;
+  const net = `10.213.${process.pid % 250}.1/24`;
+  execFileSync("sh", [
+    "-c",
+    `ip link add ${bridge} type bridge && ip addr add ${net} dev ${bridge} && ip link set ${bridge} up`,
+  ]);
   let output = "";
   const proc: ChildProcess = spawn(
     "dockerd",
@@ -131,8 +138,10 @@ export async function startTlsDockerd(): Promise<TlsDockerd> {
       join(dir, "exec"),
       "--pidfile",
       join(dir, "docker.pid"),
+      // Its own bridge: with --bridge none, dockerd deletes the host's docker0 (the main
+      // engine's default network) when it starts.
       "--bridge",
-      "none",
+      bridge,
       "--iptables=false",
       "--ip6tables=false",
       "--ip-masq=false",
@@ -158,7 +167,10 @@ export async function startTlsDockerd(): Promise<TlsDockerd> {
       await exited;
       clearTimeout(t);
     }
-    execFileSync("sh", ["-c", `umount -R ${join(data, "data")} 2>/dev/null || true`]);
+    execFileSync("sh", [
+      "-c",
+      `umount -R ${join(data, "data")} 2>/dev/null || true; ip link del ${bridge} 2>/dev/null || true`,
+    ]);
     rmSync(data, { recursive: true, force: true });
     rmSync(dir, { recursive: true, force: true });
   };

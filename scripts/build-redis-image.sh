@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds agentd-redis, the Redis image deploy/compose uses, without any image registry (part
+# of `make image`): the machine's Debian redis-server and redis-cli binaries with exactly the
+# shared libraries they link (ldd), busybox-static for /bin/sh, user redis (999), data in
+# /data. Tagged agentd-redis:HASH (a hash of this script and the binaries) and
+# agentd-redis:latest. Installs redis-server (apt-get) as root when it is missing.
+set -euo pipefail
+SCRIPT="$(readlink -f "${BASH_SOURCE[0]}")"
+say() { printf 'build-redis-image: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+docker info >/dev/null 2>&1 || die "the Docker engine does not answer (scripts/ensure-docker.sh)"
+"$(dirname "$SCRIPT")/ensure-redis.sh"
+command -v busybox >/dev/null 2>&1 || die "busybox is not installed (apt-get install -y busybox-static)"
+SERVER="$(readlink -f "$(command -v redis-server)")"
+CLI="$(readlink -f "$(command -v redis-cli)")"
+BUSYBOX="$(readlink -f "$(command -v busybox)")"
+HASH="$(cat "$SCRIPT" "$SERVER" "$CLI" "$BUSYBOX" | sha256sum | cut -c1-12)"
+TAG="agentd-redis:$HASH"
+if [ "${FORCE:-0}" != 1 ] && docker image inspect "$TAG" >/dev/null 2>&1; then
+  docker tag "$TAG" agentd-redis:latest
+  say "$TAG is up to date"; exit 0
+fi
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/agentd-redis-image.XXXXXX")"
+trap 'rm -rf --one-file-system "$WORK"' EXIT
+R="$WORK/rootfs"
+mkdir -p "$R"/{bin,usr/bin,data,tmp,etc}
+chmod 1777 "$R/tmp"
+cp "$SERVER" "$R/usr/bin/redis-server"
+cp "$CLI" "$R/usr/bin/redis-cli"
+cp "$BUSYBOX" "$R/bin/busybox"
+for tool in sh ls cat id; do ln -sf busybox "$R/bin/$tool"; done
+# Every shared library of both binaries, at the path the loader looks for it.
+for lib in $( (ldd "$SERVER"; ldd "$CLI") | awk '/=> \// { print $3 } /^[ \t]*\/lib/ { print $1 }' | sort -u); do
+  mkdir -p "$R$(dirname "$lib")"
+  cp -L "$lib" "$R$lib"
+done
+printf 'root:x:0:0:root:/root:/bin/sh\nredis:x:999:999:redis:/data:/bin/sh\n' >"$R/etc/passwd"
+printf 'root:x:0:\nredis:x:999:\n' >"$R/etc/group"
+chown 999:999 "$R/data"
+tar -C "$R" -c . | docker import \
+  --change 'ENTRYPOINT ["/usr/bin/redis-server"]' \
+  --change 'USER 999:999' \
+  --change 'WORKDIR /data' \
+  --change 'EXPOSE 6379' \
+  --change "LABEL org.opencontainers.image.title=agentd-redis agentd.inputs=$HASH" \
+  - "$TAG" >/dev/null
+docker tag "$TAG" agentd-redis:latest
+docker run --rm --network none "$TAG" --version >/dev/null || die "$TAG does not start"
+say "built $TAG (also agentd-redis:latest): $(( $(docker image inspect -f '{{.Size}}' "$TAG") / 1024 / 1024 )) MiB"
