@@ -53,6 +53,7 @@ lint: setup
 test: build images image
 	@"$(ROOT)/scripts/ensure-redis.sh"
 	@"$(ROOT)/scripts/ensure-prometheus.sh"
+	@"$(ROOT)/scripts/ensure-compose.sh"
 	node scripts/run-tests.ts
 
 bench: build images image

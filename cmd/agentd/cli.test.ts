@@ -34,6 +34,14 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     assert.ok(r.stdout.startsWith(`agentd ${pkg.version} (node v`), r.stdout);
   });
 
+  it("an empty OPENAI_BASE_URL (as compose files pass it) counts as not set", () => {
+    const r = spawnSync(BIN, ["--version"], {
+      env: { PATH: process.env.PATH ?? "", OPENAI_BASE_URL: "", OPENAI_API_KEY: "" },
+      encoding: "utf8",
+    });
+    assert.equal(r.status, 0, r.stderr);
+  });
+
   it("hash-token --help helps (it never hashes '--help'); - reads the token from stdin", () => {
     const help = agentd(["hash-token", "--help"]);
     assert.equal(help.code, 0);
