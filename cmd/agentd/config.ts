@@ -18,6 +18,16 @@ export const FLAGS = {
     help: "HOST:PORT: server and dev serve gRPC, gRPC-Web, Connect, SSE, probes and /metrics on it; the worker its health port (/healthz, /readyz, /metrics), off unless set",
     def: "127.0.0.1:7070",
   },
+  "tls-cert": {
+    env: "AGENTD_TLS_CERT",
+    help: "server, dev: PEM certificate (chain) to serve TLS with (h2 and HTTP/1.1 by ALPN); with --tls-key. Re-read on SIGHUP",
+    def: undefined,
+  },
+  "tls-key": {
+    env: "AGENTD_TLS_KEY",
+    help: "server, dev: PEM private key of --tls-cert",
+    def: undefined,
+  },
   "export-config": {
     env: "AGENTD_EXPORT_CONFIG",
     help: "server, dev: YAML file of event export sinks (webhooks, OTLP logs); see docs/observability.md",
@@ -189,6 +199,8 @@ const EventLogSchema = z
 export const ConfigSchema = z.object({
   listen: ListenSchema.optional(),
   "export-config": z.string().min(1).optional(),
+  "tls-cert": z.string().min(1).optional(),
+  "tls-key": z.string().min(1).optional(),
   "event-log": EventLogSchema.optional(),
   "auth-file": z.string().min(1).optional(),
   "auth-tokens": z.string().min(1).optional(),

@@ -8,6 +8,7 @@ import { hostname } from "node:os";
  */
 import { resolve } from "node:path";
 import { text } from "node:stream/consumers";
+import { createSecureContext } from "node:tls";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
@@ -15,10 +16,14 @@ import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
 import {
+  createReloadableAuth,
+  type ReloadableAuth,
+  watchFile,
+} from "../../internal/auth/reloadable.ts";
+import {
   type Authenticator,
   createOpenAuthenticator,
   createTokenAuthenticator,
-  loadAuthFile,
   parseAuthConfig,
 } from "../../internal/auth/tokens.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../../internal/engine/ai-sdk-engine.ts";
@@ -60,7 +65,12 @@ import { MemoryRunQueue } from "../../internal/scheduler/memory-run-queue.ts";
 import type { RunQueue } from "../../internal/scheduler/port.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
 import { createApp } from "../../internal/server/app.ts";
-import { createDualServer } from "../../internal/server/dual-protocol.ts";
+import {
+  createDualServer,
+  createTlsServer,
+  type DualServer,
+  type TlsFiles,
+} from "../../internal/server/dual-protocol.ts";
 import { createHealthPort, type HealthPort } from "../../internal/server/health-port.ts";
 import { instrumentEventLog } from "../../internal/telemetry/instrument-log.ts";
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
@@ -92,6 +102,8 @@ const SERVER_FLAGS: FlagName[] = [
   "max-run-wall-ms",
   "redis-timeout-ms",
   "export-config",
+  "tls-cert",
+  "tls-key",
   "log-level",
   "insecure-no-auth",
 ];
@@ -146,6 +158,8 @@ const DEV_FLAGS: FlagName[] = [
   "price-table",
   "shutdown-grace-ms",
   "export-config",
+  "tls-cert",
+  "tls-key",
   "log-level",
 ];
 const FLAGS_OF = { server: SERVER_FLAGS, worker: WORKER_FLAGS, dev: DEV_FLAGS } as const;
@@ -240,9 +254,14 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const logger = createLogger({ level: cfg["log-level"], name: `agentd-${mode}` });
   // First, so a broken policy refuses the start before anything is opened.
   const policy = createPolicyStore(cfg.policy, { logger });
-  // SIGHUP: re-read the policy; a broken file is logged and the last good policy stays.
-  // Installed first: a SIGHUP that came before the handler would end the process.
-  const reloadPolicy = (): void => void policy.reload();
+  // SIGHUP (or a change of the file): re-read the policy, the auth file and the TLS
+  // certificate; a broken file is logged and the last good one stays. Installed first: a
+  // SIGHUP that came before the handler would end the process.
+  const reloads: (() => void)[] = [() => void policy.reload()];
+  const reloadPolicy = (): void => {
+    for (const r of reloads) r();
+  };
+  const policyWatch = watchFile(policy.path, () => void policy.reload());
   // A broken export config refuses the start too, naming the line and field at fault.
   const exports =
     mode === "worker" || cfg["export-config"] === undefined
@@ -256,7 +275,11 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       "--event-log (AGENTD_EVENT_LOG) is required: redis://HOST:PORT[/DB] or file:DIR",
     );
   }
-  const auth = mode === "worker" ? undefined : buildAuth(cfg, mode);
+  const auth = mode === "worker" ? undefined : buildAuth(cfg, mode, logger);
+  // Both or neither; readable, and a key that fits the certificate, before anything opens.
+  const tls = tlsFiles(cfg);
+  if (auth !== undefined && "reload" in auth)
+    reloads.push(() => void (auth as ReloadableAuth).reload());
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const built = await buildEventLog(eventLogUrl, cfg);
   const { artifactDir, queue, idempotency, closeAll } = built;
@@ -271,7 +294,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     .catch((err: unknown) => logger.warn({ err }, "sweeping unfinished artifact writes failed"));
   const runs = new RunProjectionCache({ log });
 
-  let server: ReturnType<typeof createDualServer> | undefined;
+  let server: DualServer | undefined;
   let sweeper: Sweep | undefined;
   let exporter: Exporter | undefined;
   if (auth !== undefined) {
@@ -293,16 +316,30 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       maxEntries: cfg["max-workspace-entries"],
       maxConcurrentUnpacks: cfg["max-concurrent-unpacks"],
     };
-    server = createDualServer(
-      createApp({
-        deps,
-        auth,
-        logger,
-        maxRequestBytes: cfg["max-request-bytes"],
-        policy,
-        workspace,
-      }),
-    );
+    const app = createApp({
+      deps,
+      auth,
+      logger,
+      maxRequestBytes: cfg["max-request-bytes"],
+      policy,
+      workspace,
+    });
+    if (tls === undefined) server = createDualServer(app);
+    else {
+      const secure = createTlsServer(app, readTls(tls));
+      server = secure;
+      reloads.push(() => {
+        try {
+          secure.reloadTls(readTls(tls));
+          logger.info({ cert: tls.cert }, "TLS certificate reloaded");
+        } catch (err) {
+          logger.error(
+            { err: { message: (err as Error).message } },
+            "TLS reload failed: keeping the last good certificate",
+          );
+        }
+      });
+    }
     const at = cfg.listen ?? DEFAULT_LISTEN;
     const addr = await server.listen(at.host, at.port);
     const shown =
@@ -431,6 +468,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     process.once("SIGINT", () => stop("SIGINT"));
   });
   process.off("SIGHUP", reloadPolicy);
+  policyWatch?.close();
+  if (auth !== undefined && "close" in auth) (auth as ReloadableAuth).close();
   stopping = true; // /readyz of the health port answers 503 from now on
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
@@ -651,9 +690,9 @@ function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Swe
 
 let openAuth: Authenticator | undefined;
 
-function buildAuth(cfg: Config, mode: Mode): Authenticator {
-  if (cfg["auth-file"] !== undefined)
-    return createTokenAuthenticator(loadAuthFile(cfg["auth-file"]));
+function buildAuth(cfg: Config, mode: Mode, logger: Logger): Authenticator {
+  // Reloaded on SIGHUP and when the file changes: tokens rotate without a restart.
+  if (cfg["auth-file"] !== undefined) return createReloadableAuth(cfg["auth-file"], logger);
   if (cfg["auth-tokens"] !== undefined) {
     return createTokenAuthenticator(parseAuthConfig(cfg["auth-tokens"], "AGENTD_AUTH_TOKENS"));
   }
@@ -744,6 +783,27 @@ main(process.argv.slice(2)).then(
  * One line for what stops agentd from starting: the ordinary failures (a port in use, a
  * file it may not read) in words; a stack trace only for what is a bug.
  */
+/** --tls-cert and --tls-key, checked now (a clear error at start). */
+function tlsFiles(cfg: Config): { cert: string; key: string } | undefined {
+  const cert = cfg["tls-cert"];
+  const key = cfg["tls-key"];
+  if (cert === undefined && key === undefined) return undefined;
+  if (cert === undefined || key === undefined)
+    throw new UsageError("--tls-cert (AGENTD_TLS_CERT) and --tls-key (AGENTD_TLS_KEY) go together");
+  try {
+    createSecureContext(readTls({ cert, key }));
+  } catch (err) {
+    throw new AgentdError("EVALIDATION", `--tls-cert/--tls-key: ${(err as Error).message}`, {
+      field: "tls-cert",
+    });
+  }
+  return { cert, key };
+}
+
+function readTls(files: { cert: string; key: string }): TlsFiles {
+  return { cert: readFileSync(files.cert), key: readFileSync(files.key) };
+}
+
 /** The event log answers (a ping). */
 async function ready(log: EventLog): Promise<boolean> {
   try {

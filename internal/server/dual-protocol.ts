@@ -1,8 +1,9 @@
 /**
- * One TCP port for HTTP/1.1 and cleartext HTTP/2 (h2c with prior knowledge). Without TLS
- * there is no ALPN, so the first bytes decide: a connection that starts with the HTTP/2
- * preface goes to the HTTP/2 server, anything else to the HTTP/1.1 server (whose parser
- * answers garbage with 400 and closes). Never reads more than the 24 preface bytes.
+ * One TCP port for HTTP/1.1 and HTTP/2. Without TLS (createDualServer) there is no ALPN, so
+ * the first bytes decide: a connection that starts with the HTTP/2 preface goes to the
+ * HTTP/2 server (h2c with prior knowledge), anything else to the HTTP/1.1 server (whose
+ * parser answers garbage with 400 and closes). Never reads more than the 24 preface bytes.
+ * With TLS (createTlsServer), ALPN decides.
  */
 import http from "node:http";
 import http2 from "node:http2";
@@ -27,6 +28,66 @@ export interface DualServer {
 
 /** How long a connection may take to send its first bytes before it is dropped. */
 const FIRST_BYTES_TIMEOUT_MS = 10_000;
+
+/** PEM certificate (chain) and key: the server speaks TLS, HTTP/2 or HTTP/1.1 by ALPN. */
+export interface TlsFiles {
+  cert: Buffer;
+  key: Buffer;
+}
+
+/**
+ * With TLS: HTTP/2 and HTTP/1.1 on one port, chosen by ALPN (gRPC clients ask for h2;
+ * curl and browsers get either). `reloadTls` swaps the certificate for new connections.
+ */
+export function createTlsServer(
+  handler: RequestHandler,
+  files: TlsFiles,
+): DualServer & { reloadTls(files: TlsFiles): void } {
+  const h2 = http2.createSecureServer(
+    { cert: files.cert, key: files.key, allowHTTP1: true, minVersion: "TLSv1.2" },
+    handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+  );
+  h2.on("sessionError", () => undefined);
+  h2.on("tlsClientError", () => undefined); // a failed handshake is the client's problem
+  h2.setTimeout(0);
+  const sockets = new Set<net.Socket>();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  h2.on("connection", (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+  h2.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  return {
+    tcp: h2 as unknown as net.Server,
+    h1: h2 as unknown as http.Server,
+    h2: h2 as unknown as http2.Http2Server,
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        h2.once("error", reject);
+        h2.listen(port, host, () => {
+          h2.off("error", reject);
+          resolve(h2.address() as net.AddressInfo);
+        });
+      });
+    },
+    async close(graceMs = 5000) {
+      const closed = new Promise<void>((resolve) => h2.close(() => resolve()));
+      const timer = setTimeout(() => {
+        for (const s of sockets) s.destroy();
+      }, graceMs);
+      timer.unref();
+      for (const session of sessions) session.close();
+      await closed;
+      clearTimeout(timer);
+    },
+    reloadTls(f) {
+      h2.setSecureContext({ cert: f.cert, key: f.key });
+    },
+  };
+}
 
 export function createDualServer(handler: RequestHandler): DualServer {
   const h1 = http.createServer(handler as http.RequestListener);

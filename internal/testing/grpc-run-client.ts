@@ -136,9 +136,14 @@ export class GrpcRunClient {
   readonly #client: grpc.Client;
   readonly #token: string | undefined;
 
-  /** `target` is "HOST:PORT"; `token` is sent with every call that does not name its own. */
-  constructor(target: string, token?: string) {
-    this.#client = new grpc.Client(target, grpc.credentials.createInsecure());
+  /**
+   * `target` is "HOST:PORT"; `token` is sent with every call that does not name its own;
+   * `ca` (PEM) makes it a TLS client trusting that CA.
+   */
+  constructor(target: string, token?: string, ca?: Buffer) {
+    const creds =
+      ca === undefined ? grpc.credentials.createInsecure() : grpc.credentials.createSsl(ca);
+    this.#client = new grpc.Client(target, creds);
     this.#token = token;
   }
 

@@ -7,10 +7,11 @@
  * the daemon, its data or its bridge behind (stop()), or touch the host engine's docker0.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Docker from "dockerode";
+import { makeCa, sign } from "./certs.ts";
 import { freePort } from "./prometheus.ts";
 
 export interface TlsDockerd {
@@ -26,66 +27,6 @@ export interface TlsDockerd {
   /** `docker save IMAGE | docker load` into this engine. */
   load(image: string): void;
   stop(): Promise<void>;
-}
-
-function openssl(cwd: string, ...args: string[]): void {
-  execFileSync("openssl", args, { cwd, stdio: "ignore" });
-}
-
-/** A CA in `dir` (ca.pem, ca-key.pem) and a certificate `name` signed by it. */
-function makeCa(dir: string): void {
-  mkdirSync(dir, { recursive: true });
-  openssl(
-    dir,
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-days",
-    "2",
-    "-subj",
-    "/CN=agentd-test-ca",
-    "-keyout",
-    "ca-key.pem",
-    "-out",
-    "ca.pem",
-  );
-}
-
-function sign(dir: string, name: string, subject: string, ext: string): void {
-  writeFileSync(join(dir, `${name}.ext`), ext);
-  openssl(
-    dir,
-    "req",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-subj",
-    subject,
-    "-keyout",
-    `${name}-key.pem`,
-    "-out",
-    `${name}.csr`,
-  );
-  openssl(
-    dir,
-    "x509",
-    "-req",
-    "-in",
-    `${name}.csr`,
-    "-CA",
-    "ca.pem",
-    "-CAkey",
-    "ca-key.pem",
-    "-CAcreateserial",
-    "-days",
-    "2",
-    "-extfile",
-    `${name}.ext`,
-    "-out",
-    `${name}-cert.pem`,
-  );
 }
 
 /** A client directory as DOCKER_CERT_PATH wants it. */
