@@ -82,6 +82,18 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     assert.match(refused.stderr, /--concurrency is not a flag of agentd server/);
   });
 
+  it("--artifact-store redis needs a Redis event log; a bad retention names the flag", () => {
+    const dev = agentd(["dev", "--data-dir", join(dir, "d"), "--artifact-store", "redis"]);
+    assert.equal(dev.code, 2, dev.stderr);
+    assert.match(dev.stderr, /--artifact-store redis needs a Redis event log/);
+    const bad = agentd(["server", "--insecure-no-auth", "--artifact-retention", "5y"]);
+    assert.equal(bad.code, 2);
+    assert.match(
+      bad.stderr,
+      /--artifact-retention \(AGENTD_ARTIFACT_RETENTION\): must be a duration/,
+    );
+  });
+
   it("a broken export config stops the start: every problem by file, line and field", () => {
     const file = join(dir, "export.yaml");
     writeFileSync(

@@ -53,6 +53,16 @@ export const FLAGS = {
     help: "dev: directory of the embedded event log and artifacts",
     def: ".data/dev",
   },
+  "artifact-store": {
+    env: "AGENTD_ARTIFACT_STORE",
+    help: "where artifacts (patches, snapshots, uploads) live: fs (--artifact-dir; servers and workers must share it) or redis (the event log's Redis: no shared disk)",
+    def: "fs",
+  },
+  "artifact-retention": {
+    env: "AGENTD_ARTIFACT_RETENTION",
+    help: "with --artifact-store redis: how long a blob is kept after it was last stored (30d, 12h, 90m; 0 keeps them)",
+    def: "0",
+  },
   "artifact-dir": {
     env: "AGENTD_ARTIFACT_DIR",
     help: "directory of the artifact store (default: <data-dir>/artifacts, or .data/artifacts with Redis)",
@@ -206,6 +216,16 @@ export const ConfigSchema = z.object({
   "auth-tokens": z.string().min(1).optional(),
   "data-dir": z.string().min(1),
   "artifact-dir": z.string().min(1).optional(),
+  "artifact-store": z.enum(["fs", "redis"]),
+  "artifact-retention": z
+    .string()
+    .regex(/^\d{1,6}(s|m|h|d)?$/, "must be a duration like 30d, 12h, 90m, 600s, or 0")
+    .transform((v) => {
+      const n = Number(/^\d+/.exec(v)?.[0]);
+      const unit =
+        { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[v.replace(/^\d+/, "") || "s"] ?? 1000;
+      return n * unit;
+    }),
   "redis-prefix": z.string().min(1).max(64),
   "redis-timeout-ms": z.coerce.number().int().min(100).max(600_000),
   "max-request-bytes": z.coerce

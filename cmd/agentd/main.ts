@@ -15,6 +15,8 @@ import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
+import type { ArtifactStore } from "../../internal/artifacts/port.ts";
+import { RedisArtifactStore } from "../../internal/artifacts/redis-artifact-store.ts";
 import {
   createReloadableAuth,
   type ReloadableAuth,
@@ -87,6 +89,8 @@ const SERVER_FLAGS: FlagName[] = [
   "auth-file",
   "auth-tokens",
   "artifact-dir",
+  "artifact-store",
+  "artifact-retention",
   "redis-prefix",
   "max-request-bytes",
   "max-workspace-bytes",
@@ -111,6 +115,8 @@ const WORKER_FLAGS: FlagName[] = [
   "listen",
   "event-log",
   "artifact-dir",
+  "artifact-store",
+  "artifact-retention",
   "redis-prefix",
   "policy",
   "concurrency",
@@ -135,6 +141,8 @@ const DEV_FLAGS: FlagName[] = [
   "auth-file",
   "auth-tokens",
   "artifact-dir",
+  "artifact-store",
+  "artifact-retention",
   "max-request-bytes",
   "max-workspace-bytes",
   "max-workspace-entries",
@@ -286,12 +294,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   // Every append measured and counted (agentd_event_log_append_duration_seconds, …).
   const log = instrumentEventLog(built.log);
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
-  const artifacts = new FsArtifactStore(artifactDir);
-  // Temp files of writes a killed process never finished.
-  void artifacts
-    .sweepTemp()
-    .then((n) => n > 0 && logger.info({ removed: n }, "removed unfinished artifact writes"))
-    .catch((err: unknown) => logger.warn({ err }, "sweeping unfinished artifact writes failed"));
+  const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
 
   let server: DualServer | undefined;
@@ -714,6 +717,8 @@ async function buildEventLog(
   queue: RunQueue;
   idempotency: IdempotencyStore;
   exportState: ExportState;
+  /** The Redis client of a Redis event log (the artifact store may use it too). */
+  redis?: Redis;
   closeAll: () => Promise<void>;
 }> {
   const schedule = { leaseTtlMs: cfg["lease-ttl-ms"], tenantLimit: cfg["tenant-limit"] };
@@ -759,6 +764,7 @@ async function buildEventLog(
     queue,
     idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
+    redis: client,
     closeAll: async () => {
       await queue.close();
       await log.close();
@@ -783,6 +789,33 @@ main(process.argv.slice(2)).then(
  * One line for what stops agentd from starting: the ordinary failures (a port in use, a
  * file it may not read) in words; a stack trace only for what is a bug.
  */
+/** --artifact-store: the filesystem (one shared directory) or the event log's Redis. */
+function buildArtifactStore(
+  cfg: Config,
+  redis: Redis | undefined,
+  artifactDir: string,
+  logger: Logger,
+): ArtifactStore {
+  if (cfg["artifact-store"] === "redis") {
+    if (redis === undefined)
+      throw new UsageError(
+        "--artifact-store redis needs a Redis event log (--event-log redis://…)",
+      );
+    return new RedisArtifactStore({
+      client: redis,
+      prefix: cfg["redis-prefix"],
+      retentionMs: cfg["artifact-retention"],
+    });
+  }
+  const fs = new FsArtifactStore(artifactDir);
+  // Temp files of writes a killed process never finished.
+  void fs
+    .sweepTemp()
+    .then((n) => n > 0 && logger.info({ removed: n }, "removed unfinished artifact writes"))
+    .catch((err: unknown) => logger.warn({ err }, "sweeping unfinished artifact writes failed"));
+  return fs;
+}
+
 /** --tls-cert and --tls-key, checked now (a clear error at start). */
 function tlsFiles(cfg: Config): { cert: string; key: string } | undefined {
   const cert = cfg["tls-cert"];

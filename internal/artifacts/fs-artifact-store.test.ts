@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { AgentdError, isAgentdError } from "../errors.ts";
+import { runArtifactStoreConformance } from "./conformance.ts";
 import { FsArtifactStore } from "./fs-artifact-store.ts";
 
 let dir: string;
@@ -167,4 +168,9 @@ describe("FsArtifactStore.sweepTemp", () => {
     assert.equal(await new FsArtifactStore(join(root, "none")).sweepTemp(), 0);
     rmSync(root, { recursive: true, force: true });
   });
+});
+
+runArtifactStoreConformance("fs", {
+  store: () => store,
+  leftovers: async () => files().filter((f) => f.startsWith("tmp")),
 });

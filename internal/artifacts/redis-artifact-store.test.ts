@@ -1,0 +1,43 @@
+/** RedisArtifactStore on a private redis-server: the conformance suite, retention, limits. */
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import { isAgentdError } from "../errors.ts";
+import { startRedis, type TestRedis } from "../testing/redis-server.ts";
+import { runArtifactStoreConformance } from "./conformance.ts";
+import { RedisArtifactStore } from "./redis-artifact-store.ts";
+
+let redis: TestRedis;
+before(async () => {
+  redis = await startRedis();
+});
+after(async () => {
+  await redis?.stop();
+});
+
+runArtifactStoreConformance("redis", {
+  store: () => new RedisArtifactStore({ client: redis.client(), prefix: "t1:" }),
+  leftovers: async () => redis.client().keys("t1:artifact:tmp:*"),
+});
+
+it("retention: a blob expires after it, a repeated store renews it; 0 keeps it", async () => {
+  const c = redis.client();
+  const s = new RedisArtifactStore({ client: c, prefix: "t2:", retentionMs: 1000 });
+  const a = await s.put(Buffer.from("kept a while"));
+  const ttl = await c.pttl(`t2:artifact:${a.digest}`);
+  assert.ok(ttl > 0 && ttl <= 1000, `ttl ${ttl}`);
+  assert.ok((await c.pttl(`t2:artifact:${a.digest}:chunks`)) > 0, "the chunks expire with it");
+  await new Promise((r) => setTimeout(r, 1200));
+  assert.equal(await s.stat(a.digest), undefined, "gone after the retention");
+  const keep = new RedisArtifactStore({ client: c, prefix: "t3:" });
+  const b = await keep.put(Buffer.from("kept"));
+  assert.equal(await c.pttl(`t3:artifact:${b.digest}`), -1, "no expiry");
+});
+
+it("a store-wide cap on blob size, whatever the caller asks", async () => {
+  const s = new RedisArtifactStore({ client: redis.client(), prefix: "t4:", maxBlobBytes: 2048 });
+  await assert.rejects(
+    s.put(Buffer.alloc(4096)),
+    (e: unknown) => isAgentdError(e, "ETOOLARGE") && /2048 bytes/.test((e as Error).message),
+  );
+  await assert.rejects(s.stat("not-a-digest"), (e: unknown) => isAgentdError(e, "EVALIDATION"));
+});
