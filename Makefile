@@ -54,6 +54,7 @@ test: build images image
 	@"$(ROOT)/scripts/ensure-redis.sh"
 	@"$(ROOT)/scripts/ensure-prometheus.sh"
 	@"$(ROOT)/scripts/ensure-compose.sh"
+	@"$(ROOT)/scripts/ensure-kubectl.sh"
 	node scripts/run-tests.ts
 
 bench: build images image
