@@ -94,9 +94,17 @@ it("a 2 GB write stops at the workspace size; the run fails ETOOLARGE without th
     clearInterval(sampler);
   }
   const growth = (peak - rss0) / 1024 ** 2;
-  gc();
+  // What the worker keeps: the least it holds after collections over the next 2 s (the
+  // container's removal and its streams finish in the background right after the drive;
+  // a buffer they still hold for a moment is not kept). Measured 3-34 MiB at once, 2-11
+  // MiB after the streams ended.
   const held = (m: NodeJS.MemoryUsage) => m.heapUsed + m.external;
-  const retained = (held(process.memoryUsage()) - held0) / 1024 ** 2;
+  let retained = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < 8 && retained >= 8; i++) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 250));
+    gc();
+    retained = Math.min(retained, (held(process.memoryUsage()) - held0) / 1024 ** 2);
+  }
   t.diagnostic(
     `after a collection the worker's heap + buffers hold ${retained.toFixed(0)} MiB more than before`,
   );
