@@ -42,6 +42,8 @@ runtime_files() {
 inputs_hash() {
   {
     printf 'script %s\nnode %s\n' "$(sha256sum <"$SCRIPT" | cut -c1-64)" "$NODE_VERSION"
+    # The Debian packages' versions: a security update of libc is a new image.
+    apt-cache policy libc6 libgcc-s1 libstdc++6 busybox-static 2>/dev/null | awk '/^[a-z]|Candidate/' 
     (cd "$ROOT" && runtime_files | tr '\n' '\0' | xargs -0 sha256sum)
   } | sha256sum | cut -c1-12
 }
@@ -52,6 +54,8 @@ TAG="agentd:$HASH"
 mkdir -p "$BUILT"
 if [ "${FORCE:-0}" != 1 ] && docker image inspect "$TAG" >/dev/null 2>&1; then
   say "$TAG is up to date"
+  docker tag "$TAG" "agentd:$VERSION"
+  docker tag "$TAG" agentd:latest
   echo "$TAG" >"$BUILT/agentd.tag"
   exit 0
 fi

@@ -14,7 +14,10 @@ command -v busybox >/dev/null 2>&1 || die "busybox is not installed (apt-get ins
 SERVER="$(readlink -f "$(command -v redis-server)")"
 CLI="$(readlink -f "$(command -v redis-cli)")"
 BUSYBOX="$(readlink -f "$(command -v busybox)")"
-HASH="$(cat "$SCRIPT" "$SERVER" "$CLI" "$BUSYBOX" | sha256sum | cut -c1-12)"
+LIBS="$( (ldd "$SERVER"; ldd "$CLI") | awk '/=> \// { print $3 } /^[ \t]*\/lib/ { print $1 }' | sort -u)"
+# The libraries too: a security update of libssl is a new image.
+# shellcheck disable=SC2086
+HASH="$(cat "$SCRIPT" "$SERVER" "$CLI" "$BUSYBOX" $LIBS | sha256sum | cut -c1-12)"
 TAG="agentd-redis:$HASH"
 if [ "${FORCE:-0}" != 1 ] && docker image inspect "$TAG" >/dev/null 2>&1; then
   docker tag "$TAG" agentd-redis:latest
@@ -30,7 +33,7 @@ cp "$CLI" "$R/usr/bin/redis-cli"
 cp "$BUSYBOX" "$R/bin/busybox"
 for tool in sh ls cat id; do ln -sf busybox "$R/bin/$tool"; done
 # Every shared library of both binaries, at the path the loader looks for it.
-for lib in $( (ldd "$SERVER"; ldd "$CLI") | awk '/=> \// { print $3 } /^[ \t]*\/lib/ { print $1 }' | sort -u); do
+for lib in $LIBS; do
   mkdir -p "$R$(dirname "$lib")"
   cp -L "$lib" "$R$lib"
 done

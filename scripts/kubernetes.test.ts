@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
@@ -22,15 +22,23 @@ after(() => rmSync(tmp, { recursive: true, force: true }));
 // biome-ignore lint/suspicious/noExplicitAny: manifests as parsed YAML
 type Obj = any;
 
+/**
+ * A copy of deploy/kubernetes with the operator's files an overlay needs (production's own
+ * auth.yaml, which git ignores), rendered.
+ */
+const copy = join(tmp, "kubernetes");
+cpSync(join(ROOT, "deploy", "kubernetes"), copy, { recursive: true });
+const OPERATOR_TOKEN_SHA = "ab".repeat(32);
+writeFileSync(
+  join(copy, "overlays", "production", "auth.yaml"),
+  `tokens:\n  - name: ops\n    sha256: ${OPERATOR_TOKEN_SHA}\n    tenant: ops\n    roles: [submit, read, approve, admin]\n`,
+);
+
 function render(overlay: string): Obj[] {
-  const out = execFileSync(
-    "kubectl",
-    ["kustomize", join(ROOT, "deploy", "kubernetes", "overlays", overlay)],
-    {
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "ignore"],
-    },
-  );
+  const out = execFileSync("kubectl", ["kustomize", join(copy, "overlays", overlay)], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
+  });
   return parseAllDocuments(out).map((d) => d.toJS() as Obj);
 }
 
@@ -163,7 +171,9 @@ for (const overlay of OVERLAYS) {
       }
       const worker = podSpecs(objs).find((p) => p.owner === "Deployment/agentd-worker");
       assert.ok(worker, "the worker Deployment");
-      const dind = (worker.spec.containers as Obj[]).find((c) => c.name === "dind");
+      // A native sidecar: up before the worker, stopped after it (the drain keeps its engine).
+      const dind = ((worker.spec.initContainers ?? []) as Obj[]).find((c) => c.name === "dind");
+      assert.equal(dind?.restartPolicy, "Always", "dind is a native sidecar");
       assert.equal(
         dind?.securityContext?.privileged,
         true,
@@ -183,6 +193,35 @@ for (const overlay of OVERLAYS) {
     });
   });
 }
+
+it("production does not render without the operator's auth.yaml; the demo token never reaches it", () => {
+  const bare = spawnSync(
+    "kubectl",
+    ["kustomize", join(ROOT, "deploy", "kubernetes", "overlays", "production")],
+    {
+      encoding: "utf8",
+    },
+  );
+  assert.notEqual(bare.status, 0, "rendered without an auth.yaml");
+  const demo = /sha256: ([0-9a-f]{64})/.exec(
+    readFileSync(join(ROOT, "deploy", "kubernetes", "base", "auth.example.yaml"), "utf8"),
+  )?.[1] as string;
+  const secret = render("production").find(
+    (o) => o.kind === "Secret" && o.metadata.name === "agentd-auth",
+  );
+  const auth = Buffer.from(String(secret.data["auth.yaml"]).replace(/\s+/g, ""), "base64").toString(
+    "utf8",
+  );
+  assert.ok(
+    auth.includes(OPERATOR_TOKEN_SHA) && !auth.includes(demo),
+    "the operator's tokens only",
+  );
+  const dev = render("dev").find((o) => o.kind === "Secret" && o.metadata.name === "agentd-auth");
+  const devAuth = Buffer.from(String(dev.data["auth.yaml"]).replace(/\s+/g, ""), "base64").toString(
+    "utf8",
+  );
+  assert.doesNotMatch(devAuth, /admin/, "the demo token has no admin role");
+});
 
 it("the base's policy is the repository's policy.yaml", () => {
   assert.equal(

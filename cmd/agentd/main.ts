@@ -431,7 +431,11 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     });
     if (mode === "worker" && cfg.listen !== undefined) {
       // Before the first claim: a port that cannot be had stops the start holding no run.
-      healthPort = createHealthPort({ ready: async () => !stopping && (await ready(log)) });
+      // Ready: not stopping, the event log and the Docker engine answer (a dead engine
+      // would have the worker claim runs only to fail them).
+      healthPort = createHealthPort({
+        ready: async () => !stopping && (await ready(log)) && (await engine.ready()),
+      });
       const addr = await healthPort.listen(cfg.listen.host, cfg.listen.port);
       logger.info({ addr: `${addr.address}:${addr.port}` }, "health port listening");
     }
@@ -802,7 +806,8 @@ function buildArtifactStore(
         "--artifact-store redis needs a Redis event log (--event-log redis://…)",
       );
     return new RedisArtifactStore({
-      client: redis,
+      // Its own connection: megabyte chunks must not queue ahead of lease renewals.
+      client: redis.duplicate(),
       prefix: cfg["redis-prefix"],
       retentionMs: cfg["artifact-retention"],
     });

@@ -41,3 +41,18 @@ it("a store-wide cap on blob size, whatever the caller asks", async () => {
   );
   await assert.rejects(s.stat("not-a-digest"), (e: unknown) => isAgentdError(e, "EVALIDATION"));
 });
+
+it("a blob whose chunks vanished before its meta is stored again, not renewed empty", async () => {
+  const c = redis.client();
+  const s = new RedisArtifactStore({ client: c, prefix: "t5:" });
+  const a = await s.put(Buffer.alloc(3000, 5));
+  await c.del(`t5:artifact:${a.digest}:chunks`); // evicted or expired first
+  await s.put(Buffer.alloc(3000, 5));
+  const back: Buffer[] = [];
+  for await (const part of s.read(a.digest)) back.push(Buffer.from(part));
+  assert.ok(Buffer.concat(back).equals(Buffer.alloc(3000, 5)));
+  // And storing it again while whole renews its expiry (retention).
+  const r = new RedisArtifactStore({ client: c, prefix: "t5:", retentionMs: 60_000 });
+  await r.put(Buffer.alloc(3000, 5));
+  assert.ok((await c.pttl(`t5:artifact:${a.digest}`)) > 50_000, "renewed");
+});

@@ -38,7 +38,10 @@ const wrap = <T>(p: Promise<T>): Promise<T> => wrapRedis(p, "the artifact store 
  */
 const COMMIT_LUA = `
 local ttl = tonumber(ARGV[4])
-if redis.call('EXISTS', KEYS[3]) == 1 then
+-- There only when whole: its meta and (for a non-empty blob) its chunks. A blob whose chunks
+-- expired or were evicted before its meta is written again, not renewed as it is.
+local chunks = tonumber(redis.call('HGET', KEYS[3], 'chunks') or '-1')
+if chunks >= 0 and (chunks == 0 or redis.call('EXISTS', KEYS[2]) == 1) then
   redis.call('DEL', KEYS[1])
   if ttl > 0 then
     redis.call('PEXPIRE', KEYS[2], ttl)
@@ -46,6 +49,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   end
   return 0
 end
+redis.call('DEL', KEYS[2])
 if tonumber(ARGV[2]) > 0 then
   redis.call('RENAME', KEYS[1], KEYS[2])
   redis.call('PERSIST', KEYS[2])

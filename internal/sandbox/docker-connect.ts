@@ -14,6 +14,8 @@ import { AgentdError } from "../errors.ts";
 
 export interface DockerEngine {
   docker: Docker;
+  /** Whether the engine answers now (a ping within 2 s): the worker's readiness. */
+  ready(): Promise<boolean>;
   /** Where it is, for logs: "unix:///var/run/docker.sock" or "tcp://host:port (TLS)". */
   describe: string;
 }
@@ -21,7 +23,10 @@ export interface DockerEngine {
 /** Builds the client from the environment and checks the engine answers (a ping). */
 export async function connectDocker(env: NodeJS.ProcessEnv): Promise<DockerEngine> {
   const host = env.DOCKER_HOST ?? "unix:///var/run/docker.sock";
-  const tls = env.DOCKER_TLS_VERIFY === "1";
+  // As the Docker CLI: any non-empty DOCKER_TLS_VERIFY turns verification on (docker-modem
+  // itself only reads "1").
+  const tls = env.DOCKER_TLS_VERIFY !== undefined && env.DOCKER_TLS_VERIFY !== "";
+  if (tls) env.DOCKER_TLS_VERIFY = "1";
   const certs = env.DOCKER_CERT_PATH;
   if (tls && host.startsWith("tcp://")) {
     if (certs === undefined || certs === "")
@@ -45,7 +50,15 @@ export async function connectDocker(env: NodeJS.ProcessEnv): Promise<DockerEngin
   } catch (err) {
     throw startError(host, reasonOf(err, tls));
   }
-  return { docker, describe };
+  const ready = async (): Promise<boolean> => {
+    try {
+      await withTimeout(docker.ping(), 2000);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  return { docker, describe, ready };
 }
 
 function startError(host: string, why: string): AgentdError {
@@ -64,6 +77,8 @@ function reasonOf(err: unknown, tls: boolean): string {
   if (code === "ENOENT" || code === "EACCES")
     return `${code === "EACCES" ? "permission denied on" : "no"} socket (is the engine running? may this user use it?)`;
   if (code === "ETIMEDOUT" || code === "ETIMEOUT") return "no answer within 10 s";
+  if (code === "ERR_TLS_CERT_ALTNAME_INVALID")
+    return `TLS failed (${code}): the engine's certificate is not for this host name or address (${e.message ?? ""})`;
   if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_SSL|alert|certificate/i.test(`${code} ${e.message}`))
     return `TLS failed (${code || e.message}): the engine's certificate is not signed by DOCKER_CERT_PATH/ca.pem, or it refused our client certificate`;
   if (e.statusCode === 400 && !tls)
