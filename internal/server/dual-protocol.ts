@@ -64,25 +64,8 @@ export function createTlsServer(
     tcp: h2 as unknown as net.Server,
     h1: h2 as unknown as http.Server,
     h2: h2 as unknown as http2.Http2Server,
-    listen(host, port) {
-      return new Promise((resolve, reject) => {
-        h2.once("error", reject);
-        h2.listen(port, host, () => {
-          h2.off("error", reject);
-          resolve(h2.address() as net.AddressInfo);
-        });
-      });
-    },
-    async close(graceMs = 5000) {
-      const closed = new Promise<void>((resolve) => h2.close(() => resolve()));
-      const timer = setTimeout(() => {
-        for (const s of sockets) s.destroy();
-      }, graceMs);
-      timer.unref();
-      for (const session of sessions) session.close();
-      await closed;
-      clearTimeout(timer);
-    },
+    listen: (host, port) => listenOn(h2, host, port),
+    close: (graceMs = 5000) => closeGracefully(h2, sockets, sessions, graceMs),
     reloadTls(f) {
       h2.setSecureContext({ cert: f.cert, key: f.key });
     },
@@ -137,26 +120,41 @@ export function createDualServer(handler: RequestHandler): DualServer {
     tcp,
     h1,
     h2,
-    listen(host, port) {
-      return new Promise((resolve, reject) => {
-        tcp.once("error", reject);
-        tcp.listen(port, host, () => {
-          tcp.off("error", reject);
-          resolve(tcp.address() as net.AddressInfo);
-        });
-      });
-    },
-    async close(graceMs = 5000) {
-      const closed = new Promise<void>((resolve) => tcp.close(() => resolve()));
+    listen: (host, port) => listenOn(tcp, host, port),
+    close(graceMs = 5000) {
       h1.closeIdleConnections();
-      const timer = setTimeout(() => {
-        for (const s of sockets) s.destroy();
-      }, graceMs);
-      timer.unref();
-      // Ask HTTP/2 peers to go away politely (GOAWAY; open streams may finish).
-      for (const session of sessions) session.close();
-      await closed;
-      clearTimeout(timer);
+      return closeGracefully(tcp, sockets, sessions, graceMs);
     },
   };
+}
+
+/** Listens; resolves with the bound address (rejects with the listen error: EADDRINUSE…). */
+function listenOn(server: net.Server, host: string, port: number): Promise<net.AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve(server.address() as net.AddressInfo);
+    });
+  });
+}
+
+/**
+ * Stops accepting; asks HTTP/2 peers to go away politely (GOAWAY: open streams may finish);
+ * destroys whatever is still connected after `graceMs`.
+ */
+async function closeGracefully(
+  server: net.Server,
+  sockets: ReadonlySet<net.Socket>,
+  sessions: ReadonlySet<http2.ServerHttp2Session>,
+  graceMs: number,
+): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  const timer = setTimeout(() => {
+    for (const s of sockets) s.destroy();
+  }, graceMs);
+  timer.unref();
+  for (const session of sessions) session.close();
+  await closed;
+  clearTimeout(timer);
 }
