@@ -1,0 +1,197 @@
+/**
+ * The egress proxy on loopback, against real upstreams (HTTP and HTTPS servers on port 0):
+ * names resolve through a table the test controls (127.0.0.1 is named as allowed, the
+ * metadata address is not). Allowed and refused HTTP and CONNECT, a tunnel whose
+ * ClientHello names another host or is not TLS, the connection limit, a hanging upstream.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, it } from "node:test";
+import tls from "node:tls";
+import { serverCerts } from "../testing/certs.ts";
+import { type HostRule, parseHostRule } from "./destination.ts";
+import { type ConnectionRecord, createEgressProxy, type EgressProxy } from "./proxy.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "agentd-egress-"));
+const records: ConnectionRecord[] = [];
+let proxy: EgressProxy;
+let proxyPort: number;
+let httpPort: number;
+let httpsPort: number;
+let hangPort: number;
+let ca: Buffer;
+const servers: net.Server[] = [];
+
+const NAMES: Record<string, string[]> = {
+  "up.example.com": ["127.0.0.1"],
+  "meta.example.com": ["169.254.169.254"],
+  "hang.example.com": ["127.0.0.1"],
+};
+
+async function listen(s: net.Server): Promise<number> {
+  servers.push(s);
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  return (s.address() as net.AddressInfo).port;
+}
+
+before(async () => {
+  const certs = serverCerts(join(dir, "ca"));
+  ca = readFileSync(certs.ca);
+  httpPort = await listen(http.createServer((req, res) => res.end(`hello ${req.headers.host}`)));
+  httpsPort = await listen(
+    https.createServer(
+      { cert: readFileSync(certs.cert), key: readFileSync(certs.key) },
+      (_req, res) => res.end("secure hello"),
+    ),
+  );
+  hangPort = await listen(net.createServer(() => undefined)); // accepts, never answers
+  const privateAllowed = new net.BlockList();
+  privateAllowed.addAddress("127.0.0.1");
+  proxy = createEgressProxy({
+    check: {
+      rules: ["up.example.com", "meta.example.com", "hang.example.com"].map(
+        (e) => parseHostRule(e) as HostRule,
+      ),
+      privateAllowed,
+    },
+    resolve: async (host) => NAMES[host] ?? [],
+    maxConnections: 3,
+    idleTimeoutMs: 400,
+    connectTimeoutMs: 1000,
+    onConnection: (r) => records.push(r),
+  });
+  proxyPort = (await proxy.listen("127.0.0.1", 0)).port;
+});
+
+after(async () => {
+  await proxy?.close();
+  for (const s of servers) s.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function viaProxy(url: string): Promise<{ status: number; body: string; reason: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: "127.0.0.1", port: proxyPort, path: url, headers: { host: new URL(url).host } },
+      (res) => {
+        let body = "";
+        res.on("data", (c: Buffer) => (body += c.toString()));
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body,
+            reason: String(res.headers["x-agentd-egress"] ?? ""),
+          }),
+        );
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** CONNECT host:port; the socket after a 200, or the refusal's status line. */
+function connect(target: string): Promise<{ socket: net.Socket } | { status: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      host: "127.0.0.1",
+      port: proxyPort,
+      method: "CONNECT",
+      path: target,
+    });
+    req.on("connect", (res, socket) => {
+      if (res.statusCode === 200) resolve({ socket });
+      else resolve({ status: `${res.statusCode} ${res.headers["x-agentd-egress"] ?? ""}` });
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+it("forward HTTP: an allowed name reaches its upstream; others are refused with the reason", async () => {
+  const ok = await viaProxy(`http://up.example.com:${httpPort}/x`);
+  assert.deepEqual([ok.status, ok.body], [200, `hello up.example.com:${httpPort}`]);
+  const no = await viaProxy(`http://evil.example.org:${httpPort}/`);
+  assert.equal(no.status, 403);
+  assert.match(no.reason, /not in the policy's network.allow/);
+  const meta = await viaProxy("http://meta.example.com/latest/meta-data/");
+  assert.equal(meta.status, 403);
+  assert.match(meta.reason, /169\.254\.169\.254, a metadata address/);
+  const rec = records.find((r) => r.host === "up.example.com" && r.method === "GET");
+  assert.ok(rec?.allowed && rec.bytesDown > 0, JSON.stringify(rec));
+});
+
+it("CONNECT: a TLS tunnel for its own host works end to end; another server name or plain bytes are cut", async () => {
+  const t = await connect(`up.example.com:${httpsPort}`);
+  assert.ok("socket" in t);
+  const secure = tls.connect({
+    socket: t.socket,
+    servername: "up.example.com",
+    ca,
+    checkServerIdentity: () => undefined,
+  });
+  await new Promise<void>((r, j) => secure.once("secureConnect", r).once("error", j));
+  secure.write("GET / HTTP/1.1\r\nhost: up.example.com\r\nconnection: close\r\n\r\n");
+  let answer = "";
+  for await (const c of secure) answer += c.toString();
+  assert.match(answer, /secure hello/);
+
+  const lie = await connect(`up.example.com:${httpsPort}`);
+  assert.ok("socket" in lie);
+  const other = tls.connect({
+    socket: lie.socket,
+    servername: "bank.example.net",
+    ca,
+    checkServerIdentity: () => undefined,
+  });
+  await assert.rejects(
+    new Promise((r, j) =>
+      other
+        .once("secureConnect", r)
+        .once("error", j)
+        .once("close", () => j(new Error("closed"))),
+    ),
+  );
+  const plain = await connect(`up.example.com:${httpPort}`);
+  assert.ok("socket" in plain);
+  plain.socket.write("GET / HTTP/1.1\r\nhost: x\r\n\r\n");
+  const closed = await new Promise<string>((r) => {
+    let got = "";
+    plain.socket.on("data", (c: Buffer) => (got += c.toString()));
+    plain.socket.on("close", () => r(got));
+  });
+  assert.equal(closed, "", "nothing reached the upstream");
+  await new Promise((r) => setTimeout(r, 50));
+  const cut = records.filter((r) => r.method === "CONNECT" && !r.allowed).map((r) => r.reason);
+  assert.ok(
+    cut.some((x) => /server name bank\.example\.net is not up\.example\.com/.test(x)),
+    cut.join("; "),
+  );
+  assert.ok(
+    cut.some((x) => /not TLS for up\.example\.com/.test(x)),
+    cut.join("; "),
+  );
+  const refused = await connect("meta.example.com:443");
+  assert.ok("status" in refused && /^403 .*metadata/.test(refused.status));
+});
+
+it("a hanging upstream is cut at the idle timeout; past the connection limit, 429", async () => {
+  const t0 = Date.now();
+  const hung = await viaProxy(`http://hang.example.com:${hangPort}/`);
+  assert.equal(hung.status, 502);
+  assert.ok(Date.now() - t0 < 3000, `${Date.now() - t0} ms`);
+  const tunnels = await Promise.all([1, 2, 3].map(() => connect(`hang.example.com:${hangPort}`)));
+  assert.ok(
+    tunnels.every((x) => "socket" in x),
+    "three at once are allowed",
+  );
+  const fourth = await viaProxy(`http://up.example.com:${httpPort}/`);
+  assert.equal(fourth.status, 429);
+  for (const x of tunnels) if ("socket" in x) x.socket.destroy();
+});
