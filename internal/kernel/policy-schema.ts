@@ -3,8 +3,10 @@
  * typo never silently turns a rule off. Sizes accept bytes or "256KiB"/"1MiB"/"1GiB";
  * durations accept milliseconds or "500ms"/"30s"/"5m"/"1h". docs/policy.md is the reference.
  */
+
 import picomatch from "picomatch";
 import { z } from "zod";
+import { NetworkSchema } from "./network-schema.ts";
 
 const UNITS: Record<string, number> = {
   B: 1,
@@ -287,6 +289,8 @@ export const PolicySchema = z
       })
       .strict()
       .default({ allow: [], providers: [{ type: "env" }] }),
+    /** Egress through the proxy (issue #16; validated, not yet enforced). */
+    network: NetworkSchema,
     sandbox: z
       .object({
         image: z.string().min(1).default("agentd-sandbox-base:latest"),

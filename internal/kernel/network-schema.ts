@@ -1,0 +1,91 @@
+/**
+ * The policy's `network` section (issue #16): the hosts a sandbox may reach through the
+ * egress proxy, the addresses allowed although not public, when a host outside the list
+ * asks a person, and credentials the proxy adds (values from `$ENV.NAME`, never written in
+ * the policy). Every entry is checked here, errors naming the field and the entry, so a
+ * typo fails at load, not at the first connection. Not yet enforced: sandboxes still get
+ * no network until the proxy is wired in (sandbox.network stays fail-closed).
+ */
+import net from "node:net";
+import { z } from "zod";
+import { parseHostRule } from "../egress/destination.ts";
+
+const HostEntry = z.string().superRefine((entry, ctx) => {
+  const r = parseHostRule(entry);
+  if ("error" in r) ctx.addIssue({ code: "custom", message: r.error });
+});
+
+/** An IP address or a subnet (CIDR) the policy allows although it is not public. */
+const PrivateEntry = z.string().superRefine((entry, ctx) => {
+  const [addr, prefix, ...rest] = entry.trim().split("/");
+  const family = net.isIP(addr ?? "");
+  const max = family === 6 ? 128 : 32;
+  const bits = prefix === undefined ? max : Number(prefix);
+  if (family === 0 || rest.length > 0 || !Number.isInteger(bits) || bits < 0 || bits > max)
+    ctx.addIssue({
+      code: "custom",
+      message: `${JSON.stringify(entry)} is not an IP address or subnet (10.20.0.0/16, fd00::/8, 10.1.2.3)`,
+    });
+  else if (bits < 8)
+    ctx.addIssue({ code: "custom", message: `${JSON.stringify(entry)} is too wide: at most a /8` });
+});
+
+const HEADER_RE = /^[A-Za-z0-9-]{1,64}$/;
+const ENV_REF = /\$ENV\.[A-Za-z_][A-Za-z0-9_]*/;
+
+const Credential = z
+  .object({
+    /** The exact host the header is added for (it must also be allowed). */
+    host: HostEntry,
+    header: z.string().regex(HEADER_RE, "must be a header name"),
+    /** The value, with `$ENV.NAME` where the secret goes (e.g. "Bearer $ENV.GITHUB_TOKEN"). */
+    value: z
+      .string()
+      .min(1)
+      .max(4096)
+      .refine(
+        (v) => ENV_REF.test(v),
+        "must name its secret as $ENV.NAME (a literal secret would sit in the policy)",
+      ),
+  })
+  .strict();
+
+export const NetworkSchema = z
+  .object({
+    /** Hosts a sandbox may reach: exact names and "*." suffixes, each with an optional ":port". */
+    allow: z.array(HostEntry).max(256).default([]),
+    /** Addresses and subnets allowed although loopback, private or link-local. */
+    private: z.array(PrivateEntry).max(64).default([]),
+    /** A host outside `allow`: refused (never), or it waits for a person (risk, always). */
+    approval: z.enum(["never", "risk", "always"]).default("never"),
+    credentials: z.array(Credential).max(32).default([]),
+  })
+  .strict()
+  .superRefine((n, ctx) => {
+    n.credentials.forEach((c, i) => {
+      const rule = parseHostRule(c.host);
+      if (!("error" in rule) && rule.wildcard)
+        ctx.addIssue({
+          code: "custom",
+          path: ["credentials", i, "host"],
+          message: "credentials go to one exact host, not a wildcard",
+        });
+      const allowed = n.allow.some((a) => {
+        const r = parseHostRule(a);
+        return (
+          !("error" in r) &&
+          !("error" in rule) &&
+          (r.wildcard ? rule.host.endsWith(`.${r.host}`) : r.host === rule.host)
+        );
+      });
+      if (!allowed)
+        ctx.addIssue({
+          code: "custom",
+          path: ["credentials", i, "host"],
+          message: `${c.host} is not in network.allow`,
+        });
+    });
+  })
+  .default({ allow: [], private: [], approval: "never", credentials: [] });
+
+export type NetworkPolicy = z.infer<typeof NetworkSchema>;
