@@ -195,6 +195,9 @@ export function eventLine(ev: Event, st: Style): string {
     case "usageUpdated":
       detail = `${formatCount(p.value.usage?.inputTokens ?? 0n)} tokens in, ${formatCount(p.value.usage?.outputTokens ?? 0n)} out, ${formatCost(p.value.costMicros)} after ${p.value.steps} step(s)`;
       break;
+    case "networkRequest":
+      detail = `${p.value.method} ${p.value.host}:${p.value.port} ${p.value.decision}${p.value.reason === "" ? "" : ` (${p.value.reason})`}, ${formatBytes(Number(p.value.bytesUp))} up, ${formatBytes(Number(p.value.bytesDown))} down`;
+      break;
     default:
       break;
   }

@@ -130,6 +130,8 @@ const TRANSPARENT = new Set([
   // split them into two messages (a model would see its calls without their preamble,
   // and a replay would no longer match its transcript).
   "usage.updated",
+  // What the proxy decided; the model sees the effect in the tool's own output.
+  "network.request",
   "policy.decision",
   "approval.requested",
   "approval.resolved",

@@ -33,6 +33,7 @@ export const EVENT_TYPES = {
   "artifact.emitted": "artifactEmitted",
   "checkpoint.created": "checkpointCreated",
   "usage.updated": "usageUpdated",
+  "network.request": "networkRequest",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 
 export type EventType = keyof typeof EVENT_TYPES;

@@ -239,6 +239,14 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: UsageUpdated;
     case: "usageUpdated";
+  } | {
+    /**
+     * type "network.request"
+     *
+     * @generated from field: agentd.v1.NetworkRequest network_request = 80;
+     */
+    value: NetworkRequest;
+    case: "networkRequest";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1308,6 +1316,91 @@ export declare type CheckpointCreated = Message<"agentd.v1.CheckpointCreated"> &
  * Use `create(CheckpointCreatedSchema)` to create a new message.
  */
 export declare const CheckpointCreatedSchema: GenMessage<CheckpointCreated>;
+
+/**
+ * One connection a sandbox opened through the egress proxy, and what the proxy decided
+ * (issue #16; the proxy is not yet wired to the sandboxes, so no worker writes it yet).
+ *
+ * @generated from message agentd.v1.NetworkRequest
+ */
+export declare type NetworkRequest = Message<"agentd.v1.NetworkRequest"> & {
+  /**
+   * The host the sandbox asked for (the CONNECT target or the URL's host).
+   *
+   * @generated from field: string host = 1;
+   */
+  host: string;
+
+  /**
+   * Its port.
+   *
+   * @generated from field: uint32 port = 2;
+   */
+  port: number;
+
+  /**
+   * The HTTP method for plain HTTP, "CONNECT" for a tunnel.
+   *
+   * @generated from field: string method = 3;
+   */
+  method: string;
+
+  /**
+   * "allowed", "denied", "approved" (after a person said yes) or "pending".
+   *
+   * @generated from field: string decision = 4;
+   */
+  decision: string;
+
+  /**
+   * The rule that allowed it, or why it was refused.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+
+  /**
+   * Bytes from the sandbox to the host.
+   *
+   * @generated from field: uint64 bytes_up = 6;
+   */
+  bytesUp: bigint;
+
+  /**
+   * Bytes from the host to the sandbox.
+   *
+   * @generated from field: uint64 bytes_down = 7;
+   */
+  bytesDown: bigint;
+
+  /**
+   * How long the connection lasted, ms.
+   *
+   * @generated from field: uint64 duration_ms = 8;
+   */
+  durationMs: bigint;
+
+  /**
+   * How TLS was carried: "tunnel" (end to end), "intercepted" (credentials added at the
+   * proxy), "plain" (HTTP without TLS).
+   *
+   * @generated from field: string tls = 9;
+   */
+  tls: string;
+
+  /**
+   * The tool call whose process opened it, when known.
+   *
+   * @generated from field: string call_id = 10;
+   */
+  callId: string;
+};
+
+/**
+ * Describes the message agentd.v1.NetworkRequest.
+ * Use `create(NetworkRequestSchema)` to create a new message.
+ */
+export declare const NetworkRequestSchema: GenMessage<NetworkRequest>;
 
 /**
  * Stream a chunk came from.
