@@ -27,45 +27,38 @@ const docker = (...args: string[]) =>
 const name = `agentd-image-test-${process.pid}`;
 after(() => void docker("rm", "-f", name));
 
+/** `docker run --rm --network none` of the image, with another entrypoint when given. */
+const inImage = (image: string, entrypoint: string | undefined, ...args: string[]) =>
+  docker(
+    "run",
+    "--rm",
+    "--network",
+    "none",
+    ...(entrypoint === undefined ? [] : ["--entrypoint", entrypoint]),
+    image,
+    ...args,
+  );
+
 it("agentd and agentctl --version, as user 10001; no tests inside; its size", (t) => {
   const image = tag();
-  const v = docker("run", "--rm", "--network", "none", image, "--version");
+  const v = inImage(image, undefined, "--version");
   assert.equal(v.status, 0, v.stderr);
   assert.ok(v.stdout.startsWith(`agentd ${VERSION} (node v24.`), v.stdout);
-  const c = docker(
-    "run",
-    "--rm",
-    "--network",
-    "none",
-    "--entrypoint",
-    "agentctl",
-    image,
-    "--version",
-  );
+  const c = inImage(image, "agentctl", "--version");
   assert.equal(c.status, 0, c.stderr);
   assert.match(c.stdout, new RegExp(`^agentctl ${VERSION.replaceAll(".", "\\.")}`));
-  const id = docker("run", "--rm", "--network", "none", "--entrypoint", "id", image);
+  const id = inImage(image, "id");
   assert.match(id.stdout, /^uid=10001\(agentd\) gid=10001\(agentd\)/);
-  const inside = docker(
-    "run",
-    "--rm",
-    "--network",
-    "none",
-    "--entrypoint",
-    "sh",
+  const inside = inImage(
     image,
+    "sh",
     "-c",
     "test ! -e /opt/agentd/internal/testing && test ! -e /opt/agentd/bench && ! ls /opt/agentd/internal/api | grep -q test && ls /opt/agentd/node_modules | grep -c . ",
   );
   assert.equal(inside.status, 0, `tests or test helpers in the image: ${inside.stderr}`);
-  const dev = docker(
-    "run",
-    "--rm",
-    "--network",
-    "none",
-    "--entrypoint",
-    "sh",
+  const dev = inImage(
     image,
+    "sh",
     "-c",
     "test ! -e /opt/agentd/node_modules/@biomejs && test ! -e /opt/agentd/node_modules/typescript",
   );

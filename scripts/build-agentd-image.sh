@@ -97,8 +97,7 @@ mv "$WORK/node_modules" "$ROOTFS/opt/agentd/node_modules"
 find "$ROOTFS/opt/agentd/node_modules" \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \
   -o -name '*.map' -o -iname 'README*' -o -iname 'CHANGELOG*' \) -type f -delete
 for cmd in agentd agentctl; do
-  # As bin/agentd: an empty OPENAI_BASE_URL is "not set" (the AI SDK refuses an empty one).
-  printf '#!/bin/sh\n[ -n "${OPENAI_BASE_URL:-}" ] || unset OPENAI_BASE_URL\nexec /usr/local/bin/node /opt/agentd/cmd/%s/main.ts "$@"\n' "$cmd" >"$ROOTFS/usr/local/bin/$cmd"
+  printf '#!/bin/sh\nexec /usr/local/bin/node /opt/agentd/cmd/%s/main.ts "$@"\n' "$cmd" >"$ROOTFS/usr/local/bin/$cmd"
   chmod 755 "$ROOTFS/usr/local/bin/$cmd"
 done
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-import { readFileSync } from "node:fs";
-import { hostname } from "node:os";
 /**
  * agentd: the composition root. Reads configuration once, builds the adapters (event log,
  * artifact store, authenticator, policy), starts the server, and stops it cleanly on
- * SIGTERM. SIGHUP re-reads the policy.
+ * SIGTERM. SIGHUP re-reads the policy, the auth file and the TLS certificate.
  */
+import "./empty-env.ts"; // first: before the AI SDK loads
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { text } from "node:stream/consumers";
 import { createSecureContext } from "node:tls";
@@ -66,7 +67,7 @@ import { createDockerSandbox, type DockerSandbox } from "../../internal/sandbox/
 import { MemoryRunQueue } from "../../internal/scheduler/memory-run-queue.ts";
 import type { RunQueue } from "../../internal/scheduler/port.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
-import { createApp } from "../../internal/server/app.ts";
+import { createApp, logAnswers } from "../../internal/server/app.ts";
 import {
   createDualServer,
   createTlsServer,
@@ -173,8 +174,6 @@ const DEV_FLAGS: FlagName[] = [
 const FLAGS_OF = { server: SERVER_FLAGS, worker: WORKER_FLAGS, dev: DEV_FLAGS } as const;
 /** Defaults that differ per mode: the worker's health port is off unless asked for. */
 const DEFAULTS_OF = { server: {}, worker: { listen: undefined }, dev: {} } as const;
-/** Where server and dev listen without --listen (the flag's default). */
-const DEFAULT_LISTEN = { host: "127.0.0.1", port: 7070 };
 
 /** What the agent is told it is, before skills and the task. */
 const SYSTEM_PROMPT = `You are a coding agent working in a sandboxed copy of a repository (the workspace).
@@ -343,7 +342,9 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         }
       });
     }
-    const at = cfg.listen ?? DEFAULT_LISTEN;
+    // Server and dev have the flag's default; only an explicit empty value could unset it.
+    const at = cfg.listen;
+    if (at === undefined) throw new UsageError("--listen (AGENTD_LISTEN) is required");
     const addr = await server.listen(at.host, at.port);
     const shown =
       addr.family === "IPv6" ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
@@ -364,7 +365,6 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       const state = built.exportState;
       exporter = startExporter(exports.sinks, {
         log,
-        runs,
         state,
         logger,
         leaseTtlMs: exports.leaseTtlMs,
@@ -434,7 +434,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       // Ready: not stopping, the event log and the Docker engine answer (a dead engine
       // would have the worker claim runs only to fail them).
       healthPort = createHealthPort({
-        ready: async () => !stopping && (await ready(log)) && (await engine.ready()),
+        ready: async () => !stopping && (await logAnswers(log)) && (await engine.ready()),
       });
       const addr = await healthPort.listen(cfg.listen.host, cfg.listen.port);
       logger.info({ addr: `${addr.address}:${addr.port}` }, "health port listening");
@@ -840,16 +840,6 @@ function tlsFiles(cfg: Config): { cert: string; key: string } | undefined {
 
 function readTls(files: { cert: string; key: string }): TlsFiles {
   return { cert: readFileSync(files.cert), key: readFileSync(files.key) };
-}
-
-/** The event log answers (a ping). */
-async function ready(log: EventLog): Promise<boolean> {
-  try {
-    await log.ping();
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function startFailure(err: unknown): string {

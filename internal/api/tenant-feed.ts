@@ -10,6 +10,7 @@
 import { AgentdError, invalid } from "../errors.ts";
 import type { LoggedEvent } from "../eventlog/event-codec.ts";
 import type { FeedEntry } from "../eventlog/port.ts";
+import { createRunOriginCache } from "../eventlog/run-origin.ts";
 import { sleep } from "../sleep.ts";
 import type { ApiDeps } from "./deps.ts";
 import { matchesSelector, parseSelector, type Requirement } from "./labels.ts";
@@ -127,7 +128,7 @@ export interface FeedStart {
  * a cursor a consumer may save even when nothing matched its filters.
  */
 export async function openFeed(
-  deps: Pick<ApiDeps, "log" | "runs">,
+  deps: Pick<ApiDeps, "log">,
   accept: (tenantId: string) => boolean,
   plan: FeedPlan,
   signal: AbortSignal,
@@ -139,7 +140,7 @@ export async function openFeed(
 
 /** One tenant's feed, as openFeed. */
 export async function openTenantFeed(
-  deps: Pick<ApiDeps, "log" | "runs">,
+  deps: Pick<ApiDeps, "log">,
   tenantId: string,
   plan: FeedPlan,
   signal: AbortSignal,
@@ -172,7 +173,7 @@ async function startOf(deps: Pick<ApiDeps, "log">, plan: FeedPlan): Promise<Feed
 export const WHOLE_ENTRY = "9999999999999999999";
 
 async function* follow(
-  deps: Pick<ApiDeps, "log" | "runs">,
+  deps: Pick<ApiDeps, "log">,
   accept: (tenantId: string) => boolean,
   plan: FeedPlan,
   start: FeedStart,
@@ -180,7 +181,8 @@ async function* follow(
   onProgress?: (cursor: string, caughtUp: boolean) => void | Promise<void>,
 ): AsyncGenerator<FeedItem> {
   let { from, skipThrough, mustFind } = start;
-  const labels = createLabelCache(deps);
+  const origin = createRunOriginCache(deps.log);
+  const labels = async (runId: string) => (await origin(runId))?.labels ?? {};
   while (!signal.aborted) {
     const page = await deps.log.readFeed(from, PAGE);
     if (mustFind && page[0]?.id !== from) throw fellBehind(start.fromCursor && from === start.from);
@@ -222,19 +224,4 @@ function fellBehind(fromCursor: boolean): AgentdError {
       : "the watcher fell behind what the feed keeps; start again without a cursor",
     { field: "cursor" },
   );
-}
-
-/** Labels of a run by id, cached (a run's labels never change). */
-function createLabelCache(
-  deps: Pick<ApiDeps, "runs">,
-): (runId: string) => Promise<Record<string, string>> {
-  const cache = new Map<string, Record<string, string>>();
-  return async (runId) => {
-    const hit = cache.get(runId);
-    if (hit !== undefined) return hit;
-    const labels = (await deps.runs.get(runId))?.labels ?? {};
-    if (cache.size >= 10_000) cache.delete(cache.keys().next().value as string);
-    cache.set(runId, labels);
-    return labels;
-  };
 }

@@ -4,7 +4,7 @@
  * Positions come from the YAML document's node ranges, so an error points at the offending
  * value (or, for an unknown key, at the key). Never echoes a value longer than a line.
  */
-import { type Document, isMap, isScalar, isSeq } from "yaml";
+import { type Document, isMap, isScalar, isSeq, LineCounter, parseDocument } from "yaml";
 import type { z } from "zod";
 
 export type Path = readonly PropertyKey[];
@@ -17,6 +17,39 @@ export interface YamlIssue {
   /** Dotted path ("sinks.0.url"), "(root)", "(yaml)" or "(file)". */
   field: string;
   message: string;
+}
+
+/** A parsed YAML file: its document and where its lines are, for issues that point into it. */
+export interface YamlFile {
+  doc: Document;
+  lines: LineCounter;
+  source: string;
+}
+
+export function parseYamlFile(text: string, source: string): YamlFile {
+  const lines = new LineCounter();
+  return { doc: parseDocument(text, { lineCounter: lines, prettyErrors: false }), lines, source };
+}
+
+/** An issue at a byte offset of the file. */
+export function issueAtOffset(
+  f: YamlFile,
+  offset: number,
+  field: string,
+  message: string,
+): YamlIssue {
+  const { line, col } = f.lines.linePos(offset);
+  return { file: f.source, line, column: col, field, message };
+}
+
+/** An issue at the node of `path` (its key when `key`, or when the value is not a scalar). */
+export function issueAtPath(f: YamlFile, path: Path, key: boolean, message: string): YamlIssue {
+  return issueAtOffset(f, offsetOf(f.doc, path, key), fieldName(path), message);
+}
+
+/** Every YAML syntax error the parser found (duplicate keys included), field "(yaml)". */
+export function syntaxIssues(f: YamlFile): YamlIssue[] {
+  return f.doc.errors.map((e) => issueAtOffset(f, e.pos[0], "(yaml)", e.message));
 }
 
 /** `FILE:LINE:COL: field: message`, one line per issue (`FILE: field: message` without a position). */
@@ -37,6 +70,8 @@ export function zodIssues(
   schema: unknown,
   at: (path: Path, key: boolean, message: string) => YamlIssue,
   what: (path: Path) => string = () => "key",
+  /** Fields whose values are never repeated in a message (a secret pasted in by mistake). */
+  secret: (path: Path) => boolean = () => false,
 ): YamlIssue[] {
   const errors: YamlIssue[] = [];
   for (const issue of issues) {
@@ -48,7 +83,7 @@ export function zodIssues(
       }
       continue;
     }
-    errors.push(at(issue.path, false, describe(issue, input)));
+    errors.push(at(issue.path, false, describe(issue, input, !secret(issue.path))));
   }
   return errors;
 }
@@ -84,9 +119,9 @@ export function offsetOf(doc: Document, path: Path, key: boolean): number {
 }
 
 /** A zod issue in words that name what was expected (and, where useful, what was found). */
-export function describe(issue: z.core.$ZodIssue, input: unknown): string {
+export function describe(issue: z.core.$ZodIssue, input: unknown, echo = true): string {
   const value = valueAt(input, issue.path);
-  const got = value === undefined ? "" : `, got ${show(value)}`;
+  const got = value === undefined || !echo ? "" : `, got ${show(value)}`;
   switch (issue.code) {
     case "invalid_type": {
       const expected = TYPE_WORDS[issue.expected] ?? `a ${issue.expected}`;

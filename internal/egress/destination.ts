@@ -157,7 +157,7 @@ function expandIpv6(ip: string): number[] {
   const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(s)?.[1];
   if (v4 !== undefined) {
     const [a, b, c, d] = v4.split(".").map(Number) as [number, number, number, number];
-    s = s.slice(0, -v4.length) + `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+    s = `${s.slice(0, -v4.length)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
   }
   const [head, rest] = s.split("::") as [string, string | undefined];
   const h = head === "" ? [] : head.split(":");

@@ -11,6 +11,7 @@
 import dns from "node:dns/promises";
 import http from "node:http";
 import net from "node:net";
+import { listenOn } from "../server/listen.ts";
 import { checkDestination, type DestinationCheck } from "./destination.ts";
 import { MAX_HELLO_BYTES, readSni } from "./sni.ts";
 
@@ -281,14 +282,7 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
   }
 
   return {
-    listen: (host, port) =>
-      new Promise((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(port, host, () => {
-          server.off("error", reject);
-          resolve(server.address() as net.AddressInfo);
-        });
-      }),
+    listen: (host, port) => listenOn(server, host, port),
     close: () =>
       new Promise((resolve) => {
         for (const s of sockets) s.destroy();

@@ -6,9 +6,15 @@
  * deliver to as configured (a missing secret, a bad URL), or log a secret.
  */
 import { readFileSync } from "node:fs";
-import { LineCounter, parseDocument } from "yaml";
 import { z } from "zod";
-import { formatIssues, offsetOf, type YamlIssue, zodIssues } from "../config/yaml-issues.ts";
+import {
+  formatIssues,
+  issueAtPath,
+  parseYamlFile,
+  syntaxIssues,
+  type YamlIssue,
+  zodIssues,
+} from "../config/yaml-issues.ts";
 import { AgentdError } from "../errors.ts";
 
 const NAME_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -100,34 +106,18 @@ export function parseExportConfig(
   source: string,
   env: Record<string, string | undefined>,
 ): ({ ok: true } & ExportConfig) | { ok: false; errors: YamlIssue[] } {
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
-  const at = (path: readonly PropertyKey[], key: boolean, message: string): YamlIssue => {
-    const { line, col } = lines.linePos(offsetOf(doc, path, key));
-    return {
-      file: source,
-      line,
-      column: col,
-      field: path.length === 0 ? "(root)" : path.map(String).join("."),
-      message,
-    };
-  };
-  if (doc.errors.length > 0) {
-    return {
-      ok: false,
-      errors: doc.errors.map((e) => {
-        const { line, col } = lines.linePos(e.pos[0]);
-        return { file: source, line, column: col, field: "(yaml)", message: e.message };
-      }),
-    };
-  }
+  const file = parseYamlFile(text, source);
+  const { doc } = file;
+  const at = (path: readonly PropertyKey[], key: boolean, message: string): YamlIssue =>
+    issueAtPath(file, path, key, message);
+  if (doc.errors.length > 0) return { ok: false, errors: syntaxIssues(file) };
   const input = doc.toJS({ maxAliasCount: 100 }) ?? {};
   const parsed = ExportConfigSchema.safeParse(input);
   if (!parsed.success) {
-    const errors = zodIssues(parsed.error.issues, input, ExportConfigSchema, at);
     // A value given as `secret` or a header may be a key pasted in: never echo it.
-    for (const e of errors)
-      if (/\.(secret|headers\..*)$/.test(e.field)) e.message = e.message.replace(/, got .*$/s, "");
+    const secret = (path: readonly PropertyKey[]) =>
+      path.includes("secret") || path.includes("headers");
+    const errors = zodIssues(parsed.error.issues, input, ExportConfigSchema, at, undefined, secret);
     return { ok: false, errors };
   }
   const errors: YamlIssue[] = [];

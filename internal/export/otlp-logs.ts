@@ -15,6 +15,7 @@ import { resourceFromAttributes } from "@opentelemetry/resources";
 import type { ReadableLogRecord } from "@opentelemetry/sdk-logs";
 import type { FeedItem } from "../api/tenant-feed.ts";
 import type { EventLog } from "../eventlog/port.ts";
+import { createRunOriginCache } from "../eventlog/run-origin.ts";
 import { contextOf } from "../telemetry/trace-context.ts";
 import { agentdVersion } from "../version/version.ts";
 import type { OtlpLogsConfig } from "./config.ts";
@@ -38,7 +39,13 @@ export function createOtlpLogs(sink: OtlpLogsConfig, log: EventLog): OtlpLogsDel
     headers: sink.headers,
     timeoutMillis: sink.timeoutMs,
   });
-  const traces = createTraceCache(log);
+  const origin = createRunOriginCache(log);
+  const traces = async (runId: string): Promise<SpanContext | undefined> => {
+    const q = await origin(runId);
+    return q === undefined
+      ? undefined
+      : trace.getSpanContext(contextOf(q.traceParent, q.traceState));
+  };
   return {
     async deliver(item, signal) {
       const record = recordOf(item, await traces(item.event.runId));
@@ -81,21 +88,5 @@ function recordOf(item: FeedItem, span: SpanContext | undefined): ReadableLogRec
     instrumentationScope: SCOPE,
     attributes,
     droppedAttributesCount: 0,
-  };
-}
-
-/** The span context stored with a run (its run.queued), cached per run. */
-function createTraceCache(log: EventLog): (runId: string) => Promise<SpanContext | undefined> {
-  const cache = new Map<string, SpanContext | undefined>();
-  return async (runId) => {
-    if (cache.has(runId)) return cache.get(runId);
-    const first = (await log.read(runId, 0, 1))[0]?.event.payload;
-    const sc =
-      first?.case === "runQueued"
-        ? trace.getSpanContext(contextOf(first.value.traceParent, first.value.traceState))
-        : undefined;
-    if (cache.size >= 10_000) cache.delete(cache.keys().next().value as string);
-    cache.set(runId, sc);
-    return sc;
   };
 }

@@ -13,7 +13,6 @@ import { ulid } from "ulid";
 import { delta, queued } from "../eventlog/conformance.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { ApprovalRequestedSchema } from "../gen/agentd/v1/events_pb.js";
-import { RunProjectionCache } from "../projections/run-cache.ts";
 import { createLogger } from "../telemetry/logger.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../testing/webhook-receiver.ts";
 import type { WebhookConfig } from "./config.ts";
@@ -57,7 +56,6 @@ function sink(name: string, types: string[]): WebhookConfig {
 function start(s: WebhookConfig) {
   return startSinkRunner(s, (item, attempt, signal) => deliverWebhook(s, item, attempt, signal), {
     log,
-    runs: new RunProjectionCache({ log }),
     state,
     holder: "me",
     logger,

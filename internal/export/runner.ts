@@ -12,7 +12,6 @@
 import { type FeedItem, openFeed, planFeed, WHOLE_ENTRY } from "../api/tenant-feed.ts";
 import { isAgentdError } from "../errors.ts";
 import type { EventLog } from "../eventlog/port.ts";
-import type { RunProjectionCache } from "../projections/run-cache.ts";
 import { sleep } from "../sleep.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { metrics } from "../telemetry/metrics.ts";
@@ -25,7 +24,6 @@ export type Deliver = (item: FeedItem, attempt: number, signal: AbortSignal) => 
 
 export interface RunnerDeps {
   log: EventLog;
-  runs: RunProjectionCache;
   state: ExportState;
   /** This process's holder id for leases. */
   holder: string;

@@ -5,13 +5,16 @@
  */
 import { readFileSync } from "node:fs";
 import { dirname, resolve as resolvePath } from "node:path";
-import { type Document, LineCounter, parseDocument } from "yaml";
 import {
-  fieldName,
   formatIssues,
+  issueAtOffset,
+  issueAtPath,
   offsetOf,
   type Path,
+  parseYamlFile,
   show,
+  syntaxIssues,
+  type YamlFile,
   type YamlIssue,
   zodIssues,
 } from "../config/yaml-issues.ts";
@@ -36,10 +39,7 @@ export type PolicyResolver = (
 const MAX_LAYERS = 4;
 
 /** One parsed file of a policy: its document, where its lines are, and its content. */
-interface Layer {
-  doc: Document;
-  lines: LineCounter;
-  source: string;
+interface Layer extends YamlFile {
   input: Record<string, unknown>;
 }
 
@@ -80,16 +80,14 @@ function parseLayers(
   resolve: PolicyResolver | undefined,
   seen: string[],
 ): Layer[] | { ok: false; errors: PolicyIssue[] } {
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
-  const at = (offset: number, field: string, message: string): PolicyIssue => {
-    const { line, col } = lines.linePos(offset);
-    return { file: source, line, column: col, field, message };
-  };
+  const file = parseYamlFile(text, source);
+  const { doc, lines } = file;
+  const at = (offset: number, field: string, message: string): PolicyIssue =>
+    issueAtOffset(file, offset, field, message);
   const fail = (errors: PolicyIssue[]) => ({ ok: false as const, errors });
   // 1. YAML syntax: every error the parser found (duplicate keys included). The document
   //    is not validated further: its content would be guesswork.
-  if (doc.errors.length > 0) return fail(doc.errors.map((e) => at(e.pos[0], "(yaml)", e.message)));
+  if (doc.errors.length > 0) return fail(syntaxIssues(file));
   if (doc.contents === null)
     return fail([
       at(0, "(root)", "the policy is empty; expected a mapping that starts with `version: 1`"),
@@ -139,8 +137,7 @@ function issueAt(layers: Layer[], path: Path, key: boolean, message: string): Po
   const top = layers.at(-1) as Layer;
   const holder =
     [...layers].reverse().find((l) => path.length > 0 && l.doc.hasIn(path as unknown[])) ?? top;
-  const { line, col } = holder.lines.linePos(offsetOf(holder.doc, path, key));
-  return { file: holder.source, line, column: col, field: fieldName(path), message };
+  return issueAtPath(holder, path, key, message);
 }
 
 /** Reads and parses a policy file; an unreadable file is one issue without a position. */

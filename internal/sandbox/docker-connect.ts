@@ -10,6 +10,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import Docker from "dockerode";
+import { withDeadline } from "../deadline.ts";
 import { AgentdError } from "../errors.ts";
 
 export interface DockerEngine {
@@ -46,13 +47,17 @@ export async function connectDocker(env: NodeJS.ProcessEnv): Promise<DockerEngin
   }
   const describe = `${host}${tls ? " (TLS)" : ""}`;
   try {
-    await withTimeout(docker.ping(), 10_000);
+    await withDeadline(docker.ping(), 10_000, () => {
+      throw Object.assign(new Error("timed out"), { code: "ETIMEOUT" });
+    });
   } catch (err) {
     throw startError(host, reasonOf(err, tls));
   }
   const ready = async (): Promise<boolean> => {
     try {
-      await withTimeout(docker.ping(), 2000);
+      await withDeadline(docker.ping(), 2000, () => {
+        throw new Error("timed out");
+      });
       return true;
     } catch {
       return false;
@@ -88,14 +93,4 @@ function reasonOf(err: unknown, tls: boolean): string {
       ? "the connection was reset (the engine refused our client certificate?)"
       : "the connection was reset (does the engine expect TLS? set DOCKER_TLS_VERIFY=1)";
   return e.message ?? String(err);
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let t: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      t = setTimeout(() => reject(Object.assign(new Error("timed out"), { code: "ETIMEOUT" })), ms);
-    }),
-  ]).finally(() => clearTimeout(t));
 }

@@ -22,6 +22,7 @@ import {
   type WorkspaceLimits,
 } from "../api/workspace-upload.ts";
 import type { Authenticator } from "../auth/tokens.ts";
+import type { EventLog } from "../eventlog/port.ts";
 import { file_agentd_v1_events } from "../gen/agentd/v1/events_pb.js";
 import { file_agentd_v1_run_service } from "../gen/agentd/v1/run_service_pb.js";
 import { file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
@@ -69,14 +70,7 @@ export function createApp(opts: AppOptions): RequestHandler {
   const logError = (err: unknown, incident?: string): void => {
     logger.error({ err, incident }, "request failed");
   };
-  const ready = async (): Promise<boolean> => {
-    try {
-      await deps.log.ping();
-      return true;
-    } catch {
-      return false;
-    }
-  };
+  const ready = (): Promise<boolean> => logAnswers(deps.log);
   // One per server: its semaphore bounds the unpacks of every CreateRun this server serves.
   const uploader = createWorkspaceUploader(deps.artifacts, {
     ...DEFAULT_WORKSPACE_LIMITS,
@@ -157,6 +151,16 @@ export function createApp(opts: AppOptions): RequestHandler {
   };
 }
 
+/** Whether the event log answers (a ping): what /readyz and gRPC health report. */
+export async function logAnswers(log: EventLog): Promise<boolean> {
+  try {
+    await log.ping();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** GET /metrics: Prometheus text format, unauthenticated like the probes (no ids in it). */
 export async function serveMetrics(
   response: http.ServerResponse | http2.Http2ServerResponse,
@@ -172,7 +176,8 @@ export async function serveMetrics(
   }
 }
 
-function json(
+/** A JSON answer (probes, the health port). */
+export function json(
   response: http.ServerResponse | http2.Http2ServerResponse,
   status: number,
   body: unknown,

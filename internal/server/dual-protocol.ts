@@ -8,6 +8,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import { listenOn } from "./listen.ts";
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 
@@ -126,17 +127,6 @@ export function createDualServer(handler: RequestHandler): DualServer {
       return closeGracefully(tcp, sockets, sessions, graceMs);
     },
   };
-}
-
-/** Listens; resolves with the bound address (rejects with the listen error: EADDRINUSE…). */
-function listenOn(server: net.Server, host: string, port: number): Promise<net.AddressInfo> {
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve(server.address() as net.AddressInfo);
-    });
-  });
 }
 
 /**

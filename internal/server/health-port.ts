@@ -6,7 +6,9 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { serveMetrics } from "./app.ts";
+import { withDeadline } from "../deadline.ts";
+import { json, serveMetrics } from "./app.ts";
+import { listenOn } from "./listen.ts";
 
 export interface HealthPortOptions {
   /** Resolves when the worker can take work; a rejection or false is "not ready". */
@@ -24,49 +26,24 @@ export function createHealthPort(opts: HealthPortOptions): HealthPort {
   const deadline = opts.readyDeadlineMs ?? 1000;
   const server = http.createServer((req, res) => {
     const path = new URL(req.url ?? "/", "http://agentd").pathname;
-    if (req.method !== "GET" && req.method !== "HEAD")
-      return reply(res, 405, { error: "GET only" });
-    if (path === "/healthz") return reply(res, 200, { status: "ok" });
+    if (req.method !== "GET" && req.method !== "HEAD") return json(res, 405, { error: "GET only" });
+    if (path === "/healthz") return json(res, 200, { status: "ok" });
     if (path === "/metrics") return void serveMetrics(res);
     if (path === "/readyz")
-      return void readyWithin(opts.ready, deadline).then((ok) =>
-        reply(res, ok ? 200 : 503, ok ? { status: "ready" } : { status: "not ready" }),
-      );
-    reply(res, 404, { error: "not found: /healthz, /readyz and /metrics are served here" });
+      return void withDeadline(
+        opts.ready().catch(() => false),
+        deadline,
+        () => false,
+      ).then((ok) => json(res, ok ? 200 : 503, ok ? { status: "ready" } : { status: "not ready" }));
+    json(res, 404, { error: "not found: /healthz, /readyz and /metrics are served here" });
   });
   server.keepAliveTimeout = 5000;
   return {
-    listen: (host, port) =>
-      new Promise((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(port, host, () => {
-          server.off("error", reject);
-          resolve(server.address() as AddressInfo);
-        });
-      }),
+    listen: (host, port) => listenOn(server, host, port),
     close: () =>
       new Promise((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       }),
   };
-}
-
-async function readyWithin(ready: () => Promise<boolean>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      ready().catch(() => false),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function reply(res: http.ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { "content-type": "application/json" });
-  res.end(JSON.stringify(body));
 }

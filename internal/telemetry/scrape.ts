@@ -4,6 +4,7 @@
  * during a Redis outage answers within it, with the last values and agentd_event_log_up 0.
  * Must never: hang a scrape on a dependency, or fail the scrape because one refresher did.
  */
+import { withDeadline } from "../deadline.ts";
 import { registry } from "./metrics.ts";
 
 export type Refresher = () => Promise<void>;
@@ -29,7 +30,15 @@ let refreshedAt = 0;
 function refresh(): Promise<void> {
   if (inflight !== undefined) return inflight;
   if (Date.now() - refreshedAt < REFRESH_MIN_INTERVAL_MS) return Promise.resolve();
-  inflight = Promise.all([...refreshers].map((fn) => withDeadline(fn(), SCRAPE_DEADLINE_MS)))
+  inflight = Promise.all(
+    [...refreshers].map((fn) =>
+      withDeadline(
+        fn().catch(() => undefined),
+        SCRAPE_DEADLINE_MS,
+        () => undefined,
+      ),
+    ),
+  )
     .then(() => undefined)
     .finally(() => {
       inflight = undefined;
@@ -42,16 +51,4 @@ function refresh(): Promise<void> {
 export async function scrape(): Promise<{ contentType: string; body: string }> {
   await refresh();
   return { contentType: registry.contentType, body: await registry.metrics() };
-}
-
-async function withDeadline(p: Promise<void>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, ms);
-  });
-  try {
-    await Promise.race([p.catch(() => undefined), late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
