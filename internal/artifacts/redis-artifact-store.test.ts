@@ -56,3 +56,31 @@ it("a blob whose chunks vanished before its meta is stored again, not renewed em
   await r.put(Buffer.alloc(3000, 5));
   assert.ok((await c.pttl(`t5:artifact:${a.digest}`)) > 50_000, "renewed");
 });
+
+it("the same content from five writers at once: one blob, no temporary list left", async () => {
+  const c = redis.client();
+  const s = new RedisArtifactStore({ client: c, prefix: "t6:" });
+  const body = Buffer.alloc(2.5 * 1024 * 1024, 9);
+  const infos = await Promise.all(Array.from({ length: 5 }, () => s.put(body)));
+  assert.equal(new Set(infos.map((i) => i.digest)).size, 1);
+  assert.deepEqual(await c.keys("t6:artifact:tmp:*"), []);
+  assert.equal(await c.llen(`t6:artifact:${infos[0]?.digest}:chunks`), 3);
+});
+
+it("a full Redis: the write fails with a clear error and leaves nothing behind", async () => {
+  const c = redis.client();
+  const s = new RedisArtifactStore({ client: c, prefix: "t7:" });
+  const used = Number(/used_memory:(\d+)/.exec(await c.info("memory"))?.[1]);
+  await c.config("SET", "maxmemory", String(used + 2 * 1024 * 1024));
+  await c.config("SET", "maxmemory-policy", "noeviction");
+  try {
+    await assert.rejects(
+      s.put(Buffer.alloc(8 * 1024 * 1024, 1)),
+      (e: unknown) =>
+        isAgentdError(e, "EUNAVAILABLE") && /out of memory/.test((e as Error).message),
+    );
+    assert.deepEqual(await c.keys("t7:artifact:*"), [], "no blob, no temporary list");
+  } finally {
+    await c.config("SET", "maxmemory", "0");
+  }
+});

@@ -8,9 +8,13 @@ import { AgentdError } from "../errors.ts";
 
 export function redisError(err: unknown, what = "the event log (Redis)"): AgentdError {
   if (err instanceof AgentdError) return err;
-  const text = String((err as Error)?.message ?? err);
+  // A refused MULTI (EXECABORT) carries the reasons of its commands in previousErrors.
+  const previous = (err as { previousErrors?: { message?: string }[] })?.previousErrors ?? [];
+  const text = [String((err as Error)?.message ?? err), ...previous.map((e) => e?.message)].join(
+    "\n",
+  );
   const code = (err as { code?: unknown })?.code;
-  const why = /^OOM\b/.test(text)
+  const why = /^OOM\b/m.test(text)
     ? "is out of memory (maxmemory reached)"
     : /timed out/i.test(text)
       ? "did not answer in time"
