@@ -256,3 +256,28 @@ it("a tenant holds at most MAX_WATCHES_PER_TENANT watches on a server; one more 
   }
   for (const w of open) w.cancel();
 });
+
+it("Redis paused under a watch: the stream ends UNAVAILABLE, and a resume from its last cursor misses nothing", async () => {
+  const w = watch({});
+  await new Promise((r) => setTimeout(r, 300));
+  const run = await newRun(TOKENS.acme);
+  await appendEvents(stack.log, run, deltas(3, "before"));
+  await w.until(4);
+  const admin = stack.redis.client();
+  await admin.call("CLIENT", "PAUSE", "7000", "ALL");
+  const err = await Promise.race([
+    w.ended,
+    new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000)),
+  ]);
+  await admin.call("CLIENT", "UNPAUSE");
+  assert.equal(err?.code, grpc.status.UNAVAILABLE, "the watch says why it stopped, never hangs");
+  await appendEvents(stack.log, run, deltas(2, "after"));
+  const last = w.items.at(-1) as Item;
+  const again = watch({ cursor: last.cursor });
+  await again.until(2);
+  assert.deepEqual(
+    again.items.map((i) => Number(i.event.seq)),
+    [5, 6],
+  );
+  again.cancel();
+});
