@@ -46,11 +46,16 @@ export interface HandleOptions {
   baseTar?: Uint8Array;
   /** The control channel of a container this process started. */
   channel?: ControlChannel;
+  /** The run's egress proxy address (network "egress"). */
+  egress?: { host: string; port: number };
+  /** After the container is removed (the run's egress network goes with it). */
+  afterDestroy?: () => Promise<void>;
 }
 
 export class DockerSandboxHandle implements SandboxHandle {
   readonly id: string;
   readonly runId: string;
+  readonly egress?: { host: string; port: number };
   readonly #container: Docker.Container;
   readonly #opts: HandleOptions;
   #channel: ControlChannel | undefined;
@@ -69,6 +74,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     this.id = container.id;
     this.runId = runId;
     this.#opts = opts;
+    if (opts.egress !== undefined) this.egress = opts.egress;
     this.#channel = opts.channel;
     this.#quiet = opts.channel !== undefined;
   }
@@ -374,6 +380,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     await this.#container.remove({ force: true, v: true }).catch((err: { statusCode?: number }) => {
       if (err.statusCode !== 404) throw dockerError(err, `remove the sandbox of run ${this.runId}`);
     });
+    await this.#opts.afterDestroy?.();
   }
 }
 

@@ -14,6 +14,15 @@ import type Docker from "dockerode";
 import { metrics } from "../telemetry/metrics.ts";
 import { ControlChannel } from "./control-channel.ts";
 import { DockerSandboxHandle, dockerError, SANDBOX_USER } from "./docker-handle.ts";
+import { guardBridge, sweepGuards } from "./egress-guard.ts";
+import {
+  EGRESS_PORT,
+  type EgressNetwork,
+  inspectEgressNetwork,
+  openEgressNetwork,
+  proxyEnv,
+  removeEgressNetwork,
+} from "./egress-network.ts";
 import { CONTROL_LOOP } from "./exec-scripts.ts";
 import type { Sandbox, SandboxHandle, SandboxShape, SandboxSpec, WorkspaceSource } from "./port.ts";
 import { WORKSPACE } from "./port.ts";
@@ -104,6 +113,11 @@ export function containerName(managed: string, runId: string): string {
   return `${namePrefix(managed)}${runId}`;
 }
 
+/** A run's egress network: `agentd-<managed key>.net.<run id>`. */
+export function networkName(managed: string, runId: string): string {
+  return `${namePrefix(managed)}net.${runId}`;
+}
+
 function namePrefix(managed: string): string {
   return `agentd-${createHash("sha256").update(managed).digest("hex").slice(0, 8)}.`;
 }
@@ -119,8 +133,10 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     shape: SandboxShape,
     name: string,
     labels: Record<string, string>,
+    egress?: EgressNetwork,
   ): Docker.ContainerCreateOptions {
-    const env = Object.entries({ HOME: "/tmp", ...shape.env }).map(([k, v]) => `${k}=${v}`);
+    const vars = { HOME: "/tmp", ...shape.env, ...(egress ? proxyEnv(egress.gateway) : {}) };
+    const env = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
     const ws = workspaceMount(shape);
     return {
       name,
@@ -131,13 +147,16 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       Env: env,
       Labels: { ...labels, [LABEL_MANAGED]: managed },
       NetworkDisabled: shape.network === "none",
+      ...(egress === undefined
+        ? {}
+        : { NetworkingConfig: { EndpointsConfig: { [egress.name]: {} } } }),
       OpenStdin: true,
       StdinOnce: true,
       AttachStdin: true,
       AttachStdout: true,
       AttachStderr: true,
       HostConfig: {
-        NetworkMode: shape.network === "none" ? "none" : "bridge",
+        NetworkMode: egress?.name ?? (shape.network === "none" ? "none" : "bridge"),
         CapDrop: ["ALL"],
         SecurityOpt: ["no-new-privileges"],
         ReadonlyRootfs: true,
@@ -165,10 +184,11 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     shape: SandboxShape,
     name: string,
     labels: Record<string, string>,
+    egress?: EgressNetwork,
   ): Promise<ControlChannel> {
     let c: Docker.Container;
     try {
-      c = await docker.createContainer(containerOptions(shape, name, labels));
+      c = await docker.createContainer(containerOptions(shape, name, labels, egress));
     } catch (err) {
       throw dockerError(err, "create a sandbox", shape.image);
     }
@@ -178,6 +198,22 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       await c.remove({ force: true, v: true }).catch(() => undefined);
       throw dockerError(err, "start a sandbox", shape.image);
     }
+  }
+
+  const egressOf = (info: Docker.ContainerInspectInfo) => egressOfContainer(docker, prefix, info);
+
+  /** Egress networks of runs no longer live (their container already gone), and stale rules. */
+  async function reapNetworks(isLive: (runId: string) => Promise<boolean> | boolean) {
+    const nets = await docker.listNetworks({
+      filters: { label: [`${LABEL_MANAGED}=${managed}`] },
+    });
+    for (const n of nets) {
+      const runId = n.Labels?.[LABEL_RUN];
+      if (!n.Name.startsWith(`${prefix}net.`) || runId === undefined || (await isLive(runId)))
+        continue;
+      await removeEgressNetwork(docker, n.Name).catch(() => undefined);
+    }
+    await sweepGuards();
   }
 
   const pool = createWarmPool({
@@ -190,15 +226,53 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     container: Docker.Container,
     runId: string,
     shape: SandboxShape | undefined,
-    extra: { channel?: ControlChannel; baseTar?: Uint8Array; tmpfs?: string },
+    extra: {
+      channel?: ControlChannel;
+      baseTar?: Uint8Array;
+      tmpfs?: string;
+      egress?: EgressNetwork;
+    },
   ): SandboxHandle => {
     const ws = shape !== undefined ? workspaceMount(shape) : mountOfSpec(extra.tmpfs ?? "");
+    const net = extra.egress;
     return new DockerSandboxHandle(container, runId, {
       maxExportBytes: maxExportBytes(ws.size, ws.inodes),
       ...(extra.channel === undefined ? {} : { channel: extra.channel }),
       ...(extra.baseTar === undefined ? {} : { baseTar: extra.baseTar }),
+      ...(net === undefined
+        ? {}
+        : {
+            egress: { host: net.gateway, port: EGRESS_PORT },
+            afterDestroy: () => removeEgressNetwork(docker, net.name),
+          }),
     });
   };
+
+  /** A run's container on its own egress network (never warm: the network is the run's). */
+  async function createEgress(spec: SandboxSpec, source: WorkspaceSource, baseTar?: Uint8Array) {
+    const labels = { [LABEL_RUN]: spec.runId, [LABEL_TENANT]: spec.tenantId };
+    const netName = networkName(managed, spec.runId);
+    const net = await openEgressNetwork(docker, netName, { ...labels, [LABEL_MANAGED]: managed });
+    let channel: ControlChannel;
+    try {
+      channel = await start(spec, containerName(managed, spec.runId), labels, net);
+    } catch (err) {
+      await removeEgressNetwork(docker, netName).catch(() => undefined);
+      throw err;
+    }
+    try {
+      await channel.unpack(source);
+    } catch (err) {
+      await channel.discard();
+      await removeEgressNetwork(docker, netName).catch(() => undefined);
+      throw dockerError(err, `fill the sandbox of run ${spec.runId}`);
+    }
+    return handle(channel.container, spec.runId, spec, {
+      channel,
+      egress: net,
+      ...(baseTar === undefined ? {} : { baseTar }),
+    });
+  }
 
   return {
     async create(spec: SandboxSpec): Promise<SandboxHandle> {
@@ -206,6 +280,11 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       const took = (start: "warm" | "cold"): void =>
         metrics.sandboxCreate.observe({ start }, (performance.now() - t0) / 1000);
       const { source, baseTar } = await workspaceOf(spec);
+      if (spec.network === "egress") {
+        const h = await createEgress(spec, source, baseTar);
+        took("cold");
+        return h;
+      }
       const warm = pool.take(spec);
       if (warm !== undefined) {
         try {
@@ -253,7 +332,11 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         return undefined;
       }
       const tmpfs = (info.HostConfig as { Tmpfs?: Record<string, string> }).Tmpfs?.[WORKSPACE];
-      return handle(docker.getContainer(info.Id), runId, undefined, { tmpfs: tmpfs ?? "" });
+      const egress = await egressOf(info);
+      return handle(docker.getContainer(info.Id), runId, undefined, {
+        tmpfs: tmpfs ?? "",
+        ...(egress === undefined ? {} : { egress }),
+      });
     },
 
     async reap(isLive): Promise<string[]> {
@@ -285,12 +368,27 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         if (runId === undefined || (await isLive(runId))) continue;
         await remove(c.Id, `the sandbox of run ${runId}`).then(() => reaped.push(runId));
       }
+      await reapNetworks(isLive);
       return reaped;
     },
 
-    prewarm: (shape) => pool.fill(shape),
+    prewarm: (shape) => (shape.network === "egress" ? Promise.resolve() : pool.fill(shape)),
     close: () => pool.close(),
   };
+}
+
+/** The egress network of a run's container, if it is on one (its firewall put back in place). */
+async function egressOfContainer(
+  docker: Docker,
+  prefix: string,
+  info: Docker.ContainerInspectInfo,
+): Promise<EgressNetwork | undefined> {
+  const mode = info.HostConfig.NetworkMode ?? "";
+  if (!mode.startsWith(`${prefix}net.`)) return undefined;
+  const net = await inspectEgressNetwork(docker, mode);
+  if (net === undefined) return undefined;
+  await guardBridge({ bridge: net.bridge, gateway: net.gateway, port: EGRESS_PORT });
+  return net;
 }
 
 /** The workspace to stream in, and the archive a later diff compares against (when in memory). */

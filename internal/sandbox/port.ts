@@ -36,8 +36,12 @@ export interface SandboxSpec {
   /** Image reference, e.g. "agentd-sandbox-base:latest". */
   image: string;
   limits: SandboxLimits;
-  /** "none" (default): no network at all. "bridge": the engine's default network. */
-  network: "none" | "bridge";
+  /**
+   * "none" (default): no network at all. "bridge": the engine's default network (tests
+   * only). "egress": the run's own internal network whose only way out is agentd's egress
+   * proxy on its gateway (handle.egress), with the proxy variables set.
+   */
+  network: "none" | "bridge" | "egress";
   /** The normalised workspace tar (see workspace-archive.ts); empty workspace when absent. */
   workspaceTar?: Uint8Array;
   /** The same, streamed (a snapshot from the artifact store); wins over workspaceTar. */
@@ -111,6 +115,8 @@ export interface DiffOptions {
 export interface SandboxHandle {
   readonly id: string;
   readonly runId: string;
+  /** Where the run's egress proxy must listen (network "egress" only). */
+  readonly egress?: { host: string; port: number };
   exec(req: ExecRequest): Promise<ExecResult>;
   /**
    * The workspace as a tar (paths relative to /workspace), streamed: never held whole in
