@@ -399,11 +399,12 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     boxes
       .prewarm(sandboxShape(policy.current()))
       .catch((err: unknown) => logger.warn({ err }, "starting warm sandboxes failed"));
+    const trustCounters = createTrustStore({ log, runs });
     const kernel = createKernel({
       log,
       policy: () => policy.current(),
       secretProviders: secretProviders(policy.current()),
-      trustCounters: createTrustStore({ log, runs }),
+      trustCounters,
       artifacts,
     });
     worker = createWorker({
@@ -427,6 +428,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         prices: priceTable(cfg),
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
         approvalHoldMs: cfg["approval-hold-ms"],
+        trustCounters,
       },
     });
     if (mode === "worker" && cfg.listen !== undefined) {

@@ -158,13 +158,26 @@ it("CONNECT: a TLS tunnel for its own host works end to end; another server name
         .once("close", () => j(new Error("closed"))),
     ),
   );
+  // Plain HTTP in a tunnel (Node's fetch tunnels http:// URLs): served for the tunnel's host
+  // only; another Host is refused (421) and bytes that are neither HTTP nor TLS are cut.
   const plain = await connect(`up.example.com:${httpPort}`);
   assert.ok("socket" in plain);
-  plain.socket.write("GET / HTTP/1.1\r\nhost: x\r\n\r\n");
-  const closed = await new Promise<string>((r) => {
+  plain.socket.write(
+    `GET /in-tunnel HTTP/1.1\r\nhost: up.example.com:${httpPort}\r\n\r\nGET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`,
+  );
+  const answers = await new Promise<string>((r) => {
     let got = "";
     plain.socket.on("data", (c: Buffer) => (got += c.toString()));
     plain.socket.on("close", () => r(got));
+  });
+  assert.match(answers, /^HTTP\/1\.1 200 [\s\S]*HTTP\/1\.1 421 [\s\S]*for that host only/);
+  const junk = await connect(`up.example.com:${httpPort}`);
+  assert.ok("socket" in junk);
+  junk.socket.write("\x00\x01 not a protocol\r\n\r\n");
+  const closed = await new Promise<string>((r) => {
+    let got = "";
+    junk.socket.on("data", (c: Buffer) => (got += c.toString()));
+    junk.socket.on("close", () => r(got));
   });
   assert.equal(closed, "", "nothing reached the upstream");
   await new Promise((r) => setTimeout(r, 50));
@@ -177,6 +190,7 @@ it("CONNECT: a TLS tunnel for its own host works end to end; another server name
     cut.some((x) => /not TLS for up\.example\.com/.test(x)),
     cut.join("; "),
   );
+  assert.ok(records.some((r) => r.method === "GET" && r.allowed && r.tls === "plain"));
   const refused = await connect("meta.example.com:443");
   assert.ok("status" in refused && /^403 .*metadata/.test(refused.status));
 });

@@ -1,12 +1,13 @@
 /**
- * The egress proxy (issue #16; not yet wired to the sandboxes): forward HTTP and CONNECT
- * for a run's sandbox. It resolves names itself and connects to the address it checked
- * (no second lookup a rebinding DNS could change), allows only what `checkDestination`
- * allows, and for a CONNECT tunnel requires the TLS ClientHello's server name to be the
- * host the tunnel was opened to. Every connection is reported (host, port, method,
- * decision, bytes each way, duration); connections at once, bytes per connection and idle
- * time are bounded. Must never: connect before the check, or carry a tunnel whose first
- * bytes are not TLS for its host.
+ * The egress proxy of a run's sandbox (issue #16): forward HTTP and CONNECT. It resolves
+ * names itself and connects to the address it checked (no second lookup a rebinding DNS
+ * could change), allows only what its admission says (the run's policy, approvals) and
+ * `checkDestination` allows, and for a CONNECT tunnel requires the TLS ClientHello's
+ * server name to be the host the tunnel was opened to. Every connection is reported
+ * (host, port, method, decision, bytes each way, duration, how TLS was carried);
+ * connections at once and in all, bytes per connection and in all, and idle time are
+ * bounded. Must never: connect before the check, or carry a tunnel whose first bytes are
+ * not TLS for its host.
  */
 import dns from "node:dns/promises";
 import http from "node:http";
@@ -21,22 +22,54 @@ export interface ConnectionRecord {
   /** "CONNECT" for a tunnel, else the HTTP method. */
   method: string;
   allowed: boolean;
+  /** "allowed", "approved", "denied" or "pending" (see Admission). */
+  decision: string;
   reason: string;
   bytesUp: number;
   bytesDown: number;
   durationMs: number;
+  /** "tunnel", "intercepted" or "plain"; "" when refused before any byte went through. */
+  tls: string;
+  /** The admission's tag (e.g. the call that was running when the connection came). */
+  tag?: string;
 }
 
+/**
+ * Whether a connection to host:port may be tried at all, and under which check: allowed
+ * by the policy, approved by a person, or refused (denied, or pending a person's answer).
+ */
+export type Admission = (
+  | { check: DestinationCheck; decision: "allowed" | "approved" | "trusted" }
+  | { reason: string; decision: "denied" | "pending" }
+) & { tag?: string };
+
+/** Carries an admitted, SNI-checked tunnel itself (TLS terminated at the proxy). */
+export type Interceptor = (
+  client: net.Socket,
+  first: Buffer,
+  address: string,
+) => Promise<{ bytesUp: number; bytesDown: number }>;
+
 export interface EgressProxyOptions {
-  check: DestinationCheck;
+  /** A fixed check (every connection "allowed" by it)… */
+  check?: DestinationCheck;
+  /** …or one decided per connection (wins over `check`). */
+  admit?: (host: string, port: number) => Admission;
   /** Every address of a name; default: the system resolver (dns.lookup, all). */
   resolve?: (host: string) => Promise<string[]>;
+  /** Connections at once. */
   maxConnections?: number;
+  /** Connections in all, over the proxy's life (past it, every new one is refused). */
+  maxTotalConnections?: number;
   /** Bytes each way per connection. */
   maxBytes?: number;
+  /** Bytes in all (both ways, every connection): past it, connections are cut and refused. */
+  maxTotalBytes?: number;
   connectTimeoutMs?: number;
   idleTimeoutMs?: number;
   onConnection?: (r: ConnectionRecord) => void;
+  /** For a host whose tunnels must be intercepted (credentials), the interceptor. */
+  intercept?: (host: string, port: number) => Interceptor | undefined;
 }
 
 export interface EgressProxy {
@@ -51,36 +84,80 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
   const resolve = opts.resolve ?? systemResolve;
   const maxConnections = opts.maxConnections ?? 64;
   const maxBytes = opts.maxBytes ?? 1024 ** 3;
+  const maxTotal = opts.maxTotalConnections ?? Number.POSITIVE_INFINITY;
+  const maxTotalBytes = opts.maxTotalBytes ?? Number.POSITIVE_INFINITY;
+  let total = 0;
+  let totalBytes = 0;
+  const admit =
+    opts.admit ?? ((): Admission => ({ check: opts.check ?? { rules: [] }, decision: "allowed" }));
   const connectTimeout = opts.connectTimeoutMs ?? 10_000;
   const idleTimeout = opts.idleTimeoutMs ?? 60_000;
   let open = 0;
   const sockets = new Set<net.Socket>();
 
-  /** Checks host:port and gives the address to connect to, or the reason it is refused. */
+  /**
+   * Checks host:port and gives the address to connect to, or the reason it is refused
+   * (and the admission's decision either way).
+   */
   async function decide(
     host: string,
     port: number,
-  ): Promise<{ address: string } | { reason: string }> {
-    if (!Number.isInteger(port) || port < 1 || port > 65535) return { reason: "a bad port" };
+  ): Promise<
+    | { address: string; decision: string; tag?: string }
+    | { reason: string; decision: string; tag?: string }
+  > {
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      return { reason: "a bad port", decision: "denied" };
+    if (total >= maxTotal)
+      return { reason: `more than ${maxTotal} connections in this run`, decision: "denied" };
+    if (totalBytes >= maxTotalBytes)
+      return { reason: `more than ${maxTotalBytes} bytes in this run`, decision: "denied" };
+    total++;
+    const a = admit(host, port);
+    const tag = a.tag === undefined ? {} : { tag: a.tag };
+    if ("reason" in a) return { reason: a.reason, decision: a.decision, ...tag };
     let addresses: string[];
     try {
       addresses = net.isIP(host) !== 0 ? [host] : await resolve(host);
     } catch {
       addresses = [];
     }
-    const v = checkDestination(opts.check, host, port, addresses);
-    return v.ok ? { address: addresses[0] as string } : { reason: v.reason };
+    const v = checkDestination(a.check, host, port, addresses);
+    return v.ok
+      ? { address: addresses[0] as string, decision: a.decision, ...tag }
+      : { reason: v.reason, decision: "denied", ...tag };
   }
+
+  /** Counts bytes against the run's total; false once it is spent. */
+  const spend = (n: number): boolean => {
+    totalBytes += n;
+    return totalBytes <= maxTotalBytes;
+  };
 
   function report(r: Omit<ConnectionRecord, "durationMs">, t0: number): void {
     opts.onConnection?.({ ...r, durationMs: Math.round(performance.now() - t0) });
   }
 
+  // Nothing a connection does may escape as an unhandled rejection: the proxy lives in
+  // the worker's process, and a sandbox must not be able to take it down.
   const server = http.createServer((req, res) => {
-    void forward(req, res);
+    forward(req, res).catch(() => res.destroy());
   });
   server.on("connect", (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
-    void tunnel(req, client, head);
+    tunnel(req, client, head).catch(() => client.destroy());
+  });
+  const tunnelHosts = new WeakMap<net.Socket, { host: string; port: number }>();
+  const plainInTunnel = http.createServer((req, res) => {
+    const t = tunnelHosts.get(req.socket);
+    const asked = (req.headers.host ?? "").toLowerCase();
+    if (t === undefined || (asked !== t.host && asked !== `${t.host}:${t.port}`)) {
+      res
+        .writeHead(421, { "content-type": "text/plain" })
+        .end(`a tunnel to ${t?.host}:${t?.port} carries requests for that host only\n`);
+      return;
+    }
+    req.url = `http://${t.host}:${t.port}${req.url?.startsWith("/") ? req.url : "/"}`;
+    forward(req, res).catch(() => res.destroy());
   });
   server.on("connection", (s: net.Socket) => {
     sockets.add(s);
@@ -97,12 +174,13 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
     const m = /^([a-zA-Z0-9.-]{1,253}|\[[0-9a-fA-F:.]+\]):(\d{1,5})$/.exec(req.url ?? "");
     const host = (m?.[1] ?? "").replace(/^\[|\]$/g, "").toLowerCase();
     const port = Number(m?.[2]);
-    const refuse = (status: string, reason: string): void => {
+    const refuse = (status: string, reason: string, decision = "denied", tag?: string): void => {
       client.end(
-        `HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\nx-agentd-egress: ${reason.replace(/[\r\n]/g, " ")}\r\n\r\n${reason}\n`,
+        `HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\nx-agentd-egress: ${headerSafe(reason)}\r\n\r\n${reason}\n`,
       );
+      const r = { host, port, method: "CONNECT", allowed: false, decision, reason };
       report(
-        { host, port, method: "CONNECT", allowed: false, reason, bytesUp: 0, bytesDown: 0 },
+        { ...r, bytesUp: 0, bytesDown: 0, tls: "", ...(tag === undefined ? {} : { tag }) },
         t0,
       );
     };
@@ -112,24 +190,38 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
     open++;
     try {
       const d = await decide(host, port);
-      if ("reason" in d) return refuse("403 Forbidden", d.reason);
+      if ("reason" in d) return refuse("403 Forbidden", d.reason, d.decision, d.tag);
+      const tag = d.tag === undefined ? {} : { tag: d.tag };
       client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
       const hello = await firstBytes(client, head);
       const sni = readSni(hello);
+      if (sni.kind === "not-tls" && HTTP_REQUEST.test(hello.toString("latin1", 0, 16))) {
+        // Plain HTTP in a tunnel (Node's fetch tunnels http:// URLs too): served request
+        // by request like a forward request, each to this tunnel's host only.
+        tunnelHosts.set(client, { host, port });
+        client.unshift(hello);
+        plainInTunnel.emit("connection", client);
+        client.resume(); // paused while the first bytes were read
+        return;
+      }
       if (sni.kind !== "sni" || sni.name !== host) {
         const why =
           sni.kind === "sni"
             ? `the TLS server name ${sni.name} is not ${host}`
             : `not TLS for ${host} (${sni.kind === "not-tls" ? sni.reason : "cut short"})`;
         client.destroy();
-        report(
-          { host, port, method: "CONNECT", allowed: false, reason: why, bytesUp: 0, bytesDown: 0 },
-          t0,
-        );
+        const r = { host, port, method: "CONNECT", allowed: false, decision: "denied" };
+        report({ ...r, reason: why, bytesUp: 0, bytesDown: 0, tls: "", ...tag }, t0);
         return;
       }
-      const counts = await splice(client, d.address, port, hello);
-      report({ host, port, method: "CONNECT", allowed: true, reason: "allowed", ...counts }, t0);
+      const ic = opts.intercept?.(host, port);
+      const counts =
+        ic === undefined
+          ? await splice(client, d.address, port, hello)
+          : await ic(client, hello, d.address);
+      const r = { host, port, method: "CONNECT", allowed: true, decision: d.decision };
+      const tls = ic === undefined ? "tunnel" : "intercepted";
+      report({ ...r, reason: d.decision, ...counts, tls, ...tag }, t0);
     } finally {
       open--;
     }
@@ -182,12 +274,12 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
         upstream.write(first);
         client.on("data", (b: Buffer) => {
           up += b.length;
-          if (up > maxBytes) return finish();
+          if (up > maxBytes || !spend(b.length)) return finish();
           upstream.write(b);
         });
         upstream.on("data", (b: Buffer) => {
           down += b.length;
-          if (down > maxBytes) return finish();
+          if (down > maxBytes || !spend(b.length)) return finish();
           client.write(b);
         });
         client.resume();
@@ -217,20 +309,24 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
     const host = url.hostname.replace(/^\[|\]$/g, "").toLowerCase();
     const port = Number(url.port || 80);
     const method = req.method ?? "GET";
-    const deny = (status: number, reason: string): void => {
+    const deny = (status: number, reason: string, decision = "denied", tag?: string): void => {
       res
         .writeHead(status, {
           "content-type": "text/plain",
-          "x-agentd-egress": reason.replace(/[\r\n]/g, " "),
+          "x-agentd-egress": headerSafe(reason),
         })
         .end(`${reason}\n`);
-      report({ host, port, method, allowed: false, reason, bytesUp: 0, bytesDown: 0 }, t0);
+      const r = { host, port, method, allowed: false, decision, reason };
+      report(
+        { ...r, bytesUp: 0, bytesDown: 0, tls: "", ...(tag === undefined ? {} : { tag }) },
+        t0,
+      );
     };
     if (open >= maxConnections) return deny(429, `more than ${maxConnections} connections at once`);
     open++;
     try {
       const d = await decide(host, port);
-      if ("reason" in d) return deny(403, d.reason);
+      if ("reason" in d) return deny(403, d.reason, d.decision, d.tag);
       const headers = { ...req.headers };
       for (const h of ["proxy-authorization", "proxy-connection", "connection", "keep-alive"])
         delete headers[h];
@@ -250,7 +346,7 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
             res.writeHead(upstream.statusCode ?? 502, upstream.headers);
             upstream.on("data", (b: Buffer) => {
               down += b.length;
-              if (down > maxBytes) upstream.destroy();
+              if (down > maxBytes || !spend(b.length)) upstream.destroy();
             });
             upstream.pipe(res);
             upstream.on("end", resolve);
@@ -269,13 +365,13 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
         });
         req.on("data", (b: Buffer) => {
           up += b.length;
+          if (up > maxBytes || !spend(b.length)) out.destroy(new Error("too many bytes"));
         });
         req.pipe(out);
       });
-      report(
-        { host, port, method, allowed: true, reason: "allowed", bytesUp: up, bytesDown: down },
-        t0,
-      );
+      const r = { host, port, method, allowed: true, decision: d.decision, reason: d.decision };
+      const tag = d.tag === undefined ? {} : { tag: d.tag };
+      report({ ...r, bytesUp: up, bytesDown: down, tls: "plain", ...tag }, t0);
     } finally {
       open--;
     }
@@ -286,7 +382,16 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
     close: () =>
       new Promise((resolve) => {
         for (const s of sockets) s.destroy();
+        plainInTunnel.close();
         server.close(() => resolve());
       }),
   };
+}
+
+/** The start of an HTTP/1 request line ("GET /", "POST /"…). */
+const HTTP_REQUEST = /^[A-Z]{3,10} \//;
+
+/** A reason as a header value: printable ASCII only (names are ASCII; the rest becomes "?"). */
+function headerSafe(reason: string): string {
+  return reason.replace(/[^\x20-\x7e]/g, "?").slice(0, 512);
 }

@@ -30,7 +30,18 @@ it("allow, private, approval and credentials load with their defaults", () => {
     private: [],
     approval: "never",
     credentials: [],
+    trust: [],
+    limits: { concurrent: 64, connections: 2000, connectionBytes: 1024 ** 3, bytes: 4 * 1024 ** 3 },
   });
+  const limited = parsePolicy(policy("  limits: { connections: 10, bytes: 1MiB }"), "p.yaml");
+  assert.ok(limited.ok, JSON.stringify(!limited.ok && limited.errors));
+  assert.equal(limited.policy.network.limits.bytes, 1024 ** 2);
+  assert.equal(limited.policy.network.limits.concurrent, 64);
+  const bad = parsePolicy(policy("  limits: { connections: 0, bytes: 12 }"), "p.yaml");
+  assert.ok(!bad.ok);
+  const text = bad.errors.map((e) => `${e.field} ${e.message}`).join("\n");
+  assert.match(text, /network\.limits\.connections/);
+  assert.match(text, /network\.limits\.bytes .*at least 1KiB/);
 });
 
 it("every bad entry at its line and field, with the reason", () => {

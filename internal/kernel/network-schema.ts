@@ -3,14 +3,17 @@
  * egress proxy, the addresses allowed although not public, when a host outside the list
  * asks a person, and credentials the proxy adds (values from `$ENV.NAME`, never written in
  * the policy). Every entry is checked here, errors naming the field and the entry, so a
- * typo fails at load, not at the first connection. Not yet enforced: sandboxes still get
- * no network until the proxy is wired in (sandbox.network stays fail-closed).
+ * typo fails at load, not at the first connection. Enforced for runs whose policy says
+ * sandbox.network: allowlist (internal/egress/run-egress.ts); with sandbox.network: none
+ * the section is validated and the sandbox has no network at all.
  */
 import net from "node:net";
 import { z } from "zod";
 import { parseHostRule } from "../egress/destination.ts";
+import { Size } from "./policy-units.ts";
 
-const HostEntry = z.string().superRefine((entry, ctx) => {
+/** A host rule (parseHostRule): exact name or "*." suffix, optional ":port". */
+export const HostEntry = z.string().superRefine((entry, ctx) => {
   const r = parseHostRule(entry);
   if ("error" in r) ctx.addIssue({ code: "custom", message: r.error });
 });
@@ -59,6 +62,33 @@ export const NetworkSchema = z
     /** A host outside `allow`: refused (never), or it waits for a person (risk, always). */
     approval: z.enum(["never", "risk", "always"]).default("never"),
     credentials: z.array(Credential).max(32).default([]),
+    /**
+     * Hosts (rules like `allow`'s) allowed without asking once people approved them this
+     * many times in the repository's recent runs, and never denied them there.
+     */
+    trust: z
+      .array(z.object({ host: HostEntry, approvals: z.number().int().min(1).max(1000) }).strict())
+      .max(64)
+      .default([]),
+    /** Bounds of one run's egress (per drive of the run). */
+    limits: z
+      .object({
+        /** Connections open at once. */
+        concurrent: z.number().int().min(1).max(4096).default(64),
+        /** Connections in all (refused ones included). */
+        connections: z.number().int().min(1).max(1_000_000).default(2000),
+        /** Bytes each way of one connection. */
+        connectionBytes: Size.refine((n) => n >= 1024, "must be at least 1KiB").default(1024 ** 3),
+        /** Bytes in all, both ways. */
+        bytes: Size.refine((n) => n >= 1024, "must be at least 1KiB").default(4 * 1024 ** 3),
+      })
+      .strict()
+      .default({
+        concurrent: 64,
+        connections: 2000,
+        connectionBytes: 1024 ** 3,
+        bytes: 4 * 1024 ** 3,
+      }),
   })
   .strict()
   .superRefine((n, ctx) => {
@@ -86,6 +116,13 @@ export const NetworkSchema = z
         });
     });
   })
-  .default({ allow: [], private: [], approval: "never", credentials: [] });
+  .default({
+    allow: [],
+    private: [],
+    approval: "never",
+    credentials: [],
+    trust: [],
+    limits: { concurrent: 64, connections: 2000, connectionBytes: 1024 ** 3, bytes: 4 * 1024 ** 3 },
+  });
 
 export type NetworkPolicy = z.infer<typeof NetworkSchema>;

@@ -6,68 +6,10 @@
 
 import picomatch from "picomatch";
 import { z } from "zod";
-import { NetworkSchema } from "./network-schema.ts";
+import { HostEntry, NetworkSchema } from "./network-schema.ts";
+import { Duration, Size } from "./policy-units.ts";
 
-const UNITS: Record<string, number> = {
-  B: 1,
-  KB: 1e3,
-  MB: 1e6,
-  GB: 1e9,
-  KIB: 1024,
-  MIB: 1024 ** 2,
-  GIB: 1024 ** 3,
-};
-const SIZE_EXPECTED = 'expected a size such as 1048576 (bytes), "256KiB", "1MiB" or "1GiB"';
-
-/** Bytes: a non-negative integer or a string such as "256KiB". */
-export const Size = z
-  .union([z.number(), z.string()], {
-    error: (iss) => `${SIZE_EXPECTED}, got ${JSON.stringify(iss.input)}`,
-  })
-  .transform((v, ctx) => {
-    const m =
-      typeof v === "string" ? /^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]|[bB])\s*$/.exec(v) : null;
-    const bytes =
-      typeof v === "number"
-        ? v
-        : m
-          ? Math.round(Number(m[1]) * (UNITS[(m[2] as string).toUpperCase()] ?? Number.NaN))
-          : Number.NaN;
-    if (!Number.isSafeInteger(bytes) || bytes < 0) {
-      ctx.addIssue({ code: "custom", message: `${SIZE_EXPECTED}, got ${JSON.stringify(v)}` });
-      return z.NEVER;
-    }
-    return bytes;
-  });
-
-const DURATION_UNITS: Record<string, number> = {
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-};
-const DURATION_EXPECTED = 'expected a duration such as 30000 (ms), "30s", "5m" or "1h"';
-
-/** Milliseconds: a non-negative integer or a string such as "30s". */
-export const Duration = z
-  .union([z.number(), z.string()], {
-    error: (iss) => `${DURATION_EXPECTED}, got ${JSON.stringify(iss.input)}`,
-  })
-  .transform((v, ctx) => {
-    const m = typeof v === "string" ? /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(v) : null;
-    const ms =
-      typeof v === "number"
-        ? v
-        : m
-          ? Math.round(Number(m[1]) * (DURATION_UNITS[m[2] as string] as number))
-          : Number.NaN;
-    if (!Number.isSafeInteger(ms) || ms < 0) {
-      ctx.addIssue({ code: "custom", message: `${DURATION_EXPECTED}, got ${JSON.stringify(v)}` });
-      return z.NEVER;
-    }
-    return ms;
-  });
+export { Duration, Size } from "./policy-units.ts";
 
 /**
  * A glob (picomatch syntax) that must compile. strictBrackets makes unbalanced [ { ( throw;
@@ -305,8 +247,10 @@ export const PolicySchema = z
         workspaceSize: Size.refine((n) => n >= 1024 ** 2 && n <= 256 * 1024 ** 3, {
           message: 'must be between 1MiB and 256GiB (e.g. "1GiB")',
         }).default(1024 ** 3),
+        /** allowlist: the run's own network, out only through the egress proxy (`network`). */
         network: z.enum(["none", "allowlist"]).default("none"),
-        allowlist: z.array(z.string().min(1)).default([]),
+        /** Deprecated: entries are added to network.allow (same syntax, same checks). */
+        allowlist: z.array(HostEntry).max(256).default([]),
       })
       .strict()
       .refine((s) => s.network === "allowlist" || s.allowlist.length === 0, {

@@ -43,12 +43,18 @@ export function foldTrust(into: TrustCounters, events: Iterable<Event>): TrustCo
   for (const ev of events) {
     const p = ev.payload;
     if (p.case === "toolCall") toolOf.set(p.value.callId, p.value.tool);
-    else if (p.case === "approvalRequested") approvalTool.set(p.value.approvalId, p.value.tool);
+    else if (p.case === "approvalRequested")
+      approvalTool.set(
+        p.value.approvalId,
+        p.value.tool === "network" ? networkTrustKey(p.value.preview?.host ?? "") : p.value.tool,
+      );
     else if (p.case === "approvalResolved") {
       // A person said no to what the agent (and the policy) proposed: a manual override.
       const tool = approvalTool.get(p.value.approvalId);
       if (tool && p.value.decision === 2 && p.value.resolvedBy !== "expiry")
         bump(tool, "manualOverrides");
+      // A host a person let a run reach: counted for network.trust.
+      if (tool?.startsWith("network:") && p.value.decision === 1) bump(tool, "successfulCalls");
     } else if (p.case === "toolResult") {
       const tool = toolOf.get(p.value.callId);
       if (tool === undefined) continue;
@@ -78,6 +84,12 @@ export function foldTrust(into: TrustCounters, events: Iterable<Event>): TrustCo
   }
   return into;
 }
+
+/**
+ * The counters of a host's network approvals in the repository: successfulCalls = times a
+ * person approved it, manualOverrides = times a person denied it.
+ */
+export const networkTrustKey = (host: string): string => `network:${host.toLowerCase()}`;
 
 const REFUSALS = new Set([
   "EPOLICY",

@@ -80,7 +80,8 @@ describe("a run's egress network", () => {
 
   it("reaches no other container, and resolves no name", async () => {
     const c = await sandbox.create(spec("bridge"));
-    const ip = (await docker.getContainer(c.id).inspect()).NetworkSettings.IPAddress;
+    const ip = (await docker.getContainer(c.id).inspect()).NetworkSettings.Networks.bridge
+      ?.IPAddress;
     await run(c, "(nc -l -p 8080 -e echo open &) ; sleep 0.2");
     const r = await run(
       a,

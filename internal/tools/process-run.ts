@@ -7,7 +7,7 @@ export const processRun = defineTool({
   name: "process.run",
   category: "exec",
   description:
-    "Run a shell command (sh -c) in the workspace, without network. Returns exit code, stdout and stderr (capped). The whole process group is killed at the timeout.",
+    "Run a shell command (sh -c) in the workspace. There is no network unless the policy allows hosts; then HTTP(S) goes through agentd's egress proxy (HTTP_PROXY/HTTPS_PROXY are set) and a refused host answers 403 with the reason. Returns exit code, stdout and stderr (capped). The whole process group is killed at the timeout.",
   input: z
     .object({
       command: z

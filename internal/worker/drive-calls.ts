@@ -11,6 +11,7 @@ import { ToolCallSchema, ToolResultSchema } from "../gen/agentd/v1/events_pb.js"
 import type { KernelRun } from "../kernel/kernel.ts";
 import { observeToolResult } from "../telemetry/event-metrics.ts";
 import type { Drive } from "./drive.ts";
+import { askForHosts } from "./drive-egress.ts";
 import type { Next } from "./run-driver.ts";
 
 /** Settles the calls left open; "hold" when one still waits for a person. */
@@ -35,10 +36,17 @@ export async function settleOpenCalls(d: Drive, pending: readonly PendingCall[])
     } else if (p.approval.state === "awaiting") {
       return { to: "hold" };
     } else {
-      await d.deps.kernel.continueAfterApproval(k, call, {
-        approved: p.approval.state === "approved",
-        reason: p.approval.reason,
-      });
+      d.egress?.setCall({ callId: call.callId, tool: call.tool });
+      try {
+        await d.deps.kernel.continueAfterApproval(k, call, {
+          approved: p.approval.state === "approved",
+          reason: p.approval.reason,
+        });
+      } finally {
+        d.egress?.setCall(undefined);
+      }
+      const asked = await askForHosts(d, call);
+      if (asked !== undefined) return asked;
     }
   }
   return { to: "step" };
@@ -81,8 +89,17 @@ export async function runCalls(
   const k = d.kernelRun as KernelRun;
   for (const call of calls) {
     if (d.cancel.signal.aborted) return { to: "cancel" };
-    const out = await d.deps.kernel.handle(k, call);
+    d.egress?.setCall({ callId: call.callId, tool: call.tool });
+    let out: Awaited<ReturnType<typeof d.deps.kernel.handle>>;
+    try {
+      out = await d.deps.kernel.handle(k, call);
+    } finally {
+      d.egress?.setCall(undefined);
+    }
     if (out.kind === "paused") return { to: "hold" };
+    // A host this call's processes tried, outside the allowlist, waits for a person now.
+    const asked = await askForHosts(d, call);
+    if (asked !== undefined) return asked;
     // A model that keeps making the same failing call is stopped, not paid for forever.
     const key = `${call.tool}\u0000${JSON.stringify(call.input)}`;
     const n = out.ok ? 0 : (d.failures.get(key) ?? 0) + 1;

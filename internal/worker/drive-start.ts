@@ -8,7 +8,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { loadSkills, selectSkills } from "../engine/skills.ts";
-import { AgentdError } from "../errors.ts";
+import { AgentdError, isAgentdError } from "../errors.ts";
 import { type Event, RunResumedSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { READ_ONLY_TOOLS } from "../kernel/kernel.ts";
@@ -18,6 +18,7 @@ import { readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "../sandbox/workspac
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
 import type { Drive } from "./drive.ts";
+import { openEgress } from "./drive-egress.ts";
 import { baseArchive, lastArtifact, SNAPSHOT } from "./run-artifacts.ts";
 import { type DriveContext, type Next, sandboxShape } from "./run-driver.ts";
 import { workspaceConfigFromArchive } from "./workspace-config.ts";
@@ -43,6 +44,12 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
   if (made.status === "rejected") throw made.reason;
   d.box = made.value; // even if the config read failed: the next drive finds it
   if (config.status === "rejected") throw config.reason;
+  try {
+    await openEgress(d); // before any call: the proxy listens before a process can ask
+  } catch (err) {
+    if (!isAgentdError(err, "ESECRET_NOT_FOUND")) throw err;
+    return { next: { to: "fail", code: err.code, message: err.message } };
+  }
   const skills = await loadSkills({
     workspaceFiles: config.value.skillFiles,
     serverDir: d.deps.skillsDir,

@@ -19,6 +19,7 @@ import { startChatSpan } from "../telemetry/run-span.ts";
 import { safeCallId } from "./call-id.ts";
 import type { Drive } from "./drive.ts";
 import { answerMalformed, runCalls, settleOpenCalls } from "./drive-calls.ts";
+import { noteNetworkDecisions } from "./drive-egress.ts";
 import { overLimit, recordUsage } from "./drive-usage.ts";
 import type { DriveContext, Next } from "./run-driver.ts";
 
@@ -27,6 +28,7 @@ export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
   if (d.cancel.signal.aborted) return { to: "cancel" };
   if (d.stop.aborted) return { to: "release" };
   await d.refresh();
+  await noteNetworkDecisions(d);
   const input = assembleInput(d, ctx);
   let assembled = assembleContext(input);
   if (assembled.pending.length > 0) return settleOpenCalls(d, assembled.pending);

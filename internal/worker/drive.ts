@@ -9,6 +9,8 @@
  * killed and recorded `cancelled`, the run ends cancelled). Must never: keep a secret value
  * anywhere but in memory, or outlive the drive (close() stops the cancel watch).
  */
+
+import type { RunEgress } from "../egress/run-egress.ts";
 import type { EngineUsage } from "../engine/port.ts";
 import type { Event } from "../gen/agentd/v1/events_pb.js";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
@@ -45,6 +47,8 @@ export interface Drive {
   /** The run's events as this drive has read them (refresh() reads what came since). */
   events: Event[];
   box: SandboxHandle | undefined;
+  /** The run's egress proxy, when its sandbox has an egress network (drive-egress.ts). */
+  egress: RunEgress | undefined;
   kernelRun: KernelRun | undefined;
   readonly usage: EngineUsage;
   readonly startedAt: number;
@@ -108,6 +112,7 @@ export async function openDrive(
     writer,
     events,
     box: undefined,
+    egress: undefined,
     kernelRun: undefined,
     usage: {
       inputTokens: Number(run0.usage?.inputTokens ?? 0n),

@@ -23,11 +23,13 @@ import type { EventLog } from "../eventlog/port.ts";
 import type { Kernel } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import type { SecretProvider } from "../kernel/secrets.ts";
+import type { TrustCounters } from "../kernel/trust.ts";
 import { isTerminal } from "../projections/run-projection.ts";
 import type { Sandbox, SandboxShape } from "../sandbox/port.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { startRunSpan } from "../telemetry/run-span.ts";
 import { type Drive, openDrive } from "./drive.ts";
+import { CA_ENV, type DriveEgressOptions, networkOf } from "./drive-egress.ts";
 import { cancel, complete, endedElsewhere, fail, outcomeOf } from "./drive-end.ts";
 import { hold, pause, resume } from "./drive-hold.ts";
 import { start } from "./drive-start.ts";
@@ -79,6 +81,10 @@ export interface DriverDeps {
    * once (`agentd worker` and `agentd dev` hold 60 s, --approval-hold-ms).
    */
   approvalHoldMs?: number;
+  /** The repository's trust counters (network.trust); the kernel's trust store. */
+  trustCounters?: (runId: string) => Promise<TrustCounters>;
+  /** Egress proxy settings (name resolution, upstream trust, timeouts); default the system's. */
+  egress?: DriveEgressOptions;
   logger?: Logger;
   now?: () => number;
 }
@@ -146,6 +152,7 @@ export async function driveRun(
     throw redactError(err, d.writer.secrets);
   } finally {
     d.close();
+    await d.egress?.close(); // before the next drive of the run (here or elsewhere) listens
     d.box?.detach?.(); // released, paused, failed: whatever this drive still held open
   }
 }
@@ -242,6 +249,10 @@ export function sandboxShape(p: Policy): SandboxShape {
       tmpBytes: p.sandbox.tmp,
       workspaceBytes: p.sandbox.workspaceSize,
     },
-    network: "none",
+    // allowlist: the run's own network, out only through its egress proxy (drive-egress.ts).
+    network: p.sandbox.network === "allowlist" ? "egress" : "none",
+    ...(p.sandbox.network === "allowlist" && networkOf(p).credentials.length > 0
+      ? { env: CA_ENV }
+      : {}),
   };
 }

@@ -1145,6 +1145,18 @@ export declare type Preview = Message<"agentd.v1.Preview"> & {
    * @generated from field: string base_sha256 = 10;
    */
   baseSha256: string;
+
+  /**
+   * A network approval (tool "network"): the host the sandbox asked for, and its port.
+   *
+   * @generated from field: string host = 11;
+   */
+  host: string;
+
+  /**
+   * @generated from field: uint32 port = 12;
+   */
+  port: number;
 };
 
 /**

@@ -1,0 +1,251 @@
+/**
+ * One run's egress, as one drive sees it: the proxy on the run network's gateway, what it
+ * admits (the policy's `network` section, re-read for every connection; the hosts a
+ * person approved or denied in this run), the call each connection belongs to, the hosts
+ * waiting for a person, and credentials added at the proxy for their hosts (TLS
+ * terminated there with the run's CA). Every connection is handed to `record` (the
+ * drive appends it as a network.request event).
+ *
+ * Must never: admit a host the policy does not allow and no person approved, pass a
+ * credential value to anything but the upstream it belongs to, or record more than the
+ * run's connection limit allows (a sandbox opening connections in a loop cannot flood the
+ * log).
+ */
+import net from "node:net";
+import type { NetworkPolicy } from "../kernel/network-schema.ts";
+import { networkTrustKey, type TrustCounters } from "../kernel/trust.ts";
+import { type DestinationCheck, type HostRule, matchRule, parseHostRule } from "./destination.ts";
+import { intercept } from "./intercept.ts";
+import { type Admission, type ConnectionRecord, createEgressProxy } from "./proxy.ts";
+import type { RunCa } from "./run-ca.ts";
+
+/** A host waiting for a person: the connection that asked, and the call whose process opened it. */
+export interface HostAsk {
+  host: string;
+  port: number;
+  callId: string;
+}
+
+/** The call running now (the one whose processes open connections). */
+export interface CallInfo {
+  callId: string;
+  tool: string;
+}
+
+export interface EgressLimits {
+  /** Connections at once. */
+  concurrent: number;
+  /** Connections in all per drive. */
+  connections: number;
+  /** Bytes each way per connection. */
+  bytesPerConnection: number;
+  /** Bytes in all per drive. */
+  bytes: number;
+}
+
+export interface RunEgressOptions {
+  listen: { host: string; port: number };
+  network: () => NetworkPolicy;
+  /** host:port keys a person approved (or denied) earlier in the run (from the log). */
+  approved: Iterable<string>;
+  denied: Iterable<string>;
+  limits: EgressLimits;
+  record: (r: ConnectionRecord & { callId: string }) => void;
+  /** Resolved credential headers per exact host (values never leave this module but upstream). */
+  credentials?: ReadonlyMap<string, Record<string, string>>;
+  /** The run's CA (needed when there are credentials). */
+  ca?: RunCa;
+  /** The repository's trust counters (network.trust), read when the drive began. */
+  trust?: TrustCounters;
+  /** Name resolution and upstream trust (tests: local names and a local CA). */
+  resolve?: (host: string) => Promise<string[]>;
+  upstreamCa?: string | string[];
+  idleTimeoutMs?: number;
+  connectTimeoutMs?: number;
+}
+
+export interface RunEgress {
+  /** The call whose processes open the connections from now on (undefined: between calls). */
+  setCall(call: CallInfo | undefined): void;
+  /** The hosts that asked for a person since the last take, once each. */
+  takeAsks(): HostAsk[];
+  approve(key: string): void;
+  deny(key: string): void;
+  close(): Promise<void>;
+}
+
+export const hostKey = (host: string, port: number): string => `${host}:${port}`;
+
+/** Starts the proxy of one drive on the run network's gateway. */
+export async function startRunEgress(opts: RunEgressOptions): Promise<RunEgress> {
+  const approved = new Set(opts.approved);
+  const denied = new Set(opts.denied);
+  const asks = new Map<string, HostAsk>();
+  let call: CallInfo | undefined;
+  let recorded = 0;
+  const maxRecords = opts.limits.connections + 100;
+
+  const admit = (host: string, port: number): Admission & { tag: string } => {
+    const tag = call?.callId ?? "";
+    const a = admission(opts.network(), host, port, { approved, denied }, opts.trust);
+    if (a.decision === "pending") {
+      const key = hostKey(host, port);
+      if (!asks.has(key)) asks.set(key, { host, port, callId: tag });
+    }
+    return { ...a, tag };
+  };
+
+  const proxy = createEgressProxy({
+    admit,
+    maxConnections: opts.limits.concurrent,
+    maxTotalConnections: opts.limits.connections,
+    maxBytes: opts.limits.bytesPerConnection,
+    maxTotalBytes: opts.limits.bytes,
+    ...(opts.resolve === undefined ? {} : { resolve: opts.resolve }),
+    ...(opts.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: opts.idleTimeoutMs }),
+    ...(opts.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: opts.connectTimeoutMs }),
+    intercept: (host, port) => {
+      const headers = opts.credentials?.get(host);
+      const ca = opts.ca;
+      if (headers === undefined || ca === undefined) return undefined;
+      return (client, first, address) =>
+        intercept(client, first, {
+          host,
+          port,
+          address,
+          ca,
+          headers,
+          maxBytes: opts.limits.bytesPerConnection,
+          idleTimeoutMs: opts.idleTimeoutMs ?? 60_000,
+          connectTimeoutMs: opts.connectTimeoutMs ?? 10_000,
+          ...(opts.upstreamCa === undefined ? {} : { upstreamCa: opts.upstreamCa }),
+        });
+    },
+    onConnection: (r) => {
+      if (recorded++ >= maxRecords) return;
+      opts.record({ ...r, callId: r.tag ?? "" });
+    },
+  });
+  await listenRetrying(proxy, opts.listen);
+  return {
+    setCall: (c) => {
+      call = c;
+    },
+    takeAsks: () => {
+      const out = [...asks.values()];
+      asks.clear();
+      return out;
+    },
+    approve: (key) => {
+      approved.add(key);
+      denied.delete(key);
+    },
+    deny: (key) => {
+      denied.add(key);
+      approved.delete(key);
+    },
+    close: () => proxy.close(),
+  };
+}
+
+/**
+ * What the policy and the run's approvals say of host:port. `always` asks a person for
+ * every host not yet approved in the run, listed or not; `risk` only for hosts outside the
+ * list; `never` refuses those.
+ */
+export function admission(
+  n: NetworkPolicy,
+  host: string,
+  port: number,
+  run: { approved: ReadonlySet<string>; denied: ReadonlySet<string> },
+  trust: TrustCounters = {},
+): Admission {
+  const key = hostKey(host, port);
+  const privateAllowed = blockListOf(n.private);
+  if (run.denied.has(key))
+    return { decision: "denied", reason: `a person denied network access to ${key} in this run` };
+  if (run.approved.has(key)) {
+    const rule = parseHostRule(key) as HostRule;
+    return { decision: "approved", check: { rules: [rule], privateAllowed } };
+  }
+  const rules = rulesOf(n.allow);
+  const listed = matchRule(rules, host, port) !== undefined;
+  if (listed && n.approval !== "always")
+    return { decision: "allowed", check: { rules, privateAllowed } };
+  if (n.approval === "never")
+    return { decision: "denied", reason: `${key} is not in the policy's network.allow` };
+  if (trusted(n, host, port, trust))
+    return {
+      decision: "trusted",
+      check: { rules: [parseHostRule(key) as HostRule], privateAllowed },
+    };
+  if (net.isIP(host) !== 0)
+    return {
+      decision: "denied",
+      reason: `${host} is an address: only host names can be approved (network.private names addresses)`,
+    };
+  return {
+    decision: "pending",
+    reason: `${key} needs a person's approval (network.approval: ${n.approval}); a person is asked when this call ends: try again once it is approved`,
+  };
+}
+
+/** network.trust: a rule matches and people approved the host often enough, never denying it. */
+function trusted(n: NetworkPolicy, host: string, port: number, trust: TrustCounters): boolean {
+  if (n.trust.length === 0 || net.isIP(host) !== 0) return false;
+  const c = trust[networkTrustKey(host)];
+  if (c === undefined || c.manualOverrides > 0) return false;
+  return n.trust.some((t) => {
+    const r = parseHostRule(t.host);
+    return (
+      !("error" in r) &&
+      matchRule([r], host, port) !== undefined &&
+      c.successfulCalls >= t.approvals
+    );
+  });
+}
+
+const ruleCache = new WeakMap<readonly string[], HostRule[]>();
+function rulesOf(allow: readonly string[]): HostRule[] {
+  let r = ruleCache.get(allow);
+  if (r === undefined) {
+    r = allow.map(parseHostRule).filter((x): x is HostRule => !("error" in x));
+    ruleCache.set(allow, r);
+  }
+  return r;
+}
+
+const blockCache = new WeakMap<readonly string[], net.BlockList>();
+function blockListOf(entries: readonly string[]): DestinationCheck["privateAllowed"] {
+  let b = blockCache.get(entries);
+  if (b === undefined) {
+    b = new net.BlockList();
+    for (const e of entries) {
+      const [addr = "", prefix] = e.trim().split("/");
+      const type = net.isIPv6(addr) ? "ipv6" : "ipv4";
+      if (prefix === undefined) b.addAddress(addr, type);
+      else b.addSubnet(addr, Number(prefix), type);
+    }
+    blockCache.set(entries, b);
+  }
+  return b;
+}
+
+/**
+ * Listens on the gateway; a previous drive of the same run in this process may still be
+ * letting go of the port (EADDRINUSE): tried again for a few seconds.
+ */
+async function listenRetrying(
+  proxy: { listen(host: string, port: number): Promise<net.AddressInfo> },
+  at: { host: string; port: number },
+): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      await proxy.listen(at.host, at.port);
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== "EADDRINUSE" || i >= 20) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
