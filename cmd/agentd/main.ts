@@ -4,6 +4,7 @@
  * artifact store, authenticator, policy), starts the server, and stops it cleanly on
  * SIGTERM. SIGHUP re-reads the policy, the auth file and the TLS certificate.
  */
+import { checkFirewall } from "../../internal/sandbox/egress-guard.ts";
 import "./empty-env.ts"; // first: before the AI SDK loads
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
@@ -399,6 +400,15 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     boxes
       .prewarm(sandboxShape(policy.current()))
       .catch((err: unknown) => logger.warn({ err }, "starting warm sandboxes failed"));
+    // An allowlist policy needs the host firewall: said once at start, not first at a run.
+    if (policy.current().sandbox.network === "allowlist")
+      void checkFirewall().then((problem) => {
+        if (problem !== undefined)
+          logger.error(
+            { problem },
+            "sandbox.network: allowlist runs will fail to start: the egress firewall cannot be set",
+          );
+      });
     const trustCounters = createTrustStore({ log, runs });
     const kernel = createKernel({
       log,

@@ -163,6 +163,12 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
     sockets.add(s);
     s.once("close", () => sockets.delete(s));
   });
+  // Sockets, not only requests, are bounded: a sandbox opening thousands of connections
+  // that never send a byte would otherwise spend the worker's file descriptors. Past the
+  // cap new ones are closed at once; a silent one goes at the connect timeout.
+  server.maxConnections = maxConnections * 4 + 32;
+  server.headersTimeout = connectTimeout;
+  server.requestTimeout = 0; // a long upload or download is bounded by bytes and idle time
 
   async function tunnel(
     req: http.IncomingMessage,

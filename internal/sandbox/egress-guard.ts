@@ -72,6 +72,16 @@ export async function guardBridge(t: GuardTarget): Promise<void> {
   }
 }
 
+/** Why the firewall cannot be set here (iptables missing, no right to use it), or undefined. */
+export async function checkFirewall(): Promise<string | undefined> {
+  try {
+    await run("iptables", ["-w", "5", "-S", "INPUT"]);
+    return undefined;
+  } catch (err) {
+    return `iptables -S INPUT: ${firstLine(err)} (needs iptables and root or CAP_NET_ADMIN in the Docker engine's network namespace)`;
+  }
+}
+
 /** Removes the bridge's rules (those that exist). */
 export async function unguardBridge(t: Pick<GuardTarget, "bridge">): Promise<void> {
   for (const cmd of ["iptables", "ip6tables"] as const) {

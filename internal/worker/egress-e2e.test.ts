@@ -8,6 +8,7 @@
  * the model or the data directory); a direct connection that skips the proxy fails.
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
@@ -22,9 +23,11 @@ import { verifyChain } from "../eventlog/hash-chain.ts";
 import { ApprovalDecision, ApprovalResolvedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { createEnvSecretProvider } from "../kernel/secrets.ts";
+import { networkName } from "../sandbox/docker-sandbox.ts";
+import { bridgeName } from "../sandbox/egress-network.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { makeCa, sign } from "../testing/certs.ts";
-import { sandboxImage, testSandbox } from "../testing/docker.ts";
+import { requireDocker, sandboxImage, testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
 import {
@@ -43,6 +46,10 @@ let stub: OpenAiStub;
 let script: StubReply[] = [];
 let cleanup: () => Promise<void>;
 let deps: () => DriverDeps;
+let label = "";
+let policy: Policy;
+/** Called before each model request is answered (a test can stop a drive at that point). */
+let onAsk: (() => void) | undefined;
 let httpPort = 0;
 let httpsPort = 0;
 let directPort = 0;
@@ -70,7 +77,10 @@ const listen = (s: net.Server, host = "127.0.0.1"): Promise<number> =>
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "agentd-egress-"));
   log = await openFileEventLog({ dir: join(dir, "log") });
-  stub = await startOpenAiStub(() => script.shift() ?? { status: 500, body: {} });
+  stub = await startOpenAiStub(() => {
+    onAsk?.();
+    return script.shift() ?? { status: 500, body: {} };
+  });
   const certs = join(dir, "certs");
   makeCa(certs);
   sign(
@@ -106,9 +116,10 @@ before(async () => {
   );
   const t = await testSandbox();
   cleanup = t.cleanup;
+  label = t.label;
   const artifacts = new FsArtifactStore(join(dir, "artifacts"));
   const base = testImagePolicy();
-  const policy: Policy = {
+  policy = {
     ...base,
     sandbox: {
       ...base.sandbox,
@@ -135,7 +146,7 @@ before(async () => {
     stubDriverDeps(
       {
         log,
-        policy,
+        policy: { ...policy },
         sandbox: t.sandbox,
         artifacts,
         baseURL: stub.baseURL,
@@ -318,5 +329,142 @@ for h in (gw, "172.17.0.1"):
       ...filesUnder(dir),
     ];
     for (const { path, text } of places) assert.ok(!text.includes(TOKEN), `the token in ${path}`);
+  });
+});
+
+describe("an allowlist run that pauses, is released and taken over", () => {
+  it("keeps its approvals across containers; its network and firewall go with a pause; a takeover's proxy listens again", async () => {
+    const artifacts = new FsArtifactStore(join(dir, "artifacts"));
+    const info = await artifacts.put(await packWorkspace([]));
+    const run = await queueRun(log, {
+      prompt: "fetch across drives",
+      workspaceDigest: info.digest,
+      workspaceSizeBytes: info.size,
+    });
+    const H = (name: string) => `http://${name}:${httpPort}`;
+    const fresh = (hold: number) => ({ ...deps(), approvalHoldMs: hold });
+    const drive = async (d: DriverDeps, signal = new AbortController().signal) =>
+      driveRun(d, run.runId, await log.bumpEpoch(run.runId), signal);
+    const netName = networkName(label, run.runId);
+
+    // Drive 1 pauses at once for the host: snapshot, container, network and rules gone.
+    script = [callReply("b1", "process.run", { command: py(`${H("other.test")}/b1`) })];
+    assert.equal(await drive(fresh(0)), "paused");
+    const docker = await requireDocker();
+    assert.equal((await docker.listNetworks({ filters: { name: [netName] } })).length, 0);
+    const rules = execFileSync("iptables", ["-w", "5", "-S"], { encoding: "utf8" });
+    assert.doesNotMatch(rules, new RegExp(`agentd-egress:${bridgeName(netName)}`));
+    const ask = (await log.read(run.runId, 0)).findLast((e) => e.type === "approval.requested");
+    assert.ok(ask?.event.payload.case === "approvalRequested");
+    await approveInLog(log, run, ask.event.payload.value.approvalId);
+
+    // Drive 2: a new container and network; the approval holds; released after its call.
+    script = [
+      callReply("b2", "process.run", { command: py(`${H("other.test")}/b2`) }),
+      callReply("r2", "repo.search", { query: "anything" }),
+    ];
+    const release = new AbortController();
+    let asked = 0;
+    onAsk = () => {
+      if (++asked === 2) release.abort();
+    };
+    assert.equal(await drive(fresh(30_000), release.signal), "released");
+    onAsk = undefined;
+    // Drive 3 (a takeover: another kernel, another proxy) finds the container and listens again.
+    script = [
+      callReply("b3", "process.run", { command: py(`${H("other.test")}/b3`) }),
+      callReply("b4", "process.run", { command: py(`${H("elsewhere.test")}/b4`) }),
+      sayReply("done"),
+    ];
+    const stop = new AbortController();
+    const approver = (async () => {
+      for await (const ev of log.follow(run.runId, 0, stop.signal))
+        if (ev.event.payload.case === "approvalRequested")
+          await approveInLog(log, run, ev.event.payload.value.approvalId);
+    })();
+    assert.equal(await drive(fresh(30_000)), "completed");
+    stop.abort();
+    await approver;
+
+    const events = await log.read(run.runId, 0);
+    const net = events
+      .filter((e) => e.event.payload.case === "networkRequest")
+      .map((e) => {
+        const v = e.event.payload.value as { host: string; decision: string; callId: string };
+        return `${v.callId}:${v.host}:${v.decision}`;
+      });
+    assert.deepEqual(net, [
+      "b1:other.test:pending",
+      "b2:other.test:approved",
+      "b3:other.test:approved",
+      "b4:elsewhere.test:pending",
+    ]);
+    const told = events.filter(
+      (e) => e.event.payload.case === "outputMessage" && e.event.payload.value.role === "system",
+    );
+    assert.equal(told.length, 2, "each answer told once, across three drives");
+  });
+});
+
+describe("a sandbox that floods its proxy", () => {
+  it("is cut at the policy's limits: later connections refused with the reason, the log bounded, the worker unharmed", async () => {
+    const saved = policy;
+    policy = {
+      ...policy,
+      network: {
+        ...policy.network,
+        limits: { ...policy.network.limits, connections: 40, concurrent: 8 },
+      },
+    };
+    try {
+      const artifacts = new FsArtifactStore(join(dir, "artifacts"));
+      const info = await artifacts.put(await packWorkspace([]));
+      const run = await queueRun(log, {
+        prompt: "flood",
+        workspaceDigest: info.digest,
+        workspaceSizeBytes: info.size,
+      });
+      // 400 connections as fast as Python can open them, 50 threads at a time, plus 20 that
+      // open a tunnel and never send a byte.
+      const flood = `python3 -c 'import urllib.request as u, socket, os, concurrent.futures as f
+gw, port = os.environ["HTTP_PROXY"].split("//")[1].split(":")
+idle = [socket.create_connection((gw, int(port))) for _ in range(20)]
+def one(i):
+    try:
+        return str(u.urlopen("http://allowed.test:${httpPort}/%d" % i, timeout=20).status)
+    except Exception as x:
+        return str(getattr(x, "code", type(x).__name__))
+with f.ThreadPoolExecutor(50) as ex:
+    got = list(ex.map(one, range(400)))
+print("RESULTS", {k: got.count(k) for k in set(got)})
+r = u.urlopen(u.Request("http://allowed.test:${httpPort}/after"), timeout=20) if False else None'`;
+      script = [
+        callReply("f1", "process.run", { command: flood, timeoutMs: 120_000 }),
+        callReply("f2", "process.run", { command: py(`http://allowed.test:${httpPort}/after`) }),
+        sayReply("done"),
+      ];
+      const t0 = Date.now();
+      const outcome = await driveRun(
+        deps(),
+        run.runId,
+        await log.bumpEpoch(run.runId),
+        new AbortController().signal,
+      );
+      assert.equal(outcome, "completed");
+      const events = await log.read(run.runId, 0);
+      const net = events.filter((e) => e.event.payload.case === "networkRequest");
+      const out = (id: string) =>
+        events.find(
+          (e) => e.event.payload.case === "toolResult" && e.event.payload.value.callId === id,
+        )?.json ?? "";
+      assert.match(out("f1"), /RESULTS .*'200': \d+/);
+      assert.match(out("f1"), /'403': \d+/);
+      assert.match(out("f2"), /REFUSED 403 more than 40 connections in this run/);
+      assert.ok(net.length <= 40 + 100, `${net.length} network.request events`);
+      assert.ok(net.length >= 40, `${net.length} network.request events`);
+      assert.ok(Date.now() - t0 < 120_000);
+    } finally {
+      policy = saved;
+    }
   });
 });
