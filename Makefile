@@ -68,6 +68,7 @@ bench: build images image
 	node bench/upload.ts
 	node bench/observability.ts
 	node bench/image.ts
+	node bench/egress.ts
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox
 # images built by `images`; the replay model unless OPENAI_API_KEY is set.

@@ -11,7 +11,7 @@ import https from "node:https";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, it } from "node:test";
+import { after, before, describe, it } from "node:test";
 import tls from "node:tls";
 import { serverCerts } from "../testing/certs.ts";
 import { type HostRule, parseHostRule } from "./destination.ts";
@@ -208,4 +208,117 @@ it("a hanging upstream is cut at the idle timeout; past the connection limit, 42
   const fourth = await viaProxy(`http://up.example.com:${httpPort}/`);
   assert.equal(fourth.status, 429);
   for (const x of tunnels) if ("socket" in x) x.socket.destroy();
+});
+
+describe("a tunnel's ends and a forward request's client", () => {
+  let p: EgressProxy;
+  let port: number;
+  let bulkPort: number;
+  let bigPort: number;
+  const recs: ConnectionRecord[] = [];
+  const BULK = 8 * 1024 * 1024;
+  before(async () => {
+    const certs = serverCerts(join(dir, "ca2"));
+    const tlsOpts = { cert: readFileSync(certs.cert), key: readFileSync(certs.key) };
+    // Sends BULK bytes and closes at once: what was queued must still reach the client.
+    bulkPort = await listen(tls.createServer(tlsOpts, (s) => s.end(Buffer.alloc(BULK, 7))));
+    bigPort = await listen(
+      http.createServer((_req, res) => {
+        const chunk = Buffer.alloc(64 * 1024, 1);
+        let sent = 0;
+        const more = (): void => {
+          while (sent < 200 * 1024 * 1024) {
+            sent += chunk.length;
+            if (!res.write(chunk)) return void res.once("drain", more);
+          }
+          res.end();
+        };
+        more();
+      }),
+    );
+    const privateAllowed = new net.BlockList();
+    privateAllowed.addAddress("127.0.0.1");
+    p = createEgressProxy({
+      check: { rules: [parseHostRule("up.example.com") as HostRule], privateAllowed },
+      resolve: async () => ["127.0.0.1"],
+      idleTimeoutMs: 60_000, // long: only the ends under test may close a tunnel here
+      onConnection: (r) => recs.push(r),
+    });
+    port = (await p.listen("127.0.0.1", 0)).port;
+  });
+  after(() => p.close());
+
+  const tunnel = (target: string): Promise<net.Socket> =>
+    new Promise((resolve, reject) => {
+      const req = http.request({ host: "127.0.0.1", port, method: "CONNECT", path: target });
+      req.on("connect", (_res, socket) => resolve(socket));
+      req.on("error", reject);
+      req.end();
+    });
+
+  it("an upstream that closes right after its data: the client still gets every byte", async () => {
+    const raw = await tunnel(`up.example.com:${bulkPort}`);
+    const s = tls.connect({
+      socket: raw,
+      servername: "up.example.com",
+      ca: readFileSync(join(dir, "ca2", "ca.pem")),
+      checkServerIdentity: () => undefined,
+    });
+    let got = 0;
+    await new Promise<void>((resolve) => {
+      s.on("data", (b: Buffer) => {
+        got += b.length;
+      });
+      s.on("close", () => resolve());
+      s.on("error", () => resolve());
+    });
+    assert.equal(got, BULK);
+  });
+
+  it("a client's FIN closes its tunnel at once (no wait for the idle timeout)", async () => {
+    const raw = await tunnel(`up.example.com:${httpsPort}`);
+    const s = tls.connect({
+      socket: raw,
+      servername: "up.example.com",
+      ca,
+      checkServerIdentity: () => undefined,
+    });
+    await new Promise<void>((r) => s.once("secureConnect", () => r()));
+    const before = recs.length;
+    raw.end(); // a plain FIN, no TLS close_notify (a killed process, Python without unwrap)
+    const t0 = Date.now();
+    while (recs.length === before && Date.now() - t0 < 3000)
+      await new Promise((r) => setTimeout(r, 20));
+    assert.ok(recs.length > before, "the tunnel was recorded (closed) within 3 s");
+  });
+
+  it("a forward client that leaves mid-body stops the upstream transfer", async () => {
+    const before = recs.length;
+    await new Promise<void>((resolve) => {
+      const req = http.request(
+        {
+          host: "127.0.0.1",
+          port,
+          path: `http://up.example.com:${bigPort}/`,
+          headers: { host: `up.example.com:${bigPort}` },
+        },
+        (res) => {
+          let n = 0;
+          res.on("data", (b: Buffer) => {
+            n += b.length;
+            if (n > 4 * 1024 * 1024) req.destroy();
+          });
+          res.on("close", () => resolve());
+        },
+      );
+      req.on("error", () => resolve());
+      req.end();
+    });
+    const t0 = Date.now();
+    while (recs.length === before && Date.now() - t0 < 5000)
+      await new Promise((r) => setTimeout(r, 20));
+    const r = recs.at(-1);
+    assert.ok(r !== undefined && r.method === "GET");
+    assert.ok(r.bytesDown < 100 * 1024 * 1024, `${r.bytesDown} bytes read from the upstream`);
+  });
 });

@@ -264,7 +264,7 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
     return new Promise((resolve) => {
       let up = first.length;
       let down = 0;
-      const upstream = net.connect({ host: address, port });
+      const upstream = net.connect({ host: address, port, noDelay: true });
       upstream.setTimeout(connectTimeout);
       let settled = false;
       const finish = (): void => {
@@ -278,22 +278,32 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
         upstream.setTimeout(idleTimeout);
         client.setTimeout(idleTimeout);
         upstream.write(first);
+        // Counted here, copied by pipe: backpressure both ways (a client that stops
+        // reading holds the upstream, not the worker's memory), and each side's end (FIN)
+        // passed on after the bytes before it.
         client.on("data", (b: Buffer) => {
           up += b.length;
-          if (up > maxBytes || !spend(b.length)) return finish();
-          upstream.write(b);
+          if (up > maxBytes || !spend(b.length)) finish();
         });
         upstream.on("data", (b: Buffer) => {
           down += b.length;
-          if (down > maxBytes || !spend(b.length)) return finish();
-          client.write(b);
+          if (down > maxBytes || !spend(b.length)) finish();
         });
-        client.resume();
+        client.pipe(upstream);
+        upstream.pipe(client);
       });
-      for (const s of [client, upstream]) {
+      let closed = 0;
+      for (const [s, other] of [
+        [client, upstream],
+        [upstream, client],
+      ] as const) {
         s.on("timeout", finish);
         s.on("error", finish);
-        s.on("close", finish);
+        // One side closed: end the other once its pending bytes are out; done when both are.
+        s.on("close", () => {
+          other.end();
+          if (++closed === 2) finish();
+        });
       }
     });
   }
@@ -361,6 +371,10 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
           },
         );
         out.on("timeout", () => out.destroy(new Error("timed out")));
+        // The client gone before the response's end: stop the upstream's transfer too.
+        res.on("close", () => {
+          if (!res.writableFinished) out.destroy();
+        });
         out.on("error", () => {
           if (!res.headersSent)
             res
