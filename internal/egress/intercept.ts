@@ -47,6 +47,12 @@ export interface InterceptOptions {
   idleTimeoutMs: number;
   /** Time for a TLS handshake, the client's or the upstream's (TCP connect included). */
   connectTimeoutMs: number;
+  /**
+   * The run's byte budget: every byte each way is offered; false ends the connection. And
+   * its connection budget: each request is offered; false answers it 429.
+   */
+  spend?: (bytes: number) => boolean;
+  admitRequest?: () => boolean;
   /** Each request once it is done (answered, refused, failed or cut). */
   onRequest?: (r: InterceptedRequest) => void;
 }
@@ -176,7 +182,7 @@ function serveConnection(
     },
   );
   server.on("tlsClientError", () => client.destroy());
-  const raw = clientStream(client, first, counts, opts.maxBytes);
+  const raw = clientStream(client, first, counts, opts.maxBytes, opts.spend ?? (() => true));
   // Idle: nothing from or to the client while no request waits on the upstream (which
   // has its own idle timeout and answers 504).
   client.setTimeout(opts.idleTimeoutMs, () => {
@@ -201,13 +207,14 @@ function clientStream(
   first: Buffer,
   counts: InterceptResult,
   maxBytes: number,
+  spend: (bytes: number) => boolean,
 ): Duplex {
   const raw = new Duplex({
     read() {
       client.resume();
     },
     write(chunk: Buffer, _encoding, done) {
-      if (counts.bytesDown + chunk.length > maxBytes) client.destroy();
+      if (counts.bytesDown + chunk.length > maxBytes || !spend(chunk.length)) client.destroy();
       // Fails the stream at once, so the TLS layer and the response above it stop too.
       if (client.destroyed) return done(new Error("the client connection is closed"));
       counts.bytesDown += chunk.length;
@@ -225,7 +232,7 @@ function clientStream(
   });
   const take = (b: Buffer): void => {
     if (client.destroyed) return;
-    if (counts.bytesUp + b.length > maxBytes) {
+    if (counts.bytesUp + b.length > maxBytes || !spend(b.length)) {
       client.destroy();
       return;
     }
@@ -253,6 +260,15 @@ async function serve(
     bytesDown: 0,
   };
   try {
+    if (ctx.opts.admitRequest?.() === false) {
+      answer(res, record, 429, "egress: this run has used its connections (network.limits)");
+      return;
+    }
+    const framing = framingNamed(req.headers.connection, ctx.opts.headers);
+    if (framing !== undefined) {
+      answer(res, record, 400, `egress: Connection may not name the end-to-end header ${framing}`);
+      return;
+    }
     const target = requestPath(req, ctx.opts.host, ctx.opts.port);
     if ("refuse" in target) {
       answer(res, record, target.status, target.refuse);
@@ -477,10 +493,32 @@ function responseHeaders(
   return out;
 }
 
-/** Hop-by-hop names, and the ones a Connection header lists. */
+/**
+ * Headers a Connection header may never remove: the message's framing and target, whose
+ * loss would let a body become a request of its own on the credentialed upstream socket.
+ */
+const END_TO_END = new Set(["content-length", "transfer-encoding", "host"]);
+
+/** The framing or credential header a request's Connection names, if any (refused: 400). */
+function framingNamed(
+  connection: string | undefined,
+  credentials: Record<string, string>,
+): string | undefined {
+  const creds = new Set(Object.keys(credentials).map((n) => n.toLowerCase()));
+  for (const n of (connection ?? "").split(",")) {
+    const name = n.trim().toLowerCase();
+    if (END_TO_END.has(name) || creds.has(name)) return name;
+  }
+  return undefined;
+}
+
+/** Hop-by-hop names, and the ones a Connection header lists (never the framing ones). */
 function dropped(connection: string | undefined): Set<string> {
   const names = new Set(HOP_BY_HOP);
-  for (const n of (connection ?? "").split(",")) names.add(n.trim().toLowerCase());
+  for (const n of (connection ?? "").split(",")) {
+    const name = n.trim().toLowerCase();
+    if (!END_TO_END.has(name)) names.add(name);
+  }
   return names;
 }
 

@@ -48,6 +48,8 @@ export type Interceptor = (
   client: net.Socket,
   first: Buffer,
   address: string,
+  /** The run's budgets: bytes each way, and one connection per request carried. */
+  budget: { spend(bytes: number): boolean; count(): boolean },
 ) => Promise<{ bytesUp: number; bytesDown: number }>;
 
 export interface EgressProxyOptions {
@@ -108,11 +110,10 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
   > {
     if (!Number.isInteger(port) || port < 1 || port > 65535)
       return { reason: "a bad port", decision: "denied" };
-    if (total >= maxTotal)
+    if (total > maxTotal)
       return { reason: `more than ${maxTotal} connections in this run`, decision: "denied" };
     if (totalBytes >= maxTotalBytes)
       return { reason: `more than ${maxTotalBytes} bytes in this run`, decision: "denied" };
-    total++;
     const a = admit(host, port);
     const tag = a.tag === undefined ? {} : { tag: a.tag };
     if ("reason" in a) return { reason: a.reason, decision: a.decision, ...tag };
@@ -133,6 +134,8 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
     totalBytes += n;
     return totalBytes <= maxTotalBytes;
   };
+  /** Counts one connection or request, refused ones included; false past the run's total. */
+  const count = (): boolean => ++total <= maxTotal;
 
   function report(r: Omit<ConnectionRecord, "durationMs">, t0: number): void {
     opts.onConnection?.({ ...r, durationMs: Math.round(performance.now() - t0) });
@@ -181,15 +184,18 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
     const host = (m?.[1] ?? "").replace(/^\[|\]$/g, "").toLowerCase();
     const port = Number(m?.[2]);
     const refuse = (status: string, reason: string, decision = "denied", tag?: string): void => {
-      client.end(
+      // Closed once written: a refused socket is never kept (half-open sockets would pile up).
+      client.write(
         `HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\nx-agentd-egress: ${headerSafe(reason)}\r\n\r\n${reason}\n`,
       );
+      client.destroySoon();
       const r = { host, port, method: "CONNECT", allowed: false, decision, reason };
       report(
         { ...r, bytesUp: 0, bytesDown: 0, tls: "", ...(tag === undefined ? {} : { tag }) },
         t0,
       );
     };
+    count();
     if (m === null) return refuse("400 Bad Request", "CONNECT needs HOST:PORT");
     if (open >= maxConnections)
       return refuse("429 Too Many Requests", `more than ${maxConnections} connections at once`);
@@ -205,6 +211,10 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
         // Plain HTTP in a tunnel (Node's fetch tunnels http:// URLs too): served request
         // by request like a forward request, each to this tunnel's host only.
         tunnelHosts.set(client, { host, port });
+        // Held (and counted as open) until it closes; quiet for the idle time, it is closed.
+        open++;
+        client.once("close", () => open--);
+        client.setTimeout(idleTimeout, () => client.destroy());
         client.unshift(hello);
         plainInTunnel.emit("connection", client);
         client.resume(); // paused while the first bytes were read
@@ -224,7 +234,7 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
       const counts =
         ic === undefined
           ? await splice(client, d.address, port, hello)
-          : await ic(client, hello, d.address);
+          : await ic(client, hello, d.address, { spend, count });
       const r = { host, port, method: "CONNECT", allowed: true, decision: d.decision };
       const tls = ic === undefined ? "tunnel" : "intercepted";
       report({ ...r, reason: d.decision, ...counts, tls, ...tag }, t0);
@@ -338,14 +348,17 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
         t0,
       );
     };
+    count();
     if (open >= maxConnections) return deny(429, `more than ${maxConnections} connections at once`);
     open++;
     try {
       const d = await decide(host, port);
       if ("reason" in d) return deny(403, d.reason, d.decision, d.tag);
       const headers = { ...req.headers };
-      for (const h of ["proxy-authorization", "proxy-connection", "connection", "keep-alive"])
-        delete headers[h];
+      for (const h of HOP_HEADERS) delete headers[h];
+      // The upstream routes by Host: it is the checked URL's, never the sandbox's own
+      // (RFC 9112 3.2.2), or an allowed name would front for any site behind the same server.
+      headers.host = url.host;
       let up = 0;
       let down = 0;
       await new Promise<void>((resolve) => {
@@ -359,7 +372,16 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
             timeout: idleTimeout,
           },
           (upstream) => {
-            res.writeHead(upstream.statusCode ?? 502, upstream.headers);
+            const status = upstream.statusCode ?? 0;
+            try {
+              // A hostile upstream's status (099, 000) or header must not throw out of here.
+              if (status < 100 || status > 599) throw new Error(`status ${status}`);
+              res.writeHead(status, upstream.headers);
+            } catch {
+              upstream.destroy();
+              res.destroy();
+              return resolve();
+            }
             upstream.on("data", (b: Buffer) => {
               down += b.length;
               if (down > maxBytes || !spend(b.length)) upstream.destroy();
@@ -371,6 +393,11 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
           },
         );
         out.on("timeout", () => out.destroy(new Error("timed out")));
+        // Whatever happens (a 101 gets no 'response'), the request ends with its socket.
+        out.on("close", () => {
+          if (!res.headersSent) res.destroy();
+          resolve();
+        });
         // The client gone before the response's end: stop the upstream's transfer too.
         res.on("close", () => {
           if (!res.writableFinished) out.destroy();
@@ -407,6 +434,17 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
       }),
   };
 }
+
+/** Request headers a forward request never passes on (hop by hop; no upgrades). */
+const HOP_HEADERS = [
+  "proxy-authorization",
+  "proxy-connection",
+  "connection",
+  "keep-alive",
+  "upgrade",
+  "te",
+  "trailer",
+];
 
 /** The start of an HTTP/1 request line ("GET /", "POST /"…). */
 const HTTP_REQUEST = /^[A-Z]{3,10} \//;

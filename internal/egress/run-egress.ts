@@ -51,7 +51,10 @@ export interface RunEgressOptions {
   denied: Iterable<string>;
   limits: EgressLimits;
   record: (r: ConnectionRecord & { callId: string }) => void;
-  /** Resolved credential headers per exact host (values never leave this module but upstream). */
+  /**
+   * Resolved credential headers per exact host, or host:port when the policy names a port
+   * (values never leave this module but upstream).
+   */
   credentials?: ReadonlyMap<string, Record<string, string>>;
   /** The run's CA (needed when there are credentials). */
   ca?: RunCa;
@@ -105,16 +108,18 @@ export async function startRunEgress(opts: RunEgressOptions): Promise<RunEgress>
     ...(opts.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: opts.idleTimeoutMs }),
     ...(opts.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: opts.connectTimeoutMs }),
     intercept: (host, port) => {
-      const headers = opts.credentials?.get(host);
+      const headers = opts.credentials?.get(hostKey(host, port)) ?? opts.credentials?.get(host);
       const ca = opts.ca;
       if (headers === undefined || ca === undefined) return undefined;
-      return (client, first, address) =>
+      return (client, first, address, budget) =>
         intercept(client, first, {
           host,
           port,
           address,
           ca,
           headers,
+          spend: budget.spend,
+          admitRequest: budget.count,
           maxBytes: opts.limits.bytesPerConnection,
           idleTimeoutMs: opts.idleTimeoutMs ?? 60_000,
           connectTimeoutMs: opts.connectTimeoutMs ?? 10_000,
@@ -165,7 +170,8 @@ export function admission(
   if (run.denied.has(key))
     return { decision: "denied", reason: `a person denied network access to ${key} in this run` };
   if (run.approved.has(key)) {
-    const rule = parseHostRule(key) as HostRule;
+    const rule = parseHostRule(key);
+    if ("error" in rule) return { decision: "denied", reason: `${key}: ${rule.error}` };
     return { decision: "approved", check: { rules: [rule], privateAllowed } };
   }
   const rules = rulesOf(n.allow);
@@ -174,11 +180,9 @@ export function admission(
     return { decision: "allowed", check: { rules, privateAllowed } };
   if (n.approval === "never")
     return { decision: "denied", reason: `${key} is not in the policy's network.allow` };
-  if (trusted(n, host, port, trust))
-    return {
-      decision: "trusted",
-      check: { rules: [parseHostRule(key) as HostRule], privateAllowed },
-    };
+  const exact = parseHostRule(key);
+  if (!("error" in exact) && trusted(n, host, port, trust))
+    return { decision: "trusted", check: { rules: [exact], privateAllowed } };
   if (net.isIP(host) !== 0)
     return {
       decision: "denied",

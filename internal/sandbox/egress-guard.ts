@@ -4,7 +4,8 @@
  * every service listening on the host's addresses (the engine's API, Redis, agentd's own
  * ports). These iptables rules, in the engine's network namespace, leave the sandbox one
  * destination — the egress proxy on the gateway — and drop everything else arriving on
- * the bridge (IPv4 and IPv6, to the host and forwarded). Every rule carries the comment
+ * the bridge (IPv4 and IPv6, to the host and forwarded); and nothing but the run's bridge
+ * reaches the proxy's port (not another container, not a host process). Every rule carries the comment
  * `agentd-egress:<bridge>`, so a crashed worker's rules are found and swept.
  *
  * Must never: let a container start on the network before the rules are in place (the
@@ -32,7 +33,14 @@ type Rule = { cmd: "iptables" | "ip6tables"; chain: "INPUT" | "FORWARD"; spec: s
 function rulesOf(t: GuardTarget): Rule[] {
   const tag = ["-m", "comment", "--comment", `${TAG}${t.bridge}`];
   const accept = ["-i", t.bridge, "-p", "tcp", "-d", t.gateway, "--dport", String(t.port)];
+  const proxy = ["-d", t.gateway, "-p", "tcp", "--dport", String(t.port)];
   return [
+    // The proxy is the run's: nothing from elsewhere (another bridge, the host) reaches it.
+    {
+      cmd: "iptables",
+      chain: "INPUT",
+      spec: ["!", "-i", t.bridge, ...proxy, ...tag, "-j", "DROP"],
+    },
     { cmd: "iptables", chain: "INPUT", spec: [...accept, ...tag, "-j", "ACCEPT"] },
     { cmd: "iptables", chain: "INPUT", spec: ["-i", t.bridge, ...tag, "-j", "DROP"] },
     { cmd: "iptables", chain: "FORWARD", spec: ["-i", t.bridge, ...tag, "-j", "DROP"] },

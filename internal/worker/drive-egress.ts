@@ -15,6 +15,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { ulid } from "ulid";
+import { parseHostRule } from "../egress/destination.ts";
 import { createRunCa, type RunCa } from "../egress/run-ca.ts";
 import { type HostAsk, hostKey, startRunEgress } from "../egress/run-egress.ts";
 import { AgentdError } from "../errors.ts";
@@ -123,8 +124,11 @@ async function resolveCredentials(
       value = value.replaceAll(`$ENV.${name}`, v);
     }
     d.writer.secrets.add([value]);
-    const host = c.host.toLowerCase().replace(/:\d+$/, "");
-    out.set(host, { ...out.get(host), [c.header]: value });
+    // host, or host:port when the policy names one: the header goes to that port only.
+    const rule = parseHostRule(c.host);
+    if ("error" in rule) continue; // the schema refused it already
+    const key = rule.port === undefined ? rule.host : hostKey(rule.host, rule.port);
+    out.set(key, { ...out.get(key), [c.header]: value });
   }
   return out;
 }
