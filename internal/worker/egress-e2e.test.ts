@@ -27,16 +27,11 @@ import { networkName } from "../sandbox/docker-sandbox.ts";
 import { bridgeName } from "../sandbox/egress-network.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { makeCa, sign } from "../testing/certs.ts";
-import { requireDocker, sandboxImage, testSandbox } from "../testing/docker.ts";
+import { requireDocker, testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
+import { allowlistPolicy, resolveTestNames } from "../testing/egress-fixtures.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
-import {
-  approveInLog,
-  callReply,
-  queueRun,
-  sayReply,
-  testImagePolicy,
-} from "../testing/worker-fixtures.ts";
+import { approveInLog, callReply, queueRun, sayReply } from "../testing/worker-fixtures.ts";
 import { type DriverDeps, driveRun } from "./run-driver.ts";
 
 const TOKEN = "ghp_Egress0nlyAtTheProxy77";
@@ -118,29 +113,13 @@ before(async () => {
   cleanup = t.cleanup;
   label = t.label;
   const artifacts = new FsArtifactStore(join(dir, "artifacts"));
-  const base = testImagePolicy();
-  policy = {
-    ...base,
-    sandbox: {
-      ...base.sandbox,
-      image: sandboxImage("base"),
-      memory: 512 * 1024 ** 2,
-      network: "allowlist",
-    },
-    capabilities: {
-      ...base.capabilities,
-      "process.run": { ...base.capabilities["process.run"], approval: "never" },
-    },
-    network: {
-      ...base.network,
-      allow: ["allowed.test", "creds.test"],
-      private: ["127.0.0.1"],
-      approval: "risk",
-      credentials: [
-        { host: "creds.test", header: "Authorization", value: "Bearer $ENV.EGRESS_TOKEN" },
-      ],
-    },
-  };
+  policy = allowlistPolicy({
+    allow: ["allowed.test", "creds.test"],
+    approval: "risk",
+    credentials: [
+      { host: "creds.test", header: "Authorization", value: "Bearer $ENV.EGRESS_TOKEN" },
+    ],
+  });
   const providers = [createEnvSecretProvider({ EGRESS_TOKEN: TOKEN })];
   deps = () =>
     stubDriverDeps(
@@ -155,7 +134,7 @@ before(async () => {
       {
         approvalHoldMs: 30_000,
         egress: {
-          resolve: async (host) => (host.endsWith(".test") ? ["127.0.0.1"] : []),
+          resolve: resolveTestNames,
           upstreamCa: readFileSync(join(certs, "ca.pem"), "utf8"),
         },
       },

@@ -20,8 +20,9 @@ import { bridgeName } from "../sandbox/egress-network.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
+import { allowlistPolicy, resolveTestNames } from "../testing/egress-fixtures.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
-import { callReply, queueRun, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
+import { callReply, queueRun, sayReply } from "../testing/worker-fixtures.ts";
 import { type DriverDeps, driveRun } from "./run-driver.ts";
 
 let dir: string;
@@ -73,33 +74,14 @@ before(async () => {
   const t = await testSandbox();
   cleanup = t.cleanup;
   label = t.label;
-  const base = testImagePolicy();
-  policy = {
-    ...base,
-    sandbox: {
-      ...base.sandbox,
-      image: sandboxImage("base"),
-      memory: 512 * 1024 ** 2,
-      network: "allowlist",
-    },
-    capabilities: {
-      ...base.capabilities,
-      "process.run": { ...base.capabilities["process.run"], approval: "never" },
-    },
-    network: {
-      ...base.network,
-      allow: ["allowed.test"],
-      private: ["127.0.0.1"],
-      approval: "never",
-    },
-  };
+  policy = allowlistPolicy({ allow: ["allowed.test"], approval: "never" });
   const artifacts = new FsArtifactStore(join(dir, "artifacts"));
   deps = () =>
     stubDriverDeps(
       { log, policy: { ...policy }, sandbox: t.sandbox, artifacts, baseURL: stub.baseURL },
       {
         approvalHoldMs: 0,
-        egress: { resolve: async (h) => (h.endsWith(".test") ? ["127.0.0.1"] : []) },
+        egress: { resolve: resolveTestNames },
       },
     );
 });
