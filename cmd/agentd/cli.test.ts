@@ -82,6 +82,19 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     assert.match(refused.stderr, /--concurrency is not a flag of agentd server/);
   });
 
+  it("--cors-origins takes origins only, naming the flag and the bad entry", () => {
+    for (const bad of ["https://console.example.com/path", "ftp://x.example", "*", "not a url"]) {
+      const r = agentd([
+        "server",
+        "--insecure-no-auth",
+        "--cors-origins",
+        `https://ok.example,${bad}`,
+      ]);
+      assert.equal(r.code, 2, bad);
+      assert.match(r.stderr, /--cors-origins \(AGENTD_CORS_ORIGINS\): /, bad);
+    }
+  });
+
   it("--artifact-store redis needs a Redis event log; a bad retention names the flag", () => {
     const dev = agentd(["dev", "--data-dir", join(dir, "d"), "--artifact-store", "redis"]);
     assert.equal(dev.code, 2, dev.stderr);

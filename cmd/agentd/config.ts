@@ -2,9 +2,11 @@
  * agentd's configuration: flags first, then AGENTD_* environment variables, then defaults.
  * Read once here (the composition root); internal/ only sees the parsed options.
  */
+
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { parseOrigin } from "../../internal/server/cors.ts";
 
 /** The repository's policy.yaml: the default policy, found from the code, not the cwd. */
 export const DEFAULT_POLICY = fileURLToPath(new URL("../../policy.yaml", import.meta.url));
@@ -73,6 +75,11 @@ export const FLAGS = {
     env: "AGENTD_REDIS_TIMEOUT_MS",
     help: "a Redis command that does not answer within it fails: during a Redis stall requests answer UNAVAILABLE instead of hanging (blocking reads are exempt)",
     def: "5000",
+  },
+  "cors-origins": {
+    env: "AGENTD_CORS_ORIGINS",
+    help: "origins allowed to call the API from a browser, comma-separated (https://console.example.com); default none: the console at /ui/ is same-origin and needs none",
+    def: "",
   },
   "max-request-bytes": {
     env: "AGENTD_MAX_REQUEST_BYTES",
@@ -227,6 +234,21 @@ export const ConfigSchema = z.object({
       return n * unit;
     }),
   "redis-prefix": z.string().min(1).max(64),
+  "cors-origins": z.string().transform((v, ctx) => {
+    const out: string[] = [];
+    for (const part of v
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s !== "")) {
+      const o = parseOrigin(part);
+      if ("error" in o) {
+        ctx.addIssue({ code: "custom", message: o.error });
+        return z.NEVER;
+      }
+      out.push(o.origin);
+    }
+    return out;
+  }),
   "redis-timeout-ms": z.coerce.number().int().min(100).max(600_000),
   "max-request-bytes": z.coerce
     .number()

@@ -94,6 +94,7 @@ const SERVER_FLAGS: FlagName[] = [
   "artifact-store",
   "artifact-retention",
   "redis-prefix",
+  "cors-origins",
   "max-request-bytes",
   "max-workspace-bytes",
   "max-workspace-entries",
@@ -145,6 +146,7 @@ const DEV_FLAGS: FlagName[] = [
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
+  "cors-origins",
   "max-request-bytes",
   "max-workspace-bytes",
   "max-workspace-entries",
@@ -326,6 +328,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       maxRequestBytes: cfg["max-request-bytes"],
       policy,
       workspace,
+      corsOrigins: cfg["cors-origins"],
     });
     if (tls === undefined) server = createDualServer(app);
     else {

@@ -3,6 +3,7 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { listApprovalsHandler, resolveApprovalHandler } from "./approvals.ts";
 import { cancelRunHandler } from "./cancel-run.ts";
+import { principalOf } from "./context.ts";
 import { createRunHandler } from "./create-run.ts";
 import type { ApiDeps } from "./deps.ts";
 import { getArtifactHandler } from "./get-artifact.ts";
@@ -24,5 +25,9 @@ export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
     getArtifact: getArtifactHandler(deps),
     uploadWorkspace: uploadWorkspaceHandler(deps),
     watchEvents: watchEventsHandler(deps),
+    whoAmI: (_req, ctx) => {
+      const p = principalOf(ctx);
+      return { tenantId: p.tenantId, principal: p.name, roles: [...p.roles].sort() };
+    },
   });
 }

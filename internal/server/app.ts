@@ -2,6 +2,7 @@
  * The HTTP application behind the one port: the Connect/gRPC/gRPC-Web API (RunService,
  * health, reflection), the SSE event stream, /healthz, /readyz and /metrics.
  */
+
 import type http from "node:http";
 import type http2 from "node:http2";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -29,6 +30,8 @@ import { file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
 import type { PolicyStore } from "../kernel/policy-store.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { scrape } from "../telemetry/scrape.ts";
+import { serveConsole } from "./console.ts";
+import { applyCors } from "./cors.ts";
 import type { RequestHandler } from "./dual-protocol.ts";
 import { registerHealth } from "./health.ts";
 import { registerReflection } from "./reflection.ts";
@@ -45,6 +48,10 @@ export interface AppOptions {
   policy?: PolicyStore;
   /** Limits on CreateRun's workspace archives; defaults in DEFAULT_WORKSPACE_LIMITS. */
   workspace?: Partial<WorkspaceLimits>;
+  /** Origins allowed to call the API from a browser (--cors-origins); default none. */
+  corsOrigins?: readonly string[];
+  /** Where the web console's built files are (default internal/console/dist). */
+  consoleDir?: string;
 }
 
 /**
@@ -114,9 +121,20 @@ export function createApp(opts: AppOptions): RequestHandler {
     },
   });
 
+  const origins = new Set(opts.corsOrigins ?? []);
   return (req, res) => {
     const url = new URL(req.url ?? "/", "http://agentd");
+    if (applyCors(req as http.IncomingMessage, res as http.ServerResponse, origins)) return;
     if (req.method === "GET" || req.method === "HEAD") {
+      if (
+        serveConsole(
+          req as http.IncomingMessage,
+          res as http.ServerResponse,
+          url.pathname,
+          opts.consoleDir,
+        )
+      )
+        return;
       if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
       if (url.pathname === "/metrics") return void serveMetrics(res);
       if (url.pathname === "/readyz") {

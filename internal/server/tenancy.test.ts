@@ -66,6 +66,29 @@ describe("authentication and tenancy", { timeout: 30_000 }, () => {
     }
   });
 
+  it("WhoAmI answers the token's tenant, name and roles (any valid token), never without one", async () => {
+    const who = (token: string | null) =>
+      curl([
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        ...(token === null ? [] : ["-H", `authorization: Bearer ${token}`]),
+        "--data",
+        "{}",
+        `${stack.server.url}/agentd.v1.RunService/WhoAmI`,
+      ]);
+    const all = await who(TOKENS.acme);
+    assert.equal(all.status, 200, all.body);
+    assert.deepEqual(JSON.parse(all.body).roles, ["admin", "approve", "read", "submit"]);
+    assert.equal(JSON.parse(all.body).tenantId, "acme");
+    const reader = JSON.parse((await who(TOKENS.acmeReader)).body) as { roles: string[] };
+    assert.deepEqual(reader.roles, ["read"]);
+    assert.doesNotMatch(JSON.stringify(reader), new RegExp(TOKENS.acmeReader));
+    assert.equal((await who(null)).status, 401);
+    assert.equal((await who("nobody-has-this")).status, 401);
+  });
+
   it("a read-only token reads but cannot create or cancel runs (PERMISSION_DENIED)", async () => {
     const { run } = await stack.client.getRun(acmeRun.runId, TOKENS.acmeReader);
     assert.equal(run?.runId, acmeRun.runId);

@@ -23,6 +23,9 @@ export const METHOD_ROLES: Readonly<Record<string, Role>> = {
   ResolveApproval: "approve",
 };
 
+/** Methods any valid token may call, whatever its roles. */
+export const OPEN_TO_ANY_TOKEN: ReadonlySet<string> = new Set(["WhoAmI"]);
+
 /**
  * For the router's `requestGate` (connect runs it before it reads the body): sets the
  * caller's principal on the call, or throws EUNAUTHENTICATED / EPERMISSION.
@@ -32,7 +35,8 @@ export function authGate(auth: Authenticator): (ctx: HandlerContext) => void {
     if (ctx.service.typeName.startsWith("grpc.")) return;
     const principal = auth.authenticate(ctx.requestHeader.get("authorization"));
     const role = METHOD_ROLES[ctx.method.name];
-    if (role === undefined || !hasRole(principal, role)) {
+    const open = OPEN_TO_ANY_TOKEN.has(ctx.method.name);
+    if (!open && (role === undefined || !hasRole(principal, role))) {
       throw new AgentdError(
         "EPERMISSION",
         `${ctx.method.name} needs the '${role ?? "admin"}' role; this token has ${[...principal.roles].join(", ") || "none"}`,

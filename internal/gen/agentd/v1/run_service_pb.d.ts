@@ -15,6 +15,54 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 export declare const file_agentd_v1_run_service: GenFile;
 
 /**
+ * WhoAmI input (none).
+ *
+ * @generated from message agentd.v1.WhoAmIRequest
+ */
+export declare type WhoAmIRequest = Message<"agentd.v1.WhoAmIRequest"> & {
+};
+
+/**
+ * Describes the message agentd.v1.WhoAmIRequest.
+ * Use `create(WhoAmIRequestSchema)` to create a new message.
+ */
+export declare const WhoAmIRequestSchema: GenMessage<WhoAmIRequest>;
+
+/**
+ * The caller as the server sees it.
+ *
+ * @generated from message agentd.v1.WhoAmIResponse
+ */
+export declare type WhoAmIResponse = Message<"agentd.v1.WhoAmIResponse"> & {
+  /**
+   * The tenant the token belongs to.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The token's name in the auth file (never the token).
+   *
+   * @generated from field: string principal = 2;
+   */
+  principal: string;
+
+  /**
+   * Its roles: "submit", "read", "approve", "admin".
+   *
+   * @generated from field: repeated string roles = 3;
+   */
+  roles: string[];
+};
+
+/**
+ * Describes the message agentd.v1.WhoAmIResponse.
+ * Use `create(WhoAmIResponseSchema)` to create a new message.
+ */
+export declare const WhoAmIResponseSchema: GenMessage<WhoAmIResponse>;
+
+/**
  * WatchEvents input.
  *
  * @generated from message agentd.v1.WatchEventsRequest
@@ -1189,6 +1237,17 @@ export declare const RunService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchEventsRequestSchema;
     output: typeof WatchEventsResponseSchema;
+  },
+  /**
+   * Who the caller's token is: its tenant, its name and its roles (what a client such as
+   * the web console shows or hides). Any valid token may ask, whatever its roles.
+   *
+   * @generated from rpc agentd.v1.RunService.WhoAmI
+   */
+  whoAmI: {
+    methodKind: "unary";
+    input: typeof WhoAmIRequestSchema;
+    output: typeof WhoAmIResponseSchema;
   },
 }>;
 
