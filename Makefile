@@ -55,6 +55,7 @@ test: build images image
 	@"$(ROOT)/scripts/ensure-prometheus.sh"
 	@"$(ROOT)/scripts/ensure-compose.sh"
 	@"$(ROOT)/scripts/ensure-kubectl.sh"
+	@"$(ROOT)/scripts/ensure-chromium.sh" >/dev/null
 	node scripts/run-tests.ts
 
 bench: build images image
