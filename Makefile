@@ -44,10 +44,13 @@ check-generated: generate
 
 build: generate
 	tsc -p tsconfig.json
+	tsc -p internal/console/tsconfig.json
+	node scripts/build-console.ts
 
 lint: setup
 	biome check --error-on-warnings .
 	tsc -p tsconfig.json
+	tsc -p internal/console/tsconfig.json
 	buf lint
 
 test: build images image
@@ -70,6 +73,7 @@ bench: build images image
 	node bench/observability.ts
 	node bench/image.ts
 	node bench/egress.ts
+	node bench/console.ts
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox
 # images built by `images`; the replay model unless OPENAI_API_KEY is set.

@@ -8,6 +8,7 @@ import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { gzipSync } from "node:zlib";
 import { serveConsole } from "./console.ts";
 import { applyCors, parseOrigin } from "./cors.ts";
 
@@ -19,6 +20,7 @@ before(async () => {
   mkdirSync(join(dir, "assets"));
   writeFileSync(join(dir, "index.html"), "<!doctype html><title>agentd</title>");
   writeFileSync(join(dir, "assets", "app-1a2b3c.js"), "console.log(1)");
+  writeFileSync(join(dir, "assets", "app-1a2b3c.js.gz"), gzipSync("console.log(1)"));
   writeFileSync(join(dir, "secret.txt"), "not for the web");
   const allowed = new Set(["https://console.example.com"]);
   server = http.createServer((req, res) => {
@@ -45,6 +47,8 @@ describe("the console's files", () => {
     assert.equal(page.headers.get("cache-control"), "no-cache");
     const js = await fetch(`${base}/ui/assets/app-1a2b3c.js`);
     assert.equal(js.status, 200);
+    assert.equal(js.headers.get("content-encoding"), "gzip"); // fetch asks for it; the build made it
+    assert.equal(await js.text(), "console.log(1)");
     assert.match(js.headers.get("cache-control") ?? "", /immutable/);
     assert.equal((await fetch(`${base}/ui`, { redirect: "manual" })).status, 301);
     for (const bad of [

@@ -56,14 +56,20 @@ export function serveConsole(
       .end(built ? "not found\n" : "the console is not built: run `make build`\n");
     return true;
   }
+  // The build's gzipped copy, to a browser that takes gzip.
+  const gz =
+    /\bgzip\b/.test(String(req.headers["accept-encoding"] ?? "")) && existsSync(`${file}.gz`);
+  const body = gz ? `${file}.gz` : file;
   res.writeHead(200, {
     "content-type": TYPES[extname(file)] ?? "application/octet-stream",
-    "content-length": statSync(file).size,
+    "content-length": statSync(body).size,
+    vary: "Accept-Encoding",
+    ...(gz ? { "content-encoding": "gzip" } : {}),
     // Assets are named by their content: kept; the page is asked for again each time.
     "cache-control": m === null ? "no-cache" : "public, max-age=31536000, immutable",
     ...SECURITY,
   });
   if (req.method === "HEAD") res.end();
-  else createReadStream(file).pipe(res);
+  else createReadStream(body).pipe(res);
   return true;
 }

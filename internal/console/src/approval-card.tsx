@@ -1,0 +1,181 @@
+/**
+ * One approval: what the call would do (summary, diff, argv, host:port) and, for a token
+ * with the approve role, Approve / Deny with a reason (ResolveApproval). Without the role
+ * the buttons are not rendered at all.
+ */
+import type { ComponentChildren } from "preact";
+import { useState } from "preact/hooks";
+import type { Preview } from "../../gen/agentd/v1/events_pb.js";
+import { ApprovalDecision } from "../../gen/agentd/v1/events_pb.js";
+import { errorText } from "./api.ts";
+import { Diff } from "./diff.tsx";
+import { runHref } from "./route.ts";
+import { canApprove, useSession } from "./session.ts";
+
+export interface ApprovalView {
+  approvalId: string;
+  runId: string;
+  tool: string;
+  preview: Preview | undefined;
+  /** "3 min ago", or empty. */
+  age: string;
+  pending: boolean;
+}
+
+export function ApprovalCard(props: {
+  approval: ApprovalView;
+  showRun: boolean;
+  /** The card's heading level: 2 on the approvals page, 3 inside a run's event list. */
+  level: 2 | 3;
+  onResolved?: () => void;
+}) {
+  const session = useSession();
+  const { approval: a } = props;
+  const p = a.preview;
+  const [reason, setReason] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState("");
+  const [done, setDone] = useState("");
+  const reasonId = `reason-${a.approvalId}`;
+  const headId = `approval-h-${a.approvalId}`;
+
+  async function resolve(decision: ApprovalDecision) {
+    setBusy(true);
+    setError("");
+    try {
+      await session.api.resolveApproval({ approvalId: a.approvalId, decision, reason });
+      setDone(decision === ApprovalDecision.APPROVE ? "Approved." : "Denied.");
+      props.onResolved?.();
+    } catch (err) {
+      setError(errorText(err));
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  return (
+    <article
+      class="card approval"
+      data-testid={`approval-${a.approvalId}`}
+      aria-labelledby={headId}
+    >
+      <Heading level={props.level} id={headId}>
+        Approval for <code>{a.tool}</code>{" "}
+        {a.pending ? <span class="state state-paused">pending</span> : null}
+      </Heading>
+      <dl class="facts">
+        {props.showRun && (
+          <>
+            <dt>Run</dt>
+            <dd>
+              <a href={runHref(a.runId)} class="mono">
+                {a.runId}
+              </a>
+            </dd>
+          </>
+        )}
+        {a.age && (
+          <>
+            <dt>Requested</dt>
+            <dd>{a.age}</dd>
+          </>
+        )}
+        {p?.summary && (
+          <>
+            <dt>Summary</dt>
+            <dd>{p.summary}</dd>
+          </>
+        )}
+        {p && p.argv.length > 0 && (
+          <>
+            <dt>Command</dt>
+            <dd>
+              <code>{p.argv.join(" ")}</code>
+              {p.cwd && <span class="hint"> in {p.cwd}</span>}
+            </dd>
+          </>
+        )}
+        {a.tool === "network" && p?.host && (
+          <>
+            <dt>Host</dt>
+            <dd>
+              <code>
+                {p.host}:{p.port}
+              </code>
+            </dd>
+          </>
+        )}
+        {p && p.files.length > 0 && (
+          <>
+            <dt>Files</dt>
+            <dd>
+              {p.files.join(", ")}{" "}
+              <span class="hint">
+                (+{p.linesAdded} −{p.linesRemoved}, {p.hunks} hunk{p.hunks === 1 ? "" : "s"})
+              </span>
+            </dd>
+          </>
+        )}
+        {p && p.matchedRules.length > 0 && (
+          <>
+            <dt>Rules</dt>
+            <dd>{p.matchedRules.join(", ")}</dd>
+          </>
+        )}
+      </dl>
+      {a.pending && p?.diff && <Diff diff={p.diff} />}
+      {a.pending && canApprove(session) && !done && (
+        <div class="decide">
+          <label for={reasonId}>Reason (optional; a denial tells the agent why)</label>
+          <input
+            id={reasonId}
+            data-testid="reason"
+            type="text"
+            value={reason}
+            maxLength={4096}
+            onInput={(e) => setReason(e.currentTarget.value)}
+          />
+          <div class="actions">
+            <button
+              type="button"
+              data-testid="approve"
+              class="approve"
+              disabled={busy}
+              onClick={() => resolve(ApprovalDecision.APPROVE)}
+            >
+              Approve
+            </button>
+            <button
+              type="button"
+              data-testid="deny"
+              class="deny"
+              disabled={busy}
+              onClick={() => resolve(ApprovalDecision.DENY)}
+            >
+              Deny
+            </button>
+          </div>
+        </div>
+      )}
+      {a.pending && !canApprove(session) && (
+        <p class="hint">Your token has no approve role: someone who has it decides.</p>
+      )}
+      <p role="status" class="done">
+        {done}
+      </p>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </article>
+  );
+}
+
+function Heading(props: { level: 2 | 3; id: string; children: ComponentChildren }) {
+  return props.level === 2 ? (
+    <h2 id={props.id}>{props.children}</h2>
+  ) : (
+    <h3 id={props.id}>{props.children}</h3>
+  );
+}

@@ -1,0 +1,6 @@
+/** The web console's entry point (bundled by scripts/build-console.ts). */
+import { render } from "preact";
+import { App } from "./app.tsx";
+
+const root = document.getElementById("app");
+if (root !== null) render(<App />, root);

@@ -1,0 +1,177 @@
+/**
+ * A run's events folded into what a person reads: model text (deltas joined, replaced by
+ * the complete message), tool calls with their decision, output and result, approvals with
+ * their resolution, artifacts and state changes. Pure: the same events give the same items.
+ */
+import type {
+  ApprovalRequested,
+  ApprovalResolved,
+  ArtifactEmitted,
+  Event,
+  PolicyDecision,
+  ToolResult,
+} from "../../gen/agentd/v1/events_pb.js";
+
+export type Item =
+  | { kind: "text"; key: string; text: string; complete: boolean }
+  | {
+      kind: "tool";
+      key: string;
+      callId: string;
+      tool: string;
+      input: string;
+      decision?: PolicyDecision;
+      output: string;
+      result?: ToolResult;
+    }
+  | {
+      kind: "approval";
+      key: string;
+      req: ApprovalRequested;
+      ts: Date | undefined;
+      resolved?: ApprovalResolved;
+    }
+  | { kind: "artifact"; key: string; art: ArtifactEmitted }
+  | { kind: "state"; key: string; type: string; detail: string };
+
+export interface Timeline {
+  items: Item[];
+  lastSeq: bigint;
+}
+
+export const EMPTY: Timeline = { items: [], lastSeq: 0n };
+
+/** Adds events (in seq order) to a timeline; returns a new one. */
+export function fold(
+  t: Timeline,
+  events: readonly Event[],
+  tsOf: (e: Event) => Date | undefined,
+): Timeline {
+  const items = [...t.items];
+  let lastSeq = t.lastSeq;
+  const tools = new Map<string, number>();
+  const approvals = new Map<string, number>();
+  items.forEach((it, i) => {
+    if (it.kind === "tool") tools.set(it.callId, i);
+    if (it.kind === "approval") approvals.set(it.req.approvalId, i);
+  });
+  const patch = <K extends Item["kind"]>(
+    i: number | undefined,
+    f: (it: Extract<Item, { kind: K }>) => Item,
+  ) => {
+    if (i === undefined) return;
+    items[i] = f(items[i] as Extract<Item, { kind: K }>);
+  };
+  for (const e of events) {
+    if (e.seq <= lastSeq) continue;
+    lastSeq = e.seq;
+    const key = String(e.seq);
+    const p = e.payload;
+    const last = items[items.length - 1];
+    switch (p.case) {
+      case "outputDelta":
+        if (last?.kind === "text" && !last.complete)
+          items[items.length - 1] = { ...last, text: last.text + p.value.text };
+        else items.push({ kind: "text", key, text: p.value.text, complete: false });
+        break;
+      case "outputMessage":
+        // The complete message follows the deltas it was streamed as: it replaces them.
+        if (last?.kind === "text" && !last.complete)
+          items[items.length - 1] = { ...last, text: p.value.text, complete: true };
+        else items.push({ kind: "text", key, text: p.value.text, complete: true });
+        break;
+      case "toolCall":
+        tools.set(p.value.callId, items.length);
+        items.push({
+          kind: "tool",
+          key,
+          callId: p.value.callId,
+          tool: p.value.tool,
+          input: p.value.inputJson,
+          output: "",
+        });
+        break;
+      case "policyDecision": {
+        const v = p.value;
+        patch<"tool">(tools.get(v.callId), (it) => ({ ...it, decision: v }));
+        break;
+      }
+      case "toolOutput": {
+        const v = p.value;
+        patch<"tool">(tools.get(v.callId), (it) => ({ ...it, output: it.output + v.chunk }));
+        break;
+      }
+      case "toolResult": {
+        const v = p.value;
+        patch<"tool">(tools.get(v.callId), (it) => ({ ...it, result: v }));
+        break;
+      }
+      case "approvalRequested":
+        approvals.set(p.value.approvalId, items.length);
+        items.push({ kind: "approval", key, req: p.value, ts: tsOf(e) });
+        break;
+      case "approvalResolved": {
+        const v = p.value;
+        patch<"approval">(approvals.get(v.approvalId), (it) => ({ ...it, resolved: v }));
+        break;
+      }
+      case "artifactEmitted":
+        items.push({ kind: "artifact", key, art: p.value });
+        break;
+      case "runQueued":
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `by ${p.value.submittedBy || "?"}`,
+        });
+        break;
+      case "runStarted":
+        items.push({ kind: "state", key, type: e.type, detail: `on ${p.value.workerId}` });
+        break;
+      case "runPaused":
+        items.push({ kind: "state", key, type: e.type, detail: p.value.reason });
+        break;
+      case "runResumed":
+        items.push({ kind: "state", key, type: e.type, detail: "" });
+        break;
+      case "runCompleted":
+        items.push({ kind: "state", key, type: e.type, detail: p.value.summary });
+        break;
+      case "runFailed":
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `${p.value.error?.code ?? ""} ${p.value.error?.message ?? ""}`.trim(),
+        });
+        break;
+      case "runCancelled":
+      case "runCancelRequested":
+        items.push({ kind: "state", key, type: e.type, detail: p.value.reason });
+        break;
+      case "checkpointCreated":
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `through seq ${p.value.throughSeq}`,
+        });
+        break;
+      case "networkRequest": {
+        const v = p.value;
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `${v.method} ${v.host}:${v.port} ${v.decision}`,
+        });
+        break;
+      }
+      default:
+        // usage.updated: GetRun's header shows the totals.
+        break;
+    }
+  }
+  return { items, lastSeq };
+}

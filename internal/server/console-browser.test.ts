@@ -1,0 +1,176 @@
+/**
+ * The web console (issue #18) in a real browser: Debian's chromium through playwright-core
+ * against `agentd dev` (embedded log, Docker sandbox, the example's replay model, whose
+ * patch waits for a person). A wrong token is refused; a run submitted through the API
+ * shows up waiting; its diff is visible; the approve click resumes it and the page shows
+ * it completed without a reload; a deny; a read-only token sees no approve button.
+ * Screenshots of each page at 1280 px and at phone width go to
+ * test-artifacts/screenshots/console (looked at by people, not by the test).
+ */
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import type { Browser, Page } from "playwright-core";
+import { type AgentdProcess, startAgentd, writeAuthFile } from "../testing/agentd-process.ts";
+import { launchBrowser, screenshotDir } from "../testing/browser.ts";
+import { GrpcRunClient } from "../testing/grpc-run-client.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+const EXAMPLE = join(ROOT, "examples/fix-failing-test");
+const APPROVER = "console-approver-token-7d1f";
+const READER = "console-reader-token-2b9c";
+let dir: string;
+let dev: AgentdProcess;
+let browser: Browser;
+let client: GrpcRunClient;
+const shots = screenshotDir("console");
+
+before(async () => {
+  if (!existsSync(join(ROOT, "internal/console/dist/index.html")))
+    execFileSync(process.execPath, [join(ROOT, "scripts/build-console.ts")], { stdio: "ignore" });
+  dir = mkdtempSync(join(tmpdir(), "agentd-console-"));
+  const auth = writeAuthFile(dir, [
+    { token: APPROVER, tenant: "acme", roles: ["submit", "read", "approve"] },
+    { token: READER, tenant: "acme", roles: ["read"] },
+  ]);
+  dev = await startAgentd("dev", [
+    "--data-dir",
+    join(dir, "data"),
+    "--auth-file",
+    auth,
+    "--policy",
+    join(EXAMPLE, "agentd-policy.yaml"),
+    "--replay",
+    join(EXAMPLE, "transcript.json"),
+    "--approval-hold-ms",
+    "120000",
+  ]);
+  client = new GrpcRunClient(dev.addr, APPROVER);
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+  await dev?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A run of the example repository, submitted as CI would (agentctl packs and uploads it). */
+function submit(prompt: string): string {
+  const out = execFileSync(
+    join(ROOT, "bin/agentctl"),
+    ["run", "--repo", EXAMPLE, "--prompt", prompt, "--no-wait"],
+    {
+      encoding: "utf8",
+      env: { ...process.env, AGENTD_ADDR: dev.url, AGENTD_TOKEN: APPROVER },
+    },
+  );
+  const id = /\b01[0-9A-HJKMNP-TV-Z]{24}\b/.exec(out)?.[0];
+  if (id === undefined) throw new Error(`agentctl run printed no run id: ${out}`);
+  return id;
+}
+
+async function signIn(page: Page, token: string): Promise<void> {
+  await page.goto(`${dev.url}/ui/`);
+  await page.getByTestId("token-input").fill(token);
+  await page.getByTestId("token-form").getByRole("button").click();
+  await page.getByRole("navigation").waitFor();
+}
+
+async function shoot(page: Page, name: string): Promise<void> {
+  for (const [w, h, tag] of [
+    [1280, 800, "desktop"],
+    [390, 844, "phone"],
+  ] as const) {
+    await page.setViewportSize({ width: w, height: h });
+    await page.screenshot({ path: join(shots, `${name}-${tag}.png`), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+}
+
+/** Decides every approval of the run from its page, one after another, until it ends. */
+async function decideUntilEnd(page: Page, decide: "approve" | "deny"): Promise<string> {
+  const state = page.getByTestId("run-state");
+  for (let i = 0; i < 10; i++) {
+    const button = page.getByTestId(decide);
+    const ended = state.filter({ hasText: /COMPLETED|FAILED|CANCELLED/i });
+    await Promise.race([
+      button.first().waitFor({ timeout: 60_000 }),
+      ended.waitFor({ timeout: 60_000 }),
+    ]);
+    if (await ended.count()) return (await state.textContent()) ?? "";
+    await page.getByTestId("reason").first().fill(`${decide} from the console test`);
+    await button.first().click();
+    await button.first().waitFor({ state: "detached", timeout: 30_000 });
+  }
+  return (await state.textContent()) ?? "";
+}
+
+describe("the web console", { timeout: 300_000 }, () => {
+  it("refuses a wrong token and keeps it out of the URL", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${dev.url}/ui/`);
+    await shoot(page, "sign-in");
+    await page.getByTestId("token-input").fill("not-a-token");
+    await page.getByTestId("token-form").getByRole("button").click();
+    await page.getByRole("alert").waitFor();
+    assert.match((await page.getByRole("alert").textContent()) ?? "", /token/i);
+    assert.ok(!page.url().includes("not-a-token"));
+    await page.close();
+  });
+
+  it("shows a run waiting with its diff; the approve click resumes it to completion without a reload", async () => {
+    const page = await browser.newPage();
+    await signIn(page, APPROVER);
+    const runId = submit("fix the failing test");
+    const row = page.getByTestId(`run-row-${runId}`);
+    await row.waitFor({ timeout: 30_000 }); // live: no reload
+    await shoot(page, "runs");
+    await page.goto(`${dev.url}/ui/#/approvals`);
+    await page.getByTestId("approval-diff").first().waitFor({ timeout: 90_000 });
+    await shoot(page, "approvals");
+    await page.goto(`${dev.url}/ui/#/runs/${runId}`);
+    const diff = page.getByTestId("approval-diff").first();
+    await diff.waitFor({ timeout: 30_000 });
+    assert.match((await diff.textContent()) ?? "", /^[+-]/m);
+    await shoot(page, "run-waiting");
+    const navigations: string[] = [];
+    page.on("framenavigated", (f) => navigations.push(f.url()));
+    const end = await decideUntilEnd(page, "approve");
+    assert.match(end, /COMPLETED/i);
+    assert.equal(navigations.length, 0, `the page reloaded: ${navigations.join(", ")}`);
+    await shoot(page, "run-completed");
+    await page.close();
+  });
+
+  it("a deny from the console reaches the model; the run goes on without the patch", async () => {
+    const page = await browser.newPage();
+    await signIn(page, APPROVER);
+    const runId = submit("fix the failing test (to be denied)");
+    await page.goto(`${dev.url}/ui/#/runs/${runId}`);
+    const end = await decideUntilEnd(page, "deny");
+    assert.match(end, /COMPLETED|FAILED/i);
+    const s = client.streamEvents({ runId });
+    await s.end();
+    const denied = s.events.filter(
+      (e) => e.payload.case === "approvalResolved" && e.payload.value.decision === 2,
+    );
+    assert.ok(denied.length >= 1, "the console's deny is in the log");
+    await page.close();
+  });
+
+  it("a read-only token sees pending approvals but no approve or deny button", async () => {
+    const page = await browser.newPage();
+    const runId = submit("fix the failing test (read only view)");
+    await signIn(page, READER);
+    await page.goto(`${dev.url}/ui/#/runs/${runId}`);
+    await page.getByTestId("approval-diff").first().waitFor({ timeout: 90_000 });
+    assert.equal(await page.getByTestId("approve").count(), 0);
+    assert.equal(await page.getByTestId("deny").count(), 0);
+    await shoot(page, "run-read-only");
+    await client.cancelRun(runId, "done looking");
+    await page.close();
+  });
+});
