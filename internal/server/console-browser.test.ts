@@ -90,6 +90,18 @@ async function shoot(page: Page, name: string): Promise<void> {
   await page.setViewportSize({ width: 1280, height: 800 });
 }
 
+/** Every control has a name a screen reader can say (a label, its text, or aria-label). */
+async function assertLabelled(page: Page): Promise<void> {
+  const unlabelled = await page.evaluate(`[...document.querySelectorAll("input, select, textarea")]
+    .filter((e) => !(e.labels?.length || e.getAttribute("aria-label") || e.getAttribute("aria-labelledby")))
+    .map((e) => e.outerHTML.slice(0, 80))`);
+  assert.deepEqual(unlabelled, []);
+  for (const b of await page.getByRole("button").all()) {
+    const name = ((await b.getAttribute("aria-label")) ?? (await b.textContent()) ?? "").trim();
+    assert.notEqual(name, "", "a button without a name");
+  }
+}
+
 /** Decides every approval of the run from its page, one after another, until it ends. */
 async function decideUntilEnd(page: Page, decide: "approve" | "deny"): Promise<string> {
   const state = page.getByTestId("run-state");
@@ -113,8 +125,10 @@ describe("the web console", { timeout: 300_000 }, () => {
     const page = await browser.newPage();
     await page.goto(`${dev.url}/ui/`);
     await shoot(page, "sign-in");
-    await page.getByTestId("token-input").fill("not-a-token");
-    await page.getByTestId("token-form").getByRole("button").click();
+    // By keyboard only: type, Enter.
+    await page.getByTestId("token-input").focus();
+    await page.keyboard.type("not-a-token");
+    await page.keyboard.press("Enter");
     await page.getByRole("alert").waitFor();
     assert.match((await page.getByRole("alert").textContent()) ?? "", /token/i);
     assert.ok(!page.url().includes("not-a-token"));
@@ -131,6 +145,7 @@ describe("the web console", { timeout: 300_000 }, () => {
     await page.goto(`${dev.url}/ui/#/approvals`);
     await page.getByTestId("approval-diff").first().waitFor({ timeout: 90_000 });
     await shoot(page, "approvals");
+    await assertLabelled(page);
     await page.goto(`${dev.url}/ui/#/runs/${runId}`);
     const diff = page.getByTestId("approval-diff").first();
     await diff.waitFor({ timeout: 30_000 });
