@@ -11,6 +11,7 @@ import { errorText } from "./api.ts";
 import { Diff } from "./diff.tsx";
 import { runHref } from "./route.ts";
 import { canApprove, useSession } from "./session.ts";
+import { shownCommand, visible } from "./shown-text.ts";
 
 export interface ApprovalView {
   approvalId: string;
@@ -83,14 +84,14 @@ export function ApprovalCard(props: {
         {p?.summary && (
           <>
             <dt>Summary</dt>
-            <dd>{p.summary}</dd>
+            <dd>{visible(p.summary)}</dd>
           </>
         )}
         {p && p.argv.length > 0 && (
           <>
             <dt>Command</dt>
             <dd>
-              <code>{p.argv.join(" ")}</code>
+              <code class="command">{shownCommand(p.argv)}</code>
               {p.cwd && <span class="hint"> in {p.cwd}</span>}
             </dd>
           </>
@@ -100,7 +101,7 @@ export function ApprovalCard(props: {
             <dt>Host</dt>
             <dd>
               <code>
-                {p.host}:{p.port}
+                {visible(p.host)}:{p.port}
               </code>
             </dd>
           </>
@@ -109,7 +110,7 @@ export function ApprovalCard(props: {
           <>
             <dt>Files</dt>
             <dd>
-              {p.files.join(", ")}{" "}
+              {p.files.map(visible).join(", ")}{" "}
               <span class="hint">
                 (+{p.linesAdded} −{p.linesRemoved}, {p.hunks} hunk{p.hunks === 1 ? "" : "s"})
               </span>

@@ -6,7 +6,13 @@ export type Route = { page: "runs" } | { page: "run"; runId: string } | { page: 
 export function parseHash(hash: string): Route {
   const path = hash.replace(/^#/, "");
   const run = /^\/runs\/([^/]+)$/.exec(path);
-  if (run?.[1]) return { page: "run", runId: decodeURIComponent(run[1]) };
+  if (run?.[1]) {
+    try {
+      return { page: "run", runId: decodeURIComponent(run[1]) };
+    } catch {
+      return { page: "runs" }; // a malformed link (%E0): the runs list, not a blank page
+    }
+  }
   if (path === "/approvals") return { page: "approvals" };
   return { page: "runs" };
 }

@@ -4,10 +4,11 @@
  * lost or shown twice. Ends when the server ends the stream of a finished run.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { useEffect, useState } from "preact/hooks";
+import { useContext, useEffect, useState } from "preact/hooks";
 import type { Event } from "../../gen/agentd/v1/events_pb.js";
 import { type Api, errorText } from "./api.ts";
 import { FIRST_DELAY_MS, nextDelay, OPEN_AFTER_MS, sleep } from "./backoff.ts";
+import { refused, SessionContext } from "./session.ts";
 
 export type StreamStatus = "connecting" | "live" | "reconnecting" | "ended" | "error";
 
@@ -18,6 +19,7 @@ export function useRunEvents(
 ): { status: StreamStatus; error: string } {
   const [status, setStatus] = useState<StreamStatus>("connecting");
   const [error, setError] = useState("");
+  const session = useContext(SessionContext);
   useEffect(() => {
     const ac = new AbortController();
     let opened: ReturnType<typeof setTimeout> | undefined;
@@ -59,6 +61,8 @@ export function useRunEvents(
         } catch (err) {
           clearTimeout(opened);
           if (ac.signal.aborted) return;
+          // A token refused now (revoked, roles changed): back to the token form, no retry.
+          if (refused(err)) return session?.signOut(`Your token was refused: ${errorText(err)}`);
           if (err instanceof ConnectError && err.code === Code.NotFound) {
             setStatus("error");
             setError(errorText(err));

@@ -1,4 +1,5 @@
 /** Who is signed in: the API client and what WhoAmI said of the token. */
+import { Code, ConnectError } from "@connectrpc/connect";
 import { createContext } from "preact";
 import { useContext } from "preact/hooks";
 import type { Api } from "./api.ts";
@@ -18,6 +19,14 @@ export function useSession(): Session {
   const s = useContext(SessionContext);
   if (s === null) throw new Error("useSession outside a signed-in page");
   return s;
+}
+
+/** The server refused the token itself (not the call): nothing but a new token helps. */
+export function refused(err: unknown): boolean {
+  return (
+    err instanceof ConnectError &&
+    (err.code === Code.Unauthenticated || err.code === Code.PermissionDenied)
+  );
 }
 
 export function canApprove(s: Session): boolean {
