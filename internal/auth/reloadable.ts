@@ -13,18 +13,22 @@ import { type Authenticator, createTokenAuthenticator, loadAuthFile } from "./to
 export interface ReloadableAuth extends Authenticator {
   /** Reads the file again; false (and nothing changed) when it is broken. */
   reload(): boolean;
+  /** Called after each reload that changed the tokens (open streams are checked again). */
+  onReload(listener: () => void): void;
   close(): void;
 }
 
 export function createReloadableAuth(path: string, logger: Logger): ReloadableAuth {
   let current = createTokenAuthenticator(loadAuthFile(path));
   let count = 0;
+  const listeners: (() => void)[] = [];
   const reload = (): boolean => {
     try {
       const entries = loadAuthFile(path);
       current = createTokenAuthenticator(entries);
       count = entries.length;
       logger.info({ authFile: path, tokens: count }, "auth file reloaded");
+      for (const l of listeners) l();
       return true;
     } catch (err) {
       logger.error(
@@ -38,6 +42,7 @@ export function createReloadableAuth(path: string, logger: Logger): ReloadableAu
   return {
     authenticate: (authorization) => current.authenticate(authorization),
     reload,
+    onReload: (l) => void listeners.push(l),
     close: () => watcher?.close(),
   };
 }

@@ -22,6 +22,7 @@ import {
   kWorkspaceUploader,
   type WorkspaceLimits,
 } from "../api/workspace-upload.ts";
+import type { ReloadableAuth } from "../auth/reloadable.ts";
 import type { Authenticator } from "../auth/tokens.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import { file_agentd_v1_events } from "../gen/agentd/v1/events_pb.js";
@@ -34,6 +35,7 @@ import { serveConsole } from "./console.ts";
 import { applyCors } from "./cors.ts";
 import type { RequestHandler } from "./dual-protocol.ts";
 import { registerHealth } from "./health.ts";
+import { createLiveStreams } from "./live-streams.ts";
 import { registerReflection } from "./reflection.ts";
 import { type Res, SSE_PATH, serveSse } from "./sse.ts";
 import { serveWatchSse, WATCH_SSE_PATH } from "./sse-watch.ts";
@@ -122,8 +124,16 @@ export function createApp(opts: AppOptions): RequestHandler {
   });
 
   const origins = new Set(opts.corsOrigins ?? []);
+  // Open streams are checked again whenever the auth file changes (revoked tokens cut).
+  const live = createLiveStreams(auth);
+  const reloadable = auth as Partial<ReloadableAuth>;
+  reloadable.onReload?.(() => {
+    const n = live.recheck();
+    if (n > 0) opts.logger.info({ streams: n }, "cut streams whose token no longer reads");
+  });
   return (req, res) => {
     const url = new URL(req.url ?? "/", "http://agentd");
+    live.track(req, res, url.pathname);
     if (applyCors(req as http.IncomingMessage, res as http.ServerResponse, origins)) return;
     if (req.method === "GET" || req.method === "HEAD") {
       if (
