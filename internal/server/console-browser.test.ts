@@ -8,76 +8,27 @@
  * test-artifacts/screenshots/console (looked at by people, not by the test).
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { type AgentdProcess, startAgentd, writeAuthFile } from "../testing/agentd-process.ts";
 import { launchBrowser, screenshotDir } from "../testing/browser.ts";
+import { type ConsoleDev, signIn, startConsoleDev } from "../testing/console-fixtures.ts";
 import { GrpcRunClient } from "../testing/grpc-run-client.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
-const EXAMPLE = join(ROOT, "examples/fix-failing-test");
-const APPROVER = "console-approver-token-7d1f";
-const READER = "console-reader-token-2b9c";
-let dir: string;
-let dev: AgentdProcess;
+let c: ConsoleDev;
 let browser: Browser;
 let client: GrpcRunClient;
 const shots = screenshotDir("console");
 
 before(async () => {
-  if (!existsSync(join(ROOT, "internal/console/dist/index.html")))
-    execFileSync(process.execPath, [join(ROOT, "scripts/build-console.ts")], { stdio: "ignore" });
-  dir = mkdtempSync(join(tmpdir(), "agentd-console-"));
-  const auth = writeAuthFile(dir, [
-    { token: APPROVER, tenant: "acme", roles: ["submit", "read", "approve"] },
-    { token: READER, tenant: "acme", roles: ["read"] },
-  ]);
-  dev = await startAgentd("dev", [
-    "--data-dir",
-    join(dir, "data"),
-    "--auth-file",
-    auth,
-    "--policy",
-    join(EXAMPLE, "agentd-policy.yaml"),
-    "--replay",
-    join(EXAMPLE, "transcript.json"),
-    "--approval-hold-ms",
-    "120000",
-  ]);
-  client = new GrpcRunClient(dev.addr, APPROVER);
+  c = await startConsoleDev("console");
+  client = new GrpcRunClient(c.dev.addr, c.approver);
   browser = await launchBrowser();
 });
 after(async () => {
   await browser?.close();
-  await dev?.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await c?.stop();
 });
-
-/** A run of the example repository, submitted as CI would (agentctl packs and uploads it). */
-function submit(prompt: string): string {
-  const out = execFileSync(
-    join(ROOT, "bin/agentctl"),
-    ["run", "--repo", EXAMPLE, "--prompt", prompt, "--no-wait"],
-    {
-      encoding: "utf8",
-      env: { ...process.env, AGENTD_ADDR: dev.url, AGENTD_TOKEN: APPROVER },
-    },
-  );
-  const id = /\b01[0-9A-HJKMNP-TV-Z]{24}\b/.exec(out)?.[0];
-  if (id === undefined) throw new Error(`agentctl run printed no run id: ${out}`);
-  return id;
-}
-
-async function signIn(page: Page, token: string): Promise<void> {
-  await page.goto(`${dev.url}/ui/`);
-  await page.getByTestId("token-input").fill(token);
-  await page.getByTestId("token-form").getByRole("button").click();
-  await page.getByRole("navigation").waitFor();
-}
 
 async function shoot(page: Page, name: string): Promise<void> {
   for (const [w, h, tag] of [
@@ -123,7 +74,7 @@ async function decideUntilEnd(page: Page, decide: "approve" | "deny"): Promise<s
 describe("the web console", { timeout: 300_000 }, () => {
   it("refuses a wrong token and keeps it out of the URL", async () => {
     const page = await browser.newPage();
-    await page.goto(`${dev.url}/ui/`);
+    await page.goto(`${c.dev.url}/ui/`);
     await shoot(page, "sign-in");
     // By keyboard only: type, Enter.
     await page.getByTestId("token-input").focus();
@@ -137,16 +88,16 @@ describe("the web console", { timeout: 300_000 }, () => {
 
   it("shows a run waiting with its diff; the approve click resumes it to completion without a reload", async () => {
     const page = await browser.newPage();
-    await signIn(page, APPROVER);
-    const runId = submit("fix the failing test");
+    await signIn(page, c.dev.url, c.approver);
+    const runId = c.submit("fix the failing test");
     const row = page.getByTestId(`run-row-${runId}`);
     await row.waitFor({ timeout: 30_000 }); // live: no reload
     await shoot(page, "runs");
-    await page.goto(`${dev.url}/ui/#/approvals`);
+    await page.goto(`${c.dev.url}/ui/#/approvals`);
     await page.getByTestId("approval-diff").first().waitFor({ timeout: 90_000 });
     await shoot(page, "approvals");
     await assertLabelled(page);
-    await page.goto(`${dev.url}/ui/#/runs/${runId}`);
+    await page.goto(`${c.dev.url}/ui/#/runs/${runId}`);
     const diff = page.getByTestId("approval-diff").first();
     await diff.waitFor({ timeout: 30_000 });
     assert.match((await diff.textContent()) ?? "", /^[+-]/m);
@@ -162,9 +113,9 @@ describe("the web console", { timeout: 300_000 }, () => {
 
   it("a deny from the console reaches the model; the run goes on without the patch", async () => {
     const page = await browser.newPage();
-    await signIn(page, APPROVER);
-    const runId = submit("fix the failing test (to be denied)");
-    await page.goto(`${dev.url}/ui/#/runs/${runId}`);
+    await signIn(page, c.dev.url, c.approver);
+    const runId = c.submit("fix the failing test (to be denied)");
+    await page.goto(`${c.dev.url}/ui/#/runs/${runId}`);
     const end = await decideUntilEnd(page, "deny");
     assert.match(end, /COMPLETED|FAILED/i);
     const s = client.streamEvents({ runId });
@@ -178,9 +129,9 @@ describe("the web console", { timeout: 300_000 }, () => {
 
   it("a read-only token sees pending approvals but no approve or deny button", async () => {
     const page = await browser.newPage();
-    const runId = submit("fix the failing test (read only view)");
-    await signIn(page, READER);
-    await page.goto(`${dev.url}/ui/#/runs/${runId}`);
+    const runId = c.submit("fix the failing test (read only view)");
+    await signIn(page, c.dev.url, c.reader);
+    await page.goto(`${c.dev.url}/ui/#/runs/${runId}`);
     await page.getByTestId("approval-diff").first().waitFor({ timeout: 90_000 });
     assert.equal(await page.getByTestId("approve").count(), 0);
     assert.equal(await page.getByTestId("deny").count(), 0);
