@@ -800,7 +800,9 @@ main(process.argv.slice(2)).then(
       process.exit(2);
     }
     process.stderr.write(`agentd: ${startFailure(err)}\n`);
-    process.exit(1);
+    // Exit a moment later, not at once: an exit while V8's worker threads still compile the
+    // modules just loaded has been seen to hang in Node's teardown (about 1 start in 20).
+    setTimeout(() => process.exit(1), 150);
   },
 );
 

@@ -16,7 +16,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { ulid } from "ulid";
 import { parseHostRule } from "../egress/destination.ts";
-import { createRunCa, type RunCa } from "../egress/run-ca.ts";
+import type { RunCa } from "../egress/run-ca.ts";
 import { type HostAsk, hostKey, startRunEgress } from "../egress/run-egress.ts";
 import { AgentdError } from "../errors.ts";
 import {
@@ -59,7 +59,12 @@ export async function openEgress(d: Drive): Promise<void> {
   if (at === undefined) return;
   const policy = d.deps.policy();
   const credentials = await resolveCredentials(d, networkOf(policy));
-  const ca = credentials.size > 0 ? await createRunCa({ runId: d.runId }) : undefined;
+  // Loaded only for runs with credentials: the X.509 library is large, and most runs and
+  // every process start (a worker that fails to start included) need none of it.
+  const ca =
+    credentials.size > 0
+      ? await (await import("../egress/run-ca.ts")).createRunCa({ runId: d.runId })
+      : undefined;
   if (ca !== undefined) await installCa(d, ca);
   const decided = networkDecisions(d.events);
   const trust = await d.deps.trustCounters?.(d.runId).catch(() => undefined);
