@@ -13,10 +13,9 @@
  * whose input the log does not hold as it ran, put a secret value into an event, a log or a
  * span, or return unbounded output.
  */
+
 import { create } from "@bufbuild/protobuf";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { type Span, SpanStatusCode } from "@opentelemetry/api";
-import { ulid } from "ulid";
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { isAgentdError } from "../errors.ts";
 import { canonicalJson } from "../eventlog/canonical-json.ts";
@@ -41,6 +40,7 @@ import { pickCommands, type RunCommands } from "../tools/command-spec.ts";
 import { toolByName } from "../tools/registry.ts";
 import { planPatch } from "../tools/repo-patch.ts";
 import type { ToolContext, ToolLimits } from "../tools/tool.ts";
+import { approvalTicket } from "./approval-ticket.ts";
 import { recordCallInput } from "./call-input-record.ts";
 import { type ControlPath, type Decision, decide } from "./decide.ts";
 import { traceDecision } from "./decision-span.ts";
@@ -663,16 +663,15 @@ export function createKernel(opts: KernelOptions): Kernel {
     toolName: string,
     pv: PreviewData,
   ): Promise<CallOutcome> {
-    const approvalId = `apr_${run.runId}_${ulid(now())}`;
-    const expireAfter = opts.policy().approvals.expireAfter;
+    const ticket = approvalTicket(run.runId, now(), opts.policy().approvals.expireAfter);
+    const { approvalId } = ticket;
     const request = (p: PreviewData): EventPayload => ({
       case: "approvalRequested",
       value: create(ApprovalRequestedSchema, {
-        approvalId,
+        ...ticket,
         callId: call.callId,
         tool: toolName,
         preview: toPreviewMessage(p),
-        ...(expireAfter === undefined ? {} : { expiresAt: timestampFromMs(now() + expireAfter) }),
       }),
     });
     const shown = fitDocument(pv, {

@@ -71,20 +71,26 @@ export async function loadRunSecrets(opts: {
   const values: string[] = [];
   const missing: string[] = [];
   for (const name of namesUsedIn(opts.events)) {
-    let found = false;
-    for (const p of opts.providers) {
-      try {
-        const v = await p.get(name);
-        if (v !== undefined) {
-          values.push(v);
-          found = true;
-          break;
-        }
-      } catch (err) {
-        opts.onError?.(name, err);
-      }
-    }
-    if (!found) missing.push(name);
+    const v = await lookupSecret(opts.providers, name, opts.onError);
+    if (v === undefined) missing.push(name);
+    else values.push(v);
   }
   return Object.assign(createRunSecrets(values), { missing });
+}
+
+/** A secret's value from the first provider that has it (a failing provider is skipped). */
+export async function lookupSecret(
+  providers: readonly SecretProvider[],
+  name: string,
+  onError?: (name: string, err: unknown) => void,
+): Promise<string | undefined> {
+  for (const p of providers) {
+    try {
+      const v = await p.get(name);
+      if (v !== undefined) return v;
+    } catch (err) {
+      onError?.(name, err);
+    }
+  }
+  return undefined;
 }

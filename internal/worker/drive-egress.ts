@@ -13,8 +13,6 @@
  * sandbox, an event or a log line, or ask a person about a host nobody tried.
  */
 import { create } from "@bufbuild/protobuf";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { ulid } from "ulid";
 import { parseHostRule } from "../egress/destination.ts";
 import type { RunCa } from "../egress/run-ca.ts";
 import { type HostAsk, hostKey, startRunEgress } from "../egress/run-egress.ts";
@@ -28,9 +26,11 @@ import {
   PreviewSchema,
   RunPausedSchema,
 } from "../gen/agentd/v1/events_pb.js";
+import { approvalTicket } from "../kernel/approval-ticket.ts";
 import type { NetworkPolicy } from "../kernel/network-schema.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
-import { PLACEHOLDER_PATTERN, type SecretProvider } from "../kernel/secrets.ts";
+import { lookupSecret } from "../kernel/run-secrets.ts";
+import { PLACEHOLDER_PATTERN } from "../kernel/secrets.ts";
 import type { Drive } from "./drive.ts";
 import type { Next } from "./run-driver.ts";
 
@@ -119,7 +119,7 @@ async function resolveCredentials(
     const names = [...c.value.matchAll(PLACEHOLDER_PATTERN)].map((m) => m[1] as string);
     let value = c.value;
     for (const name of names) {
-      const v = await lookup(d.deps.secretProviders ?? [], name);
+      const v = await lookupSecret(d.deps.secretProviders ?? [], name);
       if (v === undefined)
         throw new AgentdError(
           "ESECRET_NOT_FOUND",
@@ -136,14 +136,6 @@ async function resolveCredentials(
     out.set(key, { ...out.get(key), [c.header]: value });
   }
   return out;
-}
-
-async function lookup(providers: readonly SecretProvider[], name: string) {
-  for (const p of providers) {
-    const v = await p.get(name).catch(() => undefined);
-    if (v !== undefined) return v;
-  }
-  return undefined;
 }
 
 /** The run's CA in the sandbox: alone (Node) and after the image's own roots (the rest). */
@@ -194,18 +186,17 @@ export async function askForHosts(
 ): Promise<Next | undefined> {
   const ask = d.egress?.takeAsks()[0];
   if (ask === undefined) return undefined;
-  const approvalId = `apr_${d.runId}_${ulid()}`;
-  const expireAfter = d.deps.policy().approvals.expireAfter;
   const now = d.deps.now ?? Date.now;
+  const ticket = approvalTicket(d.runId, now(), d.deps.policy().approvals.expireAfter);
+  const { approvalId } = ticket;
   await Promise.all([
     d.writer.append({
       case: "approvalRequested",
       value: create(ApprovalRequestedSchema, {
-        approvalId,
+        ...ticket,
         callId: ask.callId || call.callId,
         tool: NETWORK_TOOL,
         preview: previewOf(d, ask, call),
-        ...(expireAfter === undefined ? {} : { expiresAt: timestampFromMs(now() + expireAfter) }),
       }),
     }),
     d.writer.append({
@@ -235,6 +226,8 @@ function previewOf(d: Drive, ask: HostAsk, call: { callId: string; tool: string;
  * notice), and keeps the answer for the rest of this drive's connections.
  */
 export async function noteNetworkDecisions(d: Drive): Promise<void> {
+  // Only a run with egress has network approvals: no scan of its log on every step otherwise.
+  if (d.egress === undefined) return;
   const told = new Set<string>();
   for (const e of d.events) {
     const p = e.payload;
