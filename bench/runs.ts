@@ -58,7 +58,30 @@ const call = (n: number, command: string): StubReply => ({
   ]),
 });
 
-/** Per run (its prompt names it): CALLS calls, the middle one long, then an answer. */
+const MID = Math.floor(CALLS / 2);
+const isRead = (n: number): boolean => n !== MID && n % 4 === 1;
+const isPatch = (n: number): boolean => n !== MID && n % 4 === 2;
+
+/** Call n of a run: the middle one long; the others reads, patches and short commands. */
+function step(n: number): StubReply {
+  if (n === MID) return call(n + 1, LONG);
+  const tool = (name: string, args: unknown): StubReply => ({
+    chunks: toolCallsReply([{ id: `call_${n + 1}`, name, arguments: JSON.stringify(args) }]),
+  });
+  if (isRead(n)) return tool("repo_read", { path: "a.txt" });
+  if (isPatch(n)) {
+    // Each patch of a run moves a.txt from v<k> to v<k+1>: it applies only on the last one.
+    let k = 0;
+    for (let m = 0; m < n; m++) if (isPatch(m)) k++;
+    return tool("repo_patch", {
+      path: "a.txt",
+      edits: [{ oldText: `v${k}`, newText: `v${k + 1}` }],
+    });
+  }
+  return call(n + 1, SHORT);
+}
+
+/** Per run (its prompt names it): CALLS calls, then an answer. */
 function model({ body }: StubRequest): StubReply {
   const messages = (body?.messages ?? []) as { role: string }[];
   const text = JSON.stringify(messages);
@@ -66,8 +89,14 @@ function model({ body }: StubRequest): StubReply {
   if (/bench-kill-/.test(text))
     return n === 0 ? call(1, "sleep 30") : { chunks: textReply(["done"]) };
   if (n >= CALLS) return { chunks: textReply(["done"]) };
-  return call(n + 1, n === Math.floor(CALLS / 2) ? LONG : SHORT);
+  return step(n);
 }
+
+/** The worker's resident set (VmRSS), in MiB. */
+const rssMiB = (pid: number): number => {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m === null ? Number.NaN : Number(m[1]) / 1024;
+};
 
 const uptime = (): number => Number(readFileSync("/proc/uptime", "utf8").split(" ")[0]);
 const ms = (e: Event): number => Number(e.ts?.seconds ?? 0) * 1000 + (e.ts?.nanos ?? 0) / 1e6;
@@ -115,7 +144,13 @@ async function throughput() {
     script: model,
   });
   try {
-    const workspaceTar = await tarOf([{ name: "a.txt", data: "a\n" }]);
+    const workspaceTar = await tarOf([{ name: "a.txt", data: "v0\n" }]);
+    const workerPid = c.workers[0]?.pid as number;
+    const idleRss = rssMiB(workerPid);
+    let peakRss = idleRss;
+    const rssTimer = setInterval(() => {
+      peakRss = Math.max(peakRss, rssMiB(workerPid));
+    }, 250);
     const t0 = performance.now();
     const ids = await Promise.all(
       Array.from({ length: RUNS }, async (_, i) => {
@@ -164,6 +199,7 @@ async function throughput() {
     })();
     await waitEnded(c, ids, 20 * 60_000);
     const wallMs = performance.now() - t0;
+    clearInterval(rssTimer);
     ended = true;
     await Promise.all([sampler, appendSampler]);
     direct.disconnect();
@@ -171,8 +207,14 @@ async function throughput() {
     const lags: number[] = [];
     const up = uptime();
     const now = Date.now();
+    let lost = 0;
     for (const id of ids) {
       const events = (await c.log.read(id, 0)).map((e) => e.event);
+      const results = events.filter((e) => e.payload.case === "toolResult");
+      const failed = results.filter(
+        (e) => e.payload.case === "toolResult" && e.payload.value.error,
+      );
+      if (results.length !== CALLS || failed.length > 0) lost++;
       const callAt = new Map<string, number>();
       for (const e of events) {
         const p = e.payload;
@@ -189,6 +231,10 @@ async function throughput() {
     return {
       runs: RUNS,
       callsPerRun: CALLS,
+      lostRuns: lost,
+      workerIdleRssMiB: Math.round(idleRss),
+      workerPeakRssMiB: Math.round(peakRss),
+      rssPerRunMiB: Number(((peakRss - idleRss) / RUNS).toFixed(2)),
       wallMs: Math.round(wallMs),
       runsPerMinute: Number((RUNS / (wallMs / 60_000)).toFixed(1)),
       overheadP50Ms: pct(overheads, 0.5),
@@ -244,8 +290,11 @@ async function takeover() {
 
 const a = await throughput();
 const b = await takeover();
+// Issue #12 set 15 ms at 50 runs; issue #17, 50 ms at 200 concurrent runs.
+const overheadTarget = RUNS >= 200 ? 50 : 15;
 const targets = {
-  overheadP99: { target: 15, ok: a.overheadP99Ms <= 15 },
+  lost: { target: 0, ok: a.lostRuns === 0 },
+  overheadP99: { target: overheadTarget, ok: a.overheadP99Ms <= overheadTarget },
   takeover: { target: TTL + 1000, ok: b.takeoverMs <= TTL + 1000 },
   printToEventP99: { target: 250, ok: a.printToEventP99Ms <= 250 },
 };
@@ -253,7 +302,13 @@ const mark = (ok: boolean) => (ok ? "OK" : "MISSED");
 console.log(`bench/runs: ${a.runs} runs x ${a.callsPerRun} calls on one worker (${a.runs} slots)`);
 console.log(`  throughput            ${a.runsPerMinute} runs/min (${a.wallMs} ms for all)`);
 console.log(
-  `  per-call overhead     p50 ${a.overheadP50Ms} ms, p99 ${a.overheadP99Ms} ms beyond the exec (raw docker exec p50 ${a.rawExecP50Ms} ms, ${a.rawExecSamples} samples: overhead p50 = ${(a.overheadP50Ms / a.rawExecP50Ms).toFixed(2)}x a raw exec) — target p99 <= 15 ms: ${mark(targets.overheadP99.ok)}`,
+  `  lost                  ${a.lostRuns} of ${a.runs} runs without all ${a.callsPerRun} results — target 0: ${mark(targets.lost.ok)}`,
+);
+console.log(
+  `  worker memory         RSS ${a.workerIdleRssMiB} MiB idle, ${a.workerPeakRssMiB} MiB at peak: ${a.rssPerRunMiB} MiB per run`,
+);
+console.log(
+  `  per-call overhead     p50 ${a.overheadP50Ms} ms, p99 ${a.overheadP99Ms} ms beyond the exec (raw docker exec p50 ${a.rawExecP50Ms} ms, ${a.rawExecSamples} samples: overhead p50 = ${(a.overheadP50Ms / a.rawExecP50Ms).toFixed(2)}x a raw exec) — target p99 <= ${overheadTarget} ms: ${mark(targets.overheadP99.ok)}`,
 );
 console.log(
   `                        the floor, one durable append (raw XADD, AOF fsync always, same load): p50 ${a.rawAppendP50Ms} ms, p99 ${a.rawAppendP99Ms} ms (${a.rawAppendSamples} samples): overhead p99 = ${(a.overheadP99Ms / a.rawAppendP99Ms).toFixed(2)}x a raw append`,

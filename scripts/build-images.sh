@@ -18,6 +18,8 @@ set -euo pipefail
 SCRIPT="$(readlink -f "${BASH_SOURCE[0]}")"
 ROOT="$(cd "$(dirname "$SCRIPT")/.." && pwd)"
 IMAGES_DIR="$ROOT/sandbox-images"
+AGENT_DIR="$IMAGES_DIR/agent"
+AGENT_PATH=/usr/local/libexec/agentd-agent
 BUILT_DIR="$IMAGES_DIR/.built"
 PATH_ENV='PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 T0=$SECONDS
@@ -85,15 +87,31 @@ debian_mirror() {
 
 # ---------------------------------------------------------------- hashing
 
-# sha256 over (this script, then every file of the image's folder by sorted relative
-# path with its content hash); first 12 hex digits.
+# sha256 over (this script, then every file of the image's folder and of the agent's
+# folder by sorted relative path with its content hash); first 12 hex digits.
 inputs_hash() {
-  local dir="$IMAGES_DIR/$1"
+  local d
   {
     printf 'build-images.sh %s\n' "$(sha256sum <"$SCRIPT" | cut -c1-64)"
-    (cd "$dir" && find . -type f ! -name '*~' ! -name '.*.swp' -print0 | LC_ALL=C sort -z |
-      xargs -0 -r sha256sum)
+    for d in "$IMAGES_DIR/$1" "$AGENT_DIR"; do
+      (cd "$d" && find . -type f ! -name '*~' ! -name '.*.swp' -print0 | LC_ALL=C sort -z |
+        xargs -0 -r sha256sum)
+    done
   } | sha256sum | cut -c1-12
+}
+
+# ---------------------------------------------------------------- the agent
+
+# The in-container process runner (sandbox-images/agent/agent.c), in every image at
+# $AGENT_PATH: one static binary, built with the host's gcc and glibc (Debian's gcc and
+# libc6-dev), so it runs on any root file system, busybox's included.
+build_agent() { # OUT
+  need_pkg gcc gcc "to build the sandbox agent (sandbox-images/agent/agent.c)"
+  step "building the agent (gcc -static)"
+  gcc -static -O2 -s -Wall -Wextra -Werror -o "$1" "$AGENT_DIR/agent.c" >>"$WORK/build.log" 2>&1 || {
+    tail -n 40 "$WORK/build.log" | sed 's/^/    /' >&2
+    die "the agent does not compile (gcc -static needs libc6-dev: apt-get install -y gcc libc6-dev)"
+  }
 }
 
 # ---------------------------------------------------------------- temp dir, cleanup
@@ -240,6 +258,9 @@ build_image() {
       customize.sh "$ROOTFS"
   fi
 
+  build_agent "$WORK/agentd-agent"
+  install -D -m 755 "$WORK/agentd-agent" "$ROOTFS$AGENT_PATH"
+
   # Docker supplies /dev, /proc, /sys, /etc/hosts, /etc/hostname and /etc/resolv.conf;
   # the host's copies and build leftovers do not belong in the image.
   step "finishing the root file system"
@@ -252,7 +273,8 @@ build_image() {
   printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOTFS/etc/hosts"
 
   local args=(--change "ENV $PATH_ENV" --change "LABEL org.agentd.sandbox.name=$name"
-    --change "LABEL org.agentd.sandbox.inputs=$hash" --message "agentd sandbox image $name ($hash)")
+    --change "LABEL org.agentd.sandbox.inputs=$hash" --change "LABEL org.agentd.sandbox.agent=$AGENT_PATH"
+    --message "agentd sandbox image $name ($hash)")
   local c
   for c in "${CHANGES[@]}"; do args+=(--change "$c"); done
   step "docker import ($(du -sh "$ROOTFS" | cut -f1) root file system)"

@@ -1,7 +1,10 @@
 /**
  * The handle of one run's container on the Docker engine: exec with live output, timeouts
- * and caps on the whole process group; streamed workspace export (through the control
- * channel, else `docker exec tar`); kill-all; destroy.
+ * and caps on the whole process group; streamed workspace export; kill-all; destroy. A
+ * container this process started with the agent (agent-channel.ts) runs all of them
+ * through the agent; any other (an image without the agent, a container found after a
+ * takeover or handed over) through `docker exec`. A container whose agent stops answering
+ * is lost: the call fails, the container is removed, and every later call fails too.
  *
  * Must never: leave a process running past its timeout, restart the container (its
  * /workspace is a tmpfs: a restart would lose the run's work), or hold a workspace whole
@@ -11,6 +14,15 @@ import { randomUUID } from "node:crypto";
 import type { Duplex } from "node:stream";
 import type Docker from "dockerode";
 import { AgentdError } from "../errors.ts";
+import { AgentChannel } from "./agent-channel.ts";
+import {
+  ABANDON_AFTER_MS,
+  AgentLostError,
+  agentExec,
+  ESCALATE_AFTER_MS,
+  maybeOom,
+  WATCHDOG_GRACE_MS,
+} from "./agent-exec.ts";
 import type { ControlChannel } from "./control-channel.ts";
 import { ChunkQueue, capped, demux, exitCodeOf, OutputCollector } from "./docker-stream.ts";
 import {
@@ -28,14 +40,6 @@ import { DEFAULT_MAX_PATCH_BYTES, diffWorkspace } from "./workspace-diff.ts";
 
 export const SANDBOX_USER = "1000:1000";
 
-/**
- * The in-container watchdog fires this long after the worker's own timer: the worker kills
- * at the timeout and reports it; the watchdog is the backstop when the worker is gone.
- */
-const WATCHDOG_GRACE_MS = 2_000;
-/** A killed call still running after this gets kill-all; after this much more, abandoned. */
-const ESCALATE_AFTER_MS = 2_000;
-const ABANDON_AFTER_MS = 3_000;
 /** Extra processes allowed while agentd's own kill runs in a container at its pids limit. */
 const PIDS_HEADROOM = 32;
 
@@ -44,8 +48,8 @@ export interface HandleOptions {
   maxExportBytes: number;
   /** The workspace the run started from, for diff() without an argument. */
   baseTar?: Uint8Array;
-  /** The control channel of a container this process started. */
-  channel?: ControlChannel;
+  /** The channel of a container this process started: its agent, or the control loop. */
+  channel?: ControlChannel | AgentChannel;
   /** The run's egress proxy address (network "egress"). */
   egress?: { host: string; port: number };
   /** After the container is removed (the run's egress network goes with it). */
@@ -58,7 +62,9 @@ export class DockerSandboxHandle implements SandboxHandle {
   readonly egress?: { host: string; port: number };
   readonly #container: Docker.Container;
   readonly #opts: HandleOptions;
-  #channel: ControlChannel | undefined;
+  #channel: ControlChannel | AgentChannel | undefined;
+  /** Set when the agent stopped answering: every later operation fails with it. */
+  #lost: AgentdError | undefined;
   #oomKills = 0;
   #destroyed = false;
   /**
@@ -86,9 +92,47 @@ export class DockerSandboxHandle implements SandboxHandle {
     this.#inFlight++;
     this.#quiet = false;
     try {
-      return await this.#start(req);
+      const agent = this.#agent();
+      return agent === undefined ? await this.#start(req) : await this.#agentExec(agent, req);
     } finally {
       this.#inFlight--;
+    }
+  }
+
+  /** The agent of this container, while it answers; throws once the container is lost. */
+  #agent(): AgentChannel | undefined {
+    if (this.#lost !== undefined) throw this.#lost;
+    return this.#channel instanceof AgentChannel ? this.#channel : undefined;
+  }
+
+  async #agentExec(agent: AgentChannel, req: ExecRequest): Promise<ExecResult> {
+    const r = await this.#viaAgent(agent, () => agentExec(agent, req), req.signal);
+    if (r.clean && this.#inFlight === 1) this.#quiet = true;
+    const { clean: _, ...result } = r;
+    if (maybeOom(result)) result.oomKilled = await this.#checkOom();
+    return result;
+  }
+
+  /**
+   * Runs `fn` on the agent; when the agent is gone or stopped answering, the container is
+   * lost: removed (unless another owner has it), and the error is what every later call gets.
+   */
+  async #viaAgent<T>(agent: AgentChannel, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!(err instanceof AgentLostError) && agent.alive()) throw err;
+      // Let go of on purpose (detach, destroy): the container is not lost, only left.
+      if (this.#channel !== agent) throw err;
+      this.#lost = new AgentdError(
+        "EIO",
+        `the sandbox of run ${this.runId} is lost: ${(err as Error).message}`,
+        { cause: err },
+      );
+      agent.close();
+      if (signal?.reason !== OWNER_CHANGED)
+        await this.#container.remove({ force: true, v: true }).catch(() => undefined);
+      throw this.#lost;
     }
   }
 
@@ -211,7 +255,13 @@ export class DockerSandboxHandle implements SandboxHandle {
   }
 
   async killAll(): Promise<void> {
+    const agent = this.#agent();
     if (this.#quiet && this.#inFlight === 0) return;
+    if (agent !== undefined) {
+      await this.#viaAgent(agent, () => agent.killAll());
+      if (this.#inFlight === 0) this.#quiet = true;
+      return;
+    }
     await this.#killAllNow();
   }
 
@@ -266,6 +316,13 @@ export class DockerSandboxHandle implements SandboxHandle {
 
   /** Runs a short helper command as the sandbox user: its exit code and (capped) stdout. */
   async #helperExec(argv: string[]): Promise<{ exitCode: number; stdout: string }> {
+    const agent = this.#agent();
+    if (agent !== undefined) {
+      const r = await this.#viaAgent(agent, () =>
+        agentExec(agent, { argv, timeoutMs: 10_000, maxOutputBytes: 64 * 1024 }),
+      );
+      return { exitCode: r.exitCode, stdout: r.stdout };
+    }
     const exec = await this.#container.exec({
       Cmd: argv,
       AttachStdout: true,
@@ -288,6 +345,11 @@ export class DockerSandboxHandle implements SandboxHandle {
   async *exportWorkspace(): AsyncGenerator<Uint8Array> {
     const max = this.#opts.maxExportBytes;
     const what = `the workspace export of run ${this.runId}`;
+    const agent = this.#agent();
+    if (agent !== undefined) {
+      yield* this.#agentExport(agent, max, what);
+      return;
+    }
     if (this.#channel?.alive()) {
       let sent = 0;
       try {
@@ -305,6 +367,20 @@ export class DockerSandboxHandle implements SandboxHandle {
       }
     }
     yield* capped(this.#execExport(), max, what);
+  }
+
+  /** The export through the agent; a lost agent loses the container. */
+  async *#agentExport(agent: AgentChannel, max: number, what: string): AsyncGenerator<Uint8Array> {
+    const it = capped(agent.exportWorkspace(), max, what)[Symbol.asyncIterator]();
+    try {
+      for (;;) {
+        const next = await this.#viaAgent(agent, () => it.next());
+        if (next.done) return;
+        yield next.value;
+      }
+    } finally {
+      await it.return?.(undefined);
+    }
   }
 
   /** `tar -c` of the workspace through `docker exec`, streamed with backpressure. */
@@ -369,14 +445,17 @@ export class DockerSandboxHandle implements SandboxHandle {
   }
 
   detach(): void {
-    this.#channel?.close();
+    const channel = this.#channel;
     this.#channel = undefined;
+    channel?.close();
   }
 
   async destroy(): Promise<void> {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    this.#channel?.close();
+    const channel = this.#channel;
+    this.#channel = undefined;
+    channel?.close();
     await this.#container.remove({ force: true, v: true }).catch((err: { statusCode?: number }) => {
       if (err.statusCode !== 404) throw dockerError(err, `remove the sandbox of run ${this.runId}`);
     });

@@ -69,8 +69,12 @@ describe("hardening", () => {
     assert.match(r.stdout, /NoNewPrivs:\s+1/);
     assert.match(r.stdout, /hi\n$/);
     const info = await docker.getContainer(box.id).inspect();
-    assert.equal(info.Config.User, "1000:1000");
+    // The main process is the agent: root with CAP_SETUID and CAP_SETGID only, to start
+    // every call as user 1000 (agent.attack.test.ts attacks it).
+    assert.equal(info.Config.User, "0:0");
+    assert.deepEqual(info.Config.Cmd, ["/usr/local/libexec/agentd-agent"]);
     assert.deepEqual(info.HostConfig.CapDrop, ["ALL"]);
+    assert.deepEqual(info.HostConfig.CapAdd, ["CAP_SETUID", "CAP_SETGID"]);
     assert.equal(info.HostConfig.ReadonlyRootfs, true);
     assert.deepEqual(info.HostConfig.SecurityOpt, ["no-new-privileges"]);
     assert.equal(info.HostConfig.NetworkMode, "none");
@@ -409,9 +413,9 @@ describe("warm containers", () => {
     }
   });
 
-  it("a sandbox writing to its PID 1's pipe only loses its own channel: exports still work, nothing is logged", async () => {
+  it("without the agent, a sandbox writing to its PID 1's pipe only loses its own channel: exports still work, nothing is logged", async () => {
     const label = `test-warm-${ulid().toLowerCase()}`;
-    const warm = createDockerSandbox({ docker, managedLabel: label, warm: 1 });
+    const warm = createDockerSandbox({ docker, managedLabel: label, warm: 1, agent: false });
     try {
       await warm.prewarm(shape());
       const tar = await packWorkspace([

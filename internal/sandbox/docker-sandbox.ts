@@ -1,10 +1,12 @@
 /**
  * The Sandbox port on the Docker engine (dockerode). One hardened container per run:
- * non-root user 1000, every capability dropped, no-new-privileges, read-only root with a
- * size-limited tmpfs /workspace and a tmpfs /tmp, memory/CPU/pids limits, no network unless
- * asked, an init that reaps zombies, labels agentd.run-id / agentd.tenant. Every container
- * runs the control loop (exec-scripts.ts) as its main process: the workspace goes in and
- * out through its attached pipe.
+ * every sandbox process as user 1000 without capabilities, no-new-privileges, read-only
+ * root with a size-limited tmpfs /workspace and a tmpfs /tmp, memory/CPU/pids limits, no
+ * network unless asked, an init that reaps zombies, labels agentd.run-id / agentd.tenant.
+ * The main process is the image's agent (agent-channel.ts) when the image has one: it
+ * alone runs as root, with CAP_SETUID and CAP_SETGID only, to start every call as user
+ * 1000; else the control loop (exec-scripts.ts) as user 1000. Either way the workspace
+ * goes in and out through the attached pipe.
  *
  * Must never: bind-mount a host path, mount the Docker socket, run anything privileged,
  * or leave a process running past its timeout.
@@ -12,6 +14,8 @@
 import { createHash, randomUUID } from "node:crypto";
 import type Docker from "dockerode";
 import { metrics } from "../telemetry/metrics.ts";
+import { AgentChannel } from "./agent-channel.ts";
+import { agentImageLookup } from "./agent-image.ts";
 import { ControlChannel } from "./control-channel.ts";
 import { DockerSandboxHandle, dockerError, SANDBOX_USER } from "./docker-handle.ts";
 import { guardBridge, sweepGuards } from "./egress-guard.ts";
@@ -26,7 +30,7 @@ import {
 import { CONTROL_LOOP } from "./exec-scripts.ts";
 import type { Sandbox, SandboxHandle, SandboxShape, SandboxSpec, WorkspaceSource } from "./port.ts";
 import { WORKSPACE } from "./port.ts";
-import { createWarmPool, WARM_MAX_AGE_MS } from "./warm-pool.ts";
+import { createWarmPool, WARM_MAX_AGE_MS, type WarmContainer } from "./warm-pool.ts";
 import { packWorkspace } from "./workspace-archive.ts";
 
 export { dockerError } from "./docker-handle.ts";
@@ -55,6 +59,11 @@ export interface DockerSandboxOptions {
    * random id. Lets an operator (or a test) find the warm containers of one process.
    */
   poolOwner?: string;
+  /**
+   * Run tool processes through the image's agent when it has one (default true); false
+   * uses `docker exec` for every container (a baseline, and the fallback's tests).
+   */
+  agent?: boolean;
   now?: () => number;
 }
 
@@ -128,12 +137,15 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
   const prefix = namePrefix(managed);
   const poolOwner = opts.poolOwner ?? randomUUID();
   const now = opts.now ?? Date.now;
+  const agentOf = agentImageLookup(docker, now);
+  const useAgent = opts.agent ?? true;
 
   function containerOptions(
     shape: SandboxShape,
     name: string,
     labels: Record<string, string>,
-    egress?: EgressNetwork,
+    egress: EgressNetwork | undefined,
+    agent: string | undefined,
   ): Docker.ContainerCreateOptions {
     const vars = { HOME: "/tmp", ...shape.env, ...(egress ? proxyEnv(egress.gateway) : {}) };
     const env = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
@@ -141,8 +153,10 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     return {
       name,
       Image: shape.image,
-      Cmd: CONTROL_CMD,
-      User: SANDBOX_USER,
+      // The agent starts as root to drop every call to user 1000 (agent.c); nothing else
+      // in the container is root.
+      Cmd: agent === undefined ? CONTROL_CMD : [agent],
+      User: agent === undefined ? SANDBOX_USER : "0:0",
       WorkingDir: WORKSPACE,
       Env: env,
       Labels: { ...labels, [LABEL_MANAGED]: managed },
@@ -158,6 +172,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       HostConfig: {
         NetworkMode: egress?.name ?? (shape.network === "none" ? "none" : "bridge"),
         CapDrop: ["ALL"],
+        ...(agent === undefined ? {} : { CapAdd: ["CAP_SETUID", "CAP_SETGID"] }),
         SecurityOpt: ["no-new-privileges"],
         ReadonlyRootfs: true,
         Tmpfs: {
@@ -185,15 +200,19 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     name: string,
     labels: Record<string, string>,
     egress?: EgressNetwork,
-  ): Promise<ControlChannel> {
+  ): Promise<WarmContainer> {
+    const agent = useAgent ? await agentOf(shape.image) : undefined;
     let c: Docker.Container;
     try {
-      c = await docker.createContainer(containerOptions(shape, name, labels, egress));
+      c = await docker.createContainer(containerOptions(shape, name, labels, egress, agent));
     } catch (err) {
       throw dockerError(err, "create a sandbox", shape.image);
     }
     try {
-      return await ControlChannel.start(c, now());
+      if (agent === undefined) return await ControlChannel.start(c, now());
+      const channel = await AgentChannel.start(c, now());
+      await channel.ready();
+      return channel;
     } catch (err) {
       await c.remove({ force: true, v: true }).catch(() => undefined);
       throw dockerError(err, "start a sandbox", shape.image);
@@ -227,7 +246,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     runId: string,
     shape: SandboxShape | undefined,
     extra: {
-      channel?: ControlChannel;
+      channel?: WarmContainer;
       baseTar?: Uint8Array;
       tmpfs?: string;
       egress?: EgressNetwork;
@@ -253,7 +272,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     const labels = { [LABEL_RUN]: spec.runId, [LABEL_TENANT]: spec.tenantId };
     const netName = networkName(managed, spec.runId);
     const net = await openEgressNetwork(docker, netName, { ...labels, [LABEL_MANAGED]: managed });
-    let channel: ControlChannel;
+    let channel: WarmContainer;
     try {
       channel = await start(spec, containerName(managed, spec.runId), labels, net);
     } catch (err) {

@@ -4,7 +4,12 @@
  * started (about 170 ms here). Must never: hand out a container whose channel died or that
  * idled past its age, or keep containers of a shape nobody asks for any more.
  */
+import type { AgentChannel } from "./agent-channel.ts";
 import type { ControlChannel } from "./control-channel.ts";
+
+/** A started container and its channel (the agent, or the control loop). */
+export type WarmContainer = ControlChannel | AgentChannel;
+
 import type { SandboxShape } from "./port.ts";
 
 /**
@@ -17,7 +22,7 @@ export interface WarmPoolOptions {
   /** Ready containers kept per shape. 0: the pool is off. */
   target: number;
   /** Creates and starts one warm container of `shape`. */
-  make(shape: SandboxShape): Promise<ControlChannel>;
+  make(shape: SandboxShape): Promise<WarmContainer>;
   now: () => number;
 }
 
@@ -25,7 +30,7 @@ export interface WarmPool {
   /** Tops the pool of `shape` up (one fill at a time per shape); resolves when full. */
   fill(shape: SandboxShape): Promise<void>;
   /** A ready warm container for `shape`, if one young enough is there; refills behind. */
-  take(shape: SandboxShape): ControlChannel | undefined;
+  take(shape: SandboxShape): WarmContainer | undefined;
   /** True for the ids of containers this pool made and did not hand out or remove. */
   owns(id: string): boolean;
   /** Removes the idle containers and stops refilling. */
@@ -36,12 +41,12 @@ const shapeKey = (s: SandboxShape): string =>
   JSON.stringify([s.image, s.limits, s.network, Object.entries(s.env ?? {}).sort()]);
 
 export function createWarmPool(opts: WarmPoolOptions): WarmPool {
-  const pool = new Map<string, ControlChannel[]>();
+  const pool = new Map<string, WarmContainer[]>();
   const filling = new Map<string, Promise<void>>();
   const mine = new Set<string>();
   let closed = false;
 
-  const discard = (w: ControlChannel): void => {
+  const discard = (w: WarmContainer): void => {
     mine.delete(w.container.id);
     void w.discard();
   };
@@ -69,7 +74,7 @@ export function createWarmPool(opts: WarmPoolOptions): WarmPool {
     return p;
   }
 
-  function take(shape: SandboxShape): ControlChannel | undefined {
+  function take(shape: SandboxShape): WarmContainer | undefined {
     if (opts.target <= 0 || closed) return undefined;
     const key = shapeKey(shape);
     // Runs of one worker share its policy's shape: another shape's containers are left
@@ -80,7 +85,7 @@ export function createWarmPool(opts: WarmPoolOptions): WarmPool {
       for (const w of idle) discard(w);
     }
     const ready = pool.get(key) ?? [];
-    let got: ControlChannel | undefined;
+    let got: WarmContainer | undefined;
     while (got === undefined && ready.length > 0) {
       const w = ready.shift() as ControlChannel;
       if (opts.now() - w.at <= WARM_MAX_AGE_MS && w.alive()) {

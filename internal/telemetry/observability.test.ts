@@ -215,6 +215,13 @@ it("run B, paused, resumed and taken over, is one trace: the caller's", async ()
   await approveNext(s);
   // The resumed drive runs the long call: kill its worker in the middle of it.
   await w.waitEvent(s, "toolCall", (v) => v.callId === "call_2");
+  // Spans leave a worker every 100 ms; a SIGKILL loses what has not left yet. The approved
+  // call's recheck ends a few ms before call_2 starts (an exec takes ~1 ms): wait for it.
+  await w.until(
+    "the recheck's span",
+    async () =>
+      otlp.spans.some((x) => x.name === "kernel.recheck" && x.traceId === TRACE_ID) || undefined,
+  );
   const started = await w.until("the resumed drive's run.resumed", async () => {
     const evs = (await c.log.read(s.runId, 0)).map((e) => e.event);
     return payloads(evs, "runResumed")[0];

@@ -34,7 +34,7 @@ export async function requireDocker(): Promise<Docker> {
 }
 
 /** A sandbox adapter whose containers carry a label unique to this test file. */
-export async function testSandbox(): Promise<{
+export async function testSandbox(opts: { agent?: boolean } = {}): Promise<{
   docker: Docker;
   sandbox: Sandbox;
   label: string;
@@ -42,7 +42,11 @@ export async function testSandbox(): Promise<{
 }> {
   const docker = await requireDocker();
   const label = `test-${ulid().toLowerCase()}`;
-  const sandbox = createDockerSandbox({ docker, managedLabel: label });
+  const sandbox = createDockerSandbox({
+    docker,
+    managedLabel: label,
+    ...(opts.agent === undefined ? {} : { agent: opts.agent }),
+  });
   return {
     docker,
     sandbox,

@@ -1,0 +1,351 @@
+/**
+ * The channel to a sandbox's agent (sandbox-images/agent): the attached stdin/stdout of
+ * the container's main process, carrying multiplexed frames (agent-protocol.ts). Tool
+ * processes start, stream their output and end through it in about a millisecond, with no
+ * Docker engine call; the workspace goes in (tar -x fed from agentd) and comes out (tar
+ * -c streamed back) through the same calls.
+ *
+ * The agent runs as another user than every sandbox process: what sandbox code prints
+ * reaches agentd only as the payload of its own call's frames. A channel that ends or
+ * breaks the protocol fails every call in flight; the handle then treats the container as
+ * lost (docker-handle.ts). Must never: resolve a call from anything but its own exit frame,
+ * or buffer without bound (export output is paced by its consumer).
+ */
+import type { Duplex } from "node:stream";
+import type Docker from "dockerode";
+import { AgentdError } from "../errors.ts";
+import {
+  type Exit,
+  FLAG,
+  FrameReader,
+  frame,
+  MAX_SEND,
+  parseExit,
+  type StartOptions,
+  startFrame,
+} from "./agent-protocol.ts";
+import { ChunkQueue, demux } from "./docker-stream.ts";
+import { EXPORT_SCRIPT } from "./exec-scripts.ts";
+import { type OutputStreamName, WORKSPACE, type WorkspaceSource } from "./port.ts";
+
+/** How long the agent may take to say hello after the container started. */
+const HELLO_TIMEOUT_MS = 10_000;
+/** A kill-all answered later than this means the agent is stuck: the channel is failed. */
+const KILL_ALL_TIMEOUT_MS = 10_000;
+
+export interface AgentCall {
+  /** The exit frame; rejects when the channel is lost first. */
+  readonly done: Promise<Exit>;
+  /** Kills the call's process group (idempotent; nothing after the exit). */
+  kill(): void;
+  /** Streams bytes to the call's stdin (started with stdin: true), paced by the pipe. */
+  write(data: Uint8Array): Promise<void>;
+  endStdin(): void;
+}
+
+interface Pending {
+  onOutput: (name: OutputStreamName, chunk: Buffer) => void;
+  resolve: (e: Exit) => void;
+  reject: (err: Error) => void;
+}
+
+export class AgentChannel {
+  readonly container: Docker.Container;
+  /** When the container was started (ms since epoch). */
+  readonly at: number;
+  readonly #io: Duplex;
+  readonly #reader = new FrameReader();
+  readonly #calls = new Map<number, Pending>();
+  #nextId = 1;
+  #err = "";
+  #lost: string | undefined;
+  readonly #hello: Promise<void>;
+  #helloSeen!: () => void;
+  readonly #onEnd = new Set<(why: string) => void>();
+
+  private constructor(container: Docker.Container, io: Duplex, at: number) {
+    this.container = container;
+    this.at = at;
+    this.#io = io;
+    this.#hello = new Promise<void>((resolve) => {
+      this.#helloSeen = resolve;
+    });
+    this.#hello.catch(() => undefined);
+    demux(io, (name, chunk) => {
+      if (name === "stderr") {
+        if (this.#err.length < 4096) this.#err += chunk.toString("utf8");
+        return;
+      }
+      try {
+        this.#reader.push(chunk, (f) => this.#dispatch(f.type, f.id, f.payload));
+      } catch (err) {
+        this.#fail(`the agent broke the protocol: ${(err as Error).message}`);
+      }
+    });
+    const end = (): void => this.#fail("the agent's channel closed");
+    io.on("end", end);
+    io.on("close", end);
+    io.on("error", end);
+  }
+
+  /** Attaches (before the start, so nothing is missed) and starts the container. */
+  static async start(container: Docker.Container, at: number): Promise<AgentChannel> {
+    const io = (await container.attach({
+      stream: true,
+      stdin: true,
+      stdout: true,
+      stderr: true,
+      hijack: true,
+    })) as unknown as Duplex;
+    const c = new AgentChannel(container, io, at);
+    try {
+      await container.start();
+    } catch (err) {
+      io.destroy();
+      throw err;
+    }
+    return c;
+  }
+
+  alive(): boolean {
+    return this.#lost === undefined;
+  }
+
+  /** Why the channel failed (undefined while it works). */
+  get lost(): string | undefined {
+    return this.#lost;
+  }
+
+  /** Resolves once the agent said hello; fails after a timeout or when the channel ends. */
+  ready(timeoutMs = HELLO_TIMEOUT_MS): Promise<void> {
+    return this.#within(this.#hello, timeoutMs, "the sandbox agent did not start");
+  }
+
+  /** Starts a process. Output arrives through `onOutput`, already split by stream. */
+  call(o: StartOptions, onOutput: Pending["onOutput"]): AgentCall {
+    const id = this.#id();
+    const done = new Promise<Exit>((resolve, reject) => {
+      this.#calls.set(id, { onOutput, resolve, reject });
+    });
+    done.catch(() => undefined);
+    let ended = false;
+    done.then(
+      () => {
+        ended = true;
+      },
+      () => {
+        ended = true;
+      },
+    );
+    if (this.#lost !== undefined) this.#calls.get(id)?.reject(this.#lostError());
+    else this.#send(startFrame(id, o));
+    return {
+      done,
+      kill: () => {
+        if (!ended) this.#send(frame("K", id));
+      },
+      write: async (data) => {
+        for (let at = 0; at < data.byteLength; at += MAX_SEND) {
+          if (ended) return;
+          await this.#write(frame("I", id, data.subarray(at, at + MAX_SEND)));
+        }
+      },
+      endStdin: () => {
+        if (!ended) this.#send(frame("E", id));
+      },
+    };
+  }
+
+  /** Kills every process of the sandbox user; resolves once a scan found none left. */
+  async killAll(): Promise<void> {
+    const id = this.#id();
+    const done = new Promise<Exit>((resolve, reject) => {
+      this.#calls.set(id, { onOutput: () => undefined, resolve, reject });
+    });
+    this.#send(frame("A", id));
+    const exit = await this.#within(done, KILL_ALL_TIMEOUT_MS, "the sandbox agent did not kill");
+    if (exit.code !== 0)
+      throw new AgentdError("EIO", "the sandbox agent could not stop every process");
+  }
+
+  /** Streams the workspace archive into `tar -x` and waits until it is unpacked. */
+  async unpack(source: WorkspaceSource, timeoutMs = 120_000): Promise<void> {
+    await this.ready();
+    let stderr = "";
+    const c = this.call(
+      {
+        argv: ["tar", "-x", "-p", "-f", "-", "-C", WORKSPACE],
+        cwd: WORKSPACE,
+        env: {},
+        timeoutMs,
+        maxOutputBytes: 64 * 1024,
+        stdin: true,
+      },
+      (name, chunk) => {
+        if (name === "stderr" && stderr.length < 4096) stderr += chunk.toString("utf8");
+      },
+    );
+    let sent = 0;
+    try {
+      for await (const part of source.open()) {
+        sent += part.byteLength;
+        await c.write(part);
+      }
+    } finally {
+      c.endStdin();
+    }
+    const exit = await c.done;
+    if (sent !== source.size)
+      throw new AgentdError("EIO", `the workspace archive was ${sent} bytes, not ${source.size}`);
+    if (exit.code !== 0 || (exit.flags & ~FLAG.clean) !== 0)
+      throw new AgentdError(
+        "EIO",
+        `tar in the sandbox exited ${exit.code}: ${(exit.message || stderr).trim().slice(0, 500)}`,
+      );
+  }
+
+  /** The workspace as a tar, streamed with backpressure (the agent's pipe is paused). */
+  async *exportWorkspace(timeoutMs = 300_000): AsyncGenerator<Uint8Array> {
+    const queue = new ChunkQueue(
+      () => this.#io.pause(),
+      () => this.#io.resume(),
+    );
+    let stderr = "";
+    let stopped = false;
+    const c = this.call(
+      {
+        argv: ["sh", "-c", EXPORT_SCRIPT],
+        cwd: WORKSPACE,
+        env: {},
+        timeoutMs,
+        maxOutputBytes: 0xffffffff,
+        stdin: false,
+      },
+      (name, chunk) => {
+        if (stopped) return; // the consumer went: the rest is dropped, never queued
+        if (name === "stdout") queue.push(chunk);
+        else if (stderr.length < 4096) stderr += chunk.toString("utf8");
+      },
+    );
+    c.done.then(
+      (exit) =>
+        queue.end(
+          exit.code === 0
+            ? undefined
+            : new AgentdError(
+                "EIO",
+                `tar in the sandbox exited ${exit.code}: ${(exit.message || stderr).trim().slice(0, 500)}`,
+              ),
+        ),
+      (err: Error) => queue.end(err),
+    );
+    let finished = false;
+    try {
+      yield* queue.drain();
+      finished = true;
+    } finally {
+      stopped = true;
+      this.#io.resume();
+      if (!finished) c.kill();
+    }
+  }
+
+  /** Stops talking to the agent (it kills what runs and idles); the container stays. */
+  close(): void {
+    this.#io.destroy();
+  }
+
+  async discard(): Promise<void> {
+    this.#io.destroy();
+    await this.container.remove({ force: true, v: true }).catch(() => undefined);
+  }
+
+  /** Called with the reason when the channel fails (once). */
+  onLost(f: (why: string) => void): () => void {
+    this.#onEnd.add(f);
+    return () => this.#onEnd.delete(f);
+  }
+
+  #dispatch(type: string, id: number, payload: Buffer): void {
+    if (type === "H") {
+      this.#helloSeen();
+      return;
+    }
+    const p = this.#calls.get(id);
+    if (p === undefined) return; // a call that already ended: late output
+    if (type === "O") p.onOutput("stdout", payload);
+    else if (type === "R") p.onOutput("stderr", payload);
+    else if (type === "X" || type === "a") {
+      this.#calls.delete(id);
+      p.resolve(
+        type === "X" ? parseExit(payload) : { code: payload[0] ?? 1, flags: 0, message: "" },
+      );
+    }
+  }
+
+  #fail(why: string): void {
+    if (this.#lost !== undefined) return;
+    this.#lost = this.#err.trim() === "" ? why : `${why}: ${this.#err.trim().slice(0, 500)}`;
+    this.#io.destroy();
+    const err = this.#lostError();
+    for (const p of this.#calls.values()) p.reject(err);
+    this.#calls.clear();
+    for (const f of this.#onEnd) f(this.#lost);
+    this.#onEnd.clear();
+  }
+
+  #lostError(): AgentdError {
+    return new AgentdError("EIO", `the sandbox agent is gone (${this.#lost})`);
+  }
+
+  #id(): number {
+    const id = this.#nextId;
+    this.#nextId = id >= 0xffffffff ? 1 : id + 1;
+    return id;
+  }
+
+  #send(data: Buffer): void {
+    if (this.#lost === undefined) this.#io.write(data);
+  }
+
+  #write(data: Buffer): Promise<void> {
+    if (this.#lost !== undefined) return Promise.reject(this.#lostError());
+    return new Promise<void>((resolve, reject) => {
+      const onEnd = (): void => reject(this.#lostError());
+      this.#onEnd.add(onEnd);
+      const ok = this.#io.write(data, (err) => (err ? reject(err) : undefined));
+      const done = (): void => {
+        this.#onEnd.delete(onEnd);
+        resolve();
+      };
+      if (ok) done();
+      else this.#io.once("drain", done);
+    });
+  }
+
+  #within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+    if (this.#lost !== undefined) return Promise.reject(this.#lostError());
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new AgentdError("EIO", `${what} within ${ms} ms`));
+        this.#fail(`${what} within ${ms} ms`);
+      }, ms);
+      const lost = this.onLost((why) => {
+        clearTimeout(timer);
+        reject(new AgentdError("EIO", `${what}: ${why}`));
+      });
+      p.then(
+        (v) => {
+          clearTimeout(timer);
+          lost();
+          resolve(v);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          lost();
+          reject(err);
+        },
+      );
+    });
+  }
+}

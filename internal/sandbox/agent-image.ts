@@ -1,0 +1,34 @@
+/**
+ * Whether a sandbox image carries the agent (sandbox-images/agent), and where: the image's
+ * label org.agentd.sandbox.agent, written by scripts/build-images.sh. One image inspect per
+ * image and minute; an image without the label (a user's own) runs through `docker exec`.
+ *
+ * Must never: trust a path that is not absolute (the label is the image author's).
+ */
+import type Docker from "dockerode";
+
+export const AGENT_LABEL = "org.agentd.sandbox.agent";
+const TTL_MS = 60_000;
+
+export type AgentImageLookup = (image: string) => Promise<string | undefined>;
+
+export function agentImageLookup(docker: Docker, now: () => number = Date.now): AgentImageLookup {
+  const cache = new Map<string, { at: number; path: Promise<string | undefined> }>();
+  return (image) => {
+    const hit = cache.get(image);
+    if (hit !== undefined && now() - hit.at < TTL_MS) return hit.path;
+    const path = docker
+      .getImage(image)
+      .inspect()
+      .then((info) => {
+        const p = info.Config?.Labels?.[AGENT_LABEL];
+        return typeof p === "string" && /^\/[\w./-]+$/.test(p) && !p.includes("..") ? p : undefined;
+      })
+      .catch(() => {
+        cache.delete(image); // unknown image: createContainer names the problem
+        return undefined;
+      });
+    cache.set(image, { at: now(), path });
+    return path;
+  };
+}

@@ -1,0 +1,293 @@
+/**
+ * The in-container agent under attack, on the real engine and the busybox test image:
+ * hostile programs inside the sandbox try to forge another call's result or framing,
+ * kill, stop or read the agent, gain a capability, outlive their call, and flood it. The
+ * agent's own features are checked on the way: concurrent calls, stdout and stderr apart,
+ * live output, exit codes, timeouts on the whole group, caps, cwd, env, stdin.
+ */
+import assert from "node:assert/strict";
+import type { Duplex } from "node:stream";
+import { after, before, describe, it } from "node:test";
+import type Docker from "dockerode";
+import { ulid } from "ulid";
+import { isAgentdError } from "../errors.ts";
+import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { demux } from "./docker-stream.ts";
+import type { ExecRequest, Sandbox, SandboxHandle } from "./port.ts";
+
+let docker: Docker;
+let sandbox: Sandbox;
+let cleanup: () => Promise<void>;
+let box: SandboxHandle;
+
+const run = (h: SandboxHandle, cmd: string, extra: Partial<ExecRequest> = {}) =>
+  h.exec({ argv: ["sh", "-c", cmd], timeoutMs: 10_000, maxOutputBytes: 64 * 1024, ...extra });
+
+const newBox = () =>
+  sandbox.create({
+    runId: ulid(),
+    tenantId: "acme",
+    image: sandboxImage("test"),
+    limits: TEST_LIMITS,
+    network: "none",
+  });
+
+/** Runs a command in the container as root through the engine (the test's own hand). */
+async function asRoot(id: string, cmd: string): Promise<string> {
+  const exec = await docker.getContainer(id).exec({
+    Cmd: ["sh", "-c", cmd],
+    AttachStdout: true,
+    AttachStderr: true,
+    User: "0:0",
+  });
+  const stream = (await exec.start({ hijack: true, stdin: false })) as unknown as Duplex;
+  let out = "";
+  demux(stream, (_, chunk) => {
+    out += chunk.toString("utf8");
+  });
+  await new Promise((r) => stream.on("end", r));
+  return out;
+}
+
+/** The agent's pid inside the container. */
+async function agentPid(id: string): Promise<string> {
+  const out = await asRoot(
+    id,
+    'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = agentd-agent ] && basename $p; done',
+  );
+  const pid = out.trim().split("\n")[0] ?? "";
+  assert.match(pid, /^\d+$/, out);
+  return pid;
+}
+
+before(async () => {
+  ({ docker, sandbox, cleanup } = await testSandbox());
+  box = await newBox();
+});
+after(async () => {
+  await cleanup();
+});
+
+describe("the agent's calls", () => {
+  it("runs many calls at once, each with its own stdout, stderr, exit code, cwd and env", async () => {
+    await run(box, "mkdir -p /workspace/sub");
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        run(box, `sleep 0.$((RANDOM % 3)); echo "out $N $(pwd)"; echo "err $N" >&2; exit $N`, {
+          env: { N: String(i) },
+          cwd: i % 2 === 0 ? "/workspace/sub" : "/tmp",
+        }),
+      ),
+    );
+    results.forEach((r, i) => {
+      assert.equal(r.exitCode, i);
+      assert.equal(r.stdout, `out ${i} ${i % 2 === 0 ? "/workspace/sub" : "/tmp"}\n`);
+      assert.equal(r.stderr, `err ${i}\n`);
+    });
+  });
+
+  it("streams output live and feeds stdin", async () => {
+    const seen: number[] = [];
+    const t0 = performance.now();
+    const r = await run(box, "echo a; sleep 0.5; echo b", {
+      onOutput: () => seen.push(performance.now() - t0),
+    });
+    assert.equal(r.stdout, "a\nb\n");
+    assert.ok(seen.length >= 2 && (seen[0] as number) < 400, `first line at ${seen[0]} ms`);
+    const big = Buffer.alloc(3 * 1024 * 1024, 120);
+    const w = await box.exec({
+      argv: ["wc", "-c"],
+      stdin: big,
+      timeoutMs: 10_000,
+      maxOutputBytes: 1024,
+    });
+    assert.equal(w.stdout.trim(), String(big.length));
+  });
+
+  it("a timeout kills the whole group and whatever escaped it; nothing outlives the call", async () => {
+    const t0 = performance.now();
+    const r = await run(box, "sleep 300 & setsid sleep 301 & (sleep 302 &) ; sleep 303", {
+      timeoutMs: 500,
+    });
+    const took = performance.now() - t0;
+    assert.equal(r.timedOut, true);
+    assert.ok(took < 1500, `took ${took} ms`);
+    const left = await run(box, "ps -o user,args | grep -c 'sleep 30[0-3]' || true");
+    assert.equal(left.stdout.trim(), "0", "no sleep is left");
+  });
+
+  it("an output flood is capped, stopped, and the agent stays small", async () => {
+    const r = await run(box, "yes flood", { maxOutputBytes: 100_000 });
+    assert.equal(r.truncated, true);
+    assert.ok(r.stdout.length <= 100_200, String(r.stdout.length));
+    const pid = await agentPid(box.id);
+    const rss = /VmRSS:\s+(\d+) kB/.exec(await asRoot(box.id, `cat /proc/${pid}/status`));
+    assert.ok(Number(rss?.[1]) < 16 * 1024, `agent RSS ${rss?.[1]} kB`);
+  });
+
+  it("a missing program or cwd is the call's own failure, not the agent's", async () => {
+    const a = await box.exec({ argv: ["no-such-program"], timeoutMs: 5000, maxOutputBytes: 1024 });
+    assert.equal(a.exitCode, 127);
+    assert.match(a.stderr, /no-such-program/);
+    const b = await run(box, "true", { cwd: "/no/such/dir" });
+    assert.equal(b.exitCode, 126);
+    assert.match(b.stderr, /\/no\/such\/dir/);
+    await assert.rejects(
+      box.exec({ argv: ["true"], env: { "A=B": "x" }, timeoutMs: 1000, maxOutputBytes: 1 }),
+      (err) => isAgentdError(err, "EVALIDATION"),
+    );
+    assert.equal((await run(box, "echo still")).stdout, "still\n");
+  });
+
+  it("gives every call a fresh HOME that is gone afterwards", async () => {
+    const a = await run(box, 'echo "$HOME"; echo "[alias]x=!id" > "$HOME/.gitconfig"');
+    const home = a.stdout.trim();
+    assert.match(home, /^\/tmp\/\.agentd-home\/[0-9a-f]{16}$/);
+    const b = await run(box, `echo "$HOME"; ls -d ${home} 2>&1 || true`);
+    assert.notEqual(b.stdout.split("\n")[0], home);
+    assert.match(b.stdout, /No such file/);
+  });
+});
+
+describe("hostile programs against the agent", () => {
+  it("every sandbox process is uid 1000 without capabilities; the agent holds only SETUID and SETGID", async () => {
+    const pid = await agentPid(box.id);
+    const r = await run(
+      box,
+      `grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs)' /proc/self/status; grep -E '^(Uid|CapEff)' /proc/${pid}/status`,
+    );
+    assert.match(r.stdout, /^Uid:\s+1000\s+1000\s+1000\s+1000$/m);
+    assert.match(r.stdout, /CapEff:\s+0000000000000000/);
+    assert.match(r.stdout, /CapBnd:\s+00000000000000c0/);
+    assert.match(r.stdout, /NoNewPrivs:\s+1/);
+    assert.match(r.stdout, /Uid:\s+0\s+0\s+0\s+0/);
+    assert.match(r.stdout, /CapEff:\s+00000000000000c0/);
+  });
+
+  it("cannot kill, stop, read or write the agent, nor PID 1", async () => {
+    const pid = await agentPid(box.id);
+    const r = await run(
+      box,
+      `for s in KILL STOP TERM; do kill -$s ${pid} 2>/dev/null && echo SIGNALLED; kill -$s 1 2>/dev/null && echo SIGNALLED; done
+       kill -9 -1 2>/dev/null
+       echo x > /proc/${pid}/fd/1 2>/dev/null && echo WROTE
+       echo x > /proc/1/fd/0 2>/dev/null && echo WROTE
+       cat /proc/${pid}/fd/0 2>/dev/null && echo READ
+       ls /proc/${pid}/fd 2>/dev/null && echo LISTED
+       cat /proc/${pid}/environ 2>/dev/null && echo READ
+       echo done`,
+    );
+    assert.doesNotMatch(r.stdout, /SIGNALLED|WROTE|READ|LISTED/);
+    assert.equal(r.stdout, "done\n");
+    assert.equal(r.exitCode, 0);
+    assert.equal((await run(box, "echo alive")).stdout, "alive\n");
+    assert.equal(await agentPid(box.id), pid, "the same agent");
+  });
+
+  it("cannot forge another call's result or framing: frames printed are its own output", async () => {
+    // Frame bytes for call ids 1…64: an exit frame with status 0 and flags "clean", and a
+    // stdout frame claiming "forged".
+    const forge = Array.from({ length: 64 }, (_, i) => {
+      const id = i + 1;
+      const x = Buffer.alloc(14);
+      x.write("X", 0, "latin1");
+      x.writeUInt32BE(id, 1);
+      x.writeUInt32BE(5, 5);
+      x.writeUInt8(16, 13);
+      const o = Buffer.concat([Buffer.from("O"), Buffer.alloc(8), Buffer.from("forged")]);
+      o.writeUInt32BE(id, 1);
+      o.writeUInt32BE(6, 5);
+      return Buffer.concat([o, x]);
+    });
+    const bytes = Buffer.concat(forge);
+    const victim = run(box, "sleep 1; echo honest; exit 7");
+    const forger = box.exec({
+      argv: ["sh", "-c", "tee /dev/stderr"],
+      stdin: bytes,
+      timeoutMs: 10_000,
+      maxOutputBytes: 1024 * 1024,
+    });
+    const [v, f] = await Promise.all([victim, forger]);
+    assert.equal(v.exitCode, 7);
+    assert.equal(v.stdout, "honest\n");
+    assert.equal(f.exitCode, 0);
+    assert.equal(Buffer.from(f.stdout, "utf8").length > 0, true);
+    assert.ok(f.stdout.includes("forged") && f.stderr.includes("forged"));
+  });
+
+  it("a fork bomb at the pids limit is killed through the agent, which needs no process to kill", async () => {
+    const b = await newBox();
+    const t0 = performance.now();
+    await run(b, "bomb() { bomb | bomb & }; bomb; sleep 2", { timeoutMs: 3000 });
+    assert.ok(performance.now() - t0 < 6000);
+    await b.killAll();
+    const after = await run(b, "ps -o pid= | wc -l");
+    assert.ok(Number(after.stdout.trim()) <= 5, after.stdout); // init, agent, sh, ps, wc
+    await b.destroy();
+  });
+});
+
+describe("an agent that is gone or stuck", () => {
+  it("killed from outside mid-call: the call fails closed, the container is lost and removed", async () => {
+    const b = await newBox();
+    const pid = await agentPid(b.id);
+    const call = run(b, "sleep 30");
+    await new Promise((r) => setTimeout(r, 300));
+    await asRoot(b.id, `kill -9 ${pid}`);
+    await assert.rejects(call, (err) => isAgentdError(err, "EIO") && /lost/.test(err.message));
+    await assert.rejects(
+      run(b, "true"),
+      (err) => isAgentdError(err, "EIO") && /lost/.test(err.message),
+    );
+    await assert.rejects(docker.getContainer(b.id).inspect(), (err: { statusCode?: number }) => {
+      return err.statusCode === 404;
+    });
+  });
+
+  it("stopped from outside: a killed call that never ends fails closed within the escalation", async () => {
+    const b = await newBox();
+    const pid = await agentPid(b.id);
+    await asRoot(b.id, `kill -STOP ${pid}`);
+    const t0 = performance.now();
+    await assert.rejects(
+      run(b, "true", { timeoutMs: 500 }),
+      (err) => isAgentdError(err, "EIO") && /lost/.test(err.message),
+    );
+    const took = performance.now() - t0;
+    assert.ok(took < 500 + 2000 + 2000 + 3000 + 1500, `took ${took} ms`);
+  });
+});
+
+describe("the fallback", () => {
+  it("an image without the agent, or agent: false, runs through docker exec", async () => {
+    const t = await testSandbox({ agent: false });
+    try {
+      const h = await t.sandbox.create({
+        runId: ulid(),
+        tenantId: "acme",
+        image: sandboxImage("test"),
+        limits: TEST_LIMITS,
+        network: "none",
+      });
+      const info = await docker.getContainer(h.id).inspect();
+      assert.equal(info.Config.User, "1000:1000");
+      assert.equal(info.HostConfig.CapAdd ?? null, null);
+      const r = await run(h, "id -u; echo e >&2; exit 4");
+      assert.deepEqual([r.stdout, r.stderr, r.exitCode], ["1000\n", "e\n", 4]);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
+  it("a container found after a takeover runs through docker exec beside its idle agent", async () => {
+    const b = await newBox();
+    await run(b, "echo kept > k.txt");
+    b.detach?.();
+    const found = await sandbox.find(b.runId);
+    assert.ok(found !== undefined);
+    await found.killAll();
+    const r = await run(found, "cat k.txt; id -u");
+    assert.equal(r.stdout, "kept\n1000\n");
+    await found.destroy();
+  });
+});

@@ -1,0 +1,644 @@
+/*
+ * agentd-agent: the in-container process runner of every agentd sandbox (PROTOCOL.md).
+ *
+ * The container's main process (under Docker's init), as root with only CAP_SETUID and
+ * CAP_SETGID. It reads frames from agentd on its stdin (the container's attached stdin)
+ * and writes frames to its stdout: tool processes start here, by fork and exec, without
+ * the Docker engine. Every process it starts drops to the sandbox user (uid/gid 1000, no
+ * supplementary groups, no capabilities) before anything of the call runs, leads a process
+ * group of its own and gets fresh pipes for stdin, stdout and stderr: sandbox code never
+ * holds the agent's stdin or stdout, and cannot signal, trace or open the files of a
+ * process of another uid, so it cannot forge a frame, kill or stop the agent.
+ *
+ * Timeouts are enforced here too (the whole process group is killed at the deadline, even
+ * when agentd is gone), output is capped, and when a call ends with no other call running
+ * every process of the sandbox user is killed: nothing a call started outlives it.
+ *
+ * Must never: run anything of a call as root, read a file or follow a path on behalf of
+ * a call (the child does that after dropping to uid 1000), block on a pipe the sandbox
+ * controls, or hold more than a few MB however much the sandbox prints.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/fsuid.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SANDBOX_UID 1000
+#define SANDBOX_GID 1000
+#define MAX_CALLS 64
+#define HDR 9
+#define MAX_FRAME (1u << 20)      /* largest payload agentd may send */
+#define OUT_CHUNK (64 * 1024)     /* largest output payload sent */
+#define OUTQ_HIGH (2u << 20)      /* stop reading call output above this much queued */
+#define DRAIN_MS 200              /* after a call's leader ended: how long its pipes may stay open */
+#define HOME_ROOT "/tmp/.agentd-home"
+
+enum { F_TIMEOUT = 1, F_CAPPED = 2, F_FAILED = 4, F_KILLED = 8, F_CLEAN = 16 };
+enum { S_STDIN = 1 };
+
+struct call {
+  int used;
+  uint32_t id;
+  pid_t pid;            /* leader; 0 once reaped */
+  pid_t remover;        /* the HOME remover; 0 when none */
+  int out, err, in;     /* our ends; -1 when closed */
+  int status;           /* exit status, shell style */
+  uint8_t flags;
+  int64_t deadline;     /* ms, 0 = none */
+  int64_t drain_until;  /* ms, set when the leader ended */
+  uint64_t max_out, sent;
+  unsigned char *pend;  /* stdin bytes not yet written */
+  size_t pend_len, pend_off;
+  int in_eof;           /* close stdin once pend is written */
+  char home[64];
+};
+
+static struct call calls[MAX_CALLS];
+static unsigned char *inbuf;
+static size_t in_len;
+static int in_open = 1;
+static unsigned char *outq;
+static size_t oq_len, oq_off, oq_cap;
+static int out_open = 1;
+static struct call *blocked; /* frames wait until this call's stdin drains */
+static char **base_env;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void die(const char *what) {
+  dprintf(2, "agentd-agent: %s: %s\n", what, strerror(errno));
+  exit(111);
+}
+
+static void put32(unsigned char *p, uint32_t v) {
+  p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v;
+}
+static uint32_t get32(const unsigned char *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* ---------------------------------------------------------------- output queue */
+
+static void oq_reserve(size_t n) {
+  if (oq_off > 0 && oq_off == oq_len) oq_off = oq_len = 0;
+  if (oq_len + n <= oq_cap) return;
+  if (oq_off > 0) {
+    memmove(outq, outq + oq_off, oq_len - oq_off);
+    oq_len -= oq_off;
+    oq_off = 0;
+    if (oq_len + n <= oq_cap) return;
+  }
+  size_t cap = oq_cap ? oq_cap : 65536;
+  while (cap < oq_len + n) cap *= 2;
+  unsigned char *q = realloc(outq, cap);
+  if (!q) die("out of memory");
+  outq = q;
+  oq_cap = cap;
+}
+
+static void send_frame(char type, uint32_t id, const void *data, size_t len) {
+  if (!out_open) return;
+  oq_reserve(HDR + len);
+  unsigned char *p = outq + oq_len;
+  p[0] = (unsigned char)type;
+  put32(p + 1, id);
+  put32(p + 5, (uint32_t)len);
+  if (len) memcpy(p + HDR, data, len);
+  oq_len += HDR + len;
+}
+
+static size_t oq_pending(void) { return oq_len - oq_off; }
+
+static void flush_out(void) {
+  while (out_open && oq_pending() > 0) {
+    ssize_t n = write(1, outq + oq_off, oq_pending());
+    if (n > 0) { oq_off += (size_t)n; continue; }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    out_open = 0; /* agentd went away */
+    oq_off = oq_len = 0;
+  }
+}
+
+/* ---------------------------------------------------------------- killing */
+
+/* Signals as the sandbox user: root without CAP_KILL cannot signal uid 1000 otherwise. */
+static int kill_as_sandbox(pid_t target) {
+  if (setresuid(-1, SANDBOX_UID, -1) != 0) return -1;
+  int r = kill(target, SIGKILL);
+  int e = errno;
+  if (setresuid(-1, 0, -1) != 0) die("setresuid back to root");
+  errno = e;
+  return r;
+}
+
+/* Live (non-zombie) processes of the sandbox user. */
+static int sandbox_procs(void) {
+  DIR *d = opendir("/proc");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  char path[300], buf[512];
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%s", e->d_name);
+    if (stat(path, &st) != 0 || st.st_uid != SANDBOX_UID) continue;
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (r <= 0) continue;
+    buf[r] = 0;
+    char *p = strrchr(buf, ')');
+    if (p && p[1] == ' ' && p[2] == 'Z') continue;
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static void reap(void);
+
+/* Every process of the sandbox user, until a scan of /proc finds none. 0 when clean. */
+static int kill_all(void) {
+  for (int round = 0; round < 2000; round++) {
+    kill_as_sandbox(-1);
+    reap();
+    int left = sandbox_procs();
+    if (left == 0) return 0;
+    if (round > 20) usleep(1000);
+  }
+  return -1;
+}
+
+/* ---------------------------------------------------------------- calls */
+
+static struct call *call_of(uint32_t id) {
+  for (int i = 0; i < MAX_CALLS; i++)
+    if (calls[i].used && calls[i].id == id) return &calls[i];
+  return NULL;
+}
+
+static int active_calls(void) {
+  int n = 0;
+  for (int i = 0; i < MAX_CALLS; i++) if (calls[i].used && calls[i].pid > 0) n++;
+  return n;
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+static void close_stdin(struct call *c) {
+  close_fd(&c->in);
+  free(c->pend);
+  c->pend = NULL;
+  c->pend_len = c->pend_off = 0;
+  if (blocked == c) blocked = NULL;
+}
+
+static void fail_start(uint32_t id, const char *msg) {
+  unsigned char p[5];
+  put32(p, (uint32_t)126);
+  p[4] = F_FAILED;
+  size_t ml = strlen(msg);
+  unsigned char buf[5 + 512];
+  if (ml > 512) ml = 512;
+  memcpy(buf, p, 5);
+  memcpy(buf + 5, msg, ml);
+  send_frame('X', id, buf, 5 + ml);
+}
+
+static void remove_home(struct call *c);
+
+/* The leader is gone and the pipes are closed: remove HOME, then report. */
+static void maybe_finish(struct call *c) {
+  if (c->pid > 0 || c->out >= 0 || c->err >= 0) return;
+  if (c->remover == 0 && c->home[0]) { remove_home(c); if (c->remover > 0) return; }
+  if (c->remover > 0) return;
+  unsigned char p[5];
+  put32(p, (uint32_t)c->status);
+  p[4] = c->flags;
+  send_frame('X', c->id, p, 5);
+  close_stdin(c);
+  memset(c, 0, sizeof *c);
+  c->out = c->err = c->in = -1;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *f) {
+  (void)st; (void)f;
+  if (type == FTW_DP || type == FTW_D) rmdir(path); else unlink(path);
+  return 0;
+}
+
+/* HOME goes in a child of the sandbox user: a path the sandbox controls is never ours. */
+static void remove_home(struct call *c) {
+  pid_t p = fork();
+  if (p == 0) {
+    if (setgroups(0, NULL) || setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID) ||
+        setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID))
+      _exit(1);
+    chmod(c->home, 0700);
+    nftw(c->home, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    _exit(0);
+  }
+  c->home[0] = 0;
+  c->remover = p > 0 ? p : 0;
+}
+
+/* The leader ended: kill what is left of its group, and of everything when it was alone. */
+static void leader_ended(struct call *c, int status) {
+  c->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  kill_as_sandbox(-c->pid);
+  c->pid = 0;
+  if (active_calls() == 0 && kill_all() == 0) c->flags |= F_CLEAN;
+  c->drain_until = now_ms() + DRAIN_MS;
+}
+
+static void reap(void) {
+  for (;;) {
+    int status;
+    pid_t p = waitpid(-1, &status, WNOHANG);
+    if (p <= 0) return;
+    for (int i = 0; i < MAX_CALLS; i++) {
+      struct call *c = &calls[i];
+      if (!c->used) continue;
+      if (c->pid == p) leader_ended(c, status);
+      else if (c->remover == p) c->remover = 0;
+      else continue;
+      maybe_finish(c);
+      break;
+    }
+  }
+}
+
+static void kill_call(struct call *c, uint8_t why) {
+  c->flags |= why;
+  if (c->pid > 0) kill_as_sandbox(-c->pid);
+}
+
+/* Call output: forwarded as it comes, up to max_out (+1 byte, so agentd sees the overflow). */
+static void pump(struct call *c, int *fd, char type) {
+  unsigned char buf[OUT_CHUNK];
+  ssize_t n = read(*fd, buf, sizeof buf);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) { close_fd(fd); maybe_finish(c); return; }
+  uint64_t room = c->max_out + 1 > c->sent ? c->max_out + 1 - c->sent : 0;
+  size_t fwd = (uint64_t)n < room ? (size_t)n : (size_t)room;
+  if (fwd) send_frame(type, c->id, buf, fwd);
+  c->sent += fwd;
+  if ((size_t)n > fwd) kill_call(c, F_CAPPED);
+}
+
+static char **call_env(const unsigned char **envs, int envc, const char *home) {
+  int n = 0;
+  while (base_env[n]) n++;
+  char **env = calloc((size_t)(n + envc + 5), sizeof *env);
+  if (!env) return NULL;
+  int k = 0;
+  static const char *own[] = {"HOME=", "XDG_CONFIG_HOME=", "XDG_CACHE_HOME=", "GIT_CONFIG_NOSYSTEM="};
+  for (int i = 0; i < n; i++) {
+    const char *kv = base_env[i];
+    const char *eq = strchr(kv, '=');
+    size_t kl = eq ? (size_t)(eq - kv) + 1 : strlen(kv);
+    int shadowed = 0;
+    for (int j = 0; j < envc && !shadowed; j++)
+      shadowed = strncmp((const char *)envs[j], kv, kl) == 0;
+    for (int j = 0; j < 4 && !shadowed; j++) shadowed = strncmp(own[j], kv, kl) == 0;
+    if (!shadowed) env[k++] = (char *)kv;
+  }
+  for (int j = 0; j < envc; j++) {
+    const char *kv = (const char *)envs[j];
+    int own_key = 0;
+    for (int o = 0; o < 4; o++) own_key |= strncmp(own[o], kv, strlen(own[o])) == 0;
+    if (!own_key) env[k++] = (char *)kv;
+  }
+  if (asprintf(&env[k++], "HOME=%s", home) < 0 ||
+      asprintf(&env[k++], "XDG_CONFIG_HOME=%s/.config", home) < 0 ||
+      asprintf(&env[k++], "XDG_CACHE_HOME=%s/.cache", home) < 0)
+    return NULL;
+  env[k++] = "GIT_CONFIG_NOSYSTEM=1";
+  env[k] = NULL;
+  return env;
+}
+
+/* In the child: become the sandbox user, then the call. Never returns. */
+static void child(const char *cwd, char **argv, char **env, const char *home, int in, int out, int err) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  setsid();
+  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+  closefrom(3);
+  if (setgroups(0, NULL) || setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID) ||
+      setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)) {
+    dprintf(2, "agentd-agent: cannot drop to the sandbox user: %s\n", strerror(errno));
+    _exit(126);
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  mkdir(HOME_ROOT, 01777);
+  if (mkdir(home, 0700) != 0) {
+    dprintf(2, "agentd-agent: cannot create %s: %s\n", home, strerror(errno));
+    _exit(126);
+  }
+  if (chdir(cwd) != 0) {
+    dprintf(2, "agentd-agent: cannot change to %s: %s\n", cwd, strerror(errno));
+    _exit(126);
+  }
+  extern char **environ;
+  environ = env;
+  execvp(argv[0], argv);
+  int e = errno;
+  dprintf(2, "agentd-agent: %s: %s\n", argv[0], strerror(e));
+  _exit(e == ENOENT ? 127 : 126);
+}
+
+/*
+ * A pipe owned by the sandbox user, as runc makes a container's stdio: a call may reopen
+ * its own /dev/stdout (/proc/self/fd/1). Its other end stays in the agent, whose /proc
+ * entries no sandbox process may open.
+ */
+static int sandbox_pipe(int fds[2]) {
+  setfsgid(SANDBOX_GID);
+  setfsuid(SANDBOX_UID);
+  int r = pipe2(fds, O_CLOEXEC);
+  setfsuid(0);
+  setfsgid(0);
+  return r;
+}
+
+static int nb_pipe(int fds[2]) {
+  if (sandbox_pipe(fds) != 0) return -1;
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  return 0;
+}
+
+/* `want` NUL-ended strings filling [q, end) exactly, or NULL. */
+static const unsigned char **strings_of(const unsigned char *q, const unsigned char *end, int want) {
+  const unsigned char **strs = calloc((size_t)want, sizeof *strs);
+  if (!strs) return NULL;
+  for (int i = 0; i < want; i++) {
+    const unsigned char *z = q < end ? memchr(q, 0, (size_t)(end - q)) : NULL;
+    if (!z) { free(strs); return NULL; }
+    strs[i] = q;
+    q = z + 1;
+  }
+  if (q != end) { free(strs); return NULL; }
+  return strs;
+}
+
+/* 'S': u32 timeout ms, u32 max output, u8 flags, u16 argc, u16 envc, then NUL-ended cwd, argv, env. */
+static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
+  if (len < 13) return fail_start(id, "agentd-agent: start frame too short");
+  if (call_of(id)) return fail_start(id, "agentd-agent: call id in use");
+  struct call *c = NULL;
+  for (int i = 0; i < MAX_CALLS && !c; i++) if (!calls[i].used) c = &calls[i];
+  if (!c) return fail_start(id, "agentd-agent: too many calls at once");
+  uint32_t timeout = get32(p), max_out = get32(p + 4);
+  uint8_t flags = p[8];
+  int argc = p[9] << 8 | p[10], envc = p[11] << 8 | p[12];
+  if (argc < 1) return fail_start(id, "agentd-agent: argv is empty");
+  int want = 1 + argc + envc;
+  const unsigned char **strs = strings_of(p + 13, p + len, want);
+  if (!strs) return fail_start(id, "agentd-agent: malformed start frame");
+  for (int j = 0; j < envc; j++)
+    if (!strchr((const char *)strs[1 + argc + j], '=') || strs[1 + argc + j][0] == '=') {
+      free(strs);
+      return fail_start(id, "agentd-agent: malformed environment entry");
+    }
+  char **argv = calloc((size_t)argc + 1, sizeof *argv);
+  if (!argv) { free(strs); return fail_start(id, "agentd-agent: out of memory"); }
+  for (int i = 0; i < argc; i++) argv[i] = (char *)strs[1 + i];
+  unsigned char rnd[8] = {0};
+  if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) { free(argv); return fail_start(id, "agentd-agent: getrandom failed"); }
+  char home[64];
+  snprintf(home, sizeof home, HOME_ROOT "/%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+           rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+  char **env = call_env(strs + 1 + argc, envc, home);
+  const char *cwd = (const char *)strs[0];
+  free(strs);
+  int o[2], e[2], i[2] = {-1, -1};
+  if (!env || nb_pipe(o)) { free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
+  if (nb_pipe(e)) { close(o[0]); close(o[1]); free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
+  if (flags & S_STDIN) {
+    if (sandbox_pipe(i)) i[0] = i[1] = -1;
+    else fcntl(i[1], F_SETFL, O_NONBLOCK);
+  } else {
+    i[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  pid_t pid = i[0] < 0 ? -1 : fork();
+  if (pid == 0) child(cwd, argv, env, home, i[0], o[1], e[1]);
+  int fe = errno;
+  for (int k = 0; env[k]; k++)
+    if (!strncmp(env[k], "HOME=", 5) || !strncmp(env[k], "XDG_CONFIG_HOME=", 16) || !strncmp(env[k], "XDG_CACHE_HOME=", 15))
+      free(env[k]);
+  free(env);
+  free(argv);
+  close(o[1]); close(e[1]);
+  if (i[0] >= 0) close(i[0]);
+  if (pid < 0) {
+    close(o[0]); close(e[0]);
+    if (i[1] >= 0) close(i[1]);
+    char msg[160];
+    snprintf(msg, sizeof msg, "agentd-agent: cannot start the process: %s", strerror(fe));
+    return fail_start(id, msg);
+  }
+  memset(c, 0, sizeof *c);
+  c->used = 1;
+  c->id = id;
+  c->pid = pid;
+  c->out = o[0];
+  c->err = e[0];
+  c->in = i[1];
+  c->max_out = max_out;
+  c->deadline = timeout ? now_ms() + timeout : 0;
+  snprintf(c->home, sizeof c->home, "%s", home);
+}
+
+/* Writes what it can of the call's pending stdin. 1 when everything went. */
+static int push_stdin(struct call *c) {
+  while (c->pend_off < c->pend_len) {
+    ssize_t n = write(c->in, c->pend + c->pend_off, c->pend_len - c->pend_off);
+    if (n > 0) { c->pend_off += (size_t)n; continue; }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return 0;
+    close_stdin(c); /* the process closed its stdin: the rest is dropped */
+    return 1;
+  }
+  free(c->pend);
+  c->pend = NULL;
+  c->pend_len = c->pend_off = 0;
+  if (c->in_eof) close_stdin(c);
+  return 1;
+}
+
+static void handle_frame(char type, uint32_t id, const unsigned char *p, uint32_t len) {
+  struct call *c = call_of(id);
+  switch (type) {
+    case 'S': start_call(id, p, len); break;
+    case 'I':
+      if (!c || c->in < 0 || len == 0) break;
+      c->pend = malloc(len);
+      if (!c->pend) die("out of memory");
+      memcpy(c->pend, p, len);
+      c->pend_len = len;
+      c->pend_off = 0;
+      if (!push_stdin(c)) blocked = c;
+      break;
+    case 'E':
+      if (!c || c->in < 0) break;
+      if (c->pend) c->in_eof = 1; else close_stdin(c);
+      break;
+    case 'K':
+      if (c) kill_call(c, F_KILLED);
+      break;
+    case 'A': {
+      unsigned char ok = kill_all() == 0 ? 0 : 1;
+      send_frame('a', id, &ok, 1);
+      break;
+    }
+    case 'P': send_frame('p', id, p, len); break;
+    default: break; /* unknown frames are ignored: a newer agentd may send more */
+  }
+}
+
+static void parse_frames(void) {
+  size_t off = 0;
+  while (!blocked && in_len - off >= HDR) {
+    uint32_t len = get32(inbuf + off + 5);
+    if (len > MAX_FRAME) { dprintf(2, "agentd-agent: frame of %u bytes refused\n", len); exit(112); }
+    if (in_len - off < HDR + len) break;
+    handle_frame((char)inbuf[off], get32(inbuf + off + 1), inbuf + off + HDR, len);
+    off += HDR + len;
+  }
+  memmove(inbuf, inbuf + off, in_len - off);
+  in_len -= off;
+}
+
+/* agentd is gone: every call is killed (its result can no longer be told); the agent stays. */
+static void agentd_gone(void) {
+  in_open = 0;
+  out_open = 0;
+  oq_off = oq_len = 0;
+  for (int i = 0; i < MAX_CALLS; i++) if (calls[i].used) kill_call(&calls[i], F_KILLED);
+  kill_all();
+}
+
+static void read_stdin(void) {
+  ssize_t n = read(0, inbuf + in_len, HDR + MAX_FRAME - in_len);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) return agentd_gone();
+  in_len += (size_t)n;
+  parse_frames();
+}
+
+static void check_deadlines(int64_t t) {
+  for (int i = 0; i < MAX_CALLS; i++) {
+    struct call *c = &calls[i];
+    if (!c->used) continue;
+    if (c->deadline && c->pid > 0 && t >= c->deadline) { kill_call(c, F_TIMEOUT); c->deadline = 0; }
+    if (c->pid == 0 && c->drain_until && t >= c->drain_until && oq_pending() < OUTQ_HIGH) {
+      /* A process that escaped the kill (another call runs, so no kill-all) holds a pipe. */
+      close_fd(&c->out);
+      close_fd(&c->err);
+      c->drain_until = 0;
+      maybe_finish(c);
+    }
+  }
+}
+
+static int next_wait(int64_t t) {
+  int64_t w = -1;
+  for (int i = 0; i < MAX_CALLS; i++) {
+    struct call *c = &calls[i];
+    if (!c->used) continue;
+    int64_t d = c->pid > 0 ? c->deadline : c->drain_until;
+    if (d && (w < 0 || d - t < w)) w = d - t < 0 ? 0 : d - t;
+  }
+  return (int)w;
+}
+
+int main(int argc, char **argv, char **envp) {
+  (void)argc; (void)argv;
+  base_env = envp;
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  int sfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) die("signalfd");
+  if (geteuid() != 0) { errno = EPERM; die("must start as root (it drops to uid 1000 per call)"); }
+  fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
+  fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
+  inbuf = malloc(HDR + MAX_FRAME);
+  if (!inbuf) die("out of memory");
+  for (int i = 0; i < MAX_CALLS; i++) calls[i].out = calls[i].err = calls[i].in = -1;
+  char hello[64];
+  int hl = snprintf(hello, sizeof hello, "agentd-agent 1 %d", (int)getpid());
+  send_frame('H', 0, hello, (size_t)hl);
+
+  struct pollfd fds[3 + 3 * MAX_CALLS];
+  struct { struct call *c; int which; } who[3 + 3 * MAX_CALLS];
+  for (;;) {
+    flush_out();
+    int n = 0;
+    fds[n] = (struct pollfd){.fd = sfd, .events = POLLIN};
+    who[n++].c = NULL;
+    if (in_open && !blocked) { fds[n] = (struct pollfd){.fd = 0, .events = POLLIN}; who[n++].c = NULL; }
+    if (out_open && oq_pending()) { fds[n] = (struct pollfd){.fd = 1, .events = POLLOUT}; who[n++].c = NULL; }
+    int reading = oq_pending() < OUTQ_HIGH;
+    for (int i = 0; i < MAX_CALLS; i++) {
+      struct call *c = &calls[i];
+      if (!c->used) continue;
+      if (reading && c->out >= 0) { fds[n] = (struct pollfd){.fd = c->out, .events = POLLIN}; who[n].c = c; who[n++].which = 1; }
+      if (reading && c->err >= 0) { fds[n] = (struct pollfd){.fd = c->err, .events = POLLIN}; who[n].c = c; who[n++].which = 2; }
+      if (c->in >= 0 && c->pend) { fds[n] = (struct pollfd){.fd = c->in, .events = POLLOUT}; who[n].c = c; who[n++].which = 3; }
+    }
+    int r = poll(fds, (nfds_t)n, next_wait(now_ms()));
+    if (r < 0 && errno != EINTR) die("poll");
+    for (int k = 0; r > 0 && k < n; k++) {
+      if (!fds[k].revents) continue;
+      if (fds[k].fd == sfd && !who[k].c) {
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) == sizeof si) {}
+        reap();
+      } else if (fds[k].fd == 0 && !who[k].c) {
+        read_stdin();
+      } else if (who[k].c && who[k].c->used) {
+        struct call *c = who[k].c;
+        if (who[k].which == 1 && c->out == fds[k].fd) pump(c, &c->out, 'O');
+        else if (who[k].which == 2 && c->err == fds[k].fd) pump(c, &c->err, 'R');
+        else if (who[k].which == 3 && c->in == fds[k].fd && push_stdin(c) && blocked == c) blocked = NULL;
+      }
+    }
+    if (!blocked && in_open) parse_frames();
+    reap();
+    check_deadlines(now_ms());
+  }
+}
