@@ -68,7 +68,7 @@ bench: build images image
 	node bench/kernel.ts
 	node bench/e2e.ts --runs 5
 	node bench/e2e.ts --runs 3 --delays
-	node bench/runs.ts --runs 50
+	node bench/runs.ts --runs 200
 	node bench/upload.ts
 	node bench/observability.ts
 	node bench/image.ts

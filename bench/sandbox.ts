@@ -489,6 +489,8 @@ async function benchStartup(
 interface ExecBenchResult {
   samples: number;
   ours: Dist;
+  /** The same tool call on a sandbox with the agent off (docker exec): what #17 replaced. */
+  oursViaDockerExec: Dist;
   raw: Dist;
   ratioP50: number;
   ratioP99: number;
@@ -497,15 +499,21 @@ interface ExecBenchResult {
   targetP50Met: boolean;
 }
 
-async function benchExec(docker: Docker, box: SandboxHandle): Promise<ExecBenchResult> {
+async function benchExec(
+  docker: Docker,
+  box: SandboxHandle,
+  viaExec: SandboxHandle,
+): Promise<ExecBenchResult> {
   const container = docker.getContainer(box.id);
   const ctx = toolContext(box);
+  const ctxExec = toolContext(viaExec);
   const ours: number[] = [];
+  const oursExec: number[] = [];
   const raw: number[] = [];
   let late = 0;
-  const oneOurs = async (): Promise<number> => {
+  const oneOurs = async (c = ctx): Promise<number> => {
     const t0 = performance.now();
-    const r = (await invokeTool(ctx, "process.run", { command: "true" })) as CommandResult;
+    const r = (await invokeTool(c, "process.run", { command: "true" })) as CommandResult;
     const t = performance.now() - t0;
     check(r.exitCode === 0, `(b) process.run("true") exited ${r.exitCode}: ${r.stderr}`);
     return t;
@@ -520,11 +528,13 @@ async function benchExec(docker: Docker, box: SandboxHandle): Promise<ExecBenchR
   };
   for (let i = 0; i < EXEC.warmup; i++) {
     await oneOurs();
+    await oneOurs(ctxExec);
     await oneRaw();
   }
   late = 0;
   for (let i = 0; i < EXEC.samples; i++) {
     ours.push(await oneOurs());
+    oursExec.push(await oneOurs(ctxExec));
     raw.push(await oneRaw());
   }
   const o = dist(ours);
@@ -532,6 +542,7 @@ async function benchExec(docker: Docker, box: SandboxHandle): Promise<ExecBenchR
   return {
     samples: EXEC.samples,
     ours: o,
+    oursViaDockerExec: dist(oursExec),
     raw: r,
     ratioP50: round(o.p50 / r.p50, 3),
     ratioP99: round(o.p99 / r.p99, 3),
@@ -747,9 +758,19 @@ function reportExec(b: ExecBenchResult): void {
     `    ${b.samples} samples per side, interleaved, after ${EXEC.warmup} warm-up each. Raw exit code not yet recorded at its single inspect: ${b.rawExitCodeLate} of ${b.samples}.`,
   );
   console.log(
+    "    'agent off': the same tool call in a container of the same image made with the agent off (agent: false), through docker exec and the sh wrapper: the fallback, and what issue #17 replaced.",
+  );
+  console.log(
     table([
       ["", "p50", "p99", "min", "mean"],
       ["ours", ms(b.ours.p50), ms(b.ours.p99), ms(b.ours.min), ms(b.ours.mean)],
+      [
+        "ours, agent off (docker exec)",
+        ms(b.oursViaDockerExec.p50),
+        ms(b.oursViaDockerExec.p99),
+        ms(b.oursViaDockerExec.min),
+        ms(b.oursViaDockerExec.mean),
+      ],
       ["raw", ms(b.raw.p50), ms(b.raw.p99), ms(b.raw.min), ms(b.raw.mean)],
       [
         "ratio ours/raw",
@@ -855,10 +876,13 @@ async function main(argv: string[]): Promise<number> {
     if (sections.has("b")) {
       console.log("running (b) process.run...");
       const box = await sandbox.create(sandboxSpec(image, await smallWorkspace()));
+      const noAgent = createDockerSandbox({ docker, managedLabel: label, agent: false });
+      const viaExec = await noAgent.create(sandboxSpec(image, await smallWorkspace()));
       try {
-        b = await benchExec(docker, box);
+        b = await benchExec(docker, box, viaExec);
       } finally {
         await box.destroy();
+        await viaExec.destroy();
       }
     }
     if (sections.has("c")) {

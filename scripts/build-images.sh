@@ -107,6 +107,16 @@ inputs_hash() {
 # libc6-dev), so it runs on any root file system, busybox's included.
 build_agent() { # OUT
   need_pkg gcc gcc "to build the sandbox agent (sandbox-images/agent/agent.c)"
+  # A static link needs glibc's libc.a (libc6-dev), which a bare gcc may lack.
+  if ! printf 'int main(void){return 0;}' | gcc -static -x c -o /dev/null - >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing libc6-dev (apt-get), needed to link the sandbox agent statically"
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libc6-dev >/dev/null ||
+        die "could not install libc6-dev; install it by hand (apt-get install -y libc6-dev)"
+    else
+      die "gcc cannot link statically: install libc6-dev (Debian/Ubuntu: apt-get install -y libc6-dev)"
+    fi
+  fi
   step "building the agent (gcc -static)"
   gcc -static -O2 -s -Wall -Wextra -Werror -o "$1" "$AGENT_DIR/agent.c" >>"$WORK/build.log" 2>&1 || {
     tail -n 40 "$WORK/build.log" | sed 's/^/    /' >&2

@@ -51,6 +51,7 @@ export async function agentExec(agent: AgentChannel, req: ExecRequest): Promise<
       timeoutMs: req.timeoutMs,
       maxOutputBytes: req.maxOutputBytes,
       stdin: req.stdin !== undefined,
+      ...(req.cwdWithin === undefined ? {} : { cwdWithin: req.cwdWithin }),
     },
     (name, chunk) => {
       if (!out.push(name, chunk)) kill("cap");

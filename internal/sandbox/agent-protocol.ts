@@ -41,16 +41,22 @@ export interface StartOptions {
   timeoutMs: number;
   maxOutputBytes: number;
   stdin: boolean;
+  /** The cwd's physical path must be this or below it (ExecRequest.cwdWithin). */
+  cwdWithin?: string;
 }
 
-/** 'S': u32 timeout ms, u32 max output, u8 flags, u16 argc, u16 envc, NUL-ended strings. */
+/**
+ * 'S': u32 timeout ms, u32 max output, u8 flags (1 stdin, 2 cwd confined), u16 argc, u16
+ * envc, then NUL-ended strings: cwd, the confining root (flag 2 only), argv, env.
+ */
 export function startFrame(id: number, o: StartOptions): Buffer {
   const env = Object.entries(o.env).map(([k, v]) => {
     if (k === "" || k.includes("="))
       throw new AgentdError("EVALIDATION", `exec: environment name ${JSON.stringify(k)}`);
     return `${k}=${v}`;
   });
-  const strings = [o.cwd, ...o.argv, ...env];
+  const root = o.cwdWithin === undefined ? [] : [o.cwdWithin];
+  const strings = [o.cwd, ...root, ...o.argv, ...env];
   for (const s of strings)
     if (s.includes("\0"))
       throw new AgentdError("EVALIDATION", "exec: argv, cwd and env cannot hold a NUL byte");
@@ -59,7 +65,7 @@ export function startFrame(id: number, o: StartOptions): Buffer {
   const head = Buffer.alloc(13);
   head.writeUInt32BE(Math.min(Math.max(0, Math.ceil(o.timeoutMs)), 0xffffffff), 0);
   head.writeUInt32BE(Math.min(Math.max(0, Math.floor(o.maxOutputBytes)), 0xffffffff), 4);
-  head.writeUInt8(o.stdin ? 1 : 0, 8);
+  head.writeUInt8((o.stdin ? 1 : 0) | (o.cwdWithin === undefined ? 0 : 2), 8);
   head.writeUInt16BE(o.argv.length, 9);
   head.writeUInt16BE(env.length, 11);
   const body = Buffer.from(`${strings.join("\0")}\0`, "utf8");

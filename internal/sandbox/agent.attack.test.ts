@@ -279,6 +279,34 @@ describe("the fallback", () => {
     }
   });
 
+  it("cwdWithin holds on both paths: a symlink out of the workspace is refused, nothing runs", async () => {
+    const t = await testSandbox({ agent: false });
+    try {
+      const viaExec = await t.sandbox.create({
+        runId: ulid(),
+        tenantId: "acme",
+        image: sandboxImage("test"),
+        limits: TEST_LIMITS,
+        network: "none",
+      });
+      for (const h of [box, viaExec]) {
+        await run(h, "ln -sfn /tmp /workspace/out; mkdir -p /workspace/in");
+        const within = { cwdWithin: "/workspace" };
+        const out = await run(h, "touch ran", { ...within, cwd: "/workspace/out" });
+        assert.equal(out.exitCode, 126);
+        assert.match(out.stderr, /cwd leaves the workspace/);
+        const none = await run(h, "true", { ...within, cwd: "/workspace/nope" });
+        assert.equal(none.exitCode, 126);
+        assert.match(none.stderr, /cwd does not exist: \/workspace\/nope/);
+        const ok = await run(h, "pwd", { ...within, cwd: "/workspace/in" });
+        assert.deepEqual([ok.exitCode, ok.stdout], [0, "/workspace/in\n"]);
+        assert.equal((await run(h, "test -e /tmp/ran || echo absent")).stdout, "absent\n");
+      }
+    } finally {
+      await t.cleanup();
+    }
+  });
+
   it("a container found after a takeover runs through docker exec beside its idle agent", async () => {
     const b = await newBox();
     await run(b, "echo kept > k.txt");

@@ -26,6 +26,7 @@ import {
 import type { ControlChannel } from "./control-channel.ts";
 import { ChunkQueue, capped, demux, exitCodeOf, OutputCollector } from "./docker-stream.ts";
 import {
+  CWD_WITHIN_SCRIPT,
   EXPORT_SCRIPT,
   KILL_ALL_SCRIPT,
   KILL_SCRIPT,
@@ -141,6 +142,18 @@ export class DockerSandboxHandle implements SandboxHandle {
     const execId = randomUUID();
     const withStdin = req.stdin !== undefined;
     const watchdogS = ((req.timeoutMs + WATCHDOG_GRACE_MS) / 1000).toFixed(3);
+    const argv =
+      req.cwdWithin === undefined
+        ? req.argv
+        : [
+            "sh",
+            "-c",
+            CWD_WITHIN_SCRIPT,
+            "agentd-cwd",
+            req.cwdWithin,
+            req.cwd ?? WORKSPACE,
+            ...req.argv,
+          ];
     let exec: Docker.Exec;
     let stream: Duplex;
     try {
@@ -152,13 +165,13 @@ export class DockerSandboxHandle implements SandboxHandle {
           "agentd-exec",
           execId,
           watchdogS,
-          ...req.argv,
+          ...argv,
         ],
         AttachStdout: true,
         AttachStderr: true,
         AttachStdin: withStdin,
         User: SANDBOX_USER,
-        WorkingDir: req.cwd ?? WORKSPACE,
+        WorkingDir: req.cwdWithin === undefined ? (req.cwd ?? WORKSPACE) : req.cwdWithin,
         Env: Object.entries(req.env ?? {}).map(([k, v]) => `${k}=${v}`),
       });
       stream = (await exec.start({ hijack: true, stdin: withStdin })) as unknown as Duplex;

@@ -126,6 +126,15 @@ while read -r cmd nonce; do
 done
 exec sleep 2147483647`;
 
+/**
+ * ExecRequest.cwdWithin for `docker exec`: arguments root, cwd, then the argv. The agent
+ * does the same check itself (agent.c, flag 2), without this extra shell.
+ */
+export const CWD_WITHIN_SCRIPT =
+  'cd -P -- "$2" 2>/dev/null || { echo "agentd: cwd does not exist: $2" >&2; exit 126; }; ' +
+  'case "$PWD" in "$1"|"$1"/*) ;; *) echo "agentd: cwd leaves the workspace" >&2; exit 126;; esac; ' +
+  'shift 2; exec "$@"';
+
 /** Prints the cgroup's OOM-kill counter (cgroup v1 or v2). */
 export const OOM_COUNT_SCRIPT =
   "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || cat /sys/fs/cgroup/memory.events 2>/dev/null";

@@ -66,6 +66,13 @@ export interface ExecRequest {
   argv: string[];
   /** Absolute working directory inside the sandbox; default /workspace. */
   cwd?: string;
+  /**
+   * When set: the cwd is entered by its physical path, which must be this directory or
+   * below it; else nothing runs and the call exits 126 with a message on stderr ("agentd:
+   * cwd does not exist: …", "agentd: cwd leaves the workspace"). A symlinked directory
+   * cannot take a command out of the workspace.
+   */
+  cwdWithin?: string;
   env?: Record<string, string>;
   /** The whole process group is killed after this long. */
   timeoutMs: number;

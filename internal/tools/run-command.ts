@@ -35,14 +35,12 @@ export async function runCommand(
   const rel = cwd === undefined ? "" : checkPath("cwd", cwd, ctx.denyPatterns, true);
   const dir = rel === "" ? WORKSPACE : `${WORKSPACE}/${rel}`;
   const timeout = Math.min(timeoutMs ?? ctx.limits.defaultTimeoutMs, ctx.limits.maxTimeoutMs);
-  // The cwd is entered by the shell after the jail check of its real path: a symlinked
-  // directory leading out of /workspace is refused there too.
-  const script =
-    'cd -- "$1" 2>/dev/null || { echo "agentd: cwd does not exist: $1" >&2; exit 126; }; ' +
-    'case "$(pwd -P)" in /workspace|/workspace/*) ;; *) echo "agentd: cwd leaves the workspace" >&2; exit 126;; esac; ' +
-    'shift; exec sh -c "$1"';
+  // The cwd is entered by its physical path after the jail check of its name: a symlinked
+  // directory leading out of /workspace is refused there too (cwdWithin).
   const r: ExecResult = await ctx.sandbox.exec({
-    argv: ["sh", "-c", script, "agentd-run", dir, command],
+    argv: ["sh", "-c", command],
+    cwd: dir,
+    cwdWithin: WORKSPACE,
     timeoutMs: timeout,
     maxOutputBytes: ctx.limits.maxOutputBytes,
     env,

@@ -51,13 +51,12 @@
 #define HOME_ROOT "/tmp/.agentd-home"
 
 enum { F_TIMEOUT = 1, F_CAPPED = 2, F_FAILED = 4, F_KILLED = 8, F_CLEAN = 16 };
-enum { S_STDIN = 1 };
+enum { S_STDIN = 1, S_CONFINE = 2 };
 
 struct call {
   int used;
   uint32_t id;
   pid_t pid;            /* leader; 0 once reaped */
-  pid_t remover;        /* the HOME remover; 0 when none */
   int out, err, in;     /* our ends; -1 when closed */
   int status;           /* exit status, shell style */
   uint8_t flags;
@@ -235,11 +234,10 @@ static void fail_start(uint32_t id, const char *msg) {
 
 static void remove_home(struct call *c);
 
-/* The leader is gone and the pipes are closed: remove HOME, then report. */
+/* The leader is gone and the pipes are closed: report, and remove HOME meanwhile. */
 static void maybe_finish(struct call *c) {
   if (c->pid > 0 || c->out >= 0 || c->err >= 0) return;
-  if (c->remover == 0 && c->home[0]) { remove_home(c); if (c->remover > 0) return; }
-  if (c->remover > 0) return;
+  if (c->home[0]) remove_home(c);
   unsigned char p[5];
   put32(p, (uint32_t)c->status);
   p[4] = c->flags;
@@ -255,7 +253,8 @@ static int rm_entry(const char *path, const struct stat *st, int type, struct FT
   return 0;
 }
 
-/* HOME goes in a child of the sandbox user: a path the sandbox controls is never ours. */
+/* HOME goes in a child of the sandbox user: a path the sandbox controls is never ours.
+ * The call's result does not wait for it. */
 static void remove_home(struct call *c) {
   pid_t p = fork();
   if (p == 0) {
@@ -266,8 +265,8 @@ static void remove_home(struct call *c) {
     nftw(c->home, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
     _exit(0);
   }
+  (void)p; /* reaped with the others; a later call's kill-all may cut it short (harmless) */
   c->home[0] = 0;
-  c->remover = p > 0 ? p : 0;
 }
 
 /* The leader ended: kill what is left of its group, and of everything when it was alone. */
@@ -287,9 +286,8 @@ static void reap(void) {
     for (int i = 0; i < MAX_CALLS; i++) {
       struct call *c = &calls[i];
       if (!c->used) continue;
-      if (c->pid == p) leader_ended(c, status);
-      else if (c->remover == p) c->remover = 0;
-      else continue;
+      if (c->pid != p) continue;
+      leader_ended(c, status);
       maybe_finish(c);
       break;
     }
@@ -347,7 +345,23 @@ static char **call_env(const unsigned char **envs, int envc, const char *home) {
 }
 
 /* In the child: become the sandbox user, then the call. Never returns. */
-static void child(const char *cwd, char **argv, char **env, const char *home, int in, int out, int err) {
+/* With a root: the cwd is entered by its physical path, which must be the root or below. */
+static void enter(const char *cwd, const char *root) {
+  if (chdir(cwd) != 0) {
+    if (root) dprintf(2, "agentd: cwd does not exist: %s\n", cwd);
+    else dprintf(2, "agentd-agent: cannot change to %s: %s\n", cwd, strerror(errno));
+    _exit(126);
+  }
+  if (!root) return;
+  char real[4096];
+  size_t rl = strlen(root);
+  if (!getcwd(real, sizeof real) || strncmp(real, root, rl) != 0 || (real[rl] != 0 && real[rl] != '/')) {
+    dprintf(2, "agentd: cwd leaves the workspace\n");
+    _exit(126);
+  }
+}
+
+static void child(const char *cwd, const char *root, char **argv, char **env, const char *home, int in, int out, int err) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -366,10 +380,7 @@ static void child(const char *cwd, char **argv, char **env, const char *home, in
     dprintf(2, "agentd-agent: cannot create %s: %s\n", home, strerror(errno));
     _exit(126);
   }
-  if (chdir(cwd) != 0) {
-    dprintf(2, "agentd-agent: cannot change to %s: %s\n", cwd, strerror(errno));
-    _exit(126);
-  }
+  enter(cwd, root);
   extern char **environ;
   environ = env;
   execvp(argv[0], argv);
@@ -423,25 +434,33 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
   uint8_t flags = p[8];
   int argc = p[9] << 8 | p[10], envc = p[11] << 8 | p[12];
   if (argc < 1) return fail_start(id, "agentd-agent: argv is empty");
-  int want = 1 + argc + envc;
+  int confined = (flags & S_CONFINE) != 0;
+  int want = 1 + confined + argc + envc;
   const unsigned char **strs = strings_of(p + 13, p + len, want);
   if (!strs) return fail_start(id, "agentd-agent: malformed start frame");
+  const char *cwd = (const char *)strs[0];
+  const char *root = confined ? (const char *)strs[1] : NULL;
+  const unsigned char **all = strs;
+  strs += confined; /* strs[1…] are now argv, then env, whether or not a root came first */
   for (int j = 0; j < envc; j++)
     if (!strchr((const char *)strs[1 + argc + j], '=') || strs[1 + argc + j][0] == '=') {
-      free(strs);
+      free(all);
       return fail_start(id, "agentd-agent: malformed environment entry");
     }
   char **argv = calloc((size_t)argc + 1, sizeof *argv);
-  if (!argv) { free(strs); return fail_start(id, "agentd-agent: out of memory"); }
+  if (!argv) { free(all); return fail_start(id, "agentd-agent: out of memory"); }
   for (int i = 0; i < argc; i++) argv[i] = (char *)strs[1 + i];
   unsigned char rnd[8] = {0};
-  if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) { free(argv); return fail_start(id, "agentd-agent: getrandom failed"); }
+  if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
+    free(argv);
+    free(all);
+    return fail_start(id, "agentd-agent: getrandom failed");
+  }
   char home[64];
   snprintf(home, sizeof home, HOME_ROOT "/%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
            rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
   char **env = call_env(strs + 1 + argc, envc, home);
-  const char *cwd = (const char *)strs[0];
-  free(strs);
+  free(all);
   int o[2], e[2], i[2] = {-1, -1};
   if (!env || nb_pipe(o)) { free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
   if (nb_pipe(e)) { close(o[0]); close(o[1]); free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
@@ -452,7 +471,7 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
     i[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   pid_t pid = i[0] < 0 ? -1 : fork();
-  if (pid == 0) child(cwd, argv, env, home, i[0], o[1], e[1]);
+  if (pid == 0) child(cwd, root, argv, env, home, i[0], o[1], e[1]);
   int fe = errno;
   for (int k = 0; env[k]; k++)
     if (!strncmp(env[k], "HOME=", 5) || !strncmp(env[k], "XDG_CONFIG_HOME=", 16) || !strncmp(env[k], "XDG_CACHE_HOME=", 15))
