@@ -107,6 +107,23 @@ export class AgentChannel {
     return c;
   }
 
+  /**
+   * A second agent in a running container (one found again, whose first agent was another
+   * process's), through one `docker exec` as root with the container's two capabilities.
+   * It exits when its pipe closes (--exit-on-eof), instead of idling as the first does.
+   */
+  static async exec(container: Docker.Container, path: string, at: number): Promise<AgentChannel> {
+    const exec = await container.exec({
+      Cmd: [path, "--exit-on-eof"],
+      User: "0:0",
+      AttachStdin: true,
+      AttachStdout: true,
+      AttachStderr: true,
+    });
+    const io = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
+    return new AgentChannel(container, io, at);
+  }
+
   alive(): boolean {
     return this.#lost === undefined;
   }

@@ -20,10 +20,7 @@ export function agentImageLookup(docker: Docker, now: () => number = Date.now): 
     const path = docker
       .getImage(image)
       .inspect()
-      .then((info) => {
-        const p = info.Config?.Labels?.[AGENT_LABEL];
-        return typeof p === "string" && /^\/[\w./-]+$/.test(p) && !p.includes("..") ? p : undefined;
-      })
+      .then((info) => agentPathOf(info.Config?.Labels))
       .catch(() => {
         cache.delete(image); // unknown image: createContainer names the problem
         return undefined;
@@ -31,4 +28,10 @@ export function agentImageLookup(docker: Docker, now: () => number = Date.now): 
     cache.set(image, { at: now(), path });
     return path;
   };
+}
+
+/** The agent's path from an image's (or its container's) labels, if it is a plain absolute path. */
+export function agentPathOf(labels: Record<string, string> | undefined): string | undefined {
+  const p = labels?.[AGENT_LABEL];
+  return typeof p === "string" && /^\/[\w./-]+$/.test(p) && !p.includes("..") ? p : undefined;
 }

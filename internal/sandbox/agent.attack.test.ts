@@ -215,6 +215,34 @@ describe("hostile programs against the agent", () => {
     assert.ok(f.stdout.includes("forged") && f.stderr.includes("forged"));
   });
 
+  it("kill-all reaches every process of the sandbox user, a non-dumpable one too, and no root process", async () => {
+    const b = await sandbox.create({
+      runId: ulid(),
+      tenantId: "acme",
+      image: sandboxImage("base"),
+      limits: TEST_LIMITS,
+      network: "none",
+    });
+    try {
+      // An operator's root shell in the container (docker exec -u 0): not the sandbox's.
+      void asRoot(b.id, "exec sleep 7777").catch(() => undefined);
+      // A sandbox process that hides its /proc/PID owner (non-dumpable: /proc shows root).
+      const hide =
+        "import ctypes, os, time\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\nif os.fork() == 0:\n  os.setsid(); time.sleep(600)\n";
+      const r = await b.exec({
+        argv: ["python3", "-c", hide],
+        timeoutMs: 10_000,
+        maxOutputBytes: 1024,
+      });
+      assert.equal(r.exitCode, 0, r.stderr);
+      const ps = await asRoot(b.id, "ps -eo user,args");
+      assert.doesNotMatch(ps, /time\.sleep|python3/, ps);
+      assert.match(ps, /root\s+sleep 7777/, "the root process is left alone");
+    } finally {
+      await b.destroy();
+    }
+  });
+
   it("a fork bomb at the pids limit is killed through the agent, which needs no process to kill", async () => {
     const b = await newBox();
     const t0 = performance.now();
@@ -307,7 +335,7 @@ describe("the fallback", () => {
     }
   });
 
-  it("a container found after a takeover runs through docker exec beside its idle agent", async () => {
+  it("a container found after a takeover gets an agent of its own through one docker exec", async () => {
     const b = await newBox();
     await run(b, "echo kept > k.txt");
     b.detach?.();
@@ -316,6 +344,17 @@ describe("the fallback", () => {
     await found.killAll();
     const r = await run(found, "cat k.txt; id -u");
     assert.equal(r.stdout, "kept\n1000\n");
+    const agents = async () =>
+      (
+        await asRoot(b.id, "ps -o args | grep -c '^/usr/local/libexec/agentd-agent' || true")
+      ).trim();
+    assert.equal(await agents(), "2", "the idle first agent and the found handle's");
+    const t = performance.now();
+    for (let i = 0; i < 10; i++) await run(found, "true");
+    assert.ok((performance.now() - t) / 10 < 20, "calls through the agent, not docker exec");
+    found.detach?.();
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await agents(), "1", "the second agent exits when its pipe closes");
     await found.destroy();
   });
 });

@@ -53,6 +53,11 @@ export interface HandleOptions {
   channel?: ControlChannel | AgentChannel;
   /** The run's egress proxy address (network "egress"). */
   egress?: { host: string; port: number };
+  /**
+   * A container found again whose image has the agent: the first use starts an agent of
+   * this handle's own there (AgentChannel.exec); if that fails, `docker exec` per call.
+   */
+  agentPath?: string;
   /** After the container is removed (the run's egress network goes with it). */
   afterDestroy?: () => Promise<void>;
 }
@@ -75,6 +80,8 @@ export class DockerSandboxHandle implements SandboxHandle {
    */
   #quiet: boolean;
   #inFlight = 0;
+  /** The second agent's start (agentPath), tried once. */
+  #agentStart: Promise<void> | undefined;
 
   constructor(container: Docker.Container, runId: string, opts: HandleOptions) {
     this.#container = container;
@@ -93,7 +100,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     this.#inFlight++;
     this.#quiet = false;
     try {
-      const agent = this.#agent();
+      const agent = await this.#agent();
       return agent === undefined ? await this.#start(req) : await this.#agentExec(agent, req);
     } finally {
       this.#inFlight--;
@@ -101,9 +108,26 @@ export class DockerSandboxHandle implements SandboxHandle {
   }
 
   /** The agent of this container, while it answers; throws once the container is lost. */
-  #agent(): AgentChannel | undefined {
+  async #agent(): Promise<AgentChannel | undefined> {
+    if (this.#lost !== undefined) throw this.#lost;
+    const path = this.#opts.agentPath;
+    if (this.#channel === undefined && path !== undefined && !this.#destroyed)
+      this.#agentStart ??= this.#startAgent(path);
+    await this.#agentStart;
     if (this.#lost !== undefined) throw this.#lost;
     return this.#channel instanceof AgentChannel ? this.#channel : undefined;
+  }
+
+  /** An agent of this handle's own in a found container; `docker exec` per call if it fails. */
+  async #startAgent(path: string): Promise<void> {
+    try {
+      const agent = await AgentChannel.exec(this.#container, path, Date.now());
+      await agent.ready();
+      if (this.#destroyed) agent.close();
+      else this.#channel = agent;
+    } catch {
+      // Not there after all (a user's image copying our label), or the engine refused.
+    }
   }
 
   async #agentExec(agent: AgentChannel, req: ExecRequest): Promise<ExecResult> {
@@ -268,7 +292,7 @@ export class DockerSandboxHandle implements SandboxHandle {
   }
 
   async killAll(): Promise<void> {
-    const agent = this.#agent();
+    const agent = await this.#agent();
     if (this.#quiet && this.#inFlight === 0) return;
     if (agent !== undefined) {
       await this.#viaAgent(agent, () => agent.killAll());
@@ -329,7 +353,7 @@ export class DockerSandboxHandle implements SandboxHandle {
 
   /** Runs a short helper command as the sandbox user: its exit code and (capped) stdout. */
   async #helperExec(argv: string[]): Promise<{ exitCode: number; stdout: string }> {
-    const agent = this.#agent();
+    const agent = await this.#agent();
     if (agent !== undefined) {
       const r = await this.#viaAgent(agent, () =>
         agentExec(agent, { argv, timeoutMs: 10_000, maxOutputBytes: 64 * 1024 }),
@@ -358,7 +382,7 @@ export class DockerSandboxHandle implements SandboxHandle {
   async *exportWorkspace(): AsyncGenerator<Uint8Array> {
     const max = this.#opts.maxExportBytes;
     const what = `the workspace export of run ${this.runId}`;
-    const agent = this.#agent();
+    const agent = await this.#agent();
     if (agent !== undefined) {
       yield* this.#agentExport(agent, max, what);
       return;

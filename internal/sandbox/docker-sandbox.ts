@@ -15,7 +15,7 @@ import { createHash, randomUUID } from "node:crypto";
 import type Docker from "dockerode";
 import { metrics } from "../telemetry/metrics.ts";
 import { AgentChannel } from "./agent-channel.ts";
-import { agentImageLookup } from "./agent-image.ts";
+import { agentImageLookup, agentPathOf } from "./agent-image.ts";
 import { ControlChannel } from "./control-channel.ts";
 import { DockerSandboxHandle, dockerError, SANDBOX_USER } from "./docker-handle.ts";
 import { guardBridge, sweepGuards } from "./egress-guard.ts";
@@ -250,6 +250,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       baseTar?: Uint8Array;
       tmpfs?: string;
       egress?: EgressNetwork;
+      agentPath?: string;
     },
   ): SandboxHandle => {
     const ws = shape !== undefined ? workspaceMount(shape) : mountOfSpec(extra.tmpfs ?? "");
@@ -257,6 +258,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     return new DockerSandboxHandle(container, runId, {
       maxExportBytes: maxExportBytes(ws.size, ws.inodes),
       ...(extra.channel === undefined ? {} : { channel: extra.channel }),
+      ...(extra.agentPath === undefined ? {} : { agentPath: extra.agentPath }),
       ...(extra.baseTar === undefined ? {} : { baseTar: extra.baseTar }),
       ...(net === undefined
         ? {}
@@ -352,9 +354,15 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       }
       const tmpfs = (info.HostConfig as { Tmpfs?: Record<string, string> }).Tmpfs?.[WORKSPACE];
       const egress = await egressOf(info);
+      // Its agent was the previous owner's (its pipe closed with it): a found container
+      // gets an agent of its own through one `docker exec`, when it runs one (the image's
+      // label is on the container; it runs as root only if its main process is the agent).
+      const agentPath =
+        useAgent && info.Config.User === "0:0" ? agentPathOf(info.Config.Labels) : undefined;
       return handle(docker.getContainer(info.Id), runId, undefined, {
         tmpfs: tmpfs ?? "",
         ...(egress === undefined ? {} : { egress }),
+        ...(agentPath === undefined ? {} : { agentPath }),
       });
     },
 

@@ -77,6 +77,7 @@ static unsigned char *outq;
 static size_t oq_len, oq_off, oq_cap;
 static int out_open = 1;
 static struct call *blocked; /* frames wait until this call's stdin drains */
+static int exit_on_eof;      /* a second agent (docker exec): it goes when its pipe closes */
 static char **base_env;
 
 static int64_t now_ms(void) {
@@ -152,27 +153,38 @@ static int kill_as_sandbox(pid_t target) {
   return r;
 }
 
-/* Live (non-zombie) processes of the sandbox user. */
-static int sandbox_procs(void) {
+/*
+ * 1 when /proc/PID/status names a live (not zombie) process with the sandbox uid as its
+ * real, effective or saved uid. The status file, not the owner of /proc/PID: a process
+ * that made itself non-dumpable shows /proc/PID as root's.
+ */
+static int is_sandbox_proc(const char *pid) {
+  char path[300], buf[2048];
+  snprintf(path, sizeof path, "/proc/%s/status", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t r = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (r <= 0) return 0;
+  buf[r] = 0;
+  const char *st = strstr(buf, "\nState:\t");
+  if (st && st[8] == 'Z') return 0;
+  const char *u = strstr(buf, "\nUid:\t");
+  unsigned ru, eu, su;
+  if (!u || sscanf(u + 6, "%u %u %u", &ru, &eu, &su) != 3) return 0;
+  return ru == SANDBOX_UID || eu == SANDBOX_UID || su == SANDBOX_UID;
+}
+
+/* Kills every live process of the sandbox user it finds in /proc; returns how many. */
+static int kill_sandbox_procs(void) {
   DIR *d = opendir("/proc");
   if (!d) return -1;
   int n = 0;
   struct dirent *e;
-  char path[300], buf[512];
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    struct stat st;
-    snprintf(path, sizeof path, "/proc/%s", e->d_name);
-    if (stat(path, &st) != 0 || st.st_uid != SANDBOX_UID) continue;
-    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t r = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (r <= 0) continue;
-    buf[r] = 0;
-    char *p = strrchr(buf, ')');
-    if (p && p[1] == ' ' && p[2] == 'Z') continue;
+    if (!is_sandbox_proc(e->d_name)) continue;
+    kill_as_sandbox((pid_t)atoi(e->d_name));
     n++;
   }
   closedir(d);
@@ -181,13 +193,16 @@ static int sandbox_procs(void) {
 
 static void reap(void);
 
-/* Every process of the sandbox user, until a scan of /proc finds none. 0 when clean. */
+/*
+ * Every process of the sandbox user, until a scan of /proc finds none. 0 when clean. One
+ * pid at a time, never kill(-1): with the agent's real uid 0 that would reach every root
+ * process of the container too (an operator's `docker exec -u 0` shell, another agent).
+ */
 static int kill_all(void) {
   for (int round = 0; round < 2000; round++) {
-    kill_as_sandbox(-1);
+    int found = kill_sandbox_procs();
     reap();
-    int left = sandbox_procs();
-    if (left == 0) return 0;
+    if (found == 0) return 0;
     if (round > 20) usleep(1000);
   }
   return -1;
@@ -559,13 +574,18 @@ static void parse_frames(void) {
   in_len -= off;
 }
 
-/* agentd is gone: every call is killed (its result can no longer be told); the agent stays. */
+/*
+ * agentd is gone: every call is killed (its result can no longer be told). The main
+ * process stays (the container must, for a worker taking the run over); a second agent
+ * started by `docker exec` (--exit-on-eof) exits.
+ */
 static void agentd_gone(void) {
   in_open = 0;
   out_open = 0;
   oq_off = oq_len = 0;
   for (int i = 0; i < MAX_CALLS; i++) if (calls[i].used) kill_call(&calls[i], F_KILLED);
   kill_all();
+  if (exit_on_eof) exit(0);
 }
 
 static void read_stdin(void) {
@@ -603,8 +623,8 @@ static int next_wait(int64_t t) {
 }
 
 int main(int argc, char **argv, char **envp) {
-  (void)argc; (void)argv;
   base_env = envp;
+  exit_on_eof = argc > 1 && strcmp(argv[1], "--exit-on-eof") == 0;
   signal(SIGPIPE, SIG_IGN);
   sigset_t chld;
   sigemptyset(&chld);
