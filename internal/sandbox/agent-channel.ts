@@ -19,7 +19,6 @@ import {
   FLAG,
   FrameReader,
   frame,
-  MAX_SEND,
   parseExit,
   type StartOptions,
   startFrame,
@@ -32,6 +31,13 @@ import { type OutputStreamName, WORKSPACE, type WorkspaceSource } from "./port.t
 const HELLO_TIMEOUT_MS = 10_000;
 /** A kill-all answered later than this means the agent is stuck: the channel is failed. */
 const KILL_ALL_TIMEOUT_MS = 10_000;
+/**
+ * stdin bytes in flight per call before the agent's credit ('C' frames): the agent never
+ * blocks on a process that does not read its stdin, so no call holds up another's frames.
+ * The agent refuses more (agent.c STDIN_WINDOW).
+ */
+const STDIN_WINDOW = 256 * 1024;
+const STDIN_FRAME = 64 * 1024;
 
 export interface AgentCall {
   /** The exit frame; rejects when the channel is lost first. */
@@ -47,6 +53,10 @@ interface Pending {
   onOutput: (name: OutputStreamName, chunk: Buffer) => void;
   resolve: (e: Exit) => void;
   reject: (err: Error) => void;
+  /** stdin bytes sent and not yet credited by the agent. */
+  unacked: number;
+  /** Wakes a writer waiting for credit. */
+  credited?: () => void;
 }
 
 export class AgentChannel {
@@ -141,8 +151,10 @@ export class AgentChannel {
   /** Starts a process. Output arrives through `onOutput`, already split by stream. */
   call(o: StartOptions, onOutput: Pending["onOutput"]): AgentCall {
     const id = this.#id();
+    let pending!: Pending;
     const done = new Promise<Exit>((resolve, reject) => {
-      this.#calls.set(id, { onOutput, resolve, reject });
+      pending = { onOutput, resolve, reject, unacked: 0 };
+      this.#calls.set(id, pending);
     });
     done.catch(() => undefined);
     let ended = false;
@@ -162,9 +174,15 @@ export class AgentChannel {
         if (!ended) this.#send(frame("K", id));
       },
       write: async (data) => {
-        for (let at = 0; at < data.byteLength; at += MAX_SEND) {
+        for (let at = 0; at < data.byteLength; at += STDIN_FRAME) {
+          const part = data.subarray(at, at + STDIN_FRAME);
+          while (!ended && pending.unacked + part.byteLength > STDIN_WINDOW)
+            await new Promise<void>((wake) => {
+              pending.credited = wake;
+            });
           if (ended) return;
-          await this.#write(frame("I", id, data.subarray(at, at + MAX_SEND)));
+          pending.unacked += part.byteLength;
+          await this.#write(frame("I", id, part));
         }
       },
       endStdin: () => {
@@ -177,7 +195,7 @@ export class AgentChannel {
   async killAll(): Promise<void> {
     const id = this.#id();
     const done = new Promise<Exit>((resolve, reject) => {
-      this.#calls.set(id, { onOutput: () => undefined, resolve, reject });
+      this.#calls.set(id, { onOutput: () => undefined, resolve, reject, unacked: 0 });
     });
     this.#send(frame("A", id));
     const exit = await this.#within(done, KILL_ALL_TIMEOUT_MS, "the sandbox agent did not kill");
@@ -292,11 +310,15 @@ export class AgentChannel {
     if (p === undefined) return; // a call that already ended: late output
     if (type === "O") p.onOutput("stdout", payload);
     else if (type === "R") p.onOutput("stderr", payload);
-    else if (type === "X" || type === "a") {
+    else if (type === "C" && payload.length === 4) {
+      p.unacked = Math.max(0, p.unacked - payload.readUInt32BE(0));
+      this.#wake(p);
+    } else if (type === "X" || type === "a") {
       this.#calls.delete(id);
       p.resolve(
         type === "X" ? parseExit(payload) : { code: payload[0] ?? 1, flags: 0, message: "" },
       );
+      this.#wake(p);
     }
   }
 
@@ -305,10 +327,19 @@ export class AgentChannel {
     this.#lost = this.#err.trim() === "" ? why : `${why}: ${this.#err.trim().slice(0, 500)}`;
     this.#io.destroy();
     const err = this.#lostError();
-    for (const p of this.#calls.values()) p.reject(err);
+    for (const p of this.#calls.values()) {
+      p.reject(err);
+      this.#wake(p);
+    }
     this.#calls.clear();
     for (const f of this.#onEnd) f(this.#lost);
     this.#onEnd.clear();
+  }
+
+  #wake(p: Pending): void {
+    const w = p.credited;
+    p.credited = undefined;
+    w?.();
   }
 
   #lostError(): AgentdError {

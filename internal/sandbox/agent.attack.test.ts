@@ -125,6 +125,22 @@ describe("the agent's calls", () => {
     assert.ok(Number(rss?.[1]) < 16 * 1024, `agent RSS ${rss?.[1]} kB`);
   });
 
+  it("a process that never reads its stdin holds up its own call only", async () => {
+    const stuck = box.exec({
+      argv: ["sleep", "30"],
+      stdin: Buffer.alloc(4 * 1024 * 1024, 120),
+      timeoutMs: 1500,
+      maxOutputBytes: 1024,
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    const t0 = performance.now();
+    const other = await run(box, "echo quick");
+    assert.equal(other.stdout, "quick\n");
+    assert.ok(performance.now() - t0 < 500, `the other call took ${performance.now() - t0} ms`);
+    const r = await stuck;
+    assert.equal(r.timedOut, true);
+  });
+
   it("a missing program or cwd is the call's own failure, not the agent's", async () => {
     const a = await box.exec({ argv: ["no-such-program"], timeoutMs: 5000, maxOutputBytes: 1024 });
     assert.equal(a.exitCode, 127);
@@ -238,6 +254,26 @@ describe("hostile programs against the agent", () => {
       const ps = await asRoot(b.id, "ps -eo user,args");
       assert.doesNotMatch(ps, /time\.sleep|python3/, ps);
       assert.match(ps, /root\s+sleep 7777/, "the root process is left alone");
+    } finally {
+      await b.destroy();
+    }
+  });
+
+  it("a process that keeps hopping to a new pid (fork, then exit) does not outlive its call", async () => {
+    const b = await newBox();
+    try {
+      await run(
+        b,
+        `printf '#!/bin/sh\\necho $$ >> /workspace/hop.log\\nsh /workspace/hop.sh &\\n' > hop.sh`,
+      );
+      // The hopper starts in its own session, then the call ends: the agent's kill-all.
+      const r = await run(b, "setsid sh /workspace/hop.sh </dev/null >/dev/null 2>&1 & sleep 0.3");
+      assert.equal(r.exitCode, 0);
+      const size = async () => Number((await run(b, "wc -l < hop.log")).stdout.trim());
+      const a = await size();
+      assert.ok(a > 10, `the hopper ran: ${a} hops`);
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(await size(), a, "no hop after the call ended");
     } finally {
       await b.destroy();
     }

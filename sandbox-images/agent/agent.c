@@ -47,6 +47,7 @@
 #define MAX_FRAME (1u << 20)      /* largest payload agentd may send */
 #define OUT_CHUNK (64 * 1024)     /* largest output payload sent */
 #define OUTQ_HIGH (2u << 20)      /* stop reading call output above this much queued */
+#define STDIN_WINDOW (256 * 1024) /* stdin bytes agentd may send a call before credit */
 #define DRAIN_MS 200              /* after a call's leader ended: how long its pipes may stay open */
 #define HOME_ROOT "/tmp/.agentd-home"
 
@@ -63,8 +64,8 @@ struct call {
   int64_t deadline;     /* ms, 0 = none */
   int64_t drain_until;  /* ms, set when the leader ended */
   uint64_t max_out, sent;
-  unsigned char *pend;  /* stdin bytes not yet written */
-  size_t pend_len, pend_off;
+  unsigned char *pend;  /* stdin bytes received, not yet written (at most STDIN_WINDOW) */
+  size_t pend_len, pend_off, pend_cap;
   int in_eof;           /* close stdin once pend is written */
   char home[64];
 };
@@ -76,7 +77,6 @@ static int in_open = 1;
 static unsigned char *outq;
 static size_t oq_len, oq_off, oq_cap;
 static int out_open = 1;
-static struct call *blocked; /* frames wait until this call's stdin drains */
 static int exit_on_eof;      /* a second agent (docker exec): it goes when its pipe closes */
 static char **base_env;
 
@@ -167,8 +167,10 @@ static int is_sandbox_proc(const char *pid) {
   close(fd);
   if (r <= 0) return 0;
   buf[r] = 0;
+  /* A zombie is done, unless it is a thread group leader whose other threads still run. */
   const char *st = strstr(buf, "\nState:\t");
-  if (st && st[8] == 'Z') return 0;
+  const char *th = strstr(buf, "\nThreads:\t");
+  if (st && st[8] == 'Z' && (!th || atoi(th + 10) < 2)) return 0;
   const char *u = strstr(buf, "\nUid:\t");
   unsigned ru, eu, su;
   if (!u || sscanf(u + 6, "%u %u %u", &ru, &eu, &su) != 3) return 0;
@@ -191,18 +193,57 @@ static int kill_sandbox_procs(void) {
   return n;
 }
 
+/*
+ * One sweep: a child that is wholly the sandbox user sends SIGKILL to every process it may
+ * signal — kill(-1) runs under the kernel's task list lock, so a process that keeps
+ * forking and exiting to move ahead of a /proc scan cannot slip past it, and a fork racing
+ * it fails — then exits. 0 when the sweep ran; -1 when the child could not (no pid left at
+ * the pids limit, or a sandbox process killed it first).
+ */
+static int sweep(void) {
+  pid_t p = fork();
+  if (p < 0) return -1;
+  if (p == 0) {
+    closefrom(0);
+    if (setgroups(0, NULL) || setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID) ||
+        setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID))
+      _exit(3);
+    kill(-1, SIGKILL);
+    _exit(0);
+  }
+  int st;
+  while (waitpid(p, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static int sandbox_procs(void) {
+  DIR *d = opendir("/proc");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && is_sandbox_proc(e->d_name)) n++;
+  closedir(d);
+  return n;
+}
+
 static void reap(void);
 
 /*
- * Every process of the sandbox user, until a scan of /proc finds none. 0 when clean. One
- * pid at a time, never kill(-1): with the agent's real uid 0 that would reach every root
- * process of the container too (an operator's `docker exec -u 0` shell, another agent).
+ * Every process of the sandbox user, until a sweep ran and a scan of /proc finds none left
+ * (a process killed in the kernel's uninterruptible sleep dies when it leaves it). 0 when
+ * clean. Where the sweep cannot run (a fork bomb at the pids limit), pid by pid from /proc
+ * until it can. Never kill(-1) from the agent itself: with its real uid 0 that would reach
+ * the container's root processes too (an operator's `docker exec -u 0` shell, an agent).
  */
 static int kill_all(void) {
+  int swept = 0;
   for (int round = 0; round < 2000; round++) {
-    int found = kill_sandbox_procs();
+    if (!swept) swept = sweep() == 0;
+    if (!swept) kill_sandbox_procs();
     reap();
-    if (found == 0) return 0;
+    if (swept && sandbox_procs() == 0) return 0;
     if (round > 20) usleep(1000);
   }
   return -1;
@@ -227,12 +268,20 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
+static void send_credit(struct call *c, size_t n) {
+  if (n == 0) return;
+  unsigned char p[4];
+  put32(p, (uint32_t)n);
+  send_frame('C', c->id, p, 4);
+}
+
+/* Closes the call's stdin; what was received and not written is dropped, and credited. */
 static void close_stdin(struct call *c) {
   close_fd(&c->in);
+  send_credit(c, c->pend_len - c->pend_off);
   free(c->pend);
   c->pend = NULL;
-  c->pend_len = c->pend_off = 0;
-  if (blocked == c) blocked = NULL;
+  c->pend_len = c->pend_off = c->pend_cap = 0;
 }
 
 static void fail_start(uint32_t id, const char *msg) {
@@ -273,6 +322,9 @@ static int rm_entry(const char *path, const struct stat *st, int type, struct FT
 static void remove_home(struct call *c) {
   pid_t p = fork();
   if (p == 0) {
+    /* Nothing of the agent's: not its pipe to agentd, not other calls' pipe ends (a stopped
+     * child holding a call's stdin would keep it from ever seeing EOF). */
+    closefrom(0);
     if (setgroups(0, NULL) || setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID) ||
         setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID))
       _exit(1);
@@ -514,21 +566,50 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
   snprintf(c->home, sizeof c->home, "%s", home);
 }
 
-/* Writes what it can of the call's pending stdin. 1 when everything went. */
-static int push_stdin(struct call *c) {
-  while (c->pend_off < c->pend_len) {
+/*
+ * Writes what it can of the call's pending stdin and credits it to agentd, which sends
+ * at most STDIN_WINDOW bytes ahead: a process that does not read its stdin holds up its
+ * own call only, never the frames of others.
+ */
+static void push_stdin(struct call *c) {
+  size_t wrote = 0;
+  while (c->in >= 0 && c->pend_off < c->pend_len) {
     ssize_t n = write(c->in, c->pend + c->pend_off, c->pend_len - c->pend_off);
-    if (n > 0) { c->pend_off += (size_t)n; continue; }
+    if (n > 0) { c->pend_off += (size_t)n; wrote += (size_t)n; continue; }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return 0;
-    close_stdin(c); /* the process closed its stdin: the rest is dropped */
-    return 1;
+    if (n < 0 && errno == EAGAIN) break;
+    send_credit(c, wrote);
+    close_stdin(c); /* the process closed its stdin: the rest is dropped (and credited) */
+    return;
   }
-  free(c->pend);
-  c->pend = NULL;
-  c->pend_len = c->pend_off = 0;
-  if (c->in_eof) close_stdin(c);
-  return 1;
+  send_credit(c, wrote);
+  if (c->pend_off == c->pend_len) c->pend_off = c->pend_len = 0;
+  if (c->in >= 0 && c->in_eof && c->pend_len == 0) close_stdin(c);
+}
+
+static void queue_stdin(struct call *c, const unsigned char *p, uint32_t len) {
+  if (c->in < 0) { send_credit(c, len); return; } /* stdin already closed: dropped */
+  if (c->pend_len - c->pend_off + len > STDIN_WINDOW) {
+    dprintf(2, "agentd-agent: call %u: stdin past its window\n", c->id);
+    kill_call(c, F_KILLED);
+    close_stdin(c);
+    send_credit(c, len);
+    return;
+  }
+  if (c->pend_off > 0) {
+    memmove(c->pend, c->pend + c->pend_off, c->pend_len - c->pend_off);
+    c->pend_len -= c->pend_off;
+    c->pend_off = 0;
+  }
+  if (c->pend_len + len > c->pend_cap) {
+    unsigned char *q = realloc(c->pend, STDIN_WINDOW);
+    if (!q) die("out of memory");
+    c->pend = q;
+    c->pend_cap = STDIN_WINDOW;
+  }
+  memcpy(c->pend + c->pend_len, p, len);
+  c->pend_len += len;
+  push_stdin(c);
 }
 
 static void handle_frame(char type, uint32_t id, const unsigned char *p, uint32_t len) {
@@ -536,17 +617,11 @@ static void handle_frame(char type, uint32_t id, const unsigned char *p, uint32_
   switch (type) {
     case 'S': start_call(id, p, len); break;
     case 'I':
-      if (!c || c->in < 0 || len == 0) break;
-      c->pend = malloc(len);
-      if (!c->pend) die("out of memory");
-      memcpy(c->pend, p, len);
-      c->pend_len = len;
-      c->pend_off = 0;
-      if (!push_stdin(c)) blocked = c;
+      if (c && len > 0) queue_stdin(c, p, len);
       break;
     case 'E':
       if (!c || c->in < 0) break;
-      if (c->pend) c->in_eof = 1; else close_stdin(c);
+      if (c->pend_len > c->pend_off) c->in_eof = 1; else close_stdin(c);
       break;
     case 'K':
       if (c) kill_call(c, F_KILLED);
@@ -563,7 +638,7 @@ static void handle_frame(char type, uint32_t id, const unsigned char *p, uint32_
 
 static void parse_frames(void) {
   size_t off = 0;
-  while (!blocked && in_len - off >= HDR) {
+  while (in_len - off >= HDR) {
     uint32_t len = get32(inbuf + off + 5);
     if (len > MAX_FRAME) { dprintf(2, "agentd-agent: frame of %u bytes refused\n", len); exit(112); }
     if (in_len - off < HDR + len) break;
@@ -649,7 +724,7 @@ int main(int argc, char **argv, char **envp) {
     int n = 0;
     fds[n] = (struct pollfd){.fd = sfd, .events = POLLIN};
     who[n++].c = NULL;
-    if (in_open && !blocked) { fds[n] = (struct pollfd){.fd = 0, .events = POLLIN}; who[n++].c = NULL; }
+    if (in_open) { fds[n] = (struct pollfd){.fd = 0, .events = POLLIN}; who[n++].c = NULL; }
     if (out_open && oq_pending()) { fds[n] = (struct pollfd){.fd = 1, .events = POLLOUT}; who[n++].c = NULL; }
     int reading = oq_pending() < OUTQ_HIGH;
     for (int i = 0; i < MAX_CALLS; i++) {
@@ -657,7 +732,7 @@ int main(int argc, char **argv, char **envp) {
       if (!c->used) continue;
       if (reading && c->out >= 0) { fds[n] = (struct pollfd){.fd = c->out, .events = POLLIN}; who[n].c = c; who[n++].which = 1; }
       if (reading && c->err >= 0) { fds[n] = (struct pollfd){.fd = c->err, .events = POLLIN}; who[n].c = c; who[n++].which = 2; }
-      if (c->in >= 0 && c->pend) { fds[n] = (struct pollfd){.fd = c->in, .events = POLLOUT}; who[n].c = c; who[n++].which = 3; }
+      if (c->in >= 0 && c->pend_len > c->pend_off) { fds[n] = (struct pollfd){.fd = c->in, .events = POLLOUT}; who[n].c = c; who[n++].which = 3; }
     }
     int r = poll(fds, (nfds_t)n, next_wait(now_ms()));
     if (r < 0 && errno != EINTR) die("poll");
@@ -673,10 +748,9 @@ int main(int argc, char **argv, char **envp) {
         struct call *c = who[k].c;
         if (who[k].which == 1 && c->out == fds[k].fd) pump(c, &c->out, 'O');
         else if (who[k].which == 2 && c->err == fds[k].fd) pump(c, &c->err, 'R');
-        else if (who[k].which == 3 && c->in == fds[k].fd && push_stdin(c) && blocked == c) blocked = NULL;
+        else if (who[k].which == 3 && c->in == fds[k].fd) push_stdin(c);
       }
     }
-    if (!blocked && in_open) parse_frames();
     reap();
     check_deadlines(now_ms());
   }
