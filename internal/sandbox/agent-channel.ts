@@ -215,6 +215,7 @@ export class AgentChannel {
         timeoutMs,
         maxOutputBytes: 64 * 1024,
         stdin: true,
+        private: true,
       },
       (name, chunk) => {
         if (name === "stderr" && stderr.length < 4096) stderr += chunk.toString("utf8");
@@ -255,6 +256,7 @@ export class AgentChannel {
         timeoutMs,
         maxOutputBytes: 0xffffffff,
         stdin: false,
+        private: true,
       },
       (name, chunk) => {
         if (stopped) return; // the consumer went: the rest is dropped, never queued

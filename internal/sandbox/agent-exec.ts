@@ -32,7 +32,12 @@ export interface AgentExecResult extends ExecResult {
   clean: boolean;
 }
 
-export async function agentExec(agent: AgentChannel, req: ExecRequest): Promise<AgentExecResult> {
+/** `own`: agentd's own helper call (its pipes private to it: agent-protocol.ts). */
+export async function agentExec(
+  agent: AgentChannel,
+  req: ExecRequest,
+  own = false,
+): Promise<AgentExecResult> {
   const started = performance.now();
   const out = new OutputCollector(req.maxOutputBytes, req.onOutput);
   const ownerChanged = (): boolean => req.signal?.reason === OWNER_CHANGED;
@@ -52,6 +57,7 @@ export async function agentExec(agent: AgentChannel, req: ExecRequest): Promise<
       maxOutputBytes: req.maxOutputBytes,
       stdin: req.stdin !== undefined,
       ...(req.cwdWithin === undefined ? {} : { cwdWithin: req.cwdWithin }),
+      ...(own ? { private: true } : {}),
     },
     (name, chunk) => {
       if (!out.push(name, chunk)) kill("cap");

@@ -43,10 +43,15 @@ export interface StartOptions {
   stdin: boolean;
   /** The cwd's physical path must be this or below it (ExecRequest.cwdWithin). */
   cwdWithin?: string;
+  /**
+   * agentd's own call (workspace in and out, the OOM counter): its pipes are root's, so
+   * no sandbox process can reopen them through /proc to write into its output.
+   */
+  private?: boolean;
 }
 
 /**
- * 'S': u32 timeout ms, u32 max output, u8 flags (1 stdin, 2 cwd confined), u16 argc, u16
+ * 'S': u32 timeout ms, u32 max output, u8 flags (1 stdin, 2 cwd confined, 4 private), u16 argc, u16
  * envc, then NUL-ended strings: cwd, the confining root (flag 2 only), argv, env.
  */
 export function startFrame(id: number, o: StartOptions): Buffer {
@@ -65,7 +70,10 @@ export function startFrame(id: number, o: StartOptions): Buffer {
   const head = Buffer.alloc(13);
   head.writeUInt32BE(Math.min(Math.max(0, Math.ceil(o.timeoutMs)), 0xffffffff), 0);
   head.writeUInt32BE(Math.min(Math.max(0, Math.floor(o.maxOutputBytes)), 0xffffffff), 4);
-  head.writeUInt8((o.stdin ? 1 : 0) | (o.cwdWithin === undefined ? 0 : 2), 8);
+  head.writeUInt8(
+    (o.stdin ? 1 : 0) | (o.cwdWithin === undefined ? 0 : 2) | (o.private === true ? 4 : 0),
+    8,
+  );
   head.writeUInt16BE(o.argv.length, 9);
   head.writeUInt16BE(env.length, 11);
   const body = Buffer.from(`${strings.join("\0")}\0`, "utf8");

@@ -12,6 +12,7 @@ import type Docker from "dockerode";
 import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
 import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { AgentChannel } from "./agent-channel.ts";
 import { demux } from "./docker-stream.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "./port.ts";
 
@@ -276,6 +277,48 @@ describe("hostile programs against the agent", () => {
       assert.equal(await size(), a, "no hop after the call ended");
     } finally {
       await b.destroy();
+    }
+  });
+
+  it("cannot write into the output of agentd's own calls (private pipes), only into a sibling call's", async () => {
+    const agent = await AgentChannel.exec(
+      docker.getContainer(box.id),
+      "/usr/local/libexec/agentd-agent",
+      Date.now(),
+    );
+    try {
+      await agent.ready();
+      const outputs = { own: "", sibling: "" };
+      const start = (name: "own" | "sibling", argv: string[]) =>
+        agent.call(
+          {
+            argv,
+            cwd: "/workspace",
+            env: {},
+            timeoutMs: 5000,
+            maxOutputBytes: 4096,
+            stdin: false,
+            private: name === "own",
+          },
+          (_, chunk) => {
+            outputs[name] += chunk.toString();
+          },
+        );
+      const own = start("own", ["sleep", "1.5"]);
+      const sibling = start("sibling", ["sh", "-c", "exec sleep 1.6"]);
+      await new Promise((r) => setTimeout(r, 300));
+      const inject = await run(
+        box,
+        `for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] || continue
+           echo forged > $p/fd/1 2>/dev/null && echo "into $(tr '\\0' ' ' < $p/cmdline)"; done; true`,
+      );
+      await Promise.all([own.done, sibling.done]);
+      assert.equal(outputs.own, "", "nothing reached agentd's own call");
+      assert.equal(outputs.sibling, "forged\n", "a sibling's pipe is the sandbox user's");
+      assert.match(inject.stdout, /into sleep 1\.6/);
+      assert.doesNotMatch(inject.stdout, /into sleep 1\.5/);
+    } finally {
+      agent.close();
     }
   });
 

@@ -356,7 +356,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     const agent = await this.#agent();
     if (agent !== undefined) {
       const r = await this.#viaAgent(agent, () =>
-        agentExec(agent, { argv, timeoutMs: 10_000, maxOutputBytes: 64 * 1024 }),
+        agentExec(agent, { argv, timeoutMs: 10_000, maxOutputBytes: 64 * 1024 }, true),
       );
       return { exitCode: r.exitCode, stdout: r.stdout };
     }

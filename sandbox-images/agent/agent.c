@@ -52,7 +52,7 @@
 #define HOME_ROOT "/tmp/.agentd-home"
 
 enum { F_TIMEOUT = 1, F_CAPPED = 2, F_FAILED = 4, F_KILLED = 8, F_CLEAN = 16 };
-enum { S_STDIN = 1, S_CONFINE = 2 };
+enum { S_STDIN = 1, S_CONFINE = 2, S_PRIVATE = 4 };
 
 struct call {
   int used;
@@ -459,9 +459,12 @@ static void child(const char *cwd, const char *root, char **argv, char **env, co
 /*
  * A pipe owned by the sandbox user, as runc makes a container's stdio: a call may reopen
  * its own /dev/stdout (/proc/self/fd/1). Its other end stays in the agent, whose /proc
- * entries no sandbox process may open.
+ * entries no sandbox process may open. agentd's own calls (the workspace in and out, the
+ * OOM counter: S_PRIVATE) get root's pipes instead, which no sandbox process can reopen
+ * through /proc/PID/fd of the call to write into its output.
  */
-static int sandbox_pipe(int fds[2]) {
+static int sandbox_pipe(int fds[2], int private) {
+  if (private) return pipe2(fds, O_CLOEXEC); /* root's, 0600: no other process may reopen it */
   setfsgid(SANDBOX_GID);
   setfsuid(SANDBOX_UID);
   int r = pipe2(fds, O_CLOEXEC);
@@ -470,8 +473,8 @@ static int sandbox_pipe(int fds[2]) {
   return r;
 }
 
-static int nb_pipe(int fds[2]) {
-  if (sandbox_pipe(fds) != 0) return -1;
+static int nb_pipe(int fds[2], int private) {
+  if (sandbox_pipe(fds, private) != 0) return -1;
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
   return 0;
 }
@@ -529,10 +532,11 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
   char **env = call_env(strs + 1 + argc, envc, home);
   free(all);
   int o[2], e[2], i[2] = {-1, -1};
-  if (!env || nb_pipe(o)) { free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
-  if (nb_pipe(e)) { close(o[0]); close(o[1]); free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
+  int priv = (flags & S_PRIVATE) != 0;
+  if (!env || nb_pipe(o, priv)) { free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
+  if (nb_pipe(e, priv)) { close(o[0]); close(o[1]); free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
   if (flags & S_STDIN) {
-    if (sandbox_pipe(i)) i[0] = i[1] = -1;
+    if (sandbox_pipe(i, priv)) i[0] = i[1] = -1;
     else fcntl(i[1], F_SETFL, O_NONBLOCK);
   } else {
     i[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
