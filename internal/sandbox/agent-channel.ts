@@ -23,7 +23,7 @@ import {
   type StartOptions,
   startFrame,
 } from "./agent-protocol.ts";
-import { ChunkQueue, demux } from "./docker-stream.ts";
+import { attachThenStart, ChunkQueue, demux } from "./docker-stream.ts";
 import { EXPORT_SCRIPT } from "./exec-scripts.ts";
 import { type OutputStreamName, WORKSPACE, type WorkspaceSource } from "./port.ts";
 
@@ -99,22 +99,8 @@ export class AgentChannel {
   }
 
   /** Attaches (before the start, so nothing is missed) and starts the container. */
-  static async start(container: Docker.Container, at: number): Promise<AgentChannel> {
-    const io = (await container.attach({
-      stream: true,
-      stdin: true,
-      stdout: true,
-      stderr: true,
-      hijack: true,
-    })) as unknown as Duplex;
-    const c = new AgentChannel(container, io, at);
-    try {
-      await container.start();
-    } catch (err) {
-      io.destroy();
-      throw err;
-    }
-    return c;
+  static start(container: Docker.Container, at: number): Promise<AgentChannel> {
+    return attachThenStart(container, (io) => new AgentChannel(container, io, at));
   }
 
   /**

@@ -9,9 +9,8 @@ import assert from "node:assert/strict";
 import type { Duplex } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import type Docker from "dockerode";
-import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { testBoxSpec, testSandbox } from "../testing/docker.ts";
 import { AgentChannel } from "./agent-channel.ts";
 import { demux } from "./docker-stream.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "./port.ts";
@@ -24,14 +23,7 @@ let box: SandboxHandle;
 const run = (h: SandboxHandle, cmd: string, extra: Partial<ExecRequest> = {}) =>
   h.exec({ argv: ["sh", "-c", cmd], timeoutMs: 10_000, maxOutputBytes: 64 * 1024, ...extra });
 
-const newBox = () =>
-  sandbox.create({
-    runId: ulid(),
-    tenantId: "acme",
-    image: sandboxImage("test"),
-    limits: TEST_LIMITS,
-    network: "none",
-  });
+const newBox = () => sandbox.create(testBoxSpec());
 
 /** Runs a command in the container as root through the engine (the test's own hand). */
 async function asRoot(id: string, cmd: string): Promise<string> {
@@ -233,13 +225,7 @@ describe("hostile programs against the agent", () => {
   });
 
   it("kill-all reaches every process of the sandbox user, a non-dumpable one too, and no root process", async () => {
-    const b = await sandbox.create({
-      runId: ulid(),
-      tenantId: "acme",
-      image: sandboxImage("base"),
-      limits: TEST_LIMITS,
-      network: "none",
-    });
+    const b = await sandbox.create(testBoxSpec("base"));
     try {
       // An operator's root shell in the container (docker exec -u 0): not the sandbox's.
       void asRoot(b.id, "exec sleep 7777").catch(() => undefined);
@@ -369,13 +355,7 @@ describe("the fallback", () => {
   it("an image without the agent, or agent: false, runs through docker exec", async () => {
     const t = await testSandbox({ agent: false });
     try {
-      const h = await t.sandbox.create({
-        runId: ulid(),
-        tenantId: "acme",
-        image: sandboxImage("test"),
-        limits: TEST_LIMITS,
-        network: "none",
-      });
+      const h = await t.sandbox.create(testBoxSpec());
       const info = await docker.getContainer(h.id).inspect();
       assert.equal(info.Config.User, "1000:1000");
       assert.equal(info.HostConfig.CapAdd ?? null, null);
@@ -389,13 +369,7 @@ describe("the fallback", () => {
   it("cwdWithin holds on both paths: a symlink out of the workspace is refused, nothing runs", async () => {
     const t = await testSandbox({ agent: false });
     try {
-      const viaExec = await t.sandbox.create({
-        runId: ulid(),
-        tenantId: "acme",
-        image: sandboxImage("test"),
-        limits: TEST_LIMITS,
-        network: "none",
-      });
+      const viaExec = await t.sandbox.create(testBoxSpec());
       for (const h of [box, viaExec]) {
         await run(h, "ln -sfn /tmp /workspace/out; mkdir -p /workspace/in");
         const within = { cwdWithin: "/workspace" };

@@ -12,7 +12,7 @@ import { randomUUID } from "node:crypto";
 import type { Duplex } from "node:stream";
 import type Docker from "dockerode";
 import { AgentdError } from "../errors.ts";
-import { ChunkQueue, demux } from "./docker-stream.ts";
+import { attachThenStart, ChunkQueue, demux } from "./docker-stream.ts";
 import type { WorkspaceSource } from "./port.ts";
 
 const READY = "agentd-ready\n";
@@ -47,22 +47,8 @@ export class ControlChannel {
   }
 
   /** Attaches (before the start, so nothing is missed) and starts the container. */
-  static async start(container: Docker.Container, at: number): Promise<ControlChannel> {
-    const io = (await container.attach({
-      stream: true,
-      stdin: true,
-      stdout: true,
-      stderr: true,
-      hijack: true,
-    })) as unknown as Duplex;
-    const c = new ControlChannel(container, io, at);
-    try {
-      await container.start();
-    } catch (err) {
-      io.destroy();
-      throw err;
-    }
-    return c;
+  static start(container: Docker.Container, at: number): Promise<ControlChannel> {
+    return attachThenStart(container, (io) => new ControlChannel(container, io, at));
   }
 
   alive(): boolean {

@@ -177,3 +177,28 @@ export async function* capped(
     yield chunk;
   }
 }
+
+/**
+ * Attaches to a created container's stdin, stdout and stderr, lets `wrap` take the stream
+ * (its listeners in place before the start, so nothing is missed), then starts it.
+ */
+export async function attachThenStart<T>(
+  container: Docker.Container,
+  wrap: (io: Duplex) => T,
+): Promise<T> {
+  const io = (await container.attach({
+    stream: true,
+    stdin: true,
+    stdout: true,
+    stderr: true,
+    hijack: true,
+  })) as unknown as Duplex;
+  const channel = wrap(io);
+  try {
+    await container.start();
+  } catch (err) {
+    io.destroy();
+    throw err;
+  }
+  return channel;
+}

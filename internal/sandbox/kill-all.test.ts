@@ -9,8 +9,7 @@ import assert from "node:assert/strict";
 import type { Duplex } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import type Docker from "dockerode";
-import { ulid } from "ulid";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { TEST_LIMITS, testBoxSpec, testSandbox } from "../testing/docker.ts";
 import { containerName } from "./docker-sandbox.ts";
 import { RUN_SCRIPT } from "./exec-scripts.ts";
 import type { Sandbox, SandboxHandle } from "./port.ts";
@@ -26,14 +25,7 @@ for (const agent of [true, false]) {
       h.exec({ argv: ["sh", "-c", cmd], timeoutMs, maxOutputBytes: 64 * 1024 });
     const sizeOf = async (h: SandboxHandle, file: string) =>
       Number((await sh(h, `wc -c < ${file} 2>/dev/null || echo 0`)).stdout.trim());
-    const box = () =>
-      sandbox.create({
-        runId: ulid(),
-        tenantId: "acme",
-        image: sandboxImage("test"),
-        limits: TEST_LIMITS,
-        network: "none",
-      });
+    const box = () => sandbox.create(testBoxSpec());
 
     before(async () => {
       ({ docker, sandbox, label, cleanup } = await testSandbox({ agent }));

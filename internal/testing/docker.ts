@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { ulid } from "ulid";
 import { createDockerSandbox } from "../sandbox/docker-sandbox.ts";
-import type { Sandbox, SandboxHandle, SandboxLimits } from "../sandbox/port.ts";
+import type { Sandbox, SandboxHandle, SandboxLimits, SandboxSpec } from "../sandbox/port.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -54,6 +54,17 @@ export async function testSandbox(opts: { agent?: boolean } = {}): Promise<{
     async cleanup() {
       await sandbox.reap(() => false);
     },
+  };
+}
+
+/** A run's sandbox on the test image with TEST_LIMITS and no network, for a fresh run id. */
+export function testBoxSpec(image: "base" | "test" = "test"): SandboxSpec {
+  return {
+    runId: ulid(),
+    tenantId: "acme",
+    image: sandboxImage(image),
+    limits: TEST_LIMITS,
+    network: "none",
   };
 }
 
