@@ -137,6 +137,7 @@ export class AgentChannel {
   /** Starts a process. Output arrives through `onOutput`, already split by stream. */
   call(o: StartOptions, onOutput: Pending["onOutput"]): AgentCall {
     const id = this.#id();
+    const start = startFrame(id, o); // throws on what the agent cannot take: nothing is pending yet
     let pending!: Pending;
     const done = new Promise<Exit>((resolve, reject) => {
       pending = { onOutput, resolve, reject, unacked: 0 };
@@ -153,7 +154,7 @@ export class AgentChannel {
       },
     );
     if (this.#lost !== undefined) this.#calls.get(id)?.reject(this.#lostError());
-    else this.#send(startFrame(id, o));
+    else this.#send(start);
     return {
       done,
       kill: () => {
@@ -216,7 +217,8 @@ export class AgentChannel {
     } finally {
       c.endStdin();
     }
-    const exit = await c.done;
+    // The agent times tar out itself; this is for an agent that stopped answering.
+    const exit = await this.#within(c.done, timeoutMs + 5_000, "the sandbox agent did not unpack");
     if (sent !== source.size)
       throw new AgentdError("EIO", `the workspace archive was ${sent} bytes, not ${source.size}`);
     if (exit.code !== 0 || (exit.flags & ~FLAG.clean) !== 0)
@@ -262,11 +264,17 @@ export class AgentChannel {
         ),
       (err: Error) => queue.end(err),
     );
+    // The agent times tar out itself; this is for an agent that stopped answering.
+    const deadline = setTimeout(() => {
+      queue.end(new AgentdError("EIO", "the sandbox agent did not finish the export"));
+      this.#fail(`the export did not end within ${timeoutMs + 5_000} ms`);
+    }, timeoutMs + 5_000);
     let finished = false;
     try {
       yield* queue.drain();
       finished = true;
     } finally {
+      clearTimeout(deadline);
       stopped = true;
       this.#io.resume();
       if (!finished) c.kill();

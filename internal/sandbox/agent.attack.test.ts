@@ -308,6 +308,42 @@ describe("hostile programs against the agent", () => {
     }
   });
 
+  it("a process that stops every process of its uid (the agent's kill-all helper too) cannot stall the agent", async () => {
+    const b = await newBox();
+    try {
+      // It stops its own call too: the call ends at its timeout, killed by the agent.
+      const r = await run(
+        b,
+        "setsid sh -c 'while :; do kill -STOP -1; done' </dev/null >/dev/null 2>&1 & sleep 0.3",
+        { timeoutMs: 1000 },
+      );
+      assert.equal(r.timedOut, true);
+      const t0 = performance.now();
+      const next = await run(b, "echo alive; ps -o stat,args | grep -c '[k]ill -STOP' || true");
+      assert.equal(next.stdout, "alive\n0\n");
+      assert.ok(performance.now() - t0 < 2000, `took ${performance.now() - t0} ms`);
+    } finally {
+      await b.destroy();
+    }
+  });
+
+  it("cannot take the calls' HOME root away from the agent", async () => {
+    const b = await newBox();
+    try {
+      const r = await run(
+        b,
+        "rm -rf /tmp/.agentd-home 2>&1; mv /tmp/.agentd-home /tmp/x 2>&1; ls /tmp/.agentd-home 2>&1; stat -c '%U %a' /tmp/.agentd-home",
+      );
+      assert.match(r.stdout, /root 1733\n$/);
+      assert.equal((await run(b, "echo ok > f && cat f")).stdout, "ok\n");
+      let bytes = 0;
+      for await (const c of b.exportWorkspace()) bytes += c.byteLength;
+      assert.ok(bytes > 0);
+    } finally {
+      await b.destroy();
+    }
+  });
+
   it("a fork bomb at the pids limit is killed through the agent, which needs no process to kill", async () => {
     const b = await newBox();
     const t0 = performance.now();
@@ -361,6 +397,38 @@ describe("the fallback", () => {
       assert.equal(info.HostConfig.CapAdd ?? null, null);
       const r = await run(h, "id -u; echo e >&2; exit 4");
       assert.deepEqual([r.stdout, r.stderr, r.exitCode], ["1000\n", "e\n", 4]);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
+  it("a process whose main thread exited (a zombie leader with live threads) does not outlive its call, on both paths", async () => {
+    const t = await testSandbox({ agent: false });
+    try {
+      const viaExec = await t.sandbox.create(testBoxSpec("base"));
+      const viaAgent = await sandbox.create(testBoxSpec("base"));
+      const py = [
+        "import os, threading, time, ctypes",
+        "if os.fork() == 0:",
+        "  os.setsid()",
+        "  def w():",
+        "    while True:",
+        "      open('/workspace/alive', 'w').write(str(time.time())); time.sleep(0.05)",
+        "  threading.Thread(target=w).start()",
+        "  ctypes.CDLL(None).syscall(60, 0)",
+        "time.sleep(0.3)",
+      ].join("\n");
+      for (const h of [viaAgent, viaExec]) {
+        const r = await h.exec({
+          argv: ["python3", "-c", py],
+          timeoutMs: 10_000,
+          maxOutputBytes: 4096,
+        });
+        assert.equal(r.exitCode, 0, r.stderr);
+        const a = (await run(h, "cat alive")).stdout;
+        await new Promise((r) => setTimeout(r, 300));
+        assert.equal((await run(h, "cat alive")).stdout, a, "the thread is gone with its call");
+      }
     } finally {
       await t.cleanup();
     }

@@ -30,7 +30,9 @@ export const PID_DIR = "/tmp/.agentd-exec";
  * Every process in the container but PID 1, the main process (the earliest-started child
  * of PID 1: a start time cannot be forged, a recycled pid can) and this shell, whatever
  * session or group they escaped to, killed until a scan of /proc finds none left (forks
- * racing the kill are caught by the next round). Zombies are skipped (the init reaps them).
+ * racing the kill are caught by the next round). Zombies are skipped (the init reaps them),
+ * unless one is a thread group leader whose other threads still run (its main thread
+ * exited: /proc shows it as a zombie while the process goes on).
  * Returns 0 once clean, 4 if processes keep appearing.
  */
 const KILL_ALL_FN = `agentd_killall() {
@@ -49,7 +51,11 @@ const KILL_ALL_FN = `agentd_killall() {
       case "$p" in 1|"$self"|"$main") continue ;; esac
       { read -r line < "$d/stat"; } 2>/dev/null || continue
       rest=\${line##*) }; set -- $rest
-      [ "$1" = Z ] && continue
+      if [ "$1" = Z ]; then
+        t=1
+        while read -r k v; do [ "$k" = Threads: ] && t=$v; done < "$d/status" 2>/dev/null
+        [ "$t" -lt 2 ] 2>/dev/null && continue
+      fi
       kill -KILL "$p" 2>/dev/null
       n=$((n+1))
     done

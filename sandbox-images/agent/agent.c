@@ -208,13 +208,21 @@ static int sweep(void) {
     if (setgroups(0, NULL) || setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID) ||
         setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID))
       _exit(3);
+    prctl(PR_SET_DUMPABLE, 0); /* whatever fs.suid_dumpable says: no sandbox ptrace */
     kill(-1, SIGKILL);
     _exit(0);
   }
+  /* The helper is uid 1000: a sandbox process may stop it. Never wait on it for long. */
   int st;
-  while (waitpid(p, &st, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+  for (int i = 0; i < 100; i++) {
+    pid_t r = waitpid(p, &st, WNOHANG);
+    if (r == p) return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+    if (r < 0 && errno != EINTR) return -1;
+    usleep(100);
+  }
+  kill_as_sandbox(p);
+  while (waitpid(p, &st, 0) < 0 && errno == EINTR) {}
+  return -1;
 }
 
 static int sandbox_procs(void) {
@@ -328,6 +336,7 @@ static void remove_home(struct call *c) {
     if (setgroups(0, NULL) || setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID) ||
         setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID))
       _exit(1);
+    prctl(PR_SET_DUMPABLE, 0);
     chmod(c->home, 0700);
     nftw(c->home, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
     _exit(0);
@@ -405,7 +414,7 @@ static char **call_env(const unsigned char **envs, int envc, const char *home) {
   if (asprintf(&env[k++], "HOME=%s", home) < 0 ||
       asprintf(&env[k++], "XDG_CONFIG_HOME=%s/.config", home) < 0 ||
       asprintf(&env[k++], "XDG_CACHE_HOME=%s/.cache", home) < 0)
-    return NULL;
+    die("out of memory");
   env[k++] = "GIT_CONFIG_NOSYSTEM=1";
   env[k] = NULL;
   return env;
@@ -428,7 +437,7 @@ static void enter(const char *cwd, const char *root) {
   }
 }
 
-static void child(const char *cwd, const char *root, char **argv, char **env, const char *home, int in, int out, int err) {
+static void child(const char *cwd, const char *root, char **argv, char **env, const char *mkhome, int in, int out, int err) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -442,9 +451,8 @@ static void child(const char *cwd, const char *root, char **argv, char **env, co
     _exit(126);
   }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  mkdir(HOME_ROOT, 01777);
-  if (mkdir(home, 0700) != 0) {
-    dprintf(2, "agentd-agent: cannot create %s: %s\n", home, strerror(errno));
+  if (mkhome && mkdir(mkhome, 0700) != 0) {
+    dprintf(2, "agentd-agent: cannot create %s: %s\n", mkhome, strerror(errno));
     _exit(126);
   }
   enter(cwd, root);
@@ -526,13 +534,15 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
     free(all);
     return fail_start(id, "agentd-agent: getrandom failed");
   }
+  /* agentd's own calls need no HOME (and must not depend on /tmp having room for one). */
+  int priv = (flags & S_PRIVATE) != 0;
   char home[64];
-  snprintf(home, sizeof home, HOME_ROOT "/%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
-           rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+  if (priv) snprintf(home, sizeof home, "/nonexistent");
+  else snprintf(home, sizeof home, HOME_ROOT "/%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+                rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
   char **env = call_env(strs + 1 + argc, envc, home);
   free(all);
   int o[2], e[2], i[2] = {-1, -1};
-  int priv = (flags & S_PRIVATE) != 0;
   if (!env || nb_pipe(o, priv)) { free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
   if (nb_pipe(e, priv)) { close(o[0]); close(o[1]); free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
   if (flags & S_STDIN) {
@@ -542,7 +552,7 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
     i[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   pid_t pid = i[0] < 0 ? -1 : fork();
-  if (pid == 0) child(cwd, root, argv, env, home, i[0], o[1], e[1]);
+  if (pid == 0) child(cwd, root, argv, env, priv ? NULL : home, i[0], o[1], e[1]);
   int fe = errno;
   for (int k = 0; env[k]; k++)
     if (!strncmp(env[k], "HOME=", 5) || !strncmp(env[k], "XDG_CONFIG_HOME=", 16) || !strncmp(env[k], "XDG_CACHE_HOME=", 15))
@@ -567,7 +577,7 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
   c->in = i[1];
   c->max_out = max_out;
   c->deadline = timeout ? now_ms() + timeout : 0;
-  snprintf(c->home, sizeof c->home, "%s", home);
+  if (!priv) snprintf(c->home, sizeof c->home, "%s", home);
 }
 
 /*
@@ -698,7 +708,7 @@ static int next_wait(int64_t t) {
     int64_t d = c->pid > 0 ? c->deadline : c->drain_until;
     if (d && (w < 0 || d - t < w)) w = d - t < 0 ? 0 : d - t;
   }
-  return (int)w;
+  return w > 0x7fffffff ? 0x7fffffff : (int)w;
 }
 
 int main(int argc, char **argv, char **envp) {
@@ -714,6 +724,13 @@ int main(int argc, char **argv, char **envp) {
   if (geteuid() != 0) { errno = EPERM; die("must start as root (it drops to uid 1000 per call)"); }
   fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
   fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
+  /*
+   * Where calls' HOMEs go: root's, 01733 — uid 1000 may make its entries there (random
+   * names) but cannot list them, remove others', or replace the directory itself (/tmp
+   * is sticky), which would leave every later call without a HOME.
+   */
+  mkdir(HOME_ROOT, 01733);
+  chmod(HOME_ROOT, 01733);
   inbuf = malloc(HDR + MAX_FRAME);
   if (!inbuf) die("out of memory");
   for (int i = 0; i < MAX_CALLS; i++) calls[i].out = calls[i].err = calls[i].in = -1;
