@@ -8,12 +8,15 @@
  * test-artifacts/screenshots/console (looked at by people, not by the test).
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { launchBrowser, screenshotDir } from "../testing/browser.ts";
 import { type ConsoleDev, signIn, startConsoleDev } from "../testing/console-fixtures.ts";
 import { GrpcRunClient } from "../testing/grpc-run-client.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
 
 let c: ConsoleDev;
 let browser: Browser;
@@ -132,7 +135,21 @@ describe("the web console", { timeout: 300_000 }, () => {
     const runId = c.submit("fix the failing test (read only view)");
     await signIn(page, c.dev.url, c.reader);
     await page.goto(`${c.dev.url}/ui/#/runs/${runId}`);
-    await page.getByTestId("approval-diff").first().waitFor({ timeout: 90_000 });
+    await page
+      .getByTestId("approval-diff")
+      .first()
+      .waitFor({ timeout: 90_000 })
+      .catch(async (err: Error) => {
+        const runs = execFileSync(join(ROOT, "bin/agentctl"), ["runs"], {
+          encoding: "utf8",
+          env: { ...process.env, AGENTD_ADDR: c.dev.url, AGENTD_TOKEN: c.approver },
+        });
+        const events = execFileSync(join(ROOT, "bin/agentctl"), ["events", runId], {
+          encoding: "utf8",
+          env: { ...process.env, AGENTD_ADDR: c.dev.url, AGENTD_TOKEN: c.approver },
+        });
+        throw new Error(`${err.message}\nruns:\n${runs}\nevents:\n${events.slice(-3000)}`);
+      });
     assert.equal(await page.getByTestId("approve").count(), 0);
     assert.equal(await page.getByTestId("deny").count(), 0);
     await shoot(page, "run-read-only");
