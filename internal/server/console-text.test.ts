@@ -16,3 +16,16 @@ it("shows characters that hide or reorder text as escapes", () => {
   assert.equal(visible("a\u200bb\nc\u0000"), "a\\u{200b}b\\u{a}c\\u{0}");
   assert.equal(visible("plain text, ünïcödé"), "plain text, ünïcödé");
 });
+
+it("a slow GetRun answer never replaces a newer one on the run page", async () => {
+  const { create } = await import("@bufbuild/protobuf");
+  const { RunSchema } = await import("../gen/agentd/v1/run_service_pb.js");
+  const { newerRun } = await import("../console/src/newer-run.ts");
+  const waiting = create(RunSchema, { runId: "r", lastSeq: 40n, pendingApprovalId: "apr_1" });
+  const stale = create(RunSchema, { runId: "r", lastSeq: 38n, pendingApprovalId: "" });
+  const later = create(RunSchema, { runId: "r", lastSeq: 41n });
+  assert.equal(newerRun(waiting, stale), waiting, "the earlier request's answer came last");
+  assert.equal(newerRun(waiting, later), later);
+  assert.equal(newerRun(undefined, stale), stale);
+  assert.equal(newerRun(waiting, undefined), undefined);
+});

@@ -10,6 +10,7 @@ import { debounce } from "./debounce.ts";
 import { EventList } from "./event-list.tsx";
 import { ago, dollars, isTerminal, stateName, tsDate, useNow } from "./format.ts";
 import { Labels } from "./labels.tsx";
+import { newerRun } from "./newer-run.ts";
 import { useRunEvents } from "./run-stream.ts";
 import { useSession } from "./session.ts";
 import { StateBadge } from "./state-badge.tsx";
@@ -32,7 +33,8 @@ export function RunPage(props: { runId: string }) {
 
   const loadRun = useCallback(async () => {
     try {
-      setRun((await api.getRun({ runId })).run);
+      const next = (await api.getRun({ runId })).run;
+      setRun((prev) => newerRun(prev, next));
       setLoadError("");
     } catch (err) {
       setLoadError(errorText(err));
