@@ -266,19 +266,19 @@ export class DockerSandboxHandle implements SandboxHandle {
     const abnormal = exitCode >= 128 || exitCode < 0 || killedFor !== undefined;
     if (abnormal && !ownerChanged()) await this.#killAllNow();
     else if (this.#inFlight === 1) this.#quiet = true;
-    let oomKilled = false;
-    if (exitCode === 137 && killedFor === undefined) oomKilled = await this.#checkOom();
     const { stdout, stderr, truncated } = out.finish();
-    return {
+    const result: ExecResult = {
       exitCode,
       stdout,
       stderr,
       truncated,
       timedOut: killedFor === "timeout",
       cancelled: killedFor === "cancel",
-      oomKilled,
+      oomKilled: false,
       durationMs: Math.round(performance.now() - started),
     };
+    if (maybeOom(result)) result.oomKilled = await this.#checkOom();
+    return result;
   }
 
   /** Kills an exec's process group, making room at the pids limit if it has to. */

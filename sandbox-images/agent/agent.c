@@ -177,8 +177,8 @@ static int is_sandbox_proc(const char *pid) {
   return ru == SANDBOX_UID || eu == SANDBOX_UID || su == SANDBOX_UID;
 }
 
-/* Kills every live process of the sandbox user it finds in /proc; returns how many. */
-static int kill_sandbox_procs(void) {
+/* Live processes of the sandbox user in /proc: how many, each killed when `and_kill`. */
+static int scan_sandbox_procs(int and_kill) {
   DIR *d = opendir("/proc");
   if (!d) return -1;
   int n = 0;
@@ -186,7 +186,7 @@ static int kill_sandbox_procs(void) {
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     if (!is_sandbox_proc(e->d_name)) continue;
-    kill_as_sandbox((pid_t)atoi(e->d_name));
+    if (and_kill) kill_as_sandbox((pid_t)atoi(e->d_name));
     n++;
   }
   closedir(d);
@@ -225,17 +225,6 @@ static int sweep(void) {
   return -1;
 }
 
-static int sandbox_procs(void) {
-  DIR *d = opendir("/proc");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && is_sandbox_proc(e->d_name)) n++;
-  closedir(d);
-  return n;
-}
-
 static void reap(void);
 
 /*
@@ -249,9 +238,9 @@ static int kill_all(void) {
   int swept = 0;
   for (int round = 0; round < 2000; round++) {
     if (!swept) swept = sweep() == 0;
-    if (!swept) kill_sandbox_procs();
+    if (!swept) scan_sandbox_procs(1);
     reap();
-    if (swept && sandbox_procs() == 0) return 0;
+    if (swept && scan_sandbox_procs(0) == 0) return 0;
     if (round > 20) usleep(1000);
   }
   return -1;
