@@ -1,13 +1,25 @@
 /**
  * The agentd image `make image` builds (scripts/build-agentd-image.sh): it runs as built —
  * `--version` of agentd and agentctl, as user 10001, without the tests or the test helpers,
- * and `agentd dev` on a read-only root file system answers /readyz and /metrics.
+ * and `agentd dev` on a read-only root file system answers /readyz and /metrics; under an
+ * allowlist policy a worker starts only where it can enforce it (the engine's network
+ * namespace, NET_ADMIN for the image's iptables) and says why not otherwise.
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import {
+  chmodSync,
+  cpSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, it } from "node:test";
+import { freePort } from "../internal/testing/prometheus.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const VERSION = (
@@ -112,4 +124,83 @@ it("agentd dev on a read-only root file system answers /readyz and /metrics", as
   assert.equal(stop.status, 0);
   const code = docker("inspect", "-f", "{{.State.ExitCode}}", name).stdout.trim();
   assert.equal(code, "0", "SIGTERM: a clean stop");
+});
+
+/**
+ * The egress of allowlist runs (docs/operations.md, "Network egress") needs the worker in
+ * the engine's network namespace and an iptables it may use there. The image's iptables
+ * picks the engine's backend and acts for user 10001 when the container has NET_ADMIN.
+ */
+it("a worker under an allowlist policy starts only where it can enforce it, and says why not", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "agentd-image-egress-"));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const policy = readFileSync(join(ROOT, "policy.yaml"), "utf8").replace(
+    /^ {2}network: none\b/m,
+    "  network: allowlist",
+  );
+  assert.match(policy, /^ {2}network: allowlist/m, "policy.yaml's sandbox.network");
+  writeFileSync(join(dir, "policy.yaml"), policy);
+  cpSync(
+    join(ROOT, "examples", "fix-failing-test", "transcript.json"),
+    join(dir, "transcript.json"),
+  );
+  chmodSync(dir, 0o755);
+  const gid = String(statSync("/var/run/docker.sock").gid);
+  const worker = (port: number, ...opts: string[]) =>
+    docker(
+      "run",
+      ...opts,
+      "--read-only",
+      "--tmpfs",
+      "/tmp",
+      "-v",
+      "/var/run/docker.sock:/var/run/docker.sock",
+      "--group-add",
+      gid,
+      "-v",
+      `${dir}:/t:ro`,
+      tag(),
+      "dev",
+      "--data-dir",
+      "/tmp/data",
+      "--policy",
+      "/t/policy.yaml",
+      "--replay",
+      "/t/transcript.json",
+      "--listen",
+      `127.0.0.1:${port}`,
+    );
+  // A container of its own (the socket alone): the engine's bridges are elsewhere.
+  const own = worker(7070, "--rm", "--cap-add", "NET_ADMIN");
+  assert.equal(own.status, 1, own.stderr);
+  assert.match(own.stderr, /sandbox\.network: allowlist, which this worker cannot enforce/);
+  assert.match(own.stderr, /bridges \(.*docker0.*\) are not in this process's network namespace/);
+  // The host's network without NET_ADMIN: iptables may not act.
+  const port = await freePort();
+  const bare = worker(port, "--rm", "--network", "host");
+  assert.equal(bare.status, 1, bare.stderr);
+  assert.match(bare.stderr, /cannot enforce: iptables -S INPUT: .*not permitted.*NET_ADMIN/);
+  // The host's network with NET_ADMIN: it starts and answers.
+  const ok = worker(
+    port,
+    "-d",
+    "--name",
+    `${name}-egress`,
+    "--network",
+    "host",
+    "--cap-add",
+    "NET_ADMIN",
+  );
+  after(() => void docker("rm", "-f", `${name}-egress`));
+  assert.equal(ok.status, 0, ok.stderr);
+  const deadline = Date.now() + 30_000;
+  let ready = 0;
+  while (ready !== 200 && Date.now() < deadline) {
+    ready = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+      (x) => x.status,
+      () => 0,
+    );
+    if (ready !== 200) await new Promise((res) => setTimeout(res, 200));
+  }
+  assert.equal(ready, 200, docker("logs", `${name}-egress`).stderr);
 });

@@ -3,7 +3,9 @@
  * against the Kubernetes OpenAPI schemas of a current release (kubernetes-models, from
  * npm), and what the manifests tell agentd is what agentd accepts: the command, every
  * flag (from `agentd COMMAND --help`), every AGENTD_* variable, the probe paths and ports
- * (on the port the process listens on), and the policy (`agentd policy check`).
+ * (on the port the process listens on), and the policy (`agentd policy check`); and that
+ * the worker pod holds what allowlist egress needs (dind's network namespace, NET_ADMIN and
+ * NET_RAW for the image's iptables). No cluster here: nothing is applied to an API server.
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
@@ -58,6 +60,7 @@ function help(command: string): { flags: Set<string>; env: Set<string> } {
 }
 
 const OTHER_ENV = new Set([
+  "AGENTD_IPTABLES_MODE", // the image's iptables wrapper (deploy/image/iptables-wrapper.sh)
   "OPENAI_API_KEY",
   "OPENAI_BASE_URL",
   "DOCKER_HOST",
@@ -180,6 +183,49 @@ for (const overlay of OVERLAYS) {
         "the dind sidecar is privileged, and says so",
       );
       assert.ok(worker?.spec.terminationGracePeriodSeconds >= 60, "time to drain");
+    });
+
+    // Allowlist runs (docs/kubernetes.md, "Egress"): the proxy listens on a run network's
+    // gateway and the firewall matches its bridge, both in dind's network namespace; the
+    // image's iptables (file capabilities) acts only with NET_ADMIN and NET_RAW in the
+    // bounding set and without no_new_privs. Never applied to an API server here.
+    it("the worker can enforce allowlist egress: dind's network namespace, iptables' capabilities", () => {
+      const worker = podSpecs(objs).find((p) => p.owner === "Deployment/agentd-worker");
+      assert.ok(worker, "the worker Deployment");
+      assert.notEqual(
+        worker.spec.hostNetwork,
+        true,
+        "the pod's own network namespace (hostNetwork would put dind's bridges on the node)",
+      );
+      const dind = ((worker.spec.initContainers ?? []) as Obj[]).find((c) => c.name === "dind");
+      assert.equal(dind?.restartPolicy, "Always", "dind runs beside the worker, in its pod");
+      const c = (worker.spec.containers as Obj[]).find((x) => x.name === "worker");
+      assert.ok(c, "the worker container");
+      const env = new Map(((c.env ?? []) as Obj[]).map((e) => [e.name, e.value]));
+      assert.equal(
+        env.get("DOCKER_HOST"),
+        "tcp://127.0.0.1:2376",
+        "the engine on the pod's loopback: the namespace the worker shares",
+      );
+      const mode = env.get("AGENTD_IPTABLES_MODE");
+      assert.ok(
+        mode === undefined || ["nft", "legacy"].includes(mode),
+        `AGENTD_IPTABLES_MODE ${mode}`,
+      );
+      const sc = c.securityContext ?? {};
+      assert.deepEqual(sc.capabilities?.drop, ["ALL"], "every other capability dropped");
+      assert.deepEqual(
+        [...(sc.capabilities?.add ?? [])].sort(),
+        ["NET_ADMIN", "NET_RAW"],
+        "NET_ADMIN and NET_RAW for iptables, nothing else",
+      );
+      assert.equal(
+        sc.allowPrivilegeEscalation,
+        true,
+        "file capabilities count only without no_new_privs",
+      );
+      assert.notEqual(sc.privileged, true, "the worker is not privileged");
+      assert.equal(sc.runAsUser, 10001, "as user 10001");
     });
 
     it("the policy in the ConfigMap passes agentd policy check", () => {

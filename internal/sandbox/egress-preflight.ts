@@ -21,7 +21,7 @@ import { checkFirewall } from "./egress-guard.ts";
 export function bridgeIsHere(name: string): boolean {
   // /sys/class/net lists the interfaces of the namespace that mounted /sys: a container's
   // own, the host's under network_mode: host, the pod's in Kubernetes.
-  return /^[A-Za-z0-9_.-]{1,15}$/.test(name) && existsSync(`/sys/class/net/${name}`);
+  return /^(?!\.\.?$)[A-Za-z0-9_.-]{1,15}$/.test(name) && existsSync(`/sys/class/net/${name}`);
 }
 
 /** The bridge interface names of the engine's bridge networks (docker0, br-<id>…). */
