@@ -3,7 +3,8 @@
  * `--version` of agentd and agentctl, as user 10001, without the tests or the test helpers,
  * and `agentd dev` on a read-only root file system answers /readyz and /metrics; under an
  * allowlist policy a worker starts only where it can enforce it (the engine's network
- * namespace, NET_ADMIN for the image's iptables) and says why not otherwise.
+ * namespace, NET_ADMIN for the image's iptables) and says why not otherwise; the image's
+ * iptables uses the backend (nf_tables or legacy) that holds the engine's chain.
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
@@ -203,4 +204,49 @@ it("a worker under an allowlist policy starts only where it can enforce it, and 
     if (ready !== 200) await new Promise((res) => setTimeout(res, 200));
   }
   assert.equal(ready, 200, docker("logs", `${name}-egress`).stderr);
+});
+
+it("the image's iptables uses the backend that holds the engine's DOCKER-USER chain", () => {
+  // Each case in a network namespace of its own (a container's, gone with it): root makes
+  // the engine's chain in one backend, user 10001 asks which backend `iptables` uses.
+  const backendAfter = (setup: string, as10001 = "iptables -V") => {
+    const r = docker(
+      "run",
+      "--rm",
+      "--network",
+      "none",
+      "--cap-add",
+      "NET_ADMIN",
+      "--user",
+      "0",
+      "--entrypoint",
+      "sh",
+      tag(),
+      "-c",
+      `${setup} && busybox su -s /bin/sh agentd -c '${as10001}'`,
+    );
+    assert.equal(r.status, 0, r.stderr);
+    return r.stdout;
+  };
+  const legacy = "XTABLES_LOCKFILE=/tmp/root.lock xtables-legacy-multi iptables -N DOCKER-USER";
+  const nft = "xtables-nft-multi iptables -N DOCKER-USER";
+  assert.match(backendAfter(legacy), /\(legacy\)/);
+  assert.match(backendAfter(nft), /\(nf_tables\)/);
+  assert.match(backendAfter(`${nft} && ${legacy}`), /\(nf_tables\)/, "nf_tables first");
+  assert.match(backendAfter(legacy, "AGENTD_IPTABLES_MODE=nft iptables -V"), /\(nf_tables\)/);
+  assert.match(backendAfter("true"), /\(nf_tables\)/, "nothing of Docker's: nf_tables");
+  const bad = docker(
+    "run",
+    "--rm",
+    "--network",
+    "none",
+    "-e",
+    "AGENTD_IPTABLES_MODE=both",
+    "--entrypoint",
+    "iptables",
+    tag(),
+    "-V",
+  );
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /AGENTD_IPTABLES_MODE must be nft or legacy, not 'both'/);
 });
