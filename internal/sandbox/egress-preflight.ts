@@ -34,7 +34,12 @@ export async function engineBridges(docker: Docker): Promise<string[]> {
 
 /** Why the engine's bridges are not reachable from here, or undefined when one of them is. */
 export async function namespaceProblem(docker: Docker): Promise<string | undefined> {
-  const bridges = await engineBridges(docker);
+  let bridges: string[];
+  try {
+    bridges = await engineBridges(docker);
+  } catch (err) {
+    return `cannot list the Docker engine's networks: ${(err as Error).message}`;
+  }
   // An engine without any bridge network gives nothing to compare: each run network is
   // checked when it is made.
   if (bridges.length === 0 || bridges.some(bridgeIsHere)) return undefined;
