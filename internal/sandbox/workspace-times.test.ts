@@ -17,11 +17,9 @@ import {
   timeOfMs,
 } from "./workspace-times.ts";
 
-const header = (mtime: Date, pax?: Record<string, string>): tar.Header => ({
-  name: "f",
-  mtime,
-  ...(pax === undefined ? {} : { pax }),
-});
+/** A parsed header as tar-stream hands it out: only what the times are read from. */
+const header = (mtime: Date, pax?: Record<string, string>): tar.Header =>
+  ({ name: "f", mtime, ...(pax === undefined ? {} : { pax }) }) as tar.Header;
 
 describe("workspace times", () => {
   it("reads a PAX mtime to the nanosecond (GNU tar --format=posix writes nine digits)", () => {
