@@ -278,6 +278,40 @@ describe("normaliseWorkspaceStream: file times", () => {
     ]);
   });
 
+  it("malformed PAX records (wrong lengths, no '=', binary) leave the ustar time, never fail", async () => {
+    const withPax = (records: string | Buffer, name: string) => {
+      const data = Buffer.from(records);
+      const padded = Buffer.concat([data, Buffer.alloc((512 - (data.byteLength % 512)) % 512)]);
+      const file = rawHeader(name, 1, "0");
+      // ustar mtime 1650000000 (octal), checksum recomputed.
+      file.write(`${(1_650_000_000).toString(8).padStart(11, "0")}\0`, 136);
+      file.fill(0x20, 148, 156);
+      let sum = 0;
+      for (const x of file) sum += x;
+      file.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
+      const body = Buffer.alloc(512);
+      body.write("x");
+      return [rawHeader("PaxHeader", data.byteLength, "x"), padded, file, body];
+    };
+    const input = Buffer.concat([
+      ...withPax("5 mtime=1700000000.5\n", "short"),
+      ...withPax("9999 mtime=1700000000.5\n", "long"),
+      ...withPax("25 mtime1700000000.5xxxxx\n", "no-equals"),
+      ...withPax(Buffer.from([0x31, 0x35, 0x20, 0xff, 0xfe, 0x3d, 0x00, 0x80, 0x0a]), "binary"),
+      ...withPax("22 mtime=1700000000.5\n12 mtime=-1\n", "last-wins"),
+      ...withPax("22 mtime=1700000000.5\n", "well-formed"),
+      END,
+    ]);
+    assert.deepEqual(await timesOf(await keep(input)), [
+      ["short", 1650000000, null],
+      ["long", 1650000000, null],
+      ["no-equals", 1650000000, null],
+      ["binary", 1650000000, null],
+      ["last-wins", 0, null],
+      ["well-formed", 1700000000, "1700000000.5"],
+    ]);
+  });
+
   it("a masked entry (mapEntry) keeps its time", async () => {
     const input = await tarOf([
       {
