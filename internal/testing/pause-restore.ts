@@ -18,7 +18,7 @@ import type { Policy } from "../kernel/policy-schema.ts";
 import type { Sandbox } from "../sandbox/port.ts";
 import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
 import { driveRun } from "../worker/run-driver.ts";
-import { testSandbox } from "./docker.ts";
+import { requireDocker, testSandbox } from "./docker.ts";
 import { stubDriverDeps } from "./driver-deps.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "./openai-stub.ts";
 import { approveInLog, callReply, queueRun, sayReply, testImagePolicy } from "./worker-fixtures.ts";
@@ -51,6 +51,28 @@ export interface PauseRestore {
     after: readonly Step[];
   }): Promise<Map<string, StepResult>>;
   close(): Promise<void>;
+}
+
+/** Fails (never skips) when `image` is not there, naming what builds it. */
+export async function requireImage(image: string): Promise<void> {
+  const docker = await requireDocker();
+  await docker
+    .getImage(image)
+    .inspect()
+    .catch((err: unknown) => {
+      throw new Error(
+        `the sandbox image ${image} is not there (${(err as Error).message}): run 'make images'`,
+      );
+    });
+}
+
+/** The stdout of a call that must have succeeded (ok, exit 0). */
+export function stdoutOf(results: Map<string, StepResult>, id: string): string {
+  const r = results.get(id);
+  assert.ok(r !== undefined, `no result for ${id}`);
+  assert.ok(r.ok, `${id}: ${r.error}`);
+  assert.equal(r.exitCode, 0, `${id}: ${r.stdout} ${r.stderr}`);
+  return r.stdout ?? "";
 }
 
 export const file = (path: string, text: string, mode = 0o644): WorkspaceFile => ({

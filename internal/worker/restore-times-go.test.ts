@@ -9,14 +9,14 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { requireDocker } from "../testing/docker.ts";
 import {
   edit,
   file,
   type PauseRestore,
-  type StepResult,
+  requireImage,
   sh,
   startPauseRestore,
+  stdoutOf,
 } from "../testing/pause-restore.ts";
 
 const GO_IMAGE = "agentd-sandbox-go:latest";
@@ -29,28 +29,12 @@ const GO =
 
 let harness: PauseRestore;
 before(async () => {
-  const docker = await requireDocker();
-  await docker
-    .getImage(GO_IMAGE)
-    .inspect()
-    .catch((err: unknown) => {
-      throw new Error(
-        `the Go sandbox image ${GO_IMAGE} is not there (${(err as Error).message}): run 'make images'`,
-      );
-    });
+  await requireImage(GO_IMAGE);
   harness = await startPauseRestore();
 });
 after(async () => {
   await harness?.close();
 });
-
-function stdoutOf(results: Map<string, StepResult>, id: string): string {
-  const r = results.get(id);
-  assert.ok(r !== undefined, `no result for ${id}`);
-  assert.ok(r.ok, `${id}: ${r.error}`);
-  assert.equal(r.exitCode, 0, `${id}: ${r.stdout} ${r.stderr}`);
-  return r.stdout ?? "";
-}
 
 const TEST_DATA = `package data
 

@@ -16,9 +16,9 @@ import {
   edit,
   file,
   type PauseRestore,
-  type StepResult,
   sh,
   startPauseRestore,
+  stdoutOf,
 } from "../testing/pause-restore.ts";
 
 let harness: PauseRestore;
@@ -28,15 +28,6 @@ before(async () => {
 after(async () => {
   await harness?.close();
 });
-
-/** The stdout of a call that must have succeeded. */
-function stdoutOf(results: Map<string, StepResult>, id: string): string {
-  const r = results.get(id);
-  assert.ok(r !== undefined, `no result for ${id}`);
-  assert.ok(r.ok, `${id}: ${r.error}`);
-  assert.equal(r.exitCode, 0, `${id}: ${r.stdout} ${r.stderr}`);
-  return r.stdout ?? "";
-}
 
 const STAT = "stat -c '%n %.9Y' mod.py src.txt out.txt js js/data.txt";
 
