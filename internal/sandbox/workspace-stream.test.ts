@@ -531,6 +531,49 @@ describe("normaliseWorkspaceStream: sandbox exports (lenient)", () => {
     );
   });
 
+  it("a snapshot (keepHardLinks) keeps a hard link to a file listed before it, nothing else", async () => {
+    const input = await tarOf([
+      { name: "./d/", type: "directory" },
+      { name: "./d/bin", data: "ELF" },
+      { name: "./abs", type: "symlink", linkname: "/etc" },
+      { name: "./twin", type: "link", linkname: "./d/bin" },
+      { name: "./deep/er/twin", type: "link", linkname: "d/bin" },
+      { name: "./to-dir", type: "link", linkname: "d" },
+      { name: "./to-symlink", type: "link", linkname: "abs" },
+      { name: "./to-later", type: "link", linkname: "later" },
+      { name: "./to-outside", type: "link", linkname: "../../etc/passwd" },
+      { name: "./to-absolute", type: "link", linkname: "/etc/passwd" },
+      { name: "./to-itself", type: "link", linkname: "to-itself" },
+      { name: "./to-link", type: "link", linkname: "twin" },
+      { name: "./later", data: "x" },
+    ]);
+    const kept = await headersOf(
+      await normalise(input, { ...SANDBOX_EXPORT_LIMITS, keepHardLinks: true }),
+    );
+    assert.deepEqual(
+      kept.map((h) => [h.name, h.type, h.linkname ?? null, h.uid]),
+      [
+        ["d/", "directory", null, 1000],
+        ["d/bin", "file", null, 1000],
+        ["abs", "symlink", "/etc", 1000],
+        ["twin", "link", "d/bin", 1000],
+        ["deep/", "directory", null, 1000],
+        ["deep/er/", "directory", null, 1000],
+        ["deep/er/twin", "link", "d/bin", 1000],
+        ["later", "file", null, 1000],
+      ],
+    );
+    // Without the option (a diff's read, an export normalised like an upload): skipped.
+    const skipped = await headersOf(await normalise(input, SANDBOX_EXPORT_LIMITS));
+    assert.ok(!skipped.some((h) => h.type === "link"));
+    // An upload refuses them whatever the option says: lenient is what allows any.
+    const upload = await tarOf([
+      { name: "bin", data: "ELF" },
+      { name: "twin", type: "link", linkname: "bin" },
+    ]);
+    await refused(upload, "EVALIDATION", /"twin" is a hard link/, { keepHardLinks: true });
+  });
+
   it("a consumer that stops early stops the reading of its source", async () => {
     let stopped = false;
     async function* endless(): AsyncGenerator<Uint8Array> {

@@ -107,7 +107,7 @@ export async function* readArchiveEntries(
       const start = (header as { byteOffset?: number }).byteOffset ?? 0;
       if (start + header.size > maxUnpacked)
         throw unpackedTooLarge(maxUnpacked, limits, `entry of ${header.size} bytes`);
-      const meta = classifyEntry(header, lenient);
+      const meta = classifyEntry(header, lenient, limits.keepHardLinks === true);
       const parents = meta === undefined ? undefined : index.add(meta);
       if (meta === undefined || parents === undefined || meta.type !== "file") {
         // tar-stream never feeds a directory's stream: waiting for its end would hang.

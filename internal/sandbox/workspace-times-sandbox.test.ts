@@ -3,7 +3,8 @@
  * the agent, the control loop and `docker exec`), normalised keeping times as a paused run's
  * snapshot is, and unpacked into a new container comes back with each file's, directory's
  * and symlink's mtime to the nanosecond on the base image (GNU tar), and each file's to the
- * second on the busybox test image. The language tools that depend on it (Python bytecode,
+ * second on the busybox test image; hard links between its files stay hard links (cargo's
+ * target/ has them). The language tools that depend on it (Python bytecode,
  * make, node, Go) are driven through a real pause in internal/worker/restore-times.test.ts.
  */
 import assert from "node:assert/strict";
@@ -24,6 +25,7 @@ const GNU_SETUP = [
   "mkdir -p d/e",
   "echo y > d/e/g.txt",
   "ln -s f.txt l",
+  "ln d/e/g.txt twin",
   "touch -d @1700000000.123456789 f.txt",
   "touch -d @1700000002.25 d/e/g.txt",
   "touch -h -d @1700000003.000000001 l",
@@ -48,9 +50,8 @@ const sh = async (box: SandboxHandle, cmd: string): Promise<string> => {
 /** The workspace of `box` as a paused run's snapshot is made (times kept). */
 async function snapshot(box: SandboxHandle): Promise<Buffer> {
   const parts: Uint8Array[] = [];
-  const tar = normaliseWorkspaceStream(box.exportWorkspace(), SANDBOX_EXPORT_LIMITS, {
-    keepTimes: true,
-  });
+  const limits = { ...SANDBOX_EXPORT_LIMITS, keepHardLinks: true };
+  const tar = normaliseWorkspaceStream(box.exportWorkspace(), limits, { keepTimes: true });
   for await (const c of tar) parts.push(c);
   return Buffer.concat(parts);
 }
@@ -98,6 +99,11 @@ for (const via of ["the agent", "the control loop", "docker exec"] as const) {
       const back = await restore(sandbox, "base", snap);
       try {
         assert.deepEqual((await sh(back, GNU_LIST)).trim().split("\n"), GNU_TIMES);
+        assert.deepEqual(
+          (await sh(back, "stat -c '%h %.9Y' d/e/g.txt twin")).trim().split("\n"),
+          ["2 1700000002.250000000", "2 1700000002.250000000"],
+          "the hard link is one file again, with its time",
+        );
         // An edit after the restore is newer than everything restored.
         await sh(back, "echo z > f.txt");
         const [edited] = (await sh(back, "stat -c '%.9Y' f.txt")).trim().split("\n");
@@ -124,21 +130,16 @@ describe("file times with busybox tar (test image)", () => {
     // Busybox touch takes no @seconds and sets no fraction: 2023-11-14 22:13:20 UTC is 1700000000.
     await sh(
       made,
-      "mkdir -p d && echo y > d/g.txt && touch -d '2023-11-14 22:13:20' f.txt && touch -d '2023-11-14 22:13:22' d/g.txt",
+      "mkdir -p d && echo y > d/g.txt && ln d/g.txt twin && touch -d '2023-11-14 22:13:20' f.txt && touch -d '2023-11-14 22:13:22' d/g.txt",
     );
-    const list = "stat -c '%n %Y' f.txt d/g.txt";
-    assert.deepEqual((await sh(made, list)).trim().split("\n"), [
-      "f.txt 1700000000",
-      "d/g.txt 1700000002",
-    ]);
+    const list = "stat -c '%n %Y %h' f.txt d/g.txt twin";
+    const want = ["f.txt 1700000000 1", "d/g.txt 1700000002 2", "twin 1700000002 2"];
+    assert.deepEqual((await sh(made, list)).trim().split("\n"), want);
     const snap = await snapshot(made);
     await made.destroy();
     const back = await restore(sandbox, "test", snap);
     try {
-      assert.deepEqual((await sh(back, list)).trim().split("\n"), [
-        "f.txt 1700000000",
-        "d/g.txt 1700000002",
-      ]);
+      assert.deepEqual((await sh(back, list)).trim().split("\n"), want);
     } finally {
       await back.destroy();
     }
