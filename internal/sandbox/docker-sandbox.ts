@@ -105,12 +105,12 @@ export function workspaceMount(shape: SandboxShape): {
 }
 
 /**
- * The most bytes a tar of a workspace can have: its content, plus at most two 512-byte
- * headers (a long name's pax header and the entry's own) and 511 bytes of padding per
- * inode, plus the end blocks. An export past it is not a tar of this workspace.
+ * The most bytes a tar of a workspace can have: its content, plus per inode a pax header
+ * with two blocks of records (its mtime, a long name), the entry's own header and 511 bytes
+ * of padding, plus the end blocks. An export past it is not a tar of this workspace.
  */
 export function maxExportBytes(size: number, inodes: number): number {
-  return size + inodes * 1536 + 64 * 1024;
+  return size + inodes * 2560 + 64 * 1024;
 }
 
 /**

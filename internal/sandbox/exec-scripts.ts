@@ -106,10 +106,17 @@ exit "$rc"`;
 /**
  * The workspace as a tar on stdout. The sandbox user owns every file it made but may have
  * taken away its own read permission (chmod 000): give it back first (owner-only bits), so
- * nothing the run wrote is left out of a snapshot or a diff.
+ * nothing the run wrote is left out of a snapshot or a diff. GNU tar writes the POSIX (pax)
+ * format: each entry's mtime to the nanosecond (a snapshot keeps it, so make still sees a
+ * target built in the same second as its source's later edit as older), without atime and
+ * ctime (nobody restores them). Any other tar (busybox) writes ustar: whole seconds. No
+ * `exec` and no `exit`: the control loop runs this inline and reads its status.
  */
 export const EXPORT_SCRIPT =
-  "chmod u+rwx /workspace 2>/dev/null; chmod -R u+rwX /workspace 2>/dev/null; tar -c -f - -C /workspace .";
+  "chmod u+rwx /workspace 2>/dev/null; chmod -R u+rwX /workspace 2>/dev/null; " +
+  'case "$(tar --version 2>/dev/null)" in ' +
+  '*"GNU tar"*) tar --format=posix --pax-option=delete=atime,delete=ctime -c -f - -C /workspace . ;; ' +
+  "*) tar -c -f - -C /workspace . ;; esac";
 
 /**
  * PID 1's child in every sandbox: a small control loop on the container's attached

@@ -37,7 +37,7 @@ export async function readWorkspaceArchive(
   const files: WorkspaceFile[] = [];
   for await (const e of readArchiveEntries([data], limits)) {
     if (e.implicit === true) continue;
-    const { content, size: _size, implicit: _implicit, ...meta } = e;
+    const { content, size: _size, implicit: _implicit, mtime: _mtime, ...meta } = e;
     if (e.type !== "file") {
       files.push(meta);
       continue;

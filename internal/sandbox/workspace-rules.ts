@@ -2,9 +2,10 @@
  * What a workspace archive may hold, entry by entry: relative normalised paths under the
  * workspace root (no `..`, no absolute paths, no NUL, at most PATH_MAX bytes), regular
  * files, directories and symlinks that stay inside the tree (hard links, devices and fifos
- * refused), each path once, nothing nested under a file or symlink, and at most so many
- * entries. Every rule is decided per entry, so an archive can be checked while it streams;
- * the memory the checks keep is bounded by the entry cap, never by the archive's size.
+ * refused; a snapshot may keep a hard link to a file listed before it), each path once,
+ * nothing nested under a file or symlink, and at most so many entries. Every rule is
+ * decided per entry, so an archive can be checked while it streams; the memory the checks
+ * keep is bounded by the entry cap, never by the archive's size.
  */
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
@@ -36,6 +37,12 @@ export interface ArchiveLimits {
    */
   lenient?: boolean;
   /**
+   * With `lenient`: keep a hard link whose target is a regular file listed earlier in the
+   * archive (snapshots: cargo's target/, a local `git clone`'s objects), instead of
+   * skipping it; a link to anything else is still skipped. Uploads never keep one.
+   */
+  keepHardLinks?: boolean;
+  /**
    * The settings behind the limits, quoted in refusals so an operator knows what to raise,
    * e.g. `{ unpackedBytes: "--max-workspace-bytes" }`.
    */
@@ -60,10 +67,11 @@ export const DEFAULT_LIMITS = {
 export interface EntryMeta {
   /** Normalised relative path, e.g. "src/index.ts". */
   path: string;
-  type: "file" | "directory" | "symlink";
+  /** "link": a hard link (snapshots only, see ArchiveLimits.keepHardLinks). */
+  type: "file" | "directory" | "symlink" | "link";
   /** Permission bits (no set-id, no sticky). */
   mode: number;
-  /** Link target (symlinks only), as given. */
+  /** A symlink's target, as given; a hard link's target path, normalised. */
   linkname?: string;
 }
 
@@ -98,9 +106,13 @@ export function normaliseEntryPath(name: string): string {
 
 /**
  * What a tar header becomes in the workspace, or undefined for an entry that is dropped
- * (the root directory; in lenient mode hard links, devices and fifos).
+ * (the root directory; in lenient mode devices, fifos, and hard links unless kept).
  */
-export function classifyEntry(header: tar.Header, lenient: boolean): EntryMeta | undefined {
+export function classifyEntry(
+  header: tar.Header,
+  lenient: boolean,
+  keepHardLinks = false,
+): EntryMeta | undefined {
   if (Buffer.byteLength(header.name, "utf8") > MAX_PATH_BYTES)
     throw bad(`entry ${shown(header.name)} has a path longer than ${MAX_PATH_BYTES} bytes`);
   const path = normaliseEntryPath(header.name);
@@ -125,7 +137,7 @@ export function classifyEntry(header: tar.Header, lenient: boolean): EntryMeta |
       return { path, type: "symlink", mode: 0o777, linkname };
     }
     case "link":
-      if (lenient) return undefined;
+      if (lenient) return keepHardLinks ? hardLink(path, header.linkname ?? "") : undefined;
       throw bad(`entry ${shown(path)} is a hard link; pack the file itself`);
     default: {
       if (lenient) return undefined;
@@ -136,6 +148,18 @@ export function classifyEntry(header: tar.Header, lenient: boolean): EntryMeta |
       );
     }
   }
+}
+
+/** A hard link kept (its target normalised), or undefined when its target cannot be one. */
+function hardLink(path: string, target: string): EntryMeta | undefined {
+  if (path === "" || Buffer.byteLength(target, "utf8") > MAX_PATH_BYTES) return undefined;
+  let linkname: string;
+  try {
+    linkname = normaliseEntryPath(target);
+  } catch {
+    return undefined; // absolute, climbing out, NUL: no file of this archive
+  }
+  return linkname === "" ? undefined : { path, type: "link", mode: 0o644, linkname };
 }
 
 /** A GNU sparse file in PAX form (GNU.sparse.* keys; type 'S' is an unknown type already). */
@@ -161,7 +185,8 @@ export function checkLinkTarget(path: string, target: string): void {
  * about a hundred bytes per entry even for 4 KiB paths, and bounded by the cap.
  */
 export class EntryIndex {
-  readonly #isDir = new Map<string, boolean>();
+  /** What each path is: a directory, a regular file, or another kind (symlink, hard link). */
+  readonly #kind = new Map<string, "dir" | "file" | "other">();
   readonly #limits: ArchiveLimits;
   #entries = 0;
 
@@ -179,22 +204,26 @@ export class EntryIndex {
   /**
    * Registers `entry`. Returns the parent directories the archive did not list, outermost
    * first (to be created before it), or undefined when the entry is to be dropped (a
-   * directory listed twice; in lenient mode, an entry under a file or symlink).
+   * directory listed twice; in lenient mode, an entry under a file or symlink; a hard link
+   * whose target is not a regular file listed before it).
    * Throws for a path listed twice, or nested under a file or symlink.
    */
   add(entry: EntryMeta): string[] | undefined {
     const key = keyOf(entry.path);
-    const known = this.#isDir.get(key);
+    const known = this.#kind.get(key);
     if (known !== undefined) {
-      if (known && entry.type === "directory") return undefined;
+      if (known === "dir" && entry.type === "directory") return undefined;
       throw bad(`entry ${shown(entry.path)} appears twice`);
     }
+    // Restored, a link to anything but a file already unpacked could reach out of the tree.
+    if (entry.type === "link" && this.#kind.get(keyOf(entry.linkname ?? "")) !== "file")
+      return undefined;
     const missing: string[] = [];
     // Deepest parent first: the first one already known means all above it are too.
     for (let p = parentOf(entry.path); p !== ""; p = parentOf(p)) {
-      const isDir = this.#isDir.get(keyOf(p));
-      if (isDir === true) break;
-      if (isDir === false) {
+      const kind = this.#kind.get(keyOf(p));
+      if (kind === "dir") break;
+      if (kind !== undefined) {
         if (this.#limits.lenient === true) return undefined;
         throw bad(`entry ${shown(entry.path)} is inside ${shown(p)}, which is not a directory`);
       }
@@ -203,9 +232,12 @@ export class EntryIndex {
     missing.reverse();
     for (const p of missing) {
       this.count();
-      this.#isDir.set(keyOf(p), true);
+      this.#kind.set(keyOf(p), "dir");
     }
-    this.#isDir.set(key, entry.type === "directory");
+    this.#kind.set(
+      key,
+      entry.type === "directory" ? "dir" : entry.type === "file" ? "file" : "other",
+    );
     return missing;
   }
 }

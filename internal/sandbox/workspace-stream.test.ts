@@ -1,6 +1,7 @@
 /**
  * The streaming workspace normaliser against real tar and gzip bytes: what it writes (owner
- * 1000, no set-id bits, parents listed, deterministic), every hostile entry and format it
+ * 1000, no set-id bits, parents listed, deterministic uploads, snapshots keeping file times
+ * to the nanosecond), every hostile entry, time and format it
  * refuses, the limits (unpacked bytes, entries, paths), the lenient mode for sandbox
  * exports, and that memory stays bounded by a chunk for a 1 GiB entry.
  */
@@ -12,7 +13,7 @@ import * as tar from "tar-stream";
 import { isAgentdError } from "../errors.ts";
 import { packWorkspace, readWorkspaceArchive } from "./workspace-archive.ts";
 import { type ArchiveLimits, SANDBOX_EXPORT_LIMITS } from "./workspace-rules.ts";
-import { normaliseWorkspaceStream } from "./workspace-stream.ts";
+import { normaliseWorkspaceStream, readArchiveEntries } from "./workspace-stream.ts";
 
 type Entry = Partial<tar.Header> & { name: string; data?: string | Buffer };
 
@@ -53,8 +54,12 @@ function rawHeader(name: string, size: number, typeflag: string): Buffer {
 const END = Buffer.alloc(1024);
 
 async function normalise(input: Uint8Array, limits: ArchiveLimits = {}): Promise<Buffer> {
+  return collect(normaliseWorkspaceStream([input], limits));
+}
+
+async function collect(chunks: AsyncIterable<Uint8Array>): Promise<Buffer> {
   const out: Uint8Array[] = [];
-  for await (const c of normaliseWorkspaceStream([input], limits)) out.push(c);
+  for await (const c of chunks) out.push(c);
   return Buffer.concat(out);
 }
 
@@ -138,6 +143,192 @@ describe("normaliseWorkspaceStream: the normalised form", () => {
     await refused(await tarOf([{ name: deep, data: "deep" }]), "ETOOLARGE", /1000 entries/, {
       maxEntries: 1000,
     });
+  });
+});
+
+describe("normaliseWorkspaceStream: file times", () => {
+  const NOW = 1_750_000_000_000; // the clock of the snapshots below, ms
+  const keep = (input: Uint8Array, now = NOW) =>
+    collect(
+      normaliseWorkspaceStream([input], SANDBOX_EXPORT_LIMITS, { keepTimes: true, now: () => now }),
+    );
+  /** [name, seconds, PAX mtime] of each header. */
+  const timesOf = async (t: Buffer) =>
+    (await headersOf(t)).map((h) => [
+      h.name,
+      h.mtime.getTime() / 1000,
+      (h.pax as Record<string, string> | null)?.mtime ?? null,
+    ]);
+
+  it("a snapshot keeps each entry's time to the nanosecond, directories and links too", async () => {
+    // As GNU tar --format=posix writes them: a PAX mtime record before each entry.
+    const input = await tarOf([
+      {
+        name: "./src/",
+        type: "directory",
+        mtime: new Date(1_700_000_001_000),
+        pax: { mtime: "1700000001.5" },
+      },
+      {
+        name: "./src/a.py",
+        mtime: new Date(1_700_000_000_000),
+        pax: { mtime: "1700000000.123456789" },
+        data: "VALUE = 1\n",
+      },
+      {
+        name: "./src/b.o",
+        mtime: new Date(1_700_000_000_000),
+        pax: { mtime: "1700000000.2" },
+        data: "o",
+      },
+      { name: "./src/l", type: "symlink", linkname: "a.py", mtime: new Date(1_600_000_000_000) },
+      { name: "./old.txt", mtime: new Date(1_234_567_890_000), data: "busybox: seconds only" },
+    ]);
+    const out = await keep(input);
+    assert.deepEqual(await timesOf(out), [
+      ["src/", 1700000001, "1700000001.5"],
+      ["src/a.py", 1700000000, "1700000000.123456789"],
+      ["src/b.o", 1700000000, "1700000000.2"],
+      ["src/l", 1600000000, null],
+      ["old.txt", 1234567890, null],
+    ]);
+    // Read again (a restore, a later snapshot of the restored workspace): the same times.
+    const again = [];
+    for await (const e of readArchiveEntries([out], SANDBOX_EXPORT_LIMITS))
+      again.push([e.path, e.mtime]);
+    assert.deepEqual(again, [
+      ["src", { sec: 1700000001, nsec: 500000000 }],
+      ["src/a.py", { sec: 1700000000, nsec: 123456789 }],
+      ["src/b.o", { sec: 1700000000, nsec: 200000000 }],
+      ["src/l", { sec: 1600000000, nsec: 0 }],
+      ["old.txt", { sec: 1234567890, nsec: 0 }],
+    ]);
+    // Content and names are untouched by the PAX records.
+    const files = await readWorkspaceArchive(out, SANDBOX_EXPORT_LIMITS);
+    assert.deepEqual(
+      files.map((f) => [f.path, f.data?.toString() ?? f.linkname]),
+      [
+        ["src", undefined],
+        ["src/a.py", "VALUE = 1\n"],
+        ["src/b.o", "o"],
+        ["src/l", "a.py"],
+        ["old.txt", "busybox: seconds only"],
+      ],
+    );
+  });
+
+  it("an upload keeps mtime 0: the same tree packed at other times gives the same bytes", async () => {
+    const at = (ms: number, ns: string) =>
+      tarOf([
+        {
+          name: "d/",
+          type: "directory",
+          mtime: new Date(ms),
+          pax: { mtime: `${ms / 1000}.${ns}` },
+        },
+        {
+          name: "d/f.txt",
+          mtime: new Date(ms),
+          pax: { mtime: `${ms / 1000}.${ns}` },
+          data: "same",
+        },
+      ]);
+    const one = await normalise(await at(1_700_000_000_000, "1"));
+    const two = await normalise(await at(1_710_000_000_000, "999"));
+    assert.ok(one.equals(two), "uploads of the same tree are byte-identical");
+    assert.deepEqual(await timesOf(one), [
+      ["d/", 0, null],
+      ["d/f.txt", 0, null],
+    ]);
+  });
+
+  it("hostile times are clamped, never refused: future, negative, huge, malformed PAX values", async () => {
+    const input = await tarOf([
+      {
+        name: "future",
+        mtime: new Date(1_760_000_000_000),
+        pax: { mtime: "1760000000.5" },
+        data: "x",
+      },
+      { name: "far", mtime: new Date(0), pax: { mtime: "9".repeat(60) }, data: "x" },
+      { name: "negative", mtime: new Date(0), pax: { mtime: "-86400.5" }, data: "x" },
+      { name: "malformed", mtime: new Date(1_650_000_000_000), pax: { mtime: "12e99" }, data: "x" },
+      {
+        name: "oversized",
+        mtime: new Date(1_650_000_000_000),
+        pax: { mtime: "1".repeat(100_000) },
+        data: "x",
+      },
+    ]);
+    // A negative ustar time as GNU tar writes it (base-256, 0xff first): after the epoch clamp, 0.
+    const neg = rawHeader("neg-ustar", 0, "0");
+    neg.fill(0xff, 136, 148);
+    neg.fill(0x20, 148, 156);
+    let sum = 0;
+    for (const x of neg) sum += x;
+    neg.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
+    const withNeg = Buffer.concat([input.subarray(0, input.byteLength - 1024), neg, END]);
+    assert.deepEqual(await timesOf(await keep(withNeg)), [
+      ["future", 1750000000, "1750000000.000999999"],
+      ["far", 1750000000, "1750000000.000999999"],
+      ["negative", 0, null],
+      ["malformed", 1650000000, null],
+      ["oversized", 1650000000, null],
+      ["neg-ustar", 0, null],
+    ]);
+  });
+
+  it("malformed PAX records (wrong lengths, no '=', binary) leave the ustar time, never fail", async () => {
+    const withPax = (records: string | Buffer, name: string) => {
+      const data = Buffer.from(records);
+      const padded = Buffer.concat([data, Buffer.alloc((512 - (data.byteLength % 512)) % 512)]);
+      const file = rawHeader(name, 1, "0");
+      // ustar mtime 1650000000 (octal), checksum recomputed.
+      file.write(`${(1_650_000_000).toString(8).padStart(11, "0")}\0`, 136);
+      file.fill(0x20, 148, 156);
+      let sum = 0;
+      for (const x of file) sum += x;
+      file.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
+      const body = Buffer.alloc(512);
+      body.write("x");
+      return [rawHeader("PaxHeader", data.byteLength, "x"), padded, file, body];
+    };
+    const input = Buffer.concat([
+      ...withPax("5 mtime=1700000000.5\n", "short"),
+      ...withPax("9999 mtime=1700000000.5\n", "long"),
+      ...withPax("25 mtime1700000000.5xxxxx\n", "no-equals"),
+      ...withPax(Buffer.from([0x31, 0x35, 0x20, 0xff, 0xfe, 0x3d, 0x00, 0x80, 0x0a]), "binary"),
+      ...withPax("22 mtime=1700000000.5\n12 mtime=-1\n", "last-wins"),
+      ...withPax("22 mtime=1700000000.5\n", "well-formed"),
+      END,
+    ]);
+    assert.deepEqual(await timesOf(await keep(input)), [
+      ["short", 1650000000, null],
+      ["long", 1650000000, null],
+      ["no-equals", 1650000000, null],
+      ["binary", 1650000000, null],
+      ["last-wins", 0, null],
+      ["well-formed", 1700000000, "1700000000.5"],
+    ]);
+  });
+
+  it("a masked entry (mapEntry) keeps its time", async () => {
+    const input = await tarOf([
+      {
+        name: "k.txt",
+        mtime: new Date(1_700_000_000_000),
+        pax: { mtime: "1700000000.75" },
+        data: "abc",
+      },
+    ]);
+    const out = await collect(
+      normaliseWorkspaceStream([input], SANDBOX_EXPORT_LIMITS, {
+        keepTimes: true,
+        now: () => NOW,
+        mapEntry: (e) => ({ ...e, path: "m.txt" }),
+      }),
+    );
+    assert.deepEqual(await timesOf(out), [["m.txt", 1700000000, "1700000000.75"]]);
   });
 });
 
@@ -338,6 +529,49 @@ describe("normaliseWorkspaceStream: sandbox exports (lenient)", () => {
         ["suid", "file", null, "755", 1000],
       ],
     );
+  });
+
+  it("a snapshot (keepHardLinks) keeps a hard link to a file listed before it, nothing else", async () => {
+    const input = await tarOf([
+      { name: "./d/", type: "directory" },
+      { name: "./d/bin", data: "ELF" },
+      { name: "./abs", type: "symlink", linkname: "/etc" },
+      { name: "./twin", type: "link", linkname: "./d/bin" },
+      { name: "./deep/er/twin", type: "link", linkname: "d/bin" },
+      { name: "./to-dir", type: "link", linkname: "d" },
+      { name: "./to-symlink", type: "link", linkname: "abs" },
+      { name: "./to-later", type: "link", linkname: "later" },
+      { name: "./to-outside", type: "link", linkname: "../../etc/passwd" },
+      { name: "./to-absolute", type: "link", linkname: "/etc/passwd" },
+      { name: "./to-itself", type: "link", linkname: "to-itself" },
+      { name: "./to-link", type: "link", linkname: "twin" },
+      { name: "./later", data: "x" },
+    ]);
+    const kept = await headersOf(
+      await normalise(input, { ...SANDBOX_EXPORT_LIMITS, keepHardLinks: true }),
+    );
+    assert.deepEqual(
+      kept.map((h) => [h.name, h.type, h.linkname ?? null, h.uid]),
+      [
+        ["d/", "directory", null, 1000],
+        ["d/bin", "file", null, 1000],
+        ["abs", "symlink", "/etc", 1000],
+        ["twin", "link", "d/bin", 1000],
+        ["deep/", "directory", null, 1000],
+        ["deep/er/", "directory", null, 1000],
+        ["deep/er/twin", "link", "d/bin", 1000],
+        ["later", "file", null, 1000],
+      ],
+    );
+    // Without the option (a diff's read, an export normalised like an upload): skipped.
+    const skipped = await headersOf(await normalise(input, SANDBOX_EXPORT_LIMITS));
+    assert.ok(!skipped.some((h) => h.type === "link"));
+    // An upload refuses them whatever the option says: lenient is what allows any.
+    const upload = await tarOf([
+      { name: "bin", data: "ELF" },
+      { name: "twin", type: "link", linkname: "bin" },
+    ]);
+    await refused(upload, "EVALIDATION", /"twin" is a hard link/, { keepHardLinks: true });
   });
 
   it("a consumer that stops early stops the reading of its source", async () => {

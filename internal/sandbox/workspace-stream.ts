@@ -1,9 +1,12 @@
 /**
  * Workspace archives as streams: an uploaded or exported tar (or tar.gz) is gunzipped,
  * capped, parsed and checked entry by entry (workspace-rules.ts) and re-packed into the one
- * normalised form a sandbox accepts (owner 1000, no set-id bits, parents listed, mtime 0),
- * without ever holding the archive, or even one entry, in memory: memory is bounded by a
- * few chunks whatever the archive's size. Never writes anything: a consumer that stores
+ * normalised form a sandbox accepts (owner 1000, no set-id bits, parents listed), without
+ * ever holding the archive, or even one entry, in memory: memory is bounded by a few chunks
+ * whatever the archive's size. File times: an upload gets mtime 0 everywhere (the same tree
+ * gives the same bytes, so equal uploads share one digest); a snapshot keeps each entry's
+ * time, to the nanosecond where the export has it (workspace-times.ts), so build and test
+ * tools see a restored workspace as it was. Never writes anything: a consumer that stores
  * the output must keep it invisible until the stream ended without error (a refusal can
  * come at the last entry); see ArtifactStore.putStream.
  */
@@ -22,6 +25,14 @@ import {
   SANDBOX_UID,
   tooLarge,
 } from "./workspace-rules.ts";
+import {
+  clampTime,
+  EPOCH_TIME,
+  entryTime,
+  type FileTime,
+  timeHeader,
+  timeOfMs,
+} from "./workspace-times.ts";
 
 /** One entry of a checked archive, in archive order. */
 export interface ArchiveEntry extends EntryMeta {
@@ -31,6 +42,21 @@ export interface ArchiveEntry extends EntryMeta {
   content: AsyncIterable<Uint8Array>;
   /** A parent directory the archive did not list, given before its first child. */
   implicit?: boolean;
+  /** Modification time as the archive has it (clamped; the epoch for an implicit parent). */
+  mtime: FileTime;
+}
+
+/** How normaliseWorkspaceStream packs entries. */
+export interface NormaliseOptions {
+  /** Rewrites an entry on its way (its content must keep its size). */
+  mapEntry?: (entry: ArchiveEntry) => ArchiveEntry;
+  /**
+   * Keep each entry's modification time (snapshots) instead of mtime 0 (uploads), never
+   * later than the moment the normalisation started. Default false.
+   */
+  keepTimes?: boolean;
+  /** The clock behind the future-time clamp, ms since the epoch. Default Date.now. */
+  now?: () => number;
 }
 
 /** The content stream tar-stream hands out for an entry. */
@@ -38,7 +64,6 @@ type EntryStream = tar.ExtractEvents["entry"][1];
 
 const EMPTY: AsyncIterable<Uint8Array> = { async *[Symbol.asyncIterator]() {} };
 const USTAR_AT = 257;
-const EPOCH = new Date(0);
 
 /**
  * The checked entries of an archive (tar or gzip-compressed tar) read from `source`.
@@ -82,7 +107,7 @@ export async function* readArchiveEntries(
       const start = (header as { byteOffset?: number }).byteOffset ?? 0;
       if (start + header.size > maxUnpacked)
         throw unpackedTooLarge(maxUnpacked, limits, `entry of ${header.size} bytes`);
-      const meta = classifyEntry(header, lenient);
+      const meta = classifyEntry(header, lenient, limits.keepHardLinks === true);
       const parents = meta === undefined ? undefined : index.add(meta);
       if (meta === undefined || parents === undefined || meta.type !== "file") {
         // tar-stream never feeds a directory's stream: waiting for its end would hang.
@@ -90,12 +115,21 @@ export async function* readArchiveEntries(
       }
       if (meta === undefined || parents === undefined) continue;
       for (const path of parents)
-        yield { path, type: "directory", mode: 0o755, size: 0, content: EMPTY, implicit: true };
+        yield {
+          path,
+          type: "directory",
+          mode: 0o755,
+          size: 0,
+          content: EMPTY,
+          implicit: true,
+          mtime: EPOCH_TIME,
+        };
+      const mtime = entryTime(header);
       if (meta.type !== "file") {
-        yield { ...meta, size: 0, content: EMPTY };
+        yield { ...meta, size: 0, content: EMPTY, mtime };
         continue;
       }
-      yield { ...meta, size: header.size, content: contentOf(stream) };
+      yield { ...meta, size: header.size, content: contentOf(stream), mtime };
       await drain(stream);
     }
     completed = true;
@@ -113,22 +147,29 @@ export async function* readArchiveEntries(
 /**
  * The normalised tar of the archive `source` yields, as it is produced: every entry
  * checked (lenient limits keep links and skip devices), owner 1000, no set-id bits, parent
- * directories listed, mtime 0, so the same tree always gives the same bytes. Memory is
- * bounded by a few chunks: file contents stream through. Throws (see readArchiveEntries)
- * when the archive is refused, possibly after much output: store it only once complete.
- * `mapEntry` may rewrite an entry on its way (its content must keep its size).
+ * directories listed, and mtime 0, so the same tree always gives the same bytes, unless
+ * `keepTimes` (snapshots). Memory is bounded by a few chunks: file contents stream through.
+ * Throws (see readArchiveEntries) when the archive is refused, possibly after much output:
+ * store it only once complete.
  */
 export async function* normaliseWorkspaceStream(
   source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
   limits: ArchiveLimits = {},
-  mapEntry?: (entry: ArchiveEntry) => ArchiveEntry,
+  options: NormaliseOptions = {},
 ): AsyncGenerator<Uint8Array> {
+  const { mapEntry } = options;
+  // A time past the start of the export is no time a file of this workspace was written
+  // (the sandbox is quiet while it is exported): kept, it would make that file look newer
+  // than every edit after the restore, for ever.
+  const notAfter = options.keepTimes === true ? timeOfMs((options.now ?? Date.now)()) : undefined;
   const pack = tar.pack();
   pack.on("error", () => undefined); // errors are read from the iterator and `failure`
   let failure: unknown;
   const writing = (async () => {
-    for await (const entry of readArchiveEntries(source, limits))
-      await packEntry(pack, mapEntry === undefined ? entry : mapEntry(entry));
+    for await (const entry of readArchiveEntries(source, limits)) {
+      const e = mapEntry === undefined ? entry : mapEntry(entry);
+      await packEntry(pack, e, notAfter === undefined ? EPOCH_TIME : clampTime(e.mtime, notAfter));
+    }
     pack.finalize();
   })().catch((err: unknown) => {
     failure ??= err;
@@ -146,8 +187,12 @@ export async function* normaliseWorkspaceStream(
   if (failure !== undefined) throw failure;
 }
 
-/** The tar header of a normalised entry. */
-export function normalisedHeader(e: EntryMeta, size: number): tar.Header {
+/** The tar header of a normalised entry; mtime 0 unless `time` is given (snapshots). */
+export function normalisedHeader(
+  e: EntryMeta,
+  size: number,
+  time: FileTime = EPOCH_TIME,
+): tar.Header {
   return {
     name: e.type === "directory" ? `${e.path}/` : e.path,
     type: e.type,
@@ -158,17 +203,17 @@ export function normalisedHeader(e: EntryMeta, size: number): tar.Header {
     gid: SANDBOX_UID,
     uname: "agent",
     gname: "agent",
-    mtime: EPOCH,
+    ...timeHeader(time),
     devmajor: 0,
     devminor: 0,
   };
 }
 
-/** Writes one entry into `pack`, its content chunk by chunk; resolves once it is packed. */
-async function packEntry(pack: tar.Pack, e: ArchiveEntry): Promise<void> {
+/** Writes one entry into `pack` with mtime `time`, its content chunk by chunk; resolves once packed. */
+async function packEntry(pack: tar.Pack, e: ArchiveEntry, time: FileTime): Promise<void> {
   let sink: ReturnType<tar.Pack["entry"]> | undefined;
   const packed = new Promise<void>((resolve, reject) => {
-    sink = pack.entry(normalisedHeader(e, e.size), (err) => (err ? reject(err) : resolve()));
+    sink = pack.entry(normalisedHeader(e, e.size, time), (err) => (err ? reject(err) : resolve()));
   });
   // When the content fails first, `packed` is never awaited and the sink is destroyed with
   // the pack: neither may surface as an unhandled rejection or an uncaught 'error'.

@@ -1,8 +1,13 @@
 /**
  * A paused run's workspace, kept as an artifact to restore from: the container's export
- * streamed through the normaliser (like an upload: owners, set-id bits, devices and hard
- * links do not survive) into the artifact store, with every secret value of the run masked
- * (`*`, same length) in file contents, names and link targets.
+ * streamed through the normaliser (like an upload: owners, set-id bits and devices do not
+ * survive) into the artifact store, with every secret value of the run masked (`*`, same
+ * length) in file contents, names and link targets. Unlike an upload it keeps each entry's
+ * modification time (to the nanosecond from GNU tar, whole seconds from busybox): restored
+ * with mtime 0, a same-size edit made before the pause would look as old as the `.pyc` or
+ * make target built before it, and tools would run the old code. And it keeps hard links
+ * between its files (cargo's target/, a local clone's git objects): dropped, those files
+ * would be missing after the restore.
  * Must never: hold the workspace whole in memory, or store a secret value.
  */
 import type { ArtifactInfo, ArtifactStore } from "../artifacts/port.ts";
@@ -19,11 +24,11 @@ export async function snapshotWorkspace(
   signal?: AbortSignal,
 ): Promise<ArtifactInfo> {
   const mask = createSecretMask(secrets.values());
-  const tar = normaliseWorkspaceStream(
-    box.exportWorkspace(),
-    SANDBOX_EXPORT_LIMITS,
-    mask === undefined ? undefined : (e) => maskEntry(e, mask),
-  );
+  const limits = { ...SANDBOX_EXPORT_LIMITS, keepHardLinks: true };
+  const tar = normaliseWorkspaceStream(box.exportWorkspace(), limits, {
+    keepTimes: true,
+    ...(mask === undefined ? {} : { mapEntry: (e: ArchiveEntry) => maskEntry(e, mask) }),
+  });
   return store.putStream(tar, signal === undefined ? {} : { signal });
 }
 
