@@ -1,0 +1,82 @@
+/**
+ * A command that exited 127 (the shell found no such program): which program, from the
+ * shell's own words ("sh: 1: go: not found", "bash: go: command not found", "env: 'go':
+ * No such file or directory"), else the command's first word; and which agentd sandbox
+ * image has it, with how to pick that image. The images are those `make images` builds
+ * (sandbox-images/README.md), named agentd-sandbox-<ecosystem>:latest.
+ *
+ * Pure. Must never: name an image that does not carry the program.
+ */
+import { cleanText } from "./clean-text.ts";
+
+/** The ecosystem image of each program agentd knows. */
+const ECOSYSTEMS: Record<string, string> = {
+  python: "python",
+  python3: "python",
+  pytest: "python",
+  pip: "python",
+  pip3: "python",
+  go: "go",
+  gofmt: "go",
+  cargo: "rust",
+  rustc: "rust",
+  java: "java",
+  javac: "java",
+  mvn: "java",
+  gradle: "java",
+  "./gradlew": "java",
+  "./mvnw": "java",
+  node: "node",
+  npm: "node",
+  npx: "node",
+  pnpm: "node",
+  yarn: "node",
+  corepack: "node",
+};
+
+const NOT_FOUND = [
+  /^(?:\S*sh)(?::(?: line)? \d+)?: (\S+): (?:command )?not found\s*$/m,
+  /^(\S+): (?:command )?not found\s*$/m,
+  /^env: ['‘]?([^'’\s]+)['’]?: No such file or directory\s*$/m,
+];
+
+export interface MissingProgram {
+  /** The program the shell did not find. */
+  program: string;
+  /** The ecosystem whose image has it ("go"), when agentd knows one. */
+  ecosystem?: string;
+  /** That image ("agentd-sandbox-go:latest"). */
+  image?: string;
+}
+
+export function missingProgram(command: string, stderr: string): MissingProgram {
+  let program: string | undefined;
+  for (const re of NOT_FOUND) {
+    const m = re.exec(stderr);
+    if (m !== null) {
+      program = m[1];
+      break;
+    }
+  }
+  // Else the command's first word after any VAR=value assignments.
+  program ??=
+    command
+      .trim()
+      .split(/\s+/)
+      .find((w) => !/^[A-Za-z_]\w*=/.test(w)) ?? "";
+  program = cleanText(program, 100, true);
+  const base = program.startsWith("./") ? program : (program.split("/").at(-1) ?? program);
+  const ecosystem = Object.hasOwn(ECOSYSTEMS, base) ? ECOSYSTEMS[base] : undefined;
+  return ecosystem === undefined
+    ? { program }
+    : { program, ecosystem, image: `agentd-sandbox-${ecosystem}:latest` };
+}
+
+/** The error message for a command that exited 127. */
+export function missingProgramMessage(tool: string, command: string, m: MissingProgram): string {
+  const ran = `${tool} ran ${JSON.stringify(cleanText(command, 200, true))}`;
+  const head = `${m.program || "a program"}: command not found in this run's sandbox image (exit 127; ${ran})`;
+  if (m.image === undefined)
+    return `${head}. No agentd image is known to have it: install it in the setup step (.agent/config.yaml commands.setup) or run in an image that has it (.agent/config.yaml image:, agentctl --image).`;
+  return `${head}. The image ${m.image} has it: pick it with \`image: ${m.ecosystem}\` in .agent/config.yaml (or agentctl --image ${m.image}).`;
+}
