@@ -172,6 +172,15 @@ describe("JUnit XML", () => {
     assert.deepEqual(where(s), ["ex.CalcTest.addsWrong@CalcTest.java:7"]);
     assert.equal(s?.failures[0]?.message, "expected:<5> but was:<4>");
   });
+  it("Maven Surefire (JUnit 4): failure, error, skip; the test's own frame", () => {
+    const s = parseJunit(fixture("surefire-junit4.xml"));
+    assert.deepEqual(counts(s), [1, 1, 1, 1]);
+    assert.deepEqual(where(s)?.sort(), [
+      "ex.CalcTest.addsWrong@CalcTest.java:7",
+      "ex.CalcTest.throwsError@CalcTest.java:8",
+    ]);
+    assert.equal(s?.failures.find((f) => f.name.endsWith("throwsError"))?.message, "boom <&>");
+  });
   it("suites without cases: their attributes", () => {
     assert.deepEqual(
       counts(parseJunit('<testsuite tests="5" failures="1" errors="1" skipped="1"/>')),
