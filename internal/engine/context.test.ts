@@ -417,6 +417,53 @@ describe("assembleContext", () => {
     assert.ok(Buffer.byteLength(JSON.stringify(out)) <= 4096);
     assert.deepEqual(capJson({ n: 1 }, 10), { n: 1 });
   });
+
+  it("shows a test.run's parsed results first, as text, and its output after within the cap", () => {
+    const log = new Log();
+    log.add({ case: "runQueued", value: { prompt: "t" } });
+    log.call("c1", "test.run", {});
+    const tests = {
+      passed: 14,
+      failed: 1,
+      skipped: 0,
+      errors: 0,
+      format: "pytest",
+      failures: [
+        {
+          name: "t.py::test_a",
+          file: "t.py",
+          line: 3,
+          message: "AssertionError: 1 != 2\nassert 1 == 2",
+        },
+      ],
+      moreFailures: 0,
+    };
+    log.add({
+      case: "toolResult",
+      value: {
+        callId: "c1",
+        ok: true,
+        exitCode: 1,
+        outputJson: JSON.stringify({ exitCode: 1, stdout: "x".repeat(50_000), tests }),
+        tests,
+      },
+    });
+    const ctx = assembleContext({
+      events: log.events,
+      systemPrompt: "x",
+      budgetTokens: 100_000,
+      maxToolOutputBytes: 4096,
+    });
+    const out = (ctx.messages[2] as { output: Record<string, unknown> }).output;
+    assert.equal(Object.keys(out)[0], "testResults", "the summary comes first");
+    assert.equal(
+      out.testResults,
+      "Test results (pytest): 1 failed, 14 passed\nFAILED t.py::test_a at t.py:3\n    AssertionError: 1 != 2\n    assert 1 == 2",
+    );
+    assert.equal(out.tests, undefined, "said once");
+    assert.equal(out.exitCode, 1);
+    assert.ok(Buffer.byteLength(JSON.stringify(out)) <= 4096 + 64);
+  });
 });
 
 describe("compactContext", () => {
