@@ -5,12 +5,13 @@
  * that has it. Nothing here fakes the sandbox.
  */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { countingExecs, sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { detectCommands } from "./detect-commands.ts";
 import { invokeTool } from "./registry.ts";
 import type { TestRunResult } from "./test-run.ts";
@@ -19,12 +20,27 @@ import { DEFAULT_DENY_PATTERNS, DEFAULT_TOOL_LIMITS, type ToolContext } from "./
 let box: SandboxHandle;
 let cleanup: () => Promise<void>;
 
-const file = (path: string, text: string): WorkspaceFile => ({
+const file = (path: string, text: string, mode = 0o644): WorkspaceFile => ({
   path,
   type: "file",
-  mode: 0o644,
+  mode,
   data: Buffer.from(text),
 });
+
+const SUREFIRE = readFileSync(
+  new URL("test-results/fixtures/surefire-junit4.xml", import.meta.url),
+  "utf8",
+);
+/** A Maven wrapper stand-in: writes a real Surefire report, prints nothing parseable. */
+const MVNW = `#!/bin/sh
+mkdir -p target/surefire-reports
+cat > target/surefire-reports/TEST-ex.CalcTest.xml <<'EOF'
+${SUREFIRE}
+EOF
+echo "[INFO] BUILD FAILURE"
+exit 1
+`;
+const STALE = `<testsuite><testcase classname="old.Stale" name="fromAnEarlierBuild"><failure message="stale"/></testcase></testsuite>`;
 
 const UNITTEST = `import unittest
 
@@ -65,6 +81,8 @@ before(async () => {
       file("tests/test_calc.py", UNITTEST),
       file("calc.test.js", NODE_TEST),
       file("go.mod", "module example.com/calc\n\ngo 1.22\n"),
+      file("mvnw", MVNW, 0o755),
+      file("target/surefire-reports/TEST-old.Stale.xml", STALE),
     ]),
   });
 });
@@ -106,6 +124,50 @@ describe("test.run in the base image", () => {
     const f = r.tests?.failures[0];
     assert.deepEqual([f?.name, f?.file, f?.line], ["adds wrong", "calc.test.js", 4]);
     assert.match(f?.message ?? "", /two and two/);
+  });
+
+  it("Maven: the reports written by this call are read back; an earlier build's are not", async () => {
+    const counting = countingExecs(box);
+    const r = (await invokeTool(
+      {
+        ...ctxWith({
+          test: { command: "./mvnw -B test", source: ".agent/config.yaml commands.test" },
+        }),
+        sandbox: counting.handle,
+      },
+      "test.run",
+      {},
+    )) as TestRunResult;
+    assert.equal(r.exitCode, 1, r.stderr);
+    assert.equal(r.stdout, "[INFO] BUILD FAILURE\n", "the output is the command's own");
+    assert.deepEqual(
+      [r.tests?.format, r.tests?.passed, r.tests?.failed, r.tests?.skipped, r.tests?.errors],
+      ["junit", 1, 1, 1, 1],
+    );
+    assert.deepEqual(r.tests?.failures.map((f) => `${f.name}@${f.file}:${f.line}`).sort(), [
+      "ex.CalcTest.addsWrong@CalcTest.java:7",
+      "ex.CalcTest.throwsError@CalcTest.java:8",
+    ]);
+    assert.equal(counting.execs(), 3, "a marker, the command, the read-back");
+    const left = await box.exec({
+      argv: ["sh", "-c", "ls /tmp/.agentd | wc -l"],
+      timeoutMs: 10_000,
+      maxOutputBytes: 100,
+    });
+    assert.equal(left.stdout.trim(), "0", "the marker is removed");
+  });
+
+  it("other commands run in one exec, nothing read back", async () => {
+    const counting = countingExecs(box);
+    await invokeTool(
+      {
+        ...ctxWith({ test: { command: "echo no build tool here", source: "policy tools.test" } }),
+        sandbox: counting.handle,
+      },
+      "test.run",
+      {},
+    );
+    assert.equal(counting.execs(), 1);
   });
 
   it("output in no known format: no tests field, the exit code speaks", async () => {

@@ -2,7 +2,8 @@
  * test.run: the run's test command (the policy's tools.test, else the workspace's, see
  * command-spec.ts), optionally for one test. The result names the command and its source
  * and, when the output is in a format agentd reads (test-results/), carries `tests`: the
- * counts and each failure's name, file, line and message. A command that exits 127 (its
+ * counts and each failure's name, file, line and message (for Maven and Gradle, from the
+ * JUnit reports they wrote, read back: test-reports.ts). A command that exits 127 (its
  * program is not in the image) is an error naming the program and the image that has it.
  *
  * Must never: run a line other than the one the spec gives (parsing only reads what it
@@ -12,6 +13,7 @@ import { z } from "zod";
 import { AgentdError } from "../errors.ts";
 import { noCommandMessage, testCommandLine } from "./command-spec.ts";
 import { type CommandResult, runCommand, timeoutField } from "./run-command.ts";
+import { readsReports, startReports } from "./test-reports.ts";
 import { createGoJsonTextStream, goJsonText } from "./test-results/go-json.ts";
 import { missingProgram, missingProgramMessage } from "./test-results/missing-program.ts";
 import { parseTestOutput } from "./test-results/parse-test-output.ts";
@@ -44,6 +46,8 @@ export const testRun = defineTool({
     const command = testCommandLine(spec, input.name);
     const goJson = spec.output === "go-json";
     const run = goJson ? withGoJsonText(ctx) : { ctx, end: () => {} };
+    // Maven and Gradle: their JUnit reports are read back after the command (test-reports.ts).
+    const reports = readsReports(command) ? await startReports(ctx) : undefined;
     const raw = await runCommand(
       run.ctx,
       command,
@@ -53,7 +57,13 @@ export const testRun = defineTool({
     );
     run.end();
     throwIfNotFound("test.run", raw);
-    const tests = parseTestOutput({ command, stdout: raw.stdout, stderr: raw.stderr });
+    const xml = await reports?.read();
+    const tests = parseTestOutput({
+      command,
+      stdout: raw.stdout,
+      stderr: raw.stderr,
+      ...(xml === undefined ? {} : { reports: xml }),
+    });
     const result = goJson ? { ...raw, stdout: goJsonText(raw.stdout) } : raw;
     return { ...result, source: spec.source, ...(tests === undefined ? {} : { tests }) };
   },

@@ -1,6 +1,6 @@
 /**
  * Which format a test command printed, and its parsed summary: the command's own words
- * pick the likely parser first (pytest, unittest, go test -json, cargo, node --test), then
+ * pick the likely parser first (pytest, unittest, go test -json, cargo, node --test, mvn), then
  * every format is sniffed in turn; JUnit reports read back from files come first when
  * there are any. Paths under /workspace/ are shown relative to it.
  *
@@ -14,6 +14,7 @@ import { looksLikeLibtest, parseLibtest } from "./libtest.ts";
 import { looksLikeNodeSpec, parseNodeSpec } from "./node-spec.ts";
 import { looksLikePytest, parsePytest } from "./pytest.ts";
 import type { TestSummary } from "./summary.ts";
+import { looksLikeSurefire, parseSurefire } from "./surefire.ts";
 import { looksLikeTap, parseTap } from "./tap.ts";
 import { looksLikeUnittest, parseUnittest } from "./unittest.ts";
 
@@ -60,6 +61,13 @@ const FORMATS: readonly Format[] = [
     parse: parseNodeSpec,
   },
   { name: "libtest", hint: /\bcargo\b/, text: both, looks: looksLikeLibtest, parse: parseLibtest },
+  {
+    name: "surefire",
+    hint: /\bmvnw?\b/,
+    text: both,
+    looks: looksLikeSurefire,
+    parse: parseSurefire,
+  },
   {
     name: "pytest",
     hint: /\bpytest\b|\btox\b/,

@@ -14,6 +14,7 @@ import { parseNodeSpec } from "./node-spec.ts";
 import { parseTestOutput } from "./parse-test-output.ts";
 import { parsePytest } from "./pytest.ts";
 import { MAX_FAILURES, MAX_MESSAGE, type TestSummary } from "./summary.ts";
+import { parseSurefire } from "./surefire.ts";
 import { parseTap } from "./tap.ts";
 import { parseUnittest } from "./unittest.ts";
 import { scanXml } from "./xml-scan.ts";
@@ -147,6 +148,28 @@ describe("node --test", () => {
   });
 });
 
+describe("Maven console (Surefire), when no report could be read back", () => {
+  it("Surefire 3: the aggregate counts, the Failures and Errors lists with their lines", () => {
+    const s = parseSurefire(fixture("maven-surefire3.txt"));
+    assert.deepEqual(counts(s), [1, 1, 1, 1]);
+    assert.deepEqual(where(s), [
+      "CalcTest.addsWrong@CalcTest.java:7",
+      "CalcTest.throwsError@CalcTest.java:8",
+    ]);
+    assert.equal(s?.failures[0]?.message, "two and two expected:<5> but was:<4>");
+  });
+  it("Surefire 2: Failed tests and Tests in error", () => {
+    const s = parseSurefire(fixture("maven-surefire2.txt"));
+    assert.deepEqual(counts(s), [1, 1, 1, 1]);
+    assert.deepEqual(where(s), ["ex.CalcTest.addsWrong@:0", "ex.CalcTest.throwsError@:0"]);
+  });
+  it("modules' aggregates are summed, per-class lines are not", () => {
+    const out =
+      "[ERROR] Tests run: 2, Failures: 1, Errors: 0, Skipped: 0, Time elapsed: 0.1 s <<< FAILURE! -- in a.T\n[ERROR] Tests run: 2, Failures: 1, Errors: 0, Skipped: 0\n[INFO] Tests run: 3, Failures: 0, Errors: 0, Skipped: 1\n";
+    assert.deepEqual(counts(parseSurefire(out)), [3, 1, 1, 0]);
+  });
+});
+
 describe("JUnit XML", () => {
   it("pytest's xunit2 (no file attribute): location from the failure text", () => {
     const s = parseJunit(fixture("junit-pytest.xml"));
@@ -216,7 +239,7 @@ describe("hostile input", () => {
       '<testsuite><testcase name="a"></testsuite>',
     ])
       assert.doesNotThrow(() => parseJunit(bad));
-    assert.equal(scanXml("<" + "<".repeat(200_000) + "a>").length, 1);
+    assert.equal(scanXml(`<${"<".repeat(200_000)}a>`).length, 1);
   });
   it("NUL bytes, ANSI escapes and control characters never reach a field", () => {
     const out =
