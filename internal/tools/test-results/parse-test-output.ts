@@ -9,6 +9,7 @@
  */
 import { stripEscapes } from "./clean-text.ts";
 import { looksLikeGoJson, parseGoJson } from "./go-json.ts";
+import { looksLikeGoText, parseGoText } from "./go-text.ts";
 import { looksLikeJunit, parseJunit } from "./junit.ts";
 import { looksLikeLibtest, parseLibtest } from "./libtest.ts";
 import { looksLikeNodeSpec, parseNodeSpec } from "./node-spec.ts";
@@ -61,6 +62,13 @@ const FORMATS: readonly Format[] = [
     parse: parseNodeSpec,
   },
   { name: "libtest", hint: /\bcargo\b/, text: both, looks: looksLikeLibtest, parse: parseLibtest },
+  {
+    name: "go-text",
+    hint: /\bgo test\b/,
+    text: both,
+    looks: looksLikeGoText,
+    parse: parseGoText,
+  },
   {
     name: "surefire",
     hint: /\bmvnw?\b/,

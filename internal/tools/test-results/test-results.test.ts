@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { failureLine, testCountsText, testSummaryText } from "./format-summary.ts";
 import { createGoJsonTextStream, goJsonText, parseGoJson } from "./go-json.ts";
+import { parseGoText } from "./go-text.ts";
 import { parseJunit } from "./junit.ts";
 import { parseLibtest } from "./libtest.ts";
 import { missingProgram, missingProgramMessage } from "./missing-program.ts";
@@ -89,6 +90,33 @@ describe("go test -json", () => {
     for (let i = 0; i < json.length; i += 37) streamed += stream.push(json.slice(i, i + 37));
     streamed += stream.end();
     assert.equal(streamed, text);
+  });
+});
+
+describe("go test (text)", () => {
+  const want = [
+    "TestAddWrong@calc_test.go:13",
+    "TestTable/two@calc_test.go:23",
+    "TestPanic@/tmp/fx/go/calc_test.go:31",
+    "example.com/calc/broken@broken/b_test.go:5",
+  ];
+  it("-v: the same results as -json", () => {
+    const s = parseGoText(fixture("go-test-v.txt"));
+    assert.deepEqual(counts(s), [3, 3, 1, 1]);
+    assert.deepEqual(where(s), want);
+    assert.deepEqual(s?.failures, parseGoJson(fixture("go-test-json.txt"))?.failures);
+  });
+  it("without -v: the failures (go prints no passing test)", () => {
+    const s = parseGoText(fixture("go-test-text.txt"));
+    assert.deepEqual(counts(s), [0, 3, 0, 1]);
+    assert.deepEqual(where(s), want);
+  });
+  it("a package that fails with no failing test is an error", () => {
+    const s = parseGoText(
+      "panic in TestMain\nFAIL\texample.com/x\t0.01s\nok  \texample.com/y\t(cached)\n",
+    );
+    assert.deepEqual(counts(s), [0, 0, 0, 1]);
+    assert.equal(s?.failures[0]?.name, "example.com/x");
   });
 });
 
