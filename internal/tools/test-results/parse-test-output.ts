@@ -10,6 +10,7 @@
 import { stripEscapes } from "./clean-text.ts";
 import { looksLikeGoJson, parseGoJson } from "./go-json.ts";
 import { looksLikeGoText, parseGoText } from "./go-text.ts";
+import { looksLikeJest, parseJest } from "./jest.ts";
 import { looksLikeJunit, parseJunit } from "./junit.ts";
 import { looksLikeLibtest, parseLibtest } from "./libtest.ts";
 import { looksLikeNodeSpec, parseNodeSpec } from "./node-spec.ts";
@@ -18,6 +19,7 @@ import type { TestSummary } from "./summary.ts";
 import { looksLikeSurefire, parseSurefire } from "./surefire.ts";
 import { looksLikeTap, parseTap } from "./tap.ts";
 import { looksLikeUnittest, parseUnittest } from "./unittest.ts";
+import { looksLikeVitest, parseVitest } from "./vitest.ts";
 
 export interface TestOutput {
   command: string;
@@ -62,6 +64,20 @@ const FORMATS: readonly Format[] = [
     parse: parseNodeSpec,
   },
   { name: "libtest", hint: /\bcargo\b/, text: both, looks: looksLikeLibtest, parse: parseLibtest },
+  {
+    name: "jest",
+    hint: /\bjest\b|\bnpm\b|\bpnpm\b|\byarn\b/,
+    text: both,
+    looks: looksLikeJest,
+    parse: parseJest,
+  },
+  {
+    name: "vitest",
+    hint: /\bvitest\b|\bnpm\b|\bpnpm\b|\byarn\b/,
+    text: both,
+    looks: looksLikeVitest,
+    parse: parseVitest,
+  },
   {
     name: "go-text",
     hint: /\bgo test\b/,

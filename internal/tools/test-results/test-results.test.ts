@@ -8,6 +8,7 @@ import { describe, it } from "node:test";
 import { failureLine, testCountsText, testSummaryText } from "./format-summary.ts";
 import { createGoJsonTextStream, goJsonText, parseGoJson } from "./go-json.ts";
 import { parseGoText } from "./go-text.ts";
+import { parseJest } from "./jest.ts";
 import { parseJunit } from "./junit.ts";
 import { parseLibtest } from "./libtest.ts";
 import { missingProgram, missingProgramMessage } from "./missing-program.ts";
@@ -18,6 +19,7 @@ import { MAX_FAILURES, MAX_MESSAGE, type TestSummary } from "./summary.ts";
 import { parseSurefire } from "./surefire.ts";
 import { parseTap } from "./tap.ts";
 import { parseUnittest } from "./unittest.ts";
+import { parseVitest } from "./vitest.ts";
 import { scanXml } from "./xml-scan.ts";
 
 const fixture = (name: string) =>
@@ -173,6 +175,62 @@ describe("node --test", () => {
     );
     assert.deepEqual(counts(s), [1, 1, 2, 1]);
     assert.deepEqual(where(s), ["b@:0"]);
+  });
+});
+
+describe("jest and vitest", () => {
+  it("jest: the Tests line, each ● block with its message and the test file's frame", () => {
+    const s = parseJest(fixture("jest30-stderr.txt"));
+    assert.deepEqual(counts(s), [2, 2, 1, 0]);
+    assert.deepEqual(where(s), [
+      "calc › adds wrong@calc.test.js:4",
+      "calc › throws@calc.test.js:6",
+    ]);
+    assert.equal(
+      s?.failures[0]?.message,
+      "expect(received).toBe(expected) // Object.is equality\n\nExpected: 5\nReceived: 4",
+    );
+  });
+  it("jest: a suite that failed to run is an error at its own frame, never at jest's", () => {
+    const s = parseJest(fixture("jest30-suite-error-stderr.txt"));
+    assert.deepEqual(counts(s), [2, 2, 1, 2]);
+    assert.deepEqual(where(s), [
+      "calc › adds wrong@calc.test.js:4",
+      "calc › throws@calc.test.js:6",
+      "vt/calc.test.mjs@vt/calc.test.mjs:0",
+      "broken.test.js@broken.test.js:1",
+    ]);
+    assert.match(s?.failures[3]?.message ?? "", /^Cannot find module '\.\/missing-module'/);
+  });
+  it("vitest: the Tests line and the FAIL blocks (stdout and stderr together)", () => {
+    const s = parseVitest(`${fixture("vitest3-stdout.txt")}\n${fixture("vitest3-stderr.txt")}`);
+    assert.deepEqual(counts(s), [1, 2, 1, 0]);
+    assert.deepEqual(where(s), [
+      "calc.test.mjs > calc > adds wrong@calc.test.mjs:5",
+      "calc.test.mjs > calc > throws@calc.test.mjs:7",
+    ]);
+    assert.equal(
+      s?.failures[0]?.message,
+      "AssertionError: expected 4 to be 5 // Object.is equality",
+    );
+  });
+  it("npm test picks whichever runner printed", () => {
+    const jest = parseTestOutput({
+      command: "npm test",
+      stdout: "",
+      stderr: fixture("jest30-stderr.txt"),
+    });
+    const vt = parseTestOutput({
+      command: "npm test",
+      stdout: fixture("vitest3-stdout.txt"),
+      stderr: fixture("vitest3-stderr.txt"),
+    });
+    const spec = parseTestOutput({
+      command: "npm test",
+      stdout: fixture("node24-spec.txt"),
+      stderr: "",
+    });
+    assert.deepEqual([jest?.format, vt?.format, spec?.format], ["jest", "vitest", "node-spec"]);
   });
 });
 
