@@ -22,7 +22,7 @@ export interface TestFailure {
 
 /** What a test run reported, in one shape for every format. */
 export interface TestSummary {
-  /** The format it was parsed from: "junit", "go-json", "tap", "libtest", "pytest", "unittest", "node-spec". */
+  /** The format parsed: "junit", "go-json", "go-text", "tap", "libtest", "pytest", "unittest", "node-spec", "jest", "vitest", "surefire". */
   format: string;
   passed: number;
   failed: number;

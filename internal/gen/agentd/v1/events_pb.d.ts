@@ -953,9 +953,10 @@ export declare type ToolResult = Message<"agentd.v1.ToolResult"> & {
   outputDigest: string;
 
   /**
-   * test.run: what the test command reported, parsed from its output (JUnit XML,
-   * go test -json, TAP, cargo's libtest, pytest, unittest, node --test); unset when the
-   * output was in no format agentd reads (the exit code then speaks alone).
+   * test.run: what the test command reported, parsed from its output (JUnit XML, go test
+   * -json or text, TAP, cargo's libtest, pytest, unittest, node --test, jest, vitest,
+   * Maven Surefire); unset when the output was in no format agentd reads (the exit code
+   * then speaks alone).
    *
    * @generated from field: agentd.v1.TestSummary tests = 9;
    */
@@ -1003,7 +1004,8 @@ export declare type TestSummary = Message<"agentd.v1.TestSummary"> & {
   errors: number;
 
   /**
-   * The format parsed: "junit", "go-json", "tap", "libtest", "pytest", "unittest", "node-spec".
+   * The format parsed: "junit", "go-json", "go-text", "tap", "libtest", "pytest",
+   * "unittest", "node-spec", "jest", "vitest" or "surefire".
    *
    * @generated from field: string format = 5;
    */
