@@ -180,7 +180,7 @@ describe("test.run in the base image", () => {
     assert.equal(r.tests, undefined);
   });
 
-  it("go test in an image without Go: ENOTFOUND naming go and agentd-sandbox-go", async () => {
+  it("go test (and pytest, cargo) in an image without them: ENOTFOUND naming the program and its image", async () => {
     const commands = detectCommands({
       files: new Map([["go.mod", Buffer.from("module x\n")]]),
       pythonTests: [],
@@ -194,6 +194,19 @@ describe("test.run in the base image", () => {
       assert.match(e.message, /`image: go` in \.agent\/config\.yaml/);
       return true;
     });
+    // pytest is not in the base image either: Python's own "No module named pytest".
+    await assert.rejects(
+      invokeTool(
+        ctxWith({ test: { command: "python3 -m pytest", source: "pytest.ini" } }),
+        "test.run",
+        {},
+      ),
+      (e) => {
+        assert.ok(isAgentdError(e, "ENOTFOUND"), String(e));
+        assert.match(e.message, /^pytest: Python module not found.*agentd-sandbox-python:latest/);
+        return true;
+      },
+    );
     await assert.rejects(
       invokeTool(
         ctxWith({ lint: { command: "cargo clippy", source: "Cargo.toml" } }),

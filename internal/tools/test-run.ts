@@ -15,7 +15,11 @@ import { noCommandMessage, testCommandLine } from "./command-spec.ts";
 import { type CommandResult, runCommand, timeoutField } from "./run-command.ts";
 import { readsReports, startReports } from "./test-reports.ts";
 import { createGoJsonTextStream, goJsonText } from "./test-results/go-json.ts";
-import { missingProgram, missingProgramMessage } from "./test-results/missing-program.ts";
+import {
+  missingModule,
+  missingProgram,
+  missingProgramMessage,
+} from "./test-results/missing-program.ts";
 import { parseTestOutput } from "./test-results/parse-test-output.ts";
 import type { TestSummary } from "./test-results/summary.ts";
 import { defineTool, type ToolContext } from "./tool.ts";
@@ -70,13 +74,20 @@ export const testRun = defineTool({
 });
 
 /**
- * Exit 127 is the shell's "command not found": an error that names the program and the
- * image that has it, never a test result (a timed-out or killed call is not one).
+ * Exit 127 is the shell's "command not found" (and `python3 -m pytest` without pytest its
+ * Python form): an error that names the program and the image that has it, never a test
+ * result (a timed-out or killed call is not one).
  */
 export function throwIfNotFound(tool: string, r: CommandResult): void {
-  if (r.exitCode !== 127 || r.timedOut || r.oomKilled) return;
-  const m = missingProgram(r.command, r.stderr || r.stdout);
-  throw new AgentdError("ENOTFOUND", missingProgramMessage(tool, r.command, m));
+  if (r.timedOut || r.oomKilled) return;
+  const m =
+    r.exitCode === 127
+      ? missingProgram(r.command, r.stderr || r.stdout)
+      : r.exitCode === 1
+        ? missingModule(r.command, r.stderr)
+        : undefined;
+  if (m !== undefined)
+    throw new AgentdError("ENOTFOUND", missingProgramMessage(tool, r.command, m));
 }
 
 /** The live output of a `go test -json` line shown as the text it stands for. */

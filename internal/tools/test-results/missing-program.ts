@@ -1,5 +1,6 @@
 /**
- * A command that exited 127 (the shell found no such program): which program, from the
+ * A command that exited 127 (the shell found no such program), or `python3 -m X` without
+ * the module X: which program, from the
  * shell's own words ("sh: 1: go: not found", "bash: go: command not found", "env: 'go':
  * No such file or directory"), else the command's first word; and which agentd sandbox
  * image has it, with how to pick that image. The images are those `make images` builds
@@ -47,6 +48,8 @@ export interface MissingProgram {
   ecosystem?: string;
   /** That image ("agentd-sandbox-go:latest"). */
   image?: string;
+  /** A Python module run with -m rather than a program. */
+  module?: boolean;
 }
 
 export function missingProgram(command: string, stderr: string): MissingProgram {
@@ -72,10 +75,31 @@ export function missingProgram(command: string, stderr: string): MissingProgram 
     : { program, ecosystem, image: `agentd-sandbox-${ecosystem}:latest` };
 }
 
-/** The error message for a command that exited 127. */
+/**
+ * `python3 -m pytest` where the image has no pytest: Python says "/usr/bin/python3: No
+ * module named pytest" and exits 1 — a missing program too, when the command runs that
+ * very module with -m (a test's own failed import reads "ModuleNotFoundError: …").
+ */
+export function missingModule(command: string, stderr: string): MissingProgram | undefined {
+  const m = /^(?:\S*\/)?python[\d.]*: No module named ([\w.]+)\s*$/m.exec(stderr);
+  const mod = m?.[1];
+  if (
+    mod === undefined ||
+    !new RegExp(`(?:^|\\s)-m\\s+${mod.replace(/\./g, "\\.")}(?:\\s|$)`).test(command)
+  )
+    return undefined;
+  const ecosystem = Object.hasOwn(ECOSYSTEMS, mod) ? ECOSYSTEMS[mod] : undefined;
+  return ecosystem === undefined
+    ? { program: mod, module: true }
+    : { program: mod, module: true, ecosystem, image: `agentd-sandbox-${ecosystem}:latest` };
+}
+
+/** The error message for a command whose program (or Python module) is not in the image. */
 export function missingProgramMessage(tool: string, command: string, m: MissingProgram): string {
   const ran = `${tool} ran ${JSON.stringify(cleanText(command, 200, true))}`;
-  const head = `${m.program || "a program"}: command not found in this run's sandbox image (exit 127; ${ran})`;
+  const head = m.module
+    ? `${m.program}: Python module not found in this run's sandbox image (${ran})`
+    : `${m.program || "a program"}: command not found in this run's sandbox image (exit 127; ${ran})`;
   if (m.image === undefined)
     return `${head}. No agentd image is known to have it: install it in the setup step (.agent/config.yaml commands.setup) or run in an image that has it (.agent/config.yaml image:, agentctl --image).`;
   return `${head}. The image ${m.image} has it: pick it with \`image: ${m.ecosystem}\` in .agent/config.yaml (or agentctl --image ${m.image}).`;

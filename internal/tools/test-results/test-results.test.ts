@@ -11,7 +11,7 @@ import { parseGoText } from "./go-text.ts";
 import { parseJest } from "./jest.ts";
 import { parseJunit } from "./junit.ts";
 import { parseLibtest } from "./libtest.ts";
-import { missingProgram, missingProgramMessage } from "./missing-program.ts";
+import { missingModule, missingProgram, missingProgramMessage } from "./missing-program.ts";
 import { parseNodeSpec } from "./node-spec.ts";
 import { parseTestOutput } from "./parse-test-output.ts";
 import { parsePytest } from "./pytest.ts";
@@ -408,6 +408,27 @@ describe("exit 127", () => {
       missingProgram("CI=1 python3 -m pytest", "").image,
       "agentd-sandbox-python:latest",
     );
+  });
+  it("python3 -m pytest without pytest: the module is the missing program", () => {
+    const stderr = "/usr/bin/python3: No module named pytest\n";
+    const m = missingModule("python3 -m pytest -k 'x'", stderr);
+    assert.deepEqual(m, {
+      program: "pytest",
+      module: true,
+      ecosystem: "python",
+      image: "agentd-sandbox-python:latest",
+    });
+    assert.match(
+      missingProgramMessage("test.run", "python3 -m pytest", m as NonNullable<typeof m>),
+      /^pytest: Python module not found .*`image: python`/,
+    );
+    // A test's own failed import, or a module the command does not run, is not it.
+    assert.equal(
+      missingModule("python3 -m pytest", "ModuleNotFoundError: No module named 'requests'\n"),
+      undefined,
+    );
+    assert.equal(missingModule("python3 -m unittest", stderr), undefined);
+    assert.equal(missingModule("python3 -m pytestx", stderr), undefined);
   });
   it("the message says how to pick the image; an unknown program gets the setup advice", () => {
     const go = missingProgramMessage(
