@@ -358,6 +358,40 @@ describe("hostile input", () => {
         undefined,
       );
   });
+  it("every parser reads pathological lines (long runs of its own markers) without blowing up", () => {
+    const big = 2 * 1024 * 1024;
+    const inputs = [
+      "= ".repeat(big / 2),
+      `${"_".repeat(big / 2)} x`,
+      `___ ${"_ ".repeat(big / 4)}`,
+      "1 passed".repeat(big / 8),
+      `${"test result: ok. 1 passed; ".repeat(big / 32)}\n`,
+      `  ● ${"x".repeat(big)}\n`,
+      `${"not ok 1 - x\n  ---\n  error: |\n".repeat(big / 32)}`,
+      `${"<a ".repeat(big / 3)}>`,
+      `${"<testcase><failure>".repeat(big / 20)}`,
+      `${"--- FAIL: T (0s)\n".repeat(big / 20)}`,
+      "\x1b[".repeat(big / 2),
+    ];
+    const parsers = [
+      parsePytest,
+      parseUnittest,
+      parseGoJson,
+      parseGoText,
+      parseLibtest,
+      parseTap,
+      parseNodeSpec,
+      parseJest,
+      parseVitest,
+      parseSurefire,
+      parseJunit,
+    ];
+    for (const input of inputs)
+      for (const parse of parsers) {
+        const s = parse(input);
+        assert.ok(s === undefined || s.failures.length <= MAX_FAILURES);
+      }
+  });
   it("go -json events of the wrong types are skipped", () => {
     const s = parseGoJson(
       '{"Action":5,"Test":[]}\n{"Action":"fail","Package":"p","Test":"T"}\nnull\n[1]\n',
