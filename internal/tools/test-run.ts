@@ -14,7 +14,7 @@ import { AgentdError } from "../errors.ts";
 import { noCommandMessage, testCommandLine } from "./command-spec.ts";
 import { type CommandResult, runCommand, timeoutField } from "./run-command.ts";
 import { readsReports, startReports } from "./test-reports.ts";
-import { createGoJsonTextStream, goJsonText } from "./test-results/go-json.ts";
+import { createGoJsonTextStream, goJsonText } from "./test-results/go-json-text.ts";
 import {
   missingModule,
   missingProgram,
@@ -49,7 +49,7 @@ export const testRun = defineTool({
     // The name never reaches the shell unquoted (testCommandLine).
     const command = testCommandLine(spec, input.name);
     const goJson = spec.output === "go-json";
-    const run = goJson ? withGoJsonText(ctx) : { ctx, end: () => {} };
+    const run = goJson ? goJsonContext(ctx) : { ctx, end: () => {} };
     // Maven and Gradle: their JUnit reports are read back after the command (test-reports.ts).
     const reports = readsReports(command) ? await startReports(ctx) : undefined;
     const raw = await runCommand(
@@ -68,7 +68,7 @@ export const testRun = defineTool({
       stderr: raw.stderr,
       ...(xml === undefined ? {} : { reports: xml }),
     });
-    const result = goJson ? { ...raw, stdout: goJsonText(raw.stdout) } : raw;
+    const result = goJson ? asGoText(raw, ctx.limits.maxOutputBytes) : raw;
     return { ...result, source: spec.source, ...(tests === undefined ? {} : { tests }) };
   },
 });
@@ -90,14 +90,29 @@ export function throwIfNotFound(tool: string, r: CommandResult): void {
     throw new AgentdError("ENOTFOUND", missingProgramMessage(tool, r.command, m));
 }
 
-/** The live output of a `go test -json` line shown as the text it stands for. */
-function withGoJsonText(ctx: ToolContext): { ctx: ToolContext; end: () => void } {
+/**
+ * test2json costs 3 to 5 times the bytes of the text it stands for (each line wrapped in
+ * its event, passing tests' output kept), and the text is what the result keeps: the
+ * command may print this much more before the output cap stops it.
+ */
+const GO_JSON_OUTPUT_FACTOR = 4;
+
+/**
+ * The context of a `go test -json` line: a larger output cap for the JSON (the text is
+ * cut to the real cap, asGoText), the live output shown as the text it stands for.
+ */
+function goJsonContext(ctx: ToolContext): { ctx: ToolContext; end: () => void } {
+  const limits = {
+    ...ctx.limits,
+    maxOutputBytes: ctx.limits.maxOutputBytes * GO_JSON_OUTPUT_FACTOR,
+  };
   const onOutput = ctx.onOutput;
-  if (onOutput === undefined) return { ctx, end: () => {} };
+  if (onOutput === undefined) return { ctx: { ...ctx, limits }, end: () => {} };
   const stream = createGoJsonTextStream();
   return {
     ctx: {
       ...ctx,
+      limits,
       onOutput: (name, chunk) => {
         if (name !== "stdout") return onOutput(name, chunk);
         const text = stream.push(chunk);
@@ -108,5 +123,21 @@ function withGoJsonText(ctx: ToolContext): { ctx: ToolContext; end: () => void }
       const rest = stream.end();
       if (rest !== "") onOutput("stdout", rest);
     },
+  };
+}
+
+/** The result of a `go test -json` line with its stdout as text, at most `max` bytes (the tail: go's summary lines come last). */
+function asGoText(raw: CommandResult, max: number): CommandResult {
+  const text = goJsonText(raw.stdout);
+  const bytes = Buffer.byteLength(text);
+  if (bytes <= max) return { ...raw, stdout: text };
+  const tail = Buffer.from(text)
+    .subarray(bytes - max)
+    .toString("utf8")
+    .replace(/^\uFFFD+/, "");
+  return {
+    ...raw,
+    stdout: `[agentd: ${bytes - max} bytes of go test's output left out]\n${tail}`,
+    truncated: true,
   };
 }

@@ -3,8 +3,8 @@
  * pass/fail/skip events (a test with subtests counts through its subtests), a failure per
  * failing test with the location and message its output printed (`file_test.go:12: msg`,
  * or the test's frame in a panic's trace), an error per package that failed to build or
- * failed with no failing test. `goJsonText` turns the same stream back into the text
- * `go test -v` prints, for people and the model.
+ * failed with no failing test. go-json-text.ts turns the same stream into the text people
+ * and the model read.
  *
  * Pure and bounded (summary.ts). Must never: throw on any input, or keep more than a
  * bounded output per test.
@@ -131,56 +131,4 @@ function failureDetail(
       .trim() ||
       `failed in ${pkg}`);
   return { file: frame?.[1] ?? "", line: Number(frame?.[2] ?? 0), message };
-}
-
-/**
- * The text a `go test -json` stream stands for (each event's Output in order), lines that
- * are not events kept as they are: what `go test -v` would have printed.
- */
-export function goJsonText(output: string): string {
-  let out = "";
-  for (const line of output.split("\n")) {
-    if (line === "") continue;
-    if (!line.startsWith("{")) {
-      out += `${line}\n`;
-      continue;
-    }
-    try {
-      const e = JSON.parse(line) as GoEvent;
-      out += str(e?.Output);
-    } catch {
-      out += `${line}\n`;
-    }
-  }
-  return out;
-}
-
-/**
- * A streaming goJsonText: feed chunks, get text for the complete lines so far; `end`
- * flushes a last partial line. For the live output of a rewritten `go test -json`.
- */
-export function createGoJsonTextStream(): { push(chunk: string): string; end(): string } {
-  let partial = "";
-  return {
-    push(chunk) {
-      const text = partial + chunk;
-      const cut = text.lastIndexOf("\n");
-      if (cut < 0) {
-        // A line longer than any event is not an event: pass it on rather than buffer it.
-        if (text.length > 1024 * 1024) {
-          partial = "";
-          return text;
-        }
-        partial = text;
-        return "";
-      }
-      partial = text.slice(cut + 1);
-      return goJsonText(text.slice(0, cut + 1));
-    },
-    end() {
-      const rest = partial;
-      partial = "";
-      return rest === "" ? "" : goJsonText(rest);
-    },
-  };
 }

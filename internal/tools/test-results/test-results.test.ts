@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { failureLine, testCountsText, testSummaryText } from "./format-summary.ts";
-import { createGoJsonTextStream, goJsonText, parseGoJson } from "./go-json.ts";
+import { parseGoJson } from "./go-json.ts";
+import { createGoJsonTextStream, goJsonText } from "./go-json-text.ts";
 import { parseGoText } from "./go-text.ts";
 import { parseJest } from "./jest.ts";
 import { parseJunit } from "./junit.ts";
@@ -81,17 +82,28 @@ describe("go test -json", () => {
     assert.equal(s?.failures[0]?.message, "Add(2, 2) = 4, want 5");
     assert.match(s?.failures[2]?.message ?? "", /^panic: assignment to entry in nil map/);
   });
-  it("the text it stands for, whole or streamed in any chunking", () => {
+  it("the text plain go test prints (failures only), whole or streamed in any chunking", () => {
     const json = fixture("go-test-json.txt");
     const text = goJsonText(json);
-    assert.match(text, /^--- FAIL: TestAddWrong \(0\.00s\)$/m);
-    assert.match(text, /^ {4}calc_test\.go:13: Add\(2, 2\) = 4, want 5$/m);
-    assert.ok(!text.includes('"Action"'), "no JSON left");
+    assert.match(
+      text,
+      /^ {4}calc_test\.go:13: Add\(2, 2\) = 4, want 5\n--- FAIL: TestAddWrong \(0\.00s\)$/m,
+    );
+    assert.match(text, /^broken\/b_test\.go:5:28: undefined: undefined$/m);
+    assert.match(text, /^ok {2}\texample\.com\/calc\/sub\t[\d.]+s$/m);
+    assert.match(text, /^FAIL\texample\.com\/calc\t[\d.]+s$/m);
+    assert.doesNotMatch(text, /"Action"|--- PASS|=== RUN|^PASS$/m, "no JSON, no passing test");
     const stream = createGoJsonTextStream();
     let streamed = "";
     for (let i = 0; i < json.length; i += 37) streamed += stream.push(json.slice(i, i + 37));
     streamed += stream.end();
     assert.equal(streamed, text);
+  });
+  it("a test that never ended shows all it printed; stray lines pass as they are", () => {
+    const text = goJsonText(
+      'go: downloading x\n{"Action":"output","Package":"p","Test":"TestHang","Output":"    h_test.go:3: waiting\\n"}\n',
+    );
+    assert.equal(text, "go: downloading x\n    h_test.go:3: waiting\n");
   });
 });
 
