@@ -40,6 +40,14 @@ EOF
 echo "[INFO] BUILD FAILURE"
 exit 1
 `;
+/** A `go test -json` stream of 4000 failing tests, 100 characters of output each. */
+const GEN_AWK = `BEGIN {
+  for (i = 0; i < 4000; i++) {
+    printf "{\\"Action\\":\\"output\\",\\"Package\\":\\"p\\",\\"Test\\":\\"T%d\\",\\"Output\\":\\"%0100d\\\\n\\"}\\n", i, i
+    printf "{\\"Action\\":\\"fail\\",\\"Package\\":\\"p\\",\\"Test\\":\\"T%d\\"}\\n", i
+  }
+}
+`;
 const STALE = `<testsuite><testcase classname="old.Stale" name="fromAnEarlierBuild"><failure message="stale"/></testcase></testsuite>`;
 
 const UNITTEST = `import unittest
@@ -82,6 +90,7 @@ before(async () => {
       file("calc.test.js", NODE_TEST),
       file("go.mod", "module example.com/calc\n\ngo 1.22\n"),
       file("mvnw", MVNW, 0o755),
+      file("gen.awk", GEN_AWK),
       file("target/surefire-reports/TEST-old.Stale.xml", STALE),
     ]),
   });
@@ -168,6 +177,29 @@ describe("test.run in the base image", () => {
       {},
     );
     assert.equal(counting.execs(), 1);
+  });
+
+  it("a go test -json line: read whole up to 4x the cap, its text cut to the cap", async () => {
+    const r = (await invokeTool(
+      ctxWith({
+        test: { command: "awk -f gen.awk; exit 1", source: "go.mod", output: "go-json" },
+      }),
+      "test.run",
+      {},
+    )) as TestRunResult;
+    assert.equal(r.exitCode, 1, r.stderr);
+    assert.deepEqual(
+      [r.tests?.format, r.tests?.failed, r.tests?.moreFailures],
+      ["go-json", 4000, 3950],
+    );
+    assert.equal(r.truncated, true);
+    assert.ok(
+      Buffer.byteLength(r.stdout) <= 256 * 1024 + 100,
+      `${Buffer.byteLength(r.stdout)} bytes`,
+    );
+    assert.match(r.stdout, /^\[agentd: \d+ bytes of go test's output left out\]\n/);
+    assert.match(r.stdout, /\n0{96}3999\n$/, "the tail is kept");
+    assert.doesNotMatch(r.stdout, /"Action"/);
   });
 
   it("output in no known format: no tests field, the exit code speaks", async () => {

@@ -67,6 +67,7 @@ export const testRun = defineTool({
       stdout: raw.stdout,
       stderr: raw.stderr,
       ...(xml === undefined ? {} : { reports: xml }),
+      ...(goJson ? { format: "go-json" as const } : {}),
     });
     const result = goJson ? asGoText(raw, ctx.limits.maxOutputBytes) : raw;
     return { ...result, source: spec.source, ...(tests === undefined ? {} : { tests }) };

@@ -27,6 +27,8 @@ export interface TestOutput {
   stderr: string;
   /** JUnit XML reports the command wrote, read back from the sandbox. */
   reports?: string;
+  /** The format the command prints, when agentd wrote it so (CommandSpec.output). */
+  format?: "go-json";
 }
 
 interface Format {
@@ -112,6 +114,10 @@ export function parseTestOutput(o: TestOutput): TestSummary | undefined {
   const fromReports =
     o.reports !== undefined && looksLikeJunit(o.reports) ? parseJunit(o.reports) : undefined;
   if (fromReports !== undefined) return relativize(fromReports);
+  if (o.format === "go-json") {
+    const s = parseGoJson(o.stdout);
+    if (s !== undefined) return relativize(s);
+  }
   const hinted = FORMATS.filter((f) => f.hint.test(o.command));
   for (const f of [...hinted, ...FORMATS.filter((x) => !hinted.includes(x))]) {
     const text = stripEscapes(f.text(o));
