@@ -96,11 +96,13 @@ export function missingModule(command: string, stderr: string): MissingProgram |
 
 /** The error message for a command whose program (or Python module) is not in the image. */
 export function missingProgramMessage(tool: string, command: string, m: MissingProgram): string {
-  const ran = `${tool} ran ${JSON.stringify(cleanText(command, 200, true))}`;
+  // What to do comes before the command line, which may be long: a one-line view keeps it.
   const head = m.module
-    ? `${m.program}: Python module not found in this run's sandbox image (${ran})`
-    : `${m.program || "a program"}: command not found in this run's sandbox image (exit 127; ${ran})`;
-  if (m.image === undefined)
-    return `${head}. No agentd image is known to have it: install it in the setup step (.agent/config.yaml commands.setup) or run in an image that has it (.agent/config.yaml image:, agentctl --image).`;
-  return `${head}. The image ${m.image} has it: pick it with \`image: ${m.ecosystem}\` in .agent/config.yaml (or agentctl --image ${m.image}).`;
+    ? `${m.program}: Python module not found in this run's sandbox image`
+    : `${m.program || "a program"}: command not found in this run's sandbox image (exit 127)`;
+  const advice =
+    m.image === undefined
+      ? "No agentd image is known to have it: install it in the setup step (.agent/config.yaml commands.setup) or run in an image that has it (.agent/config.yaml image:, agentctl --image)."
+      : `The image ${m.image} has it: pick it with \`image: ${m.ecosystem}\` in .agent/config.yaml (or agentctl --image ${m.image}).`;
+  return `${head}. ${advice} ${tool} ran ${JSON.stringify(cleanText(command, 200, true))}.`;
 }
