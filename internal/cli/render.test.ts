@@ -227,7 +227,7 @@ describe("Renderer", () => {
       "  │ line one",
       "  │ line two",
       "  ┊ warn",
-      "  ✓ process.run exit 1 1.5 s",
+      "  ✗ process.run exit 1 1.5 s",
       "→ repo.patch a.ts (1 edit)",
       "  policy: needs approval (risk.approvalWhen.touchesConfig): touches config",
       `  ┌ approval needed ${APR} · repo.patch`,
@@ -279,6 +279,107 @@ describe("Renderer", () => {
     assert.match(out, /\+b/);
     assert.match(out, /◆ artifact patch/);
     assert.match(out, /✔ completed.*\n {2}Fixed it\./);
+  });
+});
+
+describe("test results", () => {
+  const ev = (seq: number, type: string, payload: Payload): Event =>
+    create(EventSchema, {
+      runId: RUN,
+      seq: BigInt(seq),
+      type,
+      ts: timestampFromMs(T0 + seq),
+      payload,
+    });
+  const call: Event = ev(1, "tool.call", {
+    case: "toolCall",
+    value: { callId: "t1", tool: "test.run", inputJson: "{}" },
+  });
+  const failing = {
+    passed: 14,
+    failed: 2,
+    skipped: 1,
+    errors: 0,
+    format: "pytest",
+    failures: [
+      {
+        name: "tests/test_a.py::test_add",
+        file: "tests/test_a.py",
+        line: 12,
+        message: "AssertionError: 4 != 5\nmore",
+      },
+      { name: "evil\x1b[2J\x07name", file: "x\x00.py", line: 0, message: "" },
+    ],
+    moreFailures: 3,
+  };
+
+  it("a failing test.run: red counts with the exit, then its failures, sanitised", () => {
+    const out = render([
+      call,
+      ev(2, "tool.result", {
+        case: "toolResult",
+        value: { callId: "t1", ok: true, exitCode: 1, durationMs: 900n, tests: failing },
+      }),
+    ]);
+    assert.equal(
+      out,
+      [
+        "→ test.run all tests",
+        "  ✗ test.run  2 failed, 14 passed, 1 skipped (exit 1) 900 ms",
+        "      ✗ tests/test_a.py::test_add (tests/test_a.py:12): AssertionError: 4 != 5",
+        "      ✗ evilname (x.py)",
+        "      … 3 more failures",
+        "",
+      ].join("\n"),
+    );
+    const colored = render(
+      [
+        call,
+        ev(2, "tool.result", {
+          case: "toolResult",
+          value: { callId: "t1", ok: true, exitCode: 1, tests: failing },
+        }),
+      ],
+      { color: true },
+    );
+    assert.ok(colored.includes("\x1b[31m2 failed, 14 passed, 1 skipped"), "red");
+  });
+
+  it("a passing test.run is green; any non-zero exit is a failure", () => {
+    const pass = { ...failing, failed: 0, failures: [], moreFailures: 0 };
+    const out = render([
+      call,
+      ev(2, "tool.result", { case: "toolResult", value: { callId: "t1", ok: true, tests: pass } }),
+    ]);
+    assert.match(out, /^ {2}✓ test\.run {2}14 passed, 1 skipped$/m);
+    const exit = render([
+      call,
+      ev(2, "tool.result", {
+        case: "toolResult",
+        value: { callId: "t1", ok: true, exitCode: 2, tests: pass },
+      }),
+    ]);
+    assert.match(exit, /^ {2}✗ test\.run {2}14 passed, 1 skipped \(exit 2\)$/m);
+    const notFound = render([
+      call,
+      ev(2, "tool.result", {
+        case: "toolResult",
+        value: {
+          callId: "t1",
+          ok: false,
+          error: { code: "ENOTFOUND", message: "go: command not found … agentd-sandbox-go:latest" },
+        },
+      }),
+    ]);
+    assert.match(notFound, /✗ test\.run: ENOTFOUND go: command not found/);
+    const line = eventLine(
+      ev(2, "tool.result", {
+        case: "toolResult",
+        value: { callId: "t1", ok: true, exitCode: 1, durationMs: 5n, tests: failing },
+      }),
+      makeStyle(false),
+    );
+    assert.match(line, /tool\.result +t1 failed exit 1 tests: 2 failed, 14 passed, 1 skipped 5ms$/);
   });
 });
 

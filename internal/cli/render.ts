@@ -17,7 +17,9 @@ import {
   type Event,
   OutputStream,
   type Preview,
+  type TestSummary,
 } from "../gen/agentd/v1/events_pb.js";
+import { failureLine, testCountsText } from "../tools/test-results/format-summary.ts";
 import {
   formatCost,
   formatCount,
@@ -134,6 +136,35 @@ export function formatPreview(
   return out;
 }
 
+/** Failures listed under a test result; the rest are counted. */
+const MAX_FAILURE_LINES = 10;
+
+/**
+ * A test.run result: "✗ test.run  2 failed, 14 passed, 1 skipped (exit 1)", red when a
+ * test failed or the command did, then one line per failure (name, file:line, the first
+ * line of its message). Every text is from the sandbox: made one line and stripped of
+ * control characters (failureLine).
+ */
+export function testResultLines(
+  tool: string,
+  t: TestSummary,
+  exitCode: number,
+  st: Style,
+  suffix = "",
+): string[] {
+  const bad = t.failed > 0 || t.errors > 0 || exitCode !== 0;
+  const counts = testCountsText(t);
+  const exit = exitCode !== 0 ? ` (exit ${exitCode})` : "";
+  const out = [
+    `${bad ? st.red("✗") : st.green("✓")} ${tool}  ${bad ? st.red(counts) : st.green(counts)}${exit}${suffix}`,
+  ];
+  for (const f of t.failures.slice(0, MAX_FAILURE_LINES))
+    out.push(`    ${st.red("✗")} ${failureLine(f, 240)}`);
+  const more = t.failures.length - Math.min(t.failures.length, MAX_FAILURE_LINES) + t.moreFailures;
+  if (more > 0) out.push(st.dim(`    … ${more} more failure${more === 1 ? "" : "s"}`));
+  return out;
+}
+
 /** One line for one event (the human form of `agentctl events`). */
 export function eventLine(ev: Event, st: Style): string {
   const p = ev.payload;
@@ -174,9 +205,14 @@ export function eventLine(ev: Event, st: Style): string {
     case "toolOutput":
       detail = `${p.value.callId} ${p.value.stream === OutputStream.STDERR ? "stderr" : "stdout"} ${JSON.stringify(p.value.chunk)}`;
       break;
-    case "toolResult":
-      detail = `${p.value.callId} ${p.value.ok ? "ok" : `error ${p.value.error?.code ?? ""}`} ${p.value.durationMs}ms`;
+    case "toolResult": {
+      const v = p.value;
+      const status = !v.ok ? `error ${v.error?.code ?? ""}` : v.exitCode !== 0 ? "failed" : "ok";
+      const exit = v.exitCode !== 0 ? ` exit ${v.exitCode}` : "";
+      const tests = v.tests === undefined ? "" : ` tests: ${testCountsText(v.tests)}`;
+      detail = `${v.callId} ${status}${exit}${tests} ${v.durationMs}ms`;
       break;
+    }
     case "policyDecision":
       detail = `${p.value.callId} ${DECISIONS[p.value.decision] ?? "?"} (${p.value.rule})`;
       break;
@@ -439,9 +475,20 @@ export class Renderer {
             ? ` exit ${v.exitCode}`
             : "";
         const extra = `${v.truncated ? " (output truncated)" : ""}`;
-        if (v.ok) {
-          const mark = exit !== "" && v.exitCode !== 0 ? st.yellow("✓") : st.green("✓");
-          this.line(`  ${mark} ${call?.tool ?? v.callId}${exit}${dur}${extra}`);
+        if (v.ok && v.tests !== undefined) {
+          const lines = testResultLines(
+            call?.tool ?? v.callId,
+            v.tests,
+            v.exitCode,
+            st,
+            `${dur}${extra}`,
+          );
+          for (const l of lines) this.line(`  ${l}`);
+        } else if (v.ok && v.exitCode !== 0) {
+          // A command that failed is a failure, whatever the call's own status says.
+          this.line(`  ${st.red("✗")} ${call?.tool ?? v.callId}${exit}${dur}${extra}`);
+        } else if (v.ok) {
+          this.line(`  ${st.green("✓")} ${call?.tool ?? v.callId}${exit}${dur}${extra}`);
         } else {
           const err =
             v.error === undefined ? "" : `: ${v.error.code} ${oneLine(v.error.message, 300)}`;

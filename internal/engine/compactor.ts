@@ -25,6 +25,7 @@ import {
   CheckpointCreatedSchema,
   type Event,
 } from "../gen/agentd/v1/events_pb.js";
+import { failureLine, testCountsText } from "../tools/test-results/format-summary.ts";
 import {
   type AssembleInput,
   assembleContext,
@@ -199,10 +200,20 @@ export function extractFacts(events: readonly Event[]): Facts {
         c.fact.failed = true;
         c.fact.outcome = `${p.value.error?.code ?? "error"}: ${capUtf8(p.value.error?.message ?? "", 300)}`;
       } else if (typeof result.exitCode === "number") {
-        c.fact.failed = result.exitCode !== 0;
+        const tests = p.value.tests;
+        c.fact.failed =
+          result.exitCode !== 0 || (tests !== undefined && tests.failed + tests.errors > 0);
         c.fact.outcome = result.exitCode === 0 ? "ok (exit 0)" : `exit ${result.exitCode}`;
+        // Parsed test results say more in fewer words than the output's tail.
+        if (tests !== undefined) c.fact.outcome += `, tests: ${testCountsText(tests)}`;
         if (c.fact.failed)
-          c.fact.detail = tailText(`${result.stdout ?? ""}\n${result.stderr ?? ""}`, 600);
+          c.fact.detail =
+            tests !== undefined && tests.failures.length > 0
+              ? tests.failures
+                  .slice(0, 5)
+                  .map((x) => failureLine(x, 240))
+                  .join("\n")
+              : tailText(`${result.stdout ?? ""}\n${result.stderr ?? ""}`, 600);
       } else {
         c.fact.outcome = "ok";
         const path = typeof c.input.path === "string" ? c.input.path : "";

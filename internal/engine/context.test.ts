@@ -13,7 +13,12 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { typeOfPayload } from "../eventlog/event-codec.ts";
 import { ApprovalDecision, Decision, type Event, EventSchema } from "../gen/agentd/v1/events_pb.js";
-import { compactContext, MAX_CHECKPOINT_SUMMARY_BYTES } from "./compactor.ts";
+import {
+  compactContext,
+  extractFacts,
+  MAX_CHECKPOINT_SUMMARY_BYTES,
+  renderSummary,
+} from "./compactor.ts";
 import {
   assembleContext,
   type ContextMessage,
@@ -417,6 +422,53 @@ describe("assembleContext", () => {
     assert.ok(Buffer.byteLength(JSON.stringify(out)) <= 4096);
     assert.deepEqual(capJson({ n: 1 }, 10), { n: 1 });
   });
+
+  it("shows a test.run's parsed results first, as text, and its output after within the cap", () => {
+    const log = new Log();
+    log.add({ case: "runQueued", value: { prompt: "t" } });
+    log.call("c1", "test.run", {});
+    const tests = {
+      passed: 14,
+      failed: 1,
+      skipped: 0,
+      errors: 0,
+      format: "pytest",
+      failures: [
+        {
+          name: "t.py::test_a",
+          file: "t.py",
+          line: 3,
+          message: "AssertionError: 1 != 2\nassert 1 == 2",
+        },
+      ],
+      moreFailures: 0,
+    };
+    log.add({
+      case: "toolResult",
+      value: {
+        callId: "c1",
+        ok: true,
+        exitCode: 1,
+        outputJson: JSON.stringify({ exitCode: 1, stdout: "x".repeat(50_000), tests }),
+        tests,
+      },
+    });
+    const ctx = assembleContext({
+      events: log.events,
+      systemPrompt: "x",
+      budgetTokens: 100_000,
+      maxToolOutputBytes: 4096,
+    });
+    const out = (ctx.messages[2] as { output: Record<string, unknown> }).output;
+    assert.equal(Object.keys(out)[0], "testResults", "the summary comes first");
+    assert.equal(
+      out.testResults,
+      "Test results (pytest): 1 failed, 14 passed\nFAILED t.py::test_a at t.py:3\n    AssertionError: 1 != 2\n    assert 1 == 2",
+    );
+    assert.equal(out.tests, undefined, "said once");
+    assert.equal(out.exitCode, 1);
+    assert.ok(Buffer.byteLength(JSON.stringify(out)) <= 4096 + 64);
+  });
 });
 
 describe("compactContext", () => {
@@ -446,6 +498,32 @@ describe("compactContext", () => {
     return log;
   }
   const base = { systemPrompt: "You are agentd's coding agent.", budgetTokens: 8000 };
+
+  it("a test.run's parsed results make its step and its detail in the summary", () => {
+    const log = new Log();
+    log.add({ case: "runQueued", value: { prompt: "t" } });
+    log.call("t1", "test.run", {});
+    log.add({
+      case: "toolResult",
+      value: {
+        callId: "t1",
+        ok: true,
+        exitCode: 1,
+        outputJson: JSON.stringify({ exitCode: 1, stdout: "noise ".repeat(500), stderr: "" }),
+        tests: {
+          passed: 3,
+          failed: 1,
+          failures: [{ name: "TestAdd", file: "calc_test.go", line: 9, message: "got 3\nwant 4" }],
+        },
+      },
+    });
+    const summary = renderSummary(extractFacts(log.events), 8000);
+    assert.match(
+      summary,
+      /test\.run \(all tests\) -> exit 1, tests: 1 failed, 3 passed\n {2}TestAdd \(calc_test\.go:9\): got 3/,
+    );
+    assert.doesNotMatch(summary, /noise/);
+  });
 
   it("does nothing within the budget", async () => {
     assert.equal(

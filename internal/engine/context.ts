@@ -11,7 +11,10 @@
  *                                  deltas (adds nothing when it repeats them)
  *   tool.call + its tool.result    → an assistant message with the text said just before
  *                                  and the call, then the call's tool result (errors
- *                                  included: EPOLICY reasons, EAPPROVAL_DENIED, interrupted)
+ *                                  included: EPOLICY reasons, EAPPROVAL_DENIED, interrupted);
+ *                                  a result with parsed tests (ToolResult.tests) shows them
+ *                                  first, as text (`testResults`: counts, then each failure
+ *                                  with its location and message), then the rest of the output
  *   output.message role "system"   → a user-role notice "[agentd] …"
  *   approval.resolved deny without a tool.result yet → the same EAPPROVAL_DENIED result the
  *                                  kernel will append, so the model's view does not change
@@ -28,7 +31,8 @@
  * Never: read files, the event log or the network (everything is input); reorder or
  * invent history beyond the denial projection above; emit a tool call without its result.
  */
-import { ApprovalDecision, type Event } from "../gen/agentd/v1/events_pb.js";
+import { ApprovalDecision, type Event, type TestSummary } from "../gen/agentd/v1/events_pb.js";
+import { testSummaryText } from "../tools/test-results/format-summary.ts";
 import { capUtf8, renderSkill, type Skill, tailUtf8 } from "./skills.ts";
 
 export interface ContextToolCall {
@@ -190,13 +194,19 @@ export function projectHistory(
     else if (p.case === "toolResult") {
       const call = calls.get(p.value.callId);
       const output = p.value.outputJson === "" ? undefined : parseJson(p.value.outputJson);
+      const shown =
+        output === undefined
+          ? undefined
+          : p.value.tests === undefined
+            ? capJson(output, maxOut)
+            : withTestResults(output, p.value.tests, maxOut);
       results.set(p.value.callId, {
         seq,
         message: {
           role: "tool",
           callId: p.value.callId,
           tool: call?.tool ?? "",
-          ...(output === undefined ? {} : { output: capJson(output, maxOut) }),
+          ...(shown === undefined ? {} : { output: shown }),
           ...(p.value.ok
             ? {}
             : {
@@ -401,6 +411,22 @@ export function assembleContext(input: AssembleInput): AssembledContext {
     checkpointSeq: h.checkpoint?.throughSeq ?? 0,
     lastSeq: h.lastSeq,
   };
+}
+
+/**
+ * A test.run output for the model: `testResults` (the parsed summary as text, at most half
+ * the cap) first, then the output without its `tests` (the text says it), cut to the rest.
+ */
+function withTestResults(output: unknown, tests: TestSummary, maxBytes: number): unknown {
+  if (output === null || typeof output !== "object" || Array.isArray(output))
+    return capJson(output, maxBytes);
+  const text = cutMiddle(testSummaryText(tests), Math.floor(maxBytes / 2));
+  const { tests: _, ...rest } = output as Record<string, unknown>;
+  const restMax = Math.max(1024, maxBytes - Buffer.byteLength(text) - 32);
+  const cut = capJson(rest, restMax);
+  return cut !== null && typeof cut === "object"
+    ? { testResults: text, ...cut }
+    : { testResults: text, output: cut };
 }
 
 function parseJson(text: string): unknown {

@@ -164,6 +164,36 @@ describe("kernel pipeline", () => {
     assert.equal(r.stdout.includes("pwned"), false);
   });
 
+  it("test.run: the parsed results ride in ToolResult.tests, redacted like the output; exit 127 is ENOTFOUND", async () => {
+    const tap =
+      "printf 'TAP version 13\\nok 1 - adds\\nnot ok 2 - leaks GITHUB_TOKEN=abc123def\\n1..2\\n'; exit 1";
+    const withTests: KernelRun = {
+      ...run,
+      commands: { test: { command: tap, source: ".agent/config.yaml commands.test" } },
+    };
+    const out = await kernel.handle(withTests, { callId: "t1", tool: "test.run", input: {} });
+    assert.equal(out.kind === "result" && out.ok, true, JSON.stringify(out));
+    const last = (await stack.log.read(run.runId, 0)).at(-1)?.event.payload;
+    assert.ok(last?.case === "toolResult");
+    const t = last.value.tests;
+    assert.deepEqual([t?.format, t?.passed, t?.failed, last.value.exitCode], ["tap", 1, 1, 1]);
+    assert.equal(t?.failures[0]?.name, "leaks GITHUB_TOKEN=[REDACTED]");
+    const doc = JSON.parse(last.value.outputJson);
+    assert.equal((doc.result ?? doc).tests.failed, 1, "output_json carries it too");
+    const missing: KernelRun = {
+      ...run,
+      commands: { test: { command: "cargo test", source: "Cargo.toml" } },
+    };
+    const nf = await kernel.handle(missing, { callId: "t2", tool: "test.run", input: {} });
+    assert.equal(nf.kind === "result" && nf.error?.code, "ENOTFOUND", JSON.stringify(nf));
+    assert.match(
+      nf.kind === "result" ? (nf.error?.message ?? "") : "",
+      /^cargo: command not found.*agentd-sandbox-rust:latest/,
+    );
+    const end = (await stack.log.read(run.runId, 0)).at(-1)?.event.payload;
+    assert.ok(end?.case === "toolResult" && !end.value.ok && end.value.tests === undefined);
+  });
+
   it("invalid input is refused with EVALIDATION and the field named, before anything runs", async () => {
     const out = await kernel.handle(run, { callId: "c3b", tool: "repo.read", input: { path: 7 } });
     assert.equal(out.kind === "result" && out.error?.code, "EVALIDATION");

@@ -50,7 +50,7 @@ import { createLiveOutput } from "./live-output.ts";
 import type { Policy } from "./policy-schema.ts";
 import { applyProvenance } from "./provenance.ts";
 import { createRedactor, type Redactor } from "./redaction.ts";
-import { envelopeResult } from "./result-envelope.ts";
+import { envelopeResult, testSummaryOf } from "./result-envelope.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
 import type { RunWriter } from "./run-writer.ts";
 import { type BaseIndex, changedSinceUpload } from "./script-probe.ts";
@@ -495,6 +495,9 @@ export function createKernel(opts: KernelOptions): Kernel {
             ? safeOutput
             : { preview: r.preview, result: safeOutput },
         toolTruncated: o?.truncated === true,
+        ...(call.tool === "test.run" && r.error === undefined
+          ? { tests: testSummaryOf(safeOutput) }
+          : {}),
         ...(opts.artifacts === undefined ? {} : { artifacts: opts.artifacts }),
       });
     } catch (err) {

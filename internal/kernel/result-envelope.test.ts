@@ -19,7 +19,7 @@ import { ToolCallSchema } from "../gen/agentd/v1/events_pb.js";
 import { recordCallInput } from "./call-input-record.ts";
 import { EVENT_BUDGET, fitDocument, sealedBytes } from "./event-fit.ts";
 import { clipText, cutTree, headTail, plainNote } from "./head-tail.ts";
-import { envelopeResult, MAX_RESULT_JSON } from "./result-envelope.ts";
+import { envelopeResult, MAX_RESULT_JSON, testSummaryOf } from "./result-envelope.ts";
 
 const place = { runId: "01JRUNRUNRUNRUNRUNRUNRUNRU", sessionId: "01JSESSIONSESSIONSESSIONSE" };
 const rep = (s: string, bytes: number) => s.repeat(Math.ceil(bytes / s.length));
@@ -269,3 +269,64 @@ function recordCallInputPayload(input: unknown, raw = false) {
   const inputJson = raw ? String(input) : canonicalJson(input);
   return create(ToolCallSchema, { callId: "c", tool: "repo.read", inputJson });
 }
+
+describe("testSummaryOf", () => {
+  it("copies test.run's tests into the proto, defensively", () => {
+    const t = testSummaryOf({
+      tests: {
+        passed: 3,
+        failed: 1,
+        skipped: -4,
+        errors: Number.NaN,
+        format: "go-json",
+        failures: [
+          { name: "TestA", file: "a_test.go", line: 7, message: "boom" },
+          null,
+          { line: "x" },
+        ],
+        moreFailures: 2,
+      },
+    });
+    assert.deepEqual(
+      [t?.passed, t?.failed, t?.skipped, t?.errors, t?.format, t?.moreFailures],
+      [3, 1, 0, 0, "go-json", 2],
+    );
+    assert.deepEqual(
+      t?.failures.map((f) => [f.name, f.file, f.line, f.message]),
+      [
+        ["TestA", "a_test.go", 7, "boom"],
+        ["", "", 0, ""],
+        ["", "", 0, ""],
+      ],
+    );
+    const many = testSummaryOf({
+      tests: { failures: Array.from({ length: 80 }, () => ({ name: "x" })), moreFailures: 1 },
+    });
+    assert.deepEqual([many?.failures.length, many?.moreFailures], [50, 31]);
+    for (const none of [undefined, null, "x", {}, { tests: "no" }, { tests: null }])
+      assert.equal(testSummaryOf(none), undefined);
+  });
+
+  it("a result with tests still fits the event", async () => {
+    const tests = testSummaryOf({
+      tests: {
+        failures: Array.from({ length: 50 }, () => ({
+          name: "n".repeat(1024),
+          message: "m".repeat(2048),
+        })),
+      },
+    });
+    const env = await envelopeResult({
+      place,
+      callId: "c",
+      ok: true,
+      exitCode: 1,
+      durationMs: 1n,
+      tests,
+      document: { stdout: rep("x", 2 * MAX_EVENT_BYTES), tests: "…" },
+      artifacts: store,
+    });
+    assert.equal(env.result.tests?.failures.length, 50);
+    assert.ok(storedBytes({ case: "toolResult", value: env.result }) <= MAX_EVENT_BYTES);
+  });
+});

@@ -14,7 +14,12 @@ import { create } from "@bufbuild/protobuf";
 import type { ArtifactInfo, ArtifactStore } from "../artifacts/port.ts";
 import { isAgentdError } from "../errors.ts";
 import { canonicalJson } from "../eventlog/canonical-json.ts";
-import { type ToolResult, ToolResultSchema } from "../gen/agentd/v1/events_pb.js";
+import {
+  type TestSummary,
+  TestSummarySchema,
+  type ToolResult,
+  ToolResultSchema,
+} from "../gen/agentd/v1/events_pb.js";
 import { EVENT_BUDGET, type EventPlace, fitDocument, sealedBytes } from "./event-fit.ts";
 import { type CutNote, clipText } from "./head-tail.ts";
 
@@ -32,6 +37,8 @@ export interface ResultFields {
   exitCode: number;
   durationMs: bigint;
   error?: { code: string; message: string };
+  /** test.run's parsed results (ToolResult.tests), from the redacted output. */
+  tests?: TestSummary;
 }
 
 export interface EnvelopeOptions extends ResultFields {
@@ -65,6 +72,7 @@ export async function envelopeResult(o: EnvelopeOptions): Promise<ResultEnvelope
     exitCode: o.exitCode,
     durationMs: o.durationMs,
     ...(error === undefined ? {} : { error }),
+    ...(o.tests === undefined ? {} : { tests: o.tests }),
   };
   if (o.document === undefined) {
     return {
@@ -116,4 +124,39 @@ function cutNote(where: string): CutNote {
     unit === "bytes"
       ? `\n[agentd: ${n} bytes left out here; ${where}]\n`
       : `[agentd: ${n} items left out here; ${where}]`;
+}
+
+/**
+ * The proto TestSummary of a test.run output's `tests` (test-results/summary.ts), read
+ * defensively: anything not of the expected shape is left out, never thrown on.
+ */
+export function testSummaryOf(document: unknown): TestSummary | undefined {
+  if (document === null || typeof document !== "object") return undefined;
+  const t = (document as { tests?: unknown }).tests;
+  if (t === null || typeof t !== "object") return undefined;
+  const v = t as Record<string, unknown>;
+  const n = (x: unknown) =>
+    typeof x === "number" && Number.isFinite(x) && x >= 0
+      ? Math.min(Math.floor(x), 0xffff_ffff)
+      : 0;
+  const s = (x: unknown, max: number) => (typeof x === "string" ? clipText(x, max) : "");
+  const failures = Array.isArray(v.failures) ? v.failures.slice(0, 50) : [];
+  return create(TestSummarySchema, {
+    passed: n(v.passed),
+    failed: n(v.failed),
+    skipped: n(v.skipped),
+    errors: n(v.errors),
+    format: s(v.format, 32),
+    moreFailures:
+      n(v.moreFailures) + (Array.isArray(v.failures) ? v.failures.length - failures.length : 0),
+    failures: failures.map((f: unknown) => {
+      const x = (f !== null && typeof f === "object" ? f : {}) as Record<string, unknown>;
+      return {
+        name: s(x.name, 1024),
+        file: s(x.file, 1024),
+        line: n(x.line),
+        message: s(x.message, 2048),
+      };
+    }),
+  });
 }

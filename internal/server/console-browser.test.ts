@@ -3,7 +3,8 @@
  * against `agentd dev` (embedded log, Docker sandbox, the example's replay model, whose
  * patch waits for a person). A wrong token is refused; a run submitted through the API
  * shows up waiting; its diff is visible; the approve click resumes it and the page shows
- * it completed without a reload; a deny; a read-only token sees no approve button.
+ * it completed without a reload, its failed test run red with the failing test in a
+ * table; a deny; a read-only token sees no approve button.
  * Screenshots of each page at 1280 px and at phone width go to
  * test-artifacts/screenshots/console (looked at by people, not by the test).
  */
@@ -110,6 +111,15 @@ describe("the web console", { timeout: 300_000 }, () => {
     const end = await decideUntilEnd(page, "approve");
     assert.match(end, /COMPLETED/i);
     assert.equal(navigations.length, 0, `the page reloaded: ${navigations.join(", ")}`);
+    // The first test run failed: red with its counts and exit, its failing test in a table.
+    const failing = page.getByRole("table", { name: "Failing tests" }).first();
+    await failing.waitFor({ timeout: 30_000 });
+    assert.match((await failing.textContent()) ?? "", /text\.test\.js:\d+/);
+    const red = page
+      .locator(".tool-head .bad")
+      .filter({ hasText: /failed/ })
+      .first();
+    assert.match((await red.textContent()) ?? "", /^\d+ failed, \d+ passed · exit 1/);
     await shoot(page, "run-completed");
     await page.close();
   });

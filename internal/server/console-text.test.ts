@@ -29,3 +29,26 @@ it("a slow GetRun answer never replaces a newer one on the run page", async () =
   assert.equal(newerRun(undefined, stale), stale);
   assert.equal(newerRun(waiting, undefined), undefined);
 });
+
+it("a tool result with a non-zero exit or a failing test never shows as ok", async () => {
+  const { create } = await import("@bufbuild/protobuf");
+  const { ToolResultSchema } = await import("../gen/agentd/v1/events_pb.js");
+  const { toolStatus } = await import("../console/src/tool-status.ts");
+  const status = (init: Parameters<typeof create<typeof ToolResultSchema>>[1]) =>
+    toolStatus(create(ToolResultSchema, init));
+  assert.deepEqual(status({ ok: true }), { cls: "ok", text: "ok" });
+  assert.deepEqual(status({ ok: true, exitCode: 1 }), { cls: "bad", text: "failed · exit 1" });
+  assert.deepEqual(status({ ok: false, error: { code: "ENOTFOUND", message: "go" } }), {
+    cls: "bad",
+    text: "failed: ENOTFOUND",
+  });
+  const tests = { passed: 14, failed: 2, skipped: 1, errors: 0, failures: [] };
+  assert.deepEqual(status({ ok: true, exitCode: 1, tests }), {
+    cls: "bad",
+    text: "2 failed, 14 passed, 1 skipped · exit 1",
+  });
+  assert.deepEqual(status({ ok: true, tests: { ...tests, failed: 0 } }), {
+    cls: "ok",
+    text: "14 passed, 1 skipped",
+  });
+});

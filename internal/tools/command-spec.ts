@@ -16,6 +16,11 @@ export interface CommandSpec {
   named?: string;
   /** Where the command came from, e.g. "policy tools.test", "package.json scripts.test". */
   source: string;
+  /**
+   * "go-json": the line prints a `go test -json` stream (a detected command agentd wrote
+   * so): test.run parses it and shows people and the model the text `go test -v` prints.
+   */
+  output?: "go-json";
 }
 
 export interface RunCommands {

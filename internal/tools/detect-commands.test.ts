@@ -67,7 +67,7 @@ describe("detectCommands", () => {
 
   it("go.mod, Cargo.toml", () => {
     const go = detectCommands(facts({ "go.mod": "module x\n" }));
-    assert.deepEqual([go.test?.command, go.lint?.command], ["go test ./...", "go vet ./..."]);
+    assert.deepEqual([go.test?.command, go.lint?.command], ["go test -json ./...", "go vet ./..."]);
     const rs = detectCommands(facts({ "Cargo.toml": "[package]\n" }));
     assert.deepEqual([rs.test?.command, rs.lint?.command], ["cargo test", "cargo clippy"]);
   });

@@ -10,7 +10,7 @@
  *      discover` (from `tests/` or `test/` when that folder is not a package). Lint: ruff
  *      (ruff.toml, .ruff.toml, `[tool.ruff]`) → `ruff check .`; flake8 (.flake8, a
  *      `[flake8]` section) → `flake8`.
- *   4. go.mod → `go test ./...`, `go vet ./...`
+ *   4. go.mod → `go test -json ./...` (shown as text, see test-results/go-json-text.ts), `go vet ./...`
  *   5. Cargo.toml → `cargo test`, `cargo clippy`
  *   6. a Makefile with a `test:` / `lint:` target → `make test` / `make lint`
  *
@@ -203,7 +203,13 @@ function unittestCommand(facts: WorkspaceFacts): CommandSpec {
 function goCommands(facts: WorkspaceFacts): Found {
   if (!facts.files.has("go.mod")) return {};
   return {
-    test: { command: "go test ./...", named: "go test ./... -run {name}", source: "go.mod" },
+    // -json: test.run reads the results from the events and shows their text (go-json-text.ts).
+    test: {
+      command: "go test -json ./...",
+      named: "go test -json ./... -run {name}",
+      source: "go.mod",
+      output: "go-json",
+    },
     lint: { command: "go vet ./...", source: "go.mod" },
   };
 }

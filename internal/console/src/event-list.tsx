@@ -1,13 +1,15 @@
 /** A run's timeline as a list: text, tool calls, approvals, artifacts, state changes. */
 import { useState } from "preact/hooks";
-import { ApprovalDecision, Decision } from "../../gen/agentd/v1/events_pb.js";
+import { ApprovalDecision, Decision, type TestSummary } from "../../gen/agentd/v1/events_pb.js";
 import type { Run } from "../../gen/agentd/v1/run_service_pb.js";
+import { failureLocation, safeLine } from "../../tools/test-results/format-summary.ts";
 import { errorText } from "./api.ts";
 import { ApprovalCard } from "./approval-card.tsx";
 import { downloadArtifact } from "./download.ts";
 import { ago, bytes, duration, useNow } from "./format.ts";
 import { useSession } from "./session.ts";
 import type { Item } from "./timeline.ts";
+import { toolStatus } from "./tool-status.ts";
 
 const DECISIONS: Record<Decision, string> = {
   [Decision.UNSPECIFIED]: "undecided",
@@ -70,9 +72,8 @@ function ToolView(props: { item: Extract<Item, { kind: "tool" }> }) {
           </span>
         )}{" "}
         {r ? (
-          <span class={r.ok ? "ok" : "bad"}>
-            {r.ok ? "ok" : `failed${r.error?.code ? `: ${r.error.code}` : ""}`}
-            {r.exitCode ? ` · exit ${r.exitCode}` : ""} · {duration(r.durationMs)}
+          <span class={toolStatus(r).cls}>
+            {toolStatus(r).text} · {duration(r.durationMs)}
           </span>
         ) : (
           <span class="hint">
@@ -85,6 +86,7 @@ function ToolView(props: { item: Extract<Item, { kind: "tool" }> }) {
         )}
       </div>
       {d?.reason && <p class="hint">{d.reason}</p>}
+      {r?.tests && r.tests.failures.length > 0 && <TestFailures tests={r.tests} />}
       <details>
         <summary>Input</summary>
         <pre class="mono">{pretty(t.input)}</pre>
@@ -96,6 +98,38 @@ function ToolView(props: { item: Extract<Item, { kind: "tool" }> }) {
         </details>
       )}
     </div>
+  );
+}
+
+/** test.run's failing tests: name, where, and the first line of the message (full on hover). */
+function TestFailures(props: { tests: TestSummary }) {
+  const t = props.tests;
+  return (
+    <table class="test-failures" aria-label="Failing tests">
+      <thead>
+        <tr>
+          <th>Failing test</th>
+          <th>Where</th>
+          <th>Message</th>
+        </tr>
+      </thead>
+      <tbody>
+        {t.failures.map((f, i) => (
+          <tr key={i} class="bad">
+            <td class="mono">{safeLine(f.name, 300)}</td>
+            <td class="mono">{failureLocation(f)}</td>
+            <td title={f.message}>{safeLine(f.message.split("\n")[0] ?? "", 300)}</td>
+          </tr>
+        ))}
+        {t.moreFailures > 0 && (
+          <tr>
+            <td colSpan={3} class="hint">
+              … {t.moreFailures} more (see the output)
+            </td>
+          </tr>
+        )}
+      </tbody>
+    </table>
   );
 }
 

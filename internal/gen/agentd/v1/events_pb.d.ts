@@ -951,6 +951,16 @@ export declare type ToolResult = Message<"agentd.v1.ToolResult"> & {
    * @generated from field: string output_digest = 8;
    */
   outputDigest: string;
+
+  /**
+   * test.run: what the test command reported, parsed from its output (JUnit XML, go test
+   * -json or text, TAP, cargo's libtest, pytest, unittest, node --test, jest, vitest,
+   * Maven Surefire); unset when the output was in no format agentd reads (the exit code
+   * then speaks alone).
+   *
+   * @generated from field: agentd.v1.TestSummary tests = 9;
+   */
+  tests?: TestSummary | undefined;
 };
 
 /**
@@ -958,6 +968,111 @@ export declare type ToolResult = Message<"agentd.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export declare const ToolResultSchema: GenMessage<ToolResult>;
+
+/**
+ * The results of a test run, in one shape for every test runner.
+ *
+ * @generated from message agentd.v1.TestSummary
+ */
+export declare type TestSummary = Message<"agentd.v1.TestSummary"> & {
+  /**
+   * Tests that passed.
+   *
+   * @generated from field: uint32 passed = 1;
+   */
+  passed: number;
+
+  /**
+   * Tests that failed (an assertion).
+   *
+   * @generated from field: uint32 failed = 2;
+   */
+  failed: number;
+
+  /**
+   * Tests skipped (skip, ignore, todo, expected failure).
+   *
+   * @generated from field: uint32 skipped = 3;
+   */
+  skipped: number;
+
+  /**
+   * Errors outside assertions: a test's setup, a collection or build failure.
+   *
+   * @generated from field: uint32 errors = 4;
+   */
+  errors: number;
+
+  /**
+   * The format parsed: "junit", "go-json", "go-text", "tap", "libtest", "pytest",
+   * "unittest", "node-spec", "jest", "vitest" or "surefire".
+   *
+   * @generated from field: string format = 5;
+   */
+  format: string;
+
+  /**
+   * The first 50 failures and errors, in the order reported.
+   *
+   * @generated from field: repeated agentd.v1.TestFailure failures = 6;
+   */
+  failures: TestFailure[];
+
+  /**
+   * How many failures and errors there were beyond `failures`.
+   *
+   * @generated from field: uint32 more_failures = 7;
+   */
+  moreFailures: number;
+};
+
+/**
+ * Describes the message agentd.v1.TestSummary.
+ * Use `create(TestSummarySchema)` to create a new message.
+ */
+export declare const TestSummarySchema: GenMessage<TestSummary>;
+
+/**
+ * One failing test. Text comes from the test's output: cleaned of control characters
+ * and terminal escapes, and capped (name and file 300 characters, message 600).
+ *
+ * @generated from message agentd.v1.TestFailure
+ */
+export declare type TestFailure = Message<"agentd.v1.TestFailure"> & {
+  /**
+   * The test's name as its runner prints it (e.g. "tests/test_x.py::test_add").
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The file the failure points at, relative to the workspace when it is in it; "" if unknown.
+   *
+   * @generated from field: string file = 2;
+   */
+  file: string;
+
+  /**
+   * 1-based line in `file`; 0 if unknown.
+   *
+   * @generated from field: uint32 line = 3;
+   */
+  line: number;
+
+  /**
+   * The failure's message (assertion, exception).
+   *
+   * @generated from field: string message = 4;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message agentd.v1.TestFailure.
+ * Use `create(TestFailureSchema)` to create a new message.
+ */
+export declare const TestFailureSchema: GenMessage<TestFailure>;
 
 /**
  * Risk profile of a call, computed by the kernel.
