@@ -310,6 +310,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       queue,
       idempotency,
       cancelWaitMs: cfg["cancel-wait-ms"],
+      policy: () => policy.current(),
       budgetMax: {
         maxTokens: cfg["max-run-tokens"],
         maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
