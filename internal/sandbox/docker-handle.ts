@@ -58,6 +58,8 @@ export interface HandleOptions {
    * this handle's own there (AgentChannel.exec); if that fails, `docker exec` per call.
    */
   agentPath?: string;
+  /** The environment of agentd's own calls through that agent (AgentChannel.ownEnv). */
+  ownEnv?: Readonly<Record<string, string>>;
   /** After the container is removed (the run's egress network goes with it). */
   afterDestroy?: () => Promise<void>;
 }
@@ -121,7 +123,7 @@ export class DockerSandboxHandle implements SandboxHandle {
   /** An agent of this handle's own in a found container; `docker exec` per call if it fails. */
   async #startAgent(path: string): Promise<void> {
     try {
-      const agent = await AgentChannel.exec(this.#container, path, Date.now());
+      const agent = await AgentChannel.exec(this.#container, path, Date.now(), this.#opts.ownEnv);
       await agent.ready();
       if (this.#destroyed) agent.close();
       else this.#channel = agent;
@@ -356,7 +358,11 @@ export class DockerSandboxHandle implements SandboxHandle {
     const agent = await this.#agent();
     if (agent !== undefined) {
       const r = await this.#viaAgent(agent, () =>
-        agentExec(agent, { argv, timeoutMs: 10_000, maxOutputBytes: 64 * 1024 }, true),
+        agentExec(
+          agent,
+          { argv, env: { ...agent.ownEnv }, timeoutMs: 10_000, maxOutputBytes: 64 * 1024 },
+          true,
+        ),
       );
       return { exitCode: r.exitCode, stdout: r.stdout };
     }

@@ -14,6 +14,14 @@
 import { createHash, randomUUID } from "node:crypto";
 import type Docker from "dockerode";
 import { metrics } from "../telemetry/metrics.ts";
+import {
+  type AgentBundle,
+  agentBundle,
+  BUNDLE_AGENT,
+  BUNDLE_ENV,
+  bundleMount,
+  hasBundle,
+} from "./agent-bundle.ts";
 import { AgentChannel } from "./agent-channel.ts";
 import { agentImageLookup, agentPathOf } from "./agent-image.ts";
 import { ControlChannel } from "./control-channel.ts";
@@ -64,8 +72,21 @@ export interface DockerSandboxOptions {
    * uses `docker exec` for every container (a baseline, and the fallback's tests).
    */
   agent?: boolean;
+  /**
+   * An agentd image (labels org.agentd.sandbox.agent and org.agentd.sandbox.busybox) whose
+   * agent and busybox are injected read-only into sandboxes of images without the agent
+   * (agent-bundle.ts), e.g. the policy's sandbox.image. Unset, or an image without those
+   * labels: such sandboxes run the control loop and `docker exec` (and need a shell).
+   */
+  agentSource?: () => string | undefined;
   now?: () => number;
 }
+
+/** How a sandbox's main process is started: the image's agent, the injected one, or the loop. */
+type MainProcess =
+  | { kind: "image"; path: string }
+  | { kind: "bundle"; volume: string }
+  | { kind: "loop" };
 
 export interface DockerSandbox extends Sandbox {
   /**
@@ -80,6 +101,8 @@ export interface DockerSandbox extends Sandbox {
 /** Default size of /workspace (policy sandbox.workspaceSize). */
 export const DEFAULT_WORKSPACE_BYTES = 1024 ** 3;
 const CONTROL_CMD = ["sh", "-c", CONTROL_LOOP];
+/** Set on a sandbox whose agent was injected (agent-bundle.ts); informational. */
+export const LABEL_AGENT = "agentd.agent";
 
 /**
  * The /workspace tmpfs of a shape. A tmpfs, not a volume: the kernel enforces its size (a
@@ -139,14 +162,29 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
   const now = opts.now ?? Date.now;
   const agentOf = agentImageLookup(docker, now);
   const useAgent = opts.agent ?? true;
+  const bundle: AgentBundle = agentBundle(docker, opts.agentSource ?? (() => undefined), now);
+
+  /**
+   * The image's own agent, only for the operator's images: a run's own image could name
+   * any binary of its own in the label, to run as root. Else the injected one, else the loop.
+   */
+  async function mainOf(shape: SandboxShape): Promise<MainProcess> {
+    if (!useAgent) return { kind: "loop" };
+    const path = shape.userImage === true ? undefined : await agentOf(shape.image);
+    if (path !== undefined) return { kind: "image", path };
+    const volume = await bundle();
+    return volume === undefined ? { kind: "loop" } : { kind: "bundle", volume };
+  }
 
   function containerOptions(
     shape: SandboxShape,
     name: string,
     labels: Record<string, string>,
     egress: EgressNetwork | undefined,
-    agent: string | undefined,
+    main: MainProcess,
   ): Docker.ContainerCreateOptions {
+    const agent =
+      main.kind === "image" ? main.path : main.kind === "bundle" ? BUNDLE_AGENT : undefined;
     const vars = { HOME: "/tmp", ...shape.env, ...(egress ? proxyEnv(egress.gateway) : {}) };
     const env = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
     const ws = workspaceMount(shape);
@@ -154,12 +192,17 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       name,
       Image: shape.image,
       // The agent starts as root to drop every call to user 1000 (agent.c); nothing else
-      // in the container is root.
-      Cmd: agent === undefined ? CONTROL_CMD : [agent],
+      // in the container is root. An entrypoint, so an image's own ENTRYPOINT never wraps it.
+      Entrypoint: agent === undefined ? CONTROL_CMD : [agent],
+      Cmd: [],
       User: agent === undefined ? SANDBOX_USER : "0:0",
       WorkingDir: WORKSPACE,
       Env: env,
-      Labels: { ...labels, [LABEL_MANAGED]: managed },
+      Labels: {
+        ...labels,
+        [LABEL_MANAGED]: managed,
+        ...(main.kind === "bundle" ? { [LABEL_AGENT]: "injected" } : {}),
+      },
       NetworkDisabled: shape.network === "none",
       ...(egress === undefined
         ? {}
@@ -173,6 +216,8 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         NetworkMode: egress?.name ?? (shape.network === "none" ? "none" : "bridge"),
         CapDrop: ["ALL"],
         ...(agent === undefined ? {} : { CapAdd: ["CAP_SETUID", "CAP_SETGID"] }),
+        // The injected agent and busybox: a named volume, read-only (never a host path).
+        ...(main.kind === "bundle" ? { Mounts: [bundleMount(main.volume)] } : {}),
         SecurityOpt: ["no-new-privileges"],
         ReadonlyRootfs: true,
         Tmpfs: {
@@ -201,16 +246,20 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     labels: Record<string, string>,
     egress?: EgressNetwork,
   ): Promise<WarmContainer> {
-    const agent = useAgent ? await agentOf(shape.image) : undefined;
+    const main = await mainOf(shape);
     let c: Docker.Container;
     try {
-      c = await docker.createContainer(containerOptions(shape, name, labels, egress, agent));
+      c = await docker.createContainer(containerOptions(shape, name, labels, egress, main));
     } catch (err) {
       throw dockerError(err, "create a sandbox", shape.image);
     }
     try {
-      if (agent === undefined) return await ControlChannel.start(c, now());
-      const channel = await AgentChannel.start(c, now());
+      if (main.kind === "loop") return await ControlChannel.start(c, now());
+      const channel = await AgentChannel.start(
+        c,
+        now(),
+        main.kind === "bundle" ? BUNDLE_ENV : undefined,
+      );
       await channel.ready();
       return channel;
     } catch (err) {
@@ -251,6 +300,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       tmpfs?: string;
       egress?: EgressNetwork;
       agentPath?: string;
+      ownEnv?: Readonly<Record<string, string>>;
     },
   ): SandboxHandle => {
     const ws = shape !== undefined ? workspaceMount(shape) : mountOfSpec(extra.tmpfs ?? "");
@@ -259,6 +309,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       maxExportBytes: maxExportBytes(ws.size, ws.inodes),
       ...(extra.channel === undefined ? {} : { channel: extra.channel }),
       ...(extra.agentPath === undefined ? {} : { agentPath: extra.agentPath }),
+      ...(extra.ownEnv === undefined ? {} : { ownEnv: extra.ownEnv }),
       ...(extra.baseTar === undefined ? {} : { baseTar: extra.baseTar }),
       ...(net === undefined
         ? {}
@@ -306,7 +357,8 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         took("cold");
         return h;
       }
-      const warm = pool.take(spec);
+      // A run's own image is never warm (nor kept warm: the pool is the policy's shape).
+      const warm = spec.userImage === true ? undefined : pool.take(spec);
       if (warm !== undefined) {
         try {
           // The workspace streams in through the main process's stdin; the rename makes the
@@ -355,14 +407,21 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       const tmpfs = (info.HostConfig as { Tmpfs?: Record<string, string> }).Tmpfs?.[WORKSPACE];
       const egress = await egressOf(info);
       // Its agent was the previous owner's (its pipe closed with it): a found container
-      // gets an agent of its own through one `docker exec`, when it runs one (the image's
-      // label is on the container; it runs as root only if its main process is the agent).
+      // gets an agent of its own through one `docker exec`, when it runs one (it runs as
+      // root only if its main process is the agent): the injected one when the bundle is
+      // mounted (the image's labels are then not looked at), else the image's label's.
+      const injected = hasBundle(info);
       const agentPath =
-        useAgent && info.Config.User === "0:0" ? agentPathOf(info.Config.Labels) : undefined;
+        !useAgent || info.Config.User !== "0:0"
+          ? undefined
+          : injected
+            ? BUNDLE_AGENT
+            : agentPathOf(info.Config.Labels);
       return handle(docker.getContainer(info.Id), runId, undefined, {
         tmpfs: tmpfs ?? "",
         ...(egress === undefined ? {} : { egress }),
         ...(agentPath === undefined ? {} : { agentPath }),
+        ...(injected ? { ownEnv: BUNDLE_ENV } : {}),
       });
     },
 

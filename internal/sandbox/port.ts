@@ -48,6 +48,12 @@ export interface SandboxSpec {
   workspace?: WorkspaceSource;
   /** Extra environment for every exec. */
   env?: Record<string, string>;
+  /**
+   * The image is the run's own (CreateRun, .agent/config.yaml), not the operator's: its
+   * labels are not trusted (an agent label could name any binary to run as root), so
+   * agentd's own agent is injected (agent-bundle.ts). Never from a warm container.
+   */
+  userImage?: boolean;
 }
 
 /** The shape of a sandbox without its run: what a policy asks for, a warm container is made for. */
