@@ -30,14 +30,21 @@ export const BUNDLE_BIN = `${BUNDLE_DIR}/bin`;
 export const BUSYBOX_LABEL = "org.agentd.sandbox.busybox";
 /** Volume names start with this (find() recognises an injected agent by it). */
 export const BUNDLE_VOLUME_PREFIX = "agentd-agent-";
-/** The applets agentd's own calls use (agent-channel.ts, exec-scripts.ts). */
-const APPLETS = ["sh", "tar", "chmod", "cat"];
 const FILL_AT = "/.agentd-fill";
 const FILL_TIMEOUT_MS = 60_000;
 const TTL_MS = 60_000;
 
 /** The environment of agentd's own calls in a sandbox whose agent was injected. */
 export const BUNDLE_ENV: Readonly<Record<string, string>> = { PATH: BUNDLE_BIN };
+
+/**
+ * The environment of the tools' own helper scripts (repo.read, repo.search, repo.patch:
+ * tools/sandbox-script.ts) in such a sandbox: busybox's applets first, then the usual
+ * places (ripgrep, for one, is the image's). The model's commands keep the image's PATH.
+ */
+export const BUNDLE_TOOL_ENV: Readonly<Record<string, string>> = {
+  PATH: `${BUNDLE_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
+};
 
 /** The volume to mount, or undefined when no agentd image to fill it from is known. */
 export type AgentBundle = () => Promise<string | undefined>;
@@ -97,9 +104,9 @@ d=${FILL_AT}; t="$d/.fill-$3"
 [ -f "$d/.complete" ] && exit 0
 rm -rf "$t"; mkdir -p "$t/bin" "$d/bin"
 cp "$1" "$t/agent"; cp "$2" "$t/busybox"; chmod 0555 "$t/agent" "$t/busybox"
-for a in ${APPLETS.join(" ")}; do ln -s ../busybox "$t/bin/$a"; done
+for a in $("$t/busybox" --list); do ln -s ../busybox "$t/bin/$a"; done
 mv -f "$t/agent" "$d/agent"; mv -f "$t/busybox" "$d/busybox"
-for a in ${APPLETS.join(" ")}; do mv -f "$t/bin/$a" "$d/bin/$a"; done
+for a in $("$t/busybox" --list 2>/dev/null || "$d/busybox" --list); do mv -f "$t/bin/$a" "$d/bin/$a"; done
 rm -rf "$t"; : > "$d/.complete"`;
 
 async function fill(docker: Docker, id: string, agent: string, busybox: string): Promise<string> {
@@ -160,7 +167,8 @@ export function bundleMount(volume: string): Docker.MountSettings {
     Source: volume,
     Target: BUNDLE_DIR,
     ReadOnly: true,
-    VolumeOptions: { NoCopy: true },
+    // dockerode's typings want every volume option; the engine takes NoCopy alone.
+    VolumeOptions: { NoCopy: true } as Docker.MountSettings["VolumeOptions"],
   };
 }
 

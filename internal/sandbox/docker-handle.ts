@@ -60,6 +60,8 @@ export interface HandleOptions {
   agentPath?: string;
   /** The environment of agentd's own calls through that agent (AgentChannel.ownEnv). */
   ownEnv?: Readonly<Record<string, string>>;
+  /** SandboxHandle.toolEnv. */
+  toolEnv?: Readonly<Record<string, string>>;
   /** After the container is removed (the run's egress network goes with it). */
   afterDestroy?: () => Promise<void>;
 }
@@ -68,6 +70,7 @@ export class DockerSandboxHandle implements SandboxHandle {
   readonly id: string;
   readonly runId: string;
   readonly egress?: { host: string; port: number };
+  readonly toolEnv?: Readonly<Record<string, string>>;
   readonly #container: Docker.Container;
   readonly #opts: HandleOptions;
   #channel: ControlChannel | AgentChannel | undefined;
@@ -91,6 +94,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     this.runId = runId;
     this.#opts = opts;
     if (opts.egress !== undefined) this.egress = opts.egress;
+    if (opts.toolEnv !== undefined) this.toolEnv = opts.toolEnv;
     this.#channel = opts.channel;
     this.#quiet = opts.channel !== undefined;
   }

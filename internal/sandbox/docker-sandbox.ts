@@ -19,6 +19,7 @@ import {
   agentBundle,
   BUNDLE_AGENT,
   BUNDLE_ENV,
+  BUNDLE_TOOL_ENV,
   bundleMount,
   hasBundle,
 } from "./agent-bundle.ts";
@@ -36,6 +37,7 @@ import {
   removeEgressNetwork,
 } from "./egress-network.ts";
 import { CONTROL_LOOP } from "./exec-scripts.ts";
+import { ensureImage } from "./image-pull.ts";
 import type { Sandbox, SandboxHandle, SandboxShape, SandboxSpec, WorkspaceSource } from "./port.ts";
 import { WORKSPACE } from "./port.ts";
 import { createWarmPool, WARM_MAX_AGE_MS, type WarmContainer } from "./warm-pool.ts";
@@ -301,15 +303,21 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       egress?: EgressNetwork;
       agentPath?: string;
       ownEnv?: Readonly<Record<string, string>>;
+      toolEnv?: Readonly<Record<string, string>>;
     },
   ): SandboxHandle => {
     const ws = shape !== undefined ? workspaceMount(shape) : mountOfSpec(extra.tmpfs ?? "");
     const net = extra.egress;
+    // A channel to an injected agent runs agentd's own calls with the bundle's PATH.
+    const injected =
+      extra.channel instanceof AgentChannel && extra.channel.ownEnv.PATH === BUNDLE_ENV.PATH;
+    const toolEnv = extra.toolEnv ?? (injected ? BUNDLE_TOOL_ENV : undefined);
     return new DockerSandboxHandle(container, runId, {
       maxExportBytes: maxExportBytes(ws.size, ws.inodes),
       ...(extra.channel === undefined ? {} : { channel: extra.channel }),
       ...(extra.agentPath === undefined ? {} : { agentPath: extra.agentPath }),
       ...(extra.ownEnv === undefined ? {} : { ownEnv: extra.ownEnv }),
+      ...(toolEnv === undefined ? {} : { toolEnv }),
       ...(extra.baseTar === undefined ? {} : { baseTar: extra.baseTar }),
       ...(net === undefined
         ? {}
@@ -421,7 +429,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         tmpfs: tmpfs ?? "",
         ...(egress === undefined ? {} : { egress }),
         ...(agentPath === undefined ? {} : { agentPath }),
-        ...(injected ? { ownEnv: BUNDLE_ENV } : {}),
+        ...(injected ? { ownEnv: BUNDLE_ENV, toolEnv: BUNDLE_TOOL_ENV } : {}),
       });
     },
 
@@ -457,6 +465,8 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       await reapNetworks(isLive);
       return reaped;
     },
+
+    prepareImage: (ref, o) => ensureImage(docker, ref, o),
 
     prewarm: (shape) => (shape.network === "egress" ? Promise.resolve() : pool.fill(shape)),
     close: () => pool.close(),

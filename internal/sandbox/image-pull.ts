@@ -12,7 +12,7 @@
 import type { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { AgentdError, type ErrorCode } from "../errors.ts";
-import { type ImageReference, pullReference } from "./image-reference.ts";
+import { type ImageReference, parseImageReference, pullReference } from "./image-reference.ts";
 
 export type PullFailure = "not_found" | "unauthorized" | "unreachable" | "error";
 
@@ -37,6 +37,12 @@ export interface RegistryCredentials {
 export interface EnsureImageOptions {
   /** Credentials for the reference's registry, if any. */
   auth?: RegistryCredentials;
+  /**
+   * The digest an earlier container of the run ran (EnsuredImage.digest): the image is
+   * that content — the engine's image of that id, else name@digest from the registry —
+   * whatever the reference's tag names now.
+   */
+  pin?: string;
   /** Progress (only when a pull happens). */
   onReport?: (r: PullReport) => void;
   /** At most one "progress" report per this many ms (default 2000). */
@@ -83,6 +89,14 @@ export async function ensureImage(
   ref: ImageReference,
   opts: EnsureImageOptions = {},
 ): Promise<EnsuredImage> {
+  if (opts.pin !== undefined) {
+    const byId = await inspect(docker, opts.pin).catch(() => undefined);
+    if (byId !== undefined && byId.id === opts.pin) return { ...byId, source: "local" };
+    if (ref.digest !== opts.pin) {
+      const pinned = parseImageReference(`${ref.name}@${opts.pin}`);
+      if (!("error" in pinned)) return ensureImage(docker, pinned, { ...opts, pin: undefined });
+    }
+  }
   const pullRef = pullReference(ref);
   const local = await inspect(docker, pullRef);
   if (local !== undefined) return { ...local, source: "local" };

@@ -120,7 +120,7 @@ export async function importNoShellImage(docker: Docker, repoTag: string): Promi
   const bb = busybox();
   const pack = tar.pack();
   const chunks: Buffer[] = [];
-  pack.on("data", (c: Buffer) => chunks.push(c));
+  pack.on("data", (c: unknown) => chunks.push(c as Buffer));
   const dir = (name: string) => pack.entry({ name, type: "directory", mode: 0o755 });
   dir("bin");
   pack.entry({ name: "bin/cat", mode: 0o755 }, bb);
