@@ -174,6 +174,13 @@ describe("a sandbox of an image without a shell", { timeout: 180_000 }, () => {
     const mount = info.Mounts.find((m) => m.Destination === BUNDLE_DIR);
     assert.equal(mount?.RW, false, "the bundle is read-only");
     assert.equal(mount?.Type, "volume");
+    assert.deepEqual(info.Config.Healthcheck?.Test, ["NONE"], "the image's HEALTHCHECK never runs");
+    assert.ok(
+      !info.Mounts.some((m) => m.Type === "volume" && m.Destination === "/data"),
+      "no anonymous volume for the image's VOLUME",
+    );
+    const data = await exec(box, ["tee", "/data/x"], { stdin: Buffer.from("x") });
+    assert.equal(data.exitCode, 0, `the VOLUME path is a tmpfs the run may use: ${data.stderr}`);
     const w = await exec(box, ["tee", "/.agentd/agent"], { stdin: Buffer.from("x") });
     assert.notEqual(w.exitCode, 0, "the sandbox cannot change the agent");
     const events = await engineEvents(since, box.id);

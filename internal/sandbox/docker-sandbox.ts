@@ -13,11 +13,13 @@
  */
 import { createHash, randomUUID } from "node:crypto";
 import type Docker from "dockerode";
+import { AgentdError } from "../errors.ts";
 import { metrics } from "../telemetry/metrics.ts";
 import {
   type AgentBundle,
   agentBundle,
   BUNDLE_AGENT,
+  BUNDLE_DIR,
   BUNDLE_ENV,
   BUNDLE_TOOL_ENV,
   bundleMount,
@@ -184,6 +186,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     labels: Record<string, string>,
     egress: EgressNetwork | undefined,
     main: MainProcess,
+    imageVolumes: readonly string[] = [],
   ): Docker.ContainerCreateOptions {
     const agent =
       main.kind === "image" ? main.path : main.kind === "bundle" ? BUNDLE_AGENT : undefined;
@@ -209,6 +212,8 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       ...(egress === undefined
         ? {}
         : { NetworkingConfig: { EndpointsConfig: { [egress.name]: {} } } }),
+      // An image's HEALTHCHECK would be run by the engine as the container's user: root here.
+      Healthcheck: { Test: ["NONE"] },
       OpenStdin: true,
       StdinOnce: true,
       AttachStdin: true,
@@ -223,6 +228,14 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         SecurityOpt: ["no-new-privileges"],
         ReadonlyRootfs: true,
         Tmpfs: {
+          // Paths the image declares as VOLUMEs would be anonymous volumes on the host's
+          // disk, outside every limit: each gets a tmpfs of /tmp's size instead.
+          ...Object.fromEntries(
+            imageVolumes.map((v) => [
+              v,
+              `rw,nosuid,nodev,size=${Math.floor(shape.limits.tmpBytes)},uid=1000,gid=1000,mode=0755`,
+            ]),
+          ),
           [WORKSPACE]: ws.spec,
           "/tmp": `rw,nosuid,nodev,size=${Math.floor(shape.limits.tmpBytes)},mode=1777`,
         },
@@ -249,9 +262,12 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     egress?: EgressNetwork,
   ): Promise<WarmContainer> {
     const main = await mainOf(shape);
+    const volumes = shape.userImage === true ? await declaredVolumes(docker, shape.image) : [];
     let c: Docker.Container;
     try {
-      c = await docker.createContainer(containerOptions(shape, name, labels, egress, main));
+      c = await docker.createContainer(
+        containerOptions(shape, name, labels, egress, main, volumes),
+      );
     } catch (err) {
       throw dockerError(err, "create a sandbox", shape.image);
     }
@@ -471,6 +487,31 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     prewarm: (shape) => (shape.network === "egress" ? Promise.resolve() : pool.fill(shape)),
     close: () => pool.close(),
   };
+}
+
+/** Most VOLUMEs a run's own image may declare. */
+const MAX_IMAGE_VOLUMES = 32;
+
+/** The VOLUME paths an image declares, but those agentd mounts itself. */
+async function declaredVolumes(docker: Docker, image: string): Promise<string[]> {
+  let info: Docker.ImageInspectInfo;
+  try {
+    info = await docker.getImage(image).inspect();
+  } catch (err) {
+    throw dockerError(err, "inspect a sandbox image", image);
+  }
+  const paths = Object.keys(info.Config?.Volumes ?? {})
+    .map((p) => p.replace(/\/+$/, ""))
+    .filter((p) => p !== "" && p !== WORKSPACE && p !== "/tmp" && p !== BUNDLE_DIR);
+  if (
+    paths.length > MAX_IMAGE_VOLUMES ||
+    paths.some((p) => !/^\/[\w.@+-]+(\/[\w.@+-]+)*$/.test(p) || p.split("/").includes(".."))
+  )
+    throw new AgentdError(
+      "EVALIDATION",
+      `image ${image} declares volumes agentd cannot replace (at most ${MAX_IMAGE_VOLUMES} plain absolute paths)`,
+    );
+  return paths;
 }
 
 /** The egress network of a run's container, if it is on one (its firewall put back in place). */

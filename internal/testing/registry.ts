@@ -114,7 +114,8 @@ function busybox(): Buffer {
  * A new image without any shell: /bin/cat, /bin/ls and /bin/tee (busybox, which picks its
  * applet by name), a file unique to this image (so its layer is new to the registry and a
  * pull moves bytes), no /etc/passwd. Hostile settings a sandbox must ignore: an ENTRYPOINT,
- * a USER, and the agent label naming /bin/cat. Returns its id; the caller removes it.
+ * a USER, the agent label naming /bin/cat, a VOLUME (an anonymous volume would be outside
+ * every limit) and a HEALTHCHECK (the engine would exec it as the container's user, root). Returns its id; the caller removes it.
  */
 export async function importNoShellImage(docker: Docker, repoTag: string): Promise<string> {
   const bb = busybox();
@@ -139,6 +140,8 @@ export async function importNoShellImage(docker: Docker, repoTag: string): Promi
       "USER 4242",
       "LABEL org.agentd.sandbox.agent=/bin/cat",
       "ENV PATH=/bin",
+      "VOLUME /data",
+      'HEALTHCHECK --interval=1s CMD ["/bin/cat", "/unique-id"]',
     ],
   })) as unknown as Readable;
   let out = "";

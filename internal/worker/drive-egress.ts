@@ -146,6 +146,8 @@ async function installCa(d: Drive, ca: RunCa): Promise<void> {
   const r = await d.box?.exec({
     argv: ["sh", "-c", script],
     stdin: new TextEncoder().encode(ca.certPem),
+    // agentd's own step: busybox's sh, mkdir and cat where the agent was injected.
+    ...(d.box?.toolEnv === undefined ? {} : { env: { ...d.box.toolEnv } }),
     timeoutMs: 10_000,
     maxOutputBytes: 4096,
   });
