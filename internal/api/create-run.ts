@@ -14,7 +14,7 @@ import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1
 import { FileIdempotencyStore } from "../idempotency/file-idempotency.ts";
 import { decideImage } from "../kernel/image-policy.ts";
 import { applyEvent, emptyRun } from "../projections/run-projection.ts";
-import { parseImageReference } from "../sandbox/image-reference.ts";
+import { looksLikeReference, parseImageReference } from "../sandbox/image-reference.ts";
 import { traceParentFor } from "../telemetry/trace-context.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, type BudgetMax, DEFAULT_BUDGET_MAX } from "./deps.ts";
@@ -27,6 +27,8 @@ import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.
 
 const MAX_PROMPT_BYTES = 64 * 1024;
 const SKILL_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
+/** The name of one of agentd's own images (an ecosystem: python, go, rust…). */
+const IMAGE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 
 export function createRunHandler(deps: ApiDeps) {
   // Servers set their own (limits from flags); this one serves in-process routers.
@@ -170,6 +172,15 @@ async function appendQueued<T>(release: () => Promise<void>, append: () => Promi
  */
 function imageField(image: string, deps: ApiDeps): string {
   if (image === "") return "";
+  // A bare name ("python", "go"): one of agentd's own images, which the worker resolves.
+  if (!looksLikeReference(image)) {
+    if (!IMAGE_NAME.test(image))
+      throw invalid(
+        "image",
+        `${JSON.stringify(image.slice(0, 80))} is neither an image reference (registry/name:tag, name@sha256:…) nor the name of one of agentd's images ([a-z][a-z0-9-], at most 32)`,
+      );
+    return image;
+  }
   const policy = deps.policy?.();
   if (policy === undefined) {
     const ref = parseImageReference(image);

@@ -63,6 +63,9 @@ describe("CreateRun image", { timeout: 60_000 }, () => {
       ["127.0.0.1:5000/team/../app", /image: /],
       ["127.0.0.1:5000/team/app tag", /image: .*spaces/],
       [`127.0.0.1:5000/team/${"a".repeat(1000)}`, /image: .*longer than 512/],
+      ["Python", /image: .*neither an image reference .* nor the name of one of agentd's images/],
+      ["py thon", /image: .*neither/],
+      ["\u0000", /image: .*neither/],
     ];
     for (const [image, re] of cases)
       await assertGrpcError(
@@ -70,6 +73,13 @@ describe("CreateRun image", { timeout: 60_000 }, () => {
         grpc.status.INVALID_ARGUMENT,
         re,
       );
+  });
+
+  it("passes the bare name of one of agentd's images on to the worker as it is", async () => {
+    const { run } = await stack.client.createRun({ prompt: "p", image: "python" });
+    const events = await stack.log.read(run?.runId as string, 0, 10);
+    const q = events[0]?.event.payload;
+    assert.equal(q?.case === "runQueued" && q.value.image, "python");
   });
 
   it("takes only digests under sandbox.imageDigests (the strict profile)", async () => {

@@ -33,10 +33,32 @@ export function requestedImage(
   events: readonly Event[],
   configImage: string | undefined,
 ): RequestedImage | undefined {
+  const asked = askedImage(events, configImage);
+  return asked !== undefined && looksLikeReference(asked.input) ? asked : undefined;
+}
+
+/**
+ * The name of one of agentd's own images the run asked for ("python", "go"…: no `/`, `:`
+ * or `@`), CreateRun's first, else `.agent/config.yaml`'s: the image chooser's to resolve
+ * (run-image.ts), not this module's. Undefined when the run asked for a reference or nothing.
+ */
+export function requestedImageName(
+  events: readonly Event[],
+  configImage: string | undefined,
+): RequestedImage | undefined {
+  const asked = askedImage(events, configImage);
+  return asked !== undefined && !looksLikeReference(asked.input) ? asked : undefined;
+}
+
+/** What the run asked for: CreateRun's image wins over the workspace's. */
+function askedImage(
+  events: readonly Event[],
+  configImage: string | undefined,
+): RequestedImage | undefined {
   const q = events[0]?.payload;
   if (q?.case === "runQueued" && q.value.image !== "")
     return { input: q.value.image, from: "request" };
-  if (configImage !== undefined && looksLikeReference(configImage))
+  if (configImage !== undefined && configImage !== "")
     return { input: configImage, from: "workspace" };
   return undefined;
 }

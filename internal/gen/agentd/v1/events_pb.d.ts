@@ -350,8 +350,9 @@ export declare type RunQueued = Message<"agentd.v1.RunQueued"> & {
   traceState: string;
 
   /**
-   * The image reference CreateRun named (`CreateRunRequest.image`), normalised
-   * (`docker.io/library/python:3.12`); empty when the request named none.
+   * The image CreateRun named (`CreateRunRequest.image`): a reference normalised
+   * (`docker.io/library/python:3.12`), or the bare name of one of agentd's images
+   * (`python`); empty when the request named none.
    *
    * @generated from field: string image = 12;
    */
