@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type Docker from "dockerode";
 import { ulid } from "ulid";
+import { isAgentdError } from "../errors.ts";
 import { sandboxImage, TEST_LIMITS } from "../testing/docker.ts";
 import {
   importNoShellImage,
@@ -92,6 +93,20 @@ describe("pulling a run's image", { timeout: 180_000 }, () => {
     assert.ok(gone instanceof ImagePullError);
     assert.equal(gone.reason, "unreachable", gone.message);
     assert.match(gone.message, /127\.0\.0\.1:9\/team\/noshell:1/);
+  });
+
+  it("cancelled: ECANCELLED, not a failed pull", async () => {
+    const reports: PullReport[] = [];
+    const stop = new AbortController();
+    stop.abort();
+    const err = await ensureImage(docker, ref(`${reg.host}/team/noshell@${digest}`), {
+      auth: { username: reg.username, password: reg.password },
+      onReport: (r) => reports.push(r),
+      signal: stop.signal,
+    }).catch((e: unknown) => e);
+    assert.ok(isAgentdError(err, "ECANCELLED"), String(err));
+    assert.ok(!(err instanceof ImagePullError));
+    assert.ok(!reports.some((r) => r.phase === "failed"));
   });
 
   it("by digest with the registry's credentials: a few reports, the digest, then local", async () => {

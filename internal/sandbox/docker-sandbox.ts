@@ -282,7 +282,13 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       return channel;
     } catch (err) {
       await c.remove({ force: true, v: true }).catch(() => undefined);
-      throw dockerError(err, "start a sandbox", shape.image);
+      throw dockerError(
+        err,
+        main.kind === "loop" && shape.userImage === true
+          ? "start a sandbox of a run's own image without agentd's agent (it then needs sh and tar; none could be injected: the worker's policy image lacks the org.agentd.sandbox.busybox label, see make images)"
+          : "start a sandbox",
+        shape.image,
+      );
     }
   }
 

@@ -107,6 +107,12 @@ export async function ensureImage(
   try {
     digest = await pull(docker, pullRef, ref, opts, progress, scrub);
   } catch (err) {
+    // Cancelled (the run was): not a failure of the pull; the caller ends the run so.
+    if (err instanceof AgentdError && err.code === "ECANCELLED") throw err;
+    if (opts.signal?.aborted)
+      throw new AgentdError("ECANCELLED", `the pull of ${ref.normalised} was cancelled`, {
+        cause: err,
+      });
     const failure =
       err instanceof ImagePullError
         ? err
@@ -185,9 +191,13 @@ async function pull(
         fail(new ImagePullError(ref.normalised, "unreachable", `no end within ${timeoutMs} ms`)),
       timeoutMs,
     );
-    opts.signal?.addEventListener("abort", () => fail(new AgentdError("ECANCELLED", "cancelled")), {
-      once: true,
-    });
+    const onAbort = (): void =>
+      fail(new AgentdError("ECANCELLED", `the pull of ${ref.normalised} was cancelled`));
+    if (opts.signal?.aborted) onAbort();
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    const done = (): void => opts.signal?.removeEventListener("abort", onAbort);
+    stream.on("close", done);
+    stream.on("end", done);
     stream.on("data", (chunk: Buffer) => {
       buf += chunk.toString("utf8");
       for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {

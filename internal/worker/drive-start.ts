@@ -43,6 +43,8 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
   const [made, config] = await Promise.allSettled([sandboxFor(d, base, configRead), configRead]);
   if (made.status === "rejected") {
     if (made.reason instanceof ImageFailure) return { next: { to: "fail", ...made.reason.fail } };
+    // Cancelled while the image was pulled (or the container made): the run ends cancelled.
+    if (d.cancel.signal.aborted) return { next: { to: "cancel" } };
     throw made.reason;
   }
   d.box = made.value; // even if the config read failed: the next drive finds it
