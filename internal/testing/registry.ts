@@ -115,9 +115,14 @@ function busybox(): Buffer {
  * applet by name), a file unique to this image (so its layer is new to the registry and a
  * pull moves bytes), no /etc/passwd. Hostile settings a sandbox must ignore: an ENTRYPOINT,
  * a USER, the agent label naming /bin/cat, a VOLUME (an anonymous volume would be outside
- * every limit) and a HEALTHCHECK (the engine would exec it as the container's user, root). Returns its id; the caller removes it.
+ * every limit) and a HEALTHCHECK (the engine would exec it as the container's user, root).
+ * `/unique-id` holds `uniqueId`. Returns its id; the caller removes it.
  */
-export async function importNoShellImage(docker: Docker, repoTag: string): Promise<string> {
+export async function importNoShellImage(
+  docker: Docker,
+  repoTag: string,
+  uniqueId: string = ulid(),
+): Promise<string> {
   const bb = busybox();
   const pack = tar.pack();
   const chunks: Buffer[] = [];
@@ -128,7 +133,7 @@ export async function importNoShellImage(docker: Docker, repoTag: string): Promi
   // A hard link's own mode is applied to the file it names: keep it executable.
   pack.entry({ name: "bin/ls", type: "link", linkname: "bin/cat", mode: 0o755 });
   pack.entry({ name: "bin/tee", type: "link", linkname: "bin/cat", mode: 0o755 });
-  pack.entry({ name: "unique-id", mode: 0o644 }, `${ulid()}\n`);
+  pack.entry({ name: "unique-id", mode: 0o644 }, `${uniqueId}\n`);
   pack.finalize();
   await new Promise<void>((r) => pack.on("end", () => r()));
   const [repo, tag] = splitTag(repoTag);

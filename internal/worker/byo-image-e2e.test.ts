@@ -30,7 +30,13 @@ import {
   startRegistry,
   type TestRegistry,
 } from "../testing/registry.ts";
-import { callReply, queueRun, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
+import {
+  approveInLog,
+  callReply,
+  queueRun,
+  sayReply,
+  testImagePolicy,
+} from "../testing/worker-fixtures.ts";
 import { driveRun } from "./run-driver.ts";
 
 let dir: string;
@@ -262,6 +268,81 @@ describe("a run in an image of its own", { timeout: 300_000 }, () => {
       payloads(bad.events, "runFailed")[0]?.error?.message ?? "",
       /^\.agent\/config\.yaml image: .* is not an image reference/,
     );
+  });
+
+  it("a later drive runs the digest run.started recorded, though the tag moved meanwhile", async () => {
+    const tagged = `${reg.host}/team/moving:2`;
+    const first = await importNoShellImage(docker, "agentd-test-moving:a", "content-A");
+    const digestA = await pushImage(docker, reg, first, "team/moving", "2");
+    await docker.getImage(first).remove({ force: true });
+    const p = policyWith({});
+    const policy: Policy = {
+      ...p,
+      capabilities: { ...p.capabilities, "process.run": { approval: "always" } },
+    };
+    script = [callReply("x1", "process.run", { argv: ["cat", "/unique-id"] })];
+    const ws = await artifacts.put(
+      await packWorkspace([{ path: "a.txt", type: "file", mode: 0o644, data: Buffer.from("a") }]),
+    );
+    const run = await queueRun(log, {
+      prompt: "pause then go on",
+      workspaceDigest: ws.digest,
+      workspaceSizeBytes: ws.size,
+      image: tagged,
+    });
+    const deps = stubDriverDeps({
+      log,
+      policy,
+      sandbox: sandbox.sandbox,
+      artifacts,
+      baseURL: stub.baseURL,
+      secretProviders: [createEnvSecretProvider({ REG_PW: reg.password })],
+    });
+    const paused = await driveRun(
+      deps,
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    assert.equal(paused, "paused");
+    const started = payloads(
+      (await log.read(run.runId, 0)).map((e) => e.event),
+      "runStarted",
+    )[0];
+    assert.equal(started?.imageDigest, digestA);
+
+    // The tag now names other content, and the engine has neither.
+    const second = await importNoShellImage(docker, "agentd-test-moving:b", "content-B");
+    const digestB = await pushImage(docker, reg, second, "team/moving", "2");
+    assert.notEqual(digestB, digestA);
+    await docker.getImage(second).remove({ force: true });
+    await docker
+      .getImage(tagged)
+      .remove({ force: true })
+      .catch(() => {});
+    await docker
+      .getImage(`${reg.host}/team/moving@${digestA}`)
+      .remove({ force: true })
+      .catch(() => {});
+
+    const asked = payloads(
+      (await log.read(run.runId, 0)).map((e) => e.event),
+      "approvalRequested",
+    )[0];
+    await approveInLog(log, run, asked?.approvalId as string);
+    script = [sayReply("done")];
+    const outcome = await driveRun(
+      deps,
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    const events = (await log.read(run.runId, 0)).map((e) => e.event);
+    assert.equal(outcome, "completed");
+    const result = payloads(events, "toolResult").find((r) => r.callId === "x1");
+    assert.match(result?.outputJson ?? "", /content-A/, "the resumed run ran the first digest");
+    assert.doesNotMatch(result?.outputJson ?? "", /content-B/);
+    pulledIds.push((await docker.getImage(`${reg.host}/team/moving@${digestA}`).inspect()).Id);
   });
 
   async function engineExecs(since: number, id: string): Promise<number> {
