@@ -93,9 +93,13 @@ async function sourceOf(docker: Docker, image: string): Promise<string | undefin
   }
 }
 
-/** The volume's name for a source image id. */
+/**
+ * The volume's name for a source image id: a hash of the id and of the fill script, so a
+ * volume filled by an older layout is never taken for a complete one of this layout.
+ */
 export function bundleVolume(imageId: string): string {
-  return `${BUNDLE_VOLUME_PREFIX}${createHash("sha256").update(imageId).digest("hex").slice(0, 12)}`;
+  const h = createHash("sha256").update(imageId).update("\0").update(FILL_SCRIPT);
+  return `${BUNDLE_VOLUME_PREFIX}${h.digest("hex").slice(0, 12)}`;
 }
 
 /** Copies, renames into place, marks complete; a complete volume is left as it is. */

@@ -206,6 +206,15 @@ describe("a sandbox of an image without a shell", { timeout: 180_000 }, () => {
     );
   });
 
+  it("reports an OOM kill (agentd reads the cgroup with the bundle's busybox)", async () => {
+    // busybox's tail buffers a line that never ends: /dev/zero fills the memory limit.
+    const r = await exec(box, ["/.agentd/bin/tail", "/dev/zero"], { timeoutMs: 60_000 });
+    assert.equal(r.exitCode, 137, r.stderr);
+    assert.equal(r.oomKilled, true);
+    const after = await exec(box, ["cat", "a.txt"]);
+    assert.equal(after.exitCode, 0, "the agent and the container outlived the kill");
+  });
+
   it("a worker taking the run over finds the injected agent (one exec to start it, then none)", async () => {
     box.detach?.();
     const since = Math.floor(Date.now() / 1000) - 1;
