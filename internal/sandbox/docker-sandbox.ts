@@ -3,13 +3,16 @@
  * every sandbox process as user 1000 without capabilities, no-new-privileges, read-only
  * root with a size-limited tmpfs /workspace and a tmpfs /tmp, memory/CPU/pids limits, no
  * network unless asked, an init that reaps zombies, labels agentd.run-id / agentd.tenant.
- * The main process is the image's agent (agent-channel.ts) when the image has one: it
+ * The main process is the agent (agent-channel.ts): the image's own when the operator's
+ * image has one, else agentd's, injected read-only from a volume (agent-bundle.ts); it
  * alone runs as root, with CAP_SETUID and CAP_SETGID only, to start every call as user
- * 1000; else the control loop (exec-scripts.ts) as user 1000. Either way the workspace
- * goes in and out through the attached pipe.
+ * 1000. Without either, the control loop (exec-scripts.ts) as user 1000. Either way the
+ * workspace goes in and out through the attached pipe. A run's own image (pulled by
+ * image-pull.ts) brings nothing that acts: its agent label, entrypoint, user and
+ * healthcheck are ignored, its volumes become tmpfs.
  *
  * Must never: bind-mount a host path, mount the Docker socket, run anything privileged,
- * or leave a process running past its timeout.
+ * trust a run's own image to bring the agent, or leave a process running past its timeout.
  */
 import { createHash, randomUUID } from "node:crypto";
 import type Docker from "dockerode";
