@@ -91,7 +91,13 @@ function policyWith(sandboxOver: Partial<Policy["sandbox"]>): Policy {
 
 async function drive(
   policy: Policy,
-  opts: { image?: string; files?: { path: string; data: string }[]; password?: string },
+  opts: {
+    image?: string;
+    files?: { path: string; data: string }[];
+    password?: string;
+    /** The worker's secrets: default REG_PW = `password` (else the registry's). */
+    secrets?: Record<string, string>;
+  },
 ): Promise<{ outcome: string; events: Event[]; text: string }> {
   const ws = await artifacts.put(
     await packWorkspace(
@@ -115,7 +121,9 @@ async function drive(
     sandbox: sandbox.sandbox,
     artifacts,
     baseURL: stub.baseURL,
-    secretProviders: [createEnvSecretProvider({ REG_PW: opts.password ?? reg.password })],
+    secretProviders: [
+      createEnvSecretProvider(opts.secrets ?? { REG_PW: opts.password ?? reg.password }),
+    ],
   });
   const outcome = await driveRun(
     deps,
@@ -216,6 +224,21 @@ describe("a run in an image of its own", { timeout: 300_000 }, () => {
     );
     assert.equal(payloads(events, "runStarted").length, 0);
     assert.ok(!text.includes("not-the-password-42"));
+  });
+
+  it("a registry password no secret provider has: ESECRET_NOT_FOUND naming the policy field", async () => {
+    const { outcome, events } = await drive(policyWith({}), {
+      image: `${reg.host}/team/noshell@${digest}`,
+      secrets: {},
+    });
+    assert.equal(outcome, "failed");
+    const failed = payloads(events, "runFailed")[0];
+    assert.equal(failed?.error?.code, "ESECRET_NOT_FOUND");
+    assert.match(
+      failed?.error?.message ?? "",
+      /sandbox\.registryAuth for 127\.0\.0\.1:\d+ names \$ENV\.REG_PW/,
+    );
+    assert.equal(payloads(events, "imagePull").length, 0);
   });
 
   it("an image the policy does not allow, or a tag under sandbox.imageDigests: refused, naming it", async () => {
