@@ -43,8 +43,8 @@ export async function runImage(d: Drive, configImage?: string): Promise<RunImage
   if (req === undefined) return undefined;
   const check = checkRequestedImage(req, d.deps.policy());
   if (!check.ok) return { fail: { code: check.code, message: check.message } };
-  const prepare = d.deps.sandbox.prepareImage;
-  if (prepare === undefined)
+  const sandbox = d.deps.sandbox;
+  if (sandbox.prepareImage === undefined)
     return {
       fail: {
         code: IMAGE_PULL_FAILED,
@@ -63,7 +63,7 @@ export async function runImage(d: Drive, configImage?: string): Promise<RunImage
   }
   let chain: Promise<unknown> = Promise.resolve();
   try {
-    const got = await prepare(ref, {
+    const got = await sandbox.prepareImage(ref, {
       ...(auth === undefined ? {} : { auth }),
       ...(pin === undefined ? {} : { pin }),
       // In order, one after the other: the log's order is the pull's.
