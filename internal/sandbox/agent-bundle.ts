@@ -46,8 +46,15 @@ export const BUNDLE_TOOL_ENV: Readonly<Record<string, string>> = {
   PATH: `${BUNDLE_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
 };
 
-/** The volume to mount, or undefined when no agentd image to fill it from is known. */
-export type AgentBundle = () => Promise<string | undefined>;
+export interface AgentBundle {
+  /** The volume to mount, or undefined when no agentd image to fill it from is known. */
+  volume(): Promise<string | undefined>;
+  /**
+   * A sandbox with `volume` did not start: it may have been removed behind this process's
+   * back (the engine then makes an empty one). The next volume() checks and fills it again.
+   */
+  forget(volume: string): void;
+}
 
 /**
  * The bundle of `source()` (an image reference; e.g. the policy's sandbox.image). One
@@ -60,7 +67,7 @@ export function agentBundle(
 ): AgentBundle {
   let looked: { at: number; image: string; id: Promise<string | undefined> } | undefined;
   const filled = new Map<string, Promise<string>>();
-  return async () => {
+  const volume = async (): Promise<string | undefined> => {
     const image = source();
     if (image === undefined) return undefined;
     if (looked === undefined || looked.image !== image || now() - looked.at >= TTL_MS)
@@ -68,14 +75,38 @@ export function agentBundle(
     const src = await looked.id;
     if (src === undefined) return undefined;
     const [id, agent, busybox] = src.split("\n") as [string, string, string];
-    let volume = filled.get(id);
-    if (volume === undefined) {
-      volume = fill(docker, id, agent, busybox);
-      filled.set(id, volume);
-      volume.catch(() => filled.delete(id));
-    }
-    return volume;
+    const ensure = (): Promise<string> => {
+      let filling = filled.get(id);
+      if (filling === undefined) {
+        filling = fill(docker, id, agent, busybox);
+        filled.set(id, filling);
+        filling.catch(() => filled.delete(id));
+      }
+      return filling;
+    };
+    const name = await ensure();
+    // Removed behind this process's back (docker volume rm, a prune): the engine would make
+    // an empty one at the container's create. One inspect per sandbox of such an image.
+    const there = await docker
+      .getVolume(name)
+      .inspect()
+      .then(
+        () => true,
+        (err: { statusCode?: number }) => err.statusCode !== 404,
+      );
+    if (there) return name;
+    forget(name);
+    filled.delete(id);
+    return ensure();
   };
+  function forget(name: string): void {
+    for (const [id, p] of filled)
+      void p.then(
+        (v) => v === name && filled.get(id) === p && filled.delete(id),
+        () => undefined,
+      );
+  }
+  return { volume, forget };
 }
 
 /** "id\nagent\nbusybox" of an agentd image with both labels, else undefined. */

@@ -242,6 +242,53 @@ describe("a sandbox of an image without a shell", { timeout: 180_000 }, () => {
     await found.destroy();
   });
 
+  it("refills the agent volume when it was removed behind the sandbox's back", async () => {
+    // A source image of this test's own (the test image with one more label): its volume is
+    // this test's alone, whatever other tests run meanwhile.
+    const tmp = await docker.createContainer({ Image: sandboxImage("test"), Cmd: ["true"] });
+    const source = `agentd-test-agent-source:${ulid().toLowerCase()}`;
+    const [repo, tag] = source.split(":") as [string, string];
+    await tmp.commit({ repo, tag, changes: [`LABEL agentd.test=${label}`] });
+    await tmp.remove({ force: true });
+    after(async () => {
+      await docker
+        .getImage(source)
+        .remove({ force: true })
+        .catch(() => {});
+    });
+    const sandbox = createDockerSandbox({
+      docker,
+      managedLabel: label,
+      agentSource: () => source,
+    });
+    const spec = async () => ({
+      runId: ulid(),
+      tenantId: "acme",
+      image: pulled as string,
+      userImage: true,
+      limits: TEST_LIMITS,
+      network: "none" as const,
+      workspaceTar: await packWorkspace([
+        { path: "a.txt", type: "file", mode: 0o644, data: Buffer.from("again\n") },
+      ]),
+    });
+    const first = await sandbox.create(await spec());
+    const volume = (await docker.getContainer(first.id).inspect()).Mounts.find(
+      (m) => m.Destination === BUNDLE_DIR,
+    )?.Name as string;
+    await first.destroy();
+    await sandbox.reap(() => false);
+    await docker.getVolume(volume).remove();
+    const second = await sandbox.create(await spec());
+    const r = await exec(second, ["cat", "a.txt"]);
+    assert.equal(r.stdout, "again\n", r.stderr);
+    await second.destroy();
+    await docker
+      .getVolume(volume)
+      .remove()
+      .catch(() => {});
+  });
+
   async function engineEvents(since: number, id: string): Promise<string[]> {
     const until = Math.ceil(Date.now() / 1000) + 1;
     const stream = (await docker.getEvents({

@@ -179,7 +179,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     if (!useAgent) return { kind: "loop" };
     const path = shape.userImage === true ? undefined : await agentOf(shape.image);
     if (path !== undefined) return { kind: "image", path };
-    const volume = await bundle();
+    const volume = await bundle.volume();
     return volume === undefined ? { kind: "loop" } : { kind: "bundle", volume };
   }
 
@@ -285,6 +285,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       return channel;
     } catch (err) {
       await c.remove({ force: true, v: true }).catch(() => undefined);
+      if (main.kind === "bundle") bundle.forget(main.volume);
       throw dockerError(
         err,
         main.kind === "loop" && shape.userImage === true
