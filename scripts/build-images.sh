@@ -20,6 +20,9 @@ ROOT="$(cd "$(dirname "$SCRIPT")/.." && pwd)"
 IMAGES_DIR="$ROOT/sandbox-images"
 AGENT_DIR="$IMAGES_DIR/agent"
 AGENT_PATH=/usr/local/libexec/agentd-agent
+# A static busybox (named busybox: it picks its applet by that name) next to it: agentd injects both, read-only, into images that lack the
+# agent (a run's own image, even one without a shell or tar: internal/sandbox/agent-bundle.ts).
+BUSYBOX_PATH=/usr/local/libexec/agentd/busybox
 BUILT_DIR="$IMAGES_DIR/.built"
 PATH_ENV='PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 T0=$SECONDS
@@ -200,21 +203,29 @@ EOF
   rm -f "$ROOTFS/usr/sbin/policy-rc.d"
 }
 
-build_busybox() {
-  local bb="${BUSYBOX:-/bin/busybox}" n count=0
+# Prints the path of a static busybox: $BUSYBOX, /bin/busybox, or one taken from the
+# busybox-static package without installing it on the host.
+static_busybox() {
+  local bb="${BUSYBOX:-/bin/busybox}"
   if [ ! -x "$bb" ] || ldd "$bb" >/dev/null 2>&1; then
     # Not there, or dynamically linked: take the static one from its Debian package
     # without installing it on the host.
-    if command -v apt-get >/dev/null 2>&1; then
-      step "no static busybox at $bb: fetching the busybox-static package"
+    bb="$WORK/deb/x/bin/busybox"
+    if [ ! -x "$bb" ] && command -v apt-get >/dev/null 2>&1; then
+      step "no static busybox at ${BUSYBOX:-/bin/busybox}: fetching the busybox-static package"
       mkdir -p "$WORK/deb"
       (cd "$WORK/deb" && apt-get download -q busybox-static >/dev/null 2>&1) &&
-        dpkg-deb -x "$WORK/deb"/busybox-static_*.deb "$WORK/deb/x" 2>/dev/null &&
-        bb="$WORK/deb/x/bin/busybox"
+        dpkg-deb -x "$WORK/deb"/busybox-static_*.deb "$WORK/deb/x" 2>/dev/null
     fi
     [ -x "$bb" ] && ! ldd "$bb" >/dev/null 2>&1 ||
       die "the '$CUR' image needs a static busybox. Install it (Debian/Ubuntu: apt-get install -y busybox-static) or set BUSYBOX=/path/to/static/busybox."
   fi
+  echo "$bb"
+}
+
+build_busybox() {
+  local bb n count=0
+  bb="$(static_busybox)"
   step "busybox root from $bb ($("$bb" 2>/dev/null | head -1 | cut -d' ' -f1-2))"
   mkdir -p "$ROOTFS/bin" "$ROOTFS/usr"
   install -m 755 "$bb" "$ROOTFS/bin/busybox"
@@ -270,6 +281,7 @@ build_image() {
 
   build_agent "$WORK/agentd-agent"
   install -D -m 755 "$WORK/agentd-agent" "$ROOTFS$AGENT_PATH"
+  install -D -m 755 "$(static_busybox)" "$ROOTFS$BUSYBOX_PATH"
 
   # Docker supplies /dev, /proc, /sys, /etc/hosts, /etc/hostname and /etc/resolv.conf;
   # the host's copies and build leftovers do not belong in the image.
@@ -284,6 +296,7 @@ build_image() {
 
   local args=(--change "ENV $PATH_ENV" --change "LABEL org.agentd.sandbox.name=$name"
     --change "LABEL org.agentd.sandbox.inputs=$hash" --change "LABEL org.agentd.sandbox.agent=$AGENT_PATH"
+    --change "LABEL org.agentd.sandbox.busybox=$BUSYBOX_PATH"
     --message "agentd sandbox image $name ($hash)")
   local c
   for c in "${CHANGES[@]}"; do args+=(--change "$c"); done

@@ -564,6 +564,7 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
       denied,
       badSession,
       badPriority,
+      badImage,
       badApproval,
       tooBig,
       missingPrompt,
@@ -584,6 +585,16 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
         join(dir, "outside"),
       ]),
       q(["run", "--prompt", "x", "--priority", "11"]),
+      q([
+        "run",
+        "--prompt",
+        "x",
+        "--no-wait",
+        "--image",
+        "registry.example.com/team/app:1",
+        "--repo",
+        join(dir, "outside"),
+      ]),
       q(["approve", "apr_nonsense"]),
       q(["run", "--prompt", "x", "--repo", join(dir, "big"), "--max-workspace-bytes", "16384"]),
       q(["run"]),
@@ -605,6 +616,12 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
     assert.match(badSession.stderr, /invalid --session: .*session_id/);
     assert.equal(badPriority.code, 64);
     assert.match(badPriority.stderr, /--priority must be a whole number from 1 to 10/);
+    // The server's policy allows no images of a run's own (sandbox.images is empty).
+    assert.equal(badImage.code, 4);
+    assert.match(
+      badImage.stderr,
+      /invalid --image: .*registry\.example\.com\/team\/app:1 is refused/,
+    );
     assert.equal(badApproval.code, 4);
     assert.match(badApproval.stderr, /invalid approval ID: .*\(field approval_id\)/);
     assert.equal(tooBig.code, 4);

@@ -119,6 +119,11 @@ export const COMMANDS: CommandSpec[] = [
         help: "skill to load (repeatable)",
       },
       priority: { type: "string", arg: "N", help: "1 (highest) … 10 (lowest); default 5" },
+      image: {
+        type: "string",
+        arg: "REF",
+        help: "the sandbox image to run in (registry/name:tag or name@sha256:…); the server's policy must allow it (sandbox.images)",
+      },
       session: {
         type: "string",
         arg: "ID",

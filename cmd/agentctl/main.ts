@@ -354,6 +354,7 @@ async function runCmd(c: Ctx): Promise<number> {
       ...workspace,
       idempotencyKey: str(v, "idempotency-key") ?? "",
       budget: budgetOf(v),
+      image: str(v, "image") ?? "",
     },
     { timeoutMs: 300_000, signal: c.signal },
   );

@@ -310,6 +310,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       queue,
       idempotency,
       cancelWaitMs: cfg["cancel-wait-ms"],
+      policy: () => policy.current(),
       budgetMax: {
         maxTokens: cfg["max-run-tokens"],
         maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
@@ -406,7 +407,13 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         );
     }
     const workerId = `${hostname()}:${process.pid}`;
-    const boxes = createDockerSandbox({ docker, warm: cfg["warm-sandboxes"], poolOwner: workerId });
+    const boxes = createDockerSandbox({
+      docker,
+      warm: cfg["warm-sandboxes"],
+      poolOwner: workerId,
+      // Images without the agent (a run's own) get the policy image's, injected read-only.
+      agentSource: () => policy.current().sandbox.image,
+    });
     sandbox = boxes;
     // Warm containers for the policy's sandbox, in the background: the first run starts warm
     // when they are ready in time, cold otherwise.

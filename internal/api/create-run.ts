@@ -12,7 +12,9 @@ import { AgentdError, invalid } from "../errors.ts";
 import { type RunBudget, RunFailedSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { FileIdempotencyStore } from "../idempotency/file-idempotency.ts";
+import { decideImage } from "../kernel/image-policy.ts";
 import { applyEvent, emptyRun } from "../projections/run-projection.ts";
+import { looksLikeReference, parseImageReference } from "../sandbox/image-reference.ts";
 import { traceParentFor } from "../telemetry/trace-context.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, type BudgetMax, DEFAULT_BUDGET_MAX } from "./deps.ts";
@@ -25,6 +27,8 @@ import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.
 
 const MAX_PROMPT_BYTES = 64 * 1024;
 const SKILL_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
+/** The name of one of agentd's own images (an ecosystem: python, go, rust…). */
+const IMAGE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 
 export function createRunHandler(deps: ApiDeps) {
   // Servers set their own (limits from flags); this one serves in-process routers.
@@ -49,6 +53,7 @@ export function createRunHandler(deps: ApiDeps) {
     validateLabels(req.labels);
     idempotencyKeyField(req.idempotencyKey);
     budgetField(req.budget, deps.budgetMax ?? DEFAULT_BUDGET_MAX);
+    const image = imageField(req.image, deps);
     let workspace = { digest: "", size: 0 };
     if (req.workspaceDigest !== "") {
       if (req.workspaceTar.byteLength > 0)
@@ -74,6 +79,8 @@ export function createRunHandler(deps: ApiDeps) {
           String,
         ),
         workspace: workspace.digest,
+        // Only when given: keys stored before the field existed keep their digests.
+        ...(image === "" ? {} : { image }),
       });
       const claimed = await claimRun(
         deps,
@@ -106,6 +113,7 @@ export function createRunHandler(deps: ApiDeps) {
             workspaceDigest: workspace.digest,
             workspaceSizeBytes: BigInt(workspace.size),
             submittedBy: principal.name,
+            image,
             // Every worker that drives the run continues this trace (the CreateRun span's).
             ...traceParentFor(ctx.values.get(kTraceContext) ?? ROOT_CONTEXT),
           }),
@@ -155,6 +163,33 @@ async function appendQueued<T>(release: () => Promise<void>, append: () => Promi
     await release();
     throw err;
   }
+}
+
+/**
+ * The requested image, normalised ("" for none): a reference that does not parse, or that
+ * the server's policy does not allow (sandbox.images, sandbox.imageDigests), is
+ * INVALID_ARGUMENT naming `image`. The worker checks it again against its own policy.
+ */
+function imageField(image: string, deps: ApiDeps): string {
+  if (image === "") return "";
+  // A bare name ("python", "go"): one of agentd's own images, which the worker resolves.
+  if (!looksLikeReference(image)) {
+    if (!IMAGE_NAME.test(image))
+      throw invalid(
+        "image",
+        `${JSON.stringify(image.slice(0, 80))} is neither an image reference (registry/name:tag, name@sha256:…) nor the name of one of agentd's images ([a-z][a-z0-9-], at most 32)`,
+      );
+    return image;
+  }
+  const policy = deps.policy?.();
+  if (policy === undefined) {
+    const ref = parseImageReference(image);
+    if ("error" in ref) throw invalid("image", ref.error);
+    return ref.normalised;
+  }
+  const d = decideImage(image, policy.sandbox);
+  if (!d.ok) throw invalid("image", d.why);
+  return d.ref.normalised;
 }
 
 /** Each limit of a run's budget at most the server's maximum: INVALID_ARGUMENT naming it. */

@@ -4,6 +4,7 @@ import type { Principal } from "../auth/tokens.ts";
 import type { EventLog, RunHead } from "../eventlog/port.ts";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
 import type { IdempotencyStore } from "../idempotency/port.ts";
+import type { Policy } from "../kernel/policy-schema.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunQueue } from "../scheduler/port.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
@@ -25,6 +26,11 @@ export interface ApiDeps {
    * Default DEFAULT_CANCEL_WAIT_MS; 0 answers at once.
    */
   cancelWaitMs?: number;
+  /**
+   * The policy in force: CreateRun checks a requested image against its sandbox.images
+   * (INVALID_ARGUMENT naming `image`). Without one, an image is checked by the worker only.
+   */
+  policy?: () => Policy;
 }
 
 export interface BudgetMax {

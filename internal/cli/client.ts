@@ -144,6 +144,7 @@ const FIELD_FLAGS: [RegExp, string][] = [
   [/^prompt$/, "--prompt"],
   [/^session_id$/, "--session"],
   [/^priority$/, "--priority"],
+  [/^image$/, "--image"],
   [/^skills(\[\d+\])?$/, "--skill"],
   [/^labels/, "--label"],
   [/^workspace_tar$/, "workspace (--repo)"],

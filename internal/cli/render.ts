@@ -177,6 +177,8 @@ export function eventLine(ev: Event, st: Style): string {
       detail = `prompt=${JSON.stringify(oneLine(p.value.prompt, 80))} priority=${p.value.priority}${p.value.workspaceDigest === "" ? "" : ` workspace=${formatBytes(Number(p.value.workspaceSizeBytes))}`}`;
       break;
     case "runStarted":
+      detail = `worker=${p.value.workerId} epoch=${p.value.epoch}${p.value.image === "" ? "" : ` image=${p.value.image}`}${p.value.imageDigest === "" ? "" : ` digest=${p.value.imageDigest}`}`;
+      break;
     case "runResumed":
       detail = `worker=${p.value.workerId} epoch=${p.value.epoch}`;
       break;
@@ -233,6 +235,9 @@ export function eventLine(ev: Event, st: Style): string {
       break;
     case "networkRequest":
       detail = `${p.value.method} ${p.value.host}:${p.value.port} ${p.value.decision}${p.value.reason === "" ? "" : ` (${p.value.reason})`}, ${formatBytes(Number(p.value.bytesUp))} up, ${formatBytes(Number(p.value.bytesDown))} down`;
+      break;
+    case "imagePull":
+      detail = `${p.value.image} ${p.value.phase}${p.value.bytesTotal > 0n ? ` ${formatBytes(Number(p.value.bytesDone))}/${formatBytes(Number(p.value.bytesTotal))}` : ""}${p.value.digest === "" ? "" : ` ${p.value.digest}`}${p.value.reason === "" ? "" : ` (${p.value.reason}: ${p.value.message})`}`;
       break;
     default:
       break;
@@ -412,7 +417,7 @@ export class Renderer {
         this.#activity = "thinking";
         if (!quiet)
           this.line(
-            `${st.green("▶")} started on ${p.value.workerId}${p.value.image === "" ? "" : ` · ${p.value.image}`}`,
+            `${st.green("▶")} started on ${p.value.workerId}${p.value.image === "" ? "" : ` · ${p.value.image}`}${p.value.imageDigest === "" ? "" : ` (${p.value.imageDigest.slice(0, 19)})`}`,
           );
         break;
       case "runResumed":

@@ -241,7 +241,7 @@ function targetOf(tool: string, input: Record<string, unknown>): string {
     case "repo.search":
       return JSON.stringify(s(input.query));
     case "process.run":
-      return `\`${capUtf8(s(input.command), 200)}\``;
+      return `\`${capUtf8(Array.isArray(input.argv) ? input.argv.map(String).join(" ") : s(input.command), 200)}\``;
     case "test.run":
       return input.name === undefined ? "(all tests)" : JSON.stringify(s(input.name));
     case "lint.run":

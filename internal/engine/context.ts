@@ -136,6 +136,8 @@ const TRANSPARENT = new Set([
   "usage.updated",
   // What the proxy decided; the model sees the effect in the tool's own output.
   "network.request",
+  // The worker's pull of the run's image, before the first step.
+  "image.pull",
   "policy.decision",
   "approval.requested",
   "approval.resolved",

@@ -34,6 +34,7 @@ export const EVENT_TYPES = {
   "checkpoint.created": "checkpointCreated",
   "usage.updated": "usageUpdated",
   "network.request": "networkRequest",
+  "image.pull": "imagePull",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 
 export type EventType = keyof typeof EVENT_TYPES;

@@ -29,7 +29,8 @@ describe("the strict profile (deploy/policies/strict.yaml)", () => {
     assert.ok(strict.ok && base.ok, JSON.stringify(strict.ok ? "" : strict.errors));
     assert.deepEqual(strict.policy.risk, base.policy.risk, "the default's risk rules");
     assert.deepEqual(strict.policy.redaction, base.policy.redaction);
-    assert.deepEqual(strict.policy.sandbox, base.policy.sandbox);
+    // The default's sandbox, but a run's own image only pinned by digest.
+    assert.deepEqual(strict.policy.sandbox, { ...base.policy.sandbox, imageDigests: true });
     assert.deepEqual(strict.policy.trust.rules, [], "no adaptive trust");
   });
 

@@ -68,6 +68,8 @@ export function parsePolicy(
     PolicySchema,
     (path, key, message) => issueAt(layers, path, key, message),
     (path) => (path.length === 1 && path[0] === "capabilities" ? "capability" : "key"),
+    // A password pasted in where `$ENV.NAME` belongs is never repeated in a message.
+    (path) => path[0] === "sandbox" && path[1] === "registryAuth" && path[3] === "password",
   );
   errors.sort((a, b) => a.file.localeCompare(b.file) || a.line - b.line || a.column - b.column);
   return { ok: false, errors };

@@ -6,6 +6,7 @@
 
 import picomatch from "picomatch";
 import { z } from "zod";
+import { imagePatternProblem } from "./image-policy.ts";
 import { HostEntry, NetworkSchema } from "./network-schema.ts";
 import { Duration, Size } from "./policy-units.ts";
 
@@ -45,6 +46,35 @@ export const Regex = z
       });
     }
   });
+
+/** A sandbox.images pattern (kernel/image-policy.ts). */
+const ImagePattern = z.string().superRefine((p, ctx) => {
+  const why = imagePatternProblem(p);
+  if (why !== undefined) ctx.addIssue({ code: "custom", message: why });
+});
+
+const ENV_ONLY = /^\$ENV\.[A-Z_][A-Z0-9_]{0,127}$/;
+
+/**
+ * Credentials for one registry. The password (or token) is only ever a `$ENV.NAME`, resolved
+ * by the worker's secret providers when it pulls: a literal would sit in the policy file.
+ * The name need not (and should not) be in secrets.allow: a run's commands cannot use it.
+ */
+const RegistryAuth = z
+  .object({
+    /** The registry host, with its port when it has one: "registry.example.com:5000". */
+    registry: z
+      .string()
+      .regex(
+        /^(?:[a-z0-9]|[a-z0-9][a-z0-9-]*[a-z0-9])(?:\.(?:[a-z0-9]|[a-z0-9][a-z0-9-]*[a-z0-9]))*(?::\d{1,5})?$/,
+        'must be a lowercase registry host with an optional port ("registry.example.com:5000")',
+      ),
+    username: z.string().min(1).max(256),
+    password: z
+      .string()
+      .regex(ENV_ONLY, "must be $ENV.NAME (a literal secret would sit in the policy)"),
+  })
+  .strict();
 
 export const CAPABILITY_NAMES = [
   "repo.read",
@@ -251,6 +281,15 @@ export const PolicySchema = z
         network: z.enum(["none", "allowlist"]).default("none"),
         /** Deprecated: entries are added to network.allow (same syntax, same checks). */
         allowlist: z.array(HostEntry).max(256).default([]),
+        /**
+         * Images a run may name itself (CreateRun `image`, `.agent/config.yaml` `image:`):
+         * globs over normalised references (kernel/image-policy.ts). Empty: none.
+         */
+        images: z.array(ImagePattern).max(256).default([]),
+        /** Only references pinned by digest (name@sha256:…) are taken (the strict profile). */
+        imageDigests: z.boolean().default(false),
+        /** Credentials for pulling from private registries; passwords as $ENV.NAME. */
+        registryAuth: z.array(RegistryAuth).max(32).default([]),
       })
       .strict()
       .refine((s) => s.network === "allowlist" || s.allowlist.length === 0, {
@@ -266,6 +305,9 @@ export const PolicySchema = z
         workspaceSize: 1024 ** 3,
         network: "none",
         allowlist: [],
+        images: [],
+        imageDigests: false,
+        registryAuth: [],
       }),
     tools: z
       .object({

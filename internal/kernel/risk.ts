@@ -9,6 +9,7 @@
 import { AgentdError } from "../errors.ts";
 import { pickCommands, type RunCommands, testCommandLine } from "../tools/command-spec.ts";
 import { checkPath } from "../tools/jail.ts";
+import { argvLine } from "../tools/run-command.ts";
 import type { CommandAnalysis } from "./command-analysis.ts";
 import { assessCommand, type Draft } from "./command-risk.ts";
 import type { Policy } from "./policy-schema.ts";
@@ -192,7 +193,10 @@ function assessTool(
  * or the workspace (command-spec.ts), built as the tool builds it.
  */
 function commandLine(tool: string, input: Record<string, unknown>, commands: RunCommands): string {
-  if (tool === "process.run") return limited(stringField(input, "command"), "command");
+  if (tool === "process.run")
+    return Array.isArray(input.argv)
+      ? limited(argvLine(input.argv.map(String)), "argv")
+      : limited(stringField(input, "command"), "command");
   if (tool === "lint.run") return limited(commands.lint?.command ?? "", "tools.lint");
   const spec = commands.test ?? { command: "", source: "" };
   limited(spec.named ?? spec.command, "tools.test");

@@ -72,10 +72,22 @@ export class AgentChannel {
   readonly #hello: Promise<void>;
   #helloSeen!: () => void;
   readonly #onEnd = new Set<(why: string) => void>();
+  /**
+   * The environment of agentd's own calls (the workspace in and out, the OOM counter):
+   * empty for an image's own agent (its sh and tar), PATH=/.agentd/bin for an injected one
+   * (agent-bundle.ts: busybox's, so they work in an image without a shell or tar).
+   */
+  readonly ownEnv: Readonly<Record<string, string>>;
 
-  private constructor(container: Docker.Container, io: Duplex, at: number) {
+  private constructor(
+    container: Docker.Container,
+    io: Duplex,
+    at: number,
+    ownEnv: Readonly<Record<string, string>> = {},
+  ) {
     this.container = container;
     this.at = at;
+    this.ownEnv = ownEnv;
     this.#io = io;
     this.#hello = new Promise<void>((resolve) => {
       this.#helloSeen = resolve;
@@ -99,8 +111,12 @@ export class AgentChannel {
   }
 
   /** Attaches (before the start, so nothing is missed) and starts the container. */
-  static start(container: Docker.Container, at: number): Promise<AgentChannel> {
-    return attachThenStart(container, (io) => new AgentChannel(container, io, at));
+  static start(
+    container: Docker.Container,
+    at: number,
+    ownEnv?: Readonly<Record<string, string>>,
+  ): Promise<AgentChannel> {
+    return attachThenStart(container, (io) => new AgentChannel(container, io, at, ownEnv));
   }
 
   /**
@@ -108,7 +124,12 @@ export class AgentChannel {
    * process's), through one `docker exec` as root with the container's two capabilities.
    * It exits when its pipe closes (--exit-on-eof), instead of idling as the first does.
    */
-  static async exec(container: Docker.Container, path: string, at: number): Promise<AgentChannel> {
+  static async exec(
+    container: Docker.Container,
+    path: string,
+    at: number,
+    ownEnv?: Readonly<Record<string, string>>,
+  ): Promise<AgentChannel> {
     const exec = await container.exec({
       Cmd: [path, "--exit-on-eof"],
       User: "0:0",
@@ -117,7 +138,7 @@ export class AgentChannel {
       AttachStderr: true,
     });
     const io = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
-    return new AgentChannel(container, io, at);
+    return new AgentChannel(container, io, at, ownEnv);
   }
 
   alive(): boolean {
@@ -198,7 +219,7 @@ export class AgentChannel {
       {
         argv: ["tar", "-x", "-p", "-f", "-", "-C", WORKSPACE],
         cwd: WORKSPACE,
-        env: {},
+        env: { ...this.ownEnv },
         timeoutMs,
         maxOutputBytes: 64 * 1024,
         stdin: true,
@@ -240,7 +261,7 @@ export class AgentChannel {
       {
         argv: ["sh", "-c", EXPORT_SCRIPT],
         cwd: WORKSPACE,
-        env: {},
+        env: { ...this.ownEnv },
         timeoutMs,
         maxOutputBytes: 0xffffffff,
         stdin: false,

@@ -1,9 +1,11 @@
 /**
  * Whether a sandbox image carries the agent (sandbox-images/agent), and where: the image's
  * label org.agentd.sandbox.agent, written by scripts/build-images.sh. One image inspect per
- * image and minute; an image without the label (a user's own) runs through `docker exec`.
+ * image and minute; an image without the label gets agentd's agent injected
+ * (agent-bundle.ts), else runs through `docker exec`.
  *
- * Must never: trust a path that is not absolute (the label is the image author's).
+ * Must never: trust a path that is not absolute (the label is the image author's), or be
+ * asked about a run's own image (its author could name any binary, to run as root).
  */
 import type Docker from "dockerode";
 

@@ -58,6 +58,10 @@ export interface HandleOptions {
    * this handle's own there (AgentChannel.exec); if that fails, `docker exec` per call.
    */
   agentPath?: string;
+  /** The environment of agentd's own calls through that agent (AgentChannel.ownEnv). */
+  ownEnv?: Readonly<Record<string, string>>;
+  /** SandboxHandle.toolEnv. */
+  toolEnv?: Readonly<Record<string, string>>;
   /** After the container is removed (the run's egress network goes with it). */
   afterDestroy?: () => Promise<void>;
 }
@@ -66,6 +70,7 @@ export class DockerSandboxHandle implements SandboxHandle {
   readonly id: string;
   readonly runId: string;
   readonly egress?: { host: string; port: number };
+  readonly toolEnv?: Readonly<Record<string, string>>;
   readonly #container: Docker.Container;
   readonly #opts: HandleOptions;
   #channel: ControlChannel | AgentChannel | undefined;
@@ -89,6 +94,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     this.runId = runId;
     this.#opts = opts;
     if (opts.egress !== undefined) this.egress = opts.egress;
+    if (opts.toolEnv !== undefined) this.toolEnv = opts.toolEnv;
     this.#channel = opts.channel;
     this.#quiet = opts.channel !== undefined;
   }
@@ -121,7 +127,7 @@ export class DockerSandboxHandle implements SandboxHandle {
   /** An agent of this handle's own in a found container; `docker exec` per call if it fails. */
   async #startAgent(path: string): Promise<void> {
     try {
-      const agent = await AgentChannel.exec(this.#container, path, Date.now());
+      const agent = await AgentChannel.exec(this.#container, path, Date.now(), this.#opts.ownEnv);
       await agent.ready();
       if (this.#destroyed) agent.close();
       else this.#channel = agent;
@@ -356,7 +362,11 @@ export class DockerSandboxHandle implements SandboxHandle {
     const agent = await this.#agent();
     if (agent !== undefined) {
       const r = await this.#viaAgent(agent, () =>
-        agentExec(agent, { argv, timeoutMs: 10_000, maxOutputBytes: 64 * 1024 }, true),
+        agentExec(
+          agent,
+          { argv, env: { ...agent.ownEnv }, timeoutMs: 10_000, maxOutputBytes: 64 * 1024 },
+          true,
+        ),
       );
       return { exitCode: r.exitCode, stdout: r.stdout };
     }

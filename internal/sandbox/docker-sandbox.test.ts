@@ -72,7 +72,7 @@ describe("hardening", () => {
     // The main process is the agent: root with CAP_SETUID and CAP_SETGID only, to start
     // every call as user 1000 (agent.attack.test.ts attacks it).
     assert.equal(info.Config.User, "0:0");
-    assert.deepEqual(info.Config.Cmd, ["/usr/local/libexec/agentd-agent"]);
+    assert.deepEqual(info.Config.Entrypoint, ["/usr/local/libexec/agentd-agent"]);
     assert.deepEqual(info.HostConfig.CapDrop, ["ALL"]);
     assert.deepEqual(info.HostConfig.CapAdd, ["CAP_SETUID", "CAP_SETGID"]);
     assert.equal(info.HostConfig.ReadonlyRootfs, true);

@@ -3,17 +3,31 @@
  * every sandbox process as user 1000 without capabilities, no-new-privileges, read-only
  * root with a size-limited tmpfs /workspace and a tmpfs /tmp, memory/CPU/pids limits, no
  * network unless asked, an init that reaps zombies, labels agentd.run-id / agentd.tenant.
- * The main process is the image's agent (agent-channel.ts) when the image has one: it
+ * The main process is the agent (agent-channel.ts): the image's own when the operator's
+ * image has one, else agentd's, injected read-only from a volume (agent-bundle.ts); it
  * alone runs as root, with CAP_SETUID and CAP_SETGID only, to start every call as user
- * 1000; else the control loop (exec-scripts.ts) as user 1000. Either way the workspace
- * goes in and out through the attached pipe.
+ * 1000. Without either, the control loop (exec-scripts.ts) as user 1000. Either way the
+ * workspace goes in and out through the attached pipe. A run's own image (pulled by
+ * image-pull.ts) brings nothing that acts: its agent label, entrypoint, user and
+ * healthcheck are ignored, its volumes become tmpfs.
  *
  * Must never: bind-mount a host path, mount the Docker socket, run anything privileged,
- * or leave a process running past its timeout.
+ * trust a run's own image to bring the agent, or leave a process running past its timeout.
  */
 import { createHash, randomUUID } from "node:crypto";
 import type Docker from "dockerode";
+import { AgentdError } from "../errors.ts";
 import { metrics } from "../telemetry/metrics.ts";
+import {
+  type AgentBundle,
+  agentBundle,
+  BUNDLE_AGENT,
+  BUNDLE_DIR,
+  BUNDLE_ENV,
+  BUNDLE_TOOL_ENV,
+  bundleMount,
+  hasBundle,
+} from "./agent-bundle.ts";
 import { AgentChannel } from "./agent-channel.ts";
 import { agentImageLookup, agentPathOf } from "./agent-image.ts";
 import { ControlChannel } from "./control-channel.ts";
@@ -28,6 +42,7 @@ import {
   removeEgressNetwork,
 } from "./egress-network.ts";
 import { CONTROL_LOOP } from "./exec-scripts.ts";
+import { ensureImage } from "./image-pull.ts";
 import type { Sandbox, SandboxHandle, SandboxShape, SandboxSpec, WorkspaceSource } from "./port.ts";
 import { WORKSPACE } from "./port.ts";
 import { createWarmPool, WARM_MAX_AGE_MS, type WarmContainer } from "./warm-pool.ts";
@@ -64,8 +79,21 @@ export interface DockerSandboxOptions {
    * uses `docker exec` for every container (a baseline, and the fallback's tests).
    */
   agent?: boolean;
+  /**
+   * An agentd image (labels org.agentd.sandbox.agent and org.agentd.sandbox.busybox) whose
+   * agent and busybox are injected read-only into sandboxes of images without the agent
+   * (agent-bundle.ts), e.g. the policy's sandbox.image. Unset, or an image without those
+   * labels: such sandboxes run the control loop and `docker exec` (and need a shell).
+   */
+  agentSource?: () => string | undefined;
   now?: () => number;
 }
+
+/** How a sandbox's main process is started: the image's agent, the injected one, or the loop. */
+type MainProcess =
+  | { kind: "image"; path: string }
+  | { kind: "bundle"; volume: string }
+  | { kind: "loop" };
 
 export interface DockerSandbox extends Sandbox {
   /**
@@ -80,6 +108,8 @@ export interface DockerSandbox extends Sandbox {
 /** Default size of /workspace (policy sandbox.workspaceSize). */
 export const DEFAULT_WORKSPACE_BYTES = 1024 ** 3;
 const CONTROL_CMD = ["sh", "-c", CONTROL_LOOP];
+/** Set on a sandbox whose agent was injected (agent-bundle.ts); informational. */
+export const LABEL_AGENT = "agentd.agent";
 
 /**
  * The /workspace tmpfs of a shape. A tmpfs, not a volume: the kernel enforces its size (a
@@ -139,14 +169,30 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
   const now = opts.now ?? Date.now;
   const agentOf = agentImageLookup(docker, now);
   const useAgent = opts.agent ?? true;
+  const bundle: AgentBundle = agentBundle(docker, opts.agentSource ?? (() => undefined), now);
+
+  /**
+   * The image's own agent, only for the operator's images: a run's own image could name
+   * any binary of its own in the label, to run as root. Else the injected one, else the loop.
+   */
+  async function mainOf(shape: SandboxShape): Promise<MainProcess> {
+    if (!useAgent) return { kind: "loop" };
+    const path = shape.userImage === true ? undefined : await agentOf(shape.image);
+    if (path !== undefined) return { kind: "image", path };
+    const volume = await bundle.volume();
+    return volume === undefined ? { kind: "loop" } : { kind: "bundle", volume };
+  }
 
   function containerOptions(
     shape: SandboxShape,
     name: string,
     labels: Record<string, string>,
     egress: EgressNetwork | undefined,
-    agent: string | undefined,
+    main: MainProcess,
+    imageVolumes: readonly string[] = [],
   ): Docker.ContainerCreateOptions {
+    const agent =
+      main.kind === "image" ? main.path : main.kind === "bundle" ? BUNDLE_AGENT : undefined;
     const vars = { HOME: "/tmp", ...shape.env, ...(egress ? proxyEnv(egress.gateway) : {}) };
     const env = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
     const ws = workspaceMount(shape);
@@ -154,16 +200,23 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       name,
       Image: shape.image,
       // The agent starts as root to drop every call to user 1000 (agent.c); nothing else
-      // in the container is root.
-      Cmd: agent === undefined ? CONTROL_CMD : [agent],
+      // in the container is root. An entrypoint, so an image's own ENTRYPOINT never wraps it.
+      Entrypoint: agent === undefined ? CONTROL_CMD : [agent],
+      Cmd: [],
       User: agent === undefined ? SANDBOX_USER : "0:0",
       WorkingDir: WORKSPACE,
       Env: env,
-      Labels: { ...labels, [LABEL_MANAGED]: managed },
+      Labels: {
+        ...labels,
+        [LABEL_MANAGED]: managed,
+        ...(main.kind === "bundle" ? { [LABEL_AGENT]: "injected" } : {}),
+      },
       NetworkDisabled: shape.network === "none",
       ...(egress === undefined
         ? {}
         : { NetworkingConfig: { EndpointsConfig: { [egress.name]: {} } } }),
+      // An image's HEALTHCHECK would be run by the engine as the container's user: root here.
+      Healthcheck: { Test: ["NONE"] },
       OpenStdin: true,
       StdinOnce: true,
       AttachStdin: true,
@@ -173,9 +226,19 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         NetworkMode: egress?.name ?? (shape.network === "none" ? "none" : "bridge"),
         CapDrop: ["ALL"],
         ...(agent === undefined ? {} : { CapAdd: ["CAP_SETUID", "CAP_SETGID"] }),
+        // The injected agent and busybox: a named volume, read-only (never a host path).
+        ...(main.kind === "bundle" ? { Mounts: [bundleMount(main.volume)] } : {}),
         SecurityOpt: ["no-new-privileges"],
         ReadonlyRootfs: true,
         Tmpfs: {
+          // Paths the image declares as VOLUMEs would be anonymous volumes on the host's
+          // disk, outside every limit: each gets a tmpfs of /tmp's size instead.
+          ...Object.fromEntries(
+            imageVolumes.map((v) => [
+              v,
+              `rw,nosuid,nodev,size=${Math.floor(shape.limits.tmpBytes)},uid=1000,gid=1000,mode=0755`,
+            ]),
+          ),
           [WORKSPACE]: ws.spec,
           "/tmp": `rw,nosuid,nodev,size=${Math.floor(shape.limits.tmpBytes)},mode=1777`,
         },
@@ -201,21 +264,35 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     labels: Record<string, string>,
     egress?: EgressNetwork,
   ): Promise<WarmContainer> {
-    const agent = useAgent ? await agentOf(shape.image) : undefined;
+    const main = await mainOf(shape);
+    const volumes = shape.userImage === true ? await declaredVolumes(docker, shape.image) : [];
     let c: Docker.Container;
     try {
-      c = await docker.createContainer(containerOptions(shape, name, labels, egress, agent));
+      c = await docker.createContainer(
+        containerOptions(shape, name, labels, egress, main, volumes),
+      );
     } catch (err) {
       throw dockerError(err, "create a sandbox", shape.image);
     }
     try {
-      if (agent === undefined) return await ControlChannel.start(c, now());
-      const channel = await AgentChannel.start(c, now());
+      if (main.kind === "loop") return await ControlChannel.start(c, now());
+      const channel = await AgentChannel.start(
+        c,
+        now(),
+        main.kind === "bundle" ? BUNDLE_ENV : undefined,
+      );
       await channel.ready();
       return channel;
     } catch (err) {
       await c.remove({ force: true, v: true }).catch(() => undefined);
-      throw dockerError(err, "start a sandbox", shape.image);
+      if (main.kind === "bundle") bundle.forget(main.volume);
+      throw dockerError(
+        err,
+        main.kind === "loop" && shape.userImage === true
+          ? "start a sandbox of a run's own image without agentd's agent (it then needs sh and tar; none could be injected: the worker's policy image lacks the org.agentd.sandbox.busybox label, see make images)"
+          : "start a sandbox",
+        shape.image,
+      );
     }
   }
 
@@ -251,14 +328,22 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       tmpfs?: string;
       egress?: EgressNetwork;
       agentPath?: string;
+      ownEnv?: Readonly<Record<string, string>>;
+      toolEnv?: Readonly<Record<string, string>>;
     },
   ): SandboxHandle => {
     const ws = shape !== undefined ? workspaceMount(shape) : mountOfSpec(extra.tmpfs ?? "");
     const net = extra.egress;
+    // A channel to an injected agent runs agentd's own calls with the bundle's PATH.
+    const injected =
+      extra.channel instanceof AgentChannel && extra.channel.ownEnv.PATH === BUNDLE_ENV.PATH;
+    const toolEnv = extra.toolEnv ?? (injected ? BUNDLE_TOOL_ENV : undefined);
     return new DockerSandboxHandle(container, runId, {
       maxExportBytes: maxExportBytes(ws.size, ws.inodes),
       ...(extra.channel === undefined ? {} : { channel: extra.channel }),
       ...(extra.agentPath === undefined ? {} : { agentPath: extra.agentPath }),
+      ...(extra.ownEnv === undefined ? {} : { ownEnv: extra.ownEnv }),
+      ...(toolEnv === undefined ? {} : { toolEnv }),
       ...(extra.baseTar === undefined ? {} : { baseTar: extra.baseTar }),
       ...(net === undefined
         ? {}
@@ -306,7 +391,8 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         took("cold");
         return h;
       }
-      const warm = pool.take(spec);
+      // A run's own image is never warm (nor kept warm: the pool is the policy's shape).
+      const warm = spec.userImage === true ? undefined : pool.take(spec);
       if (warm !== undefined) {
         try {
           // The workspace streams in through the main process's stdin; the rename makes the
@@ -355,14 +441,21 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       const tmpfs = (info.HostConfig as { Tmpfs?: Record<string, string> }).Tmpfs?.[WORKSPACE];
       const egress = await egressOf(info);
       // Its agent was the previous owner's (its pipe closed with it): a found container
-      // gets an agent of its own through one `docker exec`, when it runs one (the image's
-      // label is on the container; it runs as root only if its main process is the agent).
+      // gets an agent of its own through one `docker exec`, when it runs one (it runs as
+      // root only if its main process is the agent): the injected one when the bundle is
+      // mounted (the image's labels are then not looked at), else the image's label's.
+      const injected = hasBundle(info);
       const agentPath =
-        useAgent && info.Config.User === "0:0" ? agentPathOf(info.Config.Labels) : undefined;
+        !useAgent || info.Config.User !== "0:0"
+          ? undefined
+          : injected
+            ? BUNDLE_AGENT
+            : agentPathOf(info.Config.Labels);
       return handle(docker.getContainer(info.Id), runId, undefined, {
         tmpfs: tmpfs ?? "",
         ...(egress === undefined ? {} : { egress }),
         ...(agentPath === undefined ? {} : { agentPath }),
+        ...(injected ? { ownEnv: BUNDLE_ENV, toolEnv: BUNDLE_TOOL_ENV } : {}),
       });
     },
 
@@ -399,9 +492,36 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       return reaped;
     },
 
+    prepareImage: (ref, o) => ensureImage(docker, ref, o),
+
     prewarm: (shape) => (shape.network === "egress" ? Promise.resolve() : pool.fill(shape)),
     close: () => pool.close(),
   };
+}
+
+/** Most VOLUMEs a run's own image may declare. */
+const MAX_IMAGE_VOLUMES = 32;
+
+/** The VOLUME paths an image declares, but those agentd mounts itself. */
+async function declaredVolumes(docker: Docker, image: string): Promise<string[]> {
+  let info: Docker.ImageInspectInfo;
+  try {
+    info = await docker.getImage(image).inspect();
+  } catch (err) {
+    throw dockerError(err, "inspect a sandbox image", image);
+  }
+  const paths = Object.keys(info.Config?.Volumes ?? {})
+    .map((p) => p.replace(/\/+$/, ""))
+    .filter((p) => p !== "" && p !== WORKSPACE && p !== "/tmp" && p !== BUNDLE_DIR);
+  if (
+    paths.length > MAX_IMAGE_VOLUMES ||
+    paths.some((p) => !/^\/[\w.@+-]+(\/[\w.@+-]+)*$/.test(p) || p.split("/").includes(".."))
+  )
+    throw new AgentdError(
+      "EVALIDATION",
+      `image ${image} declares volumes agentd cannot replace (at most ${MAX_IMAGE_VOLUMES} plain absolute paths)`,
+    );
+  return paths;
 }
 
 /** The egress network of a run's container, if it is on one (its firewall put back in place). */

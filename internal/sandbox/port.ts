@@ -5,6 +5,9 @@
  * process group and caps output. Nothing here decides *whether* to run something: that is
  * the kernel's job; the sandbox only makes sure an effect stays inside.
  */
+
+import type { EnsuredImage, EnsureImageOptions } from "./image-pull.ts";
+import type { ImageReference } from "./image-reference.ts";
 import type { WorkspaceDiffResult as WorkspaceDiff } from "./workspace-diff.ts";
 
 /** Resources and reach of a sandbox. */
@@ -48,6 +51,12 @@ export interface SandboxSpec {
   workspace?: WorkspaceSource;
   /** Extra environment for every exec. */
   env?: Record<string, string>;
+  /**
+   * The image is the run's own (CreateRun, .agent/config.yaml), not the operator's: its
+   * labels are not trusted (an agent label could name any binary to run as root), so
+   * agentd's own agent is injected (agent-bundle.ts). Never from a warm container.
+   */
+  userImage?: boolean;
 }
 
 /** The shape of a sandbox without its run: what a policy asks for, a warm container is made for. */
@@ -124,6 +133,12 @@ export interface SandboxHandle {
   readonly runId: string;
   /** Where the run's egress proxy must listen (network "egress" only). */
   readonly egress?: { host: string; port: number };
+  /**
+   * The environment agentd's own tool scripts run with (tools/sandbox-script.ts): in a
+   * sandbox whose agent was injected, busybox's applets from the read-only bundle come
+   * first, so repo.read, repo.patch and friends work in an image without a shell.
+   */
+  readonly toolEnv?: Readonly<Record<string, string>>;
   exec(req: ExecRequest): Promise<ExecResult>;
   /**
    * The workspace as a tar (paths relative to /workspace), streamed: never held whole in
@@ -163,6 +178,12 @@ export interface Sandbox {
    * `isLive` decides per run (e.g. "not terminal in the event log").
    */
   reap(isLive: (runId: string) => Promise<boolean> | boolean): Promise<string[]>;
+  /**
+   * A run's own image on the engine: used as it is when the engine has it, else pulled from
+   * its registry (image-pull.ts). Its id is what `create` is then given (with userImage).
+   * Absent: this sandbox cannot run images of a run's own.
+   */
+  prepareImage?(ref: ImageReference, opts?: EnsureImageOptions): Promise<EnsuredImage>;
 }
 
 /** Mount point of the workspace in every sandbox. */

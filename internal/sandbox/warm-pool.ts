@@ -38,7 +38,13 @@ export interface WarmPool {
 }
 
 const shapeKey = (s: SandboxShape): string =>
-  JSON.stringify([s.image, s.limits, s.network, Object.entries(s.env ?? {}).sort()]);
+  JSON.stringify([
+    s.image,
+    s.limits,
+    s.network,
+    Object.entries(s.env ?? {}).sort(),
+    s.userImage === true,
+  ]);
 
 export function createWarmPool(opts: WarmPoolOptions): WarmPool {
   const pool = new Map<string, WarmContainer[]>();

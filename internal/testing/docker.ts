@@ -45,6 +45,8 @@ export async function testSandbox(opts: { agent?: boolean } = {}): Promise<{
   const sandbox = createDockerSandbox({
     docker,
     managedLabel: label,
+    // Images without the agent (a run's own) get the test image's, injected.
+    agentSource: () => sandboxImage("test"),
     ...(opts.agent === undefined ? {} : { agent: opts.agent }),
   });
   return {

@@ -55,6 +55,8 @@ export async function queueRun(
     workspaceDigest?: string;
     workspaceSizeBytes?: number;
     budget?: { maxTokens?: bigint; maxCostMicros?: bigint; maxWallMs?: bigint };
+    /** CreateRun's image, normalised as CreateRun stores it. */
+    image?: string;
   },
 ): Promise<{ runId: string; sessionId: string }> {
   const runId = ulid();
@@ -72,6 +74,7 @@ export async function queueRun(
         workspaceDigest: opts.workspaceDigest ?? "",
         workspaceSizeBytes: BigInt(opts.workspaceSizeBytes ?? 0),
         ...(opts.budget === undefined ? {} : { budget: opts.budget }),
+        ...(opts.image === undefined ? {} : { image: opts.image }),
       }),
     },
   });

@@ -18,6 +18,7 @@ export async function runScript(
     timeoutMs: opts.timeoutMs ?? SCRIPT_TIMEOUT_MS,
     maxOutputBytes: opts.maxOutputBytes ?? 64 * 1024,
     ...(opts.stdin === undefined ? {} : { stdin: opts.stdin }),
+    ...(ctx.sandbox.toolEnv === undefined ? {} : { env: { ...ctx.sandbox.toolEnv } }),
     ...(ctx.signal === undefined ? {} : { signal: ctx.signal }),
   });
 }

@@ -12,6 +12,7 @@
  * Must never: let a call run before the proxy listens, put a credential value in the
  * sandbox, an event or a log line, or ask a person about a host nobody tried.
  */
+
 import { create } from "@bufbuild/protobuf";
 import { parseHostRule } from "../egress/destination.ts";
 import type { RunCa } from "../egress/run-ca.ts";
@@ -31,6 +32,7 @@ import type { NetworkPolicy } from "../kernel/network-schema.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { lookupSecret } from "../kernel/run-secrets.ts";
 import { PLACEHOLDER_PATTERN } from "../kernel/secrets.ts";
+import { argvLine } from "../tools/run-command.ts";
 import type { Drive } from "./drive.ts";
 import type { Next } from "./run-driver.ts";
 
@@ -144,6 +146,8 @@ async function installCa(d: Drive, ca: RunCa): Promise<void> {
   const r = await d.box?.exec({
     argv: ["sh", "-c", script],
     stdin: new TextEncoder().encode(ca.certPem),
+    // agentd's own step: busybox's sh, mkdir and cat where the agent was injected.
+    ...(d.box?.toolEnv === undefined ? {} : { env: { ...d.box.toolEnv } }),
     timeoutMs: 10_000,
     maxOutputBytes: 4096,
   });
@@ -208,12 +212,17 @@ export async function askForHosts(
 }
 
 function previewOf(d: Drive, ask: HostAsk, call: { callId: string; tool: string; input: unknown }) {
-  const input = (call.input ?? {}) as { command?: unknown; cwd?: unknown };
-  const command = typeof input.command === "string" ? input.command : "";
+  const input = (call.input ?? {}) as { command?: unknown; argv?: unknown; cwd?: unknown };
+  const argv =
+    Array.isArray(input.argv) && input.argv.every((a) => typeof a === "string")
+      ? (input.argv as string[])
+      : undefined;
+  const command =
+    typeof input.command === "string" ? input.command : argv === undefined ? "" : argvLine(argv);
   const rule = `network.approval: ${d.deps.policy().network.approval}`;
   return create(PreviewSchema, {
     summary: `connect to ${ask.host}:${ask.port} (not in network.allow), asked by ${call.tool} call ${ask.callId || call.callId}${command ? `: ${command}` : ""}`,
-    argv: command ? ["sh", "-c", command] : [],
+    argv: argv ?? (command ? ["sh", "-c", command] : []),
     cwd: typeof input.cwd === "string" ? input.cwd : "",
     matchedRules: [rule],
     host: ask.host,

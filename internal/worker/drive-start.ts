@@ -19,9 +19,10 @@ import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
 import type { Drive } from "./drive.ts";
 import { openEgress } from "./drive-egress.ts";
+import { runImage } from "./drive-image.ts";
 import { baseArchive, lastArtifact, SNAPSHOT } from "./run-artifacts.ts";
 import { type DriveContext, type Next, sandboxShape } from "./run-driver.ts";
-import { workspaceConfigFromArchive } from "./workspace-config.ts";
+import { type WorkspaceConfig, workspaceConfigFromArchive } from "./workspace-config.ts";
 
 /** Sandbox up, context ready, the start recorded: the first transition of every drive. */
 export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext } | { next: Next }> {
@@ -36,12 +37,16 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     };
   const base = await baseArchive(d.deps.artifacts, d.events);
   // The container (a takeover finds the previous owner's) and the workspace's agent
-  // configuration (from the uploaded archive, see workspace-config.ts) at once.
-  const [made, config] = await Promise.allSettled([
-    sandboxFor(d, base),
-    workspaceConfigFromArchive(base),
-  ]);
-  if (made.status === "rejected") throw made.reason;
+  // configuration (from the uploaded archive, see workspace-config.ts) at once; a new
+  // container of the run's own image (its .agent/config.yaml may name it) waits for it.
+  const configRead = workspaceConfigFromArchive(base);
+  const [made, config] = await Promise.allSettled([sandboxFor(d, base, configRead), configRead]);
+  if (made.status === "rejected") {
+    if (made.reason instanceof ImageFailure) return { next: { to: "fail", ...made.reason.fail } };
+    // Cancelled while the image was pulled (or the container made): the run ends cancelled.
+    if (d.cancel.signal.aborted) return { next: { to: "cancel" } };
+    throw made.reason;
+  }
   d.box = made.value; // even if the config read failed: the next drive finds it
   if (config.status === "rejected") throw config.reason;
   try {
@@ -120,7 +125,7 @@ async function recordStart(d: Drive, box: SandboxHandle): Promise<void> {
             workerId: d.deps.workerId,
             epoch: BigInt(d.epoch),
             containerId: box.id,
-            image: d.deps.policy().sandbox.image,
+            ...(d.ownImage ?? { image: d.deps.policy().sandbox.image }),
           }),
         },
   );
@@ -132,25 +137,42 @@ async function recordStart(d: Drive, box: SandboxHandle): Promise<void> {
  * (a call it never finished, a daemon it spawned) is killed and confirmed gone before this
  * drive records anything. Else a new one from the last snapshot, or the upload.
  */
-async function sandboxFor(d: Drive, base: Uint8Array): Promise<SandboxHandle> {
+async function sandboxFor(
+  d: Drive,
+  base: Uint8Array,
+  config: Promise<WorkspaceConfig>,
+): Promise<SandboxHandle> {
   const found = await d.deps.sandbox.find(d.runId);
   if (found !== undefined) {
     await found.killAll();
     return found;
   }
+  const own = await runImage(d, (await config.catch(() => undefined))?.image);
+  if (own !== undefined && "fail" in own) throw new ImageFailure(own.fail);
   const snapshot = lastArtifact(d.events, SNAPSHOT);
   const workspace =
     snapshot !== undefined ? await artifactSource(d.deps.artifacts, snapshot) : undefined;
+  if (own !== undefined) d.ownImage = own.started;
   return d.deps.sandbox.create({
     runId: d.runId,
     tenantId: d.run0.tenantId,
     ...sandboxShape(d.deps.policy()),
+    ...(own === undefined ? {} : { image: own.image, userImage: true }),
     ...(workspace !== undefined
       ? { workspace }
       : base.byteLength > 0
         ? { workspaceTar: base }
         : {}),
   });
+}
+
+/** The run's own image was refused or could not be pulled: the run fails with this. */
+class ImageFailure extends Error {
+  readonly fail: { code: string; message: string };
+  constructor(fail: { code: string; message: string }) {
+    super(fail.message);
+    this.fail = fail;
+  }
 }
 
 /** A stored archive as a workspace source: streamed from the store, never read whole. */

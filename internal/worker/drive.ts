@@ -19,6 +19,7 @@ import { loadRunSecrets } from "../kernel/run-secrets.ts";
 import { createRunWriter, type RunWriter } from "../kernel/run-writer.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
+import type { StartedImage } from "./drive-image.ts";
 import type { DriverDeps } from "./run-driver.ts";
 
 /** Why a call's process was killed: the kernel records `cancelled` or `interrupted`. */
@@ -47,6 +48,8 @@ export interface Drive {
   /** The run's events as this drive has read them (refresh() reads what came since). */
   events: Event[];
   box: SandboxHandle | undefined;
+  /** The run's own image this drive made its container from (drive-image.ts), for run.started. */
+  ownImage?: StartedImage;
   /** The run's egress proxy, when its sandbox has an egress network (drive-egress.ts). */
   egress: RunEgress | undefined;
   kernelRun: KernelRun | undefined;

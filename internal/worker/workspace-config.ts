@@ -12,13 +12,20 @@
 import * as tarStream from "tar-stream";
 import { normaliseEntryPath } from "../sandbox/workspace-archive.ts";
 import type { RunCommands } from "../tools/command-spec.ts";
-import { DETECTION_FILES, detectCommands } from "../tools/detect-commands.ts";
+import {
+  DETECTION_FILES,
+  detectCommands,
+  WORKSPACE_CONFIG_FILE,
+} from "../tools/detect-commands.ts";
+import { imageOfConfig } from "./requested-image.ts";
 
 export interface WorkspaceConfig {
   skillFiles: { path: string; content: string }[];
   memory?: { path: string; content: string };
   /** test.run's and lint.run's commands as the workspace implies them. */
   commands: RunCommands;
+  /** `.agent/config.yaml` `image:` as written (a reference, or an ecosystem image's name). */
+  image?: string;
 }
 
 /** Python test files remembered for detection (their names only), at most. */
@@ -40,6 +47,8 @@ export async function workspaceConfigFromArchive(
   // stored form of an upload is the normalised, uncompressed tar, up to 512 MiB of files).
   const { regular, pythonTests, packages } = await configFiles(tar);
   const commands = detectCommands({ files: regular, pythonTests, packages });
+  const image = imageOfConfig(regular.get(WORKSPACE_CONFIG_FILE));
+  const withImage = <T extends object>(c: T): T => (image === undefined ? c : { ...c, image });
   const text = (data: Buffer): string => data.subarray(0, MAX_CONFIG_FILE_BYTES).toString("utf8");
 
   const skillFiles: { path: string; content: string }[] = [];
@@ -50,9 +59,10 @@ export async function workspaceConfigFromArchive(
   }
   for (const path of MEMORY_FILES) {
     const data = regular.get(path);
-    if (data !== undefined) return { skillFiles, memory: { path, content: text(data) }, commands };
+    if (data !== undefined)
+      return withImage({ skillFiles, memory: { path, content: text(data) }, commands });
   }
-  return { skillFiles, commands };
+  return withImage({ skillFiles, commands });
 }
 
 /** A path this module reads: a skill file one level under a skill root, or a memory file. */

@@ -127,7 +127,12 @@ export function fold(
         });
         break;
       case "runStarted":
-        items.push({ kind: "state", key, type: e.type, detail: `on ${p.value.workerId}` });
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `on ${p.value.workerId}${p.value.image === "" ? "" : ` · ${p.value.image}`}`,
+        });
         break;
       case "runPaused":
         items.push({ kind: "state", key, type: e.type, detail: p.value.reason });
@@ -165,6 +170,16 @@ export function fold(
           key,
           type: e.type,
           detail: `${v.method} ${v.host}:${v.port} ${v.decision}`,
+        });
+        break;
+      }
+      case "imagePull": {
+        const v = p.value;
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `${v.image} ${v.phase}${v.reason === "" ? "" : ` (${v.reason})`}`,
         });
         break;
       }

@@ -247,6 +247,14 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: NetworkRequest;
     case: "networkRequest";
+  } | {
+    /**
+     * type "image.pull"
+     *
+     * @generated from field: agentd.v1.ImagePull image_pull = 90;
+     */
+    value: ImagePull;
+    case: "imagePull";
   } | { case: undefined; value?: undefined };
 };
 
@@ -340,6 +348,15 @@ export declare type RunQueued = Message<"agentd.v1.RunQueued"> & {
    * @generated from field: string trace_state = 11;
    */
   traceState: string;
+
+  /**
+   * The image CreateRun named (`CreateRunRequest.image`): a reference normalised
+   * (`docker.io/library/python:3.12`), or the bare name of one of agentd's images
+   * (`python`); empty when the request named none.
+   *
+   * @generated from field: string image = 12;
+   */
+  image: string;
 };
 
 /**
@@ -451,6 +468,22 @@ export declare type RunStarted = Message<"agentd.v1.RunStarted"> & {
    * @generated from field: string image = 4;
    */
   image: string;
+
+  /**
+   * The digest of the image the sandbox runs: the registry's manifest digest
+   * (`sha256:…`) when the image came from a registry, else the engine's image id.
+   *
+   * @generated from field: string image_digest = 7;
+   */
+  imageDigest: string;
+
+  /**
+   * How the worker got the image: "pulled" (from its registry, for this run; see the
+   * run's `image.pull` events) or "local" (already on the Docker engine).
+   *
+   * @generated from field: string image_source = 8;
+   */
+  imageSource: string;
 };
 
 /**
@@ -1528,6 +1561,84 @@ export declare type NetworkRequest = Message<"agentd.v1.NetworkRequest"> & {
  * Use `create(NetworkRequestSchema)` to create a new message.
  */
 export declare const NetworkRequestSchema: GenMessage<NetworkRequest>;
+
+/**
+ * Progress of pulling a run's sandbox image from its registry, coalesced: "started", at
+ * most one "progress" every few seconds, then "done" (with the digest) or "failed" (with
+ * the reason). Never carries registry credentials.
+ *
+ * @generated from message agentd.v1.ImagePull
+ */
+export declare type ImagePull = Message<"agentd.v1.ImagePull"> & {
+  /**
+   * The normalised image reference being pulled.
+   *
+   * @generated from field: string image = 1;
+   */
+  image: string;
+
+  /**
+   * "started", "progress", "done" or "failed".
+   *
+   * @generated from field: string phase = 2;
+   */
+  phase: string;
+
+  /**
+   * Bytes downloaded so far, over every layer (as the engine reports them).
+   *
+   * @generated from field: uint64 bytes_done = 3;
+   */
+  bytesDone: bigint;
+
+  /**
+   * Bytes to download in all, as far as the engine knows yet (0: unknown).
+   *
+   * @generated from field: uint64 bytes_total = 4;
+   */
+  bytesTotal: bigint;
+
+  /**
+   * Layers the engine has finished (downloaded and extracted, or already present).
+   *
+   * @generated from field: uint32 layers_done = 5;
+   */
+  layersDone: number;
+
+  /**
+   * Layers of the image as far as the engine reported them.
+   *
+   * @generated from field: uint32 layers_total = 6;
+   */
+  layersTotal: number;
+
+  /**
+   * On "done": the manifest digest the registry served (`sha256:…`).
+   *
+   * @generated from field: string digest = 7;
+   */
+  digest: string;
+
+  /**
+   * On "failed": "not_found", "unauthorized", "unreachable" or "error".
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+
+  /**
+   * On "failed": what the engine said, credentials removed.
+   *
+   * @generated from field: string message = 9;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message agentd.v1.ImagePull.
+ * Use `create(ImagePullSchema)` to create a new message.
+ */
+export declare const ImagePullSchema: GenMessage<ImagePull>;
 
 /**
  * Stream a chunk came from.

@@ -463,6 +463,21 @@ export declare type CreateRunRequest = Message<"agentd.v1.CreateRunRequest"> & {
    * @generated from field: string workspace_digest = 9;
    */
   workspaceDigest: string;
+
+  /**
+   * The sandbox image to run in, as an image reference (`registry.example.com/team/app:1.2`,
+   * `python@sha256:…`; at most 512 characters, lowercase repository path). Allowed only when
+   * it matches one of the policy's `sandbox.images` patterns (none: every reference is
+   * refused); a policy with `sandbox.imageDigests: true` (the strict profile) takes
+   * `name@sha256:…` only. Refused: INVALID_ARGUMENT naming `image`. The worker pulls it
+   * (events `image.pull`) and records the digest it ran in `run.started`. A bare name
+   * without `/`, `:` or `@` (`python`, `go`: [a-z][a-z0-9-], at most 32) names one of
+   * agentd's own images instead. Empty: the workspace's `.agent/config.yaml` `image:`,
+   * else the policy's `sandbox.image`.
+   *
+   * @generated from field: string image = 10;
+   */
+  image: string;
 };
 
 /**
