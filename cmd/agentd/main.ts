@@ -8,7 +8,7 @@ import { checkFirewall } from "../../internal/sandbox/egress-guard.ts";
 import "./empty-env.ts"; // first: before the AI SDK loads
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { text } from "node:stream/consumers";
 import { createSecureContext } from "node:tls";
 import { fileURLToPath } from "node:url";
@@ -17,6 +17,7 @@ import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
+import { createFsCacheStore } from "../../internal/depcache/fs-cache-store.ts";
 import type { ArtifactStore } from "../../internal/artifacts/port.ts";
 import { RedisArtifactStore } from "../../internal/artifacts/redis-artifact-store.ts";
 import {
@@ -131,6 +132,8 @@ const WORKER_FLAGS: FlagName[] = [
   "tenant-limit",
   "max-steps",
   "approval-hold-ms",
+  "cache-dir",
+  "cache-max-bytes",
   "warm-sandboxes",
   "price-table",
   "redis-timeout-ms",
@@ -159,6 +162,8 @@ const DEV_FLAGS: FlagName[] = [
   "skills-dir",
   "max-steps",
   "approval-hold-ms",
+  "cache-dir",
+  "cache-max-bytes",
   "approval-sweep-ms",
   "cancel-wait-ms",
   "lease-ttl-ms",
@@ -442,6 +447,14 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
         approvalHoldMs: cfg["approval-hold-ms"],
         trustCounters,
+        ...(cfg["cache-max-bytes"] > 0
+          ? {
+              depCache: createFsCacheStore({
+                dir: resolve(cfg["cache-dir"] ?? join(dirname(artifactDir), "depcache")),
+                maxBytes: cfg["cache-max-bytes"],
+              }),
+            }
+          : {}),
       },
     });
     if (mode === "worker" && cfg.listen !== undefined) {

@@ -132,6 +132,9 @@ const TRANSPARENT = new Set([
   "usage.updated",
   // What the proxy decided; the model sees the effect in the tool's own output.
   "network.request",
+  // What the setup started from and left: the model is told of the setup by its result.
+  "cache.restored",
+  "cache.saved",
   "policy.decision",
   "approval.requested",
   "approval.resolved",

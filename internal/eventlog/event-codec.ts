@@ -34,6 +34,8 @@ export const EVENT_TYPES = {
   "checkpoint.created": "checkpointCreated",
   "usage.updated": "usageUpdated",
   "network.request": "networkRequest",
+  "cache.restored": "cacheRestored",
+  "cache.saved": "cacheSaved",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 
 export type EventType = keyof typeof EVENT_TYPES;

@@ -35,7 +35,7 @@ export interface Assessment {
   deny?: { rule: string; reason: string; field?: string };
   /** Facts that make a risk-governed call wait for approval, as rule names. */
   approvalFacts: string[];
-  /** A shell command's analysis (process.run, test.run, lint.run). */
+  /** A shell command's analysis (process.run, test.run, lint.run, setup.run). */
   command?: { line: string; cwd: string; analysis: CommandAnalysis };
   /** Lines a patch adds and removes, files it names (repo.patch). */
   patch?: { files: number; added: number; removed: number };
@@ -173,7 +173,8 @@ function assessTool(
     }
     case "process.run":
     case "test.run":
-    case "lint.run": {
+    case "lint.run":
+    case "setup.run": {
       const line = commandLine(tool, input, commands);
       const cwd =
         input.cwd === undefined
@@ -194,6 +195,7 @@ function assessTool(
 function commandLine(tool: string, input: Record<string, unknown>, commands: RunCommands): string {
   if (tool === "process.run") return limited(stringField(input, "command"), "command");
   if (tool === "lint.run") return limited(commands.lint?.command ?? "", "tools.lint");
+  if (tool === "setup.run") return limited(commands.setup?.command ?? "", "tools.setup");
   const spec = commands.test ?? { command: "", source: "" };
   limited(spec.named ?? spec.command, "tools.test");
   const name = input.name === undefined ? undefined : limited(stringField(input, "name"), "name");

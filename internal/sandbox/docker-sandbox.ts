@@ -27,6 +27,7 @@ import {
   proxyEnv,
   removeEgressNetwork,
 } from "./egress-network.ts";
+import { CACHE_DIR, cacheMountSpec } from "./cache-env.ts";
 import { CONTROL_LOOP } from "./exec-scripts.ts";
 import type { Sandbox, SandboxHandle, SandboxShape, SandboxSpec, WorkspaceSource } from "./port.ts";
 import { WORKSPACE } from "./port.ts";
@@ -150,6 +151,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     const vars = { HOME: "/tmp", ...shape.env, ...(egress ? proxyEnv(egress.gateway) : {}) };
     const env = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
     const ws = workspaceMount(shape);
+    const cache = Math.floor(shape.limits.cacheBytes ?? 0);
     return {
       name,
       Image: shape.image,
@@ -178,10 +180,12 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         Tmpfs: {
           [WORKSPACE]: ws.spec,
           "/tmp": `rw,nosuid,nodev,size=${Math.floor(shape.limits.tmpBytes)},mode=1777`,
+          ...(cache > 0 ? { [CACHE_DIR]: cacheMountSpec(cache) } : {}),
         },
-        // The workspace tmpfs is charged to this cgroup: processes keep sandbox.memory.
-        Memory: Math.floor(shape.limits.memoryBytes) + ws.size,
-        MemorySwap: Math.floor(shape.limits.memoryBytes) + ws.size,
+        // The workspace and cache tmpfs are charged to this cgroup: processes keep
+        // sandbox.memory.
+        Memory: Math.floor(shape.limits.memoryBytes) + ws.size + cache,
+        MemorySwap: Math.floor(shape.limits.memoryBytes) + ws.size + cache,
         NanoCpus: Math.floor(shape.limits.cpus * 1e9),
         PidsLimit: shape.limits.pids,
         Init: true,

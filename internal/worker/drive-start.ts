@@ -62,6 +62,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     return { next: { to: "fail", code: "ESKILL_NOT_FOUND", message: (err as Error).message } };
   }
   const ctx: DriveContext = {
+    setupInputs: config.value.setupInputs,
     skills: selected.skills,
     ...(config.value.memory === undefined ? {} : { memory: config.value.memory }),
     tools: TOOLS.map((t) => ({
@@ -138,6 +139,7 @@ async function sandboxFor(d: Drive, base: Uint8Array): Promise<SandboxHandle> {
     await found.killAll();
     return found;
   }
+  d.freshBox = true;
   const snapshot = lastArtifact(d.events, SNAPSHOT);
   const workspace =
     snapshot !== undefined ? await artifactSource(d.deps.artifacts, snapshot) : undefined;

@@ -47,6 +47,8 @@ export interface Drive {
   /** The run's events as this drive has read them (refresh() reads what came since). */
   events: Event[];
   box: SandboxHandle | undefined;
+  /** The drive made the container (not a previous owner's): it holds nothing of /cache. */
+  freshBox: boolean;
   /** The run's egress proxy, when its sandbox has an egress network (drive-egress.ts). */
   egress: RunEgress | undefined;
   kernelRun: KernelRun | undefined;
@@ -112,6 +114,7 @@ export async function openDrive(
     writer,
     events,
     box: undefined,
+    freshBox: false,
     egress: undefined,
     kernelRun: undefined,
     usage: {
