@@ -13,10 +13,11 @@
  *
  * A failed setup does not end the run: the model is told (an agentd notice besides the
  * result) and may fix what it can. A run that resumes in a new container (after a pause, or
- * a takeover of a container that was gone) gets back what its setup left: the archive its
- * log names is restored (`cache.restored`, reason "resume"); when that archive is gone, the
- * setup runs again, as a new recorded call. Dependencies in /workspace (node_modules) come
- * back with the workspace snapshot.
+ * a takeover of a container that was gone) gets its dependencies back: the archive its log
+ * names is restored (`cache.restored`, reason "resume", when the store still has it), then
+ * its setup runs again as a new recorded call (from that cache: fast, mostly offline), so
+ * /cache and /workspace (node_modules, which a snapshot may or may not hold) are complete.
+ * Not saved again: only a first setup's state is.
  *
  * Must never: save /cache after the model's first step, restore an archive without
  * recording its digest, or let one tenant's archive into another tenant's run.
@@ -48,17 +49,34 @@ export async function setupStep(
   const cacheOn = d.deps.depCache !== undefined && policy.sandbox.cacheSize > 0;
   const calls = setupCalls(d.events);
   if (calls > 0) {
-    if (!d.freshBox || !cacheOn) return undefined;
-    if (await restoreOwn(d)) return undefined;
-    // The container is new and what the setup left is gone: the setup runs again, but only
-    // when it had succeeded (a failed one was reported and the model went on without it).
-    if (!lastSetupSucceeded(d.events) || spec === undefined) return undefined;
+    // A new container of a run whose setup succeeded: /cache is empty, and /workspace is the
+    // last snapshot's or the upload's (node_modules only if a snapshot was taken after the
+    // setup). The archive the run's own setup left comes back, then the setup runs again
+    // from it (recorded, not saved): both places hold the dependencies again.
+    if (!d.freshBox || !lastSetupSucceeded(d.events) || spec === undefined) return undefined;
+    const own = cacheOn && (await restoreOwn(d));
+    await tell(
+      d,
+      `This run continues in a new container: its setup (${spec.command}) runs again${own ? ", from the cache its first setup left," : ""} so that its dependencies are installed.`,
+    );
+    return await runSetup(d, spec, calls, undefined);
   }
   if (spec === undefined) return undefined;
   const key = cacheOn
     ? cacheKey({ tenant: d.run0.tenantId, image: policy.sandbox.image, setup: spec, inputs })
     : undefined;
   const restored = key === undefined ? false : await restoreShared(d, spec, key);
+  return await runSetup(d, spec, calls, key !== undefined && !restored ? key : undefined);
+}
+
+/** The setup as a kernel call; a successful one saves /cache under `saveAs`. */
+async function runSetup(
+  d: Drive,
+  spec: SetupSpec,
+  calls: number,
+  saveAs: CacheKey | undefined,
+): Promise<Next | undefined> {
+  const k = d.kernelRun as KernelRun;
   const callId = `setup_${calls + 1}`;
   const call = { callId, tool: SETUP_TOOL, input: {} };
   d.egress?.setCall({ callId, tool: SETUP_TOOL });
@@ -72,7 +90,7 @@ export async function setupStep(
   const asked = await askForHosts(d, call);
   const ok = out.ok && exitOf(out.output) === 0;
   if (!ok) await tell(d, failureNotice(spec, out));
-  else if (key !== undefined && !restored) await save(d, spec, key);
+  else if (saveAs !== undefined) await save(d, spec, saveAs);
   await d.refresh();
   return asked;
 }
@@ -125,7 +143,13 @@ async function restoreOwn(d: Drive): Promise<boolean> {
   if (own === undefined || store === undefined || d.box === undefined) return false;
   const data = await store.read(d.run0.tenantId, own.digest);
   if (data === undefined) return false;
-  await restoreCache(d.box, data, d.callSignal);
+  try {
+    await restoreCache(d.box, data, d.callSignal);
+  } catch (err) {
+    if (d.callSignal.aborted) throw err;
+    d.deps.logger?.warn({ runId: d.runId, err }, "dependency cache not restored");
+    return false;
+  }
   await d.writer.append({
     case: "cacheRestored",
     value: create(CacheRestoredSchema, {

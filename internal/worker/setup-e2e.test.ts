@@ -11,7 +11,9 @@
  *   2. acme again: the cache is restored before the setup (`cache.restored`, naming the
  *      first run and the archive it saved) and the setup makes no network request at all.
  *   3. tenant globex, same repository: no restore of acme's cache; a cache of its own.
- *   4. a hostile commands.setup (sudo) is refused by the kernel, told to the model, and the
+ *   4. the run moves to a new container (released, its container gone): its own archive is
+ *      restored (`cache.restored`, reason "resume") and its setup runs again, recorded.
+ *   5. a hostile commands.setup (sudo) is refused by the kernel, told to the model, and the
  *      run goes on.
  *
  * On this machine the registries resolve to 203.0.113.80 (reserved): the policy names
@@ -19,7 +21,7 @@
  * registry is checked against the image's system roots (NODE_EXTRA_CA_CERTS below).
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -74,21 +76,39 @@ let sandbox: Sandbox;
 let artifacts: FsArtifactStore;
 let cacheStore: DepCacheStore;
 let policy: Policy;
+/** Called before each model request is answered (a test stops a drive there). */
+let onAsk: (() => void) | undefined;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "agentd-setup-"));
   log = await openFileEventLog({ dir: join(dir, "log") });
-  stub = await startOpenAiStub(() => script.shift() ?? { status: 500, body: {} });
+  stub = await startOpenAiStub(() => {
+    onAsk?.();
+    return script.shift() ?? { status: 500, body: {} };
+  });
   const t = await testSandbox();
   cleanup = t.cleanup;
-  // The image's system roots hold this machine's CA; Node reads its own bundle unless told.
+  // This machine intercepts TLS to the registries with its own CA. The sandbox images get
+  // the build machine's extra CAs (sandbox-images/); this test does not depend on which
+  // build of the image it finds: it hands the host's roots to each new sandbox, and Node
+  // (which reads its own bundle unless told) is pointed at them.
+  const roots = readFileSync("/etc/ssl/certs/ca-certificates.crt");
   sandbox = {
     ...t.sandbox,
-    create: (spec) =>
-      t.sandbox.create({
+    async create(spec) {
+      const box = await t.sandbox.create({
         ...spec,
-        env: { ...spec.env, NODE_EXTRA_CA_CERTS: "/etc/ssl/certs/ca-certificates.crt" },
-      }),
+        env: { ...spec.env, NODE_EXTRA_CA_CERTS: "/tmp/host-roots.pem" },
+      });
+      const r = await box.exec({
+        argv: ["sh", "-c", "cat > /tmp/host-roots.pem"],
+        stdin: roots,
+        timeoutMs: 30_000,
+        maxOutputBytes: 4096,
+      });
+      assert.equal(r.exitCode, 0, r.stderr);
+      return box;
+    },
   };
   artifacts = new FsArtifactStore(join(dir, "artifacts"));
   cacheStore = createFsCacheStore({ dir: join(dir, "depcache"), maxBytes: 64 * 1024 ** 2 });
@@ -260,6 +280,52 @@ describe("the setup step and its dependency cache", () => {
       "its setup fetched from the registry",
     );
     assert.equal(readdirSync(join(dir, "depcache")).length, 2, "one folder per tenant");
+  });
+
+  it("a run that continues in a new container gets its own cache back and its setup again", async () => {
+    assert.ok(savedDigest, "the first test ran");
+    const run = await queue("acme", REPO);
+    const stop = new AbortController();
+    onAsk = () => stop.abort(); // released at the step boundary after this reply's call
+    script = [callReply("look", "process.run", { command: "ls node_modules" })];
+    const first = await driveRun(deps(), run.runId, await log.bumpEpoch(run.runId), stop.signal);
+    onAsk = undefined;
+    assert.equal(first, "released");
+    // The container is lost (a host restart): the next drive makes a new one.
+    const box = await sandbox.find(run.runId);
+    assert.ok(box, "the released run kept its container");
+    await box.destroy();
+    script = [
+      callReply("use", "process.run", { command: `node -p "require('is-number')(5)"` }),
+      sayReply("done"),
+    ];
+    const outcome = await driveRun(
+      deps(),
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    const events = (await log.read(run.runId, 0)).map((e) => e.event);
+    assert.equal(outcome, "completed");
+    const restored = ofCase(events, "cacheRestored");
+    assert.deepEqual(
+      restored.map((r) => [r.reason, r.digest]),
+      [
+        ["setup", savedDigest],
+        ["resume", savedDigest],
+      ],
+    );
+    const setups = ofCase(events, "toolCall").filter((c) => c.tool === "setup.run");
+    assert.deepEqual(
+      setups.map((c) => c.callId),
+      ["setup_1", "setup_2"],
+    );
+    assert.equal(resultOf(events, "setup_2").output.exitCode, 0);
+    assert.ok(
+      ofCase(events, "outputMessage").some((m) => /continues in a new container/.test(m.text)),
+    );
+    assert.match(String(resultOf(events, "use").output.stdout), /true/);
+    assert.equal(ofCase(events, "cacheSaved").length, 0);
   });
 
   it("a hostile commands.setup is refused by the kernel, the model is told, the run goes on", async () => {
