@@ -55,7 +55,10 @@ it("evicts the least recently used entries past the bound, never the one just sa
 
 it("refuses an archive larger than the bound, and hostile keys and digests", async () => {
   const store = createFsCacheStore({ dir: join(dir, "c"), maxBytes: 10 });
-  await assert.rejects(store.save("acme", key("big"), bytes(11, 0), "r"), /ETOOLARGE|past the tenant's cache bound/);
+  await assert.rejects(
+    store.save("acme", key("big"), bytes(11, 0), "r"),
+    /ETOOLARGE|past the tenant's cache bound/,
+  );
   for (const bad of ["../../etc/passwd", "", "A".repeat(64), `${key("x")}/..`])
     await assert.rejects(store.save("acme", bad, bytes(1, 0), "r"), /key: not a sha256/);
   assert.equal(await store.read("acme", "../x"), undefined);

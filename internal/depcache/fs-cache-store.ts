@@ -33,8 +33,10 @@ export function createFsCacheStore(opts: FsCacheStoreOptions): DepCacheStore {
     if (!HEX64.test(v)) throw new AgentdError("EVALIDATION", `${what}: not a sha256 hex digest`);
     return v;
   };
-  const keyPath = (t: string, key: string) => join(tenantDir(t), "keys", `${checked("key", key)}.json`);
-  const blobPath = (t: string, d: string) => join(tenantDir(t), "blobs", `${checked("digest", d)}.tar`);
+  const keyPath = (t: string, key: string) =>
+    join(tenantDir(t), "keys", `${checked("key", key)}.json`);
+  const blobPath = (t: string, d: string) =>
+    join(tenantDir(t), "blobs", `${checked("digest", d)}.tar`);
 
   async function readEntry(t: string, key: string): Promise<CacheEntry | undefined> {
     try {

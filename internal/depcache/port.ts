@@ -32,12 +32,7 @@ export interface DepCacheStore {
    * Stores `data` as the key's entry and evicts the tenant's least recently used entries
    * past its bound (never the one just saved). ETOOLARGE when `data` alone is past it.
    */
-  save(
-    tenant: string,
-    key: string,
-    data: Uint8Array,
-    savedBy: string,
-  ): Promise<CacheSaveResult>;
+  save(tenant: string, key: string, data: Uint8Array, savedBy: string): Promise<CacheSaveResult>;
   /** The most bytes of archives one tenant keeps. */
   readonly maxBytes: number;
 }

@@ -310,7 +310,8 @@ export const PolicySchema = z
   // Presets widen the egress allowlist; without sandbox.network: allowlist the sandbox has
   // no network at all, and a preset there is a policy that says one thing and does another.
   .refine((p) => p.network.presets.length === 0 || p.sandbox.network === "allowlist", {
-    message: "network.presets needs sandbox.network: allowlist (with network: none there is no network to reach a registry over)",
+    message:
+      "network.presets needs sandbox.network: allowlist (with network: none there is no network to reach a registry over)",
     path: ["network", "presets"],
   });
 

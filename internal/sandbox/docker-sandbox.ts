@@ -16,6 +16,7 @@ import type Docker from "dockerode";
 import { metrics } from "../telemetry/metrics.ts";
 import { AgentChannel } from "./agent-channel.ts";
 import { agentImageLookup, agentPathOf } from "./agent-image.ts";
+import { CACHE_DIR, cacheMountSpec } from "./cache-env.ts";
 import { ControlChannel } from "./control-channel.ts";
 import { DockerSandboxHandle, dockerError, SANDBOX_USER } from "./docker-handle.ts";
 import { guardBridge, sweepGuards } from "./egress-guard.ts";
@@ -27,7 +28,6 @@ import {
   proxyEnv,
   removeEgressNetwork,
 } from "./egress-network.ts";
-import { CACHE_DIR, cacheMountSpec } from "./cache-env.ts";
 import { CONTROL_LOOP } from "./exec-scripts.ts";
 import type { Sandbox, SandboxHandle, SandboxShape, SandboxSpec, WorkspaceSource } from "./port.ts";
 import { WORKSPACE } from "./port.ts";

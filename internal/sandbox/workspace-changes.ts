@@ -8,8 +8,9 @@
  * Must never let a symlink that leads out of the tree, a name git refuses, or a name or link
  * target holding a secret value into the plan.
  */
-import { gitRefusal } from "./git-path-rules.ts";
+
 import { isDependencyPath } from "./dependency-paths.ts";
+import { gitRefusal } from "./git-path-rules.ts";
 import { createGitignoreRules } from "./gitignore-rules.ts";
 import { confineSymlinks } from "./symlink-confinement.ts";
 import type { WorkspaceEntry, WorkspaceScan } from "./workspace-scan.ts";

@@ -23,7 +23,12 @@ describe("detectSetup", () => {
     [{ "npm-shrinkwrap.json": "{}" }, "npm ci", "npm", "npm-shrinkwrap.json"],
     [{ "pnpm-lock.yaml": "" }, "pnpm install --frozen-lockfile", "npm", "pnpm-lock.yaml"],
     [{ "yarn.lock": "# yarn lockfile v1\n" }, "yarn install --frozen-lockfile", "npm", "yarn.lock"],
-    [{ "yarn.lock": "__metadata:\n  version: 8\n" }, "yarn install --immutable", "npm", "yarn.lock"],
+    [
+      { "yarn.lock": "__metadata:\n  version: 8\n" },
+      "yarn install --immutable",
+      "npm",
+      "yarn.lock",
+    ],
     [{ "yarn.lock": "", ".yarnrc.yml": "" }, "yarn install --immutable", "npm", "yarn.lock"],
     [
       { "requirements.txt": "six==1.16.0\n", "pyproject.toml": "" },

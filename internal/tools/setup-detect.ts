@@ -60,8 +60,7 @@ export function detectSetup(files: Files): SetupSpec | undefined {
   });
   for (const lock of ["package-lock.json", "npm-shrinkwrap.json"])
     if (has(lock)) return spec("npm ci", "npm", lock);
-  if (has("pnpm-lock.yaml"))
-    return spec("pnpm install --frozen-lockfile", "npm", "pnpm-lock.yaml");
+  if (has("pnpm-lock.yaml")) return spec("pnpm install --frozen-lockfile", "npm", "pnpm-lock.yaml");
   if (has("yarn.lock")) {
     const berry =
       has(".yarnrc.yml") || /^__metadata:/m.test(files.get("yarn.lock")?.toString("utf8") ?? "");

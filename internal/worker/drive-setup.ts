@@ -121,17 +121,23 @@ function lastSetupSucceeded(events: readonly Event[]): boolean {
   return ok;
 }
 
+/** A cache archive a run's log names. */
+interface OwnArchive {
+  key: string;
+  digest: string;
+  savedBy: string;
+  ecosystem: string;
+  lockfile: string;
+  lockfileDigest: string;
+}
+
 /** The archive the run's log last names (saved or restored), or undefined. */
-function ownArchive(
-  events: readonly Event[],
-): { key: string; digest: string; savedBy: string; ecosystem: string; lockfile: string; lockfileDigest: string; size: bigint } | undefined {
+function ownArchive(events: readonly Event[]): OwnArchive | undefined {
   for (let i = events.length - 1; i >= 0; i--) {
     const e = events[i] as Event;
     const p = e.payload;
-    if (p.case === "cacheSaved")
-      return { ...p.value, savedBy: e.runId, size: p.value.sizeBytes };
-    if (p.case === "cacheRestored")
-      return { ...p.value, savedBy: p.value.savedByRun, size: p.value.sizeBytes };
+    if (p.case === "cacheSaved") return { ...p.value, savedBy: e.runId };
+    if (p.case === "cacheRestored") return { ...p.value, savedBy: p.value.savedByRun };
   }
   return undefined;
 }

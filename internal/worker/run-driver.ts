@@ -14,8 +14,8 @@
  * Engine state is never persisted: each step's context is rebuilt from the log.
  */
 import type { ArtifactStore } from "../artifacts/port.ts";
-import type { AssembleInput } from "../engine/context.ts";
 import type { DepCacheStore } from "../depcache/port.ts";
+import type { AssembleInput } from "../engine/context.ts";
 import type { AgentEngine, EngineToolSpec } from "../engine/port.ts";
 import type { PriceTable } from "../engine/pricing.ts";
 import type { Skill } from "../engine/skills.ts";

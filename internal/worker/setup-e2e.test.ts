@@ -171,17 +171,34 @@ async function drive(
     callReply("use", "process.run", { command: `node -p "require('is-number')(5)"` }),
     sayReply("done"),
   ];
-  const outcome = await driveRun(deps(p), run.runId, await log.bumpEpoch(run.runId), new AbortController().signal);
+  const outcome = await driveRun(
+    deps(p),
+    run.runId,
+    await log.bumpEpoch(run.runId),
+    new AbortController().signal,
+  );
   const logged = await log.read(run.runId, 0);
   assert.equal(verifyChain(logged.map((e) => e.json)).ok, true);
-  assert.equal(outcome, "completed", logged.slice(-4).map((e) => e.json).join("\n"));
+  assert.equal(
+    outcome,
+    "completed",
+    logged
+      .slice(-4)
+      .map((e) => e.json)
+      .join("\n"),
+  );
   return { runId: run.runId, events: logged.map((e) => e.event) };
 }
 
 const REPO = { "package.json": PACKAGE_JSON, "package-lock.json": PACKAGE_LOCK };
 
-function resultOf(events: Event[], callId: string): { ok: boolean; output: Record<string, unknown> } {
-  const r = events.find((e) => e.payload.case === "toolResult" && e.payload.value.callId === callId);
+function resultOf(
+  events: Event[],
+  callId: string,
+): { ok: boolean; output: Record<string, unknown> } {
+  const r = events.find(
+    (e) => e.payload.case === "toolResult" && e.payload.value.callId === callId,
+  );
   assert.ok(r, `no tool.result for ${callId}`);
   const v = r.payload.value as { ok: boolean; outputJson: string };
   // A call with a preview carries { preview, result }.
@@ -234,7 +251,9 @@ describe("the setup step and its dependency cache", () => {
     const savedAt = first.events.findIndex((e) => e.payload.case === "cacheSaved");
     assert.ok(savedAt < firstModelText);
     // node_modules is the setup's output, not a change of the run: not in the patch.
-    const patch = ofCase(first.events, "artifactEmitted").find((a) => a.mediaType === "text/x-diff");
+    const patch = ofCase(first.events, "artifactEmitted").find(
+      (a) => a.mediaType === "text/x-diff",
+    );
     if (patch !== undefined) {
       const chunks: Uint8Array[] = [];
       for await (const c of artifacts.read(patch.digest)) chunks.push(c);
@@ -342,6 +361,10 @@ describe("the setup step and its dependency cache", () => {
     );
     assert.match(notice?.text ?? "", /sudo npm ci.*\.agent\/config\.yaml commands\.setup/);
     assert.equal(ofCase(bad.events, "cacheSaved").length, 0);
-    assert.equal(ofCase(bad.events, "cacheRestored").length, 0, "no cache for a refused setup's key");
+    assert.equal(
+      ofCase(bad.events, "cacheRestored").length,
+      0,
+      "no cache for a refused setup's key",
+    );
   });
 });
