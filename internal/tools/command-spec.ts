@@ -24,6 +24,11 @@ export interface SetupSpec extends CommandSpec {
   ecosystem: string;
   /** The lockfile (or manifest) whose content keys the cache; "" when none does. */
   lockfile: string;
+  /**
+   * The line run instead when the restored cache already holds the installed tree this
+   * line would make (npm ci's node_modules): `npm ci` always deletes and reinstalls it.
+   */
+  warm?: string;
 }
 
 export interface RunCommands {

@@ -53,7 +53,8 @@ describe("detectSetup", () => {
   for (const [f, command, ecosystem, lockfile] of cases)
     it(`${Object.keys(f).join(" + ")} → ${command}`, () => {
       const s = detectSetup(files(f));
-      assert.deepEqual(s, { command, ecosystem, lockfile, source: lockfile });
+      const warm = command === "npm ci" ? { warm: "npm install --no-save --prefer-offline" } : {};
+      assert.deepEqual(s, { command, ecosystem, lockfile, source: lockfile, ...warm });
       assert.deepEqual(detectCommands(facts(f)).setup, s);
     });
 

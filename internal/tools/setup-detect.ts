@@ -3,7 +3,7 @@
  * for a run whose policy (tools.setup) and `.agent/config.yaml` (commands.setup) set none.
  * The first that matches wins:
  *
- *   package-lock.json / npm-shrinkwrap.json → npm ci
+ *   package-lock.json / npm-shrinkwrap.json → npm ci (NPM_WARM over a restored node_modules)
  *   pnpm-lock.yaml                          → pnpm install --frozen-lockfile
  *   yarn.lock                               → yarn install --immutable (Berry: .yarnrc.yml or
  *                                             a `__metadata:` lockfile), else --frozen-lockfile
@@ -49,6 +49,14 @@ export const SETUP_FILES: readonly string[] = [
 
 type Files = ReadonlyMap<string, Buffer>;
 
+/**
+ * npm ci's line when node_modules came back from a cache saved under the same key (same
+ * package.json and lockfile, made by npm ci): npm install finds the tree up to date and
+ * leaves it (npm ci would delete and reinstall it); --no-save keeps package.json and the
+ * lockfile untouched whatever it finds.
+ */
+export const NPM_WARM = "npm install --no-save --prefer-offline";
+
 /** The detected setup step, or undefined when the workspace declares no dependencies. */
 export function detectSetup(files: Files): SetupSpec | undefined {
   const has = (p: string) => files.has(p);
@@ -59,7 +67,7 @@ export function detectSetup(files: Files): SetupSpec | undefined {
     source: lockfile,
   });
   for (const lock of ["package-lock.json", "npm-shrinkwrap.json"])
-    if (has(lock)) return spec("npm ci", "npm", lock);
+    if (has(lock)) return { ...spec("npm ci", "npm", lock), warm: NPM_WARM };
   if (has("pnpm-lock.yaml")) return spec("pnpm install --frozen-lockfile", "npm", "pnpm-lock.yaml");
   if (has("yarn.lock")) {
     const berry =

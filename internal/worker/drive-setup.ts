@@ -33,7 +33,7 @@ import type { KernelRun } from "../kernel/kernel.ts";
 import { pickCommands, type SetupSpec } from "../tools/command-spec.ts";
 import { SETUP_TOOL } from "../tools/setup-run.ts";
 import { type CacheKey, cacheKey } from "./cache-key.ts";
-import { archiveCache, restoreCache } from "./cache-transfer.ts";
+import { type ArchiveFacts, archiveCache, NODE_MODULES, restoreCache } from "./cache-transfer.ts";
 import type { Drive } from "./drive.ts";
 import { askForHosts } from "./drive-egress.ts";
 import type { Next } from "./run-driver.ts";
@@ -54,23 +54,53 @@ export async function setupStep(
     // setup). The archive the run's own setup left comes back, then the setup runs again
     // from it (recorded, not saved): both places hold the dependencies again.
     if (!d.freshBox || !lastSetupSucceeded(d.events) || spec === undefined) return undefined;
-    const own = cacheOn && (await restoreOwn(d));
+    const own = cacheOn ? await restoreOwn(d) : undefined;
     await tell(
       d,
-      `This run continues in a new container: its setup (${spec.command}) runs again${own ? ", from the cache its first setup left," : ""} so that its dependencies are installed.`,
+      `This run continues in a new container: its setup runs again${own ? ", from the cache its first setup left," : ""} so that its dependencies are installed.`,
     );
-    return await runSetup(d, spec, calls, undefined);
+    return await runSetup(d, spec, calls, undefined, own?.installedTree === true);
   }
   if (spec === undefined) return undefined;
   const key = cacheOn
     ? cacheKey({ tenant: d.run0.tenantId, image: policy.sandbox.image, setup: spec, inputs })
     : undefined;
-  const restored = key === undefined ? false : await restoreShared(d, spec, key);
-  return await runSetup(d, spec, calls, key !== undefined && !restored ? key : undefined);
+  const restored = key === undefined ? undefined : await restoreShared(d, spec, key);
+  const saveAs = key !== undefined && restored === undefined ? key : undefined;
+  return await runSetup(d, spec, calls, saveAs, restored?.installedTree === true);
 }
 
-/** The setup as a kernel call; a successful one saves /cache under `saveAs`. */
+/**
+ * The setup as a kernel call; a successful one saves /cache under `saveAs`. Over an
+ * installed tree the cache brought back, the spec's warm line runs instead (npm ci would
+ * delete and reinstall it); the call's result names the line it ran and why.
+ */
 async function runSetup(
+  d: Drive,
+  spec: SetupSpec,
+  calls: number,
+  saveAs: CacheKey | undefined,
+  treeRestored: boolean,
+): Promise<Next | undefined> {
+  const k = d.kernelRun as KernelRun;
+  const detected = k.commands;
+  if (treeRestored && spec.warm !== undefined && detected?.setup === spec)
+    k.commands = {
+      ...detected,
+      setup: {
+        ...spec,
+        command: spec.warm,
+        source: `${spec.source} (${spec.command}'s node_modules restored from the cache)`,
+      },
+    };
+  try {
+    return await runSetupCall(d, spec, calls, saveAs);
+  } finally {
+    k.commands = detected;
+  }
+}
+
+async function runSetupCall(
   d: Drive,
   spec: SetupSpec,
   calls: number,
@@ -143,18 +173,19 @@ function ownArchive(events: readonly Event[]): OwnArchive | undefined {
 }
 
 /** A new container of a run whose setup already ran: its own archive back, if still kept. */
-async function restoreOwn(d: Drive): Promise<boolean> {
+async function restoreOwn(d: Drive): Promise<ArchiveFacts | undefined> {
   const own = ownArchive(d.events);
   const store = d.deps.depCache;
-  if (own === undefined || store === undefined || d.box === undefined) return false;
+  if (own === undefined || store === undefined || d.box === undefined) return undefined;
   const data = await store.read(d.run0.tenantId, own.digest);
-  if (data === undefined) return false;
+  if (data === undefined) return undefined;
+  let facts: ArchiveFacts;
   try {
-    await restoreCache(d.box, data, d.callSignal);
+    facts = await restoreCache(d.box, data, d.callSignal);
   } catch (err) {
     if (d.callSignal.aborted) throw err;
     d.deps.logger?.warn({ runId: d.runId, err }, "dependency cache not restored");
-    return false;
+    return undefined;
   }
   await d.writer.append({
     case: "cacheRestored",
@@ -170,19 +201,23 @@ async function restoreOwn(d: Drive): Promise<boolean> {
     }),
   });
   await d.refresh();
-  return true;
+  return facts;
 }
 
 /** A cache an earlier run of the tenant saved under the key: unpacked and recorded. */
-async function restoreShared(d: Drive, spec: SetupSpec, key: CacheKey): Promise<boolean> {
+async function restoreShared(
+  d: Drive,
+  spec: SetupSpec,
+  key: CacheKey,
+): Promise<ArchiveFacts | undefined> {
   const store = d.deps.depCache;
-  if (store === undefined || d.box === undefined) return false;
+  if (store === undefined || d.box === undefined) return undefined;
   try {
     const entry = await store.lookup(d.run0.tenantId, key.key);
-    if (entry === undefined) return false;
+    if (entry === undefined) return undefined;
     const data = await store.read(d.run0.tenantId, entry.digest);
-    if (data === undefined) return false;
-    await restoreCache(d.box, data, d.callSignal);
+    if (data === undefined) return undefined;
+    const facts = await restoreCache(d.box, data, d.callSignal);
     await d.writer.append({
       case: "cacheRestored",
       value: create(CacheRestoredSchema, {
@@ -196,12 +231,12 @@ async function restoreShared(d: Drive, spec: SetupSpec, key: CacheKey): Promise<
         reason: "setup",
       }),
     });
-    return true;
+    return facts;
   } catch (err) {
     if (d.callSignal.aborted) throw err;
     // A cache that cannot be had is a slower setup, not a failed run.
     d.deps.logger?.warn({ runId: d.runId, err }, "dependency cache not restored");
-    return false;
+    return undefined;
   }
 }
 
@@ -210,7 +245,9 @@ async function save(d: Drive, spec: SetupSpec, key: CacheKey): Promise<void> {
   const store = d.deps.depCache;
   if (store === undefined || d.box === undefined) return;
   try {
-    const data = await archiveCache(d.box, store.maxBytes, d.callSignal);
+    // npm's installed tree is the setup's output too: a later npm ci need not redo it.
+    const trees = spec.ecosystem === "npm" ? [NODE_MODULES] : [];
+    const data = await archiveCache(d.box, store.maxBytes, trees, d.callSignal);
     const saved = await store.save(d.run0.tenantId, key.key, data, d.runId);
     await d.writer.append({
       case: "cacheSaved",

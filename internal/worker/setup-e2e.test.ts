@@ -276,6 +276,12 @@ describe("the setup step and its dependency cache", () => {
     assert.ok(restoredAt < setupAt, "restored before the setup ran");
     const setup = resultOf(second.events, "setup_1");
     assert.equal(setup.output.exitCode, 0, String(setup.output.stderr));
+    // npm ci's node_modules came back with the cache: the warm line leaves it as it is.
+    assert.equal(setup.output.command, "npm install --no-save --prefer-offline");
+    assert.match(
+      String(setup.output.source),
+      /package-lock\.json \(npm ci's node_modules restored/,
+    );
     assert.deepEqual(
       ofCase(second.events, "networkRequest").filter((r) => r.callId === "setup_1"),
       [],
