@@ -10,8 +10,8 @@ import { checkArchive } from "./cache-transfer.ts";
 async function archive(names: string[]): Promise<Buffer> {
   const pack = tar.pack();
   const out: Buffer[] = [];
-  pack.on("data", (c: Buffer) => out.push(c));
-  const ended = new Promise((r) => pack.on("end", r));
+  pack.on("data", (c: unknown) => out.push(c as Buffer));
+  const ended = new Promise<void>((r) => pack.on("end", () => r()));
   for (const name of names)
     if (name.endsWith("/")) pack.entry({ name, type: "directory" });
     else pack.entry({ name }, "x");

@@ -40,7 +40,7 @@ import { testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
 import { allowlistPolicy } from "../testing/egress-fixtures.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
-import { callReply, sayReply } from "../testing/worker-fixtures.ts";
+import { approveInLog, callReply, sayReply } from "../testing/worker-fixtures.ts";
 import { type DriverDeps, driveRun } from "./run-driver.ts";
 
 const PACKAGE_JSON = JSON.stringify({
@@ -238,6 +238,13 @@ describe("the setup step and its dependency cache", () => {
       reqs.map((r) => `${r.host}:${r.port} ${r.decision} ${r.reason}`).join("; "),
     );
     assert.match(String(resultOf(first.events, "use").output.stdout), /true/);
+    // Live output, as for any call.
+    assert.ok(
+      ofCase(first.events, "toolOutput").some(
+        (o) => o.callId === "setup_1" && /added/.test(o.chunk),
+      ),
+      "npm ci's output streamed as tool.output",
+    );
     const saved = ofCase(first.events, "cacheSaved");
     assert.equal(saved.length, 1);
     assert.equal(saved[0]?.ecosystem, "npm");
@@ -351,6 +358,51 @@ describe("the setup step and its dependency cache", () => {
     );
     assert.match(String(resultOf(events, "use").output.stdout), /true/);
     assert.equal(ofCase(events, "cacheSaved").length, 0);
+  });
+
+  it("a policy that asks a person for setup.run holds the run until approved, then runs it", async () => {
+    const p: Policy = {
+      ...policy,
+      capabilities: { ...policy.capabilities, "setup.run": { approval: "always" } },
+    };
+    const run = await queue("initech", REPO);
+    const stop = new AbortController();
+    const asked: string[] = [];
+    const approver = (async () => {
+      for await (const ev of log.follow(run.runId, 0, stop.signal)) {
+        const v = ev.event.payload;
+        if (v.case !== "approvalRequested") continue;
+        asked.push(`${v.value.tool} ${v.value.callId} ${v.value.preview?.summary ?? ""}`);
+        await approveInLog(log, run, v.value.approvalId);
+      }
+    })();
+    script = [
+      callReply("use", "process.run", { command: `node -p "require('is-number')(5)"` }),
+      sayReply("done"),
+    ];
+    const d = stubDriverDeps(
+      { log, policy: p, sandbox, artifacts, baseURL: stub.baseURL },
+      { depCache: cacheStore, approvalHoldMs: 120_000 },
+    );
+    const outcome = await driveRun(
+      d,
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    stop.abort();
+    await approver.catch(() => undefined);
+    const events = (await log.read(run.runId, 0)).map((e) => e.event);
+    assert.equal(outcome, "completed");
+    assert.equal(asked.length, 1, asked.join("\n"));
+    assert.match(asked[0] ?? "", /^setup\.run setup_1 .*npm ci/);
+    const approvedAt = events.findIndex((e) => e.payload.case === "approvalResolved");
+    const resultAt = events.findIndex(
+      (e) => e.payload.case === "toolResult" && e.payload.value.callId === "setup_1",
+    );
+    assert.ok(approvedAt > 0 && approvedAt < resultAt, "ran after the approval");
+    assert.equal(resultOf(events, "setup_1").output.exitCode, 0);
+    assert.match(String(resultOf(events, "use").output.stdout), /true/);
   });
 
   it("a hostile commands.setup is refused by the kernel, the model is told, the run goes on", async () => {
