@@ -124,8 +124,11 @@ async function oneRun(store: ReturnType<typeof createFsCacheStore>, tenant: stri
   }
   const saved = find("cacheSaved");
   const restored = find("cacheRestored");
+  const out = json === "" ? {} : JSON.parse(json);
   return {
     setupMs: ms(result) - ms(find("runStarted")),
+    restoreMs: restored === undefined ? 0 : ms(restored) - ms(find("runStarted")),
+    commandMs: Number((out.result ?? out).durationMs ?? 0),
     saveMs: saved === undefined ? 0 : ms(saved) - ms(result),
     restored: restored !== undefined,
     archiveBytes:
@@ -170,7 +173,7 @@ try {
       reqWarm: warm.requests,
     });
     process.stdout.write(
-      `round ${r + 1}: cold setup ${cold.setupMs.toFixed(0)} ms (${cold.requests} requests, save ${cold.saveMs.toFixed(0)} ms, archive ${(cold.archiveBytes / 1024 ** 2).toFixed(1)} MiB); warm setup ${warm.setupMs.toFixed(0)} ms (${warm.requests} requests)\n`,
+      `round ${r + 1}: cold setup ${cold.setupMs.toFixed(0)} ms (npm ci ${cold.commandMs} ms, ${cold.requests} connections; then save ${cold.saveMs.toFixed(0)} ms, archive ${(cold.archiveBytes / 1024 ** 2).toFixed(1)} MiB); warm setup ${warm.setupMs.toFixed(0)} ms (restore ${warm.restoreMs.toFixed(0)} ms, npm install ${warm.commandMs} ms, ${warm.requests} connections)\n`,
     );
   }
 } finally {
