@@ -38,13 +38,14 @@ const configured = (command: string): RunCommands => ({
 });
 
 it("the default policy runs a detected setup without a person", () => {
-  for (const f of [
+  const repos: Record<string, string>[] = [
     { "package-lock.json": "{}" },
     { "requirements.txt": "" },
     { "go.sum": "", "go.mod": "" },
     { "Cargo.lock": "", "Cargo.toml": "" },
     { "pom.xml": "" },
-  ]) {
+  ];
+  for (const f of repos) {
     const d = decideSetup(detected(f));
     assert.equal(d.path, "preview+auto", JSON.stringify(f));
     assert.equal(d.rule, "capabilities.setup.run.approval=never");

@@ -125,10 +125,10 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const deps = (p: Policy = policy): DriverDeps =>
+const deps = (p: Policy = policy, store: DepCacheStore = cacheStore): DriverDeps =>
   stubDriverDeps(
     { log, policy: p, sandbox, artifacts, baseURL: stub.baseURL },
-    { depCache: cacheStore },
+    { depCache: store },
   );
 
 async function queue(tenantId: string, files: Record<string, string>) {
@@ -165,6 +165,7 @@ async function drive(
   tenant: string,
   files: Record<string, string>,
   p?: Policy,
+  store?: DepCacheStore,
 ): Promise<{ runId: string; events: Event[] }> {
   const run = await queue(tenant, files);
   script = [
@@ -172,7 +173,7 @@ async function drive(
     sayReply("done"),
   ];
   const outcome = await driveRun(
-    deps(p),
+    deps(p, store),
     run.runId,
     await log.bumpEpoch(run.runId),
     new AbortController().signal,
@@ -403,6 +404,32 @@ describe("the setup step and its dependency cache", () => {
     assert.ok(approvedAt > 0 && approvedAt < resultAt, "ran after the approval");
     assert.equal(resultOf(events, "setup_1").output.exitCode, 0);
     assert.match(String(resultOf(events, "use").output.stdout), /true/);
+  });
+
+  it("past the tenant's bound the least recently used entry is evicted, and recorded; an archive past it is not saved", async () => {
+    assert.ok(savedKey, "the first test ran");
+    const size = Number((await cacheStore.lookup("acme", savedKey))?.size ?? 0);
+    assert.ok(size > 0);
+    // Room for one archive of this size, not two.
+    const small = createFsCacheStore({ dir: join(dir, "small"), maxBytes: Math.floor(size * 1.5) });
+    const renamed = (name: string) => ({
+      "package.json": PACKAGE_JSON.replace("setup-fixture", name),
+      "package-lock.json": PACKAGE_LOCK.replaceAll("setup-fixture", name),
+    });
+    const a = await drive("acme", renamed("fixture-a"), undefined, small);
+    const keyA = ofCase(a.events, "cacheSaved")[0]?.key ?? "";
+    assert.match(keyA, /^[0-9a-f]{64}$/);
+    const b = await drive("acme", renamed("fixture-b"), undefined, small);
+    const savedB = ofCase(b.events, "cacheSaved")[0];
+    assert.ok(savedB, "the second repository's cache is saved");
+    assert.deepEqual(savedB.evicted, [keyA]);
+    assert.equal(await small.lookup("acme", keyA), undefined);
+    assert.ok(await small.lookup("acme", savedB.key));
+    // A bound smaller than one archive: nothing is saved, the run is unaffected.
+    const tiny = createFsCacheStore({ dir: join(dir, "tiny"), maxBytes: 1024 });
+    const c = await drive("acme", REPO, undefined, tiny);
+    assert.equal(ofCase(c.events, "cacheSaved").length, 0);
+    assert.equal(resultOf(c.events, "setup_1").output.exitCode, 0);
   });
 
   it("a hostile commands.setup is refused by the kernel, the model is told, the run goes on", async () => {
