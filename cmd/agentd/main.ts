@@ -17,7 +17,6 @@ import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
-import { createFsCacheStore } from "../../internal/depcache/fs-cache-store.ts";
 import type { ArtifactStore } from "../../internal/artifacts/port.ts";
 import { RedisArtifactStore } from "../../internal/artifacts/redis-artifact-store.ts";
 import {
@@ -31,6 +30,7 @@ import {
   createTokenAuthenticator,
   parseAuthConfig,
 } from "../../internal/auth/tokens.ts";
+import { createFsCacheStore } from "../../internal/depcache/fs-cache-store.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../../internal/engine/ai-sdk-engine.ts";
 import type { AgentEngine } from "../../internal/engine/port.ts";
 import {
