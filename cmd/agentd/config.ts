@@ -70,6 +70,16 @@ export const FLAGS = {
     help: "directory of the artifact store (default: <data-dir>/artifacts, or .data/artifacts with Redis)",
     def: undefined,
   },
+  "cache-dir": {
+    env: "AGENTD_CACHE_DIR",
+    help: "worker: directory of the dependency caches of setup steps, per tenant (default: depcache beside the artifact directory)",
+    def: undefined,
+  },
+  "cache-max-bytes": {
+    env: "AGENTD_CACHE_MAX_BYTES",
+    help: "worker: bytes of dependency cache archives kept per tenant, least recently used evicted first; 0: no caching",
+    def: String(2 * 1024 ** 3),
+  },
   "redis-prefix": { env: "AGENTD_REDIS_PREFIX", help: "prefix of every Redis key", def: "agentd:" },
   "redis-timeout-ms": {
     env: "AGENTD_REDIS_TIMEOUT_MS",
@@ -224,6 +234,8 @@ export const ConfigSchema = z.object({
   "data-dir": z.string().min(1),
   "artifact-dir": z.string().min(1).optional(),
   "artifact-store": z.enum(["fs", "redis"]),
+  "cache-dir": z.string().min(1).optional(),
+  "cache-max-bytes": z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
   "artifact-retention": z
     .string()
     .regex(/^\d{1,6}(s|m|h|d)?$/, "must be a duration like 30d, 12h, 90m, 600s, or 0")

@@ -8,7 +8,7 @@ import { egressProblem } from "../../internal/sandbox/egress-preflight.ts";
 import "./empty-env.ts"; // first: before the AI SDK loads
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { text } from "node:stream/consumers";
 import { createSecureContext } from "node:tls";
 import { fileURLToPath } from "node:url";
@@ -30,6 +30,7 @@ import {
   createTokenAuthenticator,
   parseAuthConfig,
 } from "../../internal/auth/tokens.ts";
+import { createFsCacheStore } from "../../internal/depcache/fs-cache-store.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../../internal/engine/ai-sdk-engine.ts";
 import type { AgentEngine } from "../../internal/engine/port.ts";
 import {
@@ -131,6 +132,8 @@ const WORKER_FLAGS: FlagName[] = [
   "tenant-limit",
   "max-steps",
   "approval-hold-ms",
+  "cache-dir",
+  "cache-max-bytes",
   "warm-sandboxes",
   "price-table",
   "redis-timeout-ms",
@@ -159,6 +162,8 @@ const DEV_FLAGS: FlagName[] = [
   "skills-dir",
   "max-steps",
   "approval-hold-ms",
+  "cache-dir",
+  "cache-max-bytes",
   "approval-sweep-ms",
   "cancel-wait-ms",
   "lease-ttl-ms",
@@ -450,6 +455,14 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
         approvalHoldMs: cfg["approval-hold-ms"],
         trustCounters,
+        ...(cfg["cache-max-bytes"] > 0
+          ? {
+              depCache: createFsCacheStore({
+                dir: resolve(cfg["cache-dir"] ?? join(dirname(artifactDir), "depcache")),
+                maxBytes: cfg["cache-max-bytes"],
+              }),
+            }
+          : {}),
       },
     });
     if (mode === "worker" && cfg.listen !== undefined) {

@@ -393,6 +393,43 @@ describe("helpers", () => {
     assert.match(lines[5] as string, /^ {4}6 .* tool\.call {12}c1 process\.run \$ npm test$/);
   });
 
+  it("cache.restored and cache.saved name the lockfile, the archive and its saver", () => {
+    const ev = (type: string, payload: Payload) =>
+      create(EventSchema, { runId: RUN, seq: 3n, type, ts: timestampFromMs(T0), payload });
+    const restored = eventLine(
+      ev("cache.restored", {
+        case: "cacheRestored",
+        value: {
+          ecosystem: "npm",
+          lockfile: "package-lock.json",
+          reason: "setup",
+          digest: "cd".repeat(32),
+          sizeBytes: 2048n,
+          savedByRun: "01JSAVER",
+        },
+      }),
+      makeStyle(false),
+    );
+    assert.match(
+      restored,
+      /cache\.restored +npm package-lock\.json \(setup\) sha256:cdcdcdcdcdcd 2\.0 KiB, saved by 01JSAVER$/,
+    );
+    const saved = eventLine(
+      ev("cache.saved", {
+        case: "cacheSaved",
+        value: {
+          ecosystem: "go",
+          lockfile: "go.sum",
+          digest: "ef".repeat(32),
+          sizeBytes: 1024n,
+          evicted: ["a", "b"],
+        },
+      }),
+      makeStyle(false),
+    );
+    assert.match(saved, /cache\.saved +go go\.sum sha256:efefefefefef 1\.0 KiB, 2 evicted$/);
+  });
+
   it("describes calls per tool", () => {
     assert.equal(
       describeCall("repo.read", '{"path":"a.ts","range":{"start":3,"end":9}}'),

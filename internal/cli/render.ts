@@ -233,6 +233,12 @@ export function eventLine(ev: Event, st: Style): string {
     case "usageUpdated":
       detail = `${formatCount(p.value.usage?.inputTokens ?? 0n)} tokens in, ${formatCount(p.value.usage?.outputTokens ?? 0n)} out, ${formatCost(p.value.costMicros)} after ${p.value.steps} step(s)`;
       break;
+    case "cacheRestored":
+      detail = `${p.value.ecosystem} ${p.value.lockfile} (${p.value.reason}) sha256:${p.value.digest.slice(0, 12)} ${formatBytes(Number(p.value.sizeBytes))}, saved by ${p.value.savedByRun}`;
+      break;
+    case "cacheSaved":
+      detail = `${p.value.ecosystem} ${p.value.lockfile} sha256:${p.value.digest.slice(0, 12)} ${formatBytes(Number(p.value.sizeBytes))}${p.value.evicted.length > 0 ? `, ${p.value.evicted.length} evicted` : ""}`;
+      break;
     case "networkRequest":
       detail = `${p.value.method} ${p.value.host}:${p.value.port} ${p.value.decision}${p.value.reason === "" ? "" : ` (${p.value.reason})`}, ${formatBytes(Number(p.value.bytesUp))} up, ${formatBytes(Number(p.value.bytesDown))} down`;
       break;

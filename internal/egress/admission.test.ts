@@ -16,6 +16,7 @@ import { admission } from "./run-egress.ts";
 
 const policy = (over: Partial<NetworkPolicy> = {}): NetworkPolicy => ({
   allow: ["registry.npmjs.org", "*.pythonhosted.org:443"],
+  presets: [],
   private: [],
   approval: "risk",
   credentials: [],

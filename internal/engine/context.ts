@@ -138,6 +138,9 @@ const TRANSPARENT = new Set([
   "network.request",
   // The worker's pull of the run's image, before the first step.
   "image.pull",
+  // What the setup started from and left: the model is told of the setup by its result.
+  "cache.restored",
+  "cache.saved",
   "policy.decision",
   "approval.requested",
   "approval.resolved",

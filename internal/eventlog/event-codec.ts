@@ -35,6 +35,8 @@ export const EVENT_TYPES = {
   "usage.updated": "usageUpdated",
   "network.request": "networkRequest",
   "image.pull": "imagePull",
+  "cache.restored": "cacheRestored",
+  "cache.saved": "cacheSaved",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 
 export type EventType = keyof typeof EVENT_TYPES;

@@ -381,7 +381,10 @@ export function createKernel(opts: KernelOptions): Kernel {
     // Key rules (TOKEN=…, "password": …) would rewrite source code that a later patch must
     // match, so repo.* outputs get secret values and patterns only; process output gets all.
     const isCommand =
-      call.tool === "process.run" || call.tool === "test.run" || call.tool === "lint.run";
+      call.tool === "process.run" ||
+      call.tool === "test.run" ||
+      call.tool === "lint.run" ||
+      call.tool === "setup.run";
     const redactor = createRedactor({
       secrets: secretsOf(run, res),
       keys: isCommand ? policy.redaction.keys : [],

@@ -27,6 +27,7 @@ it("allow, private, approval and credentials load with their defaults", () => {
   assert.ok(none.ok);
   assert.deepEqual(none.policy.network, {
     allow: [],
+    presets: [],
     private: [],
     approval: "never",
     credentials: [],

@@ -10,6 +10,7 @@
 import net from "node:net";
 import { z } from "zod";
 import { parseHostRule } from "../egress/destination.ts";
+import { isPresetName, PRESET_NAMES } from "./network-presets.ts";
 import { Size } from "./policy-units.ts";
 
 /** A host rule (parseHostRule): exact name or "*." suffix, optional ":port". */
@@ -57,6 +58,19 @@ export const NetworkSchema = z
   .object({
     /** Hosts a sandbox may reach: exact names and "*." suffixes, each with an optional ":port". */
     allow: z.array(HostEntry).max(256).default([]),
+    /**
+     * Registry presets (network-presets.ts): each adds its registry's hosts (port 443) to
+     * `allow`. Needs sandbox.network: allowlist (policy-schema.ts).
+     */
+    presets: z
+      .array(
+        z.string().refine((n): boolean => isPresetName(n), {
+          error: (i) =>
+            `${JSON.stringify(i.input)} is not a preset; known: ${PRESET_NAMES.join(", ")}`,
+        }),
+      )
+      .max(PRESET_NAMES.length * 2)
+      .default([]),
     /** Addresses and subnets allowed although loopback, private or link-local. */
     private: z.array(PrivateEntry).max(64).default([]),
     /** A host outside `allow`: refused (never), or it waits for a person (risk, always). */
@@ -118,6 +132,7 @@ export const NetworkSchema = z
   })
   .default({
     allow: [],
+    presets: [],
     private: [],
     approval: "never",
     credentials: [],

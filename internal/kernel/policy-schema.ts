@@ -83,6 +83,7 @@ export const CAPABILITY_NAMES = [
   "process.run",
   "test.run",
   "lint.run",
+  "setup.run",
 ] as const;
 export type CapabilityName = (typeof CAPABILITY_NAMES)[number];
 
@@ -277,6 +278,13 @@ export const PolicySchema = z
         workspaceSize: Size.refine((n) => n >= 1024 ** 2 && n <= 256 * 1024 ** 3, {
           message: 'must be between 1MiB and 256GiB (e.g. "1GiB")',
         }).default(1024 ** 3),
+        /**
+         * Size of the dependency cache tmpfs /cache (sandbox/cache-env.ts), saved after a
+         * setup and restored for later runs; 0: no /cache and no dependency caching.
+         */
+        cacheSize: Size.refine((n) => n === 0 || (n >= 1024 ** 2 && n <= 256 * 1024 ** 3), {
+          message: 'must be 0 (no cache) or between 1MiB and 256GiB (e.g. "1GiB")',
+        }).default(1024 ** 3),
         /** allowlist: the run's own network, out only through the egress proxy (`network`). */
         network: z.enum(["none", "allowlist"]).default("none"),
         /** Deprecated: entries are added to network.allow (same syntax, same checks). */
@@ -303,6 +311,7 @@ export const PolicySchema = z
         pids: 256,
         tmp: 256 * 1024 ** 2,
         workspaceSize: 1024 ** 3,
+        cacheSize: 1024 ** 3,
         network: "none",
         allowlist: [],
         images: [],
@@ -315,6 +324,15 @@ export const PolicySchema = z
         test: z.string().min(1).optional(),
         /** lint.run's command line. */
         lint: z.string().min(1).optional(),
+        /**
+         * The setup step's command line (setup.run, before the model's first step); wins
+         * over `.agent/config.yaml` commands.setup and the lockfile detection.
+         */
+        setup: z
+          .string()
+          .min(1)
+          .max(64 * 1024)
+          .optional(),
       })
       .strict()
       .default({}),
@@ -330,7 +348,14 @@ export const PolicySchema = z
       .strict()
       .default({ rules: [] }),
   })
-  .strict();
+  .strict()
+  // Presets widen the egress allowlist; without sandbox.network: allowlist the sandbox has
+  // no network at all, and a preset there is a policy that says one thing and does another.
+  .refine((p) => p.network.presets.length === 0 || p.sandbox.network === "allowlist", {
+    message:
+      "network.presets needs sandbox.network: allowlist (with network: none there is no network to reach a registry over)",
+    path: ["network", "presets"],
+  });
 
 export type Policy = z.output<typeof PolicySchema>;
 export type TrustRuleConfig = z.output<typeof TrustRule>;

@@ -36,7 +36,7 @@ export interface Assessment {
   deny?: { rule: string; reason: string; field?: string };
   /** Facts that make a risk-governed call wait for approval, as rule names. */
   approvalFacts: string[];
-  /** A shell command's analysis (process.run, test.run, lint.run). */
+  /** A shell command's analysis (process.run, test.run, lint.run, setup.run). */
   command?: { line: string; cwd: string; analysis: CommandAnalysis };
   /** Lines a patch adds and removes, files it names (repo.patch). */
   patch?: { files: number; added: number; removed: number };
@@ -174,7 +174,8 @@ function assessTool(
     }
     case "process.run":
     case "test.run":
-    case "lint.run": {
+    case "lint.run":
+    case "setup.run": {
       const line = commandLine(tool, input, commands);
       const cwd =
         input.cwd === undefined
@@ -198,6 +199,7 @@ function commandLine(tool: string, input: Record<string, unknown>, commands: Run
       ? limited(argvLine(input.argv.map(String)), "argv")
       : limited(stringField(input, "command"), "command");
   if (tool === "lint.run") return limited(commands.lint?.command ?? "", "tools.lint");
+  if (tool === "setup.run") return limited(commands.setup?.command ?? "", "tools.setup");
   const spec = commands.test ?? { command: "", source: "" };
   limited(spec.named ?? spec.command, "tools.test");
   const name = input.name === undefined ? undefined : limited(stringField(input, "name"), "name");

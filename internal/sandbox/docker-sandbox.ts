@@ -30,6 +30,7 @@ import {
 } from "./agent-bundle.ts";
 import { AgentChannel } from "./agent-channel.ts";
 import { agentImageLookup, agentPathOf } from "./agent-image.ts";
+import { CACHE_DIR, cacheMountSpec } from "./cache-env.ts";
 import { ControlChannel } from "./control-channel.ts";
 import { DockerSandboxHandle, dockerError, SANDBOX_USER } from "./docker-handle.ts";
 import { guardBridge, sweepGuards } from "./egress-guard.ts";
@@ -196,6 +197,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     const vars = { HOME: "/tmp", ...shape.env, ...(egress ? proxyEnv(egress.gateway) : {}) };
     const env = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
     const ws = workspaceMount(shape);
+    const cache = Math.floor(shape.limits.cacheBytes ?? 0);
     return {
       name,
       Image: shape.image,
@@ -241,10 +243,12 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
           ),
           [WORKSPACE]: ws.spec,
           "/tmp": `rw,nosuid,nodev,size=${Math.floor(shape.limits.tmpBytes)},mode=1777`,
+          ...(cache > 0 ? { [CACHE_DIR]: cacheMountSpec(cache) } : {}),
         },
-        // The workspace tmpfs is charged to this cgroup: processes keep sandbox.memory.
-        Memory: Math.floor(shape.limits.memoryBytes) + ws.size,
-        MemorySwap: Math.floor(shape.limits.memoryBytes) + ws.size,
+        // The workspace and cache tmpfs are charged to this cgroup: processes keep
+        // sandbox.memory.
+        Memory: Math.floor(shape.limits.memoryBytes) + ws.size + cache,
+        MemorySwap: Math.floor(shape.limits.memoryBytes) + ws.size + cache,
         NanoCpus: Math.floor(shape.limits.cpus * 1e9),
         PidsLimit: shape.limits.pids,
         Init: true,

@@ -44,6 +44,22 @@ export function proxyEnv(gateway: string): Record<string, string> {
     no_proxy: local,
     // Node.js ≥ 24.5: fetch and http(s) use the variables above.
     NODE_USE_ENV_PROXY: "1",
+    // npm (and pnpm, yarn classic) by their own config names, whatever their version reads.
+    npm_config_proxy: url,
+    npm_config_https_proxy: url,
+    npm_config_noproxy: local,
+    // Cargo reads http.proxy (this variable) before the generic ones.
+    CARGO_HTTP_PROXY: url,
+    // The JVM (Maven, Gradle, their daemons and tests) reads none of the variables above:
+    // its proxy is a system property. JAVA_TOOL_OPTIONS reaches every JVM the sandbox
+    // starts (MAVEN_OPTS stays free for the cache's local repository, cache-env.ts).
+    JAVA_TOOL_OPTIONS: [
+      `-Dhttp.proxyHost=${gateway}`,
+      `-Dhttp.proxyPort=${EGRESS_PORT}`,
+      `-Dhttps.proxyHost=${gateway}`,
+      `-Dhttps.proxyPort=${EGRESS_PORT}`,
+      "-Dhttp.nonProxyHosts=localhost|127.0.0.1",
+    ].join(" "),
   };
 }
 

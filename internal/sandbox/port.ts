@@ -25,6 +25,11 @@ export interface SandboxLimits {
    * container with ENOSPC. Default 1 GiB.
    */
   workspaceBytes?: number;
+  /**
+   * Size of the dependency cache tmpfs /cache in bytes (policy sandbox.cacheSize,
+   * cache-env.ts); 0 or absent: no /cache. Counted into the memory limit like /workspace.
+   */
+  cacheBytes?: number;
 }
 
 /** A workspace archive (the normalised tar) that can be streamed, with its exact size. */

@@ -1,12 +1,15 @@
 /**
  * Which paths a workspace patch changes, decided from the two scans alone (no content):
  * what differs from the base by mode or blob id, minus untracked paths `.gitignore` ignores
- * (git never ignores a tracked file), minus paths that cannot be carried safely, which are
+ * (git never ignores a tracked file) and new paths in dependency folders (node_modules,
+ * dependency-paths.ts), minus paths that cannot be carried safely, which are
  * reported with the reason. A path left out keeps its base version in the patched tree.
  *
  * Must never let a symlink that leads out of the tree, a name git refuses, or a name or link
  * target holding a secret value into the plan.
  */
+
+import { isDependencyPath } from "./dependency-paths.ts";
 import { gitRefusal } from "./git-path-rules.ts";
 import { createGitignoreRules } from "./gitignore-rules.ts";
 import { confineSymlinks } from "./symlink-confinement.ts";
@@ -92,7 +95,7 @@ export function planChanges(
   for (const path of gitOrder(all)) {
     const c: Change = { path, old: base.entries.get(path), neu: current.entries.get(path) };
     if (c.old && c.neu && c.old.mode === c.neu.mode && c.old.id === c.neu.id) continue;
-    if (!c.old && rules.ignores(path)) {
+    if (!c.old && (rules.ignores(path) || isDependencyPath(path))) {
       ignored++;
       continue;
     }

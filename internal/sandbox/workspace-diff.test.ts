@@ -283,6 +283,21 @@ describe("workspace patch: .gitignore", () => {
     assert.equal(r.ignored, 6);
   });
 
+  it("new files in node_modules (a setup's installs) stay out without a .gitignore; tracked ones do not", async () => {
+    const base = [text("package.json", "{}\n"), text("vendor/node_modules/kept/index.js", "a\n")];
+    const r = await roundTrip(base, [
+      text("package.json", '{"a":1}\n'),
+      text("node_modules/is-number/index.js", "module.exports = 1;\n"),
+      text("node_modules/.package-lock.json", "{}\n"),
+      text("pkg/node_modules/x/y.js", "y\n"),
+      text("vendor/node_modules/kept/index.js", "b\n"),
+      text("not_node_modules/z.js", "z\n"),
+    ]);
+    assert.deepEqual(r.added, ["not_node_modules/z.js"]);
+    assert.deepEqual(r.modified.sort(), ["package.json", "vendor/node_modules/kept/index.js"]);
+    assert.equal(r.ignored, 3);
+  });
+
   it("a .gitignore that ignores itself, or everything: tracked changes still go in", async () => {
     const base = [text("tracked.txt", "a\n"), text("gone.txt", "g\n")];
     const self = await roundTrip(base, [

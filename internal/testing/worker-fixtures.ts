@@ -31,6 +31,8 @@ export function testImagePolicy(): Policy {
       memory: 128 * 1024 * 1024,
       pids: 64,
       tmp: 16 * 1024 * 1024,
+      // A small /cache: the tests' containers stay near the size they had before it.
+      cacheSize: 16 * 1024 * 1024,
     },
   };
 }

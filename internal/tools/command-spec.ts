@@ -1,6 +1,6 @@
 /**
- * The command lines of test.run and lint.run for one run: the policy's (`tools.test`,
- * `tools.lint`) when it sets them, else what the uploaded workspace says (detect-commands.ts),
+ * The command lines of test.run, lint.run and setup.run for one run: the policy's
+ * (`tools.test`, `tools.lint`, `tools.setup`) when it sets them, else what the uploaded workspace says (detect-commands.ts),
  * each with where it came from — recorded in the call's result — and, for a detected test
  * command, the form that takes a test name.
  *
@@ -23,16 +23,30 @@ export interface CommandSpec {
   output?: "go-json";
 }
 
+/** The setup step's command, with what keys its dependency cache (setup-detect.ts). */
+export interface SetupSpec extends CommandSpec {
+  /** "npm", "pypi", "go", "cargo", "maven", "gradle"; "custom" for a configured line. */
+  ecosystem: string;
+  /** The lockfile (or manifest) whose content keys the cache; "" when none does. */
+  lockfile: string;
+  /**
+   * The line run instead when the restored cache already holds the installed tree this
+   * line would make (npm ci's node_modules): `npm ci` always deletes and reinstalls it.
+   */
+  warm?: string;
+}
+
 export interface RunCommands {
   test?: CommandSpec;
   lint?: CommandSpec;
+  setup?: SetupSpec;
   /** Why the workspace's own configuration could not be used (names the file and field). */
   problem?: string;
 }
 
 /** Per command, the policy's when set, else the detected one. */
 export function pickCommands(
-  tools: { test?: string | undefined; lint?: string | undefined },
+  tools: { test?: string | undefined; lint?: string | undefined; setup?: string | undefined },
   detected: RunCommands | undefined,
 ): RunCommands {
   const out: RunCommands = {};
@@ -40,6 +54,15 @@ export function pickCommands(
   else if (detected?.test !== undefined) out.test = detected.test;
   if (tools.lint) out.lint = { command: tools.lint, source: "policy tools.lint" };
   else if (detected?.lint !== undefined) out.lint = detected.lint;
+  // The policy's line keeps the detected cache key (the lockfile still says what it fetches).
+  if (tools.setup)
+    out.setup = {
+      command: tools.setup,
+      source: "policy tools.setup",
+      ecosystem: detected?.setup?.ecosystem ?? "custom",
+      lockfile: detected?.setup?.lockfile ?? "",
+    };
+  else if (detected?.setup !== undefined) out.setup = detected.setup;
   if (detected?.problem !== undefined && (!out.test || !out.lint)) out.problem = detected.problem;
   return out;
 }

@@ -1,8 +1,10 @@
 /**
- * test.run's and lint.run's commands from the uploaded workspace, for a policy that sets
- * none. Each command is looked for in this order, the first that has it wins:
+ * test.run's, lint.run's and setup.run's commands from the uploaded workspace, for a policy
+ * that sets none. The setup step: `.agent/config.yaml` commands.setup, else the lockfile or
+ * manifest (setup-detect.ts). Test and lint are looked for in this order, the first that
+ * has it wins:
  *
- *   1. `.agent/config.yaml`: `commands: { test: "…", lint: "…" }` (`{name}` as in policy)
+ *   1. `.agent/config.yaml`: `commands: { test: "…", lint: "…", setup: "…" }` (`{name}` as in policy)
  *   2. package.json: `scripts.test` → `npm test`, `scripts.lint` → `npm run lint`
  *   3. Python: pytest configured (pytest.ini, conftest.py, `[tool.pytest…]` in
  *      pyproject.toml, `[tool:pytest]` in setup.cfg, `[pytest]` in tox.ini) →
@@ -22,13 +24,15 @@
  */
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import type { CommandSpec, RunCommands } from "./command-spec.ts";
+import type { CommandSpec, RunCommands, SetupSpec } from "./command-spec.ts";
+import { detectSetup, SETUP_FILES } from "./setup-detect.ts";
 
 /** The workspace's own config file for agentd (documented in docs/policy.md). */
 export const WORKSPACE_CONFIG_FILE = ".agent/config.yaml";
 
 /** Root-level files detection reads (besides WORKSPACE_CONFIG_FILE). */
 export const DETECTION_FILES: readonly string[] = [
+  ...SETUP_FILES,
   WORKSPACE_CONFIG_FILE,
   "package.json",
   "pyproject.toml",
@@ -45,7 +49,7 @@ export const DETECTION_FILES: readonly string[] = [
   "GNUmakefile",
   "makefile",
   "Makefile",
-];
+].filter((f, i, all) => all.indexOf(f) === i);
 
 /** What detection looks at. */
 export interface WorkspaceFacts {
@@ -74,6 +78,13 @@ const ConfigSchema = z
           .min(1)
           .max(64 * 1024)
           .optional(),
+        setup: z
+          .string()
+          .min(1)
+          .max(64 * 1024)
+          .refine((s) => s.trim() !== "", "must not be blank")
+          .refine((s) => !s.includes("\0"), "must not contain a NUL byte")
+          .optional(),
       })
       .strict()
       .optional(),
@@ -81,7 +92,7 @@ const ConfigSchema = z
   .loose();
 
 export function detectCommands(facts: WorkspaceFacts): RunCommands {
-  const fromConfig = configCommands(facts.files.get(WORKSPACE_CONFIG_FILE));
+  const fromConfig = configCommands(facts.files.get(WORKSPACE_CONFIG_FILE), facts.files);
   if ("problem" in fromConfig) return { problem: fromConfig.problem };
   const finders = [() => fromConfig, npmCommands, pythonCommands, goCommands, cargoCommands];
   const out: RunCommands = {};
@@ -92,12 +103,21 @@ export function detectCommands(facts: WorkspaceFacts): RunCommands {
   }
   if (out.test === undefined) delete out.test;
   if (out.lint === undefined) delete out.lint;
+  const setup = fromConfig.setup ?? detectSetup(facts.files);
+  if (setup !== undefined) out.setup = setup;
   return out;
 }
 
-type Found = { test?: CommandSpec | undefined; lint?: CommandSpec | undefined };
+type Found = {
+  test?: CommandSpec | undefined;
+  lint?: CommandSpec | undefined;
+  setup?: SetupSpec | undefined;
+};
 
-function configCommands(data: Buffer | undefined): Found | { problem: string } {
+function configCommands(
+  data: Buffer | undefined,
+  files: WorkspaceFacts["files"],
+): Found | { problem: string } {
   if (data === undefined) return {};
   let doc: unknown;
   try {
@@ -115,9 +135,20 @@ function configCommands(data: Buffer | undefined): Found | { problem: string } {
   }
   const c = parsed.data.commands ?? {};
   const source = (k: string) => `${WORKSPACE_CONFIG_FILE} commands.${k}`;
+  // A configured setup keeps the detected cache key: the lockfile still says what it fetches.
+  const keyed = detectSetup(files);
   return {
     test: c.test === undefined ? undefined : { command: c.test, source: source("test") },
     lint: c.lint === undefined ? undefined : { command: c.lint, source: source("lint") },
+    setup:
+      c.setup === undefined
+        ? undefined
+        : {
+            command: c.setup,
+            source: source("setup"),
+            ecosystem: keyed?.ecosystem ?? "custom",
+            lockfile: keyed?.lockfile ?? "",
+          },
   };
 }
 

@@ -5,6 +5,7 @@ import { processRun } from "./process-run.ts";
 import { repoPatch } from "./repo-patch.ts";
 import { repoRead } from "./repo-read.ts";
 import { repoSearch } from "./repo-search.ts";
+import { setupRun } from "./setup-run.ts";
 import { testRun } from "./test-run.ts";
 import type { Tool, ToolContext } from "./tool.ts";
 
@@ -15,6 +16,7 @@ export const TOOLS: readonly Tool[] = [
   processRun,
   testRun,
   lintRun,
+  setupRun,
 ] as Tool[];
 
 const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]));

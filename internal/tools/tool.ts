@@ -42,7 +42,7 @@ export interface ToolContext {
   limits: ToolLimits;
   /** Globs (relative to the workspace) that no path argument may match. */
   denyPatterns: readonly string[];
-  /** test.run's and lint.run's commands for this run (policy, else the workspace). */
+  /** test.run's, lint.run's and setup.run's commands for this run (policy, else the workspace). */
   commands: RunCommands;
   /** Live output of long calls. */
   onOutput?: (stream: OutputStreamName, chunk: string) => void;

@@ -83,7 +83,15 @@ describe("tool declarations", () => {
   it("every tool has a category, a description and a JSON schema for the model", () => {
     assert.deepEqual(
       TOOLS.map((t) => t.name),
-      ["repo.read", "repo.search", "repo.patch", "process.run", "test.run", "lint.run"],
+      [
+        "repo.read",
+        "repo.search",
+        "repo.patch",
+        "process.run",
+        "test.run",
+        "lint.run",
+        "setup.run",
+      ],
     );
     for (const t of TOOLS) {
       const s = toolJsonSchema(t);

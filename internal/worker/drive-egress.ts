@@ -28,6 +28,7 @@ import {
   RunPausedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { approvalTicket } from "../kernel/approval-ticket.ts";
+import { presetHosts } from "../kernel/network-presets.ts";
 import type { NetworkPolicy } from "../kernel/network-schema.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { lookupSecret } from "../kernel/run-secrets.ts";
@@ -49,10 +50,14 @@ export const CA_ENV: Record<string, string> = {
   NODE_EXTRA_CA_CERTS: `${CA_DIR}/ca.pem`,
 };
 
-/** The policy's network section, with the deprecated sandbox.allowlist entries added. */
+/**
+ * The policy's network section, with the hosts of its registry presets
+ * (kernel/network-presets.ts) and the deprecated sandbox.allowlist entries added.
+ */
 export function networkOf(p: Policy): NetworkPolicy {
-  if (p.sandbox.allowlist.length === 0) return p.network;
-  return { ...p.network, allow: [...p.network.allow, ...p.sandbox.allowlist] };
+  const presets = presetHosts(p.network.presets);
+  if (p.sandbox.allowlist.length === 0 && presets.length === 0) return p.network;
+  return { ...p.network, allow: [...p.network.allow, ...presets, ...p.sandbox.allowlist] };
 }
 
 /** Starts the drive's egress when its sandbox has an egress network. */

@@ -67,6 +67,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     return { next: { to: "fail", code: "ESKILL_NOT_FOUND", message: (err as Error).message } };
   }
   const ctx: DriveContext = {
+    setupInputs: config.value.setupInputs,
     skills: selected.skills,
     ...(config.value.memory === undefined ? {} : { memory: config.value.memory }),
     tools: TOOLS.map((t) => ({
@@ -149,6 +150,7 @@ async function sandboxFor(
   }
   const own = await runImage(d, (await config.catch(() => undefined))?.image);
   if (own !== undefined && "fail" in own) throw new ImageFailure(own.fail);
+  d.freshBox = true;
   const snapshot = lastArtifact(d.events, SNAPSHOT);
   const workspace =
     snapshot !== undefined ? await artifactSource(d.deps.artifacts, snapshot) : undefined;

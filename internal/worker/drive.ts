@@ -50,6 +50,8 @@ export interface Drive {
   box: SandboxHandle | undefined;
   /** The run's own image this drive made its container from (drive-image.ts), for run.started. */
   ownImage?: StartedImage;
+  /** The drive made the container (not a previous owner's): it holds nothing of /cache. */
+  freshBox: boolean;
   /** The run's egress proxy, when its sandbox has an egress network (drive-egress.ts). */
   egress: RunEgress | undefined;
   kernelRun: KernelRun | undefined;
@@ -115,6 +117,7 @@ export async function openDrive(
     writer,
     events,
     box: undefined,
+    freshBox: false,
     egress: undefined,
     kernelRun: undefined,
     usage: {

@@ -14,6 +14,7 @@
  * Engine state is never persisted: each step's context is rebuilt from the log.
  */
 import type { ArtifactStore } from "../artifacts/port.ts";
+import type { DepCacheStore } from "../depcache/port.ts";
 import type { AssembleInput } from "../engine/context.ts";
 import type { AgentEngine, EngineToolSpec } from "../engine/port.ts";
 import type { PriceTable } from "../engine/pricing.ts";
@@ -25,6 +26,7 @@ import type { Policy } from "../kernel/policy-schema.ts";
 import type { SecretProvider } from "../kernel/secrets.ts";
 import type { TrustCounters } from "../kernel/trust.ts";
 import { isTerminal } from "../projections/run-projection.ts";
+import { CACHE_ENV } from "../sandbox/cache-env.ts";
 import type { Sandbox, SandboxShape } from "../sandbox/port.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { startRunSpan } from "../telemetry/run-span.ts";
@@ -32,6 +34,7 @@ import { type Drive, openDrive } from "./drive.ts";
 import { CA_ENV, type DriveEgressOptions, networkOf } from "./drive-egress.ts";
 import { cancel, complete, endedElsewhere, fail, outcomeOf } from "./drive-end.ts";
 import { hold, pause, resume } from "./drive-hold.ts";
+import { setupStep } from "./drive-setup.ts";
 import { start } from "./drive-start.ts";
 import { step } from "./drive-step.ts";
 import { redactError } from "./redacted-error.ts";
@@ -83,6 +86,10 @@ export interface DriverDeps {
   approvalHoldMs?: number;
   /** The repository's trust counters (network.trust); the kernel's trust store. */
   trustCounters?: (runId: string) => Promise<TrustCounters>;
+  /**
+   * Dependency caches of setup steps (issue #24, depcache/); without it setups run uncached.
+   */
+  depCache?: DepCacheStore;
   /** Egress proxy settings (name resolution, upstream trust, timeouts); default the system's. */
   egress?: DriveEgressOptions;
   logger?: Logger;
@@ -94,6 +101,8 @@ export type DriveOutcome = "completed" | "failed" | "cancelled" | "paused" | "re
 
 /** What a drive's steps share once it started (the model's view of the workspace). */
 export interface DriveContext {
+  /** sha256 of each uploaded setup input (the dependency cache's key, drive-setup.ts). */
+  setupInputs: ReadonlyMap<string, string>;
   skills: Skill[];
   memory?: AssembleInput["memory"];
   tools: EngineToolSpec[];
@@ -172,6 +181,8 @@ async function drive(d: Drive): Promise<DriveOutcome> {
     if (!("ctx" in started)) return await finish(d, started.next);
     const { ctx } = started;
     let next: Next = started.next;
+    // Once per run, before the model's first step (and again only for a new container).
+    if ("to" in next && next.to === "settle") next = (await setupStep(d, ctx.setupInputs)) ?? next;
     while (!("done" in next)) {
       if (d.cancel.signal.aborted && next.to !== "cancel") next = { to: "cancel" };
       switch (next.to) {
@@ -238,6 +249,15 @@ async function finishSafely(d: Drive, next: Next): Promise<DriveOutcome> {
   }
 }
 
+/** The cache variables (with a /cache) and the run CA's (with credential hosts). */
+function shapeEnv(p: Policy): { env?: Record<string, string> } {
+  const env = {
+    ...(p.sandbox.cacheSize > 0 ? CACHE_ENV : {}),
+    ...(p.sandbox.network === "allowlist" && networkOf(p).credentials.length > 0 ? CA_ENV : {}),
+  };
+  return Object.keys(env).length === 0 ? {} : { env };
+}
+
 /** The sandbox a run gets under `p` (what a worker keeps warm containers of). */
 export function sandboxShape(p: Policy): SandboxShape {
   return {
@@ -248,11 +268,10 @@ export function sandboxShape(p: Policy): SandboxShape {
       pids: p.sandbox.pids,
       tmpBytes: p.sandbox.tmp,
       workspaceBytes: p.sandbox.workspaceSize,
+      cacheBytes: p.sandbox.cacheSize,
     },
     // allowlist: the run's own network, out only through its egress proxy (drive-egress.ts).
     network: p.sandbox.network === "allowlist" ? "egress" : "none",
-    ...(p.sandbox.network === "allowlist" && networkOf(p).credentials.length > 0
-      ? { env: CA_ENV }
-      : {}),
+    ...shapeEnv(p),
   };
 }

@@ -32,7 +32,11 @@ describe("workspaceConfigFromArchive", () => {
       ],
     );
     assert.deepEqual(c.memory, { path: ".agent/memory.md", content: "second choice" });
-    assert.deepEqual(await workspaceConfigFromArchive(undefined), { skillFiles: [], commands: {} });
+    assert.deepEqual(await workspaceConfigFromArchive(undefined), {
+      skillFiles: [],
+      commands: {},
+      setupInputs: new Map(),
+    });
   });
 
   it("reads an archive of any size and cuts each file at 64 KiB", async () => {
@@ -57,5 +61,24 @@ describe("workspaceConfigFromArchive", () => {
     assert.equal(c.commands.test?.command, "python3 -m unittest discover -s tests");
     assert.equal(c.commands.lint, undefined);
     assert.deepEqual((await workspaceConfigFromArchive(undefined)).commands, {});
+  });
+});
+
+describe("setup inputs", () => {
+  it("hashes each root-level setup input over its whole content, past the 64 KiB cap", async () => {
+    const { createHash } = await import("node:crypto");
+    const big = Buffer.alloc(200 * 1024, "x");
+    const tar = await packWorkspace([
+      { path: "package-lock.json", type: "file", mode: 0o644, data: big },
+      { path: "package.json", type: "file", mode: 0o644, data: Buffer.from("{}") },
+      { path: "sub/package-lock.json", type: "file", mode: 0o644, data: Buffer.from("{}") },
+    ]);
+    const c = await workspaceConfigFromArchive(tar);
+    const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+    assert.deepEqual([...c.setupInputs.entries()].sort(), [
+      ["package-lock.json", sha(big)],
+      ["package.json", sha(Buffer.from("{}"))],
+    ]);
+    assert.equal(c.commands.setup?.command, "npm ci");
   });
 });

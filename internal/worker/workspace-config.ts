@@ -9,6 +9,7 @@
  * an AGENTS.md or a SKILL.md during the run cannot give itself new instructions for the
  * next drive. Regular files only (a symlink could point anywhere), each cut at 64 KiB.
  */
+import { createHash } from "node:crypto";
 import * as tarStream from "tar-stream";
 import { normaliseEntryPath } from "../sandbox/workspace-archive.ts";
 import type { RunCommands } from "../tools/command-spec.ts";
@@ -17,6 +18,7 @@ import {
   detectCommands,
   WORKSPACE_CONFIG_FILE,
 } from "../tools/detect-commands.ts";
+import { SETUP_FILES } from "../tools/setup-detect.ts";
 import { imageOfConfig } from "./requested-image.ts";
 
 export interface WorkspaceConfig {
@@ -26,6 +28,11 @@ export interface WorkspaceConfig {
   commands: RunCommands;
   /** `.agent/config.yaml` `image:` as written (a reference, or an ecosystem image's name). */
   image?: string;
+  /**
+   * sha256 (hex) of each root-level setup input (setup-detect.ts SETUP_FILES) over its whole
+   * content, by path: what keys the run's dependency cache (worker/setup/cache-key.ts).
+   */
+  setupInputs: ReadonlyMap<string, string>;
 }
 
 /** Python test files remembered for detection (their names only), at most. */
@@ -42,10 +49,11 @@ const MEMORY_FILES = ["AGENTS.md", ".agent/memory.md"] as const;
 export async function workspaceConfigFromArchive(
   tar: Uint8Array | undefined,
 ): Promise<WorkspaceConfig> {
-  if (tar === undefined || tar.byteLength === 0) return { skillFiles: [], commands: {} };
+  if (tar === undefined || tar.byteLength === 0)
+    return { skillFiles: [], commands: {}, setupInputs: new Map() };
   // Streamed: only the few configuration files are kept, whatever the archive's size (the
   // stored form of an upload is the normalised, uncompressed tar, up to 512 MiB of files).
-  const { regular, pythonTests, packages } = await configFiles(tar);
+  const { regular, pythonTests, packages, digests: setupInputs } = await configFiles(tar);
   const commands = detectCommands({ files: regular, pythonTests, packages });
   const image = imageOfConfig(regular.get(WORKSPACE_CONFIG_FILE));
   const withImage = <T extends object>(c: T): T => (image === undefined ? c : { ...c, image });
@@ -60,9 +68,14 @@ export async function workspaceConfigFromArchive(
   for (const path of MEMORY_FILES) {
     const data = regular.get(path);
     if (data !== undefined)
-      return withImage({ skillFiles, memory: { path, content: text(data) }, commands });
+      return withImage({
+        skillFiles,
+        memory: { path, content: text(data) },
+        commands,
+        setupInputs,
+      });
   }
-  return withImage({ skillFiles, commands });
+  return withImage({ skillFiles, commands, setupInputs });
 }
 
 /** A path this module reads: a skill file one level under a skill root, or a memory file. */
@@ -80,6 +93,8 @@ interface Collected {
   pythonTests: string[];
   /** Folders with an __init__.py. */
   packages: Set<string>;
+  /** sha256 of each setup input over its whole content. */
+  digests: Map<string, string>;
 }
 
 /** What the archive holds for the configuration and command detection. */
@@ -87,6 +102,7 @@ function configFiles(data: Uint8Array): Promise<Collected> {
   const found = new Map<string, Buffer>();
   const pythonTests: string[] = [];
   const packages = new Set<string>();
+  const digests = new Map<string, string>();
   const extract = tarStream.extract();
   const done = new Promise<Collected>((resolve, reject) => {
     extract.on("entry", (header, stream, next) => {
@@ -100,8 +116,13 @@ function configFiles(data: Uint8Array): Promise<Collected> {
       if (header.type === "file" && path !== undefined) notePython(path, pythonTests, packages);
       const chunks: Buffer[] = [];
       let bytes = 0;
+      const hash =
+        header.type === "file" && path !== undefined && SETUP_FILES.includes(path)
+          ? createHash("sha256")
+          : undefined;
       stream.on("data", (chunk: unknown) => {
         const c = chunk as Buffer;
+        hash?.update(c);
         if (keep && bytes < MAX_CONFIG_FILE_BYTES) {
           chunks.push(c);
           bytes += c.length;
@@ -109,11 +130,12 @@ function configFiles(data: Uint8Array): Promise<Collected> {
       });
       stream.on("end", () => {
         if (keep) found.set(path as string, Buffer.concat(chunks));
+        if (hash !== undefined) digests.set(path as string, hash.digest("hex"));
         next();
       });
       stream.on("error", () => undefined);
     });
-    extract.on("finish", () => resolve({ regular: found, pythonTests, packages }));
+    extract.on("finish", () => resolve({ regular: found, pythonTests, packages, digests }));
     extract.on("error", reject);
   });
   extract.end(Buffer.from(data.buffer, data.byteOffset, data.byteLength));

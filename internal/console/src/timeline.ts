@@ -163,6 +163,17 @@ export function fold(
           detail: `through seq ${p.value.throughSeq}`,
         });
         break;
+      case "cacheRestored":
+      case "cacheSaved": {
+        const v = p.value;
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `${v.ecosystem} ${v.lockfile} sha256:${v.digest.slice(0, 12)}`,
+        });
+        break;
+      }
       case "networkRequest": {
         const v = p.value;
         items.push({

@@ -255,6 +255,22 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: ImagePull;
     case: "imagePull";
+  } | {
+    /**
+     * type "cache.restored"
+     *
+     * @generated from field: agentd.v1.CacheRestored cache_restored = 91;
+     */
+    value: CacheRestored;
+    case: "cacheRestored";
+  } | {
+    /**
+     * type "cache.saved"
+     *
+     * @generated from field: agentd.v1.CacheSaved cache_saved = 92;
+     */
+    value: CacheSaved;
+    case: "cacheSaved";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1639,6 +1655,142 @@ export declare type ImagePull = Message<"agentd.v1.ImagePull"> & {
  * Use `create(ImagePullSchema)` to create a new message.
  */
 export declare const ImagePullSchema: GenMessage<ImagePull>;
+
+/**
+ * The dependency cache a run's setup starts from (issue #24): restored into the sandbox's
+ * /cache before the setup step ran (or, for a run resumed in a new container, the cache its
+ * setup left). What the run executes from the cache is on its log: the archive's digest and
+ * the run whose setup saved it.
+ *
+ * @generated from message agentd.v1.CacheRestored
+ */
+export declare type CacheRestored = Message<"agentd.v1.CacheRestored"> & {
+  /**
+   * The cache key: sha256 (hex) over the tenant, image, ecosystem, lockfile path and digest.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * sha256 (hex) of the cache archive restored (a normalised tar of /cache).
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * Size of that archive in bytes.
+   *
+   * @generated from field: uint64 size_bytes = 3;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * The run whose setup saved it.
+   *
+   * @generated from field: string saved_by_run = 4;
+   */
+  savedByRun: string;
+
+  /**
+   * The ecosystem that named the key ("npm", "pypi", "go", "cargo", "maven", "gradle", "custom").
+   *
+   * @generated from field: string ecosystem = 5;
+   */
+  ecosystem: string;
+
+  /**
+   * The lockfile (or manifest) whose content is in the key, workspace-relative.
+   *
+   * @generated from field: string lockfile = 6;
+   */
+  lockfile: string;
+
+  /**
+   * sha256 (hex) of that file as uploaded.
+   *
+   * @generated from field: string lockfile_digest = 7;
+   */
+  lockfileDigest: string;
+
+  /**
+   * Why it was restored: "setup" (a later run of the same repository and lockfile) or
+   * "resume" (this run, in a new container, gets back what its own setup left).
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.CacheRestored.
+ * Use `create(CacheRestoredSchema)` to create a new message.
+ */
+export declare const CacheRestoredSchema: GenMessage<CacheRestored>;
+
+/**
+ * The sandbox's /cache right after a successful setup step, before the model's first step,
+ * saved for later runs of the tenant with the same key.
+ *
+ * @generated from message agentd.v1.CacheSaved
+ */
+export declare type CacheSaved = Message<"agentd.v1.CacheSaved"> & {
+  /**
+   * The cache key (see CacheRestored.key).
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * sha256 (hex) of the archive saved.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * Size of that archive in bytes.
+   *
+   * @generated from field: uint64 size_bytes = 3;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * The ecosystem that named the key.
+   *
+   * @generated from field: string ecosystem = 4;
+   */
+  ecosystem: string;
+
+  /**
+   * The lockfile (or manifest) in the key, workspace-relative.
+   *
+   * @generated from field: string lockfile = 5;
+   */
+  lockfile: string;
+
+  /**
+   * sha256 (hex) of that file as uploaded.
+   *
+   * @generated from field: string lockfile_digest = 6;
+   */
+  lockfileDigest: string;
+
+  /**
+   * Entries of the tenant's cache evicted to stay within its bound (their keys).
+   *
+   * @generated from field: repeated string evicted = 7;
+   */
+  evicted: string[];
+};
+
+/**
+ * Describes the message agentd.v1.CacheSaved.
+ * Use `create(CacheSavedSchema)` to create a new message.
+ */
+export declare const CacheSavedSchema: GenMessage<CacheSaved>;
 
 /**
  * Stream a chunk came from.

@@ -1,0 +1,97 @@
+/**
+ * The setup step's command from the uploaded workspace's lockfile or manifest (issue #24),
+ * for a run whose policy (tools.setup) and `.agent/config.yaml` (commands.setup) set none.
+ * The first that matches wins:
+ *
+ *   package-lock.json / npm-shrinkwrap.json → npm ci (NPM_WARM over a restored node_modules)
+ *   pnpm-lock.yaml                          → pnpm install --frozen-lockfile
+ *   yarn.lock                               → yarn install --immutable (Berry: .yarnrc.yml or
+ *                                             a `__metadata:` lockfile), else --frozen-lockfile
+ *   requirements.txt                        → python3 -m pip install --user -r requirements.txt
+ *   pyproject.toml / setup.py               → python3 -m pip install --user -e .
+ *   go.mod                                  → go mod download (keyed by go.sum when present)
+ *   Cargo.toml                              → cargo fetch (keyed by Cargo.lock when present)
+ *   pom.xml                                 → mvn -B dependency:go-offline
+ *   build.gradle(.kts)                      → ./gradlew (or gradle) --no-daemon dependencies
+ *
+ * A package.json without a lockfile gets no setup: `npm install` would resolve versions
+ * anew on every run, and a cache keyed by what it fetched would key nothing.
+ *
+ * Pure: reads only the root-level files it is given. Must never build a line from the
+ * workspace's text: every line here is a constant.
+ */
+import type { SetupSpec } from "./command-spec.ts";
+
+/** Root-level files setup detection (and the cache key) reads. */
+export const SETUP_FILES: readonly string[] = [
+  "package.json",
+  "package-lock.json",
+  "npm-shrinkwrap.json",
+  "pnpm-lock.yaml",
+  "yarn.lock",
+  ".yarnrc.yml",
+  ".npmrc",
+  "requirements.txt",
+  "pyproject.toml",
+  "setup.py",
+  "setup.cfg",
+  "go.mod",
+  "go.sum",
+  "Cargo.toml",
+  "Cargo.lock",
+  "pom.xml",
+  "build.gradle",
+  "build.gradle.kts",
+  "settings.gradle",
+  "settings.gradle.kts",
+  "gradlew",
+];
+
+type Files = ReadonlyMap<string, Buffer>;
+
+/**
+ * npm ci's line when node_modules came back from a cache saved under the same key (same
+ * package.json and lockfile, made by npm ci): npm install finds the tree up to date and
+ * leaves it (npm ci would delete and reinstall it); --no-save keeps package.json and the
+ * lockfile untouched whatever it finds.
+ */
+export const NPM_WARM = "npm install --no-save --prefer-offline";
+
+/** The detected setup step, or undefined when the workspace declares no dependencies. */
+export function detectSetup(files: Files): SetupSpec | undefined {
+  const has = (p: string) => files.has(p);
+  const spec = (command: string, ecosystem: string, lockfile: string): SetupSpec => ({
+    command,
+    ecosystem,
+    lockfile,
+    source: lockfile,
+  });
+  for (const lock of ["package-lock.json", "npm-shrinkwrap.json"])
+    if (has(lock)) return { ...spec("npm ci", "npm", lock), warm: NPM_WARM };
+  if (has("pnpm-lock.yaml")) return spec("pnpm install --frozen-lockfile", "npm", "pnpm-lock.yaml");
+  if (has("yarn.lock")) {
+    const berry =
+      has(".yarnrc.yml") || /^__metadata:/m.test(files.get("yarn.lock")?.toString("utf8") ?? "");
+    return spec(
+      berry ? "yarn install --immutable" : "yarn install --frozen-lockfile",
+      "npm",
+      "yarn.lock",
+    );
+  }
+  if (has("requirements.txt"))
+    return spec("python3 -m pip install --user -r requirements.txt", "pypi", "requirements.txt");
+  for (const m of ["pyproject.toml", "setup.py"])
+    if (has(m)) return spec("python3 -m pip install --user -e .", "pypi", m);
+  if (has("go.mod")) return spec("go mod download", "go", has("go.sum") ? "go.sum" : "go.mod");
+  if (has("Cargo.toml"))
+    return spec("cargo fetch", "cargo", has("Cargo.lock") ? "Cargo.lock" : "Cargo.toml");
+  if (has("pom.xml")) return spec("mvn -B dependency:go-offline", "maven", "pom.xml");
+  for (const g of ["build.gradle.kts", "build.gradle"])
+    if (has(g))
+      return spec(
+        `${has("gradlew") ? "sh ./gradlew" : "gradle"} --no-daemon dependencies`,
+        "gradle",
+        g,
+      );
+  return undefined;
+}

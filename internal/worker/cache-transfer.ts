@@ -1,0 +1,124 @@
+/**
+ * The setup's state in and out of the sandbox (issue #24): /cache, and for npm the
+ * installed tree /workspace/node_modules, as one tar with the members `cache/…` and
+ * `workspace/node_modules/…`. Restored before a setup (or when a run resumes in a new
+ * container), archived after a successful setup. Both run as the sandbox user through the
+ * ordinary exec path, so they work with the agent and with `docker exec`. The archive
+ * leaves the sandbox base64-encoded on stdout (exec output is text); `maxBytes` keeps it
+ * to what the worker may hold in memory.
+ *
+ * Must never: unpack a member outside /cache and /workspace/node_modules (every member is
+ * checked in the worker before the archive enters the sandbox), or return a partial
+ * archive as a whole.
+ */
+import * as tar from "tar-stream";
+import { AgentdError } from "../errors.ts";
+import { CACHE_DIR } from "../sandbox/cache-env.ts";
+import type { SandboxHandle } from "../sandbox/port.ts";
+
+/** How long a transfer may take (a large cache on a loaded host). */
+const TRANSFER_TIMEOUT_MS = 10 * 60_000;
+
+/** The installed tree of an npm project, archived with /cache (relative to /). */
+export const NODE_MODULES = "workspace/node_modules";
+const CACHE = CACHE_DIR.slice(1);
+
+/**
+ * Names sorted and owners numeric, so the same files give the same archive; mtimes kept
+ * (build tools compare them). tar's own status comes on stderr (no pipefail in every sh).
+ */
+function archiveScript(trees: readonly string[]): string {
+  const optional = trees.map((t) => `$( [ -d ${t} ] && echo ${t} )`).join(" ");
+  return `cd / && { tar --sort=name --numeric-owner --owner=0 --group=0 -c -f - ${CACHE} ${optional}; echo "agentd-tar-exit:$?" >&2; } | base64 -w 0`;
+}
+
+/** What an archive holds: whether it carries an installed tree. */
+export interface ArchiveFacts {
+  installedTree: boolean;
+}
+
+/** Every member under cache/ or workspace/node_modules/, no `..`, no absolute path. */
+export async function checkArchive(data: Uint8Array): Promise<ArchiveFacts> {
+  const extract = tar.extract();
+  let installedTree = false;
+  const done = new Promise<ArchiveFacts>((resolve, reject) => {
+    extract.on("entry", (header, stream, next) => {
+      const name = header.name.replace(/^\.\//, "").replace(/\/$/, "");
+      const inside = (root: string) => name === root || name.startsWith(`${root}/`);
+      if (
+        name.split("/").includes("..") ||
+        name.startsWith("/") ||
+        !(inside(CACHE) || inside(NODE_MODULES))
+      ) {
+        reject(
+          new AgentdError(
+            "EVALIDATION",
+            `the cache archive holds ${JSON.stringify(name.slice(0, 200))}, outside ${CACHE_DIR} and /${NODE_MODULES}`,
+          ),
+        );
+        extract.destroy();
+        return;
+      }
+      if (inside(NODE_MODULES)) installedTree = true;
+      stream.on("end", next);
+      stream.resume();
+    });
+    extract.on("finish", () => resolve({ installedTree }));
+    extract.on("error", reject);
+  });
+  extract.end(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+  return done;
+}
+
+/** Unpacks a checked archive into /cache (and /workspace/node_modules). */
+export async function restoreCache(
+  box: SandboxHandle,
+  data: Uint8Array,
+  signal?: AbortSignal,
+): Promise<ArchiveFacts> {
+  const facts = await checkArchive(data);
+  const r = await box.exec({
+    argv: ["tar", "-x", "-f", "-", "-C", "/"],
+    cwd: CACHE_DIR,
+    stdin: data,
+    timeoutMs: TRANSFER_TIMEOUT_MS,
+    maxOutputBytes: 64 * 1024,
+    ...(signal === undefined ? {} : { signal }),
+  });
+  if (r.exitCode !== 0)
+    throw new AgentdError(
+      "EIO",
+      `cannot restore the dependency cache: tar exited ${r.exitCode}: ${r.stderr.trim().slice(0, 500)}`,
+    );
+  return facts;
+}
+
+/** /cache (and the installed trees named) as a tar, at most `maxBytes` (ETOOLARGE past it). */
+export async function archiveCache(
+  box: SandboxHandle,
+  maxBytes: number,
+  trees: readonly string[],
+  signal?: AbortSignal,
+): Promise<Uint8Array> {
+  const r = await box.exec({
+    argv: ["sh", "-c", archiveScript(trees)],
+    cwd: CACHE_DIR,
+    timeoutMs: TRANSFER_TIMEOUT_MS,
+    maxOutputBytes: Math.ceil(maxBytes / 3) * 4 + 64 * 1024,
+    ...(signal === undefined ? {} : { signal }),
+  });
+  if (r.truncated)
+    throw new AgentdError("ETOOLARGE", `the dependency cache is larger than ${maxBytes} bytes`);
+  if (r.exitCode !== 0 || r.timedOut || !r.stderr.includes("agentd-tar-exit:0"))
+    throw new AgentdError(
+      "EIO",
+      `cannot archive ${CACHE_DIR}: exit ${r.exitCode}${r.timedOut ? " (timed out)" : ""}: ${r.stderr.trim().slice(0, 500)}`,
+    );
+  const data = Buffer.from(r.stdout.trim(), "base64");
+  // A tar ends with at least two zero blocks: anything shorter was cut.
+  if (data.byteLength < 1024 || data.byteLength % 512 !== 0)
+    throw new AgentdError("EIO", `the archive of ${CACHE_DIR} is not a whole tar`);
+  if (data.byteLength > maxBytes)
+    throw new AgentdError("ETOOLARGE", `the dependency cache is larger than ${maxBytes} bytes`);
+  return data;
+}

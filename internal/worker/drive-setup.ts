@@ -1,0 +1,285 @@
+/**
+ * The setup step of a run (issue #24): once per run, before the model's first step, the
+ * run's setup line (policy tools.setup, else `.agent/config.yaml` commands.setup, else the
+ * lockfile's; tools/setup-detect.ts) runs as a `setup.run` call through the kernel — the
+ * policy decides it like any call (the default policy lets it run without a person), and it
+ * is recorded as tool.call / tool.output / tool.result, its connections as network.request.
+ *
+ * Caches: before the setup, a cache saved by an earlier run of the tenant under the same key
+ * (cache-key.ts) is unpacked into /cache and recorded (`cache.restored`: key, archive digest,
+ * the run that saved it); after a successful setup that restored nothing, /cache is saved
+ * (`cache.saved`). Only the setup's state is ever saved, before the model runs: nothing the
+ * model does reaches another run's cache.
+ *
+ * A failed setup does not end the run: the model is told (an agentd notice besides the
+ * result) and may fix what it can. A run that resumes in a new container (after a pause, or
+ * a takeover of a container that was gone) gets its dependencies back: the archive its log
+ * names is restored (`cache.restored`, reason "resume", when the store still has it), then
+ * its setup runs again as a new recorded call (from that cache: fast, mostly offline), so
+ * /cache and /workspace (node_modules, which a snapshot may or may not hold) are complete.
+ * Not saved again: only a first setup's state is.
+ *
+ * Must never: save /cache after the model's first step, restore an archive without
+ * recording its digest, or let one tenant's archive into another tenant's run.
+ */
+import { create } from "@bufbuild/protobuf";
+import {
+  CacheRestoredSchema,
+  CacheSavedSchema,
+  type Event,
+  OutputMessageSchema,
+} from "../gen/agentd/v1/events_pb.js";
+import type { KernelRun } from "../kernel/kernel.ts";
+import { pickCommands, type SetupSpec } from "../tools/command-spec.ts";
+import { SETUP_TOOL } from "../tools/setup-run.ts";
+import { type CacheKey, cacheKey } from "./cache-key.ts";
+import { type ArchiveFacts, archiveCache, NODE_MODULES, restoreCache } from "./cache-transfer.ts";
+import type { Drive } from "./drive.ts";
+import { askForHosts } from "./drive-egress.ts";
+import type { Next } from "./run-driver.ts";
+
+/** Runs the setup when the run needs it; a Next when the drive must go elsewhere (hold). */
+export async function setupStep(
+  d: Drive,
+  inputs: ReadonlyMap<string, string>,
+): Promise<Next | undefined> {
+  const k = d.kernelRun as KernelRun;
+  const policy = d.deps.policy();
+  const spec = pickCommands(policy.tools, k.commands).setup;
+  const cacheOn = d.deps.depCache !== undefined && policy.sandbox.cacheSize > 0;
+  const calls = setupCalls(d.events);
+  if (calls > 0) {
+    // A new container of a run whose setup succeeded: /cache is empty, and /workspace is the
+    // last snapshot's or the upload's (node_modules only if a snapshot was taken after the
+    // setup). The archive the run's own setup left comes back, then the setup runs again
+    // from it (recorded, not saved): both places hold the dependencies again.
+    if (!d.freshBox || !lastSetupSucceeded(d.events) || spec === undefined) return undefined;
+    const own = cacheOn ? await restoreOwn(d) : undefined;
+    await tell(
+      d,
+      `This run continues in a new container: its setup runs again${own ? ", from the cache its first setup left," : ""} so that its dependencies are installed.`,
+    );
+    return await runSetup(d, spec, calls, undefined, own?.installedTree === true);
+  }
+  if (spec === undefined) return undefined;
+  const key = cacheOn
+    ? cacheKey({ tenant: d.run0.tenantId, image: policy.sandbox.image, setup: spec, inputs })
+    : undefined;
+  const restored = key === undefined ? undefined : await restoreShared(d, spec, key);
+  const saveAs = key !== undefined && restored === undefined ? key : undefined;
+  return await runSetup(d, spec, calls, saveAs, restored?.installedTree === true);
+}
+
+/**
+ * The setup as a kernel call; a successful one saves /cache under `saveAs`. Over an
+ * installed tree the cache brought back, the spec's warm line runs instead (npm ci would
+ * delete and reinstall it); the call's result names the line it ran and why.
+ */
+async function runSetup(
+  d: Drive,
+  spec: SetupSpec,
+  calls: number,
+  saveAs: CacheKey | undefined,
+  treeRestored: boolean,
+): Promise<Next | undefined> {
+  const k = d.kernelRun as KernelRun;
+  const detected = k.commands;
+  if (treeRestored && spec.warm !== undefined && detected?.setup === spec)
+    k.commands = {
+      ...detected,
+      setup: {
+        ...spec,
+        command: spec.warm,
+        source: `${spec.source} (${spec.command}'s node_modules restored from the cache)`,
+      },
+    };
+  try {
+    return await runSetupCall(d, spec, calls, saveAs);
+  } finally {
+    k.commands = detected;
+  }
+}
+
+async function runSetupCall(
+  d: Drive,
+  spec: SetupSpec,
+  calls: number,
+  saveAs: CacheKey | undefined,
+): Promise<Next | undefined> {
+  const k = d.kernelRun as KernelRun;
+  const callId = `setup_${calls + 1}`;
+  const call = { callId, tool: SETUP_TOOL, input: {} };
+  d.egress?.setCall({ callId, tool: SETUP_TOOL });
+  let out: Awaited<ReturnType<typeof d.deps.kernel.handle>>;
+  try {
+    out = await d.deps.kernel.handle(k, call);
+  } finally {
+    d.egress?.setCall(undefined);
+  }
+  if (out.kind === "paused") return { to: "hold" };
+  const asked = await askForHosts(d, call);
+  const ok = out.ok && exitOf(out.output) === 0;
+  if (!ok) await tell(d, failureNotice(spec, out));
+  else if (saveAs !== undefined) await save(d, spec, saveAs);
+  await d.refresh();
+  return asked;
+}
+
+function setupCalls(events: readonly Event[]): number {
+  return events.filter((e) => e.payload.case === "toolCall" && e.payload.value.tool === SETUP_TOOL)
+    .length;
+}
+
+function exitOf(output: unknown): number | undefined {
+  const code = (output as { exitCode?: unknown } | undefined)?.exitCode;
+  return typeof code === "number" ? code : undefined;
+}
+
+/** Whether the run's last setup call ended with exit 0. */
+function lastSetupSucceeded(events: readonly Event[]): boolean {
+  let id = "";
+  let ok = false;
+  for (const e of events) {
+    const p = e.payload;
+    if (p.case === "toolCall" && p.value.tool === SETUP_TOOL) {
+      id = p.value.callId;
+      ok = false;
+    } else if (p.case === "toolResult" && p.value.callId === id) {
+      ok = p.value.ok && /"exitCode":0[,}]/.test(p.value.outputJson);
+    }
+  }
+  return ok;
+}
+
+/** A cache archive a run's log names. */
+interface OwnArchive {
+  key: string;
+  digest: string;
+  savedBy: string;
+  ecosystem: string;
+  lockfile: string;
+  lockfileDigest: string;
+}
+
+/** The archive the run's log last names (saved or restored), or undefined. */
+function ownArchive(events: readonly Event[]): OwnArchive | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i] as Event;
+    const p = e.payload;
+    if (p.case === "cacheSaved") return { ...p.value, savedBy: e.runId };
+    if (p.case === "cacheRestored") return { ...p.value, savedBy: p.value.savedByRun };
+  }
+  return undefined;
+}
+
+/** A new container of a run whose setup already ran: its own archive back, if still kept. */
+async function restoreOwn(d: Drive): Promise<ArchiveFacts | undefined> {
+  const own = ownArchive(d.events);
+  const store = d.deps.depCache;
+  if (own === undefined || store === undefined || d.box === undefined) return undefined;
+  const data = await store.read(d.run0.tenantId, own.digest);
+  if (data === undefined) return undefined;
+  let facts: ArchiveFacts;
+  try {
+    facts = await restoreCache(d.box, data, d.callSignal);
+  } catch (err) {
+    if (d.callSignal.aborted) throw err;
+    d.deps.logger?.warn({ runId: d.runId, err }, "dependency cache not restored");
+    return undefined;
+  }
+  await d.writer.append({
+    case: "cacheRestored",
+    value: create(CacheRestoredSchema, {
+      key: own.key,
+      digest: own.digest,
+      sizeBytes: BigInt(data.byteLength),
+      savedByRun: own.savedBy,
+      ecosystem: own.ecosystem,
+      lockfile: own.lockfile,
+      lockfileDigest: own.lockfileDigest,
+      reason: "resume",
+    }),
+  });
+  await d.refresh();
+  return facts;
+}
+
+/** A cache an earlier run of the tenant saved under the key: unpacked and recorded. */
+async function restoreShared(
+  d: Drive,
+  spec: SetupSpec,
+  key: CacheKey,
+): Promise<ArchiveFacts | undefined> {
+  const store = d.deps.depCache;
+  if (store === undefined || d.box === undefined) return undefined;
+  try {
+    const entry = await store.lookup(d.run0.tenantId, key.key);
+    if (entry === undefined) return undefined;
+    const data = await store.read(d.run0.tenantId, entry.digest);
+    if (data === undefined) return undefined;
+    const facts = await restoreCache(d.box, data, d.callSignal);
+    await d.writer.append({
+      case: "cacheRestored",
+      value: create(CacheRestoredSchema, {
+        key: key.key,
+        digest: entry.digest,
+        sizeBytes: BigInt(data.byteLength),
+        savedByRun: entry.savedBy,
+        ecosystem: spec.ecosystem,
+        lockfile: spec.lockfile,
+        lockfileDigest: key.lockfileDigest,
+        reason: "setup",
+      }),
+    });
+    return facts;
+  } catch (err) {
+    if (d.callSignal.aborted) throw err;
+    // A cache that cannot be had is a slower setup, not a failed run.
+    d.deps.logger?.warn({ runId: d.runId, err }, "dependency cache not restored");
+    return undefined;
+  }
+}
+
+/** /cache as the setup left it, saved under the key and recorded. */
+async function save(d: Drive, spec: SetupSpec, key: CacheKey): Promise<void> {
+  const store = d.deps.depCache;
+  if (store === undefined || d.box === undefined) return;
+  try {
+    // npm's installed tree is the setup's output too: a later npm ci need not redo it.
+    const trees = spec.ecosystem === "npm" ? [NODE_MODULES] : [];
+    const data = await archiveCache(d.box, store.maxBytes, trees, d.callSignal);
+    const saved = await store.save(d.run0.tenantId, key.key, data, d.runId);
+    await d.writer.append({
+      case: "cacheSaved",
+      value: create(CacheSavedSchema, {
+        key: key.key,
+        digest: saved.digest,
+        sizeBytes: BigInt(saved.size),
+        ecosystem: spec.ecosystem,
+        lockfile: spec.lockfile,
+        lockfileDigest: key.lockfileDigest,
+        evicted: saved.evicted,
+      }),
+    });
+  } catch (err) {
+    if (d.callSignal.aborted) throw err;
+    d.deps.logger?.warn({ runId: d.runId, err }, "dependency cache not saved");
+  }
+}
+
+function failureNotice(
+  spec: SetupSpec,
+  out: { kind: "result"; ok: boolean; output?: unknown; error?: { code: string; message: string } },
+): string {
+  const why = out.ok
+    ? `exited ${exitOf(out.output) ?? "?"}`
+    : `was not run or failed: ${out.error?.code ?? "error"}: ${out.error?.message ?? ""}`;
+  return `The setup step (${spec.command}, from ${spec.source}) ${why}. Dependencies may be missing; its output is in the setup.run result above. The run goes on.`;
+}
+
+async function tell(d: Drive, text: string): Promise<void> {
+  await d.writer.append({
+    case: "outputMessage",
+    value: create(OutputMessageSchema, { role: "system", text: text.slice(0, 4096) }),
+  });
+}
