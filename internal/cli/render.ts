@@ -146,6 +146,8 @@ export function eventLine(ev: Event, st: Style): string {
       detail = `prompt=${JSON.stringify(oneLine(p.value.prompt, 80))} priority=${p.value.priority}${p.value.workspaceDigest === "" ? "" : ` workspace=${formatBytes(Number(p.value.workspaceSizeBytes))}`}`;
       break;
     case "runStarted":
+      detail = `worker=${p.value.workerId} epoch=${p.value.epoch}${p.value.image === "" ? "" : ` image=${p.value.image}`}${p.value.imageReason === "" ? "" : ` (${oneLine(p.value.imageReason, 160)})`}`;
+      break;
     case "runResumed":
       detail = `worker=${p.value.workerId} epoch=${p.value.epoch}`;
       break;
@@ -376,7 +378,7 @@ export class Renderer {
         this.#activity = "thinking";
         if (!quiet)
           this.line(
-            `${st.green("▶")} started on ${p.value.workerId}${p.value.image === "" ? "" : ` · ${p.value.image}`}`,
+            `${st.green("▶")} started on ${p.value.workerId}${p.value.image === "" ? "" : ` · ${p.value.image}`}${p.value.imageReason === "" ? "" : st.dim(` (${oneLine(p.value.imageReason, 160)})`)}`,
           );
         break;
       case "runResumed":

@@ -1,7 +1,8 @@
 /**
  * The start of a drive: the run's container (the previous owner's, with every process it
- * left killed and confirmed gone; else a new one from the last snapshot or the upload),
- * its skills and memory file, and `run.started` / `run.resumed`. Must never: let anything
+ * left killed and confirmed gone; else a new one from the last snapshot or the upload, on
+ * the image run-image.ts chooses), its skills and memory file, and `run.started` (with the
+ * image and why) / `run.resumed`. Must never: let anything
  * the previous drive started run on into this one, or resume a run that still waits for a
  * person (it is held instead).
  */
@@ -21,7 +22,8 @@ import type { Drive } from "./drive.ts";
 import { openEgress } from "./drive-egress.ts";
 import { baseArchive, lastArtifact, SNAPSHOT } from "./run-artifacts.ts";
 import { type DriveContext, type Next, sandboxShape } from "./run-driver.ts";
-import { workspaceConfigFromArchive } from "./workspace-config.ts";
+import { chooseRunImage, type RunImage } from "./run-image.ts";
+import { type WorkspaceConfig, workspaceConfigFromArchive } from "./workspace-config.ts";
 
 /** Sandbox up, context ready, the start recorded: the first transition of every drive. */
 export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext } | { next: Next }> {
@@ -35,15 +37,11 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
       },
     };
   const base = await baseArchive(d.deps.artifacts, d.events);
-  // The container (a takeover finds the previous owner's) and the workspace's agent
-  // configuration (from the uploaded archive, see workspace-config.ts) at once.
-  const [made, config] = await Promise.allSettled([
-    sandboxFor(d, base),
-    workspaceConfigFromArchive(base),
-  ]);
-  if (made.status === "rejected") throw made.reason;
-  d.box = made.value; // even if the config read failed: the next drive finds it
-  if (config.status === "rejected") throw config.reason;
+  // The workspace's agent configuration (from the uploaded archive, see
+  // workspace-config.ts) first: it decides the image of a new container.
+  const config = await workspaceConfigFromArchive(base);
+  const image = await runImage(d, config);
+  d.box = await sandboxFor(d, base, image.image); // a takeover finds the previous owner's
   try {
     await openEgress(d); // before any call: the proxy listens before a process can ask
   } catch (err) {
@@ -51,7 +49,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     return { next: { to: "fail", code: err.code, message: err.message } };
   }
   const skills = await loadSkills({
-    workspaceFiles: config.value.skillFiles,
+    workspaceFiles: config.skillFiles,
     serverDir: d.deps.skillsDir,
   });
   let selected: ReturnType<typeof selectSkills>;
@@ -63,7 +61,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
   }
   const ctx: DriveContext = {
     skills: selected.skills,
-    ...(config.value.memory === undefined ? {} : { memory: config.value.memory }),
+    ...(config.memory === undefined ? {} : { memory: config.memory }),
     tools: TOOLS.map((t) => ({
       name: t.name,
       description: t.description,
@@ -79,7 +77,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     signal: d.callSignal,
     usage: d.usage,
     writer: d.writer,
-    commands: config.value.commands,
+    commands: config.commands,
     pristine: !d.events.some(
       (e) => e.payload.case === "toolCall" && !READ_ONLY_TOOLS.has(e.payload.value.tool),
     ),
@@ -97,12 +95,32 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
   // until the approval is resolved (run.resumed is appended then).
   if (d.run0.state === RunState.PAUSED && d.run0.pendingApprovalId !== "")
     return { next: { to: "hold" }, ctx };
-  await recordStart(d, d.box);
+  await recordStart(d, d.box, image);
   return { next: { to: "settle" }, ctx };
 }
 
+/** The run's image and why (run-image.ts): its run.started's, else chosen now. */
+async function runImage(d: Drive, config: WorkspaceConfig): Promise<RunImage> {
+  const started = d.events.find((e) => e.payload.case === "runStarted")?.payload;
+  const p = d.deps.policy();
+  const input = {
+    started: started?.case === "runStarted" ? started.value : undefined,
+    policyImage: p.sandbox.image,
+    config: config.image,
+    detected: config.detected,
+  };
+  // Only the image detection would pick is looked up, and only when nothing before wins.
+  const wanted = chooseRunImage({ ...input, present: () => true }).image;
+  const has = d.deps.sandbox.hasImage;
+  const present =
+    input.started !== undefined || input.policyImage !== undefined || has === undefined
+      ? true
+      : await has.call(d.deps.sandbox, wanted);
+  return chooseRunImage({ ...input, present: (i) => i !== wanted || present });
+}
+
 /** `run.started` the first time, `run.resumed` after a pause, a takeover or a release. */
-async function recordStart(d: Drive, box: SandboxHandle): Promise<void> {
+async function recordStart(d: Drive, box: SandboxHandle, image: RunImage): Promise<void> {
   const wasStarted = d.events.some((e) => e.payload.case === "runStarted");
   await d.writer.append(
     wasStarted
@@ -120,7 +138,9 @@ async function recordStart(d: Drive, box: SandboxHandle): Promise<void> {
             workerId: d.deps.workerId,
             epoch: BigInt(d.epoch),
             containerId: box.id,
-            image: d.deps.policy().sandbox.image,
+            image: image.image,
+            imageReason: image.reason,
+            ecosystem: image.ecosystem,
           }),
         },
   );
@@ -132,7 +152,7 @@ async function recordStart(d: Drive, box: SandboxHandle): Promise<void> {
  * (a call it never finished, a daemon it spawned) is killed and confirmed gone before this
  * drive records anything. Else a new one from the last snapshot, or the upload.
  */
-async function sandboxFor(d: Drive, base: Uint8Array): Promise<SandboxHandle> {
+async function sandboxFor(d: Drive, base: Uint8Array, image: string): Promise<SandboxHandle> {
   const found = await d.deps.sandbox.find(d.runId);
   if (found !== undefined) {
     await found.killAll();
@@ -145,6 +165,7 @@ async function sandboxFor(d: Drive, base: Uint8Array): Promise<SandboxHandle> {
     runId: d.runId,
     tenantId: d.run0.tenantId,
     ...sandboxShape(d.deps.policy()),
+    image,
     ...(workspace !== undefined
       ? { workspace }
       : base.byteLength > 0

@@ -32,7 +32,12 @@ describe("workspaceConfigFromArchive", () => {
       ],
     );
     assert.deepEqual(c.memory, { path: ".agent/memory.md", content: "second choice" });
-    assert.deepEqual(await workspaceConfigFromArchive(undefined), { skillFiles: [], commands: {} });
+    assert.deepEqual(await workspaceConfigFromArchive(undefined), {
+      skillFiles: [],
+      commands: {},
+      image: {},
+      detected: { ecosystem: "base", reason: "an empty workspace" },
+    });
   });
 
   it("reads an archive of any size and cuts each file at 64 KiB", async () => {
@@ -57,5 +62,22 @@ describe("workspaceConfigFromArchive", () => {
     assert.equal(c.commands.test?.command, "python3 -m unittest discover -s tests");
     assert.equal(c.commands.lint, undefined);
     assert.deepEqual((await workspaceConfigFromArchive(undefined)).commands, {});
+    assert.equal(c.detected.ecosystem, "python");
+    assert.match(c.detected.reason, /tests\/test_calc\.py/);
+  });
+
+  it("the image inputs: .agent/config.yaml image: and the detected ecosystem", async () => {
+    const tar = await packWorkspace([
+      file(".agent/config.yaml", "image: rust\n"),
+      file("go.mod", "module m\n"),
+      { path: "Cargo.toml", type: "symlink", mode: 0o777, linkname: "/etc/passwd" },
+    ]);
+    const c = await workspaceConfigFromArchive(tar);
+    assert.deepEqual(c.image, { ecosystem: "rust" });
+    assert.deepEqual(c.detected, { ecosystem: "go", reason: "go.mod (test command: go)" });
+    const bad = await workspaceConfigFromArchive(
+      await packWorkspace([file(".agent/config.yaml", "image: node:24\n")]),
+    );
+    assert.ok("problem" in bad.image && /image reference/.test(bad.image.problem));
   });
 });

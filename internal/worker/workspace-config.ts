@@ -1,7 +1,9 @@
 /**
  * The workspace's own agent configuration: skills (`.agent/skills/<name>/SKILL.md`, then
  * `.skills/<name>/SKILL.md`), the memory file (`AGENTS.md`, else `.agent/memory.md`), and
- * the test and lint commands it implies (tools/detect-commands.ts).
+ * the test and lint commands it implies (tools/detect-commands.ts), and what decides the
+ * run's image: `.agent/config.yaml` `image:` and the detected ecosystem
+ * (tools/detect-ecosystem.ts, run-image.ts).
  *
  * Read by the worker from the archive uploaded at CreateRun, never from the live sandbox:
  * every drive of a run (first start, resume after an approval, takeover after a crash)
@@ -12,13 +14,24 @@
 import * as tarStream from "tar-stream";
 import { normaliseEntryPath } from "../sandbox/workspace-archive.ts";
 import type { RunCommands } from "../tools/command-spec.ts";
-import { DETECTION_FILES, detectCommands } from "../tools/detect-commands.ts";
+import {
+  configImage,
+  DETECTION_FILES,
+  detectCommands,
+  type Ecosystem,
+  WORKSPACE_CONFIG_FILE,
+} from "../tools/detect-commands.ts";
+import { type DetectedEcosystem, detectEcosystem } from "../tools/detect-ecosystem.ts";
 
 export interface WorkspaceConfig {
   skillFiles: { path: string; content: string }[];
   memory?: { path: string; content: string };
   /** test.run's and lint.run's commands as the workspace implies them. */
   commands: RunCommands;
+  /** `.agent/config.yaml`'s `image:` (an ecosystem, nothing, or a problem naming the field). */
+  image: { ecosystem?: Ecosystem } | { problem: string };
+  /** The ecosystem the workspace's files imply. */
+  detected: DetectedEcosystem;
 }
 
 /** Python test files remembered for detection (their names only), at most. */
@@ -35,11 +48,20 @@ const MEMORY_FILES = ["AGENTS.md", ".agent/memory.md"] as const;
 export async function workspaceConfigFromArchive(
   tar: Uint8Array | undefined,
 ): Promise<WorkspaceConfig> {
-  if (tar === undefined || tar.byteLength === 0) return { skillFiles: [], commands: {} };
+  if (tar === undefined || tar.byteLength === 0)
+    return {
+      skillFiles: [],
+      commands: {},
+      image: {},
+      detected: { ecosystem: "base", reason: "an empty workspace" },
+    };
   // Streamed: only the few configuration files are kept, whatever the archive's size (the
   // stored form of an upload is the normalised, uncompressed tar, up to 512 MiB of files).
   const { regular, pythonTests, packages } = await configFiles(tar);
-  const commands = detectCommands({ files: regular, pythonTests, packages });
+  const facts = { files: regular, pythonTests, packages };
+  const commands = detectCommands(facts);
+  const image = configImage(regular.get(WORKSPACE_CONFIG_FILE));
+  const detected = detectEcosystem(facts);
   const text = (data: Buffer): string => data.subarray(0, MAX_CONFIG_FILE_BYTES).toString("utf8");
 
   const skillFiles: { path: string; content: string }[] = [];
@@ -50,9 +72,10 @@ export async function workspaceConfigFromArchive(
   }
   for (const path of MEMORY_FILES) {
     const data = regular.get(path);
-    if (data !== undefined) return { skillFiles, memory: { path, content: text(data) }, commands };
+    if (data !== undefined)
+      return { skillFiles, memory: { path, content: text(data) }, commands, image, detected };
   }
-  return { skillFiles, commands };
+  return { skillFiles, commands, image, detected };
 }
 
 /** A path this module reads: a skill file one level under a skill root, or a memory file. */
