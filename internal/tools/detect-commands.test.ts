@@ -172,7 +172,7 @@ describe("configImage (.agent/config.yaml image:)", () => {
       "python:3.12",
       "ghcr.io/acme/build:1",
       "agentd-sandbox-go:latest",
-      "alpine@sha256:" + "a".repeat(64),
+      `alpine@sha256:${"a".repeat(64)}`,
     ]) {
       const r = cfg(`image: "${ref}"\n`);
       assert.ok("problem" in r, ref);
