@@ -21,7 +21,7 @@ help:
 	@echo "make test       the whole test suite (starts private redis-server instances)"
 	@echo "make bench      benchmarks under bench/ (not part of the tests)"
 	@echo "make demo       the main job, on the embedded event log"
-	@echo "make images     build the sandbox images (sandbox-images/; IMAGES=base|test|all)"
+	@echo "make images     build the sandbox images (sandbox-images/; IMAGES=base|test|python|go|rust|java|node|all)"
 	@echo "make image      build the agentd image itself (agentd:VERSION; no registry)"
 	@echo "make sdk        the TypeScript client package (clients/typescript, npm pack)"
 

@@ -59,6 +59,7 @@ import { openFileEventLog } from "../internal/eventlog/file-event-log.ts";
 import { ApprovalDecision, type Event } from "../internal/gen/agentd/v1/events_pb.js";
 import { RunService } from "../internal/gen/agentd/v1/run_service_pb.js";
 import { createKernel, type Kernel, type KernelRun } from "../internal/kernel/kernel.ts";
+import { policyImage } from "../internal/kernel/policy-schema.ts";
 import { createPolicyStore } from "../internal/kernel/policy-store.ts";
 import { createEnvSecretProvider } from "../internal/kernel/secrets.ts";
 import { createTrustStore } from "../internal/kernel/trust-store.ts";
@@ -228,8 +229,8 @@ async function oneRun(args: Args, docker: Docker, image: string): Promise<Figure
   const artifacts = new FsArtifactStore(join(dir, "artifacts"));
   const runs = new RunProjectionCache({ log });
   const policy = createPolicyStore(join(EXAMPLE, "agentd-policy.yaml"), { logger });
-  if (policy.current().sandbox.image !== image)
-    throw new Error(`the example policy's image is ${policy.current().sandbox.image}`);
+  if (policyImage(policy.current()) !== image)
+    throw new Error(`the example policy's image is ${policyImage(policy.current())}`);
   const server = createDualServer(
     createApp({ deps: { log, runs, artifacts, queue }, auth: createOpenAuthenticator(), logger }),
   );

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Builds the sandbox images under sandbox-images/ without any image registry: the root
-# file system comes from Debian packages (debootstrap) or from the host's static busybox,
-# and is imported with `docker import`. See sandbox-images/README.md.
+# file system comes from Debian packages (debootstrap), from another of these images (a
+# language image starts from base's root) or from the host's static busybox, and is
+# imported with `docker import`. See sandbox-images/README.md.
 #
-#   scripts/build-images.sh [base|test|all ...]     (default: all)
+#   scripts/build-images.sh [base|test|python|go|rust|java|node|all ...]   (default: all)
 #
 # Each image is tagged agentd-sandbox-NAME:HASH, HASH being the first 12 hex digits of a
-# sha256 over the files in sandbox-images/NAME/ and this script, and also
-# agentd-sandbox-NAME:latest. When the HASH tag already exists nothing is built. The exact
-# tag is written to sandbox-images/.built/NAME.tag for code to read.
+# sha256 over the files in sandbox-images/NAME/, this script, what the image copies from
+# the host (image.conf's host_inputs: toolchain versions; the extra CA certificates) and
+# the image it starts from, and also agentd-sandbox-NAME:latest. When the HASH tag already
+# exists nothing is built. The exact tag is written to sandbox-images/.built/NAME.tag.
 #
 # Environment: FORCE=1 rebuilds even when the tag exists; DEBIAN_MIRROR overrides the
 # mirror (default: the first URIs: line of /etc/apt/sources.list.d/debian.sources);
-# BUSYBOX names a static busybox binary (default: /bin/busybox).
+# BUSYBOX names a static busybox binary (default: /bin/busybox); EXTRA_CA=0 leaves the
+# host's /usr/local/share/ca-certificates out of the images.
 set -euo pipefail
 
 SCRIPT="$(readlink -f "${BASH_SOURCE[0]}")"
@@ -47,13 +50,24 @@ WANT=()
 [ $# -eq 0 ] && set -- all
 for arg in "$@"; do
   case "$arg" in
-    -h|--help) sed -n '2,15p' "$SCRIPT" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$SCRIPT" | sed 's/^# \{0,1\}//'; exit 0 ;;
     all) for n in $ALL; do WANT+=("$n"); done ;;
     *) [ -f "$IMAGES_DIR/$arg/image.conf" ] || die "unknown image '$arg' (known: ${ALL% }, all)"
        WANT+=("$arg") ;;
   esac
 done
-mapfile -t WANT < <(printf '%s\n' "${WANT[@]}" | awk '!seen[$0]++')
+# An image that starts from another (image.conf: FROM) needs that one first.
+conf_from() { (FROM=""; . "$IMAGES_DIR/$1/image.conf" >/dev/null 2>&1; echo "${FROM:-}"); }
+ORDERED=()
+for n in "${WANT[@]}"; do
+  f="$(conf_from "$n")"
+  if [ -n "$f" ]; then
+    [ -f "$IMAGES_DIR/$f/image.conf" ] || die "$IMAGES_DIR/$n/image.conf: FROM names unknown image '$f'"
+    ORDERED+=("$f")
+  fi
+  ORDERED+=("$n")
+done
+mapfile -t WANT < <(printf '%s\n' "${ORDERED[@]}" | awk '!seen[$0]++')
 
 # ---------------------------------------------------------------- tools
 
@@ -90,17 +104,38 @@ debian_mirror() {
 
 # ---------------------------------------------------------------- hashing
 
+# The extra CA certificates of the build machine (a corporate or intercepting CA), put
+# into every Debian-based image's trust stores; EXTRA_CA=0 leaves them out.
+EXTRA_CA_DIR=/usr/local/share/ca-certificates
+extra_ca_files() {
+  [ "${EXTRA_CA:-1}" = 0 ] && return 0
+  [ -d "$EXTRA_CA_DIR" ] || return 0
+  (cd "$EXTRA_CA_DIR" && find . -type f -name '*.crt' -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum)
+}
+
 # sha256 over (this script, then every file of the image's folder and of the agent's
-# folder by sorted relative path with its content hash); first 12 hex digits.
+# folder by sorted relative path with its content hash, then what image.conf's
+# host_inputs prints (the versions of toolchains copied from this machine), the extra CA
+# certificates for Debian-based images, and the HASH of the image named by FROM); first
+# 12 hex digits. In a subshell: image.conf is sourced.
 inputs_hash() {
-  local d
-  {
-    printf 'build-images.sh %s\n' "$(sha256sum <"$SCRIPT" | cut -c1-64)"
-    for d in "$IMAGES_DIR/$1" "$AGENT_DIR"; do
-      (cd "$d" && find . -type f ! -name '*~' ! -name '.*.swp' -print0 | LC_ALL=C sort -z |
-        xargs -0 -r sha256sum)
-    done
-  } | sha256sum | cut -c1-12
+  (
+    BUILDER="" FROM=""
+    unset -f host_inputs 2>/dev/null || true
+    # shellcheck disable=SC1090
+    . "$IMAGES_DIR/$1/image.conf"
+    local d
+    {
+      printf 'build-images.sh %s\n' "$(sha256sum <"$SCRIPT" | cut -c1-64)"
+      for d in "$IMAGES_DIR/$1" "$AGENT_DIR"; do
+        (cd "$d" && find . -type f ! -name '*~' ! -name '.*.swp' -print0 | LC_ALL=C sort -z |
+          xargs -0 -r sha256sum)
+      done
+      if declare -F host_inputs >/dev/null; then host_inputs | sed 's/^/host: /'; fi
+      if [ "$BUILDER" != busybox ]; then extra_ca_files | sed 's/^/ca: /'; fi
+      if [ -n "$FROM" ]; then printf 'from %s\n' "$(inputs_hash "$FROM")"; fi
+    } | sha256sum | cut -c1-12
+  )
 }
 
 # ---------------------------------------------------------------- the agent
@@ -188,19 +223,80 @@ path-exclude /usr/share/locale/*
 path-include /usr/share/locale/locale.alias
 path-exclude /usr/share/lintian/*
 EOF
+  apt_install "$pkgs"
+}
+
+# apt-get install of PACKAGES (may be empty) in the chroot at $ROOTFS with the host's
+# resolv.conf and network, then the extra CA certificates into its trust stores
+# (update-ca-certificates: the system bundle, and Java's cacerts when
+# ca-certificates-java is installed), then apt's lists and caches removed.
+apt_install() { # PACKAGES
+  local pkgs="$1" log="$WORK/build.log" cas=""
   printf '#!/bin/sh\nexit 101\n' >"$ROOTFS/usr/sbin/policy-rc.d"
   chmod 755 "$ROOTFS/usr/sbin/policy-rc.d"
+  rm -f "$ROOTFS/etc/resolv.conf"
   cp -L /etc/resolv.conf "$ROOTFS/etc/resolv.conf" 2>/dev/null || true
+  # A root exported from an image has an empty /dev (Docker supplies it); apt and the
+  # maintainer scripts need these. The finishing step empties /dev again.
+  mkdir -p "$ROOTFS/dev"
+  local n
+  for n in null:1:3 zero:1:5 random:1:8 urandom:1:9; do
+    [ -e "$ROOTFS/dev/${n%%:*}" ] || { IFS=: read -r d ma mi <<<"$n"; mknod -m 666 "$ROOTFS/dev/$d" c "$ma" "$mi"; }
+  done
+  # The slim roots have no manuals, but update-alternatives (openjdk's postinst) links
+  # man pages and fails when their directory is missing.
+  mkdir -p "$ROOTFS/usr/share/man/man1"
   mount -t proc proc "$ROOTFS/proc"
-  step "apt-get install $(wc -w <<<"$pkgs") packages: $pkgs"
-  run_logged "$log" "apt-get install" chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-    DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 sh -c "
-      set -e
-      apt-get update -q -o Acquire::Languages=none
-      apt-get install -y -q --no-install-recommends $pkgs
-      apt-get clean"
+  if [ -n "$pkgs" ]; then
+    step "apt-get install $(wc -w <<<"$pkgs") packages: $pkgs"
+    run_logged "$log" "apt-get install" chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+      DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 sh -c "
+        set -e
+        apt-get update -q -o Acquire::Languages=none
+        apt-get install -y -q --no-install-recommends $pkgs
+        apt-get clean"
+  fi
+  if [ -n "$(extra_ca_files)" ]; then
+    mkdir -p "$ROOTFS$EXTRA_CA_DIR"
+    (cd "$EXTRA_CA_DIR" && find . -type f -name '*.crt' -print0 | xargs -0 -r cp --parents -t "$ROOTFS$EXTRA_CA_DIR")
+    cas="$(cd "$EXTRA_CA_DIR" && find . -type f -name '*.crt' | tr '\n' ' ')"
+    step "extra CA certificates from $EXTRA_CA_DIR: $cas"
+  fi
+  if [ -x "$ROOTFS/usr/sbin/update-ca-certificates" ]; then
+    run_logged "$log" "update-ca-certificates" chroot "$ROOTFS" /usr/bin/env -i \
+      PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 update-ca-certificates
+  elif [ -n "$cas" ]; then
+    die "$CUR: extra CA certificates found but the image has no ca-certificates package"
+  fi
   umount "$ROOTFS/proc"
   rm -f "$ROOTFS/usr/sbin/policy-rc.d"
+  rm -rf "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/cache/apt/* "$ROOTFS"/var/cache/debconf/*-old \
+    "$ROOTFS"/var/lib/dpkg/*-old "$ROOTFS"/var/cache/ldconfig/aux-cache
+  find "$ROOTFS/var/log" -type f -delete 2>/dev/null || true
+}
+
+# The root file system of the image named by FROM (built first: the script orders the
+# images), exported from a container that never runs; then packages.txt and
+# EXTRA_PACKAGES on top with apt_install. Much faster than a debootstrap per image.
+build_from() {
+  local dir="$1" tag cid pkgs=""
+  [ "$(id -u)" = 0 ] || die "building the '$CUR' image needs root (chroot); run as root or with sudo"
+  [ -n "$FROM" ] || die "$dir/image.conf: BUILDER=from needs FROM=IMAGE"
+  tag="agentd-sandbox-$FROM:$(inputs_hash "$FROM")"
+  docker image inspect "$tag" >/dev/null 2>&1 || die "$CUR starts from $tag, which is not built (scripts/build-images.sh $FROM)"
+  FROM_TAG="$tag"
+  step "root file system of $tag (docker create + export)"
+  cid="$(docker create "$tag" /bin/true)"
+  if ! docker export "$cid" | tar -x -C "$ROOTFS" --numeric-owner; then
+    docker rm -f "$cid" >/dev/null 2>&1 || true
+    die "could not export $tag"
+  fi
+  docker rm -f "$cid" >/dev/null
+  if [ -f "$dir/packages.txt" ]; then
+    pkgs="$(sed -e 's/#.*//' "$dir/packages.txt" | tr -s ' \t\n' ' ' | sed 's/^ //; s/ $//')"
+  fi
+  pkgs="$(echo "$pkgs ${EXTRA_PACKAGES:-}" | sed 's/^ *//; s/ *$//')"
+  apt_install "$pkgs"
 }
 
 # Prints the path of a static busybox: $BUSYBOX, /bin/busybox, or one taken from the
@@ -247,7 +343,7 @@ build_image() {
   local name="$1" dir="$IMAGES_DIR/$1" hash repo tag id old
   CUR="$name"
   IMG_T0=$SECONDS
-  hash="$(inputs_hash "$name")"
+  hash="$(inputs_hash "$name")" || die "$name: could not compute the inputs hash (image.conf)"
   repo="agentd-sandbox-$name"
   tag="$repo:$hash"
   mkdir -p "$BUILT_DIR"
@@ -260,10 +356,11 @@ build_image() {
   fi
 
   # image.conf: BUILDER, its settings, CHANGES (docker import --change lines), SMOKE.
-  local BUILDER="" SUITE="" VARIANT="" SMOKE="" CHANGES=()
+  local BUILDER="" SUITE="" VARIANT="" SMOKE="" FROM="" FROM_TAG="" EXTRA_PACKAGES="" PATH_PREFIX="" CHANGES=()
+  unset -f host_inputs 2>/dev/null || true
   # shellcheck disable=SC1091
   . "$dir/image.conf"
-  declare -F "build_$BUILDER" >/dev/null || die "$dir/image.conf: unknown BUILDER '$BUILDER' (debootstrap, busybox)"
+  declare -F "build_$BUILDER" >/dev/null || die "$dir/image.conf: unknown BUILDER '$BUILDER' (debootstrap, from, busybox)"
 
   step "building $tag (builder: $BUILDER)"
   WORK="$(mktemp -d "${TMPDIR:-/tmp}/agentd-image-$name.XXXXXX")"
@@ -294,11 +391,23 @@ build_image() {
   : >"$ROOTFS/etc/resolv.conf"
   printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOTFS/etc/hosts"
 
-  local args=(--change "ENV $PATH_ENV" --change "LABEL org.agentd.sandbox.name=$name"
+  local args=() c
+  # An image made from another keeps its settings (ENV, WORKDIR, USER, CMD): docker
+  # import starts from none. image.conf's CHANGES come after and win.
+  if [ -n "$FROM_TAG" ]; then
+    while IFS= read -r c; do
+      case "$c" in PATH=*|'') ;; *) args+=(--change "ENV $c") ;; esac
+    done < <(docker image inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$FROM_TAG")
+    c="$(docker image inspect -f '{{.Config.WorkingDir}}' "$FROM_TAG")"; [ -z "$c" ] || args+=(--change "WORKDIR $c")
+    c="$(docker image inspect -f '{{.Config.User}}' "$FROM_TAG")"; [ -z "$c" ] || args+=(--change "USER $c")
+    c="$(docker image inspect -f '{{json .Config.Cmd}}' "$FROM_TAG")"; [ "$c" = null ] || args+=(--change "CMD $c")
+  fi
+  local path_env="$PATH_ENV"
+  [ -z "$PATH_PREFIX" ] || path_env="PATH=$PATH_PREFIX:${PATH_ENV#PATH=}"
+  args+=(--change "ENV $path_env" --change "LABEL org.agentd.sandbox.name=$name"
     --change "LABEL org.agentd.sandbox.inputs=$hash" --change "LABEL org.agentd.sandbox.agent=$AGENT_PATH"
     --change "LABEL org.agentd.sandbox.busybox=$BUSYBOX_PATH"
     --message "agentd sandbox image $name ($hash)")
-  local c
   for c in "${CHANGES[@]}"; do args+=(--change "$c"); done
   step "docker import ($(du -sh "$ROOTFS" | cut -f1) root file system)"
   id="$(tar -C "$ROOTFS" --numeric-owner --sort=name -c . | docker import "${args[@]}" -)"

@@ -45,7 +45,7 @@ before(async () => {
     return { chunks: textReply(["Changed a to 2."]) };
   });
   const policy = readFileSync(join(ROOT, "policy.yaml"), "utf8").replace(
-    /image: agentd-sandbox-base:latest/,
+    /# image: agentd-sandbox-base:latest/,
     `image: ${sandboxImage("test")}`,
   );
   writeFileSync(join(dir, "policy.yaml"), policy);

@@ -185,7 +185,7 @@ before(async () => {
     return { chunks: textReply(["Reading done. ", "Fixed the greeting."]) };
   });
   const policy = readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8").replace(
-    /image: agentd-sandbox-base:latest/,
+    /# image: agentd-sandbox-base:latest/,
     `image: ${sandboxImage("test")}`,
   );
   assert.ok(policy.includes(sandboxImage("test")));

@@ -38,7 +38,18 @@ function story(): Event[] {
         },
       },
     ],
-    ["run.started", { case: "runStarted", value: { workerId: "w1", image: "img:1" } }],
+    [
+      "run.started",
+      {
+        case: "runStarted",
+        value: {
+          workerId: "w1",
+          image: "agentd-sandbox-go:latest",
+          imageReason: "detected go from go.mod (test command: go)",
+          ecosystem: "go",
+        },
+      },
+    ],
     ["output.delta", { case: "outputDelta", value: { text: "Let me " } }],
     ["output.delta", { case: "outputDelta", value: { text: "look." } }],
     [
@@ -220,7 +231,7 @@ describe("Renderer", () => {
     const want = [
       `● run ${RUN} queued · priority 5 · workspace 2.0 KiB`,
       "  fix the test",
-      "▶ started on w1 · img:1",
+      "▶ started on w1 · agentd-sandbox-go:latest (detected go from go.mod (test command: go))",
       "Let me look.",
       "→ process.run $ npm test",
       "  policy: preview, then run (r1)",
@@ -389,6 +400,10 @@ describe("helpers", () => {
     assert.equal(
       lines[0],
       `    1  12:00:00.000  run.queued           prompt="fix the test" priority=5 workspace=2.0 KiB`,
+    );
+    assert.equal(
+      lines[1],
+      `    2  12:00:01.000  run.started          worker=w1 epoch=0 image=agentd-sandbox-go:latest (detected go from go.mod (test command: go))`,
     );
     assert.match(lines[5] as string, /^ {4}6 .* tool\.call {12}c1 process\.run \$ npm test$/);
   });

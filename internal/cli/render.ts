@@ -177,7 +177,7 @@ export function eventLine(ev: Event, st: Style): string {
       detail = `prompt=${JSON.stringify(oneLine(p.value.prompt, 80))} priority=${p.value.priority}${p.value.workspaceDigest === "" ? "" : ` workspace=${formatBytes(Number(p.value.workspaceSizeBytes))}`}`;
       break;
     case "runStarted":
-      detail = `worker=${p.value.workerId} epoch=${p.value.epoch}${p.value.image === "" ? "" : ` image=${p.value.image}`}${p.value.imageDigest === "" ? "" : ` digest=${p.value.imageDigest}`}`;
+      detail = `worker=${p.value.workerId} epoch=${p.value.epoch}${p.value.image === "" ? "" : ` image=${p.value.image}`}${p.value.imageDigest === "" ? "" : ` digest=${p.value.imageDigest}`}${p.value.imageReason === "" ? "" : ` (${oneLine(p.value.imageReason, 160)})`}`;
       break;
     case "runResumed":
       detail = `worker=${p.value.workerId} epoch=${p.value.epoch}`;
@@ -423,7 +423,7 @@ export class Renderer {
         this.#activity = "thinking";
         if (!quiet)
           this.line(
-            `${st.green("▶")} started on ${p.value.workerId}${p.value.image === "" ? "" : ` · ${p.value.image}`}${p.value.imageDigest === "" ? "" : ` (${p.value.imageDigest.slice(0, 19)})`}`,
+            `${st.green("▶")} started on ${p.value.workerId}${p.value.image === "" ? "" : ` · ${p.value.image}`}${p.value.imageDigest === "" ? "" : ` (${p.value.imageDigest.slice(0, 19)})`}${p.value.imageReason === "" ? "" : st.dim(` (${oneLine(p.value.imageReason, 160)})`)}`,
           );
         break;
       case "runResumed":

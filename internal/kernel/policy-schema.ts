@@ -266,7 +266,12 @@ export const PolicySchema = z
     network: NetworkSchema,
     sandbox: z
       .object({
-        image: z.string().min(1).default("agentd-sandbox-base:latest"),
+        /**
+         * The image of every run's container. Unset: chosen per run (the workspace's
+         * `.agent/config.yaml` image, else detection, else DEFAULT_SANDBOX_IMAGE; see
+         * worker/run-image.ts). The warm pool keeps containers of policyImage(p).
+         */
+        image: z.string().min(1).max(512).optional(),
         cpu: z.number().positive().max(64).default(1),
         memory: Size.default(1024 ** 3),
         pids: z.number().int().min(16).max(32768).default(256),
@@ -305,7 +310,6 @@ export const PolicySchema = z
         path: ["allowlist"],
       })
       .default({
-        image: "agentd-sandbox-base:latest",
         cpu: 1,
         memory: 1024 ** 3,
         pids: 256,
@@ -358,5 +362,13 @@ export const PolicySchema = z
   });
 
 export type Policy = z.output<typeof PolicySchema>;
+
+/** The base sandbox image: what a run gets when neither the policy nor detection picks one. */
+export const DEFAULT_SANDBOX_IMAGE = "agentd-sandbox-base:latest";
+
+/** The policy's sandbox image, the base image when it names none (the warm pool's image). */
+export function policyImage(p: Policy): string {
+  return p.sandbox.image ?? DEFAULT_SANDBOX_IMAGE;
+}
 export type TrustRuleConfig = z.output<typeof TrustRule>;
 export type ApprovalMode = "never" | "always" | "risk";

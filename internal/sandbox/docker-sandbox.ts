@@ -242,7 +242,10 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
             ]),
           ),
           [WORKSPACE]: ws.spec,
-          "/tmp": `rw,nosuid,nodev,size=${Math.floor(shape.limits.tmpBytes)},mode=1777`,
+          // exec, like /workspace: toolchains run what they build there (go test's
+          // binaries in GOTMPDIR, Gradle's native libraries in its user home under
+          // /tmp/.cache, node-gyp and pip build scripts); Docker's default is noexec.
+          "/tmp": `rw,exec,nosuid,nodev,size=${Math.floor(shape.limits.tmpBytes)},mode=1777`,
           ...(cache > 0 ? { [CACHE_DIR]: cacheMountSpec(cache) } : {}),
         },
         // The workspace and cache tmpfs are charged to this cgroup: processes keep
@@ -424,6 +427,16 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       }
       took("cold");
       return handle(channel.container, spec.runId, spec, { channel, baseTar });
+    },
+
+    async hasImage(image: string): Promise<boolean> {
+      try {
+        await docker.getImage(image).inspect();
+        return true;
+      } catch (err) {
+        if ((err as { statusCode?: number }).statusCode === 404) return false;
+        throw dockerError(err, `look up the sandbox image ${image}`);
+      }
     },
 
     async find(runId: string): Promise<SandboxHandle | undefined> {

@@ -176,6 +176,11 @@ export interface SandboxHandle {
 export interface Sandbox {
   /** Creates, starts and fills a run's container. */
   create(spec: SandboxSpec): Promise<SandboxHandle>;
+  /**
+   * Whether the engine has `image` (a language image the run would use; without it the
+   * run gets the base image). An adapter without it is taken to have every image.
+   */
+  hasImage?(image: string): Promise<boolean>;
   /** The live container of a run, if one exists (e.g. after a worker restart). */
   find(runId: string): Promise<SandboxHandle | undefined>;
   /**

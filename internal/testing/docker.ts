@@ -12,8 +12,10 @@ import type { Sandbox, SandboxHandle, SandboxLimits, SandboxSpec } from "../sand
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
-/** The exact tag `make images` built for `name` ("base" or "test"). */
-export function sandboxImage(name: "base" | "test"): string {
+/** The exact tag `make images` built for `name` (base, test, or a language image). */
+export function sandboxImage(
+  name: "base" | "test" | "python" | "go" | "rust" | "java" | "node",
+): string {
   try {
     return readFileSync(join(root, "sandbox-images", ".built", `${name}.tag`), "utf8").trim();
   } catch {

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { pickCommands, testCommandLine } from "./command-spec.ts";
-import { detectCommands, type WorkspaceFacts } from "./detect-commands.ts";
+import { configImage, detectCommands, type WorkspaceFacts } from "./detect-commands.ts";
 
 function facts(
   files: Record<string, string>,
@@ -72,6 +72,26 @@ describe("detectCommands", () => {
     assert.deepEqual([rs.test?.command, rs.lint?.command], ["cargo test", "cargo clippy"]);
   });
 
+  it("Java: pom.xml → mvn -B test; else gradlew → ./gradlew test; else build.gradle(.kts) → gradle test", () => {
+    assert.deepEqual(detectCommands(facts({ "pom.xml": "<project/>" })).test, {
+      command: "mvn -B test",
+      named: "mvn -B test -Dtest={name}",
+      source: "pom.xml",
+    });
+    const both = facts({ "pom.xml": "<project/>", "build.gradle": "", gradlew: "#!/bin/sh" });
+    assert.equal(detectCommands(both).test?.command, "mvn -B test", "Maven first");
+    const wrapped = detectCommands(facts({ "build.gradle.kts": "", gradlew: "#!/bin/sh" }));
+    assert.deepEqual([wrapped.test?.command, wrapped.test?.source], ["./gradlew test", "gradlew"]);
+    assert.equal(wrapped.test?.named, "./gradlew test --tests {name}");
+    for (const f of ["build.gradle", "build.gradle.kts"]) {
+      const c = detectCommands(facts({ [f]: "plugins { id 'java' }" }));
+      assert.deepEqual([c.test?.command, c.test?.source], ["gradle test", f]);
+      assert.equal(c.lint, undefined);
+    }
+    const made = facts({ "pom.xml": "", Makefile: "test:\n\tmake-it\n" });
+    assert.equal(detectCommands(made).test?.command, "mvn -B test", "before a Makefile");
+  });
+
   it("a Makefile's targets, never its variables or .PHONY line", () => {
     const mk = (body: string) => detectCommands(facts({ Makefile: body }));
     assert.equal(mk("all:\n\ttrue\ntest: all\n\t./run\n").test?.command, "make test");
@@ -133,6 +153,66 @@ describe("detectCommands", () => {
       assert.equal(bad.test, undefined, body);
       assert.match(bad.problem ?? "", want, body);
     }
+  });
+});
+
+describe("configImage (.agent/config.yaml image:)", () => {
+  const cfg = (yaml: string) => configImage(Buffer.from(yaml));
+
+  it("names an ecosystem, or nothing", () => {
+    assert.deepEqual(configImage(undefined), {});
+    assert.deepEqual(cfg("commands:\n  test: make check\n"), {});
+    for (const e of ["python", "go", "rust", "java", "node", "base"])
+      assert.deepEqual(cfg(`image: ${e}\n`), { ecosystem: e });
+    assert.deepEqual(cfg("image: ' go '\n"), { ecosystem: "go" }, "surrounding blanks");
+  });
+
+  it("an image reference is refused for now, naming the field", () => {
+    for (const ref of [
+      "python:3.12",
+      "ghcr.io/acme/build:1",
+      "agentd-sandbox-go:latest",
+      `alpine@sha256:${"a".repeat(64)}`,
+    ]) {
+      const r = cfg(`image: "${ref}"\n`);
+      assert.ok("problem" in r, ref);
+      assert.match(r.problem, /^\.agent\/config\.yaml: image: .* looks like an image reference/);
+      assert.match(r.problem, /python, go, rust, java, node, base/);
+    }
+  });
+
+  it("hostile values: wrong types, unknown names, control characters, huge strings", () => {
+    const problems: [string, RegExp][] = [
+      ["image: 5\n", /image: .*string/i],
+      ["image: [go]\n", /image: .*string/i],
+      ["image: {name: go}\n", /image: .*string/i],
+      ["image: ''\n", /image: unknown ecosystem ""/],
+      ["image: Go\n", /image: unknown ecosystem "Go"/],
+      ["image: cobol\n", /image: unknown ecosystem "cobol"/],
+      ['image: "go\\u001b[31m"\n', /image: unknown ecosystem "go\\u001b\[31m"/],
+      [`image: ${"x".repeat(300)}\n`, /image: .*(256|too big|too long)/i],
+      ["image: &a go\nother: *a\n", /^$/],
+    ];
+    for (const [yaml, want] of problems) {
+      const r = cfg(yaml);
+      if (want.source === "^$") {
+        assert.deepEqual(r, { ecosystem: "go" }, "an anchor is fine");
+        continue;
+      }
+      assert.ok("problem" in r, `${yaml}: ${JSON.stringify(r)}`);
+      assert.match(r.problem, /^\.agent\/config\.yaml: /);
+      assert.match(r.problem, want, yaml);
+      assert.ok(!r.problem.includes("\u001b"), "no raw escape reaches a message");
+    }
+    const long = cfg(`image: ${"y".repeat(200)}\n`);
+    assert.ok("problem" in long && long.problem.length < 400, "the value is cut in the message");
+  });
+
+  it("a bad image leaves the commands alone; a bad type is a problem of the whole file", () => {
+    const ok = facts({ ".agent/config.yaml": "image: cobol\ncommands:\n  test: make check\n" });
+    assert.equal(detectCommands(ok).test?.command, "make check");
+    const bad = facts({ ".agent/config.yaml": "image: 7\ncommands:\n  test: make check\n" });
+    assert.match(detectCommands(bad).problem ?? "", /^\.agent\/config\.yaml: image: /);
   });
 });
 

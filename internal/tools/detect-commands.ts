@@ -14,7 +14,12 @@
  *      `[flake8]` section) → `flake8`.
  *   4. go.mod → `go test -json ./...` (shown as text, see test-results/go-json-text.ts), `go vet ./...`
  *   5. Cargo.toml → `cargo test`, `cargo clippy`
- *   6. a Makefile with a `test:` / `lint:` target → `make test` / `make lint`
+ *   6. Java: pom.xml → `mvn -B test`; else gradlew → `./gradlew test`; else build.gradle
+ *      or build.gradle.kts → `gradle test`
+ *   7. a Makefile with a `test:` / `lint:` target → `make test` / `make lint`
+ *
+ * `.agent/config.yaml` may also name the run's image, `image: <ecosystem>` (python, go,
+ * rust, java, node, base): checked by configImage (the worker's run-image.ts uses it).
  *
  * Pure: reads only what it is given (root-level files and the paths of Python test files,
  * collected by workspace-config.ts from the archive uploaded at CreateRun — never from the
@@ -44,8 +49,14 @@ export const DETECTION_FILES: readonly string[] = [
   "ruff.toml",
   ".ruff.toml",
   ".flake8",
+  "requirements.txt",
+  "Pipfile",
   "go.mod",
   "Cargo.toml",
+  "pom.xml",
+  "build.gradle",
+  "build.gradle.kts",
+  "gradlew",
   "GNUmakefile",
   "makefile",
   "Makefile",
@@ -64,8 +75,14 @@ export interface WorkspaceFacts {
 /** The placeholder `npm init` writes: not a test command. */
 const NPM_PLACEHOLDER = /no test specified/;
 
+/** The ecosystems of the language images (sandbox-images/NAME), and base. */
+export const ECOSYSTEMS = ["python", "go", "rust", "java", "node", "base"] as const;
+export type Ecosystem = (typeof ECOSYSTEMS)[number];
+
 const ConfigSchema = z
   .object({
+    /** The run's image by ecosystem (configImage checks the value). */
+    image: z.string().max(256).optional(),
     commands: z
       .object({
         test: z
@@ -94,7 +111,14 @@ const ConfigSchema = z
 export function detectCommands(facts: WorkspaceFacts): RunCommands {
   const fromConfig = configCommands(facts.files.get(WORKSPACE_CONFIG_FILE), facts.files);
   if ("problem" in fromConfig) return { problem: fromConfig.problem };
-  const finders = [() => fromConfig, npmCommands, pythonCommands, goCommands, cargoCommands];
+  const finders = [
+    () => fromConfig,
+    npmCommands,
+    pythonCommands,
+    goCommands,
+    cargoCommands,
+    javaCommands,
+  ];
   const out: RunCommands = {};
   for (const find of [...finders, makeCommands]) {
     const found = find(facts);
@@ -114,11 +138,13 @@ type Found = {
   setup?: SetupSpec | undefined;
 };
 
-function configCommands(
+type WorkspaceConfigDoc = z.output<typeof ConfigSchema>;
+
+/** `.agent/config.yaml` parsed and checked; a problem names the field. */
+export function parseWorkspaceConfig(
   data: Buffer | undefined,
-  files: WorkspaceFacts["files"],
-): Found | { problem: string } {
-  if (data === undefined) return {};
+): { config: WorkspaceConfigDoc } | { problem: string } {
+  if (data === undefined) return { config: {} };
   let doc: unknown;
   try {
     doc = parseYaml(data.toString("utf8"), { maxAliasCount: 10 }) ?? {};
@@ -133,7 +159,43 @@ function configCommands(
     const field = issue?.path.join(".") || "(top level)";
     return { problem: `${WORKSPACE_CONFIG_FILE}: ${field}: ${issue?.message ?? "invalid"}` };
   }
-  const c = parsed.data.commands ?? {};
+  return { config: parsed.data };
+}
+
+/**
+ * `.agent/config.yaml`'s `image:`: an ecosystem's image, nothing (no file, no field), or a
+ * problem that names the field. An image reference (registry/name:tag, a digest: it has a
+ * `/`, `:` or `@`) is not an ecosystem: it is the run's own image (worker/requested-image.ts),
+ * checked against the policy there, so it is nothing here. The value is quoted and cut in
+ * messages (it is the workspace's text).
+ */
+export function configImage(
+  data: Buffer | undefined,
+): { ecosystem?: Ecosystem } | { problem: string } {
+  const parsed = parseWorkspaceConfig(data);
+  if ("problem" in parsed) return parsed;
+  const v = parsed.config.image;
+  if (v === undefined) return {};
+  const name = v.trim();
+  if ((ECOSYSTEMS as readonly string[]).includes(name)) return { ecosystem: name as Ecosystem };
+  if (/[/:@]/.test(name)) return {};
+  return ecosystemProblem(`${WORKSPACE_CONFIG_FILE}: image`, v);
+}
+
+/** An image name that is neither an ecosystem nor a reference, as a problem naming `field`. */
+export function ecosystemProblem(field: string, v: string): { problem: string } {
+  const shown = JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}…` : v);
+  const expected = `expected one of ${ECOSYSTEMS.join(", ")}, or an image reference (registry/name:tag)`;
+  return { problem: `${field}: unknown ecosystem ${shown}; ${expected}` };
+}
+
+function configCommands(
+  data: Buffer | undefined,
+  files: WorkspaceFacts["files"],
+): Found | { problem: string } {
+  const parsed = parseWorkspaceConfig(data);
+  if ("problem" in parsed) return parsed;
+  const c = parsed.config.commands ?? {};
   const source = (k: string) => `${WORKSPACE_CONFIG_FILE} commands.${k}`;
   // A configured setup keeps the detected cache key: the lockfile still says what it fetches.
   const keyed = detectSetup(files);
@@ -251,6 +313,25 @@ function cargoCommands(facts: WorkspaceFacts): Found {
     test: { command: "cargo test", source: "Cargo.toml" },
     lint: { command: "cargo clippy", source: "Cargo.toml" },
   };
+}
+
+function javaCommands(facts: WorkspaceFacts): Found {
+  if (facts.files.has("pom.xml"))
+    return {
+      test: { command: "mvn -B test", named: "mvn -B test -Dtest={name}", source: "pom.xml" },
+    };
+  // The wrapper pins the project's Gradle; it is a POSIX sh script at the root.
+  if (facts.files.has("gradlew"))
+    return {
+      test: {
+        command: "./gradlew test",
+        named: "./gradlew test --tests {name}",
+        source: "gradlew",
+      },
+    };
+  const build = ["build.gradle", "build.gradle.kts"].find((n) => facts.files.has(n));
+  if (build === undefined) return {};
+  return { test: { command: "gradle test", named: "gradle test --tests {name}", source: build } };
 }
 
 function makeCommands(facts: WorkspaceFacts): Found {

@@ -47,7 +47,7 @@ before(async () => {
     return { chunks: textReply(["Fixed the typo in greet.txt."]) };
   });
   const policy = readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8").replace(
-    /image: agentd-sandbox-base:latest/,
+    /# image: agentd-sandbox-base:latest/,
     `image: ${sandboxImage("test")}`,
   );
   assert.ok(policy.includes(sandboxImage("test")), "the test policy uses the test image");

@@ -63,7 +63,7 @@ export async function setupStep(
   }
   if (spec === undefined) return undefined;
   const key = cacheOn
-    ? cacheKey({ tenant: d.run0.tenantId, image: policy.sandbox.image, setup: spec, inputs })
+    ? cacheKey({ tenant: d.run0.tenantId, image: startedImage(d), setup: spec, inputs })
     : undefined;
   const restored = key === undefined ? undefined : await restoreShared(d, spec, key);
   const saveAs = key !== undefined && restored === undefined ? key : undefined;
@@ -282,4 +282,16 @@ async function tell(d: Drive, text: string): Promise<void> {
     case: "outputMessage",
     value: create(OutputMessageSchema, { role: "system", text: text.slice(0, 4096) }),
   });
+}
+
+/**
+ * The image the run's sandbox runs, as `run.started` recorded it (the digest of a run's own
+ * image, else agentd's image by name): a cache made in one image is never restored into
+ * another.
+ */
+function startedImage(d: Drive): string {
+  for (const e of d.events)
+    if (e.payload.case === "runStarted")
+      return e.payload.value.imageDigest || e.payload.value.image;
+  return "";
 }

@@ -20,8 +20,10 @@ import { toolJsonSchema } from "../tools/tool.ts";
 import type { Drive } from "./drive.ts";
 import { openEgress } from "./drive-egress.ts";
 import { runImage } from "./drive-image.ts";
+import { chooseDriveImage } from "./drive-image-choice.ts";
 import { baseArchive, lastArtifact, SNAPSHOT } from "./run-artifacts.ts";
 import { type DriveContext, type Next, sandboxShape } from "./run-driver.ts";
+import type { RunImage } from "./run-image.ts";
 import { type WorkspaceConfig, workspaceConfigFromArchive } from "./workspace-config.ts";
 
 /** Sandbox up, context ready, the start recorded: the first transition of every drive. */
@@ -103,12 +105,12 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
   // until the approval is resolved (run.resumed is appended then).
   if (d.run0.state === RunState.PAUSED && d.run0.pendingApprovalId !== "")
     return { next: { to: "hold" }, ctx };
-  await recordStart(d, d.box);
+  await recordStart(d, d.box, d.chosenImage ?? (await chooseDriveImage(d, config.value)));
   return { next: { to: "settle" }, ctx };
 }
 
 /** `run.started` the first time, `run.resumed` after a pause, a takeover or a release. */
-async function recordStart(d: Drive, box: SandboxHandle): Promise<void> {
+async function recordStart(d: Drive, box: SandboxHandle, chosen: RunImage): Promise<void> {
   const wasStarted = d.events.some((e) => e.payload.case === "runStarted");
   await d.writer.append(
     wasStarted
@@ -126,7 +128,11 @@ async function recordStart(d: Drive, box: SandboxHandle): Promise<void> {
             workerId: d.deps.workerId,
             epoch: BigInt(d.epoch),
             containerId: box.id,
-            ...(d.ownImage ?? { image: d.deps.policy().sandbox.image }),
+            ...(d.ownImage ?? {
+              image: chosen.image,
+              imageReason: chosen.reason,
+              ecosystem: chosen.ecosystem,
+            }),
           }),
         },
   );
@@ -148,8 +154,11 @@ async function sandboxFor(
     await found.killAll();
     return found;
   }
-  const own = await runImage(d, (await config.catch(() => undefined))?.image);
+  const cfg = await config;
+  const own = await runImage(d, cfg.image);
   if (own !== undefined && "fail" in own) throw new ImageFailure(own.fail);
+  // Not the run's own image: one of agentd's, by policy, the run's words or detection.
+  if (own === undefined) d.chosenImage = await chooseDriveImage(d, cfg);
   d.freshBox = true;
   const snapshot = lastArtifact(d.events, SNAPSHOT);
   const workspace =
@@ -159,7 +168,9 @@ async function sandboxFor(
     runId: d.runId,
     tenantId: d.run0.tenantId,
     ...sandboxShape(d.deps.policy()),
-    ...(own === undefined ? {} : { image: own.image, userImage: true }),
+    ...(own === undefined
+      ? { image: d.chosenImage?.image ?? sandboxShape(d.deps.policy()).image }
+      : { image: own.image, userImage: true }),
     ...(workspace !== undefined
       ? { workspace }
       : base.byteLength > 0

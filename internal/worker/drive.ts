@@ -21,6 +21,7 @@ import { projectRun } from "../projections/run-projection.ts";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
 import type { StartedImage } from "./drive-image.ts";
 import type { DriverDeps } from "./run-driver.ts";
+import type { RunImage } from "./run-image.ts";
 
 /** Why a call's process was killed: the kernel records `cancelled` or `interrupted`. */
 export const HALT_REASON = "interrupted";
@@ -50,6 +51,8 @@ export interface Drive {
   box: SandboxHandle | undefined;
   /** The run's own image this drive made its container from (drive-image.ts), for run.started. */
   ownImage?: StartedImage;
+  /** One of agentd's images this drive chose for its new container (drive-image-choice.ts). */
+  chosenImage?: RunImage;
   /** The drive made the container (not a previous owner's): it holds nothing of /cache. */
   freshBox: boolean;
   /** The run's egress proxy, when its sandbox has an egress network (drive-egress.ts). */

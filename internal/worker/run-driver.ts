@@ -22,7 +22,7 @@ import type { Skill } from "../engine/skills.ts";
 import { isAgentdError } from "../errors.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import type { Kernel } from "../kernel/kernel.ts";
-import type { Policy } from "../kernel/policy-schema.ts";
+import { type Policy, policyImage } from "../kernel/policy-schema.ts";
 import type { SecretProvider } from "../kernel/secrets.ts";
 import type { TrustCounters } from "../kernel/trust.ts";
 import { isTerminal } from "../projections/run-projection.ts";
@@ -261,7 +261,7 @@ function shapeEnv(p: Policy): { env?: Record<string, string> } {
 /** The sandbox a run gets under `p` (what a worker keeps warm containers of). */
 export function sandboxShape(p: Policy): SandboxShape {
   return {
-    image: p.sandbox.image,
+    image: policyImage(p),
     limits: {
       memoryBytes: p.sandbox.memory,
       cpus: p.sandbox.cpu,

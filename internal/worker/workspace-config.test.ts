@@ -35,6 +35,8 @@ describe("workspaceConfigFromArchive", () => {
     assert.deepEqual(await workspaceConfigFromArchive(undefined), {
       skillFiles: [],
       commands: {},
+      ecosystemImage: {},
+      detected: { ecosystem: "base", reason: "an empty workspace" },
       setupInputs: new Map(),
     });
   });
@@ -61,6 +63,31 @@ describe("workspaceConfigFromArchive", () => {
     assert.equal(c.commands.test?.command, "python3 -m unittest discover -s tests");
     assert.equal(c.commands.lint, undefined);
     assert.deepEqual((await workspaceConfigFromArchive(undefined)).commands, {});
+    assert.equal(c.detected.ecosystem, "python");
+    assert.match(c.detected.reason, /tests\/test_calc\.py/);
+  });
+
+  it("the image inputs: .agent/config.yaml image: and the detected ecosystem", async () => {
+    const tar = await packWorkspace([
+      file(".agent/config.yaml", "image: rust\n"),
+      file("go.mod", "module m\n"),
+      { path: "Cargo.toml", type: "symlink", mode: 0o777, linkname: "/etc/passwd" },
+    ]);
+    const c = await workspaceConfigFromArchive(tar);
+    assert.equal(c.image, "rust");
+    assert.deepEqual(c.ecosystemImage, { ecosystem: "rust" });
+    assert.deepEqual(c.detected, { ecosystem: "go", reason: "go.mod (test command: go)" });
+    const bad = await workspaceConfigFromArchive(
+      await packWorkspace([file(".agent/config.yaml", "image: node:24\n")]),
+    );
+    assert.equal(bad.image, "node:24", "a reference is the run's own image (requested-image.ts)");
+    assert.deepEqual(bad.ecosystemImage, {}, "…and no ecosystem");
+    const typo = await workspaceConfigFromArchive(
+      await packWorkspace([file(".agent/config.yaml", "image: pyhton\n")]),
+    );
+    assert.ok(
+      "problem" in typo.ecosystemImage && /unknown ecosystem/.test(typo.ecosystemImage.problem),
+    );
   });
 });
 

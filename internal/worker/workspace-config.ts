@@ -1,7 +1,9 @@
 /**
  * The workspace's own agent configuration: skills (`.agent/skills/<name>/SKILL.md`, then
  * `.skills/<name>/SKILL.md`), the memory file (`AGENTS.md`, else `.agent/memory.md`), and
- * the test and lint commands it implies (tools/detect-commands.ts).
+ * the test and lint commands it implies (tools/detect-commands.ts), and what decides the
+ * run's image: `.agent/config.yaml` `image:` and the detected ecosystem
+ * (tools/detect-ecosystem.ts, run-image.ts).
  *
  * Read by the worker from the archive uploaded at CreateRun, never from the live sandbox:
  * every drive of a run (first start, resume after an approval, takeover after a crash)
@@ -14,10 +16,13 @@ import * as tarStream from "tar-stream";
 import { normaliseEntryPath } from "../sandbox/workspace-archive.ts";
 import type { RunCommands } from "../tools/command-spec.ts";
 import {
+  configImage,
   DETECTION_FILES,
   detectCommands,
+  type Ecosystem,
   WORKSPACE_CONFIG_FILE,
 } from "../tools/detect-commands.ts";
+import { type DetectedEcosystem, detectEcosystem } from "../tools/detect-ecosystem.ts";
 import { SETUP_FILES } from "../tools/setup-detect.ts";
 import { imageOfConfig } from "./requested-image.ts";
 
@@ -28,6 +33,10 @@ export interface WorkspaceConfig {
   commands: RunCommands;
   /** `.agent/config.yaml` `image:` as written (a reference, or an ecosystem image's name). */
   image?: string;
+  /** That `image:` as an ecosystem (nothing for a reference or no field; a problem names the field). */
+  ecosystemImage: { ecosystem?: Ecosystem } | { problem: string };
+  /** The ecosystem the workspace's files imply. */
+  detected: DetectedEcosystem;
   /**
    * sha256 (hex) of each root-level setup input (setup-detect.ts SETUP_FILES) over its whole
    * content, by path: what keys the run's dependency cache (worker/setup/cache-key.ts).
@@ -50,12 +59,23 @@ export async function workspaceConfigFromArchive(
   tar: Uint8Array | undefined,
 ): Promise<WorkspaceConfig> {
   if (tar === undefined || tar.byteLength === 0)
-    return { skillFiles: [], commands: {}, setupInputs: new Map() };
+    return {
+      skillFiles: [],
+      commands: {},
+      ecosystemImage: {},
+      detected: { ecosystem: "base", reason: "an empty workspace" },
+      setupInputs: new Map(),
+    };
   // Streamed: only the few configuration files are kept, whatever the archive's size (the
   // stored form of an upload is the normalised, uncompressed tar, up to 512 MiB of files).
   const { regular, pythonTests, packages, digests: setupInputs } = await configFiles(tar);
-  const commands = detectCommands({ files: regular, pythonTests, packages });
-  const image = imageOfConfig(regular.get(WORKSPACE_CONFIG_FILE));
+  const facts = { files: regular, pythonTests, packages };
+  const commands = detectCommands(facts);
+  const configData = regular.get(WORKSPACE_CONFIG_FILE);
+  const image = imageOfConfig(configData);
+  const ecosystemImage = configImage(configData);
+  const detected = detectEcosystem(facts);
+  const common = { commands, ecosystemImage, detected, setupInputs };
   const withImage = <T extends object>(c: T): T => (image === undefined ? c : { ...c, image });
   const text = (data: Buffer): string => data.subarray(0, MAX_CONFIG_FILE_BYTES).toString("utf8");
 
@@ -68,14 +88,9 @@ export async function workspaceConfigFromArchive(
   for (const path of MEMORY_FILES) {
     const data = regular.get(path);
     if (data !== undefined)
-      return withImage({
-        skillFiles,
-        memory: { path, content: text(data) },
-        commands,
-        setupInputs,
-      });
+      return withImage({ skillFiles, memory: { path, content: text(data) }, ...common });
   }
-  return withImage({ skillFiles, commands, setupInputs });
+  return withImage({ skillFiles, ...common });
 }
 
 /** A path this module reads: a skill file one level under a skill root, or a memory file. */

@@ -486,6 +486,23 @@ export declare type RunStarted = Message<"agentd.v1.RunStarted"> & {
   image: string;
 
   /**
+   * Why this image: the setting or file that decided (policy sandbox.image,
+   * .agent/config.yaml image, the detected file such as go.mod), and a fallback to the
+   * base image when the ecosystem's image is not on the engine.
+   *
+   * @generated from field: string image_reason = 5;
+   */
+  imageReason: string;
+
+  /**
+   * The ecosystem whose image it is (python, go, rust, java, node, base); empty for an
+   * image the policy names.
+   *
+   * @generated from field: string ecosystem = 6;
+   */
+  ecosystem: string;
+
+  /**
    * The digest of the image the sandbox runs: the registry's manifest digest
    * (`sha256:…`) when the image came from a registry, else the engine's image id.
    *
