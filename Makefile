@@ -55,6 +55,7 @@ lint: setup
 
 test: build images image
 	@"$(ROOT)/scripts/ensure-redis.sh"
+	@"$(ROOT)/scripts/ensure-packages.sh"
 	@"$(ROOT)/scripts/ensure-prometheus.sh"
 	@"$(ROOT)/scripts/ensure-compose.sh"
 	@"$(ROOT)/scripts/ensure-kubectl.sh"
@@ -92,6 +93,7 @@ images:
 # The image of agentd itself (agentd:VERSION, agentd:HASH), no registry needed.
 image: build
 	@"$(ROOT)/scripts/ensure-docker.sh"
+	@"$(ROOT)/scripts/ensure-packages.sh"
 	@"$(ROOT)/scripts/build-agentd-image.sh"
 	@"$(ROOT)/scripts/build-redis-image.sh"
 
