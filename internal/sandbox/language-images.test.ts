@@ -160,7 +160,11 @@ describe("language images through the agent", () => {
       const box = await boxFor(lang, c.files);
       try {
         const info = await docker.getContainer(box.id).inspect();
-        assert.deepEqual(info.Config.Cmd, ["/usr/local/libexec/agentd-agent"], "the agent runs");
+        assert.deepEqual(
+          info.Config.Entrypoint,
+          ["/usr/local/libexec/agentd-agent"],
+          "the agent runs",
+        );
         assert.equal(info.Config.Labels["org.agentd.sandbox.ecosystem"], lang);
         for (const [command, output] of c.checks) {
           const r = await sh(box, command);

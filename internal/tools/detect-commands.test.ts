@@ -167,18 +167,20 @@ describe("configImage (.agent/config.yaml image:)", () => {
     assert.deepEqual(cfg("image: ' go '\n"), { ecosystem: "go" }, "surrounding blanks");
   });
 
-  it("an image reference is refused for now, naming the field", () => {
+  it("an image reference is no ecosystem: it is the run's own image, checked elsewhere", () => {
     for (const ref of [
       "python:3.12",
       "ghcr.io/acme/build:1",
       "agentd-sandbox-go:latest",
       `alpine@sha256:${"a".repeat(64)}`,
     ]) {
-      const r = cfg(`image: "${ref}"\n`);
-      assert.ok("problem" in r, ref);
-      assert.match(r.problem, /^\.agent\/config\.yaml: image: .* looks like an image reference/);
-      assert.match(r.problem, /python, go, rust, java, node, base/);
+      assert.deepEqual(cfg(`image: "${ref}"\n`), {}, ref);
     }
+    // A dotted name without `/`, `:` or `@` is neither: a problem naming the field.
+    const dotted = cfg("image: python3.12\n");
+    assert.ok("problem" in dotted);
+    assert.match(dotted.problem, /^\.agent\/config\.yaml: image: unknown ecosystem "python3\.12"/);
+    assert.match(dotted.problem, /python, go, rust, java, node, base, or an image reference/);
   });
 
   it("hostile values: wrong types, unknown names, control characters, huge strings", () => {

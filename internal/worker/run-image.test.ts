@@ -48,12 +48,12 @@ describe("chooseRunImage", () => {
   });
 
   it("a bad config value is not taken: detection decides and the reason says why", () => {
-    const bad = configImage(Buffer.from("image: ghcr.io/evil/x:1\n"));
+    const bad = configImage(Buffer.from("image: pyhton\n"));
     const r = chooseRunImage(input({ config: bad }));
     assert.equal(r.image, "agentd-sandbox-go:latest");
     assert.match(
       r.reason,
-      /^\.agent\/config\.yaml: image: .*image reference.* \(not taken\); detected go from go\.mod/,
+      /^\.agent\/config\.yaml: image: unknown ecosystem "pyhton".* \(not taken\); detected go from go\.mod/,
     );
   });
 
