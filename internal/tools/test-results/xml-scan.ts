@@ -26,7 +26,7 @@ const NAME = /[A-Za-z_:][\w:.-]*/y;
 // A name with its value, a name alone, or one other character: every match consumes what it
 // read, so a long run without "=" is read once (a pattern that could only match a name with
 // its value was retried from each character of the run: quadratic).
-const ATTR = /([A-Za-z_:][\w:.-]*)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'))?|[^]/g;
+const ATTR = /([A-Za-z_:][\w:.-]*)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'))?|[\s\S]/g;
 
 /** The top-level elements of `xml`. */
 export function scanXml(xml: string): XmlElement[] {
