@@ -11,6 +11,7 @@
  * checked in the worker before the archive enters the sandbox), or return a partial
  * archive as a whole.
  */
+import { posix } from "node:path";
 import * as tar from "tar-stream";
 import { AgentdError } from "../errors.ts";
 import { CACHE_DIR } from "../sandbox/cache-env.ts";
@@ -37,29 +38,82 @@ export interface ArchiveFacts {
   installedTree: boolean;
 }
 
-/** Every member under cache/ or workspace/node_modules/, no `..`, no absolute path. */
+/** Member types an archive of /cache may hold (no devices, fifos or anything else). */
+const MEMBER_TYPES = new Set(["file", "contiguous-file", "directory", "symlink", "link"]);
+
+/**
+ * A symlink may also point into the image's read-only system tree (a virtualenv's
+ * bin/python → /usr/bin/python3): nothing can be written through it.
+ */
+const SYSTEM_TARGET = "usr";
+
+/** `name` (relative to /, no leading or trailing /) is cache/… or workspace/node_modules/…. */
+function insideRoots(name: string): boolean {
+  const inside = (root: string) => name === root || name.startsWith(`${root}/`);
+  return inside(CACHE) || inside(NODE_MODULES);
+}
+
+/** Where a link points, relative to / and normalised ("" for a target that climbs out of /). */
+function linkTarget(member: string, type: string, linkname: string): string {
+  // A hard link names another member (relative to the archive's root); a symlink is
+  // read from the directory it lies in, or from / when absolute.
+  const from = type === "link" || linkname.startsWith("/") ? "/" : posix.dirname(`/${member}`);
+  const abs = posix.normalize(posix.join(from, linkname));
+  return abs.startsWith("/") ? abs.slice(1).replace(/\/$/, "") : "";
+}
+
+/** Why a member may not enter a sandbox, or undefined. */
+function memberProblem(
+  name: string,
+  header: tar.Headers,
+  symlinks: ReadonlySet<string>,
+): string | undefined {
+  if (name.split("/").includes("..") || name.startsWith("/") || !insideRoots(name))
+    return `outside ${CACHE_DIR} and /${NODE_MODULES}`;
+  const type = header.type ?? "file";
+  if (!MEMBER_TYPES.has(type))
+    return `a member of type ${type} (only files, directories and links)`;
+  const parts = name.split("/");
+  for (let i = 1; i < parts.length; i++)
+    if (symlinks.has(parts.slice(0, i).join("/")))
+      return "a member below a symlink the archive made";
+  if (type !== "symlink" && type !== "link") return undefined;
+  const linkname = header.linkname ?? "";
+  const target = linkTarget(name, type, linkname);
+  const system =
+    type === "symlink" && linkname.startsWith("/") && target.startsWith(`${SYSTEM_TARGET}/`);
+  if (linkname === "" || target === "" || (!insideRoots(target) && !system))
+    return `a ${type === "link" ? "hard link" : "symlink"} to ${JSON.stringify(linkname.slice(0, 200))}, outside ${CACHE_DIR} and /${NODE_MODULES}`;
+  return undefined;
+}
+
+/**
+ * Every member under cache/ or workspace/node_modules/ (no `..`, no absolute path), only
+ * files, directories and links, every link's target inside those trees (a symlink: or in
+ * /usr), and no member below a symlink of the archive: whatever tar unpacks it (GNU tar,
+ * or busybox's in an image of a run's own, which follows links), nothing lands elsewhere,
+ * and a later write to /cache cannot reach the run's sources through a link.
+ */
 export async function checkArchive(data: Uint8Array): Promise<ArchiveFacts> {
   const extract = tar.extract();
   let installedTree = false;
+  const symlinks = new Set<string>();
   const done = new Promise<ArchiveFacts>((resolve, reject) => {
     extract.on("entry", (header, stream, next) => {
       const name = header.name.replace(/^\.\//, "").replace(/\/$/, "");
-      const inside = (root: string) => name === root || name.startsWith(`${root}/`);
-      if (
-        name.split("/").includes("..") ||
-        name.startsWith("/") ||
-        !(inside(CACHE) || inside(NODE_MODULES))
-      ) {
+      const problem = memberProblem(name, header, symlinks);
+      if (problem !== undefined) {
         reject(
           new AgentdError(
             "EVALIDATION",
-            `the cache archive holds ${JSON.stringify(name.slice(0, 200))}, outside ${CACHE_DIR} and /${NODE_MODULES}`,
+            `the cache archive holds ${JSON.stringify(name.slice(0, 200))}: ${problem}`,
           ),
         );
         extract.destroy();
         return;
       }
-      if (inside(NODE_MODULES)) installedTree = true;
+      if (header.type === "symlink") symlinks.add(name);
+      if (name === NODE_MODULES || name.startsWith(`${NODE_MODULES}/`)) installedTree = true;
       stream.on("end", next);
       stream.resume();
     });
