@@ -3,9 +3,10 @@
  * workspace/node_modules/: a tampered store file cannot write the workspace's sources.
  */
 import assert from "node:assert/strict";
+import { constants } from "node:buffer";
 import { it } from "node:test";
 import * as tar from "tar-stream";
-import { checkArchive } from "./cache-transfer.ts";
+import { archiveLimit, archiveOutputCap, checkArchive } from "./cache-transfer.ts";
 
 async function archive(names: string[]): Promise<Buffer> {
   const pack = tar.pack();
@@ -114,4 +115,16 @@ it("refuses links out of /cache and /workspace/node_modules, members through a l
       (err: Error) => /cache archive/.test(err.message),
       what,
     );
+});
+
+it("an archive's base64 never outgrows one string, whatever the store's bound (the default 2 GiB included)", () => {
+  for (const bound of [2 * 1024 ** 3, 256 * 1024 ** 3, Number.MAX_SAFE_INTEGER]) {
+    const limit = archiveLimit(bound);
+    assert.ok(limit <= bound);
+    // The collected text: the base64 of the archive, tar's status and a truncation marker.
+    assert.ok(archiveOutputCap(limit) + 1024 < constants.MAX_STRING_LENGTH, String(bound));
+  }
+  // A small bound is the store's own, and its base64 fits the cap.
+  assert.equal(archiveLimit(64 * 1024 ** 2), 64 * 1024 ** 2);
+  assert.ok(archiveOutputCap(64 * 1024 ** 2) >= Math.ceil((64 * 1024 ** 2) / 3) * 4);
 });

@@ -4,8 +4,8 @@
  * `workspace/node_modules/…`. Restored before a setup (or when a run resumes in a new
  * container), archived after a successful setup. Both run as the sandbox user through the
  * ordinary exec path, so they work with the agent and with `docker exec`. The archive
- * leaves the sandbox base64-encoded on stdout (exec output is text); `maxBytes` keeps it
- * to what the worker may hold in memory.
+ * leaves the sandbox base64-encoded on stdout (exec output is text); the store's bound, at
+ * most MAX_ARCHIVE_BYTES, keeps it to what the worker may hold in memory.
  *
  * Must never: unpack a member outside /cache and /workspace/node_modules (every member is
  * checked in the worker before the archive enters the sandbox), or return a partial
@@ -147,18 +147,38 @@ export async function restoreCache(
   return facts;
 }
 
+/**
+ * Most bytes of one archive the worker takes out of a sandbox. The archive leaves it as
+ * base64 text collected in one string, which V8 caps at buffer.constants.MAX_STRING_LENGTH
+ * (2^29-24 characters): past it the collector throws in the middle of the exec instead of
+ * stopping it, and every such transfer holds its archive twice in the worker's memory. A
+ * larger cache is not saved (ETOOLARGE, logged), whatever the store's bound.
+ */
+export const MAX_ARCHIVE_BYTES = 256 * 1024 ** 2;
+
+/** The archive's bound: the store's, at most MAX_ARCHIVE_BYTES. */
+export function archiveLimit(storeMaxBytes: number): number {
+  return Math.min(storeMaxBytes, MAX_ARCHIVE_BYTES);
+}
+
+/** The exec's output cap for an archive of at most `limit` bytes (base64, tar's status). */
+export function archiveOutputCap(limit: number): number {
+  return Math.ceil(limit / 3) * 4 + 64 * 1024;
+}
+
 /** /cache (and the installed trees named) as a tar, at most `maxBytes` (ETOOLARGE past it). */
 export async function archiveCache(
   box: SandboxHandle,
-  maxBytes: number,
+  storeMaxBytes: number,
   trees: readonly string[],
   signal?: AbortSignal,
 ): Promise<Uint8Array> {
+  const maxBytes = archiveLimit(storeMaxBytes);
   const r = await box.exec({
     argv: ["sh", "-c", archiveScript(trees)],
     cwd: CACHE_DIR,
     timeoutMs: TRANSFER_TIMEOUT_MS,
-    maxOutputBytes: Math.ceil(maxBytes / 3) * 4 + 64 * 1024,
+    maxOutputBytes: archiveOutputCap(maxBytes),
     ...(signal === undefined ? {} : { signal }),
   });
   if (r.truncated)
