@@ -44,12 +44,17 @@ it("refuses members anywhere else, .. segments and absolute paths", async () => 
     await assert.rejects(checkArchive(await archive(["cache/", bad])), /outside \/cache/, bad);
 });
 
-async function entries(list: tar.Headers[]): Promise<Buffer> {
+/** The fields of a member the tests set; tar-stream fills in the rest. */
+type Member = Partial<tar.Header> & { name: string };
+
+async function entries(list: Member[]): Promise<Buffer> {
   const pack = tar.pack();
   const out: Buffer[] = [];
   pack.on("data", (c: unknown) => out.push(c as Buffer));
   const ended = new Promise<void>((r) => pack.on("end", () => r()));
-  for (const h of list) pack.entry(h, h.type === "file" || h.type === undefined ? "x" : undefined);
+  for (const h of list)
+    if (h.type === "file" || h.type === undefined) pack.entry(h as tar.Header, "x");
+    else pack.entry(h as tar.Header);
   pack.finalize();
   await ended;
   return Buffer.concat(out);
@@ -74,7 +79,7 @@ it("accepts links that stay inside /cache and /workspace/node_modules (npm's .bi
 });
 
 it("refuses links out of /cache and /workspace/node_modules, members through a link, devices and fifos", async () => {
-  const cases: [string, tar.Headers[]][] = [
+  const cases: [string, Member[]][] = [
     // A later setup tool writing /cache/x would write the run's sources.
     [
       "absolute symlink into the workspace",

@@ -26,6 +26,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
+import * as tarStream from "tar-stream";
 import { ulid } from "ulid";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { createFsCacheStore } from "../depcache/fs-cache-store.ts";
@@ -430,6 +431,40 @@ describe("the setup step and its dependency cache", () => {
     const c = await drive("acme", REPO, undefined, tiny);
     assert.equal(ofCase(c.events, "cacheSaved").length, 0);
     assert.equal(resultOf(c.events, "setup_1").output.exitCode, 0);
+  });
+
+  it("a cache tar unpacks only in part is not recorded as restored, and the run does not save it as its own", async () => {
+    // Passes checkArchive (every member under cache/), but tar cannot make cache/planted/below
+    // below the file cache/planted: it exits non-zero after cache/planted is in /cache.
+    const pack = tarStream.pack();
+    const out: Buffer[] = [];
+    pack.on("data", (c: unknown) => out.push(c as Buffer));
+    const ended = new Promise<void>((r) => pack.on("end", () => r()));
+    pack.entry({ name: "cache/", type: "directory" });
+    pack.entry({ name: "cache/planted" }, "from another run");
+    pack.entry({ name: "cache/planted/below" }, "x");
+    pack.finalize();
+    await ended;
+    const half = Buffer.concat(out);
+    const store: DepCacheStore = {
+      maxBytes: cacheStore.maxBytes,
+      lookup: async (_tenant, key) => ({
+        key,
+        digest: "ab".repeat(32),
+        size: half.byteLength,
+        savedBy: "01PLANTED",
+      }),
+      read: async () => half,
+      save: (tenant, key, data, savedBy) => cacheStore.save(tenant, key, data, savedBy),
+    };
+    const run = await drive("umbrella", REPO, undefined, store);
+    assert.equal(resultOf(run.events, "setup_1").output.exitCode, 0);
+    assert.equal(ofCase(run.events, "cacheRestored").length, 0);
+    assert.equal(
+      ofCase(run.events, "cacheSaved").length,
+      0,
+      "cache/planted would be saved as this run's, no event naming where it came from",
+    );
   });
 
   it("a hostile commands.setup is refused by the kernel, the model is told, the run goes on", async () => {
