@@ -65,7 +65,7 @@ function linkTarget(member: string, type: string, linkname: string): string {
 /** Why a member may not enter a sandbox, or undefined. */
 function memberProblem(
   name: string,
-  header: tar.Headers,
+  header: tar.Header,
   symlinks: ReadonlySet<string>,
 ): string | undefined {
   if (name.split("/").includes("..") || name.startsWith("/") || !insideRoots(name))
