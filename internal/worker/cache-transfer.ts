@@ -25,12 +25,15 @@ export const NODE_MODULES = "workspace/node_modules";
 const CACHE = CACHE_DIR.slice(1);
 
 /**
- * Names sorted and owners numeric, so the same files give the same archive; mtimes kept
- * (build tools compare them). tar's own status comes on stderr (no pipefail in every sh).
+ * Names sorted and owners numeric where tar is GNU's, so the same files give the same
+ * archive; busybox's tar (Alpine-based images of a run's own, the test image) knows none of
+ * those options and archives as it is. Mtimes kept (build tools compare them). tar's own
+ * status comes on stderr (no pipefail in every sh).
  */
 function archiveScript(trees: readonly string[]): string {
   const optional = trees.map((t) => `$( [ -d ${t} ] && echo ${t} )`).join(" ");
-  return `cd / && { tar --sort=name --numeric-owner --owner=0 --group=0 -c -f - ${CACHE} ${optional}; echo "agentd-tar-exit:$?" >&2; } | base64 -w 0`;
+  const gnu = "--sort=name --numeric-owner --owner=0 --group=0";
+  return `cd / && { o=""; tar ${gnu} -c -f /dev/null -T /dev/null 2>/dev/null && o="${gnu}"; tar $o -c -f - ${CACHE} ${optional}; echo "agentd-tar-exit:$?" >&2; } | base64 -w 0`;
 }
 
 /** What an archive holds: whether it carries an installed tree. */
