@@ -63,7 +63,7 @@ export async function setupStep(
   }
   if (spec === undefined) return undefined;
   const key = cacheOn
-    ? cacheKey({ tenant: d.run0.tenantId, image: startedImage(d), setup: spec, inputs })
+    ? cacheKey({ tenant: d.run0.tenantId, image: await cacheImage(d), setup: spec, inputs })
     : undefined;
   const restored = key === undefined ? undefined : await restoreShared(d, spec, key);
   // Saved only from an empty /cache: after a restore (recorded), or one tar stopped part-way
@@ -287,13 +287,16 @@ async function tell(d: Drive, text: string): Promise<void> {
 }
 
 /**
- * The image the run's sandbox runs, as `run.started` recorded it (the digest of a run's own
- * image, else agentd's image by name): a cache made in one image is never restored into
- * another.
+ * The image the run's sandbox runs: the digest `run.started` recorded for a run's own
+ * image, else agentd's image by name and the engine's id of it now (a tag such as
+ * agentd-sandbox-node:latest moves to each new build: a node_modules or build cache made in
+ * one build is never restored into another).
  */
-function startedImage(d: Drive): string {
-  for (const e of d.events)
-    if (e.payload.case === "runStarted")
-      return e.payload.value.imageDigest || e.payload.value.image;
-  return "";
+async function cacheImage(d: Drive): Promise<string> {
+  const started = d.events.find((e) => e.payload.case === "runStarted")?.payload;
+  if (started?.case !== "runStarted") return "";
+  const { image, imageDigest } = started.value;
+  if (imageDigest !== "") return imageDigest;
+  const id = await d.deps.sandbox.imageId?.(image).catch(() => undefined);
+  return id === undefined ? image : `${image}@${id}`;
 }

@@ -21,11 +21,13 @@
  * registry is checked against the image's system roots (NODE_EXTRA_CA_CERTS below).
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
+import Docker from "dockerode";
 import * as tarStream from "tar-stream";
 import { ulid } from "ulid";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
@@ -465,6 +467,42 @@ describe("the setup step and its dependency cache", () => {
       0,
       "cache/planted would be saved as this run's, no event naming where it came from",
     );
+  });
+
+  it("a cache made in one build of an image is not restored into another build under the same tag", async () => {
+    // The operator's sandbox.image is a tag; `make images` (or a pull) moves it to a new
+    // build: a node_modules made there (native addons, another Node) must not come back.
+    const tag = `agentd-review-cache-${ulid().toLowerCase()}:latest`;
+    const docker = new Docker();
+    const baseImage = policy.sandbox.image as string;
+    const [repo, version] = tag.split(":") as [string, string];
+    await docker.getImage(baseImage).tag({ repo, tag: version });
+    try {
+      const p: Policy = { ...policy, sandbox: { ...policy.sandbox, image: tag } };
+      const one = await drive("wayne", REPO, p);
+      assert.equal(ofCase(one.events, "cacheSaved").length, 1);
+      // The tag moves to a new build (a label is enough for another image id).
+      const built = execFileSync("docker", ["build", "-q", "-t", tag, "-"], {
+        input: `FROM ${baseImage}\nLABEL agentd.review.build="${ulid()}"\n`,
+      });
+      assert.match(built.toString(), /sha256:/);
+      const two = await drive("wayne", REPO, p);
+      assert.equal(
+        ofCase(two.events, "cacheRestored").length,
+        0,
+        "the first build's cache came back into the second",
+      );
+      assert.equal(ofCase(two.events, "cacheSaved").length, 1);
+      assert.notEqual(
+        ofCase(two.events, "cacheSaved")[0]?.key,
+        ofCase(one.events, "cacheSaved")[0]?.key,
+      );
+    } finally {
+      await docker
+        .getImage(tag)
+        .remove({ noprune: false })
+        .catch(() => undefined);
+    }
   });
 
   it("a hostile commands.setup is refused by the kernel, the model is told, the run goes on", async () => {
