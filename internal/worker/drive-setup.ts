@@ -97,10 +97,15 @@ async function runSetup(
         source: `${spec.source} (${spec.command}'s node_modules restored from the cache)`,
       },
     };
+  let held = false;
   try {
-    return await runSetupCall(d, spec, calls, saveAs);
+    const next = await runSetupCall(d, spec, calls, saveAs);
+    // Held for a person: the call runs after the answer (drive-calls.ts settleOpenCalls), and
+    // it must run the line the person was shown, so the warm line stays for this drive.
+    held = next !== undefined && "to" in next && next.to === "hold";
+    return next;
   } finally {
-    k.commands = detected;
+    if (!held) k.commands = detected;
   }
 }
 

@@ -409,6 +409,52 @@ describe("the setup step and its dependency cache", () => {
     assert.match(String(resultOf(events, "use").output.stdout), /true/);
   });
 
+  it("a setup behind an approval over a restored node_modules runs the line the person approved", async () => {
+    assert.ok(savedDigest, "the first test ran");
+    const p: Policy = {
+      ...policy,
+      capabilities: { ...policy.capabilities, "setup.run": { approval: "always" } },
+    };
+    const run = await queue("acme", REPO);
+    const stop = new AbortController();
+    const asked: string[] = [];
+    const approver = (async () => {
+      for await (const ev of log.follow(run.runId, 0, stop.signal)) {
+        const v = ev.event.payload;
+        if (v.case !== "approvalRequested") continue;
+        asked.push(v.value.preview?.summary ?? "");
+        await approveInLog(log, run, v.value.approvalId);
+      }
+    })();
+    script = [
+      callReply("use", "process.run", { command: `node -p "require('is-number')(5)"` }),
+      sayReply("done"),
+    ];
+    const d = stubDriverDeps(
+      { log, policy: p, sandbox, artifacts, baseURL: stub.baseURL },
+      { depCache: cacheStore, approvalHoldMs: 120_000 },
+    );
+    const outcome = await driveRun(
+      d,
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    stop.abort();
+    await approver.catch(() => undefined);
+    const events = (await log.read(run.runId, 0)).map((e) => e.event);
+    assert.equal(outcome, "completed");
+    assert.equal(ofCase(events, "cacheRestored").length, 1, "the tree came back");
+    assert.equal(asked.length, 1, asked.join("\n"));
+    assert.match(
+      asked[0] ?? "",
+      /npm install --no-save/,
+      "the person was asked about the warm line",
+    );
+    const ran = String(resultOf(events, "setup_1").output.command);
+    assert.ok(asked[0]?.includes(ran), `approved ${JSON.stringify(asked[0])}, ran ${ran}`);
+  });
+
   it("past the tenant's bound the least recently used entry is evicted, and recorded; an archive past it is not saved", async () => {
     assert.ok(savedKey, "the first test ran");
     const size = Number((await cacheStore.lookup("acme", savedKey))?.size ?? 0);
