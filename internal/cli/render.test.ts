@@ -394,6 +394,47 @@ describe("test results", () => {
   });
 });
 
+describe("workspace text in one-line fields", () => {
+  it("carries no terminal escape or control character to the terminal (a test file's name in run.started's reason, a prompt)", () => {
+    const ev = (seq: number, type: string, payload: Payload): Event =>
+      create(EventSchema, {
+        runId: RUN,
+        seq: BigInt(seq),
+        type,
+        ts: timestampFromMs(T0 + seq * 1000),
+        payload,
+      });
+    const hostile = "tests/test_\x1b]0;owned\x07\x1b[2J\x9b31m\rx.py";
+    const events = [
+      ev(1, "run.queued", {
+        case: "runQueued",
+        value: { prompt: `fix ${hostile}`, priority: 5 },
+      }),
+      ev(2, "run.started", {
+        case: "runStarted",
+        value: {
+          workerId: "w1",
+          image: "agentd-sandbox-python:latest",
+          imageReason: `detected python from Python test files (${hostile})`,
+          ecosystem: "python",
+        },
+      }),
+    ];
+    for (const out of [
+      render(events),
+      render(events, { color: true }),
+      ...events.map((e) => eventLine(e, makeStyle(false))),
+    ]) {
+      // The renderer's own colours are SGR sequences (ESC [ … m): nothing else may remain.
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: ESC starts them
+      const text = out.replace(/\x1b\[[0-9;]*m/g, "");
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it checks
+      assert.doesNotMatch(text, /[\x00-\x09\x0b-\x1f\x7f-\x9f]/, JSON.stringify(out));
+      assert.match(text, /tests\/test_.*x\.py/);
+    }
+  });
+});
+
 describe("helpers", () => {
   it("one line per event", () => {
     const lines = story().map((e) => eventLine(e, makeStyle(false)));

@@ -66,9 +66,25 @@ export function formatCount(n: bigint | number): string {
   return Number(n).toLocaleString("en-US");
 }
 
-/** A string cut to `max` characters with an ellipsis, newlines shown as ⏎. */
+/**
+ * CSI (7- and 8-bit) and OSC sequences, and any other ESC sequence: a field's text (a file
+ * name of the workspace in run.started's reason, a prompt, an error) never drives the
+ * terminal (title, hyperlinks, clearing the screen).
+ */
+const TERMINAL_ESCAPE =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: escapes are what it removes
+  /\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?/g;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it removes
+const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+
+/** A string cut to `max` characters with an ellipsis, newlines shown as ⏎, no escapes. */
 export function oneLine(s: string, max: number): string {
-  const flat = s.replace(/\r?\n/g, " ⏎ ").replace(/\s+/g, " ").trim();
+  const flat = s
+    .replace(TERMINAL_ESCAPE, "")
+    .replace(/\r?\n/g, " ⏎ ")
+    .replace(CONTROL, "")
+    .replace(/\s+/g, " ")
+    .trim();
   return flat.length > max ? `${flat.slice(0, Math.max(0, max - 1))}…` : flat;
 }
 

@@ -439,6 +439,15 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       }
     },
 
+    async imageId(image: string): Promise<string | undefined> {
+      try {
+        return (await docker.getImage(image).inspect()).Id;
+      } catch (err) {
+        if ((err as { statusCode?: number }).statusCode === 404) return undefined;
+        throw dockerError(err, `look up the sandbox image ${image}`);
+      }
+    },
+
     async find(runId: string): Promise<SandboxHandle | undefined> {
       const c = docker.getContainer(containerName(managed, runId));
       let info: Docker.ContainerInspectInfo;

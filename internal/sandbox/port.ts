@@ -181,6 +181,11 @@ export interface Sandbox {
    * run gets the base image). An adapter without it is taken to have every image.
    */
   hasImage?(image: string): Promise<boolean>;
+  /**
+   * The engine's id (sha256:…) of the image `image` names now, or undefined when the engine
+   * lacks it: a tag moved to another build is another id (the dependency cache keys on it).
+   */
+  imageId?(image: string): Promise<string | undefined>;
   /** The live container of a run, if one exists (e.g. after a worker restart). */
   find(runId: string): Promise<SandboxHandle | undefined>;
   /**

@@ -4,13 +4,14 @@
  * `workspace/node_modules/…`. Restored before a setup (or when a run resumes in a new
  * container), archived after a successful setup. Both run as the sandbox user through the
  * ordinary exec path, so they work with the agent and with `docker exec`. The archive
- * leaves the sandbox base64-encoded on stdout (exec output is text); `maxBytes` keeps it
- * to what the worker may hold in memory.
+ * leaves the sandbox base64-encoded on stdout (exec output is text); the store's bound, at
+ * most MAX_ARCHIVE_BYTES, keeps it to what the worker may hold in memory.
  *
  * Must never: unpack a member outside /cache and /workspace/node_modules (every member is
  * checked in the worker before the archive enters the sandbox), or return a partial
  * archive as a whole.
  */
+import { posix } from "node:path";
 import * as tar from "tar-stream";
 import { AgentdError } from "../errors.ts";
 import { CACHE_DIR } from "../sandbox/cache-env.ts";
@@ -24,12 +25,15 @@ export const NODE_MODULES = "workspace/node_modules";
 const CACHE = CACHE_DIR.slice(1);
 
 /**
- * Names sorted and owners numeric, so the same files give the same archive; mtimes kept
- * (build tools compare them). tar's own status comes on stderr (no pipefail in every sh).
+ * Names sorted and owners numeric where tar is GNU's, so the same files give the same
+ * archive; busybox's tar (Alpine-based images of a run's own, the test image) knows none of
+ * those options and archives as it is. Mtimes kept (build tools compare them). tar's own
+ * status comes on stderr (no pipefail in every sh).
  */
 function archiveScript(trees: readonly string[]): string {
   const optional = trees.map((t) => `$( [ -d ${t} ] && echo ${t} )`).join(" ");
-  return `cd / && { tar --sort=name --numeric-owner --owner=0 --group=0 -c -f - ${CACHE} ${optional}; echo "agentd-tar-exit:$?" >&2; } | base64 -w 0`;
+  const gnu = "--sort=name --numeric-owner --owner=0 --group=0";
+  return `cd / && { o=""; tar ${gnu} -c -f /dev/null -T /dev/null 2>/dev/null && o="${gnu}"; tar $o -c -f - ${CACHE} ${optional}; echo "agentd-tar-exit:$?" >&2; } | base64 -w 0`;
 }
 
 /** What an archive holds: whether it carries an installed tree. */
@@ -37,29 +41,82 @@ export interface ArchiveFacts {
   installedTree: boolean;
 }
 
-/** Every member under cache/ or workspace/node_modules/, no `..`, no absolute path. */
+/** Member types an archive of /cache may hold (no devices, fifos or anything else). */
+const MEMBER_TYPES = new Set(["file", "contiguous-file", "directory", "symlink", "link"]);
+
+/**
+ * A symlink may also point into the image's read-only system tree (a virtualenv's
+ * bin/python → /usr/bin/python3): nothing can be written through it.
+ */
+const SYSTEM_TARGET = "usr";
+
+/** `name` (relative to /, no leading or trailing /) is cache/… or workspace/node_modules/…. */
+function insideRoots(name: string): boolean {
+  const inside = (root: string) => name === root || name.startsWith(`${root}/`);
+  return inside(CACHE) || inside(NODE_MODULES);
+}
+
+/** Where a link points, relative to / and normalised ("" for a target that climbs out of /). */
+function linkTarget(member: string, type: string, linkname: string): string {
+  // A hard link names another member (relative to the archive's root); a symlink is
+  // read from the directory it lies in, or from / when absolute.
+  const from = type === "link" || linkname.startsWith("/") ? "/" : posix.dirname(`/${member}`);
+  const abs = posix.normalize(posix.join(from, linkname));
+  return abs.startsWith("/") ? abs.slice(1).replace(/\/$/, "") : "";
+}
+
+/** Why a member may not enter a sandbox, or undefined. */
+function memberProblem(
+  name: string,
+  header: tar.Header,
+  symlinks: ReadonlySet<string>,
+): string | undefined {
+  if (name.split("/").includes("..") || name.startsWith("/") || !insideRoots(name))
+    return `outside ${CACHE_DIR} and /${NODE_MODULES}`;
+  const type = header.type ?? "file";
+  if (!MEMBER_TYPES.has(type))
+    return `a member of type ${type} (only files, directories and links)`;
+  const parts = name.split("/");
+  for (let i = 1; i < parts.length; i++)
+    if (symlinks.has(parts.slice(0, i).join("/")))
+      return "a member below a symlink the archive made";
+  if (type !== "symlink" && type !== "link") return undefined;
+  const linkname = header.linkname ?? "";
+  const target = linkTarget(name, type, linkname);
+  const system =
+    type === "symlink" && linkname.startsWith("/") && target.startsWith(`${SYSTEM_TARGET}/`);
+  if (linkname === "" || target === "" || (!insideRoots(target) && !system))
+    return `a ${type === "link" ? "hard link" : "symlink"} to ${JSON.stringify(linkname.slice(0, 200))}, outside ${CACHE_DIR} and /${NODE_MODULES}`;
+  return undefined;
+}
+
+/**
+ * Every member under cache/ or workspace/node_modules/ (no `..`, no absolute path), only
+ * files, directories and links, every link's target inside those trees (a symlink: or in
+ * /usr), and no member below a symlink of the archive: whatever tar unpacks it (GNU tar,
+ * or busybox's in an image of a run's own, which follows links), nothing lands elsewhere,
+ * and a later write to /cache cannot reach the run's sources through a link.
+ */
 export async function checkArchive(data: Uint8Array): Promise<ArchiveFacts> {
   const extract = tar.extract();
   let installedTree = false;
+  const symlinks = new Set<string>();
   const done = new Promise<ArchiveFacts>((resolve, reject) => {
     extract.on("entry", (header, stream, next) => {
       const name = header.name.replace(/^\.\//, "").replace(/\/$/, "");
-      const inside = (root: string) => name === root || name.startsWith(`${root}/`);
-      if (
-        name.split("/").includes("..") ||
-        name.startsWith("/") ||
-        !(inside(CACHE) || inside(NODE_MODULES))
-      ) {
+      const problem = memberProblem(name, header, symlinks);
+      if (problem !== undefined) {
         reject(
           new AgentdError(
             "EVALIDATION",
-            `the cache archive holds ${JSON.stringify(name.slice(0, 200))}, outside ${CACHE_DIR} and /${NODE_MODULES}`,
+            `the cache archive holds ${JSON.stringify(name.slice(0, 200))}: ${problem}`,
           ),
         );
         extract.destroy();
         return;
       }
-      if (inside(NODE_MODULES)) installedTree = true;
+      if (header.type === "symlink") symlinks.add(name);
+      if (name === NODE_MODULES || name.startsWith(`${NODE_MODULES}/`)) installedTree = true;
       stream.on("end", next);
       stream.resume();
     });
@@ -93,18 +150,38 @@ export async function restoreCache(
   return facts;
 }
 
+/**
+ * Most bytes of one archive the worker takes out of a sandbox. The archive leaves it as
+ * base64 text collected in one string, which V8 caps at buffer.constants.MAX_STRING_LENGTH
+ * (2^29-24 characters): past it the collector throws in the middle of the exec instead of
+ * stopping it, and every such transfer holds its archive twice in the worker's memory. A
+ * larger cache is not saved (ETOOLARGE, logged), whatever the store's bound.
+ */
+export const MAX_ARCHIVE_BYTES = 256 * 1024 ** 2;
+
+/** The archive's bound: the store's, at most MAX_ARCHIVE_BYTES. */
+export function archiveLimit(storeMaxBytes: number): number {
+  return Math.min(storeMaxBytes, MAX_ARCHIVE_BYTES);
+}
+
+/** The exec's output cap for an archive of at most `limit` bytes (base64, tar's status). */
+export function archiveOutputCap(limit: number): number {
+  return Math.ceil(limit / 3) * 4 + 64 * 1024;
+}
+
 /** /cache (and the installed trees named) as a tar, at most `maxBytes` (ETOOLARGE past it). */
 export async function archiveCache(
   box: SandboxHandle,
-  maxBytes: number,
+  storeMaxBytes: number,
   trees: readonly string[],
   signal?: AbortSignal,
 ): Promise<Uint8Array> {
+  const maxBytes = archiveLimit(storeMaxBytes);
   const r = await box.exec({
     argv: ["sh", "-c", archiveScript(trees)],
     cwd: CACHE_DIR,
     timeoutMs: TRANSFER_TIMEOUT_MS,
-    maxOutputBytes: Math.ceil(maxBytes / 3) * 4 + 64 * 1024,
+    maxOutputBytes: archiveOutputCap(maxBytes),
     ...(signal === undefined ? {} : { signal }),
   });
   if (r.truncated)

@@ -11,7 +11,7 @@ import { ToolCallSchema, ToolResultSchema } from "../gen/agentd/v1/events_pb.js"
 import type { KernelRun } from "../kernel/kernel.ts";
 import { observeToolResult } from "../telemetry/event-metrics.ts";
 import type { Drive } from "./drive.ts";
-import { askForHosts } from "./drive-egress.ts";
+import { askForHosts, handleAttributed } from "./drive-egress.ts";
 import type { Next } from "./run-driver.ts";
 
 /** Settles the calls left open; "hold" when one still waits for a person. */
@@ -86,16 +86,9 @@ export async function runCalls(
   d: Drive,
   calls: readonly EngineToolCall[],
 ): Promise<Next | undefined> {
-  const k = d.kernelRun as KernelRun;
   for (const call of calls) {
     if (d.cancel.signal.aborted) return { to: "cancel" };
-    d.egress?.setCall({ callId: call.callId, tool: call.tool });
-    let out: Awaited<ReturnType<typeof d.deps.kernel.handle>>;
-    try {
-      out = await d.deps.kernel.handle(k, call);
-    } finally {
-      d.egress?.setCall(undefined);
-    }
+    const out = await handleAttributed(d, call);
     if (out.kind === "paused") return { to: "hold" };
     // A host this call's processes tried, outside the allowlist, waits for a person now.
     const asked = await askForHosts(d, call);

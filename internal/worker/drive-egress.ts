@@ -17,6 +17,7 @@ import { create } from "@bufbuild/protobuf";
 import { parseHostRule } from "../egress/destination.ts";
 import type { RunCa } from "../egress/run-ca.ts";
 import { type HostAsk, hostKey, startRunEgress } from "../egress/run-egress.ts";
+import type { EngineToolCall } from "../engine/port.ts";
 import { AgentdError } from "../errors.ts";
 import {
   ApprovalDecision,
@@ -28,6 +29,7 @@ import {
   RunPausedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { approvalTicket } from "../kernel/approval-ticket.ts";
+import type { KernelRun } from "../kernel/kernel.ts";
 import { presetHosts } from "../kernel/network-presets.ts";
 import type { NetworkPolicy } from "../kernel/network-schema.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
@@ -189,6 +191,22 @@ export function networkDecisions(
  * After a call: the first host it asked a person for, as approval.requested + run.paused
  * in one commit ("hold"). Other hosts it tried are asked again when the model retries.
  */
+/**
+ * The kernel's answer to `call`, the run's egress proxy told meanwhile whose connections it
+ * sees (network.request names the call).
+ */
+export async function handleAttributed(
+  d: Drive,
+  call: EngineToolCall,
+): Promise<Awaited<ReturnType<Drive["deps"]["kernel"]["handle"]>>> {
+  d.egress?.setCall({ callId: call.callId, tool: call.tool });
+  try {
+    return await d.deps.kernel.handle(d.kernelRun as KernelRun, call);
+  } finally {
+    d.egress?.setCall(undefined);
+  }
+}
+
 export async function askForHosts(
   d: Drive,
   call: { callId: string; tool: string; input: unknown },

@@ -35,7 +35,7 @@ import { SETUP_TOOL } from "../tools/setup-run.ts";
 import { type CacheKey, cacheKey } from "./cache-key.ts";
 import { type ArchiveFacts, archiveCache, NODE_MODULES, restoreCache } from "./cache-transfer.ts";
 import type { Drive } from "./drive.ts";
-import { askForHosts } from "./drive-egress.ts";
+import { askForHosts, handleAttributed } from "./drive-egress.ts";
 import type { Next } from "./run-driver.ts";
 
 /** Runs the setup when the run needs it; a Next when the drive must go elsewhere (hold). */
@@ -63,11 +63,15 @@ export async function setupStep(
   }
   if (spec === undefined) return undefined;
   const key = cacheOn
-    ? cacheKey({ tenant: d.run0.tenantId, image: startedImage(d), setup: spec, inputs })
+    ? cacheKey({ tenant: d.run0.tenantId, image: await cacheImage(d), setup: spec, inputs })
     : undefined;
   const restored = key === undefined ? undefined : await restoreShared(d, spec, key);
+  // Saved only from an empty /cache: after a restore (recorded), or one tar stopped part-way
+  // (its members are in /cache, unrecorded), the archive would carry another run's content
+  // as this run's own.
   const saveAs = key !== undefined && restored === undefined ? key : undefined;
-  return await runSetup(d, spec, calls, saveAs, restored?.installedTree === true);
+  const tree = typeof restored === "object" && restored.installedTree;
+  return await runSetup(d, spec, calls, saveAs, tree);
 }
 
 /**
@@ -93,10 +97,15 @@ async function runSetup(
         source: `${spec.source} (${spec.command}'s node_modules restored from the cache)`,
       },
     };
+  let held = false;
   try {
-    return await runSetupCall(d, spec, calls, saveAs);
+    const next = await runSetupCall(d, spec, calls, saveAs);
+    // Held for a person: the call runs after the answer (drive-calls.ts settleOpenCalls), and
+    // it must run the line the person was shown, so the warm line stays for this drive.
+    held = next !== undefined && "to" in next && next.to === "hold";
+    return next;
   } finally {
-    k.commands = detected;
+    if (!held) k.commands = detected;
   }
 }
 
@@ -106,16 +115,8 @@ async function runSetupCall(
   calls: number,
   saveAs: CacheKey | undefined,
 ): Promise<Next | undefined> {
-  const k = d.kernelRun as KernelRun;
-  const callId = `setup_${calls + 1}`;
-  const call = { callId, tool: SETUP_TOOL, input: {} };
-  d.egress?.setCall({ callId, tool: SETUP_TOOL });
-  let out: Awaited<ReturnType<typeof d.deps.kernel.handle>>;
-  try {
-    out = await d.deps.kernel.handle(k, call);
-  } finally {
-    d.egress?.setCall(undefined);
-  }
+  const call = { callId: `setup_${calls + 1}`, tool: SETUP_TOOL, input: {} };
+  const out = await handleAttributed(d, call);
   if (out.kind === "paused") return { to: "hold" };
   const asked = await askForHosts(d, call);
   const ok = out.ok && exitOf(out.output) === 0;
@@ -204,19 +205,25 @@ async function restoreOwn(d: Drive): Promise<ArchiveFacts | undefined> {
   return facts;
 }
 
-/** A cache an earlier run of the tenant saved under the key: unpacked and recorded. */
+/**
+ * A cache an earlier run of the tenant saved under the key: unpacked and recorded.
+ * "partial" when the archive was handed to tar and the restore failed: part of it may be in
+ * /cache, unrecorded.
+ */
 async function restoreShared(
   d: Drive,
   spec: SetupSpec,
   key: CacheKey,
-): Promise<ArchiveFacts | undefined> {
+): Promise<ArchiveFacts | "partial" | undefined> {
   const store = d.deps.depCache;
   if (store === undefined || d.box === undefined) return undefined;
+  let unpacking = false;
   try {
     const entry = await store.lookup(d.run0.tenantId, key.key);
     if (entry === undefined) return undefined;
     const data = await store.read(d.run0.tenantId, entry.digest);
     if (data === undefined) return undefined;
+    unpacking = true;
     const facts = await restoreCache(d.box, data, d.callSignal);
     await d.writer.append({
       case: "cacheRestored",
@@ -236,7 +243,7 @@ async function restoreShared(
     if (d.callSignal.aborted) throw err;
     // A cache that cannot be had is a slower setup, not a failed run.
     d.deps.logger?.warn({ runId: d.runId, err }, "dependency cache not restored");
-    return undefined;
+    return unpacking ? "partial" : undefined;
   }
 }
 
@@ -285,13 +292,16 @@ async function tell(d: Drive, text: string): Promise<void> {
 }
 
 /**
- * The image the run's sandbox runs, as `run.started` recorded it (the digest of a run's own
- * image, else agentd's image by name): a cache made in one image is never restored into
- * another.
+ * The image the run's sandbox runs: the digest `run.started` recorded for a run's own
+ * image, else agentd's image by name and the engine's id of it now (a tag such as
+ * agentd-sandbox-node:latest moves to each new build: a node_modules or build cache made in
+ * one build is never restored into another).
  */
-function startedImage(d: Drive): string {
-  for (const e of d.events)
-    if (e.payload.case === "runStarted")
-      return e.payload.value.imageDigest || e.payload.value.image;
-  return "";
+async function cacheImage(d: Drive): Promise<string> {
+  const started = d.events.find((e) => e.payload.case === "runStarted")?.payload;
+  if (started?.case !== "runStarted") return "";
+  const { image, imageDigest } = started.value;
+  if (imageDigest !== "") return imageDigest;
+  const id = await d.deps.sandbox.imageId?.(image).catch(() => undefined);
+  return id === undefined ? image : `${image}@${id}`;
 }

@@ -21,11 +21,14 @@
  * registry is checked against the image's system roots (NODE_EXTRA_CA_CERTS below).
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
+import Docker from "dockerode";
+import * as tarStream from "tar-stream";
 import { ulid } from "ulid";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { createFsCacheStore } from "../depcache/fs-cache-store.ts";
@@ -406,6 +409,52 @@ describe("the setup step and its dependency cache", () => {
     assert.match(String(resultOf(events, "use").output.stdout), /true/);
   });
 
+  it("a setup behind an approval over a restored node_modules runs the line the person approved", async () => {
+    assert.ok(savedDigest, "the first test ran");
+    const p: Policy = {
+      ...policy,
+      capabilities: { ...policy.capabilities, "setup.run": { approval: "always" } },
+    };
+    const run = await queue("acme", REPO);
+    const stop = new AbortController();
+    const asked: string[] = [];
+    const approver = (async () => {
+      for await (const ev of log.follow(run.runId, 0, stop.signal)) {
+        const v = ev.event.payload;
+        if (v.case !== "approvalRequested") continue;
+        asked.push(v.value.preview?.summary ?? "");
+        await approveInLog(log, run, v.value.approvalId);
+      }
+    })();
+    script = [
+      callReply("use", "process.run", { command: `node -p "require('is-number')(5)"` }),
+      sayReply("done"),
+    ];
+    const d = stubDriverDeps(
+      { log, policy: p, sandbox, artifacts, baseURL: stub.baseURL },
+      { depCache: cacheStore, approvalHoldMs: 120_000 },
+    );
+    const outcome = await driveRun(
+      d,
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    stop.abort();
+    await approver.catch(() => undefined);
+    const events = (await log.read(run.runId, 0)).map((e) => e.event);
+    assert.equal(outcome, "completed");
+    assert.equal(ofCase(events, "cacheRestored").length, 1, "the tree came back");
+    assert.equal(asked.length, 1, asked.join("\n"));
+    assert.match(
+      asked[0] ?? "",
+      /npm install --no-save/,
+      "the person was asked about the warm line",
+    );
+    const ran = String(resultOf(events, "setup_1").output.command);
+    assert.ok(asked[0]?.includes(ran), `approved ${JSON.stringify(asked[0])}, ran ${ran}`);
+  });
+
   it("past the tenant's bound the least recently used entry is evicted, and recorded; an archive past it is not saved", async () => {
     assert.ok(savedKey, "the first test ran");
     const size = Number((await cacheStore.lookup("acme", savedKey))?.size ?? 0);
@@ -430,6 +479,76 @@ describe("the setup step and its dependency cache", () => {
     const c = await drive("acme", REPO, undefined, tiny);
     assert.equal(ofCase(c.events, "cacheSaved").length, 0);
     assert.equal(resultOf(c.events, "setup_1").output.exitCode, 0);
+  });
+
+  it("a cache tar unpacks only in part is not recorded as restored, and the run does not save it as its own", async () => {
+    // Passes checkArchive (every member under cache/), but tar cannot make cache/planted/below
+    // below the file cache/planted: it exits non-zero after cache/planted is in /cache.
+    const pack = tarStream.pack();
+    const out: Buffer[] = [];
+    pack.on("data", (c: unknown) => out.push(c as Buffer));
+    const ended = new Promise<void>((r) => pack.on("end", () => r()));
+    pack.entry({ name: "cache/", type: "directory" });
+    pack.entry({ name: "cache/planted" }, "from another run");
+    pack.entry({ name: "cache/planted/below" }, "x");
+    pack.finalize();
+    await ended;
+    const half = Buffer.concat(out);
+    const store: DepCacheStore = {
+      maxBytes: cacheStore.maxBytes,
+      lookup: async (_tenant, key) => ({
+        key,
+        digest: "ab".repeat(32),
+        size: half.byteLength,
+        savedBy: "01PLANTED",
+      }),
+      read: async () => half,
+      save: (tenant, key, data, savedBy) => cacheStore.save(tenant, key, data, savedBy),
+    };
+    const run = await drive("umbrella", REPO, undefined, store);
+    assert.equal(resultOf(run.events, "setup_1").output.exitCode, 0);
+    assert.equal(ofCase(run.events, "cacheRestored").length, 0);
+    assert.equal(
+      ofCase(run.events, "cacheSaved").length,
+      0,
+      "cache/planted would be saved as this run's, no event naming where it came from",
+    );
+  });
+
+  it("a cache made in one build of an image is not restored into another build under the same tag", async () => {
+    // The operator's sandbox.image is a tag; `make images` (or a pull) moves it to a new
+    // build: a node_modules made there (native addons, another Node) must not come back.
+    const tag = `agentd-review-cache-${ulid().toLowerCase()}:latest`;
+    const docker = new Docker();
+    const baseImage = policy.sandbox.image as string;
+    const [repo, version] = tag.split(":") as [string, string];
+    await docker.getImage(baseImage).tag({ repo, tag: version });
+    try {
+      const p: Policy = { ...policy, sandbox: { ...policy.sandbox, image: tag } };
+      const one = await drive("wayne", REPO, p);
+      assert.equal(ofCase(one.events, "cacheSaved").length, 1);
+      // The tag moves to a new build (a label is enough for another image id).
+      const built = execFileSync("docker", ["build", "-q", "-t", tag, "-"], {
+        input: `FROM ${baseImage}\nLABEL agentd.review.build="${ulid()}"\n`,
+      });
+      assert.match(built.toString(), /sha256:/);
+      const two = await drive("wayne", REPO, p);
+      assert.equal(
+        ofCase(two.events, "cacheRestored").length,
+        0,
+        "the first build's cache came back into the second",
+      );
+      assert.equal(ofCase(two.events, "cacheSaved").length, 1);
+      assert.notEqual(
+        ofCase(two.events, "cacheSaved")[0]?.key,
+        ofCase(one.events, "cacheSaved")[0]?.key,
+      );
+    } finally {
+      await docker
+        .getImage(tag)
+        .remove({ noprune: false })
+        .catch(() => undefined);
+    }
   });
 
   it("a hostile commands.setup is refused by the kernel, the model is told, the run goes on", async () => {

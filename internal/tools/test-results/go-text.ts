@@ -22,8 +22,8 @@ const BUILD_ERR = /^([\w./-]+\.go):(\d+)(?::\d+)?: (.*)$/;
 
 export function looksLikeGoText(text: string): boolean {
   return (
-    /^\s*--- (?:FAIL|PASS|SKIP): \S+ \(/m.test(text) ||
-    /^(?:ok|FAIL)\s+\S+\s+(?:\(cached\)|[\d.]+s|\[)/m.test(text)
+    /^[ \t]*--- (?:FAIL|PASS|SKIP): \S+ \(/m.test(text) ||
+    /^(?:ok|FAIL)[ \t]+\S+[ \t]+(?:\(cached\)|[\d.]+s|\[)/m.test(text)
   );
 }
 

@@ -9,14 +9,14 @@
 import { stripEscapes } from "./clean-text.ts";
 import { boundInput, collectSummary, type TestSummary } from "./summary.ts";
 
-const TESTS = /^Tests:\s+(.*?),? (\d+) total$/m;
+const TESTS = /^Tests:[ \t]+(.*?),? (\d+) total$/m;
 const FILE = /^(?:FAIL|PASS) (\S+)/;
 const BLOCK = /^ {2}● (.+)$/;
 const FRAME = /^\s+at (?:.*\()?([^\s()]+):(\d+):\d+\)?$/;
 const CODE = /^\s+>?\s*\d+ \|/;
 
 export function looksLikeJest(text: string): boolean {
-  return /^Tests:\s+.*\d+ total$/m.test(text) && /^Test Suites:/m.test(text);
+  return /^Tests:[ \t]+.*(?<!\d)\d+ total$/m.test(text) && /^Test Suites:/m.test(text);
 }
 
 export function parseJest(output: string): TestSummary | undefined {

@@ -18,7 +18,7 @@ const DIRECTIVE = /\s#\s*(SKIP|TODO)\b[^\n]*$/i;
 export function looksLikeTap(text: string): boolean {
   return (
     /^TAP version 1[34]$/m.test(text) ||
-    (/^\s*1\.\.\d+/m.test(text) && /^\s*(?:not )?ok \d+/m.test(text))
+    (/^[ \t]*1\.\.\d+/m.test(text) && /^[ \t]*(?:not )?ok \d+/m.test(text))
   );
 }
 

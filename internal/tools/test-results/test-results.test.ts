@@ -404,6 +404,29 @@ describe("hostile input", () => {
         assert.ok(s === undefined || s.failures.length <= MAX_FAILURES);
       }
   });
+  it("runs of blank lines, of a count's digits and of an attribute-less tag read in one pass (no regex retried at every line)", () => {
+    // Each of these took hours at 1 MiB before (a /m regex whose ^\s* or .*\d+ re-scanned
+    // the rest of the input from every line; the XML attribute regex from every character):
+    // the test's timeout is what fails.
+    const big = 1024 * 1024;
+    const inputs = [
+      "\n".repeat(big),
+      " \n".repeat(big / 2),
+      "\t\n".repeat(big / 2),
+      `Test Suites: 1\nTests: ${"1".repeat(big)}`,
+      `<testsuite><testcase ${"a".repeat(big)}></testcase></testsuite>`,
+    ];
+    for (const input of inputs) {
+      for (const command of ["", "npm test", "go test ./...", "npx vitest", "prove"]) {
+        const s = parseTestOutput({ command, stdout: input, stderr: input });
+        assert.ok(s === undefined || s.failures.length <= MAX_FAILURES);
+      }
+    }
+    const junit = parseJunit(
+      `<testsuite><testcase ${"a".repeat(big)} name="t"></testcase></testsuite>`,
+    );
+    assert.equal(junit?.passed, 1);
+  });
   it("go -json events of the wrong types are skipped", () => {
     const s = parseGoJson(
       '{"Action":5,"Test":[]}\n{"Action":"fail","Package":"p","Test":"T"}\nnull\n[1]\n',

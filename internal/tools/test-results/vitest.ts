@@ -9,14 +9,16 @@
 import { stripEscapes } from "./clean-text.ts";
 import { boundInput, collectSummary, type TestSummary } from "./summary.ts";
 
-const TESTS = /^\s*Tests\s+(.+?)\s+\((\d+)\)$/gm;
-const ERRORS = /^\s*Errors\s+(\d+) errors?\b/m;
+const TESTS = /^[ \t]*Tests[ \t]+(.+?)[ \t]+\((\d+)\)$/gm;
+const ERRORS = /^[ \t]*Errors[ \t]+(\d+) errors?\b/m;
 const FAIL = /^ FAIL {1,2}(.+)$/;
 const AT = /^\s*❯ (\S+?):(\d+):\d+$/;
 const RULE = /^⎯+/;
 
 export function looksLikeVitest(text: string): boolean {
-  return /^\s*Test Files\s+.*\(\d+\)$/m.test(text) && /^\s*Tests\s+.*\(\d+\)$/m.test(text);
+  return (
+    /^[ \t]*Test Files[ \t]+.*\(\d+\)$/m.test(text) && /^[ \t]*Tests[ \t]+.*\(\d+\)$/m.test(text)
+  );
 }
 
 export function parseVitest(output: string): TestSummary | undefined {

@@ -23,7 +23,10 @@ export const MAX_ELEMENTS = 100_000;
 export const MAX_TEXT = 16 * 1024;
 
 const NAME = /[A-Za-z_:][\w:.-]*/y;
-const ATTR = /([A-Za-z_:][\w:.-]*)\s*=\s*("([^"]*)"|'([^']*)')/g;
+// A name with its value, a name alone, or one other character: every match consumes what it
+// read, so a long run without "=" is read once (a pattern that could only match a name with
+// its value was retried from each character of the run: quadratic).
+const ATTR = /([A-Za-z_:][\w:.-]*)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'))?|[\s\S]/g;
 
 /** The top-level elements of `xml`. */
 export function scanXml(xml: string): XmlElement[] {
@@ -120,8 +123,9 @@ function skipDeclaration(xml: string, lt: number): number {
 function attrs(s: string): Record<string, string> {
   const out: Record<string, string> = Object.create(null);
   for (const m of s.matchAll(ATTR)) {
-    const k = m[1] ?? "";
-    if (!(k in out)) out[k] = decode(m[3] ?? m[4] ?? "");
+    const k = m[1];
+    const v = m[2] ?? m[3];
+    if (k !== undefined && v !== undefined && !(k in out)) out[k] = decode(v);
   }
   return out;
 }
