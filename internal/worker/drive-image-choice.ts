@@ -21,13 +21,14 @@ export async function chooseDriveImage(d: Drive, config: WorkspaceConfig): Promi
     config: askedEcosystem(d, config),
     detected: config.detected,
   };
-  // Only the image detection would pick is looked up, and only when nothing before wins.
-  const wanted = chooseRunImage({ ...input, present: () => true }).image;
+  // One image is looked up: the build the run started on, else the one detection would
+  // pick, and only when nothing before wins.
   const has = d.deps.sandbox.hasImage;
-  const present =
-    input.started !== undefined || input.policyImage !== undefined || has === undefined
-      ? true
-      : await has.call(d.deps.sandbox, wanted);
+  const pinned = input.started?.imageDigest ?? "";
+  const wanted = pinned !== "" ? pinned : chooseRunImage({ ...input, present: () => true }).image;
+  const mustLook =
+    pinned !== "" || (input.started === undefined && input.policyImage === undefined);
+  const present = !mustLook || has === undefined ? true : await has.call(d.deps.sandbox, wanted);
   return chooseRunImage({ ...input, present: (i) => i !== wanted || present });
 }
 

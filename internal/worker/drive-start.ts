@@ -132,6 +132,9 @@ async function recordStart(d: Drive, box: SandboxHandle, chosen: RunImage): Prom
               image: chosen.image,
               imageReason: chosen.reason,
               ecosystem: chosen.ecosystem,
+              // The build by the engine's id: a later container of the run uses the same one.
+              imageDigest: chosen.pin ?? (await engineImageId(d, chosen.image)),
+              imageSource: "local",
             }),
           }),
         },
@@ -169,7 +172,7 @@ async function sandboxFor(
     tenantId: d.run0.tenantId,
     ...sandboxShape(d.deps.policy()),
     ...(own === undefined
-      ? { image: d.chosenImage?.image ?? sandboxShape(d.deps.policy()).image }
+      ? { image: d.chosenImage?.pin ?? d.chosenImage?.image ?? sandboxShape(d.deps.policy()).image }
       : { image: own.image, userImage: true }),
     ...(workspace !== undefined
       ? { workspace }
@@ -177,6 +180,11 @@ async function sandboxFor(
         ? { workspaceTar: base }
         : {}),
   });
+}
+
+/** The engine's id of an image ("" when the sandbox cannot tell or the lookup fails). */
+async function engineImageId(d: Drive, image: string): Promise<string> {
+  return (await d.deps.sandbox.imageId?.(image).catch(() => undefined)) ?? "";
 }
 
 /** The run's own image was refused or could not be pulled: the run fails with this. */

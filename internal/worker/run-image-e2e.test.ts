@@ -63,7 +63,7 @@ after(async () => {
 });
 
 interface Outcome {
-  started: { image: string; ecosystem: string; imageReason: string };
+  started: { image: string; ecosystem: string; imageReason: string; imageDigest: string };
   test: {
     ok: boolean;
     out: { command?: string; exitCode?: number; stdout?: string };
@@ -120,6 +120,10 @@ describe("the run's image", () => {
     assert.equal(started.image, "agentd-sandbox-go:latest");
     assert.equal(started.ecosystem, "go");
     assert.equal(started.imageReason, "detected go from go.mod (test command: go)");
+    // The build by the engine's id: a later container of the run (after a pause) is made
+    // from it even when make images moves the tag meanwhile.
+    assert.equal(started.imageDigest, await sandbox.imageId?.("agentd-sandbox-go:latest"));
+    assert.match(started.imageDigest, /^sha256:[0-9a-f]{64}$/);
     assert.ok(test.ok, JSON.stringify(test));
     assert.match(test.out.command ?? "", /^go test (-json )?\.\/\.\.\.$/);
     assert.equal(test.out.exitCode, 0, JSON.stringify(test.out));

@@ -70,21 +70,49 @@ describe("chooseRunImage", () => {
     assert.match(cfg.reason, /^\.agent\/config\.yaml image; agentd-sandbox-java:latest is not/);
   });
 
+  it("a run that started keeps the very build it started on while the engine has it", () => {
+    const id = `sha256:${"ab".repeat(32)}`;
+    const started = {
+      image: "agentd-sandbox-go:latest",
+      ecosystem: "go",
+      imageReason: "detected go from go.mod",
+      imageDigest: id,
+    };
+    const pinned = chooseRunImage(input({ started, present: (i) => i === id }));
+    assert.deepEqual(pinned, {
+      image: "agentd-sandbox-go:latest",
+      ecosystem: "go",
+      reason: "detected go from go.mod",
+      pin: id,
+    });
+    // make images moved the tag and the old build was removed: the tag as it is now, said.
+    const gone = chooseRunImage(input({ started, present: (i) => i !== id }));
+    assert.equal(gone.pin, undefined);
+    assert.equal(gone.image, "agentd-sandbox-go:latest");
+    assert.match(
+      gone.reason,
+      /the build it started on \(sha256:abababababab\) is gone from the engine/,
+    );
+  });
+
   it("a run that started keeps its image, whatever the policy or the engine says now", () => {
     const started = {
       image: "agentd-sandbox-rust:latest",
       ecosystem: "rust",
       imageReason: "Cargo.toml",
+      imageDigest: "",
     };
     const r = chooseRunImage(input({ started, policyImage: "other:1", present: none }));
     assert.deepEqual(r, { image: started.image, ecosystem: "rust", reason: "Cargo.toml" });
     // A run.started from before image reasons were recorded.
     const old = chooseRunImage(
-      input({ started: { image: "x:1", ecosystem: "", imageReason: "" } }),
+      input({ started: { image: "x:1", ecosystem: "", imageReason: "", imageDigest: "" } }),
     );
     assert.deepEqual(old, { image: "x:1", ecosystem: "", reason: "as run.started recorded" });
     const odd = chooseRunImage(
-      input({ started: { image: "x:1", ecosystem: "<script>", imageReason: "r" } }),
+      input({
+        started: { image: "x:1", ecosystem: "<script>", imageReason: "r", imageDigest: "" },
+      }),
     );
     assert.equal(odd.ecosystem, "", "an unknown recorded ecosystem is not passed on");
   });

@@ -3,7 +3,9 @@
  * image_reason). The first that applies wins:
  *
  *   1. The image the run already started on (its `run.started`): a run recreated after a
- *      pause, a takeover or a release keeps its toolchain.
+ *      pause, a takeover or a release keeps its toolchain — the very build, by the engine's
+ *      id `run.started` recorded (`image_digest`), while the engine still has it (a tag such
+ *      as agentd-sandbox-go:latest moves to every new build).
  *   2. The policy's `sandbox.image`, when the operator set it.
  *   3. `.agent/config.yaml` `image: <ecosystem>`; a bad value is not taken, and the reason
  *      says so before going on.
@@ -35,11 +37,15 @@ export interface RunImage {
   ecosystem: Ecosystem | "";
   /** Why, in a sentence that names the deciding setting or file. */
   reason: string;
+  /** The engine's id of the build to create the container from, when the run is pinned to one. */
+  pin?: string;
 }
 
 export interface RunImageInput {
   /** What the run's `run.started` recorded, if it has one. */
-  started?: { image: string; ecosystem: string; imageReason: string } | undefined;
+  started?:
+    | { image: string; ecosystem: string; imageReason: string; imageDigest: string }
+    | undefined;
   /** The policy's `sandbox.image` when set (undefined: the operator left it to detection). */
   policyImage?: string | undefined;
   /** `.agent/config.yaml`'s `image:` (detect-commands.ts configImage). */
@@ -52,12 +58,7 @@ export interface RunImageInput {
 
 export function chooseRunImage(input: RunImageInput): RunImage {
   const s = input.started;
-  if (s !== undefined && s.image !== "")
-    return {
-      image: s.image,
-      ecosystem: asEcosystem(s.ecosystem),
-      reason: s.imageReason === "" ? "as run.started recorded" : s.imageReason,
-    };
+  if (s !== undefined && s.image !== "") return startedImage(s, input.present);
   if (input.policyImage !== undefined)
     return { image: input.policyImage, ecosystem: "", reason: "policy sandbox.image" };
   const c = input.config;
@@ -66,6 +67,24 @@ export function chooseRunImage(input: RunImageInput): RunImage {
   const note = "problem" in c ? `${c.problem} (not taken); ` : "";
   const d = input.detected;
   return available(d.ecosystem, `${note}detected ${d.ecosystem} from ${d.reason}`, input.present);
+}
+
+/** The image `run.started` recorded: its build by id while the engine has it, else the tag. */
+function startedImage(
+  s: NonNullable<RunImageInput["started"]>,
+  present: (image: string) => boolean,
+): RunImage {
+  const out: RunImage = {
+    image: s.image,
+    ecosystem: asEcosystem(s.ecosystem),
+    reason: s.imageReason === "" ? "as run.started recorded" : s.imageReason,
+  };
+  if (s.imageDigest === "") return out;
+  if (present(s.imageDigest)) return { ...out, pin: s.imageDigest };
+  return {
+    ...out,
+    reason: `${out.reason}; the build it started on (${s.imageDigest.slice(0, 19)}) is gone from the engine, so ${s.image} as it is now`,
+  };
 }
 
 function available(
