@@ -18,100 +18,27 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { lookup } from "node:dns/promises";
-import {
-  cpSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { createFsCacheStore } from "../depcache/fs-cache-store.ts";
 import type { DepCacheStore } from "../depcache/port.ts";
-import { classifyAddress } from "../egress/destination.ts";
 import { createReplayEngine, loadTranscript } from "../engine/replay-engine.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
 import type { Event } from "../gen/agentd/v1/events_pb.js";
-import { NETWORK_PRESETS, type PresetName } from "../kernel/network-presets.ts";
-import { readPolicyFile } from "../kernel/policy-loader.ts";
+import { NETWORK_PRESETS } from "../kernel/network-presets.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import type { Sandbox } from "../sandbox/port.ts";
-import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
+import { packWorkspace } from "../sandbox/workspace-archive.ts";
+import { CORPUS, corpusPolicy, EXAMPLES, exampleFiles } from "../testing/corpus.ts";
 import { testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
 import { approveInLog, queueRun } from "../testing/worker-fixtures.ts";
 import { lastArtifact, PATCH } from "./run-artifacts.ts";
 import { driveRun } from "./run-driver.ts";
-
-const ROOT = join(import.meta.dirname, "..", "..");
-const EXAMPLES = join(ROOT, "examples");
-
-/** The corpus: each example, its ecosystem (run.started) and its registry preset. */
-export const CORPUS: readonly { name: string; ecosystem: string; preset: PresetName }[] = [
-  { name: "python-billing", ecosystem: "python", preset: "pypi" },
-  { name: "go-shortid", ecosystem: "go", preset: "go" },
-  { name: "rust-thousands", ecosystem: "rust", preset: "cargo" },
-  { name: "java-slugs", ecosystem: "java", preset: "maven" },
-  { name: "node-durations", ecosystem: "node", preset: "npm" },
-];
-
-/** The example's files as a workspace upload (its transcript stays out: it is the model). */
-export function exampleFiles(name: string): WorkspaceFile[] {
-  const dir = join(EXAMPLES, name);
-  const out: WorkspaceFile[] = [];
-  const walk = (d: string) => {
-    for (const entry of readdirSync(d, { withFileTypes: true })) {
-      const path = join(d, entry.name);
-      if (entry.isDirectory()) walk(path);
-      else if (entry.isFile() && entry.name !== "transcript.json")
-        out.push({
-          path: relative(dir, path),
-          type: "file",
-          mode: statSync(path).mode & 0o777,
-          data: readFileSync(path),
-        });
-    }
-  };
-  walk(dir);
-  return out;
-}
-
-/**
- * The addresses the preset's hosts resolve to that the egress proxy would refuse as not
- * public. On this build machine the registries resolve to 203.0.113.80 (a reserved range,
- * behind a TLS-intercepting mirror), so the policy must list them under network.private, as
- * a deployment behind such a mirror would; on a machine that reaches the registries
- * directly they resolve to public addresses and this adds nothing.
- */
-export async function nonPublicAddresses(presets: readonly PresetName[]): Promise<string[]> {
-  const out = new Set<string>();
-  for (const preset of presets)
-    for (const entry of NETWORK_PRESETS[preset]) {
-      const host = entry.replace(/:\d+$/, "");
-      const addrs = await lookup(host, { all: true }).catch(() => []);
-      for (const a of addrs) if (classifyAddress(a.address) !== "public") out.add(a.address);
-    }
-  return [...out];
-}
-
-/** The repository's default policy.yaml with the network an example's setup needs. */
-export async function corpusPolicy(preset: PresetName): Promise<Policy> {
-  const loaded = readPolicyFile(join(ROOT, "policy.yaml"));
-  assert.ok(loaded.ok, JSON.stringify(loaded.ok ? "" : loaded.errors));
-  const p = loaded.policy;
-  return {
-    ...p,
-    sandbox: { ...p.sandbox, network: "allowlist" },
-    network: { ...p.network, presets: [preset], private: await nonPublicAddresses([preset]) },
-  };
-}
 
 let dir: string;
 let log: FileEventLog;
