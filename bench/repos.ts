@@ -54,6 +54,7 @@ const { values } = parseArgs({
   options: {
     rounds: { type: "string", default: "1" },
     only: { type: "string", default: "" },
+    timeline: { type: "boolean", default: false },
   },
 });
 const rounds = Number(values.rounds);
@@ -132,6 +133,14 @@ async function agentdRun(name: string, policy: Policy, store: DepCacheStore): Pr
   if (outcome !== "completed" || doc(setup).exitCode !== 0 || test === undefined)
     fail(`${name} run ${run.runId}: ${outcome}; setup ${JSON.stringify(doc(setup)).slice(-1500)}`);
   const restored = find("cacheRestored");
+  if (values.timeline) {
+    const t0 = ms(find("runQueued"));
+    const lines = events.map((e) => {
+      const v = e.payload.value as { tool?: string; callId?: string } | undefined;
+      return `  +${(ms(e) - t0).toFixed(0).padStart(6)} ms ${e.payload.case} ${v?.tool ?? v?.callId ?? ""}`;
+    });
+    process.stdout.write(`${name} ${run.runId}:\n${lines.join("\n")}\n`);
+  }
   return {
     setupMs: ms(setup) - ms(find("runStarted")),
     toFirstTestMs: ms(test) - ms(find("runQueued")),
