@@ -127,11 +127,16 @@ async function driveToEnd(name: string, policy: Policy): Promise<Drive> {
   return { runId: r.run.runId, events };
 }
 
-const ofCase = <C extends Event["payload"]["case"]>(events: readonly Event[], c: C) =>
-  events
-    .map((e) => e.payload)
-    .filter((p): p is Extract<Event["payload"], { case: C }> => p.case === c)
-    .map((p) => p.value);
+type Payload = Event["payload"];
+type Case = NonNullable<Payload["case"]>;
+type ValueOf<C extends Case> = Extract<Payload, { case: C }>["value"];
+
+/** The values of the events of one type, in order. */
+function ofCase<C extends Case>(events: readonly Event[], c: C): ValueOf<C>[] {
+  const out: ValueOf<C>[] = [];
+  for (const e of events) if (e.payload.case === c) out.push(e.payload.value as ValueOf<C>);
+  return out;
+}
 
 /** Each tool call's result, by call id: ok and the result document (unwrapped). */
 function results(events: readonly Event[]) {
