@@ -64,7 +64,11 @@ after(async () => {
 
 interface Outcome {
   started: { image: string; ecosystem: string; imageReason: string };
-  test: { ok: boolean; out: { command?: string; exitCode?: number; stdout?: string } };
+  test: {
+    ok: boolean;
+    out: { command?: string; exitCode?: number; stdout?: string };
+    error: { code: string; message: string };
+  };
 }
 
 /** One run on a workspace of `files` that calls test.run once, on `box`. */
@@ -96,12 +100,17 @@ async function runOn(files: Record<string, string>, box: Sandbox = sandbox): Pro
   const events = (await log.read(run.runId, 0)).map((e) => e.event.payload);
   const started = events.find((p) => p.case === "runStarted");
   assert.ok(started?.case === "runStarted", "run.started was recorded");
-  const result = events.find((p) => p.case === "toolResult");
+  // The model's call (t1), not the setup's (a go.mod workspace gets one before it).
+  const result = events.find((p) => p.case === "toolResult" && p.value.callId === "t1");
   assert.ok(result?.case === "toolResult", "test.run has a result");
   const doc = JSON.parse(result.value.outputJson || "{}") as { result?: Outcome["test"]["out"] };
   return {
     started: started.value,
-    test: { ok: result.value.ok, out: doc.result ?? (doc as Outcome["test"]["out"]) },
+    test: {
+      ok: result.value.ok,
+      out: doc.result ?? (doc as Outcome["test"]["out"]),
+      error: { code: result.value.error?.code ?? "", message: result.value.error?.message ?? "" },
+    },
   };
 }
 
@@ -112,7 +121,7 @@ describe("the run's image", () => {
     assert.equal(started.ecosystem, "go");
     assert.equal(started.imageReason, "detected go from go.mod (test command: go)");
     assert.ok(test.ok, JSON.stringify(test));
-    assert.equal(test.out.command, "go test ./...");
+    assert.equal(test.out.command, "go test -json ./...");
     assert.equal(test.out.exitCode, 0, JSON.stringify(test.out));
     assert.match(test.out.stdout ?? "", /^ok\s+example\.com\/calc/m);
   });
@@ -126,7 +135,13 @@ describe("the run's image", () => {
       [started.image, started.ecosystem, started.imageReason],
       ["agentd-sandbox-python:latest", "python", ".agent/config.yaml image"],
     );
-    assert.equal(test.out.exitCode, 127, "the Python image has no go: the run is where it was put");
+    // The Python image has no go: the run is where it was put, and test.run's error says so.
+    assert.equal(test.ok, false);
+    assert.match(
+      test.error.message,
+      /\bgo\b.*agentd-sandbox-go:latest/s,
+      JSON.stringify(test.error),
+    );
   });
 
   it("an ecosystem image missing from the engine: base, and run.started names the missing image", async () => {
@@ -138,6 +153,12 @@ describe("the run's image", () => {
       started.imageReason,
       /^detected go from go\.mod .*; agentd-sandbox-go:latest is not on the Docker engine \(make images IMAGES=go\), so base$/,
     );
-    assert.equal(test.out.exitCode, 127, "base has no go: the test command is not found");
+    // base has no go: the test command is not found, and the error names the image with it.
+    assert.equal(test.ok, false);
+    assert.match(
+      test.error.message,
+      /\bgo\b.*agentd-sandbox-go:latest/s,
+      JSON.stringify(test.error),
+    );
   });
 });
