@@ -158,6 +158,47 @@ describe("replay engine", () => {
     assert.equal(again.text, text);
   });
 
+  test("the worker's setup.run calls (before the first step, again after a resume) are no turns", async () => {
+    const setup = (n: number): EngineMessage[] => [
+      {
+        role: "assistant",
+        text: "",
+        toolCalls: [{ callId: `setup_${n}`, tool: "setup.run", input: {} }],
+      },
+      { role: "tool", callId: `setup_${n}`, tool: "setup.run", output: { exitCode: 0 } },
+    ];
+    const first = await collect(
+      engine().run(req([task, ...setup(1)]), new AbortController().signal),
+    );
+    assert.equal(first.text, "Running the tests first.");
+    const [t, ...rest] = afterTwo;
+    assert.ok(t !== undefined);
+    const resumed = await collect(
+      engine().run(req([t, ...setup(1), ...rest, ...setup(2)]), new AbortController().signal),
+    );
+    assert.deepEqual(
+      resumed.events
+        .filter((e) => e.type === "tool-call")
+        .map((c) => c.type === "tool-call" && c.callId),
+      ["replay-2-0"],
+    );
+    // A call the model could make (any other tool) under a foreign id is still a mismatch.
+    const foreign = await collect(
+      engine().run(
+        req([
+          task,
+          {
+            role: "assistant",
+            text: "",
+            toolCalls: [{ callId: "x", tool: "process.run", input: {} }],
+          },
+        ]),
+        new AbortController().signal,
+      ),
+    );
+    assert.match(foreign.text, /turn 1 has tool calls the replay did not make \(x\)/);
+  });
+
   test("a tool error the recording did not have ends the run with a clear text", async () => {
     const messages = [
       ...afterTwo,

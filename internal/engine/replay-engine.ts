@@ -9,7 +9,8 @@
  * The engine is stateless like every engine (port.ts): each `run` looks at the request's
  * messages to find out where the conversation is, and plays the step that comes next.
  *
- * Which step: the number of assistant turns already in the messages. One step with
+ * Which step: the number of assistant turns already in the messages (the worker's own
+ * `setup.run` calls are not turns: no model made them). One step with
  * several tool calls becomes several assistant messages in the context the worker rebuilds
  * from events (context.ts: one message per call), so the engine names its calls
  * `replay-STEP-INDEX` and counts consecutive assistant messages of the same step as one
@@ -34,6 +35,7 @@ import { readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { AgentdError } from "../errors.ts";
+import { SETUP_TOOL } from "../tools/setup-run.ts";
 import type {
   AgentEngine,
   EngineEvent,
@@ -166,6 +168,9 @@ function turnsOf(messages: readonly EngineMessage[]): Turn[] {
   for (const m of messages) {
     if (m.role === "assistant") {
       const calls = m.toolCalls ?? [];
+      // The worker's setup step is recorded as a call before the model's first step (and
+      // again after a resume): no model made it, so it is no turn of the transcript.
+      if (calls.length > 0 && calls.every((c) => c.tool === SETUP_TOOL)) continue;
       const steps = new Set(calls.map((c) => stepOfCall(c.callId)));
       // Only when all its calls name one and the same step is a message the engine's own.
       const step = steps.size === 1 ? [...steps][0] : undefined;

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { pickCommands } from "./command-spec.ts";
 import { detectCommands } from "./detect-commands.ts";
-import { detectSetup } from "./setup-detect.ts";
+import { detectSetup, GO_SETUP } from "./setup-detect.ts";
 
 const files = (f: Record<string, string>) =>
   new Map(Object.entries(f).map(([k, v]) => [k, Buffer.from(v)]));
@@ -38,8 +38,8 @@ describe("detectSetup", () => {
     ],
     [{ "pyproject.toml": "" }, "python3 -m pip install --user -e .", "pypi", "pyproject.toml"],
     [{ "setup.py": "" }, "python3 -m pip install --user -e .", "pypi", "setup.py"],
-    [{ "go.mod": "", "go.sum": "" }, "go mod download", "go", "go.sum"],
-    [{ "go.mod": "" }, "go mod download", "go", "go.mod"],
+    [{ "go.mod": "", "go.sum": "" }, GO_SETUP, "go", "go.sum"],
+    [{ "go.mod": "" }, GO_SETUP, "go", "go.mod"],
     [{ "Cargo.toml": "", "Cargo.lock": "" }, "cargo fetch", "cargo", "Cargo.lock"],
     [{ "pom.xml": "" }, "mvn -B dependency:go-offline", "maven", "pom.xml"],
     [
@@ -50,6 +50,12 @@ describe("detectSetup", () => {
     ],
     [{ "build.gradle": "" }, "gradle --no-daemon dependencies", "gradle", "build.gradle"],
   ];
+  it("Go's setup downloads the modules, then compiles the tests without running them, and never fails on a package that does not compile", () => {
+    assert.match(GO_SETUP, /^go mod download && \{ go test /);
+    assert.match(GO_SETUP, / -exec true /, "the test binaries are not run: /bin/true is");
+    assert.match(GO_SETUP, / -count=1 /, "no test result is cached");
+    assert.match(GO_SETUP, /\|\| true; \}$/);
+  });
   for (const [f, command, ecosystem, lockfile] of cases)
     it(`${Object.keys(f).join(" + ")} → ${command}`, () => {
       const s = detectSetup(files(f));

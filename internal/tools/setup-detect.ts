@@ -9,7 +9,8 @@
  *                                             a `__metadata:` lockfile), else --frozen-lockfile
  *   requirements.txt                        → python3 -m pip install --user -r requirements.txt
  *   pyproject.toml / setup.py               → python3 -m pip install --user -e .
- *   go.mod                                  → go mod download (keyed by go.sum when present)
+ *   go.mod                                  → go mod download, then GO_BUILD_WARM (keyed by
+ *                                             go.sum when present)
  *   Cargo.toml                              → cargo fetch (keyed by Cargo.lock when present)
  *   pom.xml                                 → mvn -B dependency:go-offline
  *   build.gradle(.kts)                      → ./gradlew (or gradle) --no-daemon dependencies
@@ -57,6 +58,17 @@ type Files = ReadonlyMap<string, Buffer>;
  */
 export const NPM_WARM = "npm install --no-save --prefer-offline";
 
+/**
+ * After `go mod download`: compile every package and its tests into GOCACHE (/cache/go-build,
+ * saved with the cache), so a later run's first `go test` does not compile the standard
+ * library's test dependencies again (30-50 s on one CPU for a one-file module). `-exec true`
+ * runs /bin/true instead of each test binary (the setup runs none of the repository's code),
+ * `-count=1` caches no test result. A package that does not compile (the bug the run is
+ * about may be one) does not fail the setup: test.run reports it.
+ */
+export const GO_BUILD_WARM = "{ go test -count=1 -exec true ./... >/dev/null 2>&1 || true; }";
+export const GO_SETUP = `go mod download && ${GO_BUILD_WARM}`;
+
 /** The detected setup step, or undefined when the workspace declares no dependencies. */
 export function detectSetup(files: Files): SetupSpec | undefined {
   const has = (p: string) => files.has(p);
@@ -82,7 +94,7 @@ export function detectSetup(files: Files): SetupSpec | undefined {
     return spec("python3 -m pip install --user -r requirements.txt", "pypi", "requirements.txt");
   for (const m of ["pyproject.toml", "setup.py"])
     if (has(m)) return spec("python3 -m pip install --user -e .", "pypi", m);
-  if (has("go.mod")) return spec("go mod download", "go", has("go.sum") ? "go.sum" : "go.mod");
+  if (has("go.mod")) return spec(GO_SETUP, "go", has("go.sum") ? "go.sum" : "go.mod");
   if (has("Cargo.toml"))
     return spec("cargo fetch", "cargo", has("Cargo.lock") ? "Cargo.lock" : "Cargo.toml");
   if (has("pom.xml")) return spec("mvn -B dependency:go-offline", "maven", "pom.xml");
