@@ -244,9 +244,11 @@ describe("the corpus, each example to green", { concurrency: false }, () => {
   }
 });
 
-describe("the corpus again: a second run restores the cache", { concurrency: false }, () => {
+describe("the corpus again: a second run restores the cache and does not run its setup", {
+  concurrency: false,
+}, () => {
   for (const ex of CORPUS) {
-    it(`${ex.name}: cache.restored, the setup connects to no registry, still green`, async () => {
+    it(`${ex.name}: cache.restored, an exact hit: the setup answers from the cache, runs no package manager, connects to no registry, still green`, async () => {
       const policy = await corpusPolicy(ex.preset);
       const { events } = await driveToEnd(ex.name, policy);
       const [restored] = ofCase(events, "cacheRestored");
