@@ -34,6 +34,18 @@ export interface SetupSpec extends CommandSpec {
    * line would make (npm ci's node_modules): `npm ci` always deletes and reinstalls it.
    */
   warm?: string;
+  /**
+   * Set by setup-detect.ts only, for a line whose whole outcome is in the cache archive
+   * (/cache, and node_modules for npm) and whose every input is a setup input the cache key
+   * digests: a restore under exactly the run's key already is what the line would make, so
+   * the line is not run (worker/setup-exact-hit.ts). Never set for a configured line.
+   */
+  outcomeInCache?: true;
+  /**
+   * Set by the driver over an exact cache hit (worker/drive-setup.ts): setup.run answers
+   * from the restored archive without running the line.
+   */
+  cached?: { digest: string; savedByRun: string };
 }
 
 export interface RunCommands {

@@ -18,37 +18,58 @@ const facts = (f: Record<string, string>) => ({
 });
 
 describe("detectSetup", () => {
-  const cases: [Record<string, string>, string, string, string][] = [
-    [{ "package.json": "{}", "package-lock.json": "{}" }, "npm ci", "npm", "package-lock.json"],
-    [{ "npm-shrinkwrap.json": "{}" }, "npm ci", "npm", "npm-shrinkwrap.json"],
-    [{ "pnpm-lock.yaml": "" }, "pnpm install --frozen-lockfile", "npm", "pnpm-lock.yaml"],
-    [{ "yarn.lock": "# yarn lockfile v1\n" }, "yarn install --frozen-lockfile", "npm", "yarn.lock"],
+  const cases: [Record<string, string>, string, string, string, boolean][] = [
+    [
+      { "package.json": "{}", "package-lock.json": "{}" },
+      "npm ci",
+      "npm",
+      "package-lock.json",
+      true,
+    ],
+    [{ "npm-shrinkwrap.json": "{}" }, "npm ci", "npm", "npm-shrinkwrap.json", true],
+    [{ "pnpm-lock.yaml": "" }, "pnpm install --frozen-lockfile", "npm", "pnpm-lock.yaml", true],
+    [
+      { "yarn.lock": "# yarn lockfile v1\n" },
+      "yarn install --frozen-lockfile",
+      "npm",
+      "yarn.lock",
+      true,
+    ],
     [
       { "yarn.lock": "__metadata:\n  version: 8\n" },
       "yarn install --immutable",
       "npm",
       "yarn.lock",
+      false,
     ],
-    [{ "yarn.lock": "", ".yarnrc.yml": "" }, "yarn install --immutable", "npm", "yarn.lock"],
+    [{ "yarn.lock": "", ".yarnrc.yml": "" }, "yarn install --immutable", "npm", "yarn.lock", false],
     [
       { "requirements.txt": "six==1.16.0\n", "pyproject.toml": "" },
       "python3 -m pip install --user -r requirements.txt",
       "pypi",
       "requirements.txt",
+      true,
     ],
-    [{ "pyproject.toml": "" }, "python3 -m pip install --user -e .", "pypi", "pyproject.toml"],
-    [{ "setup.py": "" }, "python3 -m pip install --user -e .", "pypi", "setup.py"],
-    [{ "go.mod": "", "go.sum": "" }, GO_SETUP, "go", "go.sum"],
-    [{ "go.mod": "" }, GO_SETUP, "go", "go.mod"],
-    [{ "Cargo.toml": "", "Cargo.lock": "" }, "cargo fetch", "cargo", "Cargo.lock"],
-    [{ "pom.xml": "" }, "mvn -B dependency:go-offline", "maven", "pom.xml"],
+    [
+      { "pyproject.toml": "" },
+      "python3 -m pip install --user -e .",
+      "pypi",
+      "pyproject.toml",
+      false,
+    ],
+    [{ "setup.py": "" }, "python3 -m pip install --user -e .", "pypi", "setup.py", false],
+    [{ "go.mod": "", "go.sum": "" }, GO_SETUP, "go", "go.sum", true],
+    [{ "go.mod": "" }, GO_SETUP, "go", "go.mod", false],
+    [{ "Cargo.toml": "", "Cargo.lock": "" }, "cargo fetch", "cargo", "Cargo.lock", true],
+    [{ "pom.xml": "" }, "mvn -B dependency:go-offline", "maven", "pom.xml", true],
     [
       { "build.gradle.kts": "", gradlew: "" },
       "sh ./gradlew --no-daemon dependencies",
       "gradle",
       "build.gradle.kts",
+      false,
     ],
-    [{ "build.gradle": "" }, "gradle --no-daemon dependencies", "gradle", "build.gradle"],
+    [{ "build.gradle": "" }, "gradle --no-daemon dependencies", "gradle", "build.gradle", false],
   ];
   it("Go's setup downloads the modules, then compiles the tests without running them, and never fails on a package that does not compile", () => {
     assert.match(GO_SETUP, /^go mod download && \{ go test /);
@@ -56,13 +77,43 @@ describe("detectSetup", () => {
     assert.match(GO_SETUP, / -count=1 /, "no test result is cached");
     assert.match(GO_SETUP, /\|\| true; \}$/);
   });
-  for (const [f, command, ecosystem, lockfile] of cases)
-    it(`${Object.keys(f).join(" + ")} → ${command}`, () => {
+  for (const [f, command, ecosystem, lockfile, inCache] of cases)
+    it(`${Object.keys(f).join(" + ")} → ${command}${inCache ? " (outcome in the cache)" : ""}`, () => {
       const s = detectSetup(files(f));
       const warm = command === "npm ci" ? { warm: "npm install --no-save --prefer-offline" } : {};
-      assert.deepEqual(s, { command, ecosystem, lockfile, source: lockfile, ...warm });
+      const flag = inCache ? { outcomeInCache: true } : {};
+      assert.deepEqual(s, { command, ecosystem, lockfile, source: lockfile, ...flag, ...warm });
       assert.deepEqual(detectCommands(facts(f)).setup, s);
     });
+
+  it("a line reading files the key does not digest is not marked as having its outcome in the cache", () => {
+    const req = (text: string) =>
+      detectSetup(files({ "requirements.txt": text }))?.outcomeInCache === true;
+    assert.equal(
+      req("# pinned\nsix==1.17.0\npytest >= 8 ; python_version > '3.8'\nfoo[bar]\n"),
+      true,
+    );
+    for (const bad of [
+      "-r base.txt\n",
+      "-c constraints.txt\nsix\n",
+      "-e .\n",
+      ".\n",
+      "./libs/x\n",
+      "--index-url https://example.test/simple\nsix\n",
+      "six @ https://example.test/six.whl\n",
+      "six @ file:///tmp/six\n",
+      "/abs/path.whl\n",
+    ])
+      assert.equal(req(bad), false, JSON.stringify(bad));
+    const cargo = (toml: string) =>
+      detectSetup(files({ "Cargo.toml": toml, "Cargo.lock": "" }))?.outcomeInCache === true;
+    assert.equal(cargo('[package]\nname = "x"\n[dependencies]\nserde = "1"\n'), true);
+    assert.equal(cargo('[workspace]\nmembers = ["a"]\n'), false);
+    assert.equal(cargo('[dependencies]\nlocal = { path = "../local" }\n'), false);
+    const pom = (xml: string) => detectSetup(files({ "pom.xml": xml }))?.outcomeInCache === true;
+    assert.equal(pom("<project><modules><module>a</module></modules></project>"), false);
+    assert.equal(pom("<project><parent><artifactId>p</artifactId></parent></project>"), false);
+  });
 
   it("no lockfile, no setup: a bare package.json would resolve versions anew each run", () => {
     assert.equal(detectSetup(files({ "package.json": "{}" })), undefined);

@@ -15,6 +15,16 @@
  *   pom.xml                                 → mvn -B dependency:go-offline
  *   build.gradle(.kts)                      → ./gradlew (or gradle) --no-daemon dependencies
  *
+ * Lines whose whole outcome is in the cache archive and whose inputs are all setup inputs
+ * are marked `outcomeInCache` (a warm run with an exact cache hit does not run them,
+ * worker/setup-exact-hit.ts): npm ci, pnpm, yarn classic (node_modules is archived); pip
+ * -r over a requirements.txt of plain requirements (no -r/-c/-e, options or paths, which
+ * read files the key does not digest); go mod download with a go.sum; cargo fetch with a
+ * Cargo.lock and no [workspace] or path dependencies; mvn over a pom.xml without <modules>
+ * or <parent>. Not yarn berry (Plug'n'Play writes .pnp.cjs into /workspace), pip -e
+ * (metadata in /workspace), Gradle (subprojects, catalogs and wrapper properties are not
+ * keyed), or anything configured.
+ *
  * A package.json without a lockfile gets no setup: `npm install` would resolve versions
  * anew on every run, and a cache keyed by what it fetched would key nothing.
  *
@@ -72,32 +82,51 @@ export const GO_SETUP = `go mod download && ${GO_BUILD_WARM}`;
 /** The detected setup step, or undefined when the workspace declares no dependencies. */
 export function detectSetup(files: Files): SetupSpec | undefined {
   const has = (p: string) => files.has(p);
-  const spec = (command: string, ecosystem: string, lockfile: string): SetupSpec => ({
+  const text = (p: string) => files.get(p)?.toString("utf8") ?? "";
+  const spec = (
+    command: string,
+    ecosystem: string,
+    lockfile: string,
+    inCache = false,
+  ): SetupSpec => ({
     command,
     ecosystem,
     lockfile,
     source: lockfile,
+    ...(inCache ? { outcomeInCache: true as const } : {}),
   });
   for (const lock of ["package-lock.json", "npm-shrinkwrap.json"])
-    if (has(lock)) return { ...spec("npm ci", "npm", lock), warm: NPM_WARM };
-  if (has("pnpm-lock.yaml")) return spec("pnpm install --frozen-lockfile", "npm", "pnpm-lock.yaml");
+    if (has(lock)) return { ...spec("npm ci", "npm", lock, true), warm: NPM_WARM };
+  if (has("pnpm-lock.yaml"))
+    return spec("pnpm install --frozen-lockfile", "npm", "pnpm-lock.yaml", true);
   if (has("yarn.lock")) {
-    const berry =
-      has(".yarnrc.yml") || /^__metadata:/m.test(files.get("yarn.lock")?.toString("utf8") ?? "");
-    return spec(
-      berry ? "yarn install --immutable" : "yarn install --frozen-lockfile",
-      "npm",
-      "yarn.lock",
-    );
+    const berry = has(".yarnrc.yml") || /^__metadata:/m.test(text("yarn.lock"));
+    return berry
+      ? spec("yarn install --immutable", "npm", "yarn.lock")
+      : spec("yarn install --frozen-lockfile", "npm", "yarn.lock", true);
   }
   if (has("requirements.txt"))
-    return spec("python3 -m pip install --user -r requirements.txt", "pypi", "requirements.txt");
+    return spec(
+      "python3 -m pip install --user -r requirements.txt",
+      "pypi",
+      "requirements.txt",
+      plainRequirements(text("requirements.txt")),
+    );
   for (const m of ["pyproject.toml", "setup.py"])
     if (has(m)) return spec("python3 -m pip install --user -e .", "pypi", m);
-  if (has("go.mod")) return spec(GO_SETUP, "go", has("go.sum") ? "go.sum" : "go.mod");
-  if (has("Cargo.toml"))
-    return spec("cargo fetch", "cargo", has("Cargo.lock") ? "Cargo.lock" : "Cargo.toml");
-  if (has("pom.xml")) return spec("mvn -B dependency:go-offline", "maven", "pom.xml");
+  if (has("go.mod"))
+    return has("go.sum") ? spec(GO_SETUP, "go", "go.sum", true) : spec(GO_SETUP, "go", "go.mod");
+  if (has("Cargo.toml")) {
+    const toml = text("Cargo.toml");
+    const alone = !/^\s*\[\s*workspace/m.test(toml) && !/\bpath\s*=/.test(toml);
+    return has("Cargo.lock")
+      ? spec("cargo fetch", "cargo", "Cargo.lock", alone)
+      : spec("cargo fetch", "cargo", "Cargo.toml");
+  }
+  if (has("pom.xml")) {
+    const alone = !/<(modules|parent)\b/.test(text("pom.xml"));
+    return spec("mvn -B dependency:go-offline", "maven", "pom.xml", alone);
+  }
   for (const g of ["build.gradle.kts", "build.gradle"])
     if (has(g))
       return spec(
@@ -106,4 +135,20 @@ export function detectSetup(files: Files): SetupSpec | undefined {
         g,
       );
   return undefined;
+}
+
+/**
+ * Whether every line of a requirements.txt is a plain requirement (a name, extras, a
+ * version, markers) or a comment: no option (-r, -c, -e, --index-url…) and no path or URL,
+ * which would make pip read what the cache key does not digest.
+ */
+function plainRequirements(text: string): boolean {
+  for (const raw of text.split(/\r?\n/)) {
+    const line = raw.replace(/(^|\s)#.*$/, "").trim();
+    if (line === "") continue;
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,\s-]*\])?\s*([<>=!~;(]|$)/.test(line))
+      return false;
+    if (/[/\\@]|:\/\//.test(line.split(";")[0] ?? "")) return false;
+  }
+  return true;
 }

@@ -2,7 +2,9 @@
  * setup.run: the run's setup step (the policy's tools.setup, else `.agent/config.yaml`
  * commands.setup, else the lockfile's, see setup-detect.ts), run once by the driver before
  * the model's first step (worker/setup/drive-setup.ts), through the kernel like any call.
- * The result names the command, its source and its ecosystem.
+ * The result names the command, its source and its ecosystem. Over an exact cache hit the
+ * driver marks the spec `cached`: the call answers `{ cached: true, digest, savedByRun,
+ * command, exitCode: 0 }` without running anything.
  *
  * The model has it too (to install again after it changed a lockfile), but what it runs is
  * decided by the policy and the uploaded workspace, never by the model; only the driver's
@@ -40,6 +42,18 @@ export const setupRun = defineTool({
         "EVALIDATION",
         "no setup command: the policy sets none (tools.setup), .agent/config.yaml has no commands.setup, and no lockfile or manifest was found",
       );
+    // An exact cache hit (set by the driver, worker/setup-exact-hit.ts): the restored
+    // archive already is this line's outcome; nothing runs.
+    if (spec.cached !== undefined)
+      return {
+        cached: true,
+        digest: spec.cached.digest,
+        savedByRun: spec.cached.savedByRun,
+        command: spec.command,
+        exitCode: 0,
+        source: spec.source,
+        ecosystem: spec.ecosystem,
+      };
     const result = await runCommand(ctx, spec.command, undefined, undefined, SETUP_ENV);
     return { ...result, source: spec.source, ecosystem: spec.ecosystem };
   },

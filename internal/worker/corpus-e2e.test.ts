@@ -7,7 +7,8 @@
  * registry), the patch, and test.run whose structured results say failed > 0 before the
  * patch and failed = 0 after; the run's patch artifact applies with `git apply` to a copy of
  * the example. Then: a second run of one example restores its dependency cache
- * (`cache.restored`) and its setup connects to no registry; and a Python run paused for an
+ * (`cache.restored`), an exact hit, so its setup is answered from the cache
+ * (`cached: true`) and runs no package manager; and a Python run paused for an
  * approval (hold 0: snapshot, container gone) resumes in a new container and still goes green.
  *
  * Real parts: the embedded event log, the artifact store, the directory dependency cache,
@@ -243,9 +244,11 @@ describe("the corpus, each example to green", { concurrency: false }, () => {
   }
 });
 
-describe("the corpus again: a second run restores the cache", { concurrency: false }, () => {
+describe("the corpus again: a second run restores the cache and does not run its setup", {
+  concurrency: false,
+}, () => {
   for (const ex of CORPUS) {
-    it(`${ex.name}: cache.restored, the setup connects to no registry, still green`, async () => {
+    it(`${ex.name}: cache.restored, an exact hit: the setup answers from the cache, runs no package manager, connects to no registry, still green`, async () => {
       const policy = await corpusPolicy(ex.preset);
       const { events } = await driveToEnd(ex.name, policy);
       const [restored] = ofCase(events, "cacheRestored");
@@ -253,6 +256,16 @@ describe("the corpus again: a second run restores the cache", { concurrency: fal
       assert.ok(restored.savedByRun.length > 0, "names the run that saved it");
       const setup = setupOf(events);
       assert.equal(setup.result.doc.exitCode, 0, JSON.stringify(setup.result.doc).slice(-3000));
+      // An exact hit (same tenant, image build, line and inputs): answered from the cache,
+      // the package manager never started.
+      assert.equal(setup.result.doc.cached, true, JSON.stringify(setup.result.doc).slice(-3000));
+      assert.equal(setup.result.doc.digest, restored.digest);
+      assert.equal(setup.result.doc.savedByRun, restored.savedByRun);
+      assert.equal(
+        ofCase(events, "toolOutput").filter((o) => o.callId === setup.call.callId).length,
+        0,
+        `${ex.name}: no process of the setup streamed output`,
+      );
       assert.deepEqual(
         setup.requests.map((n) => `${n.host} ${n.decision}`),
         [],

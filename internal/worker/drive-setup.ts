@@ -9,7 +9,10 @@
  * (cache-key.ts) is unpacked into /cache and recorded (`cache.restored`: key, archive digest,
  * the run that saved it); after a successful setup that restored nothing, /cache is saved
  * (`cache.saved`). Only the setup's state is ever saved, before the model runs: nothing the
- * model does reaches another run's cache.
+ * model does reaches another run's cache. An exact hit (setup-exact-hit.ts: the archive's key
+ * is this run's, and the detected line's whole outcome is in it) does not run the line: the
+ * setup.run call is decided and recorded as ever, and answers `cached: true` with the
+ * archive's digest and the run that saved it.
  *
  * A failed setup does not end the run: the model is told (an agentd notice besides the
  * result) and may fix what it can. A run that resumes in a new container (after a pause, or
@@ -32,11 +35,12 @@ import {
 import type { KernelRun } from "../kernel/kernel.ts";
 import { pickCommands, type SetupSpec } from "../tools/command-spec.ts";
 import { SETUP_TOOL } from "../tools/setup-run.ts";
-import { type CacheKey, cacheKey } from "./cache-key.ts";
+import { type CacheKey, type CacheKeyInput, cacheKey } from "./cache-key.ts";
 import { type ArchiveFacts, archiveCache, NODE_MODULES, restoreCache } from "./cache-transfer.ts";
 import type { Drive } from "./drive.ts";
 import { askForHosts, handleAttributed } from "./drive-egress.ts";
 import type { Next } from "./run-driver.ts";
+import { exactHit } from "./setup-exact-hit.ts";
 
 /** Runs the setup when the run needs it; a Next when the drive must go elsewhere (hold). */
 export async function setupStep(
@@ -62,22 +66,31 @@ export async function setupStep(
     return await runSetup(d, spec, calls, undefined, own?.installedTree === true);
   }
   if (spec === undefined) return undefined;
-  const key = cacheOn
-    ? cacheKey({ tenant: d.run0.tenantId, image: await cacheImage(d), setup: spec, inputs })
+  const keyInput: CacheKeyInput | undefined = cacheOn
+    ? { tenant: d.run0.tenantId, image: await cacheImage(d), setup: spec, inputs }
     : undefined;
+  const key = keyInput === undefined ? undefined : cacheKey(keyInput);
   const restored = key === undefined ? undefined : await restoreShared(d, spec, key);
   // Saved only from an empty /cache: after a restore (recorded), or one tar stopped part-way
   // (its members are in /cache, unrecorded), the archive would carry another run's content
   // as this run's own.
   const saveAs = key !== undefined && restored === undefined ? key : undefined;
   const tree = typeof restored === "object" && restored.installedTree;
-  return await runSetup(d, spec, calls, saveAs, tree);
+  const cached =
+    typeof restored === "object" &&
+    keyInput !== undefined &&
+    exactHit({ restoredKey: restored.key, run: keyInput, installedTree: tree })
+      ? { digest: restored.digest, savedByRun: restored.savedBy }
+      : undefined;
+  return await runSetup(d, spec, calls, saveAs, tree, cached);
 }
 
 /**
  * The setup as a kernel call; a successful one saves /cache under `saveAs`. Over an
  * installed tree the cache brought back, the spec's warm line runs instead (npm ci would
- * delete and reinstall it); the call's result names the line it ran and why.
+ * delete and reinstall it); over an exact hit (`cached`) the line the kernel decides is the
+ * same, but setup.run answers from the cache without running it. The call's result names
+ * the line and why.
  */
 async function runSetup(
   d: Drive,
@@ -85,16 +98,22 @@ async function runSetup(
   calls: number,
   saveAs: CacheKey | undefined,
   treeRestored: boolean,
+  cached?: { digest: string; savedByRun: string },
 ): Promise<Next | undefined> {
   const k = d.kernelRun as KernelRun;
   const detected = k.commands;
-  if (treeRestored && spec.warm !== undefined && detected?.setup === spec)
+  const warm = treeRestored && spec.warm !== undefined;
+  if ((warm || cached !== undefined) && detected?.setup === spec)
     k.commands = {
       ...detected,
       setup: {
         ...spec,
-        command: spec.warm,
-        source: `${spec.source} (${spec.command}'s node_modules restored from the cache)`,
+        ...(warm ? { command: spec.warm } : {}),
+        source:
+          cached !== undefined
+            ? `${spec.source} (exact cache hit: its outcome restored from ${cached.digest.slice(0, 12)}, saved by run ${cached.savedByRun}; not run)`
+            : `${spec.source} (${spec.command}'s node_modules restored from the cache)`,
+        ...(cached !== undefined ? { cached } : {}),
       },
     };
   let held = false;
@@ -150,6 +169,13 @@ function lastSetupSucceeded(events: readonly Event[]): boolean {
     }
   }
   return ok;
+}
+
+/** A restored archive: what it holds, and the store entry it came from. */
+interface Restored extends ArchiveFacts {
+  key: string;
+  digest: string;
+  savedBy: string;
 }
 
 /** A cache archive a run's log names. */
@@ -214,7 +240,7 @@ async function restoreShared(
   d: Drive,
   spec: SetupSpec,
   key: CacheKey,
-): Promise<ArchiveFacts | "partial" | undefined> {
+): Promise<Restored | "partial" | undefined> {
   const store = d.deps.depCache;
   if (store === undefined || d.box === undefined) return undefined;
   let unpacking = false;
@@ -238,7 +264,7 @@ async function restoreShared(
         reason: "setup",
       }),
     });
-    return facts;
+    return { ...facts, key: entry.key, digest: entry.digest, savedBy: entry.savedBy };
   } catch (err) {
     if (d.callSignal.aborted) throw err;
     // A cache that cannot be had is a slower setup, not a failed run.

@@ -9,7 +9,8 @@
  *      the model's code can require the package; /cache is saved (`cache.saved`); the
  *      run's patch holds no node_modules.
  *   2. acme again: the cache is restored before the setup (`cache.restored`, naming the
- *      first run and the archive it saved) and the setup makes no network request at all.
+ *      first run and the archive it saved), an exact hit: the setup call is decided and
+ *      recorded but answered from the cache (`cached: true`); npm never runs, no request.
  *   3. tenant globex, same repository: no restore of acme's cache; a cache of its own.
  *   4. the run moves to a new container (released, its container gone): its own archive is
  *      restored (`cache.restored`, reason "resume") and its setup runs again, recorded.
@@ -79,6 +80,7 @@ let sandbox: Sandbox;
 let artifacts: FsArtifactStore;
 let cacheStore: DepCacheStore;
 let policy: Policy;
+const execs: { runId: string; line: string }[] = [];
 /** Called before each model request is answered (a test stops a drive there). */
 let onAsk: (() => void) | undefined;
 
@@ -110,6 +112,12 @@ before(async () => {
         maxOutputBytes: 4096,
       });
       assert.equal(r.exitCode, 0, r.stderr);
+      // Every command line run in a sandbox, by run: the exact-hit test asserts npm never ran.
+      const exec = box.exec.bind(box);
+      box.exec = (req) => {
+        execs.push({ runId: spec.runId, line: req.argv.join(" ") });
+        return exec(req);
+      };
       return box;
     },
   };
@@ -273,7 +281,7 @@ describe("the setup step and its dependency cache", () => {
     console.log(`# first setup: ${setup.output.durationMs} ms`);
   });
 
-  it("a second run of the repository restores that cache, records it, and its setup needs no network", async () => {
+  it("a second run of the repository restores that cache, records it, and its setup is answered from it without running npm", async () => {
     assert.ok(first, "the first test ran");
     const second = await drive("acme", REPO);
     const restored = ofCase(second.events, "cacheRestored");
@@ -287,20 +295,33 @@ describe("the setup step and its dependency cache", () => {
     assert.ok(restoredAt < setupAt, "restored before the setup ran");
     const setup = resultOf(second.events, "setup_1");
     assert.equal(setup.output.exitCode, 0, String(setup.output.stderr));
-    // npm ci's node_modules came back with the cache: the warm line leaves it as it is.
+    // An exact hit (same tenant, image build, line and inputs): the restored archive is the
+    // setup's outcome. The call is decided and recorded, and answers from the cache.
+    assert.equal(setup.output.cached, true, JSON.stringify(setup.output));
+    assert.equal(setup.output.digest, savedDigest);
+    assert.equal(setup.output.savedByRun, first.runId);
     assert.equal(setup.output.command, "npm install --no-save --prefer-offline");
-    assert.match(
-      String(setup.output.source),
-      /package-lock\.json \(npm ci's node_modules restored/,
+    assert.match(String(setup.output.source), /package-lock\.json \(exact cache hit: .*not run\)/);
+    const decided = ofCase(second.events, "policyDecision").filter((p) => p.callId === "setup_1");
+    assert.equal(decided.length, 1, "the kernel decided the setup call");
+    assert.equal(
+      ofCase(second.events, "toolOutput").filter((o) => o.callId === "setup_1").length,
+      0,
+      "no process streamed output",
+    );
+    const ran = execs.filter((e) => e.runId === second.runId).map((e) => e.line);
+    assert.ok(ran.length > 0, "the run's sandbox ran commands (the restore, the model's)");
+    assert.ok(
+      !ran.some((l) => /\bnpm (ci|install)\b/.test(l)),
+      `npm never ran: ${ran.join(" | ")}`,
     );
     assert.deepEqual(
       ofCase(second.events, "networkRequest").filter((r) => r.callId === "setup_1"),
       [],
-      "npm ci ran from the restored cache",
+      "the setup made no request",
     );
     assert.match(String(resultOf(second.events, "use").output.stdout), /true/);
     assert.equal(ofCase(second.events, "cacheSaved").length, 0, "a hit is not saved again");
-    console.log(`# second setup: ${setup.output.durationMs} ms`);
   });
 
   it("another tenant never gets acme's cache: it fetches and saves its own", async () => {
@@ -453,6 +474,8 @@ describe("the setup step and its dependency cache", () => {
     );
     const ran = String(resultOf(events, "setup_1").output.command);
     assert.ok(asked[0]?.includes(ran), `approved ${JSON.stringify(asked[0])}, ran ${ran}`);
+    // An exact hit: once approved, the call answers from the cache the person was shown.
+    assert.equal(resultOf(events, "setup_1").output.cached, true);
   });
 
   it("past the tenant's bound the least recently used entry is evicted, and recorded; an archive past it is not saved", async () => {
