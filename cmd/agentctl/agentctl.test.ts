@@ -5,14 +5,16 @@
  * - "queue": agentd dev with an auth file and no model (its worker is off, runs stay
  *   queued): run --no-wait, what the packer uploads (.gitignore honoured, links out of the
  *   tree left out), get with queue positions, runs paging, events as NDJSON, cancel,
- *   replay of a cancelled run, approvals, and the error messages (unreachable, tokens,
+ *   replay, wait and events --follow of a cancelled run (exit 2), the reused-run note of
+ *   an idempotent retry, approvals, and the error messages (unreachable, tokens,
  *   tenants, invalid fields, sizes).
  * - "model": agentd dev with a scripted OpenAI-compatible model (internal/testing/openai-stub)
  *   and the test sandbox image: run --follow through an approval given with agentctl
  *   approve, replay printing exactly what the follow printed, verify, events --json,
  *   artifact get applying with git apply; run --follow --no-wait stopping at the approval
- *   (exit 3) and deny; a failing run (exit 1); then one byte of a stored event changed on
- *   disk makes verify fail naming that seq.
+ *   (exit 3) and deny; a failing run (exit 1 from run, replay, events --follow, wait);
+ *   wait --for approval (exit 3) and wait for the end (exit 0); then one byte of a stored
+ *   event changed on disk makes verify fail naming that seq.
  * - --help on every command.
  */
 import assert from "node:assert/strict";
@@ -342,13 +344,58 @@ describe("agentctl against agentd dev with a model", () => {
     assert.match(rest.stdout, /run\.completed/);
   });
 
-  it("a failing run exits 1, in run and in replay", async () => {
+  it("a failing run exits 1, in run, replay, events --follow and wait", async () => {
     const res = await m(["run", "--repo", join(dir, "repo"), "--prompt", "please fail"]);
     assert.equal(res.code, 1, res.stderr + res.stdout);
     assert.match(res.stdout, /✘ failed.*EMODEL_AUTH/);
-    const replay = await m(["replay", runIdFrom(res.stderr)]);
+    const runId = runIdFrom(res.stderr);
+    const [replay, events, wait] = await Promise.all([
+      m(["replay", runId]),
+      m(["events", runId, "--follow"]),
+      m(["wait", runId]),
+    ]);
     assert.equal(replay.code, 1);
     assert.equal(replay.stdout.split("\n").at(-2), res.stdout.split("\n").at(-2));
+    assert.equal(events.code, 1, events.stderr + events.stdout);
+    assert.match(events.stdout, /run\.failed/);
+    assert.equal(wait.code, 1, wait.stderr);
+    assert.equal(wait.stdout, "failed\n");
+    assert.match(wait.stderr, /EMODEL_AUTH/);
+  });
+
+  it("wait: --for approval returns 3 once the run waits for a person; wait for the end returns 0 after the approval", async () => {
+    const created = await m([
+      "run",
+      "--repo",
+      join(dir, "repo"),
+      "--prompt",
+      "fix the greeting, waited on",
+      "--no-wait",
+    ]);
+    assert.equal(created.code, 0, created.stderr);
+    const runId = created.stdout.trim();
+    const atApproval = await m(["wait", runId, "--for", "approval"]);
+    assert.equal(atApproval.code, 3, atApproval.stderr + atApproval.stdout);
+    assert.equal(atApproval.stdout, "waiting\n");
+    const approvalId = /agentctl approve (apr_\S+)/.exec(atApproval.stderr)?.[1];
+    assert.ok(approvalId, atApproval.stderr);
+    const again = await m(["wait", runId, "--for", "approval"]);
+    assert.equal(again.code, 3, "a run already waiting answers at once");
+
+    const end = spawnCtl(["--addr", model.addr, "wait", runId]);
+    const ended = collect(end);
+    const ok = await m(["approve", approvalId, "--reason", "waited"]);
+    assert.equal(ok.code, 0, ok.stderr);
+    const res = await ended;
+    assert.equal(res.code, 0, res.stderr + res.stdout);
+    assert.equal(res.stdout, "completed\n");
+    const [done, events] = await Promise.all([
+      m(["wait", runId, "--for", "approval"]),
+      m(["events", runId, "--follow"]),
+    ]);
+    assert.equal(done.code, 0, "--for approval on an ended run gives its outcome");
+    assert.equal(done.stdout, "completed\n");
+    assert.equal(events.code, 0, events.stderr);
   });
 
   it("verify fails naming the seq of a stored event changed on disk", async () => {
@@ -522,6 +569,9 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
     const idOf = (out: string) => /"runId":"([0-9A-Z]{26})"/.exec(out)?.[1];
     assert.ok(idOf(a.stdout), a.stdout);
     assert.equal(idOf(b.stdout), idOf(a.stdout));
+    assert.doesNotMatch(a.stderr, /reused run/);
+    assert.ok(b.stderr.includes(`reused run ${idOf(a.stdout)}`), b.stderr);
+    assert.match(b.stderr, /--idempotency-key ci-42-attempt already made it/);
     const other = await q([
       "run",
       "--prompt",
@@ -535,7 +585,7 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
     assert.match(other.stderr, /idempotency_key: already used by run/);
   });
 
-  it("cancel: of a queued run at once; a waiting run exits 2; replay of a cancelled run exits 2", async () => {
+  it("cancel: of a queued run at once; a waiting run exits 2; replay, wait and events --follow of a cancelled run exit 2", async () => {
     const waiting = spawnCtl(["run", "--prompt", "wait for me", "--repo", join(dir, "ws")], {
       env: { AGENTD_ADDR: queue.url, AGENTD_TOKEN: TOKEN },
     });
@@ -547,8 +597,15 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
     const res = await done;
     assert.equal(res.code, 2, res.stderr + res.stdout);
     assert.match(res.stdout, /✘ cancelled .*: changed my mind/);
-    const replay = await q(["replay", created[1] as string]);
+    const [replay, wait, events] = await Promise.all([
+      q(["replay", created[1] as string]),
+      q(["wait", created[1] as string]),
+      q(["events", created[1] as string, "--follow"]),
+    ]);
     assert.equal(replay.code, 2);
+    assert.equal(wait.code, 2, wait.stderr);
+    assert.equal(wait.stdout, "cancelled\n");
+    assert.equal(events.code, 2, events.stderr);
     const again = await q(["cancel", created[1] as string]);
     assert.equal(again.code, 0, "cancelling a cancelled run is fine");
   });
@@ -648,12 +705,23 @@ describe("agentctl --help", () => {
       assert.match(viaFlag.stdout, /--addr URL/);
       assert.equal(viaHelp.stdout, viaFlag.stdout);
     });
-    const [top, bare, unknown, badFlag] = await Promise.all([
+    const [top, bare, unknown, badFlag, typo, flagTypo, badFor] = await Promise.all([
       ctl(["--help"]),
       ctl([]),
       ctl(["frobnicate"]),
       ctl(["runs", "--bogus"]),
+      ctl(["wiat", "RUN"]),
+      ctl(["runs", "--limt", "3"]),
+      ctl(["wait", "RUN", "--for", "aproval"]),
     ]);
+    assert.equal(typo.code, 64);
+    assert.match(typo.stderr, /unknown command "wiat" \(did you mean wait\?\)/);
+    assert.equal(flagTypo.code, 64);
+    assert.match(flagTypo.stderr, /Unknown option '--limt' \(did you mean --limit\?\)/);
+    assert.equal(badFor.code, 64);
+    assert.match(badFor.stderr, /--for must be end or approval .*did you mean approval\?/);
+    assert.doesNotMatch(unknown.stderr, /did you mean/);
+    assert.match(top.stdout, /3 +the run waits for a person/);
     assert.equal(top.code, 0);
     for (const n of names) assert.ok(top.stdout.includes(`  ${n} `), n);
     assert.match(top.stdout, /Exit codes:/);

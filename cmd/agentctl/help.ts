@@ -44,12 +44,14 @@ export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
 };
 
 export const EXIT_CODES = `Exit codes:
+  (run, run --follow, events --follow, wait and replay mirror the run's outcome)
   0    success; for a run: it completed
   1    the run failed (verify: the hash chain is broken)
   2    the run was cancelled
-  3    the run waits for an approval (run --follow --no-wait), or has not ended (replay)
+  3    the run waits for a person: an approval (run --follow --no-wait, wait --for
+       approval), or it has not ended (replay)
   4    the request failed: server unreachable, token refused, not found… (the message says what to do)
-  64   usage error
+  64   usage error (unknown command or flag: the message suggests the nearest)
   130  interrupted (Ctrl-C); the run itself goes on`;
 
 const RUN_DETAILS = `Packs DIR (default: the current directory) into a workspace archive, uploads it
@@ -153,7 +155,7 @@ export const COMMANDS: CommandSpec[] = [
       "idempotency-key": {
         type: "string",
         arg: "KEY",
-        help: "make retries safe: the same key and request return the run already created (kept 24 h; default: none)",
+        help: "make retries safe: the same key and request return the run already created (kept 24 h; stderr then says 'reused run'; default: none)",
       },
       follow: { type: "boolean", help: "render the run live" },
       "no-wait": {
@@ -212,7 +214,10 @@ and in its session's line (1 = next).`,
     summary: "print a run's events, one line each (or NDJSON)",
     details: `Prints the run's stored events, one line each: seq, time, type and the gist of the
 payload. --follow keeps printing new events until the run ends (and says how to approve
-when it pauses); reconnects from the last seq after a dropped connection.`,
+when it pauses); reconnects from the last seq after a dropped connection.
+
+Exit: without --follow 0 once printed; with --follow the run's outcome: 0 completed,
+1 failed, 2 cancelled.`,
     flags: {
       "from-seq": {
         type: "string",
@@ -223,6 +228,33 @@ when it pauses); reconnects from the last seq after a dropped connection.`,
       json: {
         type: "boolean",
         help: "NDJSON: each event's canonical protobuf-JSON (the stored bytes), one per line",
+      },
+    },
+  },
+  {
+    name: "wait",
+    args: ["RUN"],
+    summary: "wait until a run ends (or waits for a person); the exit code is the outcome",
+    details: `Waits for the run without printing its events (agentctl events RUN --follow does
+that), then prints one word on stdout: completed, failed, cancelled, or waiting. A run
+that has ended already answers at once. Reconnects after a dropped connection.
+
+  --for end        (default) until the run ends; a run paused for an approval is waited
+                   through (someone approves or denies it, or it expires)
+  --for approval   until the run waits for a person (an approval; its id and the commands
+                   that resolve it go to stderr) or ends, whichever comes first
+
+Exit: 0 completed, 1 failed, 2 cancelled, 3 waiting for an approval (--for approval),
+4 request failed, 64 usage error.
+
+In CI:
+  id=$(agentctl run --no-wait --prompt "…" --idempotency-key "$CI_PIPELINE_ID")
+  agentctl wait "$id"; echo "outcome: $?"`,
+    flags: {
+      for: {
+        type: "string",
+        arg: "end|approval",
+        help: "what to wait for: the run's end (default), or an approval or the end",
       },
     },
   },

@@ -12,7 +12,7 @@ import { parseArgs } from "node:util";
 import { create, toJson } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { followEvents } from "../../clients/typescript/src/follow.ts";
+import { followEvents, TERMINAL_TYPES } from "../../clients/typescript/src/follow.ts";
 import {
   formatBytes,
   gitRemoteUrl,
@@ -22,6 +22,7 @@ import {
 } from "../../clients/typescript/src/pack.ts";
 import { sendWorkspace } from "../../clients/typescript/src/upload.ts";
 import { toLabelValue } from "../../internal/api/labels.ts";
+import { RUN_REUSED_HEADER } from "../../internal/api/reused-header.ts";
 import { mayRace, nudgeResume, resolve } from "../../internal/cli/approval.ts";
 import {
   CliError,
@@ -43,7 +44,9 @@ import {
   ordinal,
   wantColor,
 } from "../../internal/cli/style.ts";
-import { approvalHint, watchRun } from "../../internal/cli/watch.ts";
+import { didYouMean } from "../../internal/cli/suggest.ts";
+import { stateCode, waitRun } from "../../internal/cli/wait.ts";
+import { approvalHint, outcomeCode, watchRun } from "../../internal/cli/watch.ts";
 import { canonicalJson } from "../../internal/eventlog/canonical-json.ts";
 import { verifyChain } from "../../internal/eventlog/hash-chain.ts";
 import { EventSchema } from "../../internal/gen/agentd/v1/events_pb.js";
@@ -169,10 +172,8 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
     name === "artifact" ? "artifact get" : name === "config" ? "config use-context" : name,
   );
   if (spec === undefined) {
-    const close = COMMANDS.map((c) => c.name).filter((c) => c.startsWith(name.slice(0, 2)));
-    throw new UsageError(
-      `unknown command ${JSON.stringify(name)}${close.length > 0 ? ` (did you mean ${close.join(" or ")}?)` : ""}`,
-    );
+    const known = [...new Set(COMMANDS.map((c) => c.name.split(" ")[0] as string))];
+    throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, known)}`);
   }
   if (name === "artifact" && !(rest.includes("--help") || rest.includes("-h"))) {
     throw new UsageError('artifact needs a subcommand: "artifact get RUN"', spec.name);
@@ -192,8 +193,11 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
       strict: true,
     }) as { values: Values; positionals: string[] };
   } catch (err) {
+    const message = (err as Error).message.replace(/\. To specify a positional.*$/s, "");
+    const unknown = /^Unknown option '--([^'=]+)'/.exec(message)?.[1];
+    const flags = Object.keys(parseOptions(spec));
     throw new UsageError(
-      (err as Error).message.replace(/\. To specify a positional.*$/s, ""),
+      unknown === undefined ? message : `${message}${didYouMean(unknown, flags, "--")}`,
       spec.name,
     );
   }
@@ -344,6 +348,7 @@ async function runCmd(c: Ctx): Promise<number> {
   if (packed.skipped.length > 20) info(`  … and ${packed.skipped.length - 20} more left out`);
 
   const workspace = await sendWorkspaceOf(c, packed.archive);
+  let reused = false;
   const res = await c.client.createRun(
     {
       prompt,
@@ -356,10 +361,21 @@ async function runCmd(c: Ctx): Promise<number> {
       budget: budgetOf(v),
       image: str(v, "image") ?? "",
     },
-    { timeoutMs: 300_000, signal: c.signal },
+    {
+      timeoutMs: 300_000,
+      signal: c.signal,
+      onHeader: (h) => {
+        reused = h.get(RUN_REUSED_HEADER) === "true";
+      },
+    },
   );
   const run = res.run ?? create(RunSchema);
   c.about.runId = run.runId;
+  // On stderr: stdout stays the run id (or its JSON) either way.
+  if (reused)
+    info(
+      `agentctl: reused run ${run.runId}: --idempotency-key ${str(v, "idempotency-key")} already made it (no new run was created)`,
+    );
   if (noWait && !follow) {
     stdout.write(json ? `${JSON.stringify(toJson(RunSchema, run))}\n` : `${run.runId}\n`);
     return EXIT.OK;
@@ -566,7 +582,7 @@ async function eventsCmd(c: Ctx): Promise<number> {
   const follow = c.values.follow === true;
   const json = c.values.json === true;
   const st = makeStyle(wantColor(stdout.isTTY === true));
-  await followEvents({
+  const res = await followEvents({
     client: c.client,
     runId,
     afterSeq: BigInt(Math.max(0, from - 1)),
@@ -586,7 +602,46 @@ async function eventsCmd(c: Ctx): Promise<number> {
       return undefined;
     },
   });
-  return EXIT.OK;
+  if (!follow) return EXIT.OK;
+  // Following ends at the run's end: the exit code says how it ended.
+  if (res.last !== undefined && TERMINAL_TYPES.has(res.last.type)) return outcomeCode(res.last);
+  const { run } = await c.client.getRun({ runId }, { timeoutMs: 30_000, signal: c.signal });
+  return stateCode(run?.state ?? RunState.UNSPECIFIED) ?? EXIT.WAITING;
+}
+
+async function waitCmd(c: Ctx): Promise<number> {
+  const runId = c.args[0] as string;
+  c.about.runId = runId;
+  const until = str(c.values, "for") ?? "end";
+  if (until !== "end" && until !== "approval")
+    throw new UsageError(
+      `--for must be end or approval (got ${JSON.stringify(until)})${didYouMean(until, ["end", "approval"])}`,
+      "wait",
+    );
+  const res = await waitRun({
+    client: c.client,
+    runId,
+    until,
+    signal: c.signal,
+    onReconnect: (err, attempt) => {
+      if (attempt === 1)
+        info(`agentctl: lost the event stream (${explainError(err, c.ep)}); reconnecting…`);
+    },
+  });
+  const r = res.run;
+  if (res.code === EXIT.WAITING) {
+    stdout.write(`waiting\n`);
+    info(
+      res.approvalId === ""
+        ? `run ${runId} has not ended (${stateName(r?.state ?? RunState.UNSPECIFIED)})`
+        : approvalHint(runId, res.approvalId),
+    );
+    return res.code;
+  }
+  const state = stateName(r?.state ?? RunState.UNSPECIFIED);
+  stdout.write(`${state}\n`);
+  if (r?.error) info(`run ${runId} ${state}: ${r.error.code}: ${r.error.message}`);
+  return res.code;
 }
 
 async function replayCmd(c: Ctx): Promise<number> {
@@ -760,6 +815,7 @@ const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
   runs: runsCmd,
   get: getCmd,
   events: eventsCmd,
+  wait: waitCmd,
   replay: replayCmd,
   verify: verifyCmd,
   cancel: cancelCmd,

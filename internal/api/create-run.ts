@@ -21,6 +21,7 @@ import { type ApiDeps, type BudgetMax, DEFAULT_BUDGET_MAX } from "./deps.ts";
 import { claimRun, idempotencyKeyField, requestDigest } from "./idempotent-create.ts";
 import { annotateRpc, kTraceContext } from "./interceptors/tracing.ts";
 import { validateLabels } from "./labels.ts";
+import { RUN_REUSED_HEADER } from "./reused-header.ts";
 import { uploadedWorkspace } from "./upload-workspace.ts";
 import { SESSION_RE, textField } from "./validate.ts";
 import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
@@ -90,7 +91,10 @@ export function createRunHandler(deps: ApiDeps) {
         digest,
         ctx.signal,
       );
-      if (claimed.kind === "existing") return { run: claimed.run };
+      if (claimed.kind === "existing") {
+        ctx.responseHeader.set(RUN_REUSED_HEADER, "true");
+        return { run: claimed.run };
+      }
       ({ runId, release } = claimed);
     }
     const sessionId = req.sessionId || ulid();

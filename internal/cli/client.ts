@@ -21,7 +21,7 @@ export const EXIT = {
   FAILED: 1,
   /** The run was cancelled. */
   CANCELLED: 2,
-  /** The run waits for an approval (--no-wait), or has not ended (replay). */
+  /** The run waits for a person (--no-wait, wait --for approval), or has not ended (replay). */
   WAITING: 3,
   /** The request failed: server unreachable, refused, not found… (the message says). */
   ERROR: 4,
