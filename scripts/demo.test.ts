@@ -36,6 +36,25 @@ it("scripts/demo.sh completes the example run with the fix as its patch", {
     /Done: run \w+ completed; the patch is examples\/fix-failing-test\/agentd\.patch/,
   );
   assert.doesNotMatch(out, /Replay stopped/);
+  // The live follow and the replay each tell every model message once (#25: the text was
+  // streamed, then printed again after usage.updated), and no bare "(event.type)" line.
+  const live = r.stdout.split("==> agentctl run --repo")[1]?.split("==> agentctl artifact get")[0];
+  const replay = r.stdout.split("==> agentctl replay")[1];
+  assert.ok(live !== undefined && replay !== undefined, "the demo's sections");
+  const transcript = JSON.parse(
+    readFileSync(join(ROOT, "examples", "fix-failing-test", "transcript.json"), "utf8"),
+  ) as { steps: { text?: string }[] };
+  for (const [name, section] of [
+    ["live", live],
+    ["replay", replay],
+  ] as const) {
+    for (const step of transcript.steps) {
+      const first = step.text?.split("\n")[0];
+      if (first === undefined || first === "") continue;
+      assert.equal(section.split(first).length - 1, 1, `${name}: once: ${first}\n${section}`);
+    }
+    assert.doesNotMatch(section, /^\s*\([a-z_]+\.[a-z_.]+\)\s*$/m, `${name}: a bare event type`);
+  }
   const patch = join(ROOT, "examples", "fix-failing-test", "agentd.patch");
   assert.ok(existsSync(patch));
   assert.match(readFileSync(patch, "utf8"), /max - 1/, "the fix the example needs");

@@ -40,6 +40,11 @@ export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
     arg: "NAME",
     help: "the context (server and token file) of the config file to use (env AGENTD_CONTEXT; default its current-context; see agentctl config)",
   },
+  "ca-file": {
+    type: "string",
+    arg: "FILE",
+    help: "PEM of the CA that signed an https:// server's certificate, for a private CA (env AGENTD_CA_FILE; a context's ca-file; or add it to Node's roots with NODE_EXTRA_CA_CERTS=FILE). TRACEPARENT/TRACESTATE in the environment are sent along: the run joins that trace",
+  },
   help: { type: "boolean", short: "h", help: "show this help" },
 };
 
@@ -99,11 +104,15 @@ const CONFIG_DETAILS = `Contexts live in $AGENTCTL_CONFIG, else $XDG_CONFIG_HOME
 
   current-context: prod
   contexts:
-    prod: {addr: "https://agentd.internal:7070", token-file: "~/.config/agentd/prod.token"}
+    prod: {addr: "https://agentd.internal:7070", token-file: "~/.config/agentd/prod.token",
+           ca-file: "~/.config/agentd/prod-ca.pem"}
 
 A token file must be readable by you only (chmod 600). What picks the server: --addr, else
 AGENTD_ADDR, else the context (--context NAME, else AGENTD_CONTEXT, else current-context),
-else the default; the token likewise: --token, else AGENTD_TOKEN, else the context's file.`;
+else the default; the token likewise: --token, else AGENTD_TOKEN, else the context's file;
+the CA of a private https:// server: --ca-file, else AGENTD_CA_FILE, else the context's
+ca-file (set with config set-context NAME --ca-file FILE), else Node's roots (to which
+NODE_EXTRA_CA_CERTS=FILE adds a CA).`;
 
 export const COMMANDS: CommandSpec[] = [
   {

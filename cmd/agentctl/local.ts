@@ -57,7 +57,12 @@ export const LOCAL_COMMANDS: Record<string, Local> = {
     if (addr === undefined)
       throw new UsageError(`a new context needs --server URL`, "config set-context");
     const tokenFile = str(v, "token-file") ?? before?.["token-file"];
-    file.contexts[n] = { addr, ...(tokenFile === undefined ? {} : { "token-file": tokenFile }) };
+    const caFile = str(v, "ca-file") ?? before?.["ca-file"];
+    file.contexts[n] = {
+      addr,
+      ...(tokenFile === undefined ? {} : { "token-file": tokenFile }),
+      ...(caFile === undefined ? {} : { "ca-file": caFile }),
+    };
     saveContexts(path, file);
     stdout.write(
       `context ${JSON.stringify(n)} ${before === undefined ? "added" : "changed"} in ${path}\n`,

@@ -221,6 +221,7 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
     addr: str(parsed.values, "addr"),
     token: str(parsed.values, "token"),
     context: str(parsed.values, "context"),
+    caFile: str(parsed.values, "ca-file"),
   });
   const ctx: Ctx = {
     spec,

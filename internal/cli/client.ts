@@ -2,12 +2,19 @@
  * The RunService client of agentctl (gRPC over HTTP/2, or TLS for https:// addresses),
  * where its address and token come from, and error messages that say what to do.
  */
-import { type Client, Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { isTransient, systemCode } from "../../clients/typescript/src/transport.ts";
-import { RunService } from "../gen/agentd/v1/run_service_pb.js";
+
+import { readFileSync } from "node:fs";
+import { type Client, Code, ConnectError } from "@connectrpc/connect";
+import { tlsProblem } from "../../clients/typescript/src/tls-problem.ts";
+import {
+  callHeaders,
+  createRunClient,
+  isTransient,
+  systemCode,
+} from "../../clients/typescript/src/transport.ts";
+import type { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.js";
-import { configPath, loadContexts, readTokenFile, selectContext } from "./contexts.ts";
+import { configPath, expandHome, loadContexts, readTokenFile, selectContext } from "./contexts.ts";
 
 export { isTransient };
 
@@ -40,6 +47,10 @@ export interface Endpoint {
   addrSource: "--addr" | "AGENTD_ADDR" | "default" | `context ${string}`;
   token: string | undefined;
   tokenSource: "--token" | "AGENTD_TOKEN" | `context ${string}` | undefined;
+  /** The CA file to trust for https:// (PEM), when one was given, and where it came from. */
+  ca?: { file: string; pem: string; source: "--ca-file" | "AGENTD_CA_FILE" | `context ${string}` };
+  /** The W3C trace context continued from TRACEPARENT/TRACESTATE (a CI job's). */
+  trace?: { traceparent: string; tracestate?: string };
 }
 
 /** A command-line mistake: agentctl prints it with a pointer to --help and exits 64. */
@@ -64,7 +75,12 @@ export class CliError extends Error {
 
 /** Flags win over the environment, which wins over the default. */
 export function resolveEndpoint(
-  flags: { addr?: string | undefined; token?: string | undefined; context?: string | undefined },
+  flags: {
+    addr?: string | undefined;
+    token?: string | undefined;
+    context?: string | undefined;
+    caFile?: string | undefined;
+  },
   env: NodeJS.ProcessEnv = process.env,
 ): Endpoint {
   const fromFlags = flags.addr !== undefined && flags.addr !== "";
@@ -116,27 +132,68 @@ export function resolveEndpoint(
     token = readTokenFile(ctx.name, ctx.context["token-file"], ctx.path);
     tokenSource = `context ${ctx.name}`;
   }
-  return { url: url.replace(/\/+$/, ""), addrSource, token, tokenSource };
+  const ep: Endpoint = { url: url.replace(/\/+$/, ""), addrSource, token, tokenSource };
+  const ca =
+    flags.caFile !== undefined && flags.caFile !== ""
+      ? { file: flags.caFile, source: "--ca-file" as const }
+      : env.AGENTD_CA_FILE !== undefined && env.AGENTD_CA_FILE !== ""
+        ? { file: env.AGENTD_CA_FILE, source: "AGENTD_CA_FILE" as const }
+        : ctx?.context["ca-file"] !== undefined
+          ? {
+              file: expandHome(ctx.context["ca-file"], ctx.path),
+              source: `context ${ctx.name}` as const,
+            }
+          : undefined;
+  if (ca !== undefined) ep.ca = { ...ca, pem: readCaFile(ca.file, ca.source) };
+  const trace = traceFromEnv(env);
+  if (trace !== undefined) ep.trace = trace;
+  return ep;
+}
+
+/** A PEM file of one or more CA certificates; a UsageError names the file and its source. */
+function readCaFile(file: string, source: string): string {
+  let pem: string;
+  try {
+    pem = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new UsageError(
+      `${source} ${file}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
+  }
+  if (!pem.includes("-----BEGIN CERTIFICATE-----"))
+    throw new UsageError(
+      `${source} ${file}: no PEM certificate in it (-----BEGIN CERTIFICATE-----)`,
+    );
+  return pem;
+}
+
+/**
+ * TRACEPARENT and TRACESTATE of the environment (the convention CI systems and
+ * OpenTelemetry's env carriers use): the run joins the caller's trace.
+ */
+function traceFromEnv(env: NodeJS.ProcessEnv): Endpoint["trace"] {
+  const traceparent = env.TRACEPARENT;
+  if (traceparent === undefined || traceparent === "") return undefined;
+  const tracestate =
+    env.TRACESTATE === undefined || env.TRACESTATE === "" ? undefined : env.TRACESTATE;
+  try {
+    callHeaders({ address: "", traceparent, tracestate });
+  } catch (err) {
+    throw new UsageError(
+      `${/^tracestate/.test((err as Error).message) ? "TRACESTATE" : "TRACEPARENT"}: ${(err as Error).message}`,
+    );
+  }
+  return tracestate === undefined ? { traceparent } : { traceparent, tracestate };
 }
 
 export function connect(ep: Endpoint): RunClient {
-  const token = ep.token;
-  const transport = createGrpcTransport({
-    baseUrl: ep.url,
-    // Keep-alive pings notice a dead server while a follow waits quietly for events.
-    pingIntervalMs: 30_000,
-    pingTimeoutMs: 15_000,
-    interceptors:
-      token === undefined
-        ? []
-        : [
-            (next) => (req) => {
-              req.header.set("authorization", `Bearer ${token}`);
-              return next(req);
-            },
-          ],
+  return createRunClient({
+    address: ep.url,
+    token: ep.token,
+    ca: ep.ca?.pem,
+    traceparent: ep.trace?.traceparent,
+    tracestate: ep.trace?.tracestate,
   });
-  return createClient(RunService, transport);
 }
 
 /** Flag (or argument) of agentctl that sets a request field, for INVALID_ARGUMENT. */
@@ -182,6 +239,15 @@ function addrHint(ep: Endpoint): string {
 export function explainError(err: unknown, ep: Endpoint, ctx: ErrorContext = {}): string {
   if (!(err instanceof ConnectError)) return (err as Error)?.message ?? String(err);
   const msg = err.rawMessage;
+  const tls = tlsProblem(err);
+  if (tls !== undefined) {
+    const fix = !tls.untrusted
+      ? ""
+      : ep.ca !== undefined
+        ? `; ${ep.ca.file} (${ep.ca.source}) is not the CA that signed the server's certificate`
+        : "; pass --ca-file FILE (the PEM of the CA that signed it) or set NODE_EXTRA_CA_CERTS=FILE";
+    return `cannot reach ${ep.url} (${addrHint(ep)}): ${tls.text} (${tls.code})${fix}.`;
+  }
   const sys = systemCode(err.cause);
   if (sys !== undefined || (err.code === Code.Unavailable && /PING timed out/.test(msg))) {
     return (

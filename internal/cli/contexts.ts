@@ -4,7 +4,8 @@
  *
  *   current-context: prod
  *   contexts:
- *     prod: {addr: https://agentd.internal:7070, token-file: ~/.config/agentd/prod.token}
+ *     prod: {addr: https://agentd.internal:7070, token-file: ~/.config/agentd/prod.token,
+ *            ca-file: ~/.config/agentd/prod-ca.pem}
  *     local: {addr: http://127.0.0.1:7070}
  *
  * The file is $AGENTCTL_CONFIG, else $XDG_CONFIG_HOME/agentd/config.yaml, else
@@ -35,6 +36,8 @@ const ContextSchema = z
   .object({
     addr: z.string().min(1).max(2048),
     "token-file": z.string().min(1).max(4096).optional(),
+    /** PEM of the CA that signed the server's certificate (a private CA). */
+    "ca-file": z.string().min(1).max(4096).optional(),
   })
   .strict();
 

@@ -293,6 +293,121 @@ describe("Renderer", () => {
   });
 });
 
+describe("what a person reads", () => {
+  const ev = (type: string, payload: Payload, i: number) =>
+    create(EventSchema, {
+      runId: RUN,
+      seq: BigInt(i + 1),
+      type,
+      ts: timestampFromMs(T0 + i),
+      payload,
+    });
+
+  it("a model message streamed, then usage.updated, then output.message: shown once, no bare event type", () => {
+    const events = [
+      ev("output.delta", { case: "outputDelta", value: { text: "The bug is " } }, 0),
+      ev("output.delta", { case: "outputDelta", value: { text: "in max()." } }, 1),
+      // What the worker writes after every model step, before the step's message.
+      ev(
+        "usage.updated",
+        {
+          case: "usageUpdated",
+          value: { usage: { inputTokens: 10n, outputTokens: 4n }, costMicros: 1n, steps: 1 },
+        },
+        2,
+      ),
+      ev(
+        "output.message",
+        { case: "outputMessage", value: { role: "assistant", text: "The bug is in max()." } },
+        3,
+      ),
+      ev("output.delta", { case: "outputDelta", value: { text: "Fixed." } }, 4),
+      ev("usage.updated", { case: "usageUpdated", value: { steps: 2 } }, 5),
+      ev(
+        "output.message",
+        { case: "outputMessage", value: { role: "assistant", text: "Fixed." } },
+        6,
+      ),
+    ];
+    for (const live of [false, true]) {
+      const out = stripAnsi(render(events, { live }));
+      assert.equal(out.split("The bug is in max().").length - 1, 1, `once (live=${live}): ${out}`);
+      assert.equal(out.split("Fixed.").length - 1, 1, `once (live=${live}): ${out}`);
+      assert.doesNotMatch(out, /usage\.updated|\(\w+\.\w+\)/);
+    }
+    assert.equal(render(events), "The bug is in max().\nFixed.\n");
+  });
+
+  it("a message not streamed is printed; caches, network requests and image pulls say what happened", () => {
+    const events = [
+      ev(
+        "output.message",
+        { case: "outputMessage", value: { role: "assistant", text: "Plain." } },
+        0,
+      ),
+      ev(
+        "cache.restored",
+        {
+          case: "cacheRestored",
+          value: {
+            ecosystem: "node",
+            lockfile: "package-lock.json",
+            reason: "exact",
+            sizeBytes: 2048n,
+            savedByRun: "01JOTHER",
+          },
+        },
+        1,
+      ),
+      ev(
+        "network.request",
+        {
+          case: "networkRequest",
+          value: {
+            method: "CONNECT",
+            host: "registry.npmjs.org",
+            port: 443,
+            decision: "denied",
+            reason: "not in the allowlist",
+          },
+        },
+        2,
+      ),
+      ev(
+        "image.pull",
+        {
+          case: "imagePull",
+          value: { image: "node:24", phase: "progress", bytesDone: 1n, bytesTotal: 2n },
+        },
+        3,
+      ),
+      ev(
+        "image.pull",
+        {
+          case: "imagePull",
+          value: {
+            image: "node:24",
+            phase: "failed",
+            reason: "not_found",
+            message: "manifest unknown",
+          },
+        },
+        4,
+      ),
+    ];
+    assert.equal(
+      render(events),
+      [
+        "Plain.",
+        "  ◇ node cache restored for package-lock.json (exact) 2.0 KiB, saved by 01JOTHER",
+        "  ⇄ CONNECT registry.npmjs.org:443 denied (not in the allowlist)",
+        "  ✗ pulling node:24 failed: not_found: manifest unknown",
+        "",
+      ].join("\n"),
+    );
+  });
+});
+
 describe("test results", () => {
   const ev = (seq: number, type: string, payload: Payload): Event =>
     create(EventSchema, {

@@ -399,6 +399,15 @@ export class Renderer {
     const st = this.#st;
     const p = ev.payload;
     const quiet = this.#o.quiet;
+    // Tokens so far: the outcome line says them, so nothing to tell a person here. It comes
+    // between a step's streamed text and its output.message, which must still see the text
+    // as streamed (else the message is printed twice).
+    if (p.case === "usageUpdated") return;
+    if (p.case === "imagePull" && p.value.phase === "progress") {
+      this.#activity = `pulling ${p.value.image}`;
+      this.#drawStatus();
+      return;
+    }
     if (p.case !== "outputDelta") {
       // Model text stays a paragraph of its own.
       if (this.#streamed !== "" && !this.#atLineStart) this.#text("\n");
@@ -607,7 +616,45 @@ export class Renderer {
         );
         break;
       }
+      case "cacheRestored":
+        if (!quiet)
+          this.line(
+            st.dim(
+              `  ◇ ${p.value.ecosystem} cache restored for ${p.value.lockfile} (${p.value.reason}) ${formatBytes(Number(p.value.sizeBytes))}, saved by ${p.value.savedByRun}`,
+            ),
+          );
+        break;
+      case "cacheSaved":
+        if (!quiet)
+          this.line(
+            st.dim(
+              `  ◇ ${p.value.ecosystem} cache saved for ${p.value.lockfile} ${formatBytes(Number(p.value.sizeBytes))}`,
+            ),
+          );
+        break;
+      case "networkRequest": {
+        const v = p.value;
+        if (quiet) break;
+        const text = `  ⇄ ${v.method} ${v.host}:${v.port} ${v.decision}${v.reason === "" ? "" : ` (${v.reason})`}`;
+        this.line(v.decision === "allowed" ? st.dim(text) : st.yellow(text));
+        break;
+      }
+      case "imagePull": {
+        const v = p.value;
+        if (v.phase === "failed")
+          this.line(
+            `  ${st.red("✗")} pulling ${v.image} failed: ${v.reason}: ${oneLine(v.message, 200)}`,
+          );
+        else if (!quiet)
+          this.line(
+            st.dim(
+              `  ◇ image ${v.image} ${v.phase === "done" ? `pulled ${v.digest}` : "pulling"}`.trimEnd(),
+            ),
+          );
+        break;
+      }
       default:
+        // An event this agentctl does not know (a newer server): its type says what it is.
         if (!quiet) this.line(st.dim(`  (${ev.type})`));
         break;
     }

@@ -25,7 +25,8 @@ export { followEvents } from "./follow.ts";
 export { ApprovalDecision } from "./gen/agentd/v1/events_pb.js";
 export { RunState } from "./gen/agentd/v1/run_service_pb.js";
 export { PackError, packWorkspace } from "./pack.ts";
-export { createRunClient, isTransient, type RunClient } from "./transport.ts";
+export { type TlsProblem, tlsProblem } from "./tls-problem.ts";
+export { type ConnectOptions, createRunClient, isTransient, type RunClient } from "./transport.ts";
 export { INLINE_WORKSPACE_MAX, sendWorkspace } from "./upload.ts";
 export type { Approval, Event, Run, RunBudget };
 
