@@ -5,7 +5,9 @@
  * then a call that needs a person (`rm`), which pauses the run (no hold: the container goes,
  * the snapshot stays); a person approves; the run resumes from the snapshot and the model
  * runs `after`. Returns every tool result by call id. For tests of what a restored workspace
- * looks like to the tools in it (file times: internal/worker/restore-times*.test.ts).
+ * looks like to the tools in it (file times: internal/worker/restore-times*.test.ts). With
+ * `network` (a registry preset), the run's setup step installs the workspace's dependencies
+ * through the egress proxy before `before`, and again in the new container after the resume.
  * Must never: let a run complete without the pause and the restore having happened.
  */
 import assert from "node:assert/strict";
@@ -14,10 +16,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
+import type { PresetName } from "../kernel/network-presets.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import type { Sandbox } from "../sandbox/port.ts";
 import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
 import { driveRun } from "../worker/run-driver.ts";
+import { nonPublicAddresses } from "./corpus.ts";
 import { requireDocker, testSandbox } from "./docker.ts";
 import { stubDriverDeps } from "./driver-deps.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "./openai-stub.ts";
@@ -49,6 +53,7 @@ export interface PauseRestore {
     files: readonly WorkspaceFile[];
     before: readonly Step[];
     after: readonly Step[];
+    network?: PresetName;
   }): Promise<Map<string, StepResult>>;
   close(): Promise<void>;
 }
@@ -112,8 +117,9 @@ export async function startPauseRestore(): Promise<PauseRestore> {
     files: readonly WorkspaceFile[];
     before: readonly Step[];
     after: readonly Step[];
+    network?: PresetName;
   }): Promise<Map<string, StepResult>> {
-    const policy = restorePolicy(opts.image);
+    const policy = await restorePolicy(opts.image, opts.network);
     const ws = await artifacts.put(await packWorkspace(opts.files));
     const r = await queueRun(log, {
       prompt: "change the code, wait for a person, then build and test",
@@ -158,11 +164,19 @@ export async function startPauseRestore(): Promise<PauseRestore> {
  * The test policy on `image` with room for compilers, asking a person only for high-risk
  * commands (the `rm` that pauses the run): inline code and edited build files run freely.
  */
-function restorePolicy(image: string): Policy {
+async function restorePolicy(image: string, preset?: PresetName): Promise<Policy> {
   const p = testImagePolicy();
+  const sandbox = { ...p.sandbox, image, memory: 1024 << 20, pids: 256 };
   return {
     ...p,
-    sandbox: { ...p.sandbox, image, memory: 1024 << 20, pids: 256 },
+    // With a registry: room in /cache and /tmp for the dependencies the setup installs, and
+    // the network it needs (corpus.ts: the addresses a mirror resolves to on this machine).
+    ...(preset === undefined
+      ? { sandbox }
+      : {
+          sandbox: { ...sandbox, network: "allowlist", cacheSize: 256 << 20, tmp: 256 << 20 },
+          network: { ...p.network, presets: [preset], private: await nonPublicAddresses([preset]) },
+        }),
     risk: {
       ...p.risk,
       approvalWhen: {
