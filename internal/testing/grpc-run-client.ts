@@ -89,7 +89,7 @@ export class EventStream {
   }
 
   /** Waits until at least `n` events arrived; throws after `timeoutMs` or if the call ended short. */
-  async waitForCount(n: number, timeoutMs = 10_000): Promise<void> {
+  async waitForCount(n: number, timeoutMs = 60_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (this.events.length < n) {
       if (this.#ended)
@@ -110,7 +110,7 @@ export class EventStream {
   }
 
   /** Resolves with how the call ended; rejects when it is still open after `timeoutMs`. */
-  async end(timeoutMs = 10_000): Promise<StreamEnd> {
+  async end(timeoutMs = 60_000): Promise<StreamEnd> {
     let timer: NodeJS.Timeout | undefined;
     try {
       return await Promise.race([

@@ -55,7 +55,7 @@ export function createRunWatch(c: Cluster): RunWatch {
   async function until<T>(
     what: string,
     probe: () => Promise<T | undefined> | T | undefined,
-    timeoutMs = 20_000,
+    timeoutMs = 120_000,
   ): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     let lastErr: unknown;
@@ -95,7 +95,7 @@ export function createRunWatch(c: Cluster): RunWatch {
     s: Started,
     kind: C,
     pred: (v: ValueOf<C>) => boolean = () => true,
-    timeoutMs = 20_000,
+    timeoutMs = 120_000,
   ): Promise<ValueOf<C>> {
     const found = (): unknown => {
       for (const e of s.stream.events) {
@@ -107,7 +107,7 @@ export function createRunWatch(c: Cluster): RunWatch {
     return until(`${kind} in run ${s.runId}`, found, timeoutMs) as Promise<ValueOf<C>>;
   }
 
-  async function waitTerminal(runId: string, timeoutMs = 30_000) {
+  async function waitTerminal(runId: string, timeoutMs = 120_000) {
     return until(
       `run ${runId} to end`,
       async () => {
