@@ -19,6 +19,9 @@ import { type ChainResult, GENESIS, verifyChain } from "./verify.ts";
 
 const eventTs = (e: Event) => tsDate(e.ts);
 
+/** How often a live run's summary is read again besides the refresh after its events. */
+const RUN_POLL_MS = 3000;
+
 export function RunPage(props: { runId: string }) {
   const { api, roles } = useSession();
   const { runId } = props;
@@ -45,6 +48,15 @@ export function RunPage(props: { runId: string }) {
     void loadRun();
     return () => refresh.cancel();
   }, [loadRun, refresh]);
+  // While the run is live, its summary is read again every few seconds as well: a refresh
+  // that follows the events can still miss the last one (answers crossing, a stream that
+  // reconnected), and a run waiting for a person has no later event to correct the page.
+  const live = run === undefined || !isTerminal(run.state);
+  useEffect(() => {
+    if (!live) return;
+    const t = setInterval(() => void loadRun(), RUN_POLL_MS);
+    return () => clearInterval(t);
+  }, [live, loadRun]);
 
   const onEvents = useCallback(
     (events: Event[]) => {
