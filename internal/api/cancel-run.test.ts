@@ -233,7 +233,8 @@ class SimWorker {
   }
 }
 
-async function waitFor<T>(what: string, check: () => Promise<T | undefined>, ms = 10_000) {
+// A fixture wait, generous so that a loaded machine never fails it: it says what it waited for.
+async function waitFor<T>(what: string, check: () => Promise<T | undefined>, ms = 120_000) {
   const deadline = Date.now() + ms;
   for (;;) {
     const v = await check();
