@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parse } from "yaml";
 import { OUTPUT_NAMES } from "./action.ts";
-import { defaultIdempotencyKey, InputError, readInputs } from "./inputs.ts";
+import { defaultIdempotencyKey, InputError, readInputs, repoLabel } from "./inputs.ts";
 import { ACTION_DIR, evalInputs, readActionYml } from "./runner-fixture.ts";
 
 const yml = readActionYml();
@@ -22,7 +22,7 @@ describe("action.yml", () => {
     assert.equal(yml.runs.using, "composite");
     assert.equal(yml.runs.steps.length, 1);
     assert.equal(step?.shell, "bash");
-    assert.equal(step?.run, '"$GITHUB_ACTION_PATH/run.sh"');
+    assert.equal(step?.run, 'exec "$GITHUB_ACTION_PATH/run.sh"');
     accessSync(join(ACTION_DIR, "run.sh"), constants.X_OK);
     assert.ok(!String(step?.run).includes("${{"), "no expression pasted into the script");
   });
@@ -143,7 +143,21 @@ describe("inputs from a runner's environment", () => {
   it("reads lists, booleans, the repo and the console base", () => {
     const i = readInputs(env);
     assert.equal(i.token, "tok-123", "surrounding whitespace of a pasted secret is dropped");
-    assert.deepEqual(i.labels, ["a=1", "b=2", "c="]);
+    assert.deepEqual(i.labels, ["a=1", "b=2", "c=", "repo=github.com-acme-widgets"]);
+    const own = readInputs({
+      ...env,
+      INPUT_LABELS: "repo=mine",
+      GITHUB_SERVER_URL: "https://ghe.example",
+    });
+    assert.deepEqual(own.labels, ["repo=mine"], "a repo label given wins");
+    assert.deepEqual(
+      readInputs({ ...env, GITHUB_SERVER_URL: "https://ghe.example" }).labels.at(-1),
+      "repo=ghe.example-acme-widgets",
+    );
+    assert.equal(
+      repoLabel({ GITHUB_REPOSITORY: `o/${"n".repeat(80)}` })?.length,
+      "repo=".length + 63,
+    );
     assert.equal(i.waitForApproval, false);
     assert.equal(i.repo, "/w/sub");
     assert.equal(i.consoleBase, "https://agentd.example:7443");

@@ -76,7 +76,7 @@ function admin(args: string[]): { code: number; stdout: string; stderr: string }
 /** The step with the host's agentctl, a fresh workflow run id unless `runId` is given. */
 function step(
   inputs: Record<string, string>,
-  o: { runId?: string; image?: boolean } = {},
+  o: { runId?: string; image?: boolean; onSpawn?: (pid: number) => void } = {},
 ): Promise<StepRun> {
   runNo++;
   return runStep(
@@ -92,9 +92,51 @@ function step(
       GITHUB_RUN_ATTEMPT: "1",
       GITHUB_JOB: "agent",
       GITHUB_REPOSITORY: "acme/widgets",
+      GITHUB_SERVER_URL: "https://github.com",
     },
-    { workspace: repo },
+    { workspace: repo, ...(o.onSpawn === undefined ? {} : { onSpawn: o.onSpawn }) },
   );
+}
+
+/** Waits (up to 120 s) for the pending approval of the run given `prompt`; the person's view. */
+async function approvalFor(prompt: string): Promise<{ approvalId: string; runId: string }> {
+  for (let i = 0; i < 240; i++) {
+    const listed = admin(["approvals", "--json"]);
+    for (const line of listed.stdout.split("\n").filter((l) => l !== "")) {
+      const a = JSON.parse(line);
+      const run = JSON.parse(admin(["get", a.runId, "--json"]).stdout);
+      if (run.prompt === prompt) return { approvalId: a.approvalId, runId: a.runId };
+    }
+    await new Promise((res) => setTimeout(res, 500));
+  }
+  throw new Error(`no approval of the run with prompt ${JSON.stringify(prompt)} within 120 s`);
+}
+
+/** A job cancelled while the step waits at an approval: SIGINT to the step's process. */
+async function cancelAtApproval(prompt: string, image: string | undefined): Promise<void> {
+  let pid = 0;
+  const runId = `${Date.now()}${runNo}`;
+  const done = step(
+    { prompt, ...(image === undefined ? {} : { image }) },
+    { runId, image: image !== undefined, onSpawn: (p) => (pid = p) },
+  );
+  const waiting = await approvalFor(prompt);
+  assert.ok(pid > 0);
+  process.kill(pid, "SIGINT");
+  const r = await done;
+  assert.equal(r.code, 130, show(r));
+  // In the image, docker stop gives main.ts a SIGTERM.
+  assert.match(r.stdout, /SIG(INT|TERM): stopped waiting; the run goes on/);
+  const run = JSON.parse(admin(["get", waiting.runId, "--json"]).stdout);
+  assert.equal(run.state, "RUN_STATE_PAUSED", "the run goes on: it still waits for its approval");
+  assert.equal(run.pendingApprovalId, waiting.approvalId);
+  if (image !== undefined) {
+    const left = execFileSync("docker", ["ps", "-aq", "--filter", `name=agentd-action-${runId}-`], {
+      encoding: "utf8",
+    });
+    assert.equal(left.trim(), "", "no container is left behind");
+  }
+  admin(["cancel", waiting.runId, "--reason", "test done"]);
 }
 
 function show(r: StepRun): string {
@@ -171,6 +213,11 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** The agentd image `make image` built last. */
+function agentdImage(): string {
+  return readFileSync(join(ROOT, "deploy", "image", ".built", "agentd.tag"), "utf8").trim();
+}
+
 /** Applies `patch` to a fresh clone of the workspace; returns greet.txt after. */
 function applyToClone(patch: string, name: string): string {
   const clone = join(dir, name);
@@ -215,6 +262,11 @@ describe("the agentd GitHub Action against agentd dev", () => {
     const run = JSON.parse(admin(["get", out["run-id"] as string, "--json"]).stdout);
     assert.equal(run.labels.pipeline, "agent-fix");
     assert.equal(run.labels.team, "web");
+    assert.equal(
+      run.labels.repo,
+      "github.com-acme-widgets",
+      "the label agentctl gives a checkout of it",
+    );
     assert.deepEqual(
       commands(r),
       [`::add-mask::${CI_TOKEN}`],
@@ -269,19 +321,7 @@ describe("the agentd GitHub Action against agentd dev", () => {
   it("wait-for-approval true: waits through the approval a person gives, then completes", async () => {
     const stepDone = step({ prompt: "change the config, approved" });
     // The person: waits for the approval of this step's run and approves it.
-    let approvalId: string | undefined;
-    for (let i = 0; i < 240 && approvalId === undefined; i++) {
-      const listed = admin(["approvals", "--json"]);
-      for (const line of listed.stdout.split("\n").filter((l) => l !== "")) {
-        const a = JSON.parse(line);
-        if (JSON.stringify(a).includes("config.yaml") && a.state !== "APPROVAL_STATE_RESOLVED") {
-          const run = JSON.parse(admin(["get", a.runId, "--json"]).stdout);
-          if (run.prompt === "change the config, approved") approvalId = a.approvalId;
-        }
-      }
-      if (approvalId === undefined) await new Promise((res) => setTimeout(res, 500));
-    }
-    assert.ok(approvalId, "the run asked for an approval within 120 s");
+    const { approvalId } = await approvalFor("change the config, approved");
     assert.equal(admin(["approve", approvalId, "--reason", "ok from the test"]).code, 0);
     const r = await stepDone;
     assert.equal(r.code, 0, show(r));
@@ -389,17 +429,24 @@ describe("the agentd GitHub Action against agentd dev", () => {
     }
   });
 
+  it("a cancelled job (SIGINT to the step) stops waiting with exit 130; the run goes on", async () => {
+    await cancelAtApproval("change the config, then cancel the job", undefined);
+  });
+
+  it("a cancelled job in the image: the container is stopped, not left behind", async () => {
+    await cancelAtApproval("change the config, then cancel the image job", agentdImage());
+  });
+
   it("in the agentd image (the default): the same outputs and a patch that applies", async () => {
-    const image = readFileSync(
-      join(ROOT, "deploy", "image", ".built", "agentd.tag"),
-      "utf8",
-    ).trim();
+    const image = agentdImage();
     const r = await step({ prompt: "fix the greeting", image }, { image: true });
     assert.equal(r.code, 0, show(r));
     assert.equal(r.actionOutputs.outcome, "completed");
     assert.match(r.actionOutputs["run-id"] ?? "", /^[0-9A-HJKMNP-TV-Z]{26}$/);
     assert.equal(applyToClone(r.actionOutputs["patch-path"] as string, "clone-image"), "hello\n");
     assert.match(r.summary, /Hash chain verified/);
+    const run = JSON.parse(admin(["get", r.actionOutputs["run-id"] as string, "--json"]).stdout);
+    assert.equal(run.labels.repo, "github.com-acme-widgets", "the same repo label without git");
     assert.ok(
       !r.stdout.replace(`::add-mask::${CI_TOKEN}`, "").includes(CI_TOKEN),
       "the token is not in the log",

@@ -16,7 +16,11 @@ export interface CtlResult {
   stderr: string;
 }
 
-export type Agentctl = (args: readonly string[]) => Promise<CtlResult>;
+export interface Agentctl {
+  (args: readonly string[]): Promise<CtlResult>;
+  /** Sends SIGTERM to the agentctl running now (a cancelled job: stop waiting). */
+  stop(): void;
+}
 
 /** The environment agentctl gets: the caller's, without INPUT_*, plus where agentd is. */
 export function agentctlEnv(
@@ -48,9 +52,11 @@ export function createAgentctl(
   env: NodeJS.ProcessEnv,
   relay: (s: string) => void,
 ): Agentctl {
-  return (args) =>
+  const live = new Set<ReturnType<typeof spawn>>();
+  const run = (args: readonly string[]): Promise<CtlResult> =>
     new Promise((resolve) => {
       const child = spawn(bin, [...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+      live.add(child);
       let stdout = "";
       let stderr = "";
       let pending = "";
@@ -68,8 +74,14 @@ export function createAgentctl(
         resolve({ code: 4, stdout, stderr: `cannot start ${bin}: ${err.message}` }),
       );
       child.on("close", (code, signal) => {
+        live.delete(child);
         if (pending !== "") relay(relayLines("agentctl: ", unprefixed(pending)));
         resolve({ code: code ?? (signal === null ? 4 : 130), stdout, stderr });
       });
     });
+  return Object.assign(run, {
+    stop: () => {
+      for (const child of live) child.kill("SIGTERM");
+    },
+  });
 }

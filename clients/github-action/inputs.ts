@@ -141,6 +141,32 @@ function prompt(env: Env): string {
   return p;
 }
 
+/** Text as a label value, as agentd's toLabelValue makes one (internal/api/labels.ts). */
+function labelValue(text: string): string {
+  const trim = (s: string) => s.replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, "");
+  const clean = trim(text.replace(/[^A-Za-z0-9._-]+/g, "-"));
+  if (clean.length <= 63) return clean;
+  return `${trim(clean.slice(0, 54))}-${createHash("sha256").update(text).digest("hex").slice(0, 8)}`;
+}
+
+/**
+ * The `repo` label agentctl gives a run from the checkout's origin (`github.com-OWNER-NAME`),
+ * set here from GITHUB_SERVER_URL and GITHUB_REPOSITORY: in the agentd image there is no git
+ * to read the origin with, and trust rules count per repo. Undefined off a runner.
+ */
+export function repoLabel(env: Env): string | undefined {
+  const repository = env.GITHUB_REPOSITORY ?? "";
+  if (repository === "") return undefined;
+  let host = "github.com";
+  try {
+    host = new URL(env.GITHUB_SERVER_URL || "https://github.com").host;
+  } catch {
+    // GitHub's own host, as on github.com.
+  }
+  const v = labelValue(`${host}/${repository}`);
+  return v === "" ? undefined : `repo=${v}`;
+}
+
 function labels(env: Env): string[] {
   const items = list(env, "labels");
   for (const l of items) {
@@ -149,6 +175,8 @@ function labels(env: Env): string[] {
         `input labels: ${JSON.stringify(l.slice(0, 100))} is not KEY=VALUE (one a line or comma-separated; Kubernetes label syntax)`,
       );
   }
+  const repo = repoLabel(env);
+  if (repo !== undefined && !items.some((l) => l.startsWith("repo="))) items.push(repo);
   return items;
 }
 

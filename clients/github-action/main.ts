@@ -41,6 +41,15 @@ async function main(): Promise<number> {
     agentctlEnv(process.env, inputs),
     write,
   );
+  // A cancelled job: the runner sends SIGINT, then SIGTERM, to the step's process (this one,
+  // or run.sh, which stops the container, where this is PID 1: it ignores any signal it has
+  // no handler for). Stop waiting and stop agentctl; the run itself goes on.
+  for (const sig of ["SIGINT", "SIGTERM"] as const)
+    process.once(sig, () => {
+      ctl.stop();
+      log.info(`${sig}: stopped waiting; the run goes on (agentctl cancel RUN stops it)`);
+      process.exit(130);
+    });
   const result = await runAction(inputs, ctl, log);
   if (inputs.outputFile !== undefined) writeOutputs(inputs.outputFile, result.outputs);
   else

@@ -9,6 +9,7 @@
 #     (the patch goes there), the files of GITHUB_OUTPUT and GITHUB_STEP_SUMMARY, the CA file;
 #   - or, when input agentctl names one, with the runner's node (>= 24) and that agentctl.
 #
+# action.yml runs it with exec: it is the step's process, which a cancelled job signals.
 # Never puts the token on a command line: it travels in INPUT_TOKEN (docker -e NAME copies
 # a variable by name) and reaches agentctl as AGENTD_TOKEN.
 set -euo pipefail
@@ -58,4 +59,25 @@ if [ "$repo" != "$RUNNER_TEMP" ]; then mount "$repo" ":ro"; fi
 if [ -n "${INPUT_CA_FILE:-}" ]; then mount "$INPUT_CA_FILE" ":ro"; fi
 if [ -n "${GITHUB_OUTPUT:-}" ]; then mount "$GITHUB_OUTPUT" ""; fi
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then mount "$GITHUB_STEP_SUMMARY" ""; fi
-exec docker "${args[@]}" "$image" /agentd-action/main.ts
+
+# A cancelled job: the runner signals the step's process, which is this one (action.yml
+# execs it), SIGINT then SIGTERM, and after 10 s kills the process tree, which would leave
+# the container behind. So docker runs in the background and a signal stops the container
+# (main.ts, its PID 1, then stops waiting and exits 130); before the container exists, the
+# docker client is stopped instead.
+name="agentd-action-${GITHUB_RUN_ID:-local}-$$"
+args+=(--name "$name")
+docker "${args[@]}" "$image" /agentd-action/main.ts &
+pid=$!
+stop_container() {
+  docker stop --time 5 "$name" >/dev/null 2>&1 || kill -TERM "$pid" 2>/dev/null || true
+}
+trap stop_container INT TERM
+code=0
+wait "$pid" || code=$?
+# A trapped signal ends `wait` early: wait again for docker's own exit code.
+while kill -0 "$pid" 2>/dev/null; do
+  code=0
+  wait "$pid" || code=$?
+done
+exit "$code"

@@ -77,7 +77,8 @@ export interface StepRun {
 export async function runStep(
   inputs: Record<string, string>,
   env: Record<string, string>,
-  opts: { workspace: string; timeoutMs?: number },
+  /** onSpawn: the step's process id (a runner signals it alone when the job is cancelled). */
+  opts: { workspace: string; timeoutMs?: number; onSpawn?: (pid: number) => void },
 ): Promise<StepRun> {
   const yml = readActionYml();
   const values: Record<string, string> = {};
@@ -114,12 +115,16 @@ export async function runStep(
     ...env,
   });
   for (const [k, v] of Object.entries(step.env ?? {})) stepEnv[k] = evalInputs(String(v), values);
-  const child = spawn("bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", step.run], {
+  // As `shell: bash` runs a step: the script in a file, `bash --noprofile --norc -eo pipefail FILE`.
+  const script = join(temp, "step.sh");
+  writeFileSync(script, step.run);
+  const child = spawn("bash", ["--noprofile", "--norc", "-eo", "pipefail", script], {
     cwd: opts.workspace,
     env: stepEnv,
     stdio: ["ignore", "pipe", "pipe"],
     timeout: opts.timeoutMs ?? 280_000,
   });
+  opts.onSpawn?.(child.pid as number);
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
