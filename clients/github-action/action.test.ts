@@ -303,7 +303,9 @@ describe("the agentd GitHub Action against agentd dev", () => {
     assert.match(r.summary, /⏸ waiting for a person/);
     assert.ok(r.summary.includes("approval pending"), show(r));
     assert.ok(
-      r.summary.includes(`approval \`${(out["approval-id"] as string).replace(/_/g, "&#95;")}\``),
+      r.summary.includes(
+        `approval <code>${(out["approval-id"] as string).replace(/_/g, "&#95;")}</code>`,
+      ),
       show(r),
     );
     const pending = admin(["approvals", "--run", out["run-id"] as string]);

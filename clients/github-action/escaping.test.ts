@@ -117,6 +117,30 @@ describe("summary", () => {
     assert.ok(md.includes("$0.0015"));
   });
 
+  it("puts no escaped text in a code span, where references would show as written", () => {
+    const waiting = [
+      ndjson.split("\n")[1],
+      event({
+        type: "approval.requested",
+        approvalRequested: {
+          approvalId: "apr_1",
+          callId: "c1",
+          tool: "process.run",
+          preview: { summary: hostile },
+        },
+      }),
+    ].join("\n");
+    const md = renderSummary({
+      runId: RUN,
+      outcome: "waiting",
+      consoleUrl: "http://h:1",
+      report: readReport(waiting),
+      reused: false,
+    });
+    assert.ok(md.includes("approval <code>apr&#95;1</code>"), md);
+    assert.doesNotMatch(md, /`[^`\n]*&#\d+;[^`\n]*`/);
+  });
+
   it("lists at most MAX_ROWS calls and says how many more there are", () => {
     const many = Array.from({ length: MAX_ROWS + 5 }, (_, i) =>
       event({

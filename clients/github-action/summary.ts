@@ -5,7 +5,9 @@
  * the hash chain's head.
  *
  * Must never: write text that came from the run or the server without markdown.ts's
- * escaping (a hostile command or message must show as text, never as Markdown or HTML).
+ * escaping (a hostile command or message must show as text, never as Markdown or HTML),
+ * or put escaped text in a code span, where character references are not decoded (it goes
+ * in <code>, where they are).
  * Only the run id (checked to be a ULID), numbers and this file's own words are written
  * as they are.
  */
@@ -111,7 +113,7 @@ export function renderSummary(o: SummaryInput): string {
       const a = r.pendingApproval;
       out.push(
         "",
-        `**Waits for a person:** approval \`${inline(a.id, 60)}\` of ${inline(a.tool, 40)}: ${inline(a.preview, 200)}. Decide it in the console, or with \`agentctl approve\` / \`agentctl deny\`.`,
+        `**Waits for a person:** approval <code>${inline(a.id, 60)}</code> of ${inline(a.tool, 40)}: ${inline(a.preview, 200)}. Decide it in the console, or with \`agentctl approve\` / \`agentctl deny\`.`,
       );
     }
     if (r.summary !== "") out.push(...details("The agent's final message", r.summary));
