@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const filters = process.argv.slice(2);
-const files = globSync("{cmd,internal,scripts}/**/*.test.ts", { cwd: root })
+const files = globSync("{cmd,internal,scripts,clients/github-action}/**/*.test.ts", { cwd: root })
   .filter((f) => !f.includes("node_modules"))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
   .sort();
