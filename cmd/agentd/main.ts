@@ -66,9 +66,12 @@ import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
 import { connectDocker } from "../../internal/sandbox/docker-connect.ts";
 import { createDockerSandbox, type DockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
+import type { RunAdmission } from "../../internal/scheduler/admission.ts";
 import { MemoryRunQueue } from "../../internal/scheduler/memory-run-queue.ts";
 import type { RunQueue } from "../../internal/scheduler/port.ts";
+import { RedisRunAdmission } from "../../internal/scheduler/redis-run-admission.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
+import { SequentialRunAdmission } from "../../internal/scheduler/sequential-run-admission.ts";
 import { createApp, logAnswers } from "../../internal/server/app.ts";
 import {
   createDualServer,
@@ -85,6 +88,7 @@ import { versionLine } from "../../internal/version/version.ts";
 import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
+import { crashPointFrom } from "./crash-at.ts";
 
 const SERVER_FLAGS: FlagName[] = [
   "listen",
@@ -291,13 +295,20 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     );
   }
   const auth = mode === "worker" ? undefined : buildAuth(cfg, mode, logger);
+  // Test builds only (fault injection); refused at start when it names an unknown point.
+  const crashPoint = crashPointFrom(process.env);
+  if (crashPoint !== undefined)
+    logger.warn(
+      { at: process.env.AGENTD_TEST_CRASH_AT },
+      "AGENTD_TEST_CRASH_AT: this server kills itself at those points",
+    );
   // Both or neither; readable, and a key that fits the certificate, before anything opens.
   const tls = tlsFiles(cfg);
   if (auth !== undefined && "reload" in auth)
     reloads.push(() => void (auth as ReloadableAuth).reload());
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const built = await buildEventLog(eventLogUrl, cfg);
-  const { artifactDir, queue, idempotency, closeAll } = built;
+  const { artifactDir, queue, admission, idempotency, closeAll } = built;
   // Every append measured and counted (agentd_event_log_append_duration_seconds, …).
   const log = instrumentEventLog(built.log);
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
@@ -313,6 +324,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       runs,
       artifacts,
       queue,
+      admission,
       idempotency,
       cancelWaitMs: cfg["cancel-wait-ms"],
       policy: () => policy.current(),
@@ -321,6 +333,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
         maxWallMs: cfg["max-run-wall-ms"],
       },
+      ...(crashPoint === undefined ? {} : { crashPoint }),
     };
     const workspace = {
       maxBytes: cfg["max-workspace-bytes"],
@@ -755,6 +768,8 @@ async function buildEventLog(
   log: EventLog;
   artifactDir: string;
   queue: RunQueue;
+  /** CreateRun's one-step write of a run's first event and queue record. */
+  admission: RunAdmission;
   idempotency: IdempotencyStore;
   exportState: ExportState;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
@@ -771,6 +786,8 @@ async function buildEventLog(
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
       queue,
+      // The queue dies with this process; the next start requeues the log's open runs.
+      admission: new SequentialRunAdmission(log, queue),
       idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
       exportState: new FileExportState(`${dir}/export`),
       closeAll: async () => {
@@ -802,6 +819,7 @@ async function buildEventLog(
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
     queue,
+    admission: new RedisRunAdmission({ client, prefix: cfg["redis-prefix"], ...schedule }),
     idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
     redis: client,
