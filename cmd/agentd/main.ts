@@ -83,6 +83,7 @@ import {
   type TlsFiles,
 } from "../../internal/server/dual-protocol.ts";
 import { createHealthPort, type HealthPort } from "../../internal/server/health-port.ts";
+import { instrumentAdmission } from "../../internal/telemetry/instrument-admission.ts";
 import { instrumentEventLog } from "../../internal/telemetry/instrument-log.ts";
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
@@ -312,9 +313,11 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     reloads.push(() => void (auth as ReloadableAuth).reload());
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const built = await buildEventLog(eventLogUrl, cfg);
-  const { artifactDir, queue, admission, presence, idempotency, closeAll } = built;
+  const { artifactDir, queue, presence, idempotency, closeAll } = built;
   // Every append measured and counted (agentd_event_log_append_duration_seconds, …).
   const log = instrumentEventLog(built.log);
+  // A run's first event too, which the admission writes itself (agentd_runs_created_total).
+  const admission = instrumentAdmission(built.admission, built.log.kind);
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
