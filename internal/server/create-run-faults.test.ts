@@ -35,6 +35,12 @@ const extra: AgentdProcess[] = [];
 /** label value → the run the retry answered. */
 const created = new Map<string, string>();
 
+/** The queue knows the run: claimable, or waiting for a tenant slot (--tenant-limit). */
+async function assertQueued(runId: string): Promise<void> {
+  const state = await c.queue.stateOf(runId);
+  assert.ok(state === "ready" || state === "waiting", `run ${runId} is queued (${state})`);
+}
+
 before(async () => {
   c = await startCluster({
     workers: 0,
@@ -110,16 +116,12 @@ for (const [point, label] of [
     if (point === "createRun.afterClaim") assert.deepEqual(left, [], "no run was stored");
     else {
       assert.equal(left.length, 1, "the run was stored");
-      assert.equal(
-        await c.queue.stateOf(left[0] as string),
-        "ready",
-        "and queued, in the same step",
-      );
+      await assertQueued(left[0] as string); // and queued, in the same step
     }
     const runId = await retry(key, label);
     if (point === "createRun.afterAdmit")
       assert.equal(runId, left[0], "the retry answers the stored run");
-    assert.equal(await c.queue.stateOf(runId), "ready");
+    await assertQueued(runId);
   });
 }
 
@@ -137,10 +139,36 @@ it("a run stranded in the log without a queue record is queued by the retry with
   assert.equal(await c.queue.stateOf(runId), undefined, "the queue does not know the run");
   assert.equal((await c.client.getRun(runId)).run?.state, RunState.QUEUED);
   assert.equal(await retry(key, label), runId, "the retry answers the same run");
-  assert.equal(await c.queue.stateOf(runId), "ready", "and the queue knows it again");
+  await assertQueued(runId); // the queue knows it again
+  const state = await c.queue.stateOf(runId);
   // A second retry changes nothing (enqueue is idempotent).
   await c.client.createRun(request(key, label));
-  assert.equal(await c.queue.stateOf(runId), "ready");
+  assert.equal(await c.queue.stateOf(runId), state);
+});
+
+it("10 parallel creators on a server that dies mid-way: every key's retry gets one run", {
+  timeout: RETRY_CAP_MS + 120_000,
+}, async () => {
+  const s = await crashingServer("createRun.afterAdmit");
+  const client = new GrpcRunClient(s.addr);
+  const keys = Array.from({ length: 10 }, (_, i) => ({
+    key: `k-${ulid()}`,
+    label: `parallel-${i}`,
+  }));
+  // The first request to store its run kills the server: every request is left somewhere
+  // between nothing done, its key claimed and its run stored.
+  const answers = await Promise.allSettled(
+    keys.map((k) => client.createRun(request(k.key, k.label))),
+  );
+  client.close();
+  assert.equal((await s.exited).signal, "SIGKILL", s.output());
+  assert.ok(
+    answers.every((a) => a.status === "rejected"),
+    "no request was answered",
+  );
+  const runIds = await Promise.all(keys.map((k) => retry(k.key, k.label)));
+  assert.equal(new Set(runIds).size, keys.length, "one run per key");
+  for (const runId of runIds) await assertQueued(runId);
 });
 
 /** The newest incremental AOF file of the cluster's Redis (Redis 7 multi-part AOF). */
@@ -192,14 +220,14 @@ it("an AOF cut inside the admission: the run is in neither log nor queue, and th
   assert.equal(await c.queue.stateOf(lost), undefined, "and so did its queue record");
   const runId = await retry(key, label);
   assert.notEqual(runId, lost, "the retry created the run again");
-  assert.equal(await c.queue.stateOf(runId), "ready");
+  await assertQueued(runId);
 });
 
 it("a worker then drives every one of those runs to COMPLETED, one run per key", {
   timeout: 300_000,
 }, async () => {
   await c.startWorker();
-  assert.equal(created.size, 4, "every earlier case answered a run");
+  assert.equal(created.size, 14, "every earlier case answered a run");
   for (const [label, runId] of created) {
     const run = await w.waitTerminal(runId, 240_000);
     assert.equal(run.state, RunState.COMPLETED, `${label}: ${run.error?.message ?? ""}`);
