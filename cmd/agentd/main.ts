@@ -66,9 +66,15 @@ import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
 import { connectDocker } from "../../internal/sandbox/docker-connect.ts";
 import { createDockerSandbox, type DockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
+import type { RunAdmission } from "../../internal/scheduler/admission.ts";
+import { MemoryWorkerPresence } from "../../internal/scheduler/memory-presence.ts";
 import { MemoryRunQueue } from "../../internal/scheduler/memory-run-queue.ts";
 import type { RunQueue } from "../../internal/scheduler/port.ts";
+import type { WorkerPresence } from "../../internal/scheduler/presence.ts";
+import { RedisWorkerPresence } from "../../internal/scheduler/redis-presence.ts";
+import { RedisRunAdmission } from "../../internal/scheduler/redis-run-admission.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
+import { SequentialRunAdmission } from "../../internal/scheduler/sequential-run-admission.ts";
 import { createApp, logAnswers } from "../../internal/server/app.ts";
 import {
   createDualServer,
@@ -77,14 +83,17 @@ import {
   type TlsFiles,
 } from "../../internal/server/dual-protocol.ts";
 import { createHealthPort, type HealthPort } from "../../internal/server/health-port.ts";
+import { instrumentAdmission } from "../../internal/telemetry/instrument-admission.ts";
 import { instrumentEventLog } from "../../internal/telemetry/instrument-log.ts";
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { registerStoreGauges } from "../../internal/telemetry/store-gauges.ts";
 import { versionLine } from "../../internal/version/version.ts";
+import { type PresenceBeat, startPresenceBeat } from "../../internal/worker/presence-beat.ts";
 import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
+import { crashPointFrom } from "./crash-at.ts";
 
 const SERVER_FLAGS: FlagName[] = [
   "listen",
@@ -291,15 +300,24 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     );
   }
   const auth = mode === "worker" ? undefined : buildAuth(cfg, mode, logger);
+  // Test builds only (fault injection); refused at start when it names an unknown point.
+  const crashPoint = crashPointFrom(process.env);
+  if (crashPoint !== undefined)
+    logger.warn(
+      { at: process.env.AGENTD_TEST_CRASH_AT },
+      "AGENTD_TEST_CRASH_AT: this server kills itself at those points",
+    );
   // Both or neither; readable, and a key that fits the certificate, before anything opens.
   const tls = tlsFiles(cfg);
   if (auth !== undefined && "reload" in auth)
     reloads.push(() => void (auth as ReloadableAuth).reload());
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const built = await buildEventLog(eventLogUrl, cfg);
-  const { artifactDir, queue, idempotency, closeAll } = built;
+  const { artifactDir, queue, presence, idempotency, closeAll } = built;
   // Every append measured and counted (agentd_event_log_append_duration_seconds, …).
   const log = instrumentEventLog(built.log);
+  // A run's first event too, which the admission writes itself (agentd_runs_created_total).
+  const admission = instrumentAdmission(built.admission, built.log.kind);
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
@@ -313,6 +331,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       runs,
       artifacts,
       queue,
+      admission,
       idempotency,
       cancelWaitMs: cfg["cancel-wait-ms"],
       policy: () => policy.current(),
@@ -321,6 +340,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
         maxWallMs: cfg["max-run-wall-ms"],
       },
+      ...(crashPoint === undefined ? {} : { crashPoint }),
     };
     const workspace = {
       maxBytes: cfg["max-workspace-bytes"],
@@ -396,6 +416,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   let stopping = false;
   let sandbox: DockerSandbox | undefined;
   let reaper: NodeJS.Timeout | undefined;
+  let beat: PresenceBeat | undefined;
   if (choice !== undefined) {
     // DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH: a remote engine is checked now.
     const engine = await connectDocker(process.env);
@@ -420,6 +441,10 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       agentSource: () => policy.current().sandbox.image,
     });
     sandbox = boxes;
+    // Alive before its first warm container exists: others reap its pool once beats stop.
+    beat = await startPresenceBeat(presence, workerId, cfg["lease-ttl-ms"], (err) =>
+      logger.warn({ err }, "presence beat failed"),
+    );
     // Warm containers for the policy's sandbox, in the background: the first run starts warm
     // when they are ready in time, cold otherwise.
     boxes
@@ -480,12 +505,18 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     // and every minute.
     const reap = (): void =>
       void boxes
-        .reap(async (runId) => {
-          const run = await runs.get(runId);
-          // A run this log does not know belongs to another deployment on the same Docker
-          // engine (another Redis, prefix or data dir): never ours to remove.
-          return run === undefined || !isTerminal(run.state);
-        })
+        .reap(
+          async (runId) => {
+            const run = await runs.get(runId);
+            // A run this log does not know belongs to another deployment on the same Docker
+            // engine (another Redis, prefix or data dir): never ours to remove.
+            return run === undefined || !isTerminal(run.state);
+          },
+          {
+            // A dead worker's warm containers: gone within its ttl plus this reaper's minute.
+            poolOwnerDead: async (owner) => (await presence.stateOf(owner)) === "dead",
+          },
+        )
         .then(
           (reaped) =>
             reaped.length > 0 && logger.info({ reaped }, "reaped containers of ended runs"),
@@ -516,6 +547,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   stopping = true; // /readyz of the health port answers 503 from now on
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
+  beat?.stop();
   await sweeper?.stop();
   await exporter?.stop();
   await worker?.stop(cfg["shutdown-grace-ms"]);
@@ -755,6 +787,10 @@ async function buildEventLog(
   log: EventLog;
   artifactDir: string;
   queue: RunQueue;
+  /** CreateRun's one-step write of a run's first event and queue record. */
+  admission: RunAdmission;
+  /** Which workers are alive (their warm sandboxes are reaped when they are not). */
+  presence: WorkerPresence;
   idempotency: IdempotencyStore;
   exportState: ExportState;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
@@ -771,6 +807,9 @@ async function buildEventLog(
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
       queue,
+      // The queue dies with this process; the next start requeues the log's open runs.
+      admission: new SequentialRunAdmission(log, queue),
+      presence: new MemoryWorkerPresence(),
       idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
       exportState: new FileExportState(`${dir}/export`),
       closeAll: async () => {
@@ -802,6 +841,8 @@ async function buildEventLog(
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
     queue,
+    admission: new RedisRunAdmission({ client, prefix: cfg["redis-prefix"], ...schedule }),
+    presence: new RedisWorkerPresence({ client, prefix: cfg["redis-prefix"] }),
     idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
     redis: client,

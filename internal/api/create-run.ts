@@ -1,26 +1,28 @@
 /**
  * CreateRun: validate, store the workspace archive (streamed through the server's upload
- * limits, see workspace-upload.ts), append `run.queued`. Nothing is appended for a refused
- * request, and nothing is stored for a refused archive.
+ * limits, see workspace-upload.ts), then store `run.queued` and the run's queue record as
+ * one step (admit-run.ts): an acknowledged run always starts. Nothing is appended for a
+ * refused request, and nothing is stored for a refused archive.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { ROOT_CONTEXT } from "@opentelemetry/api";
 import { ulid } from "ulid";
-import { AgentdError, invalid } from "../errors.ts";
-import { type RunBudget, RunFailedSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
+import { invalid } from "../errors.ts";
+import { type RunBudget, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { FileIdempotencyStore } from "../idempotency/file-idempotency.ts";
 import { decideImage } from "../kernel/image-policy.ts";
-import { applyEvent, emptyRun } from "../projections/run-projection.ts";
 import { looksLikeReference, parseImageReference } from "../sandbox/image-reference.ts";
 import { traceParentFor } from "../telemetry/trace-context.ts";
+import { admitRun } from "./admit-run.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, type BudgetMax, DEFAULT_BUDGET_MAX } from "./deps.ts";
 import { claimRun, idempotencyKeyField, requestDigest } from "./idempotent-create.ts";
 import { annotateRpc, kTraceContext } from "./interceptors/tracing.ts";
 import { validateLabels } from "./labels.ts";
+import { requeueStranded } from "./requeue-stranded.ts";
 import { RUN_REUSED_HEADER } from "./reused-header.ts";
 import { uploadedWorkspace } from "./upload-workspace.ts";
 import { SESSION_RE, textField } from "./validate.ts";
@@ -93,80 +95,41 @@ export function createRunHandler(deps: ApiDeps) {
       );
       if (claimed.kind === "existing") {
         ctx.responseHeader.set(RUN_REUSED_HEADER, "true");
+        // Its CreateRun may have died between storing and queueing it (older servers).
+        await requeueStranded(deps, claimed.run);
         return { run: claimed.run };
       }
       ({ runId, release } = claimed);
+      deps.crashPoint?.("createRun.afterClaim");
     }
     const sessionId = req.sessionId || ulid();
     annotateRpc(ctx.values, { "agentd.run.id": runId, "gen_ai.conversation.id": sessionId });
-    const ev = await appendQueued(release, () =>
-      deps.log.append({
-        runId,
-        sessionId,
-        tenantId: principal.tenantId,
-        expectedSeq: 0,
-        payload: {
-          case: "runQueued",
-          value: create(RunQueuedSchema, {
-            tenantId: principal.tenantId,
-            prompt: req.prompt,
-            priority: req.priority === 0 ? 5 : req.priority,
-            skills: req.skills,
-            labels: req.labels,
-            ...(req.budget === undefined ? {} : { budget: req.budget }),
-            workspaceDigest: workspace.digest,
-            workspaceSizeBytes: BigInt(workspace.size),
-            submittedBy: principal.name,
-            image,
-            // Every worker that drives the run continues this trace (the CreateRun span's).
-            ...traceParentFor(ctx.values.get(kTraceContext) ?? ROOT_CONTEXT),
-          }),
-        },
-      }),
-    );
-    const run = applyEvent(emptyRun(runId), ev.event);
-    if (deps.queue !== undefined) {
-      try {
-        await deps.queue.enqueue({
-          runId,
+    const priority = req.priority === 0 ? 5 : req.priority;
+    const first = {
+      runId,
+      sessionId,
+      tenantId: principal.tenantId,
+      payload: {
+        case: "runQueued" as const,
+        value: create(RunQueuedSchema, {
           tenantId: principal.tenantId,
-          sessionId,
-          priority: run.priority,
-        });
-      } catch (err) {
-        // Nothing acknowledged may be lost: a run that cannot be queued is failed, visibly.
-        await deps.log
-          .append({
-            runId,
-            sessionId,
-            expectedSeq: 1,
-            payload: {
-              case: "runFailed",
-              value: create(RunFailedSchema, {
-                error: { code: "EQUEUE", message: "the run could not be queued" },
-              }),
-            },
-          })
-          .catch(() => undefined);
-        throw new AgentdError(
-          "EUNAVAILABLE",
-          "the run queue cannot be reached; the run was not started",
-          { cause: err },
-        );
-      }
-    }
-    return { run };
+          prompt: req.prompt,
+          priority,
+          skills: req.skills,
+          labels: req.labels,
+          ...(req.budget === undefined ? {} : { budget: req.budget }),
+          workspaceDigest: workspace.digest,
+          workspaceSizeBytes: BigInt(workspace.size),
+          submittedBy: principal.name,
+          image,
+          // Every worker that drives the run continues this trace (the CreateRun span's).
+          ...traceParentFor(ctx.values.get(kTraceContext) ?? ROOT_CONTEXT),
+        }),
+      },
+    };
+    // The run.queued event and the queue record: one step (admit-run.ts).
+    return { run: await admitRun(deps, first, priority, release) };
   };
-}
-
-/** The run.queued append; a key claimed for it is released when it fails. */
-async function appendQueued<T>(release: () => Promise<void>, append: () => Promise<T>): Promise<T> {
-  try {
-    return await append();
-  } catch (err) {
-    await release();
-    throw err;
-  }
 }
 
 /**

@@ -6,7 +6,9 @@ import type { Run } from "../gen/agentd/v1/run_service_pb.js";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
+import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
+import type { CreateRunCrashPoint } from "./crash-points.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
 
 export interface ApiDeps {
@@ -19,6 +21,13 @@ export interface ApiDeps {
   idempotency?: IdempotencyStore;
   /** The run queue workers claim from; without one, runs stay queued (no workers). */
   queue?: RunQueue;
+  /**
+   * Writes a new run's first event and its queue record as one step (scheduler/admission.ts).
+   * Without one (in-process routers of tests), CreateRun appends, then enqueues.
+   */
+  admission?: RunAdmission;
+  /** Test builds only: called at each named point of CreateRun (crash-points.ts). */
+  crashPoint?: (point: CreateRunCrashPoint) => void;
   /**
    * How long CancelRun of a running run waits, ms, for its owner to end it after
    * `run.cancel_requested` (never longer than the client's deadline allows). The answer is

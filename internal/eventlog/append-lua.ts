@@ -38,7 +38,12 @@ end
  */
 export const FEED_MAX_LEN = 500_000;
 
-export const APPEND_LUA = `${RUN_ENDED_LUA}
+/**
+ * The append script's body (needs RUN_ENDED_LUA before it): reads KEYS and ARGV from their
+ * first entries and ends with `return out`. The run intake (scheduler/redis-run-admission.ts)
+ * wraps it in a function to append a run's first event and enqueue the run in one script.
+ */
+export const APPEND_BODY_LUA = `
 -- Appends batches of sealed events to one or more runs; each run's batch is atomic and
 -- independent (one run's conflict never affects another's). Several runs share one call so
 -- that many busy runs cost one script invocation, not one each.
@@ -123,3 +128,5 @@ for r = 0, ((#KEYS - 1) / 4) - 1 do
 end
 return out
 `;
+
+export const APPEND_LUA = `${RUN_ENDED_LUA}${APPEND_BODY_LUA}`;

@@ -28,6 +28,7 @@ import type {
   RunIdPage,
 } from "./port.ts";
 import { redisError, wrapRedis } from "./redis-error.ts";
+import { type LogKeys, logKeys } from "./redis-log-keys.ts";
 
 export interface RedisEventLogOptions {
   /** Connection for commands; duplicated for blocking tail reads. Not closed by close(). */
@@ -71,7 +72,7 @@ const APPEND_SHA = createHash("sha1").update(APPEND_LUA).digest("hex");
 export class RedisEventLog implements EventLog {
   readonly kind = "redis";
   readonly #client: Redis;
-  readonly #prefix: string;
+  readonly #keys: LogKeys;
   readonly #blockMs: number;
   readonly #lingerMs: number;
   readonly #pingTimeoutMs: number;
@@ -84,7 +85,7 @@ export class RedisEventLog implements EventLog {
 
   constructor(opts: RedisEventLogOptions) {
     this.#client = opts.client;
-    this.#prefix = opts.prefix ?? "agentd:";
+    this.#keys = logKeys(opts.prefix ?? "agentd:");
     this.#blockMs = opts.blockMs ?? 5000;
     this.#lingerMs = opts.tailLingerMs ?? 5;
     this.#pingTimeoutMs = opts.pingTimeoutMs ?? 1000;
@@ -96,19 +97,19 @@ export class RedisEventLog implements EventLog {
   }
 
   #streamKey(runId: string): string {
-    return `${this.#prefix}run:${runId}:events`;
+    return this.#keys.stream(runId);
   }
   #metaKey(runId: string): string {
-    return `${this.#prefix}run:${runId}:meta`;
+    return this.#keys.meta(runId);
   }
   get #feedKey(): string {
-    return `${this.#prefix}feed`;
+    return this.#keys.feed;
   }
   #tenantKey(tenantId: string): string {
-    return `${this.#prefix}tenant:${tenantId}:runs`;
+    return this.#keys.tenantRuns(tenantId);
   }
   #sessionKey(tenantId: string, sessionId: string): string {
-    return `${this.#prefix}tenant:${tenantId}:session:${sessionId}:runs`;
+    return this.#keys.sessionRuns(tenantId, sessionId);
   }
 
   append(req: AppendRequest): Promise<LoggedEvent> {

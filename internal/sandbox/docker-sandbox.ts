@@ -44,7 +44,14 @@ import {
 } from "./egress-network.ts";
 import { CONTROL_LOOP } from "./exec-scripts.ts";
 import { ensureImage } from "./image-pull.ts";
-import type { Sandbox, SandboxHandle, SandboxShape, SandboxSpec, WorkspaceSource } from "./port.ts";
+import type {
+  ReapOptions,
+  Sandbox,
+  SandboxHandle,
+  SandboxShape,
+  SandboxSpec,
+  WorkspaceSource,
+} from "./port.ts";
 import { WORKSPACE } from "./port.ts";
 import { createWarmPool, WARM_MAX_AGE_MS, type WarmContainer } from "./warm-pool.ts";
 import { packWorkspace } from "./workspace-archive.ts";
@@ -485,7 +492,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       });
     },
 
-    async reap(isLive): Promise<string[]> {
+    async reap(isLive, reapOpts = {}): Promise<string[]> {
       const list = await docker.listContainers({
         all: true,
         filters: { label: [`${LABEL_MANAGED}=${managed}`] },
@@ -503,11 +510,15 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         const rest = name.startsWith(prefix) ? name.slice(prefix.length) : undefined;
         if (c.Labels[LABEL_POOL] !== undefined && rest?.startsWith("pool.")) {
           // Another process's warm container that exited (its keeper went before handing it
-          // out: stdin closed) or is too old to be handed out: abandoned. One just created
-          // and not started yet is left alone.
+          // out: stdin closed), is too old to be handed out, or whose keeper is known dead
+          // (its presence beats stopped: a SIGKILLed worker's pool stays running otherwise).
+          // One just created and not started yet is left alone while its keeper lives.
+          if (pool.owns(c.Id)) continue;
           const exited = c.State === "exited" || c.State === "dead";
           const old = now() - c.Created * 1000 > 2 * WARM_MAX_AGE_MS;
-          if (!pool.owns(c.Id) && (exited || old)) await remove(c.Id, "an abandoned warm sandbox");
+          const owner = c.Labels[LABEL_POOL] ?? "";
+          if (exited || old || (await ownerDead(reapOpts, owner)))
+            await remove(c.Id, "an abandoned warm sandbox");
           continue;
         }
         const runId = c.Labels[LABEL_RUN] ?? rest;
@@ -593,4 +604,10 @@ function mountOfSpec(spec: string): { size: number; inodes: number } {
   };
   const size = opt("size") ?? DEFAULT_WORKSPACE_BYTES;
   return { size, inodes: opt("nr_inodes") ?? Math.max(16_384, Math.floor(size / 4096)) };
+}
+
+/** The reaper's question about a warm container's keeper; a failed answer is "not dead". */
+async function ownerDead(opts: ReapOptions, owner: string): Promise<boolean> {
+  if (opts.poolOwnerDead === undefined || owner === "") return false;
+  return opts.poolOwnerDead(owner).catch(() => false);
 }

@@ -190,9 +190,14 @@ export interface Sandbox {
   find(runId: string): Promise<SandboxHandle | undefined>;
   /**
    * Removes every agentd container whose run is no longer live; returns their run ids.
-   * `isLive` decides per run (e.g. "not terminal in the event log").
+   * `isLive` decides per run (e.g. "not terminal in the event log"). Another process's warm
+   * containers go when they exited or are too old, and at once when `poolOwnerDead` says
+   * their keeper is known dead (its presence beats stopped, scheduler/presence.ts).
    */
-  reap(isLive: (runId: string) => Promise<boolean> | boolean): Promise<string[]>;
+  reap(
+    isLive: (runId: string) => Promise<boolean> | boolean,
+    opts?: ReapOptions,
+  ): Promise<string[]>;
   /**
    * A run's own image on the engine: used as it is when the engine has it, else pulled from
    * its registry (image-pull.ts). Its id is what `create` is then given (with userImage).
@@ -203,3 +208,11 @@ export interface Sandbox {
 
 /** Mount point of the workspace in every sandbox. */
 export const WORKSPACE = "/workspace";
+
+export interface ReapOptions {
+  /**
+   * True when the process that keeps warm containers labelled with this owner is known to
+   * be dead; never true for an owner never seen (another deployment on the same engine).
+   */
+  poolOwnerDead?: (owner: string) => Promise<boolean>;
+}

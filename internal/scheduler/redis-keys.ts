@@ -61,9 +61,13 @@ export function schedulerKeys(prefix: string): SchedulerKeys {
   };
 }
 
-/** The same layout for Lua; every script gets the prefix as ARGV[1]. */
-export const KEYS_LUA = `
-local P = ARGV[1]
+/**
+ * The same layout for Lua; `prefixArg` is the Lua expression holding the prefix (ARGV[1] in
+ * every queue script; the intake script passes it after the append's arguments).
+ */
+export function keysLua(prefixArg: string): string {
+  return `
+local P = ${prefixArg}
 local GROUP = '${GROUP}'
 local function k_meta(r) return P .. 'run:' .. r .. ':meta' end
 local function k_events(r) return P .. 'run:' .. r .. ':events' end
@@ -78,3 +82,7 @@ local K_PAUSED = P .. 'queue:paused'
 local K_SEQ = P .. 'queue:seq'
 local K_WAKE = P .. 'queue:wake'
 `;
+}
+
+/** Every queue script's key layout: the prefix is ARGV[1]. */
+export const KEYS_LUA = keysLua("ARGV[1]");

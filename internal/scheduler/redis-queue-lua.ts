@@ -9,7 +9,7 @@
  * pending after a requeue), claimed, paused (acked; holds its session, no slot), ended.
  */
 import { RUN_ENDED_LUA } from "../eventlog/append-lua.ts";
-import { KEYS_LUA } from "./redis-keys.ts";
+import { KEYS_LUA, keysLua } from "./redis-keys.ts";
 
 /**
  * Idle time given to a requeued entry: far beyond any lease ttl, so the next claimer's
@@ -17,7 +17,9 @@ import { KEYS_LUA } from "./redis-keys.ts";
  */
 const REQUEUE_IDLE_MS = 10_000_000_000;
 
-const COMMON = `${KEYS_LUA}
+/** Helpers of every state-changing script; the prefix is the Lua expression `prefixArg`. */
+export function commonLua(prefixArg: string): string {
+  return `${keysLua(prefixArg)}
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -88,33 +90,44 @@ local function finish(run, tenant, session, member, ended_ttl)
   advance(tenant, session)
 end
 `;
+}
+
+const COMMON = commonLua("ARGV[1]");
+
+/**
+ * Lua: `enqueue_run(run, tenant, session, prio, aging, limit)` → {outcome, state}: adds a
+ * run (a no-op "duplicate" when its record exists) or resumes a paused one. Needs COMMON.
+ */
+export const ENQUEUE_FN_LUA = `
+local function enqueue_run(run, tenant, session, prio, aging, limit)
+  local rec = k_rec(run)
+  local f = redis.call('HMGET', rec, 'state', 'tenant', 'score', 'member')
+  if f[1] == 'paused' then
+    -- ResolveApproval: the run still heads its session and competes for a slot again, with
+    -- its first score (it has waited already).
+    redis.call('HSET', rec, 'state', 'tenant', 'next', 'resumed')
+    redis.call('ZREM', K_PAUSED, run)
+    redis.call('ZADD', k_waiting(f[2]), f[3], f[4])
+    redis.call('ZADD', K_QUEUED, f[3], f[4])
+    fill(f[2], limit)
+    return {'resumed', redis.call('HGET', rec, 'state')}
+  end
+  if f[1] then return {'duplicate', f[1]} end
+  local score = now_ms() + (prio - 1) * aging
+  local member = string.format('%015d', redis.call('INCR', K_SEQ)) .. '|' .. run
+  redis.call('HSET', rec, 'tenant', tenant, 'session', session, 'prio', prio, 'score', score,
+    'member', member, 'state', 'session', 'next', 'new', 'attempts', 0)
+  redis.call('RPUSH', k_session(tenant, session), run)
+  redis.call('ZADD', K_QUEUED, score, member)
+  advance(tenant, session)
+  fill(tenant, limit)
+  return {'queued', redis.call('HGET', rec, 'state')}
+end
+`;
 
 /** ARGV: prefix, run, tenant, session, prio, agingMs, tenant limit. Reply {outcome, state}. */
-export const ENQUEUE_LUA = `${COMMON}
-local run, tenant, session, prio = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-local aging, limit = tonumber(ARGV[6]), tonumber(ARGV[7])
-local rec = k_rec(run)
-local f = redis.call('HMGET', rec, 'state', 'tenant', 'score', 'member')
-if f[1] == 'paused' then
-  -- ResolveApproval: the run still heads its session and competes for a slot again, with
-  -- its first score (it has waited already).
-  redis.call('HSET', rec, 'state', 'tenant', 'next', 'resumed')
-  redis.call('ZREM', K_PAUSED, run)
-  redis.call('ZADD', k_waiting(f[2]), f[3], f[4])
-  redis.call('ZADD', K_QUEUED, f[3], f[4])
-  fill(f[2], limit)
-  return {'resumed', redis.call('HGET', rec, 'state')}
-end
-if f[1] then return {'duplicate', f[1]} end
-local score = now_ms() + (prio - 1) * aging
-local member = string.format('%015d', redis.call('INCR', K_SEQ)) .. '|' .. run
-redis.call('HSET', rec, 'tenant', tenant, 'session', session, 'prio', prio, 'score', score,
-  'member', member, 'state', 'session', 'next', 'new', 'attempts', 0)
-redis.call('RPUSH', k_session(tenant, session), run)
-redis.call('ZADD', K_QUEUED, score, member)
-advance(tenant, session)
-fill(tenant, limit)
-return {'queued', redis.call('HGET', rec, 'state')}
+export const ENQUEUE_LUA = `${COMMON}${ENQUEUE_FN_LUA}
+return enqueue_run(ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
 `;
 
 /**
