@@ -4,6 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import { Redis } from "ioredis";
 import { ulid } from "ulid";
 import { OutputDeltaSchema } from "../gen/agentd/v1/events_pb.js";
+import { rewindRun } from "../testing/redis-rewind.ts";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
 import { delta, queued, runEventLogConformance } from "./conformance.ts";
 import { verifyChain } from "./hash-chain.ts";
@@ -31,6 +32,11 @@ runEventLogConformance("redis", {
     await redis.restart({ hard: true });
     return new RedisEventLog({ client: redis.client(), prefix });
   },
+  async rewind(runId, toSeq) {
+    await rewindRun(redis.client(), prefix, runId, toSeq);
+    return new RedisEventLog({ client: redis.client(), prefix });
+  },
+  rewindsLive: true,
   async cleanup() {
     for (const c of extra) c.disconnect();
     await redis.stop();
