@@ -15,8 +15,11 @@ export interface TestRedis {
   dir: string;
   /** A new client connection (closed by stop()). */
   client(): Redis;
-  /** Kills the server (SIGKILL when `hard`) and starts it again on the same port and data. */
-  restart(opts?: { hard?: boolean }): Promise<void>;
+  /**
+   * Kills the server (SIGKILL when `hard`) and starts it again on the same port and data;
+   * `whileDown` runs in between (e.g. an AOF cut, aof-cut.ts).
+   */
+  restart(opts?: { hard?: boolean; whileDown?: () => void | Promise<void> }): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -122,6 +125,7 @@ export async function startRedis(
     },
     async restart(o = {}) {
       await kill(o.hard ? "SIGKILL" : "SIGTERM");
+      await o.whileDown?.();
       await launch();
     },
     async stop() {
