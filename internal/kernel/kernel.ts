@@ -410,7 +410,9 @@ export function createKernel(opts: KernelOptions): Kernel {
       if (approvedBase !== undefined && approvedBase !== "") ctx.approvedBase = approvedBase;
       output = await inSpan(span, `sandbox ${call.tool}`, () => tool.execute(ctx, value as never));
     } catch (err) {
-      if (isAgentdError(err, "EENDED")) throw err; // nothing may be appended any more
+      // Nothing may be appended any more: the run ended, or the stored log lost events
+      // this drive saw (the gate refused before the effect started).
+      if (isAgentdError(err, "EENDED") || isAgentdError(err, "EREWOUND")) throw err;
       if (isAgentdError(err, "ECANCELLED")) cancelledBeforeStart = err;
       error = isAgentdError(err)
         ? { code: err.code, message: err.message }
