@@ -702,7 +702,10 @@ async function verifyCmd(c: Ctx): Promise<number> {
     );
     return EXIT.FAILED;
   }
-  const held = seen === undefined ? "" : `; it holds the head you saw, seq ${seen.seq}`;
+  const held =
+    seen === undefined
+      ? `; to check later that none of it was lost: --head ${v.count}:${v.headHash}`
+      : `; it holds the head you saw, seq ${seen.seq}`;
   stdout.write(`run ${runId}: hash chain OK (${v.count} events, head ${v.headHash})${held}\n`);
   return EXIT.OK;
 }
