@@ -4,13 +4,16 @@
  * then grows a different chain. The SDK's follow is told to resync, starts over and ends
  * holding exactly the stored chain; the SSE stream sends `event: resync` and ends; neither
  * ever gets an event of the other chain as a continuation; the server counts both in
- * /metrics.
+ * /metrics. And a follow resuming past the stored head (its server died meanwhile) is a
+ * resync too.
  */
 import assert from "node:assert/strict";
+import net from "node:net";
 import { after, before, it } from "node:test";
 import { followEvents } from "../../clients/typescript/src/follow.ts";
 import { AgentdClient } from "../../clients/typescript/src/index.ts";
 import type { Event } from "../gen/agentd/v1/events_pb.js";
+import { startAgentd } from "../testing/agentd-process.ts";
 import {
   appendEvents,
   deltas,
@@ -95,3 +98,57 @@ it("the store lost sent events: the SDK resyncs to the stored chain, SSE says re
   );
   assert.ok(counted >= 2, `agentd_log_rewound_total{found_by="follower"} is ${counted}`);
 });
+
+it("a resume past the stored head (the server died, its Redis lost events): the SDK resyncs", {
+  timeout: 180_000,
+}, async () => {
+  const port = await freePort();
+  const listen = ["--listen", `127.0.0.1:${port}`];
+  let server = await startAgentd("server", [...stack.flags, ...listen]);
+  try {
+    const { run } = await stack.client.createRun({ prompt: "resync on resume" });
+    assert.ok(run !== undefined);
+    await appendEvents(stack.log, run, [payload.started(), ...deltas(4)]); // head: 6
+    const sdk = new AgentdClient({ address: `127.0.0.1:${port}`, token: TOKENS.acme });
+    let held: Event[] = [];
+    let told = 0;
+    const following = followEvents({
+      client: sdk.rpc,
+      runId: run.runId,
+      afterSeq: 0n,
+      onEvent: (ev) => {
+        held.push(ev);
+        return undefined;
+      },
+      onResync: () => {
+        told++;
+        held = [];
+      },
+    });
+    await until("the SDK to hold seq 6", () => held.length === 6);
+    await server.stop("SIGKILL");
+    await rewindRun(stack.redis.client(), "agentd:", run.runId, 2);
+    server = await startAgentd("server", [...stack.flags, ...listen]);
+    // The SDK resumes after seq 6: OUT_OF_RANGE, so it starts over from seq 0.
+    await until("the SDK to resync", () => told > 0);
+    await until("the SDK to hold the stored seq 2", () => held.length === 2);
+    await appendEvents(stack.log, run, [payload.completed()]);
+    await following;
+    const stored = (await stack.log.read(run.runId, 0)).map((e) => `${e.seq}:${e.event.hash}`);
+    assert.equal(told, 1);
+    assert.deepEqual(
+      held.map((e) => `${e.seq}:${e.hash}`),
+      stored,
+    );
+  } finally {
+    await server.stop("SIGKILL").catch(() => undefined);
+  }
+});
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
