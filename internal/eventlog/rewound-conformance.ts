@@ -89,9 +89,10 @@ export function rewoundConformance(s: RewoundSuite): void {
     assert.equal(again.seq, 7);
   });
 
-  it("a follower whose delivered events the store lost gets EREWOUND, not the other chain", {
-    skip: s.rewindsLive ? false : "the embedded log is rewound only across a restart",
-  }, async () => {
+  // Only where storage can lose events under a live log (Redis): the embedded log is
+  // rewound only across a restart, when no follower of the old process lives on.
+  if (!s.rewindsLive) return;
+  it("a follower whose delivered events the store lost gets EREWOUND, not the other chain", async () => {
     const runId = ulid();
     await write(s, runId, 4);
     const ac = new AbortController();
