@@ -22,6 +22,7 @@ export type ErrorCode =
   | "ESECRET_NOT_FOUND" // a $ENV.NAME placeholder names no available secret
   | "EENDED" // the run already ended: the log refuses anything after its terminal event
   | "ECANCELLED" // the run was asked to cancel: nothing more may start
+  | "EREWOUND" // the stored log lost acknowledged events: it is behind what the caller saw
   | "EIO"; // storage failed or holds corrupt data
 
 export interface AgentdErrorOptions {

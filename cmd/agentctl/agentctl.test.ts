@@ -284,6 +284,22 @@ describe("agentctl against agentd dev with a model", () => {
     assert.equal(verifyChain(lines).ok, true);
     assert.equal(JSON.parse(lines.at(-1) as string).type, "run.completed");
     assert.match(from.stdout, /^ {4}3 /, "--from-seq is inclusive");
+    // The head verify prints is one verify --head accepts, and the log holds it.
+    const head = /--head (\d+:[0-9a-f]{64})/.exec(verify.stdout)?.[1];
+    assert.ok(head !== undefined, verify.stdout);
+    const [held, bad] = await Promise.all([
+      m(["verify", followed.runId, "--head", head]),
+      m([
+        "verify",
+        followed.runId,
+        "--head",
+        `${Number(head.split(":")[0]) + 1}:${"0".repeat(64)}`,
+      ]),
+    ]);
+    assert.equal(held.code, 0, held.stderr);
+    assert.match(held.stdout, /it holds the head you saw/);
+    assert.equal(bad.code, 1, bad.stderr);
+    assert.match(bad.stdout, /the stored log lost events after seq \d+/);
   });
 
   it("artifact get writes the patch, which applies with git apply", async () => {

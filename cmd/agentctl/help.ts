@@ -289,8 +289,19 @@ no whitespace, defaults omitted); each prev_hash is the previous event's hash (6
 for seq 1). Also checks that the chain ends where the server says the run ends. Prints the
 head hash: keep it to detect a rewritten log later.
 
-Exit: 0 the chain holds, 1 it is broken (the first bad seq is named), 4 request failed.`,
-    flags: {},
+--head SEQ:HASH (the last head you saw, e.g. from an earlier verify or a follow) checks that
+the stored log still holds that event: a log that lost events after it (Redis lost
+acknowledged writes) fails, naming the seq after which events were lost. A log holding a
+log.rewound record (the loss recorded by the worker that found it) fails the same way.
+
+Exit: 0 the chain holds, 1 it is broken or lost events (the seq is named), 4 request failed.`,
+    flags: {
+      head: {
+        type: "string",
+        arg: "SEQ:HASH",
+        help: "the last head you saw: fail if the stored log no longer holds it",
+      },
+    },
   },
   {
     name: "cancel",

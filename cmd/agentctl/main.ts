@@ -45,6 +45,7 @@ import {
   wantColor,
 } from "../../internal/cli/style.ts";
 import { didYouMean } from "../../internal/cli/suggest.ts";
+import { headVerdict, parseHead, recordedLoss } from "../../internal/cli/verify-head.ts";
 import { stateCode, waitRun } from "../../internal/cli/wait.ts";
 import { approvalHint, outcomeCode, watchRun } from "../../internal/cli/watch.ts";
 import { canonicalJson } from "../../internal/eventlog/canonical-json.ts";
@@ -587,6 +588,16 @@ async function eventsCmd(c: Ctx): Promise<number> {
     client: c.client,
     runId,
     afterSeq: BigInt(Math.max(0, from - 1)),
+    onResync: (why) => {
+      // What was printed is not all in the store any more: say so where it was printed
+      // (a JSON reader drops every event line before this one), then print the run again.
+      info(`agentctl: the stored log lost events already printed (${why}); printing the run again`);
+      stdout.write(
+        json
+          ? `${JSON.stringify({ agentctl: "resync", runId, reason: why })}\n`
+          : `${st.red(st.bold("‼ resync: the stored log lost events printed above; the run again from seq 1:"))}\n`,
+      );
+    },
     historyOnly: !follow,
     signal: c.signal,
     onReconnect: (err, attempt) => {
@@ -654,6 +665,8 @@ async function replayCmd(c: Ctx): Promise<number> {
 async function verifyCmd(c: Ctx): Promise<number> {
   const runId = c.args[0] as string;
   c.about.runId = runId;
+  const rawHead = str(c.values, "head");
+  const seen = rawHead === undefined ? undefined : parseHead(rawHead);
   const events: Record<string, unknown>[] = [];
   for await (const res of c.client.streamEvents(
     { runId, afterSeq: 0n, historyOnly: true },
@@ -666,6 +679,13 @@ async function verifyCmd(c: Ctx): Promise<number> {
     stdout.write(`run ${runId}: hash chain BROKEN at seq ${v.seq}: ${v.reason}\n`);
     return EXIT.FAILED;
   }
+  if (seen !== undefined) {
+    const lost = headVerdict(runId, events, seen);
+    if (lost !== undefined) {
+      stdout.write(`${lost}\n`);
+      return EXIT.FAILED;
+    }
+  }
   // The chain must also end where the server's projection says the run ends.
   const { run } = await c.client.getRun({ runId }, { timeoutMs: 30_000, signal: c.signal });
   if (run !== undefined && (Number(run.lastSeq) !== v.count || run.lastHash !== v.headHash)) {
@@ -674,7 +694,19 @@ async function verifyCmd(c: Ctx): Promise<number> {
     );
     return EXIT.FAILED;
   }
-  stdout.write(`run ${runId}: hash chain OK (${v.count} events, head ${v.headHash})\n`);
+  // A log that records its own loss (log.rewound) is a sound chain but not a whole record.
+  const loss = recordedLoss(events);
+  if (loss !== undefined) {
+    stdout.write(
+      `run ${runId}: hash chain OK (${v.count} events, head ${v.headHash}) but the stored log lost events after seq ${loss.storedSeq} (a writer had seen seq ${loss.expectedSeq}; log.rewound at seq ${loss.atSeq})\n`,
+    );
+    return EXIT.FAILED;
+  }
+  const held =
+    seen === undefined
+      ? `; to check later that none of it was lost: --head ${v.count}:${v.headHash}`
+      : `; it holds the head you saw, seq ${seen.seq}`;
+  stdout.write(`run ${runId}: hash chain OK (${v.count} events, head ${v.headHash})${held}\n`);
   return EXIT.OK;
 }
 

@@ -30,6 +30,9 @@ const CODES: Record<ErrorCode, Code> = {
   EPOLICY: Code.PermissionDenied,
   ESECRET_NOT_FOUND: Code.FailedPrecondition,
   ECANCELLED: Code.FailedPrecondition,
+  // The stored log is behind what the client (or a writer) saw: a client must drop what it
+  // holds past the stored head and read the run again (docs/api.md, "Resync").
+  EREWOUND: Code.DataLoss,
   EIO: Code.Internal,
 };
 

@@ -2,6 +2,11 @@
  * StreamEvents: the run's events after `after_seq`, then live ones until the terminal
  * event (or only the stored ones with `history_only`). Resuming from the last seq a
  * client saw gives every later event exactly once.
+ *
+ * Resync: when the stored log lost events this stream already sent (Redis lost acknowledged
+ * writes), the stream ends with DATA_LOSS (EREWOUND) instead of sending events of another
+ * chain; the client drops what it holds past the stored head and reads the run again
+ * (docs/api.md, "Resync"). Counted as agentd_log_rewound_total{found_by="follower"}.
  */
 import type { Http2Stream } from "node:http2";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
@@ -11,6 +16,7 @@ import type { Principal } from "../auth/tokens.ts";
 import { AgentdError, invalid } from "../errors.ts";
 import type { LoggedEvent } from "../eventlog/event-codec.ts";
 import { TERMINAL_TYPES } from "../eventlog/event-codec.ts";
+import { isLogRewound } from "../eventlog/log-rewound-error.ts";
 import {
   type StreamEventsRequest,
   StreamEventsResponseSchema,
@@ -69,8 +75,18 @@ async function* storedEvents(deps: ApiDeps, runId: string, after: number) {
   }
 }
 
+/** A follow whose end by EREWOUND (the store lost events it sent) is counted. */
+async function* counted<T>(it: AsyncIterable<T>): AsyncGenerator<T> {
+  try {
+    yield* it;
+  } catch (err) {
+    if (isLogRewound(err)) metrics.logRewound.inc({ found_by: "follower" });
+    throw err;
+  }
+}
+
 async function* liveEvents(deps: ApiDeps, runId: string, after: number, signal: AbortSignal) {
-  for await (const ev of deps.log.follow(runId, after, signal)) {
+  for await (const ev of counted(deps.log.follow(runId, after, signal))) {
     yield ev;
     if (TERMINAL_TYPES.has(ev.type)) return;
   }
@@ -126,7 +142,7 @@ function streamRunEvents(deps: ApiDeps) {
     const stream = binary && ctx.protocolName === "grpc" ? ctx.values.get(kHttp2Stream) : undefined;
     if (stream === undefined) {
       // Connect, gRPC-Web, JSON, HTTP/1.1: every message through connect.
-      for await (const ev of deps.log.follow(req.runId, after, ctx.signal)) {
+      for await (const ev of counted(deps.log.follow(req.runId, after, ctx.signal))) {
         yield toResponse(ev);
         if (TERMINAL_TYPES.has(ev.type)) return;
       }
@@ -143,7 +159,7 @@ function streamRunEvents(deps: ApiDeps) {
     // otherwise (internal/server/stream-fast-path.test.ts).
     const gzip = ctx.responseHeader.get("grpc-encoding") === "gzip";
     let headersSent = false;
-    for await (const batch of deps.log.followBatches(req.runId, after, ctx.signal)) {
+    for await (const batch of counted(deps.log.followBatches(req.runId, after, ctx.signal))) {
       let from = 0;
       if (!headersSent) {
         const first = batch[0] as LoggedEvent;

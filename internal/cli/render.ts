@@ -191,6 +191,9 @@ export function eventLine(ev: Event, st: Style): string {
     case "runFailed":
       detail = `${p.value.error?.code}: ${oneLine(p.value.error?.message ?? "", 100)}`;
       break;
+    case "logRewound":
+      detail = `LOST EVENTS ${p.value.storedSeq + 1n}..${p.value.expectedSeq} (stored head ${p.value.storedSeq} ${p.value.storedHash.slice(0, 12)}, ${p.value.writer} had seen ${p.value.expectedSeq} ${p.value.expectedHash.slice(0, 12)})`;
+      break;
     case "runCancelled":
     case "runCancelRequested":
       detail = p.value.reason === "" ? "" : JSON.stringify(p.value.reason);
@@ -613,6 +616,18 @@ export class Renderer {
         this.#state = "ended";
         this.line(
           `${st.red(st.bold("✘ cancelled"))}${this.#took(ev)}${v.cancelledBy === "" ? "" : ` by ${v.cancelledBy}`}${v.reason === "" ? "" : `: ${v.reason}`}`,
+        );
+        break;
+      }
+      case "logRewound": {
+        // Always shown, quiet or not: the log itself says it is missing events.
+        const v = p.value;
+        this.line(
+          st.red(
+            st.bold(
+              `‼ the stored log lost events ${v.storedSeq + 1n}..${v.expectedSeq}: ${v.writer} had seen seq ${v.expectedSeq}, the store holds up to ${v.storedSeq}; what they recorded is gone`,
+            ),
+          ),
         );
         break;
       }

@@ -200,6 +200,16 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
         if (attempt === 1)
           note(`agentctl: lost the event stream (${explainError(err, o.ep)}); reconnecting…`);
       },
+      onResync: (why) => {
+        // The stored log lost events already shown: say so where they were shown (a JSON
+        // reader drops every line before the marker), then show the run again from seq 1.
+        note(`agentctl: the stored log lost events already shown (${why}); showing the run again`);
+        o.out.write(
+          renderer === undefined
+            ? `${JSON.stringify({ agentctl: "resync", runId: o.runId, reason: why })}\n`
+            : "‼ resync: the stored log lost events shown above; the run again from seq 1:\n",
+        );
+      },
       onEvent: async (ev) => {
         if (ev.type !== "run.queued") queued = false;
         if (/^run\.(resumed|paused|completed|failed|cancelled)$/.test(ev.type)) resumedSince = true;

@@ -9,6 +9,12 @@
  * head is known to be ended (a commit of ours, a conflict reply, a fresh head) every append
  * still queued fails with EENDED (RunEndedError) without reaching storage.
  *
+ * A rewound store is refused, never sealed on: a commit carries the newest head its
+ * writers saw (`knownHead`), and storage answers "rewound" when it does not hold that head;
+ * a store that answers a head behind one it answered before (the batcher's cached head) is
+ * rewound too. Either way the group fails with EREWOUND (LogRewoundError) and nothing of it
+ * is written.
+ *
  * Never reorders: items are taken from the front of the queue only.
  */
 import { AgentdError, invalid } from "../errors.ts";
@@ -20,6 +26,7 @@ import {
   TERMINAL_TYPES,
 } from "./event-codec.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
+import { LogRewoundError } from "./log-rewound-error.ts";
 import type { AppendRequest } from "./port.ts";
 import { RunEndedError } from "./run-ended-error.ts";
 
@@ -43,6 +50,11 @@ export interface Commit {
   tenantId: string | undefined;
   fence: number | undefined;
   prev: Head;
+  /**
+   * The newest head the group's writers saw (their `knownHead`): storage answers "rewound"
+   * when it does not hold this event at this seq. Undefined: no such check.
+   */
+  known: Head | undefined;
   /** Never holds an event after a terminal one. */
   events: SealedEvent[];
   /**
@@ -60,7 +72,9 @@ export interface Commit {
 export type CommitOutcome =
   | { kind: "ok" }
   | { kind: "conflict"; head: Head }
-  | { kind: "fenced"; epoch: number };
+  | { kind: "fenced"; epoch: number }
+  /** The store does not hold `known`: it lost acknowledged events; `head` is its head now. */
+  | { kind: "rewound"; head: Head };
 
 export interface AppendBatcherOptions {
   /** Reads the run's head from storage (seq 0 and GENESIS_HASH when empty). */
@@ -186,6 +200,7 @@ export class AppendBatcher {
     const firstReq = ok[0]?.req as AppendRequest;
     const last = sealed[sealed.length - 1] as SealedEvent;
     const ends = TERMINAL_TYPES.has(last.type) ? last.type : undefined;
+    const known = knownOf(ok);
     let outcome: CommitOutcome;
     try {
       outcome = await this.#opts.commit({
@@ -194,6 +209,7 @@ export class AppendBatcher {
         tenantId: firstReq.tenantId,
         fence: firstReq.fence,
         prev: head,
+        known,
         events: sealed,
         ends,
       });
@@ -218,6 +234,15 @@ export class AppendBatcher {
         "EFENCED",
         `stale writer on run ${firstReq.runId}: fencing token ${firstReq.fence} but the run's epoch is ${outcome.epoch}`,
       );
+      for (const p of ok) p.reject(err);
+      return;
+    }
+    if (outcome.kind === "rewound" || isBehind(outcome.head, head)) {
+      // The store lost acknowledged events (it answered a head behind one it answered
+      // before, or does not hold what the writer saw): never seal on its older head.
+      q.head = undefined;
+      const expected = outcome.kind === "rewound" && known !== undefined ? known : head;
+      const err = new LogRewoundError(firstReq.runId, expected, outcome.head);
       for (const p of ok) p.reject(err);
       return;
     }
@@ -276,6 +301,30 @@ export class AppendBatcher {
     if (now?.ended !== undefined) return { kind: "conflict", head: now };
     return undefined;
   }
+}
+
+/** The newest `knownHead` of a group (one writer's are in order; the highest seq wins). */
+function knownOf(group: Pending[]): Head | undefined {
+  let known: Head | undefined;
+  for (const p of group) {
+    const k = p.req.knownHead;
+    if (k !== undefined && k.seq > 0 && (known === undefined || k.seq > known.seq)) {
+      known = { seq: k.seq, hash: k.hash };
+    }
+  }
+  return known;
+}
+
+/**
+ * True when `now` (the store's answer) is behind `before` (a head the store answered
+ * earlier): a healthy log's head only moves forward, and one seq holds one event. An ended
+ * head is never "behind": the run's end is reported as EENDED.
+ */
+function isBehind(now: Head, before: Head): boolean {
+  if (now.ended !== undefined) return false;
+  return (
+    now.seq < before.seq || (now.seq === before.seq && now.hash !== before.hash && now.seq > 0)
+  );
 }
 
 /** Payload cases of the terminal event types. */

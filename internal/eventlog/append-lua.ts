@@ -52,22 +52,35 @@ export const APPEND_BODY_LUA = `
 --       log-wide feed (stream): one entry per applied commit {r: run, t: tenant, a: first
 --       seq, b: last seq}, in the order commits were applied, capped at ~FEED_MAX_LEN.
 -- ARGV: per run: fence ("" = server append, no lease), expected head seq, expected head
---       hash, run id, tenant, session (these two only with the first event; "" otherwise),
+--       hash, known head seq and hash (the newest head the writers saw; "0" and "" = no
+--       check), run id, tenant, session (these two only with the first event; "" otherwise),
 --       hash of the last event, terminal type of the last event ("" when it does not end the
 --       run; the writer never puts an event after a terminal one), n, then n events' json
 --       (only the last hash is kept: it is the new head; the others live in the events)
--- Reply: per run, {"OK", seq} | {"ENDED", type, seq, hash} | {"FENCED", epoch} |
--- {"CONFLICT", seq, hash}. Sending the same call again after it was applied answers OK
+-- Reply: per run, {"OK", seq} | {"ENDED", type, seq, hash} | {"REWOUND", seq, hash} |
+-- {"FENCED", epoch} | {"CONFLICT", seq, hash}. Sending the same call again after it was applied answers OK
 -- again and writes nothing.
+-- True when the stream holds the event (kseq, khash): the head itself, or an earlier entry
+-- whose top-level hash member (right after eventId in canonical JSON; an escaped string
+-- value can never hold the unescaped '":"' this pattern needs) is khash.
+local function holds(stream, seq, hash, kseq, khash)
+  if seq < kseq then return false end
+  if seq == kseq then return hash == khash end
+  local e = redis.call('XRANGE', stream, '0-' .. kseq, '0-' .. kseq)[1]
+  if e == nil then return false end
+  local h = string.match(e[2][2], '"eventId":"[0-9A-Za-z]+","hash":"(%x+)"')
+  return h == khash
+end
 local out = {}
 local a = 1
 local feed = KEYS[#KEYS]
 for r = 0, ((#KEYS - 1) / 4) - 1 do
   local k = r * 4
   local fence, expected, prevHash = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
-  local runId, tenant, session, lastHash = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
-  local ends, n = ARGV[a + 7], tonumber(ARGV[a + 8])
-  local first = a + 9
+  local knownSeq, knownHash = tonumber(ARGV[a + 3]), ARGV[a + 4]
+  local runId, tenant, session, lastHash = ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  local ends, n = ARGV[a + 9], tonumber(ARGV[a + 10])
+  local first = a + 11
   a = first + n
   local meta = KEYS[k + 2]
   local h = redis.call('HMGET', meta, 'seq', 'hash', 'epoch', 'ended', 'tenant')
@@ -95,6 +108,10 @@ for r = 0, ((#KEYS - 1) / 4) - 1 do
     -- Terminal is terminal: nothing after run.completed/failed/cancelled, whoever writes
     -- (checked before the fence and the head: retrying can never help).
     out[#out + 1] = {'ENDED', ended, tostring(seq), hash}
+  elseif knownSeq > 0 and not holds(KEYS[k + 1], seq, hash, knownSeq, knownHash) then
+    -- A rewound log: the writers saw an event this store does not hold (it lost
+    -- acknowledged writes). Sealing on the older head would hide the loss: refuse.
+    out[#out + 1] = {'REWOUND', tostring(seq), hash}
   elseif fence ~= '' and tonumber(fence) ~= epoch then
     -- A stale owner (its lease epoch was bumped by a new owner) must never write.
     out[#out + 1] = {'FENCED', tostring(epoch)}

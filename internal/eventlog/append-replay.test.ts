@@ -72,6 +72,8 @@ function call(
     "",
     prev.seq,
     prev.hash,
+    0, // no known-head check
+    "",
     runId,
     "t",
     "s",

@@ -11,6 +11,7 @@ import { OutputDeltaSchema, RunQueuedSchema } from "../gen/agentd/v1/events_pb.j
 import type { EventPayload, LoggedEvent } from "./event-codec.ts";
 import { verifyChain } from "./hash-chain.ts";
 import type { AppendRequest, EventLog } from "./port.ts";
+import { rewoundConformance } from "./rewound-conformance.ts";
 import { terminalConformance } from "./terminal-conformance.ts";
 
 export interface ConformanceHarness {
@@ -20,6 +21,17 @@ export interface ConformanceHarness {
   writers(n: number): Promise<EventLog[]>;
   /** Simulates a crash-restart of the storage (or the process) and returns the log to use after it. */
   restart(): Promise<EventLog>;
+  /**
+   * Makes the storage lose every event of `runId` after `toSeq` (an AOF cut, a failover to
+   * a lagging replica, files restored from an older backup) and returns the log to use.
+   */
+  rewind(runId: string, toSeq: number): Promise<EventLog>;
+  /**
+   * True when storage can lose events under a live log (Redis: a failover, an AOF cut and
+   * restart); the embedded log is one process, rewound only across a restart (no follower
+   * of the old process lives on), so the live-follower case does not apply to it.
+   */
+  rewindsLive: boolean;
   cleanup(): Promise<void>;
 }
 
@@ -390,6 +402,18 @@ export function runEventLogConformance(name: string, h: ConformanceHarness): voi
       setLog: (l) => {
         log = l;
       },
+      queued,
+      delta,
+    });
+
+    rewoundConformance({
+      tenant,
+      log: () => log,
+      setLog: (l) => {
+        log = l;
+      },
+      rewind: (runId, toSeq) => h.rewind(runId, toSeq),
+      rewindsLive: h.rewindsLive,
       queued,
       delta,
     });

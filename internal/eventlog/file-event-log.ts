@@ -28,6 +28,7 @@ import {
 import { join } from "node:path";
 import { AgentdError } from "../errors.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
+import { hashOf } from "./chain-links.ts";
 import { LoggedEvent, TERMINAL_TYPES } from "./event-codec.ts";
 import { FileFeed } from "./file-feed.ts";
 import { followLog, followLogBatches, type LiveFeed } from "./follow.ts";
@@ -222,6 +223,11 @@ export class FileEventLog implements EventLog {
     if (run.ended !== undefined) {
       // Terminal is terminal, whoever writes: checked before the fence and the head.
       return { kind: "conflict", head: this.#head(c.runId) };
+    }
+    if (c.known !== undefined && !holds(run.lines, run.hash, c.known)) {
+      // A rewound log (files cut back, a restore from an older backup): the writer saw an
+      // event this log does not hold. Refused like the Redis script does.
+      return { kind: "rewound", head: { seq: run.lines.length, hash: run.hash } };
     }
     if (c.fence !== undefined && c.fence !== run.meta.epoch) {
       return { kind: "fenced", epoch: run.meta.epoch };
@@ -430,4 +436,11 @@ function isAlive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
+}
+
+/** True when the run's stored lines hold the event `known` (its seq and hash). */
+function holds(lines: readonly string[], head: string, known: Head): boolean {
+  if (lines.length < known.seq) return false;
+  if (lines.length === known.seq) return head === known.hash;
+  return hashOf(lines[known.seq - 1] ?? "") === known.hash;
 }

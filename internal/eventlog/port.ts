@@ -8,7 +8,9 @@
  * once, in order. Terminal is terminal: once a run's log holds run.completed, run.failed or
  * run.cancelled, every later append fails with EENDED (RunEndedError) and writes nothing,
  * whoever appends and whatever its fence or expectedSeq say, after a restart too; a batch
- * never holds an event after a terminal one.
+ * never holds an event after a terminal one. A rewound log is refused: an append naming a
+ * `knownHead` the store does not hold fails with EREWOUND (LogRewoundError) and writes
+ * nothing, and a follower whose delivered events the store no longer holds gets EREWOUND.
  */
 import type { LoggedEvent, NewEvent } from "./event-codec.ts";
 
@@ -26,6 +28,14 @@ export interface AppendRequest extends NewEvent {
    * instead, whatever this says.
    */
   expectedSeq?: number;
+  /**
+   * The last head the writer saw (acknowledged to it or read by it). When set, the append
+   * fails with EREWOUND (LogRewoundError: both heads) and writes nothing unless the stored
+   * log holds exactly this event at this seq: a store behind it lost acknowledged events,
+   * and sealing on its older head would hide that. A log that moved past it (others
+   * appended since) is fine. Checked after EENDED, before the fence and the head.
+   */
+  knownHead?: { seq: number; hash: string };
   /** Required for seq 1 (run.queued): the run's tenant, for the tenant index. */
   tenantId?: string;
 }

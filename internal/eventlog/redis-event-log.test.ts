@@ -4,9 +4,11 @@ import { create } from "@bufbuild/protobuf";
 import { Redis } from "ioredis";
 import { ulid } from "ulid";
 import { OutputDeltaSchema } from "../gen/agentd/v1/events_pb.js";
+import { rewindRun } from "../testing/redis-rewind.ts";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
 import { delta, queued, runEventLogConformance } from "./conformance.ts";
 import { verifyChain } from "./hash-chain.ts";
+import { isLogRewound } from "./log-rewound-error.ts";
 import { RedisEventLog } from "./redis-event-log.ts";
 
 let redis: TestRedis;
@@ -31,6 +33,11 @@ runEventLogConformance("redis", {
     await redis.restart({ hard: true });
     return new RedisEventLog({ client: redis.client(), prefix });
   },
+  async rewind(runId, toSeq) {
+    await rewindRun(redis.client(), prefix, runId, toSeq);
+    return new RedisEventLog({ client: redis.client(), prefix });
+  },
+  rewindsLive: true,
   async cleanup() {
     for (const c of extra) c.disconnect();
     await redis.stop();
@@ -216,5 +223,48 @@ it("a follow started while Redis is down gets the run's events once it is back",
     await log.close();
   } finally {
     await r.stop();
+  }
+});
+
+it("a failover to a replica that lagged: the writer's next append is refused (EREWOUND), nothing sealed", async () => {
+  const primary = await startRedis();
+  const replica = await startRedis();
+  try {
+    const r = replica.client();
+    await r.call("REPLICAOF", "127.0.0.1", String(primary.port));
+    const onPrimary = new RedisEventLog({ client: primary.client(), prefix });
+    const runId = ulid();
+    let last = await onPrimary.append(queued(runId, "t"));
+    for (let i = 0; i < 2; i++) last = await onPrimary.append(deltaOf(runId, `synced ${i}`));
+    // Wait (up to 60 s on a loaded machine) until the replica acknowledged all of it.
+    const acked = (await primary.client().call("WAIT", "1", "60000")) as number;
+    assert.equal(acked, 1, "the replica is in sync");
+    const synced = { seq: last.seq, hash: last.event.hash };
+    // The replica stops following (it lags from here on), the primary acknowledges more.
+    await r.call("REPLICAOF", "NO", "ONE");
+    for (let i = 0; i < 2; i++) last = await onPrimary.append(deltaOf(runId, `lost ${i}`));
+    const seen = { seq: last.seq, hash: last.event.hash };
+    // The failover: the writer's next append goes to the promoted replica.
+    const onReplica = new RedisEventLog({ client: r, prefix });
+    const err = await onReplica
+      .append({ ...deltaOf(runId, "sealed on the old head"), knownHead: seen })
+      .then(
+        () => assert.fail("accepted on the lagging replica"),
+        (e: unknown) => e,
+      );
+    assert.ok(isLogRewound(err), String(err));
+    assert.deepEqual(err.expected, seen);
+    assert.deepEqual(err.stored, synced);
+    const stored = await onReplica.read(runId, 0);
+    assert.deepEqual(
+      textsOf(stored),
+      ["synced 0", "synced 1"],
+      "nothing was sealed on the replica's older head",
+    );
+    await onPrimary.close();
+    await onReplica.close();
+  } finally {
+    await replica.stop();
+    await primary.stop();
   }
 });

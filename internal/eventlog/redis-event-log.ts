@@ -93,7 +93,9 @@ export class RedisEventLog implements EventLog {
       loadHead: (runId) => this.#loadHead(runId),
       commit: (c) => this.#commit(c),
     });
-    this.#feed = { subscribe: (runId, onEvent) => this.#subscribe(runId, onEvent) };
+    this.#feed = {
+      subscribe: (runId, onEvent, onRewound) => this.#subscribe(runId, onEvent, onRewound),
+    };
   }
 
   #streamKey(runId: string): string {
@@ -191,6 +193,8 @@ export class RedisEventLog implements EventLog {
         c.fence === undefined ? "" : String(c.fence),
         c.prev.seq,
         c.prev.hash,
+        c.known?.seq ?? 0,
+        c.known?.hash ?? "",
         c.runId, // the feed entry names it
         first ? tenant : "",
         first ? c.sessionId : "",
@@ -216,6 +220,11 @@ export class RedisEventLog implements EventLog {
         p.resolve({
           kind: "conflict",
           head: { seq: Number(reply[2]), hash: reply[3] || GENESIS_HASH, ended: reply[1] },
+        });
+      } else if (reply?.[0] === "REWOUND") {
+        p.resolve({
+          kind: "rewound",
+          head: { seq: Number(reply[1]), hash: reply[2] || GENESIS_HASH },
         });
       } else if (reply?.[0] === "FENCED") p.resolve({ kind: "fenced", epoch: Number(reply[1]) });
       else if (reply?.[0] === "CONFLICT") {
@@ -261,7 +270,11 @@ export class RedisEventLog implements EventLog {
     return followLogBatches((r, a, l) => this.read(r, a, l), this.#feed, runId, afterSeq, signal);
   }
 
-  async #subscribe(runId: string, onEvent: (ev: LoggedEvent) => void): Promise<() => void> {
+  async #subscribe(
+    runId: string,
+    onEvent: (ev: LoggedEvent) => void,
+    onRewound?: (last: LoggedEvent | undefined) => void,
+  ): Promise<() => void> {
     let tail = this.#tails.get(runId);
     if (tail === undefined) {
       tail = new RunTail(
@@ -273,7 +286,7 @@ export class RedisEventLog implements EventLog {
       );
       this.#tails.set(runId, tail);
     }
-    return tail.add(onEvent);
+    return tail.add(onEvent, onRewound);
   }
 
   async head(runId: string): Promise<RunHead | undefined> {
@@ -367,15 +380,29 @@ function toLogged(runId: string, [id, fields]: [string, string[]]): LoggedEvent 
   return new LoggedEvent(runId, seq, json);
 }
 
+/** The seq of a run stream's entry id ("0-<seq>"). */
+function seqOfId(id: string): number {
+  return Number(id.slice(id.indexOf("-") + 1));
+}
+
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
 const wrap = <T>(p: Promise<T>): Promise<T> => wrapRedis(p);
 
-/** One blocking XREAD loop per followed run, shared by every local subscriber. */
+/**
+ * One blocking XREAD loop per followed run, shared by every local subscriber. When a
+ * blocking read times out (a quiet run), the tail looks at the stream's last entry: one
+ * behind the last it delivered means Redis lost events (an AOF cut, a failover to a lagging
+ * replica), and every subscriber is told (onRewound) before the tail goes on from there.
+ */
 class RunTail {
   readonly #subs = new Set<(ev: LoggedEvent) => void>();
+  readonly #rewoundSubs = new Map<
+    (ev: LoggedEvent) => void,
+    (last: LoggedEvent | undefined) => void
+  >();
   readonly #conn: Redis;
   readonly #key: string;
   readonly #runId: string;
@@ -406,19 +433,25 @@ class RunTail {
     this.#ready = this.#start();
   }
 
-  async add(onEvent: (ev: LoggedEvent) => void): Promise<() => void> {
+  async add(
+    onEvent: (ev: LoggedEvent) => void,
+    onRewound?: (last: LoggedEvent | undefined) => void,
+  ): Promise<() => void> {
     this.#subs.add(onEvent);
+    if (onRewound !== undefined) this.#rewoundSubs.set(onEvent, onRewound);
     try {
       await this.#ready;
     } catch (err) {
       // A tail that could not start (Redis down) must not stay shared: every later follow
       // of the run would fail at once, even after Redis is back.
       this.#subs.delete(onEvent);
+      this.#rewoundSubs.delete(onEvent);
       this.stop();
       throw err;
     }
     return () => {
       this.#subs.delete(onEvent);
+      this.#rewoundSubs.delete(onEvent);
       if (this.#subs.size === 0) this.stop();
     };
   }
@@ -439,6 +472,19 @@ class RunTail {
     ][];
     this.#lastId = last[0]?.[0] ?? "0-0";
     void this.#loop();
+  }
+
+  /** A quiet spell: is the stream's last entry behind the last one delivered? */
+  async #checkRewound(): Promise<void> {
+    const rows = (await this.#conn.call("XREVRANGE", this.#key, "+", "-", "COUNT", 1)) as [
+      string,
+      string[],
+    ][];
+    const id = rows[0]?.[0] ?? "0-0";
+    if (seqOfId(id) >= seqOfId(this.#lastId)) return;
+    this.#lastId = id;
+    const last = rows[0] === undefined ? undefined : toLogged(this.#runId, rows[0]);
+    for (const onRewound of this.#rewoundSubs.values()) onRewound(last);
   }
 
   async #loop(): Promise<void> {
@@ -463,6 +509,7 @@ class RunTail {
           for (const sub of this.#subs) sub(ev);
         }
         if (rows.length > 0 && this.#lingerMs > 0) await sleep(this.#lingerMs);
+        if (rows.length === 0) await this.#checkRewound();
       } catch {
         if (this.#stopped) return;
         // Redis restarting: the connection reconnects by itself; retry from the last id.

@@ -32,7 +32,7 @@ it("a good config: defaults filled, the key read from the environment", () => {
   const [hook, otel] = r.sinks;
   assert.equal(hook?.type, "webhook");
   assert.equal(hook?.type === "webhook" && hook.key.toString(), ENV.HOOK_KEY);
-  assert.deepEqual([hook?.maxAttempts, hook?.timeoutMs, hook?.start], [8, 10_000, "now"]);
+  assert.deepEqual([hook?.maxAttempts, hook?.timeoutMs, hook?.start], [20, 10_000, "now"]);
   assert.deepEqual([otel?.type, otel?.tenants, otel?.start], ["otlp-logs", ["acme"], "oldest"]);
 });
 

@@ -46,8 +46,12 @@ const common = {
     .record(z.string().regex(HEADER_RE, "must be a header name"), z.string().max(4096))
     .default({}),
   timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
-  /** Deliveries tried per event before it is dead-lettered. */
-  maxAttempts: z.number().int().min(1).max(100).default(8),
+  /**
+   * Deliveries tried per event before it is dead-lettered. With the default backoff, 20
+   * attempts span 6.5 to 13 minutes (retry-schedule.ts): a 5-minute receiver outage loses
+   * nothing.
+   */
+  maxAttempts: z.number().int().min(1).max(100).default(20),
   backoff: z
     .object({
       initialMs: z.number().int().min(10).max(600_000).default(500),

@@ -25,7 +25,8 @@ const RESOURCE = resourceFromAttributes({
   "service.version": agentdVersion(),
 });
 const SCOPE = { name: "agentd.export", version: agentdVersion() };
-const ERROR_TYPES = new Set(["run.failed"]);
+// log.rewound: the stored log lost acknowledged events (an operator must look).
+const ERROR_TYPES = new Set(["run.failed", "log.rewound"]);
 
 export interface OtlpLogsDeliverer {
   /** One record; a stop (`signal`) ends the wait at once (the request is left to its timeout). */

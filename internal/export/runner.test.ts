@@ -1,7 +1,8 @@
 /**
  * The sink runner in one process on the embedded log: a sink that starts "now" saves where
  * it starts before anything is delivered (a restart never jumps past what came meanwhile),
- * and a sink whose filter matches nothing still moves its cursor on (progress).
+ * and a sink whose filter matches nothing still moves its cursor on (progress), and a
+ * receiver down for many attempts loses nothing and keeps the order.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -119,4 +120,46 @@ it("a filter that matches nothing still moves the cursor on", async () => {
   await runner.stop();
   assert.notEqual(await state.cursor(s.name), first);
   assert.equal(hook.deliveries.filter((d) => d.runId === runId).length, 0, "nothing matched");
+});
+
+it("a receiver down for many attempts: the event arrives once it is back, in order, nothing dead-lettered", async () => {
+  // The schedule with a small base (the real one spans 6.5+ minutes, retry-schedule.test.ts):
+  // down for 12 deliveries of the first event, then up. Counted in deliveries, not time.
+  const DOWN_FOR = 12;
+  let refused = 0;
+  const down = await startWebhookReceiver(KEY, (d) => {
+    if (d.type !== "approval.requested" || refused >= DOWN_FOR) return 200;
+    refused++;
+    return 503;
+  });
+  try {
+    const s: WebhookConfig = {
+      ...sink("outage", ["approval.requested"]),
+      url: down.url,
+      maxAttempts: 20,
+      backoff: { initialMs: 10, maxMs: 40 },
+    };
+    const runner = start(s);
+    await until("the start saved", async () => (await state.cursor(s.name)) !== "");
+    const runId = ulid();
+    await log.append(queued(runId, "t1"));
+    await log.append(approval(runId, "apr-a"));
+    await log.append(approval(runId, "apr-b"));
+    await until("both approvals accepted", () => down.accepted.size === 2);
+    await runner.stop();
+    const got = down.deliveries.filter((d) => d.runId === runId);
+    const first = got.filter((d) => d.body.includes("apr-a"));
+    assert.equal(first.length, DOWN_FOR + 1, "retried through the outage");
+    assert.deepEqual(
+      first.map((d) => d.attempt),
+      Array.from({ length: DOWN_FOR + 1 }, (_, i) => i + 1),
+    );
+    // Order kept: the second event only after the first was delivered.
+    const lastOfFirst = got.lastIndexOf(first.at(-1) as (typeof got)[0]);
+    assert.ok(got.slice(0, lastOfFirst).every((d) => d.body.includes("apr-a")));
+    assert.deepEqual(await state.deadLetters(s.name, 10), [], "nothing dead-lettered");
+    assert.equal(down.accepted.get(first[0]?.eventId ?? ""), 1);
+  } finally {
+    await down.close();
+  }
 });

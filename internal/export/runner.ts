@@ -2,7 +2,8 @@
  * One sink's delivery loop. It takes the sink's lease (so exactly one process delivers a
  * sink at a time, whichever server it runs in), reads the sink's cursor from the event
  * store, follows the feed from there and delivers each event that passes the sink's
- * filters: retried with backoff up to maxAttempts, then dead-lettered (kept in the store,
+ * filters: retried with backoff (retry-schedule.ts: by default for at least 6.5 minutes)
+ * up to maxAttempts, then dead-lettered (kept in the store,
  * counted), the cursor saved after each event (at-least-once: a restart or a takeover
  * repeats at most the event in flight). It runs apart from runs and the API: a sink that
  * fails or hangs only holds its own loop (each request has a timeout), never an append.
@@ -17,6 +18,7 @@ import type { Logger } from "../telemetry/logger.ts";
 import { metrics } from "../telemetry/metrics.ts";
 import { createBackoff } from "../worker/backoff.ts";
 import type { Sink } from "./config.ts";
+import { createRetrySchedule } from "./retry-schedule.ts";
 import type { ExportState } from "./state.ts";
 
 /** Delivers one event; `signal` aborts when the runner stops (end the request at once). */
@@ -171,7 +173,8 @@ async function deliverOne(
   item: FeedItem,
   signal: AbortSignal,
 ): Promise<void> {
-  const backoff = createBackoff({ baseMs: sink.backoff.initialMs, capMs: sink.backoff.maxMs });
+  // Equal jitter: the retries of one event last at least retrySpan(sink).minMs.
+  const backoff = createRetrySchedule(sink.backoff);
   const ts = item.event.event.ts;
   for (let attempt = 1; ; attempt++) {
     if (signal.aborted) throw new Error("stopped");

@@ -7,7 +7,7 @@
  * Every step that matters is an event (appended with the run owner's fencing token before
  * the next step runs) and the decision is an OpenTelemetry span. The kernel is total: every
  * call ends in policy.decision and a typed tool.result (or an approval and a pause),
- * whatever its input; only the event log's own errors (EFENCED, EUNAVAILABLE, ECONFLICT…)
+ * whatever its input; only the event log's own errors (EFENCED, EREWOUND, EUNAVAILABLE, ECONFLICT…)
  * escape, because the worker must act on them. Every event it appends is measured to fit
  * the log's size limit. It must never: run a tool the decision did not allow, run a call
  * whose input the log does not hold as it ran, put a secret value into an event, a log or a
@@ -165,6 +165,7 @@ const MAX_TOOL_NAME = 256;
 const STORAGE_CODES: ReadonlySet<string> = new Set([
   "EENDED",
   "EFENCED",
+  "EREWOUND",
   "EUNAVAILABLE",
   "ECONFLICT",
   "EIO",
@@ -409,7 +410,9 @@ export function createKernel(opts: KernelOptions): Kernel {
       if (approvedBase !== undefined && approvedBase !== "") ctx.approvedBase = approvedBase;
       output = await inSpan(span, `sandbox ${call.tool}`, () => tool.execute(ctx, value as never));
     } catch (err) {
-      if (isAgentdError(err, "EENDED")) throw err; // nothing may be appended any more
+      // Nothing may be appended any more: the run ended, or the stored log lost events
+      // this drive saw (the gate refused before the effect started).
+      if (isAgentdError(err, "EENDED") || isAgentdError(err, "EREWOUND")) throw err;
       if (isAgentdError(err, "ECANCELLED")) cancelledBeforeStart = err;
       error = isAgentdError(err)
         ? { code: err.code, message: err.message }

@@ -1,4 +1,7 @@
-/** The gate before every effect: a cancel request is never skipped, a lost lease is fenced. */
+/**
+ * The gate before every effect: a cancel request is never skipped, a lost lease is fenced,
+ * a store that lost what the drive saw is refused.
+ */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -7,7 +10,11 @@ import { after, before, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { isAgentdError } from "../errors.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
+import { isLogRewound } from "../eventlog/log-rewound-error.ts";
+import { RedisEventLog } from "../eventlog/redis-event-log.ts";
 import { OutputDeltaSchema, RunCancelRequestedSchema } from "../gen/agentd/v1/events_pb.js";
+import { rewindRun } from "../testing/redis-rewind.ts";
+import { startRedis } from "../testing/redis-server.ts";
 import { queueRun } from "../testing/worker-fixtures.ts";
 import { createRunSecrets } from "./run-secrets.ts";
 import { createRunWriter } from "./run-writer.ts";
@@ -67,4 +74,30 @@ it("reads back only what others appended: its own events right after the checked
     "the foreign event and what followed",
   );
   assert.deepEqual(await w.gate(), []);
+});
+
+it("a store that lost what the drive saw: the gate and every append refuse (EREWOUND), nothing sealed", async () => {
+  const redis = await startRedis();
+  try {
+    const rlog = new RedisEventLog({ client: redis.client(), prefix: "w:" });
+    const q = await queueRun(rlog, { prompt: "p" });
+    const fence = await rlog.bumpEpoch(q.runId);
+    const w = createRunWriter({ log: rlog, ...q, fence, secrets: createRunSecrets(), head: 1 });
+    for (let i = 0; i < 3; i++) await w.append(delta);
+    assert.equal(w.head(), 4);
+    await rewindRun(redis.client(), "w:", q.runId, 2);
+    await assert.rejects(w.gate(), (e) => {
+      assert.ok(isLogRewound(e), String(e));
+      assert.deepEqual([e.expected.seq, e.stored.seq], [4, 2]);
+      return true;
+    });
+    await assert.rejects(w.append(delta), (e) => isLogRewound(e));
+    // Even after other events brought the store past the drive's head (another chain).
+    for (let i = 0; i < 3; i++) await rlog.append({ ...q, payload: delta });
+    await assert.rejects(w.append(delta), (e) => isLogRewound(e));
+    assert.equal((await rlog.head(q.runId))?.seq, 5, "nothing of this writer was sealed");
+    await rlog.close();
+  } finally {
+    await redis.stop();
+  }
 });

@@ -9,12 +9,20 @@
  * a cancel request is in the log (a cancel that lands after the gate finds the call already
  * executing, and the cancel watch kills it).
  *
- * Must never: append without the fence, append an unredacted payload, or let an execution
- * start past a cancel request or the run's end.
+ * A rewound log is refused: the writer knows the head it saw (seq and hash, from its own
+ * appends and its reads) and every append names it (`knownHead`), so a store that lost
+ * acknowledged events refuses it (EREWOUND) instead of having new events sealed on its
+ * older head; the gate refuses the same way before an effect starts.
+ *
+ * Must never: append without the fence, append an unredacted payload, seal on a head
+ * behind one it saw, or let an execution start past a cancel request or the run's end.
  */
 import { AgentdError } from "../errors.ts";
+import { hashOf } from "../eventlog/chain-links.ts";
 import type { EventPayload, LoggedEvent } from "../eventlog/event-codec.ts";
 import { TERMINAL_TYPES } from "../eventlog/event-codec.ts";
+import { GENESIS_HASH } from "../eventlog/hash-chain.ts";
+import { LogRewoundError } from "../eventlog/log-rewound-error.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import { redactMessage } from "./redact-payload.ts";
 import type { RunSecrets } from "./run-secrets.ts";
@@ -38,8 +46,10 @@ export interface RunWriter {
   gate(): Promise<LoggedEvent[]>;
   /** The last seq this drive knows the log to have. */
   head(): number;
-  /** Tells the writer the drive has seen the log up to `seq` (it read it). */
-  saw(seq: number): void;
+  /** That event's hash (the head every append names as its `knownHead`). */
+  headHash(): string;
+  /** Tells the writer the drive has seen the log up to `seq`, whose event's hash is `hash`. */
+  saw(seq: number, hash: string): void;
 }
 
 export interface RunWriterOptions {
@@ -50,18 +60,29 @@ export interface RunWriterOptions {
   secrets: RunSecrets;
   /** The seq of the last event the drive has read. */
   head: number;
+  /**
+   * The hash of that event. Unset or "": appends name no `knownHead` until this writer
+   * appended or read an event (the gate still compares seqs).
+   */
+  headHash?: string;
 }
 
 export function createRunWriter(opts: RunWriterOptions): RunWriter {
   let head = opts.head;
+  let headHash = opts.headHash ?? "";
   /** The last seq the gate checked for a cancel request or an end. */
   let checked = opts.head;
   const redact = (payload: EventPayload): EventPayload =>
     opts.secrets.any() ? redactMessage(payload, opts.secrets.redactor) : payload;
   const seen = (ev: LoggedEvent): LoggedEvent => {
-    if (ev.seq > head) head = ev.seq;
+    if (ev.seq > head) {
+      head = ev.seq;
+      headHash = hashOf(ev.json) ?? ev.event.hash;
+    }
     return ev;
   };
+  const known = () =>
+    head > 0 && headHash !== "" ? { knownHead: { seq: head, hash: headHash } } : {};
   const append = async (payload: EventPayload, expectedSeq?: number) => {
     const ev = seen(
       await opts.log.append({
@@ -69,6 +90,7 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
         sessionId: opts.sessionId,
         fence: opts.fence,
         payload: redact(payload),
+        ...known(),
         ...(expectedSeq === undefined ? {} : { expectedSeq }),
       }),
     );
@@ -91,6 +113,14 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
       // check — checked separately from `head`, which this drive's own appends move past
       // events it has not read.
       const h = await opts.log.head(opts.runId);
+      // Behind what this drive saw: the store lost acknowledged events (checked before the
+      // epoch, which a lost write may have taken back too).
+      if ((h?.seq ?? 0) < head)
+        throw new LogRewoundError(
+          opts.runId,
+          { seq: head, hash: headHash },
+          { seq: h?.seq ?? 0, hash: h?.hash ?? GENESIS_HASH },
+        );
       if (h !== undefined && h.epoch !== opts.fence)
         throw new AgentdError(
           "EFENCED",
@@ -110,8 +140,12 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
       return news;
     },
     head: () => head,
-    saw: (seq) => {
-      if (seq > head) head = seq;
+    headHash: () => headHash,
+    saw: (seq, hash) => {
+      if (seq > head) {
+        head = seq;
+        headHash = hash;
+      }
     },
   };
 }

@@ -13,6 +13,7 @@ import { toConnectError } from "../api/errors.ts";
 import { openRunEvents } from "../api/stream-events.ts";
 import type { Authenticator, Principal } from "../auth/tokens.ts";
 import { AgentdError } from "../errors.ts";
+import { isLogRewound } from "../eventlog/log-rewound-error.ts";
 import { metrics } from "../telemetry/metrics.ts";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
@@ -119,6 +120,16 @@ export async function serveSseStream(
     res.end();
   } catch (err) {
     if (started) {
+      if (isLogRewound(err) && !ac.signal.aborted) {
+        // The store lost events this stream sent: tell the client to resync (docs/api.md).
+        const data = JSON.stringify({
+          code: "data_loss",
+          message: err.message,
+          storedSeq: err.stored.seq,
+        });
+        res.end(`event: resync\ndata: ${data}\n\n`);
+        return;
+      }
       if (!ac.signal.aborted) onError(err);
       res.end();
       return;

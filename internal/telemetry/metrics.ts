@@ -122,6 +122,12 @@ export const metrics = {
     labelNames: ["log"],
     registers: reg,
   }),
+  logRewound: new Counter({
+    name: "agentd_log_rewound_total",
+    help: "Times the stored event log was found behind what this process had seen (Redis lost acknowledged events), by who found it (writer: a drive's append or gate was refused and the run failed; follower: a live event stream was told to resync).",
+    labelNames: ["found_by"],
+    registers: reg,
+  }),
   eventLogUp: new Gauge({
     name: "agentd_event_log_up",
     help: "1 when the event log answered its last check (at scrape time, bounded), else 0.",

@@ -41,6 +41,8 @@ export interface ClusterOptions {
   serverFlags?: string[];
   /** More environment for every process (e.g. OTEL_* variables). */
   env?: Record<string, string>;
+  /** Redis' appendfsync. Default "always". */
+  appendfsync?: "always" | "everysec";
   /** The model: answers every chat-completions request of every worker. */
   script: (req: StubRequest) => StubReply | Promise<StubReply>;
 }
@@ -150,7 +152,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   };
 
   try {
-    redis = await startRedis({ appendfsync: "always" });
+    redis = await startRedis({ appendfsync: opts.appendfsync ?? "always" });
     stub = await startOpenAiStub(opts.script);
     const common = [
       "--event-log",

@@ -51,7 +51,7 @@ async function holdForApproval(d: Drive): Promise<"resolved" | "waiting" | "ende
   const until = AbortSignal.any([d.stop, d.cancel.signal, AbortSignal.timeout(holdMs)]);
   for await (const ev of d.deps.log.follow(d.runId, d.events.length, until)) {
     d.events.push(ev.event);
-    d.writer.saw(d.events.length);
+    d.writer.saw(d.events.length, d.events.at(-1)?.hash ?? "");
     const s = state();
     if (s !== "waiting") return s;
   }

@@ -96,6 +96,7 @@ export async function openDrive(
     fence: epoch,
     secrets,
     head: logged.length,
+    headHash: logged.at(-1)?.event.hash ?? "",
   });
   const cancel = new AbortController();
   const callAbort = new AbortController();
@@ -135,7 +136,7 @@ export async function openDrive(
     async refresh() {
       const news = await deps.log.read(runId, d.events.length);
       for (const ev of news) d.events.push(ev.event);
-      writer.saw(d.events.length);
+      writer.saw(d.events.length, d.events.at(-1)?.hash ?? "");
       // The cancel watch is the fast path; whatever the drive reads is checked too.
       if (news.some((e) => e.type === "run.cancel_requested")) cancel.abort();
       return news.map((e) => e.event);

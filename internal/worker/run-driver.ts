@@ -11,6 +11,8 @@
  * The terminal rule lives in one place (drive()'s catch): the log refuses any append after
  * the run's end (EENDED), and a refusal ends the drive with the container destroyed;
  * EFENCED (another worker owns the run now) and storage errors go up to the worker.
+ * EREWOUND (the stored log lost events this drive saw) fails the run there too, with a
+ * `log.rewound` record on the stored head (drive-rewound.ts).
  * Engine state is never persisted: each step's context is rebuilt from the log.
  */
 import type { ArtifactStore } from "../artifacts/port.ts";
@@ -20,6 +22,7 @@ import type { AgentEngine, EngineToolSpec } from "../engine/port.ts";
 import type { PriceTable } from "../engine/pricing.ts";
 import type { Skill } from "../engine/skills.ts";
 import { isAgentdError } from "../errors.ts";
+import { isLogRewound } from "../eventlog/log-rewound-error.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import type { Kernel } from "../kernel/kernel.ts";
 import { type Policy, policyImage } from "../kernel/policy-schema.ts";
@@ -34,6 +37,7 @@ import { type Drive, openDrive } from "./drive.ts";
 import { CA_ENV, type DriveEgressOptions, networkOf } from "./drive-egress.ts";
 import { cancel, complete, endedElsewhere, fail, outcomeOf } from "./drive-end.ts";
 import { hold, pause, resume } from "./drive-hold.ts";
+import { rewound } from "./drive-rewound.ts";
 import { setupStep } from "./drive-setup.ts";
 import { start } from "./drive-start.ts";
 import { step } from "./drive-step.ts";
@@ -202,6 +206,8 @@ async function drive(d: Drive): Promise<DriveOutcome> {
     }
     return next.done;
   } catch (err) {
+    // First: nothing else may be sealed on a store that lost what this drive saw.
+    if (isLogRewound(err)) return await rewound(d, err);
     if (isAgentdError(err, "EENDED")) return await endedElsewhere(d);
     if (
       isAgentdError(err, "ECANCELLED") ||
@@ -244,6 +250,7 @@ async function finishSafely(d: Drive, next: Next): Promise<DriveOutcome> {
   try {
     return await finish(d, next);
   } catch (err) {
+    if (isLogRewound(err)) return await rewound(d, err);
     if (isAgentdError(err, "EENDED")) return endedElsewhere(d);
     throw err;
   }

@@ -70,7 +70,14 @@ export function RunPage(props: { runId: string }) {
     },
     [refresh],
   );
-  const stream = useRunEvents(api, runId, onEvents);
+  // The stored log lost events the page showed: drop everything and read the run again.
+  const onResync = useCallback(() => {
+    setTimeline(EMPTY);
+    setChain({ ok: true, through: 0n });
+    chainRef.current = Promise.resolve({ result: { ok: true, through: 0n }, hash: GENESIS });
+    refresh();
+  }, [refresh]);
+  const stream = useRunEvents(api, runId, onEvents, onResync);
 
   return (
     <article aria-labelledby="run-h">

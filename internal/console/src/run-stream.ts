@@ -2,6 +2,11 @@
  * A run's events as a hook: StreamEvents from the start, then live; after a broken stream
  * it opens again (with backoff) after the last seq it saw (`afterSeq`), so no event is
  * lost or shown twice. Ends when the server ends the stream of a finished run.
+ *
+ * Resync: a stream refused with DATA_LOSS (the stored log lost events this page was shown)
+ * or OUT_OF_RANGE after events were shown (the page's last seq is past the stored head) means
+ * the page holds events the store no longer has: `onResync` drops them and the run is read
+ * again from the start (docs/api.md, "Resync").
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { useContext, useEffect, useState } from "preact/hooks";
@@ -16,6 +21,7 @@ export function useRunEvents(
   api: Api,
   runId: string,
   onEvents: (events: Event[]) => void,
+  onResync?: () => void,
 ): { status: StreamStatus; error: string } {
   const [status, setStatus] = useState<StreamStatus>("connecting");
   const [error, setError] = useState("");
@@ -63,6 +69,16 @@ export function useRunEvents(
           if (ac.signal.aborted) return;
           // A token refused now (revoked, roles changed): back to the token form, no retry.
           if (refused(err)) return session?.signOut(`Your token was refused: ${errorText(err)}`);
+          if (
+            err instanceof ConnectError &&
+            (err.code === Code.DataLoss || (err.code === Code.OutOfRange && afterSeq > 0n))
+          ) {
+            // What this page shows is not all in the store any more: start over.
+            afterSeq = 0n;
+            onResync?.();
+            setError(errorText(err));
+            continue;
+          }
           if (err instanceof ConnectError && err.code === Code.NotFound) {
             setStatus("error");
             setError(errorText(err));
@@ -79,6 +95,6 @@ export function useRunEvents(
       clearTimeout(opened);
       ac.abort();
     };
-  }, [api, runId, onEvents]);
+  }, [api, runId, onEvents, onResync]);
   return { status, error };
 }

@@ -155,6 +155,15 @@ export function fold(
       case "runCancelRequested":
         items.push({ kind: "state", key, type: e.type, detail: p.value.reason });
         break;
+      case "logRewound":
+        // Prominent: the stored log says it lost events (docs/operations.md).
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `the stored log lost events ${p.value.storedSeq + 1n}–${p.value.expectedSeq} (${p.value.writer} had seen seq ${p.value.expectedSeq}); the run is failed`,
+        });
+        break;
       case "checkpointCreated":
         items.push({
           kind: "state",

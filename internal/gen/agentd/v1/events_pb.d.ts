@@ -271,6 +271,14 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: CacheSaved;
     case: "cacheSaved";
+  } | {
+    /**
+     * type "log.rewound"
+     *
+     * @generated from field: agentd.v1.LogRewound log_rewound = 101;
+     */
+    value: LogRewound;
+    case: "logRewound";
   } | { case: undefined; value?: undefined };
 };
 
@@ -279,6 +287,63 @@ export declare type Event = Message<"agentd.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export declare const EventSchema: GenMessage<Event>;
+
+/**
+ * The stored log lost acknowledged events, and this record says so where a reader sees
+ * it. A writer (a worker driving the run) had seen the log up to `expected_seq` (hash
+ * `expected_hash`) and found the store's head behind it at `stored_seq` (`stored_hash`):
+ * Redis lost writes (an AOF cut repaired with redis-check-aof --fix, an `appendfsync
+ * everysec` crash, a failover to a lagging replica). The record is appended on the stored
+ * head (so it is seq stored_seq + 1 and its prev_hash is stored_hash); the events between
+ * stored_seq and expected_seq are gone, and what they recorded (calls, results, effects in
+ * the workspace) is unknown to the log. The writer appends `run.failed` (code EREWOUND)
+ * right after it: a run whose record of what ran is incomplete never goes on
+ * (docs/operations.md, "When Redis loses acknowledged events").
+ *
+ * @generated from message agentd.v1.LogRewound
+ */
+export declare type LogRewound = Message<"agentd.v1.LogRewound"> & {
+  /**
+   * The last seq the writer had seen (acknowledged to it or read by it).
+   *
+   * @generated from field: uint64 expected_seq = 1;
+   */
+  expectedSeq: bigint;
+
+  /**
+   * The hash of that event.
+   *
+   * @generated from field: string expected_hash = 2;
+   */
+  expectedHash: string;
+
+  /**
+   * The store's head when the loss was found (0 when the run's log was lost entirely).
+   *
+   * @generated from field: uint64 stored_seq = 3;
+   */
+  storedSeq: bigint;
+
+  /**
+   * The hash of the store's head event.
+   *
+   * @generated from field: string stored_hash = 4;
+   */
+  storedHash: string;
+
+  /**
+   * Who found the loss: the worker id.
+   *
+   * @generated from field: string writer = 5;
+   */
+  writer: string;
+};
+
+/**
+ * Describes the message agentd.v1.LogRewound.
+ * Use `create(LogRewoundSchema)` to create a new message.
+ */
+export declare const LogRewoundSchema: GenMessage<LogRewound>;
 
 /**
  * A run was accepted and queued. Always seq 1.
