@@ -98,10 +98,13 @@ export class RedisRunAdmission implements RunAdmission {
         k.tenantRuns(first.tenantId),
         k.sessionRuns(first.tenantId, first.sessionId),
         k.feed,
-        // The append body's arguments: no fence, head 0 on genesis, one event.
+        // The append body's arguments: no fence, head 0 on genesis, no known head to
+        // check (nothing was seen before a run's first event), one event.
         "",
         0,
         GENESIS_HASH,
+        0,
+        "",
         first.runId,
         first.tenantId,
         first.sessionId,
