@@ -37,6 +37,7 @@ export const EVENT_TYPES = {
   "image.pull": "imagePull",
   "cache.restored": "cacheRestored",
   "cache.saved": "cacheSaved",
+  "sandbox.lost": "sandboxLost",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 
 export type EventType = keyof typeof EVENT_TYPES;
