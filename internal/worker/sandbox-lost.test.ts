@@ -37,7 +37,7 @@ import { callReply, queueRun, sayReply, testImagePolicy } from "../testing/worke
 import { PATCH } from "./run-artifacts.ts";
 import { type DriveOutcome, driveRun } from "./run-driver.ts";
 
-type Loss = "kill" | "stop" | "agent" | "end";
+type Loss = "kill" | "stop" | "agent" | "end" | "takeover";
 
 let dir: string;
 let log: FileEventLog;
@@ -49,7 +49,10 @@ let cleanupBoxes: () => Promise<void>;
 let stub: OpenAiStub;
 let policy: Policy;
 /** How each run's container is lost, by the run's prompt key; set once it was. */
-const losses = new Map<string, { how: Loss; runId: string; done: boolean }>();
+const losses = new Map<
+  string,
+  { how: Loss; runId: string; done: boolean; stop?: AbortController }
+>();
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "agentd-lost-"));
@@ -101,7 +104,11 @@ async function model(req: StubRequest): Promise<StubReply> {
       });
     case 3: {
       const loss = losses.get(key);
-      if (loss !== undefined && !loss.done) {
+      if (loss?.how === "takeover") {
+        // The worker stops (released at the next step boundary); the container is lost
+        // while no drive holds the run, and the next owner finds it gone.
+        loss.stop?.abort();
+      } else if (loss !== undefined && !loss.done) {
         await loseContainer(loss.how, loss.runId);
         loss.done = true;
       }
@@ -166,16 +173,23 @@ async function newRun(how: Loss): Promise<{ runId: string; key: string }> {
 async function driveToEnd(runId: string, onLost: "fail" | "continue"): Promise<DriveOutcome[]> {
   const p: Policy = { ...policy, sandbox: { ...policy.sandbox, onLost } };
   const outcomes: DriveOutcome[] = [];
+  const loss = [...losses.values()].find((l) => l.runId === runId);
   for (let i = 0; i < 5; i++) {
     const epoch = await log.bumpEpoch(runId);
+    const stop = new AbortController();
+    if (loss !== undefined) loss.stop = stop;
     const o = await driveRun(
       stubDriverDeps({ log, policy: p, sandbox, artifacts, baseURL: stub.baseURL }),
       runId,
       epoch,
-      new AbortController().signal,
+      stop.signal,
     );
     outcomes.push(o);
     if (o !== "released") return outcomes;
+    if (loss?.how === "takeover" && !loss.done) {
+      await loseContainer("kill", runId);
+      loss.done = true;
+    }
   }
   assert.fail(`run ${runId} was still not ended after 5 drives: ${outcomes.join(", ")}`);
 }
@@ -260,6 +274,27 @@ describe("a container lost while the model finishes", () => {
     assert.ok(toldRequests(key).length > 0, "the model was asked again, told of the loss");
     const seqOf = (c: string) => evs.findIndex((e) => e.payload.case === c);
     assert.ok(seqOf("sandboxLost") < seqOf("runCompleted"));
+    const patch = await finalPatch(evs);
+    assert.match(patch, /^\+hello$/m);
+    assert.match(patch, /^\+made twice$/m);
+    assertPatchHoldsApplied(evs, patch);
+  });
+});
+
+describe("a taker finds the container gone", () => {
+  it("the run released by a stopping worker, its container killed before the next drive: recovered at the start, the read-only call not lost", async () => {
+    const { runId, key } = await newRun("takeover");
+    const outcomes = await driveToEnd(runId, "continue");
+    assert.deepEqual(outcomes, ["released", "completed"]);
+    const evs = await events(runId);
+    const r4 = payloadsOf(evs, "toolResult").find((r) => r.callId === "call_4");
+    assert.equal(r4?.ok, true, "call_4 (cat) ran before the worker let go");
+    const lost = payloadsOf(evs, "sandboxLost");
+    assert.equal(lost.length, 1);
+    assert.deepEqual(lost[0]?.reappliedCallIds, ["call_1"]);
+    // call_4 only read: nothing of it is lost.
+    assert.deepEqual(lost[0]?.lostCallIds, ["call_2", "call_3"]);
+    assert.ok(toldRequests(key).length > 0, "the model was told");
     const patch = await finalPatch(evs);
     assert.match(patch, /^\+hello$/m);
     assert.match(patch, /^\+made twice$/m);
