@@ -560,6 +560,20 @@ describe("compactContext", () => {
     assert.doesNotMatch(summary, /noise/);
   });
 
+  it("a call a sandbox.lost lists is summarised as lost, not as done", () => {
+    const log = new Log();
+    log.add({ case: "runQueued", value: { prompt: "t" } });
+    log.call("c2", "process.run", { command: "echo made > made.txt" });
+    log.ok("c2", { exitCode: 0 });
+    log.add({ case: "sandboxLost", value: { reason: "killed", lostCallIds: ["c2", "ghost"] } });
+    const summary = renderSummary(extractFacts(log.events), 8000);
+    assert.match(summary, /\(1 failed\)/);
+    assert.match(
+      summary,
+      /echo made > made\.txt.*LOST with its sandbox \(sandbox\.lost at event 4\)/,
+    );
+  });
+
   it("does nothing within the budget", async () => {
     assert.equal(
       await compactContext({ ...base, events: scenario().events, artifacts }),
