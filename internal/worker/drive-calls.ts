@@ -37,6 +37,9 @@ export async function settleOpenCalls(d: Drive, pending: readonly PendingCall[])
     } else if (p.approval.state === "awaiting") {
       return { to: "hold" };
     } else {
+      // A container lost while the run waited for the person (one inspect per approval):
+      // the approved call runs in the recovered workspace of the next drive, not in this one.
+      if (await boxLost(d)) return { to: "release" };
       d.egress?.setCall({ callId: call.callId, tool: call.tool });
       try {
         await d.deps.kernel.continueAfterApproval(k, call, {

@@ -33,11 +33,17 @@ import {
   type StubRequest,
   startOpenAiStub,
 } from "../testing/openai-stub.ts";
-import { callReply, queueRun, sayReply, testImagePolicy } from "../testing/worker-fixtures.ts";
+import {
+  approveInLog,
+  callReply,
+  queueRun,
+  sayReply,
+  testImagePolicy,
+} from "../testing/worker-fixtures.ts";
 import { PATCH } from "./run-artifacts.ts";
 import { type DriveOutcome, driveRun } from "./run-driver.ts";
 
-type Loss = "kill" | "stop" | "agent" | "end" | "takeover";
+type Loss = "kill" | "stop" | "agent" | "end" | "takeover" | "held";
 
 let dir: string;
 let log: FileEventLog;
@@ -89,6 +95,12 @@ async function model(req: StubRequest): Promise<StubReply> {
       ? sayReply("redone and done")
       : callReply("call_5", "process.run", { command: "printf 'made twice\\n' > made.txt" });
   }
+  if (key.startsWith("lost-held-") && n === 2)
+    // rm is high risk: this call waits for a person.
+    return callReply("call_3", "process.run", {
+      command: "rm -f hello.txt.orig && echo approved > approved.txt",
+    });
+  if (key.startsWith("lost-held-") && n >= 3) return sayReply("finished");
   switch (n) {
     case 0:
       return callReply("call_1", "repo.patch", {
@@ -298,6 +310,49 @@ describe("a taker finds the container gone", () => {
     const patch = await finalPatch(evs);
     assert.match(patch, /^\+hello$/m);
     assert.match(patch, /^\+made twice$/m);
+    assertPatchHoldsApplied(evs, patch);
+  });
+});
+
+describe("a container lost while the run waits for a person", () => {
+  it("the approved call runs once, in the recovered workspace, after sandbox.lost", async () => {
+    const { runId, key } = await newRun("held");
+    const loss = losses.get(key);
+    const p: Policy = { ...policy, sandbox: { ...policy.sandbox, onLost: "continue" } };
+    const deps = stubDriverDeps(
+      { log, policy: p, sandbox, artifacts, baseURL: stub.baseURL },
+      { approvalHoldMs: 120_000 },
+    );
+    const first = driveRun(deps, runId, await log.bumpEpoch(runId), new AbortController().signal);
+    let approvalId = "";
+    for (let i = 0; i < 1200 && approvalId === ""; i++) {
+      approvalId = payloadsOf(await events(runId), "approvalRequested")[0]?.approvalId ?? "";
+      if (approvalId === "") await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.notEqual(approvalId, "", "call_3 asked for an approval within 120 s");
+    await loseContainer("kill", runId);
+    if (loss !== undefined) loss.done = true;
+    const evs0 = await events(runId);
+    await approveInLog(log, { runId, sessionId: evs0[0]?.sessionId ?? "" }, approvalId);
+    assert.equal(await first, "released", "the held drive found its container lost and let go");
+    assert.deepEqual(await driveToEnd(runId, "continue"), ["completed"]);
+    const evs = await events(runId);
+    const lost = payloadsOf(evs, "sandboxLost");
+    assert.equal(lost.length, 1);
+    assert.deepEqual(lost[0]?.reappliedCallIds, ["call_1"]);
+    assert.deepEqual(lost[0]?.lostCallIds, ["call_2"]);
+    const r3 = payloadsOf(evs, "toolResult").filter((r) => r.callId === "call_3");
+    assert.equal(r3.length, 1, "the approved call has one result");
+    assert.equal(r3[0]?.ok, true);
+    const at = (pred: (e: Event) => boolean) => evs.findIndex(pred);
+    assert.ok(
+      at((e) => e.payload.case === "sandboxLost") <
+        at((e) => e.payload.case === "toolResult" && e.payload.value.callId === "call_3"),
+      "the approved call ran after the recovery",
+    );
+    const patch = await finalPatch(evs);
+    assert.match(patch, /^\+hello$/m, "call_1 re-applied before the approved call ran");
+    assert.match(patch, /^\+approved$/m, "the approved call's effect is in the patch");
     assertPatchHoldsApplied(evs, patch);
   });
 });
