@@ -21,6 +21,7 @@ import type { Drive } from "./drive.ts";
 import { openEgress } from "./drive-egress.ts";
 import { runImage } from "./drive-image.ts";
 import { chooseDriveImage } from "./drive-image-choice.ts";
+import { isRecovering } from "./recovery-marker.ts";
 import { baseArchive, lastArtifact, SNAPSHOT } from "./run-artifacts.ts";
 import { type DriveContext, type Next, sandboxShape } from "./run-driver.ts";
 import type { RunImage } from "./run-image.ts";
@@ -157,7 +158,8 @@ async function recordStart(d: Drive, box: SandboxHandle, chosen: RunImage): Prom
 /**
  * The run's container. One that exists was the previous owner's: whatever it started
  * (a call it never finished, a daemon it spawned) is killed and confirmed gone before this
- * drive records anything. Else a new one from the last snapshot, or the upload.
+ * drive records anything; one a drive left mid-recovery is removed. Else a new one from
+ * the last snapshot, or the upload.
  */
 async function sandboxFor(
   d: Drive,
@@ -167,7 +169,9 @@ async function sandboxFor(
   const found = await d.deps.sandbox.find(d.runId);
   if (found !== undefined) {
     await found.killAll();
-    return found;
+    // Left mid-recovery by a drive that died (recovery-marker.ts): recovered again, anew.
+    if (!(await isRecovering(found))) return found;
+    await found.destroy();
   }
   const cfg = await config;
   const own = await runImage(d, cfg.image);

@@ -12,6 +12,7 @@
  * and finishes.
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -43,7 +44,7 @@ import {
 import { PATCH } from "./run-artifacts.ts";
 import { type DriveOutcome, driveRun } from "./run-driver.ts";
 
-type Loss = "kill" | "stop" | "agent" | "end" | "takeover" | "held";
+type Loss = "kill" | "stop" | "agent" | "end" | "takeover" | "held" | "halfway";
 
 let dir: string;
 let log: FileEventLog;
@@ -116,7 +117,7 @@ async function model(req: StubRequest): Promise<StubReply> {
       });
     case 3: {
       const loss = losses.get(key);
-      if (loss?.how === "takeover") {
+      if (loss?.how === "takeover" || loss?.how === "halfway") {
         // The worker stops (released at the next step boundary); the container is lost
         // while no drive holds the run, and the next owner finds it gone.
         loss.stop?.abort();
@@ -166,6 +167,22 @@ async function loseContainer(how: Loss, runId: string): Promise<void> {
   assert.fail(`the container of run ${runId} was still running 60 s after docker ${how}`);
 }
 
+/**
+ * The run's container as a drive that died mid-recovery leaves it: the marker in /tmp and
+ * a workspace that lacks a recorded patch (hello.txt back as uploaded).
+ */
+async function leftMidRecovery(runId: string): Promise<void> {
+  execFileSync("docker", [
+    "exec",
+    "-u",
+    "1000:1000",
+    containerName(label, runId),
+    "sh",
+    "-c",
+    "touch /tmp/.agentd-recovering && printf 'helo\\n' > /workspace/hello.txt",
+  ]);
+}
+
 async function newRun(how: Loss): Promise<{ runId: string; key: string }> {
   const tar = await packWorkspace([
     { path: "hello.txt", type: "file", mode: 0o644, data: Buffer.from("helo\n") },
@@ -200,6 +217,10 @@ async function driveToEnd(runId: string, onLost: "fail" | "continue"): Promise<D
     if (o !== "released") return outcomes;
     if (loss?.how === "takeover" && !loss.done) {
       await loseContainer("kill", runId);
+      loss.done = true;
+    }
+    if (loss?.how === "halfway" && !loss.done) {
+      await leftMidRecovery(runId);
       loss.done = true;
     }
   }
@@ -353,6 +374,21 @@ describe("a container lost while the run waits for a person", () => {
     const patch = await finalPatch(evs);
     assert.match(patch, /^\+hello$/m, "call_1 re-applied before the approved call ran");
     assert.match(patch, /^\+approved$/m, "the approved call's effect is in the patch");
+    assertPatchHoldsApplied(evs, patch);
+  });
+});
+
+describe("a container left mid-recovery", () => {
+  it("is not taken for a recovered one: the next drive replaces it and recovers anew", async () => {
+    const { runId } = await newRun("halfway");
+    const outcomes = await driveToEnd(runId, "continue");
+    assert.deepEqual(outcomes, ["released", "completed"]);
+    const evs = await events(runId);
+    const lost = payloadsOf(evs, "sandboxLost");
+    assert.equal(lost.length, 1);
+    assert.deepEqual(lost[0]?.reappliedCallIds, ["call_1"]);
+    const patch = await finalPatch(evs);
+    assert.match(patch, /^\+hello$/m, "call_1's change is back, not the half-recovered file");
     assertPatchHoldsApplied(evs, patch);
   });
 });

@@ -17,6 +17,7 @@ import { callEffect } from "../kernel/call-effects.ts";
 import { reapplyPatch } from "../kernel/reapply-patch.ts";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
+import { clearRecovering, markRecovering } from "./recovery-marker.ts";
 import { SNAPSHOT } from "./run-artifacts.ts";
 import type { Next } from "./run-driver.ts";
 
@@ -90,6 +91,8 @@ export async function recoverWorkspace(
   const plan = planRecovery(d.events);
   if (plan.patches.length === 0 && plan.lost.length === 0) return undefined;
   const policy = d.deps.policy();
+  // Until sandbox.lost is in the log, a drive that finds this container starts over.
+  await markRecovering(box);
   const reapplied: string[] = [];
   const lost: LostCall[] = [];
   // In log order: a patch that comes after a lost command may no longer apply (or apply to
@@ -121,7 +124,10 @@ export async function recoverWorkspace(
     }),
   });
   await d.refresh();
-  if (!failsRun) return undefined;
+  if (!failsRun) {
+    await clearRecovering(box);
+    return undefined;
+  }
   return {
     to: "fail",
     code: "ESANDBOX_LOST",
