@@ -44,7 +44,7 @@ import {
 import { PATCH } from "./run-artifacts.ts";
 import { type DriveOutcome, driveRun } from "./run-driver.ts";
 
-type Loss = "kill" | "stop" | "agent" | "end" | "takeover" | "held" | "halfway";
+type Loss = "kill" | "stop" | "agent" | "end" | "takeover" | "held" | "heldstop" | "halfway";
 
 let dir: string;
 let log: FileEventLog;
@@ -96,12 +96,12 @@ async function model(req: StubRequest): Promise<StubReply> {
       ? sayReply("redone and done")
       : callReply("call_5", "process.run", { command: "printf 'made twice\\n' > made.txt" });
   }
-  if (key.startsWith("lost-held-") && n === 2)
+  if (key.startsWith("lost-held") && n === 2)
     // rm is high risk: this call waits for a person.
     return callReply("call_3", "process.run", {
       command: "rm -f hello.txt.orig && echo approved > approved.txt",
     });
-  if (key.startsWith("lost-held-") && n >= 3) return sayReply("finished");
+  if (key.startsWith("lost-held") && n >= 3) return sayReply("finished");
   switch (n) {
     case 0:
       return callReply("call_1", "repo.patch", {
@@ -374,6 +374,43 @@ describe("a container lost while the run waits for a person", () => {
     const patch = await finalPatch(evs);
     assert.match(patch, /^\+hello$/m, "call_1 re-applied before the approved call ran");
     assert.match(patch, /^\+approved$/m, "the approved call's effect is in the patch");
+    assertPatchHoldsApplied(evs, patch);
+  });
+});
+
+describe("a container lost while held, then the worker stops", () => {
+  it("the run is not paused from a lost container (no empty snapshot); the next drive recovers it and holds", async () => {
+    const { runId, key } = await newRun("heldstop");
+    const loss = losses.get(key);
+    const p: Policy = { ...policy, sandbox: { ...policy.sandbox, onLost: "continue" } };
+    const deps = stubDriverDeps(
+      { log, policy: p, sandbox, artifacts, baseURL: stub.baseURL },
+      { approvalHoldMs: 120_000 },
+    );
+    const stop = new AbortController();
+    const first = driveRun(deps, runId, await log.bumpEpoch(runId), stop.signal);
+    let approvalId = "";
+    for (let i = 0; i < 1200 && approvalId === ""; i++) {
+      approvalId = payloadsOf(await events(runId), "approvalRequested")[0]?.approvalId ?? "";
+      if (approvalId === "") await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.notEqual(approvalId, "", "call_3 asked for an approval within 120 s");
+    await loseContainer("kill", runId);
+    if (loss !== undefined) loss.done = true;
+    stop.abort(); // the worker stops: a held run would pause (snapshot) now
+    assert.equal(await first, "released");
+    const snapshots = payloadsOf(await events(runId), "artifactEmitted").filter(
+      (a) => a.name === "workspace-snapshot",
+    );
+    assert.deepEqual(snapshots, [], "no snapshot taken of a lost container");
+    const evs0 = await events(runId);
+    await approveInLog(log, { runId, sessionId: evs0[0]?.sessionId ?? "" }, approvalId);
+    assert.deepEqual(await driveToEnd(runId, "continue"), ["completed"]);
+    const evs = await events(runId);
+    assert.deepEqual(payloadsOf(evs, "sandboxLost")[0]?.lostCallIds, ["call_2"]);
+    const patch = await finalPatch(evs);
+    assert.match(patch, /^\+hello$/m);
+    assert.match(patch, /^\+approved$/m);
     assertPatchHoldsApplied(evs, patch);
   });
 });
