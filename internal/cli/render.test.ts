@@ -338,6 +338,49 @@ describe("what a person reads", () => {
     assert.equal(render(events), "The bug is in max().\nFixed.\n");
   });
 
+  it("sandbox.lost is shown even in quiet mode: what was restored, each lost call by tool and input, the run's end", () => {
+    const events = [
+      ev(
+        "tool.call",
+        {
+          case: "toolCall",
+          value: {
+            callId: "c2",
+            tool: "process.run",
+            inputJson: '{"command":"echo made > made.txt"}',
+          },
+        },
+        0,
+      ),
+      ev(
+        "sandbox.lost",
+        {
+          case: "sandboxLost",
+          value: {
+            reason: "the run's container was gone",
+            lostCallIds: ["c2"],
+            reappliedCallIds: ["c1"],
+            restoredFromSeq: 0n,
+            failsRun: true,
+          },
+        },
+        1,
+      ),
+    ];
+    for (const quiet of [false, true]) {
+      const out = stripAnsi(render(events, { quiet }));
+      assert.match(out, /⚠ sandbox lost: the run's container was gone/);
+      assert.match(out, /workspace restored from the upload; re-applied c1/);
+      assert.match(out, /✗ lost c2 process\.run \$ echo made > made\.txt: its effects are gone/);
+      assert.match(out, /the run fails \(policy sandbox\.onLost: fail\)/);
+    }
+    const line = eventLine(events[1] as Event, makeStyle(false));
+    assert.match(
+      line,
+      /sandbox\.lost +restored from upload; re-applied \[c1\]; LOST \[c2\]; fails the run/,
+    );
+  });
+
   it("a message not streamed is printed; caches, network requests and image pulls say what happened", () => {
     const events = [
       ev(

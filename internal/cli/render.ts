@@ -17,6 +17,7 @@ import {
   type Event,
   OutputStream,
   type Preview,
+  type SandboxLost,
   type TestSummary,
 } from "../gen/agentd/v1/events_pb.js";
 import { failureLine, testCountsText } from "../tools/test-results/format-summary.ts";
@@ -244,6 +245,9 @@ export function eventLine(ev: Event, st: Style): string {
       break;
     case "networkRequest":
       detail = `${p.value.method} ${p.value.host}:${p.value.port} ${p.value.decision}${p.value.reason === "" ? "" : ` (${p.value.reason})`}, ${formatBytes(Number(p.value.bytesUp))} up, ${formatBytes(Number(p.value.bytesDown))} down`;
+      break;
+    case "sandboxLost":
+      detail = `restored from ${p.value.restoredFromSeq > 0n ? `snapshot seq ${p.value.restoredFromSeq}` : "upload"}; re-applied [${p.value.reappliedCallIds.join(", ")}]; LOST [${p.value.lostCallIds.join(", ")}]${p.value.failsRun ? "; fails the run" : ""}: ${oneLine(p.value.reason, 120)}`;
       break;
     case "imagePull":
       detail = `${p.value.image} ${p.value.phase}${p.value.bytesTotal > 0n ? ` ${formatBytes(Number(p.value.bytesDone))}/${formatBytes(Number(p.value.bytesTotal))}` : ""}${p.value.digest === "" ? "" : ` ${p.value.digest}`}${p.value.reason === "" ? "" : ` (${p.value.reason}: ${p.value.message})`}`;
@@ -668,12 +672,35 @@ export class Renderer {
           );
         break;
       }
+      case "sandboxLost":
+        // Never quiet: a person must see that the workspace was replaced and what is gone.
+        for (const l of this.#sandboxLostLines(p.value)) this.line(l);
+        break;
       default:
         // An event this agentctl does not know (a newer server): its type says what it is.
         if (!quiet) this.line(st.dim(`  (${ev.type})`));
         break;
     }
     this.#streamed = "";
+  }
+
+  #sandboxLostLines(v: SandboxLost): string[] {
+    const st = this.#st;
+    const from =
+      v.restoredFromSeq > 0n ? `the snapshot at event ${v.restoredFromSeq}` : "the upload";
+    const out = [
+      `${st.yellow(st.bold("⚠ sandbox lost"))}: ${oneLine(v.reason, 200)}`,
+      `  workspace restored from ${from}${v.reappliedCallIds.length > 0 ? `; re-applied ${v.reappliedCallIds.join(", ")}` : ""}`,
+    ];
+    for (const id of v.lostCallIds) {
+      const c = this.#calls.get(id);
+      out.push(
+        `  ${st.red(st.bold("✗ lost"))} ${id}${c === undefined ? "" : ` ${c.tool} ${c.what}`}: its effects are gone`,
+      );
+    }
+    if (v.lostCallIds.length === 0) out.push("  nothing recorded was lost");
+    if (v.failsRun) out.push(`  ${st.red("the run fails (policy sandbox.onLost: fail)")}`);
+    return out;
   }
 
   #took(ev: Event): string {

@@ -226,6 +226,14 @@ export function extractFacts(events: readonly Event[]): Facts {
           f.changed.push(path);
         if (c.fact.tool === "repo.read" && path && !f.read.includes(path)) f.read.push(path);
       }
+    } else if (p.case === "sandboxLost") {
+      // The summary must not claim an effect the container took with it.
+      for (const id of p.value.lostCallIds) {
+        const c = open.get(id);
+        if (c === undefined) continue;
+        c.fact.failed = true;
+        c.fact.outcome = `${c.fact.outcome}, then LOST with its sandbox (sandbox.lost at event ${ev.seq}): its effects are gone`;
+      }
     }
   }
   return f;

@@ -384,6 +384,41 @@ describe("assembleContext", () => {
     ]);
   });
 
+  it("sandbox.lost becomes a notice after the calls it names: re-applied ones, and each lost call with its input", () => {
+    const log = new Log();
+    log.add({ case: "runQueued", value: { prompt: "t" } });
+    log.call("c1", "repo.patch", { path: "a.txt", edits: [{ oldText: "a", newText: "b" }] });
+    log.ok("c1", {});
+    log.call("c2", "process.run", { command: "echo made > made.txt" });
+    log.ok("c2", { exitCode: 0 });
+    log.add({
+      case: "sandboxLost",
+      value: {
+        reason: "killed",
+        lostCallIds: ["c2"],
+        reappliedCallIds: ["c1"],
+        restoredFromSeq: 0n,
+      },
+    });
+    const ctx = assembleContext({ events: log.events, systemPrompt: "x", budgetTokens: 10_000 });
+    const last = ctx.messages.at(-1);
+    assert.equal(last?.role, "user");
+    const text = last?.role === "user" ? last.text : "";
+    assert.match(text, /^\[agentd\] Your sandbox container was lost \(killed\)/);
+    assert.match(text, /restored from the uploaded workspace/);
+    assert.match(text, /Re-applied exactly as recorded: c1\./);
+    assert.match(text, /GONE[\s\S]*- c2 process\.run \{"command":"echo made > made\.txt"\}/);
+    assert.doesNotMatch(text, /- c1 /, "a re-applied call is not listed as gone");
+    // Nothing lost: the model is still told its container was replaced.
+    log.add({ case: "sandboxLost", value: { reason: "again", restoredFromSeq: 7n } });
+    const again = assembleContext({ events: log.events, systemPrompt: "x", budgetTokens: 10_000 });
+    const notice = again.messages.at(-1);
+    assert.match(
+      notice?.role === "user" ? notice.text : "",
+      /snapshot \(event 7\)[\s\S]*No recorded change of the workspace was lost/,
+    );
+  });
+
   it("usage.updated between a step's text and its calls keeps them one message", () => {
     // The order a step is recorded in: deltas, usage.updated, output.message, the calls.
     const log = new Log();
@@ -523,6 +558,20 @@ describe("compactContext", () => {
       /test\.run \(all tests\) -> exit 1, tests: 1 failed, 3 passed\n {2}TestAdd \(calc_test\.go:9\): got 3/,
     );
     assert.doesNotMatch(summary, /noise/);
+  });
+
+  it("a call a sandbox.lost lists is summarised as lost, not as done", () => {
+    const log = new Log();
+    log.add({ case: "runQueued", value: { prompt: "t" } });
+    log.call("c2", "process.run", { command: "echo made > made.txt" });
+    log.ok("c2", { exitCode: 0 });
+    log.add({ case: "sandboxLost", value: { reason: "killed", lostCallIds: ["c2", "ghost"] } });
+    const summary = renderSummary(extractFacts(log.events), 8000);
+    assert.match(summary, /\(1 failed\)/);
+    assert.match(
+      summary,
+      /echo made > made\.txt.*LOST with its sandbox \(sandbox\.lost at event 4\)/,
+    );
   });
 
   it("does nothing within the budget", async () => {

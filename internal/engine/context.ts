@@ -16,6 +16,9 @@
  *                                  first, as text (`testResults`: counts, then each failure
  *                                  with its location and message), then the rest of the output
  *   output.message role "system"   → a user-role notice "[agentd] …"
+ *   sandbox.lost                   → a user-role notice: the container was replaced, what
+ *                                  was re-applied, which calls' effects are gone
+ *                                  (sandbox-lost-notice.ts)
  *   approval.resolved deny without a tool.result yet → the same EAPPROVAL_DENIED result the
  *                                  kernel will append, so the model's view does not change
  *                                  when it lands
@@ -33,6 +36,7 @@
  */
 import { ApprovalDecision, type Event, type TestSummary } from "../gen/agentd/v1/events_pb.js";
 import { testSummaryText } from "../tools/test-results/format-summary.ts";
+import { sandboxLostNotice } from "./sandbox-lost-notice.ts";
 import { capUtf8, renderSkill, type Skill, tailUtf8 } from "./skills.ts";
 
 export interface ContextToolCall {
@@ -361,6 +365,12 @@ export function projectHistory(
         firstSeq: seq,
         lastSeq: seq,
         messages: [{ role: "user", text: `[agentd] ${p.value.text}` }],
+      });
+    else if (p.case === "sandboxLost")
+      units.push({
+        firstSeq: seq,
+        lastSeq: seq,
+        messages: [{ role: "user", text: `[agentd] ${sandboxLostNotice(p.value, calls)}` }],
       });
   }
   flush();

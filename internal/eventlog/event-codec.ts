@@ -38,6 +38,7 @@ export const EVENT_TYPES = {
   "cache.restored": "cacheRestored",
   "cache.saved": "cacheSaved",
   "log.rewound": "logRewound",
+  "sandbox.lost": "sandboxLost",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 
 export type EventType = keyof typeof EVENT_TYPES;

@@ -27,6 +27,8 @@ const RESOURCE = resourceFromAttributes({
 const SCOPE = { name: "agentd.export", version: agentdVersion() };
 // log.rewound: the stored log lost acknowledged events (an operator must look).
 const ERROR_TYPES = new Set(["run.failed", "log.rewound"]);
+/** A container lost and replaced: effects of the run may be gone (worker/workspace-recovery.ts). */
+const WARN_TYPES = new Set(["sandbox.lost"]);
 
 export interface OtlpLogsDeliverer {
   /** One record; a stop (`signal`) ends the wait at once (the request is left to its timeout). */
@@ -77,12 +79,13 @@ function recordOf(item: FeedItem, span: SpanContext | undefined): ReadableLogRec
     "gen_ai.conversation.id": ev.sessionId,
   };
   const error = ERROR_TYPES.has(ev.type);
+  const warn = WARN_TYPES.has(ev.type);
   return {
     hrTime: at,
     hrTimeObserved: hrTime(),
     ...(span === undefined ? {} : { spanContext: span }),
-    severityNumber: error ? SeverityNumber.ERROR : SeverityNumber.INFO,
-    severityText: error ? "ERROR" : "INFO",
+    severityNumber: error ? SeverityNumber.ERROR : warn ? SeverityNumber.WARN : SeverityNumber.INFO,
+    severityText: error ? "ERROR" : warn ? "WARN" : "INFO",
     eventName: ev.type,
     body: item.event.json,
     resource: RESOURCE,

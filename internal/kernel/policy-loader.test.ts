@@ -59,6 +59,7 @@ describe("the repository's policy.yaml", () => {
     assert.equal(p.sandbox.memory, 1 << 30);
     assert.equal(p.sandbox.workspaceSize, 1 << 30);
     assert.equal(p.sandbox.network, "none");
+    assert.equal(p.sandbox.onLost, "fail");
     assert.equal(p.approvals.expireAfter, 24 * 3_600_000);
     assert.deepEqual(
       p.trust.rules.map((t) => [t.name, t.tool, t.then]),
@@ -195,6 +196,16 @@ describe("broken policies: every issue with its line and field", () => {
       ],
     },
     {
+      name: "sandbox.onLost that is neither fail nor continue",
+      text: "version: 1\nsandbox:\n  onLost: ignore\n",
+      want: [{ line: 3, field: "sandbox.onLost", message: /fail.*continue/ }],
+    },
+    {
+      name: "sandbox.onLost of the wrong type",
+      text: "version: 1\nsandbox:\n  onLost: [fail]\n",
+      want: [{ line: 3, field: "sandbox.onLost", message: /fail.*continue|expected/ }],
+    },
+    {
       name: "workspace size of zero (a tmpfs of size 0 has no limit)",
       text: "version: 1\nsandbox:\n  workspaceSize: 0\n",
       want: [{ line: 3, field: "sandbox.workspaceSize", message: /between 1MiB and 256GiB/ }],
@@ -292,6 +303,12 @@ describe("broken policies: every issue with its line and field", () => {
   it("points the column at the offending value", () => {
     const [issue] = issuesOf("version: 1\nsandbox:\n  cpu: many\n");
     assert.deepEqual([issue?.line, issue?.column], [3, 8]);
+  });
+
+  it("sandbox.onLost: continue is taken as written", () => {
+    const r = parsePolicy("version: 1\nsandbox:\n  onLost: continue\n", "p.yaml");
+    assert.ok(r.ok, r.ok ? "" : formatPolicyIssues(r.errors));
+    assert.equal(r.policy.sandbox.onLost, "continue");
   });
 
   it("accepts escaped brackets in globs", () => {

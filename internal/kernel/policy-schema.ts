@@ -303,6 +303,15 @@ export const PolicySchema = z
         imageDigests: z.boolean().default(false),
         /** Credentials for pulling from private registries; passwords as $ENV.NAME. */
         registryAuth: z.array(RegistryAuth).max(32).default([]),
+        /**
+         * A run whose container was lost after writes the log records that agentd cannot
+         * reproduce (commands since the last snapshot; repo.patch calls are re-applied):
+         * `fail` ends it (ESANDBOX_LOST, naming those calls), `continue` tells the model
+         * which calls' effects are gone and goes on. Either way `sandbox.lost` records
+         * them (worker/workspace-recovery.ts). Default fail: a completed run's patch is
+         * what people and CI act on, and must not silently lack an effect the run relied on.
+         */
+        onLost: z.enum(["fail", "continue"]).default("fail"),
       })
       .strict()
       .refine((s) => s.network === "allowlist" || s.allowlist.length === 0, {
@@ -321,6 +330,7 @@ export const PolicySchema = z
         images: [],
         imageDigests: false,
         registryAuth: [],
+        onLost: "fail",
       }),
     tools: z
       .object({

@@ -491,6 +491,16 @@ export class DockerSandboxHandle implements SandboxHandle {
     });
   }
 
+  async lost(): Promise<boolean> {
+    if (this.#lost !== undefined || this.#destroyed) return true;
+    try {
+      return !(await this.#container.inspect()).State.Running;
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode === 404) return true;
+      throw dockerError(err, `look at the sandbox of run ${this.runId}`);
+    }
+  }
+
   detach(): void {
     const channel = this.#channel;
     this.#channel = undefined;

@@ -164,6 +164,14 @@ export interface SandboxHandle {
    * last kill-all ended with its own confirmed kill-all (and none is running).
    */
   killAll(): Promise<void>;
+  /**
+   * Whether the container is lost: gone, no longer running (killed, stopped, its agent or
+   * main process died, the engine restarted) or its agent stopped answering. A lost
+   * container's /workspace (a tmpfs) is gone with it; the caller starts over from the run's
+   * last snapshot (worker/workspace-recovery.ts). Throws when the engine cannot be asked.
+   * Absent: the adapter cannot tell (taken as not lost).
+   */
+  lost?(): Promise<boolean>;
   /** Stops and removes the container and its workspace volume. Idempotent. */
   destroy(): Promise<void>;
   /**

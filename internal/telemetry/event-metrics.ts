@@ -46,6 +46,15 @@ export function observeEvent(payload: EventPayload): void {
     case "runCancelled":
       metrics.runsEnded.inc({ outcome: "cancelled" });
       return;
+    case "sandboxLost":
+      metrics.sandboxesLost.inc({
+        outcome: payload.value.failsRun
+          ? "failed"
+          : payload.value.lostCallIds.length > 0
+            ? "lost"
+            : "restored",
+      });
+      return;
     case "policyDecision":
       metrics.policyDecisions.inc({
         decision: decisionLabel(payload.value.decision),

@@ -48,6 +48,12 @@ export const metrics = {
     labelNames: ["outcome"],
     registers: reg,
   }),
+  sandboxesLost: new Counter({
+    name: "agentd_sandboxes_lost_total",
+    help: "Lost containers replaced with a recovered workspace (sandbox.lost), by outcome: restored (every recorded write re-applied), lost (some effects gone, the run goes on), failed (the policy ended the run).",
+    labelNames: ["outcome"],
+    registers: reg,
+  }),
   runsActive: new Gauge({
     name: "agentd_runs_active",
     help: "Runs this worker drives now (holding for an approval included).",

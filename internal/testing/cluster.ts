@@ -43,6 +43,8 @@ export interface ClusterOptions {
   env?: Record<string, string>;
   /** Redis' appendfsync. Default "always". */
   appendfsync?: "always" | "everysec";
+  /** Settings written into the test policy over its defaults, e.g. [["sandbox", "onLost"], "continue"]. */
+  policy?: [path: string[], value: unknown][];
   /** The model: answers every chat-completions request of every worker. */
   script: (req: StubRequest) => StubReply | Promise<StubReply>;
 }
@@ -77,13 +79,14 @@ export interface Cluster {
 }
 
 /** The repository's policy.yaml on the `test` image with small limits, written to `dir`. */
-export function writeTestPolicy(dir: string): string {
+export function writeTestPolicy(dir: string, edits: [string[], unknown][] = []): string {
   const doc = parseDocument(readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"));
   doc.setIn(["sandbox", "image"], sandboxImage("test"));
   doc.setIn(["sandbox", "memory"], "128MiB");
   doc.setIn(["sandbox", "pids"], 64);
   doc.setIn(["sandbox", "tmp"], "16MiB");
   doc.setIn(["sandbox", "cpu"], 1);
+  for (const [at, value] of edits) doc.setIn(at, value);
   const path = join(dir, "policy.yaml");
   writeFileSync(path, doc.toString());
   return path;
@@ -93,7 +96,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const docker = await requireDocker();
   const dir = mkdtempSync(join(tmpdir(), "agentd-cluster-"));
   const leaseTtl = String(opts.leaseTtlMs ?? 3000);
-  const policyFile = writeTestPolicy(dir);
+  const policyFile = writeTestPolicy(dir, opts.policy);
   const artifactDir = join(dir, "artifacts");
   const processes: AgentdProcess[] = [];
   const workers: AgentdProcess[] = [];

@@ -12,6 +12,7 @@ import type { KernelRun } from "../kernel/kernel.ts";
 import { observeToolResult } from "../telemetry/event-metrics.ts";
 import type { Drive } from "./drive.ts";
 import { askForHosts, handleAttributed } from "./drive-egress.ts";
+import { boxLost } from "./drive-lost.ts";
 import type { Next } from "./run-driver.ts";
 
 /** Settles the calls left open; "hold" when one still waits for a person. */
@@ -36,6 +37,9 @@ export async function settleOpenCalls(d: Drive, pending: readonly PendingCall[])
     } else if (p.approval.state === "awaiting") {
       return { to: "hold" };
     } else {
+      // A container lost while the run waited for the person (one inspect per approval):
+      // the approved call runs in the recovered workspace of the next drive, not in this one.
+      if (await boxLost(d)) return { to: "release" };
       d.egress?.setCall({ callId: call.callId, tool: call.tool });
       try {
         await d.deps.kernel.continueAfterApproval(k, call, {
@@ -90,6 +94,8 @@ export async function runCalls(
     if (d.cancel.signal.aborted) return { to: "cancel" };
     const out = await handleAttributed(d, call);
     if (out.kind === "paused") return { to: "hold" };
+    // The container went away under the call: the next drive recovers the workspace.
+    if (!out.ok && (await boxLost(d))) return { to: "release" };
     // A host this call's processes tried, outside the allowlist, waits for a person now.
     const asked = await askForHosts(d, call);
     if (asked !== undefined) return asked;

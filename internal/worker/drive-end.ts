@@ -2,7 +2,8 @@
  * How a drive ends: completed (the final patch, then `run.completed`), failed (a typed
  * error), cancelled (every process killed, the container gone, then `run.cancelled`),
  * ended elsewhere (the log refused an append: someone else ended the run), or released
- * (the worker stops; the container stays for the next owner). Must never: append a
+ * (the worker stops; the container stays for the next owner; or its container was lost:
+ * the next drive recovers it). Must never: append a
  * terminal event while a process of the run may still be running (invariant 8), or after
  * the run ended (the log refuses it; this is where that refusal is handled).
  */
@@ -19,6 +20,7 @@ import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
+import { boxLost } from "./drive-lost.ts";
 import { costOf, usageOf } from "./drive-usage.ts";
 import { baseArchive, PATCH } from "./run-artifacts.ts";
 import type { DriveOutcome, Next } from "./run-driver.ts";
@@ -30,6 +32,9 @@ import type { DriveOutcome, Next } from "./run-driver.ts";
  */
 export async function complete(d: Drive, summary: string): Promise<Next> {
   const box = d.box as SandboxHandle;
+  // A lost container's workspace is not the run's: the patch must not be taken from a
+  // replacement nobody recovered. The next drive recovers it, and the model is asked again.
+  if (await boxLost(d)) return { to: "release" };
   await box.killAll();
   let diff: WorkspaceDiff;
   try {

@@ -14,6 +14,7 @@ import { isTerminal, projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { metrics } from "../telemetry/metrics.ts";
 import type { Drive } from "./drive.ts";
+import { boxLost } from "./drive-lost.ts";
 import { lastResolvedApproval } from "./drive-start.ts";
 import { SNAPSHOT } from "./run-artifacts.ts";
 import type { Next } from "./run-driver.ts";
@@ -86,6 +87,8 @@ export async function resume(d: Drive): Promise<Next> {
  */
 export async function pause(d: Drive): Promise<Next> {
   const box = d.box as SandboxHandle;
+  // A lost container has no workspace to keep: the next drive recovers it (drive-lost.ts).
+  if (await boxLost(d)) return { to: "release" };
   await box.killAll(); // nothing may change the workspace while it is copied
   const info = await snapshotWorkspace(d.deps.artifacts, box, d.writer.secrets, d.cancel.signal);
   await d.writer.append({

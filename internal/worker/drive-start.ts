@@ -21,10 +21,16 @@ import type { Drive } from "./drive.ts";
 import { openEgress } from "./drive-egress.ts";
 import { runImage } from "./drive-image.ts";
 import { chooseDriveImage } from "./drive-image-choice.ts";
+import { isRecovering } from "./recovery-marker.ts";
 import { baseArchive, lastArtifact, SNAPSHOT } from "./run-artifacts.ts";
 import { type DriveContext, type Next, sandboxShape } from "./run-driver.ts";
 import type { RunImage } from "./run-image.ts";
 import { type WorkspaceConfig, workspaceConfigFromArchive } from "./workspace-config.ts";
+import { recoverWorkspace } from "./workspace-recovery.ts";
+
+/** Why a drive that found no running container for a started run made a new one. */
+export const LOST_REASON =
+  "the run's container was gone or no longer running when this drive began (killed, stopped, its agent died, or its engine restarted); a new one was made";
 
 /** Sandbox up, context ready, the start recorded: the first transition of every drive. */
 export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext } | { next: Next }> {
@@ -56,6 +62,13 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
   } catch (err) {
     if (!isAgentdError(err, "ESECRET_NOT_FOUND")) throw err;
     return { next: { to: "fail", code: err.code, message: err.message } };
+  }
+  // A new container for a run that had one: what the log says was written since the
+  // restore point is applied again or recorded lost (workspace-recovery.ts), before
+  // anything else runs in it — a held approval's call included.
+  if (d.freshBox && d.events.some((e) => e.payload.case === "runStarted")) {
+    const ended = await recoverWorkspace(d, d.box, LOST_REASON);
+    if (ended !== undefined) return { next: ended };
   }
   const skills = await loadSkills({
     workspaceFiles: config.value.skillFiles,
@@ -145,7 +158,8 @@ async function recordStart(d: Drive, box: SandboxHandle, chosen: RunImage): Prom
 /**
  * The run's container. One that exists was the previous owner's: whatever it started
  * (a call it never finished, a daemon it spawned) is killed and confirmed gone before this
- * drive records anything. Else a new one from the last snapshot, or the upload.
+ * drive records anything; one a drive left mid-recovery is removed. Else a new one from
+ * the last snapshot, or the upload.
  */
 async function sandboxFor(
   d: Drive,
@@ -155,7 +169,9 @@ async function sandboxFor(
   const found = await d.deps.sandbox.find(d.runId);
   if (found !== undefined) {
     await found.killAll();
-    return found;
+    // Left mid-recovery by a drive that died (recovery-marker.ts): recovered again, anew.
+    if (!(await isRecovering(found))) return found;
+    await found.destroy();
   }
   const cfg = await config;
   const own = await runImage(d, cfg.image);

@@ -49,7 +49,7 @@ function ItemView(props: { item: Item; run: Run | undefined }) {
       return <ArtifactView item={it} runId={props.run?.runId ?? ""} />;
     case "state":
       return (
-        <div class="statechange">
+        <div class={it.alert === true ? "statechange alert" : "statechange"}>
           <span class="tag">{it.type}</span> {it.detail}
         </div>
       );

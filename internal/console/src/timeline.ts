@@ -32,7 +32,8 @@ export type Item =
       resolved?: ApprovalResolved;
     }
   | { kind: "artifact"; key: string; art: ArtifactEmitted }
-  | { kind: "state"; key: string; type: string; detail: string };
+  /** `alert`: something a person must notice (sandbox.lost: effects of the run are gone). */
+  | { kind: "state"; key: string; type: string; detail: string; alert?: boolean };
 
 export interface Timeline {
   items: Item[];
@@ -200,6 +201,19 @@ export function fold(
           key,
           type: e.type,
           detail: `${v.image} ${v.phase}${v.reason === "" ? "" : ` (${v.reason})`}`,
+        });
+        break;
+      }
+      case "sandboxLost": {
+        const v = p.value;
+        const from =
+          v.restoredFromSeq > 0n ? `the snapshot at event ${v.restoredFromSeq}` : "the upload";
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          alert: true,
+          detail: `container lost; workspace restored from ${from}${v.reappliedCallIds.length > 0 ? `, re-applied ${v.reappliedCallIds.join(", ")}` : ""}; ${v.lostCallIds.length === 0 ? "nothing recorded was lost" : `effects LOST of ${v.lostCallIds.join(", ")}`}${v.failsRun ? "; the run fails (sandbox.onLost: fail)" : ""}`,
         });
         break;
       }

@@ -273,6 +273,14 @@ export declare type Event = Message<"agentd.v1.Event"> & {
     case: "cacheSaved";
   } | {
     /**
+     * type "sandbox.lost"
+     *
+     * @generated from field: agentd.v1.SandboxLost sandbox_lost = 100;
+     */
+    value: SandboxLost;
+    case: "sandboxLost";
+  } | {
+    /**
      * type "log.rewound"
      *
      * @generated from field: agentd.v1.LogRewound log_rewound = 101;
@@ -1873,6 +1881,67 @@ export declare type CacheSaved = Message<"agentd.v1.CacheSaved"> & {
  * Use `create(CacheSavedSchema)` to create a new message.
  */
 export declare const CacheSavedSchema: GenMessage<CacheSaved>;
+
+/**
+ * The run's container was lost (killed, stopped, its agent gone, the engine restarted)
+ * after the run had recorded writes to its workspace, and a drive replaced it: the new
+ * container holds the workspace restored from the last snapshot (or the upload), then the
+ * recorded repo.patch calls since then re-applied, each checked to reproduce its recorded
+ * diff. What could not be reproduced is listed: those calls' effects are gone, the model is
+ * told (its next context says so), and the policy (`sandbox.onLost`) decides whether the run
+ * goes on or fails naming them. A call listed here counts as not applied from then on: a
+ * run's final patch holds the changes of every call recorded applied and not listed lost.
+ *
+ * @generated from message agentd.v1.SandboxLost
+ */
+export declare type SandboxLost = Message<"agentd.v1.SandboxLost"> & {
+  /**
+   * Why the container was replaced, in words (e.g. "the container was no longer running
+   * when the drive began", "the sandbox agent is gone").
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * Calls recorded ok whose effects on the workspace are gone: process.run, test.run and
+   * lint.run calls that may have written (a command the kernel's analysis shows only reads
+   * is left out), and repo.patch calls that did not re-apply to the same diff. In log order.
+   *
+   * @generated from field: repeated string lost_call_ids = 2;
+   */
+  lostCallIds: string[];
+
+  /**
+   * Seq of the `artifact.emitted` workspace-snapshot event the workspace was restored
+   * from; 0 when it was restored from the uploaded workspace.
+   *
+   * @generated from field: uint64 restored_from_seq = 3;
+   */
+  restoredFromSeq: bigint;
+
+  /**
+   * repo.patch calls re-applied onto the restored workspace, each reproducing the diff its
+   * tool.result recorded. In log order.
+   *
+   * @generated from field: repeated string reapplied_call_ids = 4;
+   */
+  reappliedCallIds: string[];
+
+  /**
+   * True when the policy (`sandbox.onLost: fail`) ends the run because calls were lost:
+   * `run.failed` (ESANDBOX_LOST, naming them) follows.
+   *
+   * @generated from field: bool fails_run = 5;
+   */
+  failsRun: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.SandboxLost.
+ * Use `create(SandboxLostSchema)` to create a new message.
+ */
+export declare const SandboxLostSchema: GenMessage<SandboxLost>;
 
 /**
  * Stream a chunk came from.
