@@ -247,6 +247,10 @@ apt_install() { # PACKAGES
   # man pages and fails when their directory is missing.
   mkdir -p "$ROOTFS/usr/share/man/man1"
   mount -t proc proc "$ROOTFS/proc"
+  # image.conf's EXTRA_SUITES (e.g. bookworm-backports): the same mirror, main only, for
+  # this install; the image keeps no apt lists, so the file goes again afterwards.
+  local suite extra="$ROOTFS/etc/apt/sources.list.d/agentd-extra-suites.list"
+  for suite in ${EXTRA_SUITES:-}; do echo "deb $(debian_mirror) $suite main" >>"$extra"; done
   if [ -n "$pkgs" ]; then
     step "apt-get install $(wc -w <<<"$pkgs") packages: $pkgs"
     run_logged "$log" "apt-get install" chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
@@ -256,6 +260,7 @@ apt_install() { # PACKAGES
         apt-get install -y -q --no-install-recommends $pkgs
         apt-get clean"
   fi
+  rm -f "$extra"
   if [ -n "$(extra_ca_files)" ]; then
     mkdir -p "$ROOTFS$EXTRA_CA_DIR"
     (cd "$EXTRA_CA_DIR" && find . -type f -name '*.crt' -print0 | xargs -0 -r cp --parents -t "$ROOTFS$EXTRA_CA_DIR")
@@ -356,7 +361,7 @@ build_image() {
   fi
 
   # image.conf: BUILDER, its settings, CHANGES (docker import --change lines), SMOKE.
-  local BUILDER="" SUITE="" VARIANT="" SMOKE="" FROM="" FROM_TAG="" EXTRA_PACKAGES="" PATH_PREFIX="" CHANGES=()
+  local BUILDER="" SUITE="" VARIANT="" SMOKE="" FROM="" FROM_TAG="" EXTRA_PACKAGES="" EXTRA_SUITES="" PATH_PREFIX="" CHANGES=()
   unset -f host_inputs 2>/dev/null || true
   # shellcheck disable=SC1091
   . "$dir/image.conf"

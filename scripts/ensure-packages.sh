@@ -10,6 +10,9 @@ NEEDS=(
   "htpasswd apache2-utils the registry's password file in those tests"
   "setcap libcap2-bin the agentd image's iptables capabilities (make image)"
   "iptables iptables the egress guard of allowlist runs"
+  "busybox busybox-static the agent bundle of a run's own image, and the redaction tests' busybox tools"
+  "xxd xxd the redaction tests (hex dumps from the real tool)"
+  "hexdump bsdextrautils the redaction tests (hexdump's formats)"
 )
 missing=()
 why=()

@@ -9,6 +9,8 @@ if [ "$GO_FROM_HOST" = 1 ]; then
   tar -C "$GO_ROOT" --exclude=./test --exclude=./doc -c . | tar -C "$R/usr/local/go" -x --no-same-owner
   chown -R 0:0 "$R/usr/local/go"
 else
-  # Debian's golang-go: /usr/bin/go; PATH_PREFIX's /usr/local/go/bin is simply absent.
-  test -x "$R/usr/bin/go"
+  # Debian's golang-1.23-go lives in /usr/lib/go-1.23: /usr/local/go points there, so
+  # PATH_PREFIX and GOROOT are the same as with the machine's Go.
+  test -x "$R/usr/lib/go-1.23/bin/go"
+  ln -sfn /usr/lib/go-1.23 "$R/usr/local/go"
 fi
