@@ -366,10 +366,6 @@ function toLogged(runId: string, [id, fields]: [string, string[]]): LoggedEvent 
   return new LoggedEvent(runId, seq, json);
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
 const wrap = <T>(p: Promise<T>): Promise<T> => wrapRedis(p);
 
 /** One blocking XREAD loop per followed run, shared by every local subscriber. */
@@ -384,6 +380,8 @@ class RunTail {
   readonly #ready: Promise<void>;
   #stopped = false;
   #lastId = "0-0";
+  /** Ends the linger in progress: a stopped tail never waits out its linger. */
+  #endLinger: (() => void) | undefined;
 
   constructor(
     client: Redis,
@@ -425,6 +423,7 @@ class RunTail {
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.#endLinger?.();
     this.#onStop();
     this.#conn.disconnect();
   }
@@ -438,6 +437,18 @@ class RunTail {
     ][];
     this.#lastId = last[0]?.[0] ?? "0-0";
     void this.#loop();
+  }
+
+  /** Waits the linger out, or until the tail stops (its timer never keeps a process alive). */
+  #linger(): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.#endLinger?.(), this.#lingerMs);
+      this.#endLinger = () => {
+        clearTimeout(timer);
+        this.#endLinger = undefined;
+        resolve();
+      };
+    });
   }
 
   async #loop(): Promise<void> {
@@ -461,7 +472,7 @@ class RunTail {
           this.#lastId = row[0];
           for (const sub of this.#subs) sub(ev);
         }
-        if (rows.length > 0 && this.#lingerMs > 0) await sleep(this.#lingerMs);
+        if (rows.length > 0 && this.#lingerMs > 0) await this.#linger();
       } catch {
         if (this.#stopped) return;
         // Redis restarting: the connection reconnects by itself; retry from the last id.
