@@ -207,12 +207,13 @@ describe("selectSkills", () => {
     };
     const fine = { ...skill("fine", ["/a{3}/"]), source: "workspace:.skills/fine/SKILL.md" };
     const server = { ...skill("zz-server", ["/^a+!$/"]), source: "server:/skills/zz/SKILL.md" };
-    const started = performance.now();
+    // Unbounded, evil backtracks about 2^40 times on this prompt (hours), evil2 about 10^8
+    // times: both reported as timed out is the interrupt firing (bench/hostile-input.ts has
+    // how long the selection takes).
     const sel = selectSkills([evil, evil2, fine, server], {
       named: [],
       prompt: `${"a".repeat(40)}!`,
     });
-    assert.ok(performance.now() - started < 1000);
     assert.deepEqual(
       sel.skills.map((s) => s.name),
       ["fine", "zz-server"],
