@@ -132,7 +132,7 @@ function ownerOf(started: { workerId: string }): AgentdProcess {
 }
 
 it("a worker SIGKILLed mid tool call: another takes over after the lease TTL, fences the old owner and finishes", {
-  timeout: 60_000,
+  timeout: 240_000, // a safety net: the waits inside give up after 120 s, saying what for
 }, async (t) => {
   await twoWorkers();
   const s = await submit("kill");
@@ -145,15 +145,16 @@ it("a worker SIGKILLed mid tool call: another takes over after the lease TTL, fe
   const survivor = alive()[0];
   assert.ok(survivor !== undefined && alive().length === 1);
 
-  const resumed = await waitEvent(s, "runResumed", () => true, 15_000);
+  const resumed = await waitEvent(s, "runResumed");
   const takeoverMs = Date.now() - killedAt;
   assert.ok(resumed.epoch > started.epoch, "the new owner holds a higher epoch");
   assert.equal(c.workerOf(resumed.workerId), survivor, "the surviving worker took the run over");
   t.diagnostic(`run.resumed ${takeoverMs} ms after the SIGKILL (lease TTL ${LEASE_TTL_MS} ms)`);
-  // The lease was renewed at most ttl/3 before the kill: it cannot expire sooner than 2/3 ttl.
+  // The lease was renewed at most ttl/3 before the kill: it cannot expire sooner than 2/3
+  // ttl. A lower bound only, which load cannot break; how soon is bench/runs.ts's figure.
   assert.ok(
-    takeoverMs >= (LEASE_TTL_MS * 2) / 3 - 100 && takeoverMs <= LEASE_TTL_MS + 3000,
-    `taken over ${takeoverMs} ms after the kill`,
+    takeoverMs >= (LEASE_TTL_MS * 2) / 3 - 100,
+    `taken over ${takeoverMs} ms after the kill, before the lease could expire`,
   );
   // A late write of the dead owner (its epoch as the fence) is refused and writes nothing.
   await assert.rejects(
