@@ -91,10 +91,10 @@ function readyz(ca: string): Promise<number> {
 }
 
 async function until(what: string, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + 120_000; // generous: a loaded machine never fails it
   while (!(await probe())) {
     if (Date.now() > deadline)
-      throw new Error(`timed out: ${what}\n${server.output().slice(-2000)}`);
+      throw new Error(`waited 120 s for ${what}\n${server.output().slice(-2000)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
