@@ -140,7 +140,7 @@ it("bad TLS flags stop the start with one line", () => {
   const run = (...flags: string[]) =>
     spawnSync(AGENTD_BIN, ["server", "--event-log", redis.url, "--insecure-no-auth", ...flags], {
       encoding: "utf8",
-      timeout: 30_000,
+      timeout: 120_000,
     });
   const alone = run("--tls-cert", first.cert);
   assert.equal(alone.status, 2);
