@@ -105,7 +105,7 @@ it("agentd dev on a read-only root file system answers /readyz and /metrics", as
   );
   assert.equal(r.status, 0, r.stderr);
   const port = docker("port", name, "7070/tcp").stdout.trim().split(":").at(-1);
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 120_000; // generous: only a server that never gets ready fails
   let ready = 0;
   while (Date.now() < deadline) {
     ready = await fetch(`http://127.0.0.1:${port}/readyz`).then(
@@ -115,7 +115,11 @@ it("agentd dev on a read-only root file system answers /readyz and /metrics", as
     if (ready === 200) break;
     await new Promise((res) => setTimeout(res, 100));
   }
-  assert.equal(ready, 200, docker("logs", name).stderr);
+  assert.equal(
+    ready,
+    200,
+    `waited 120 s for /readyz of agentd dev in the image to answer 200:\n${docker("logs", name).stderr}`,
+  );
   const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   assert.match(
     metrics,
@@ -194,7 +198,7 @@ it("a worker under an allowlist policy starts only where it can enforce it, and 
   );
   after(() => void docker("rm", "-f", `${name}-egress`));
   assert.equal(ok.status, 0, ok.stderr);
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 120_000; // generous: only a server that never gets ready fails
   let ready = 0;
   while (ready !== 200 && Date.now() < deadline) {
     ready = await fetch(`http://127.0.0.1:${port}/readyz`).then(
@@ -203,7 +207,11 @@ it("a worker under an allowlist policy starts only where it can enforce it, and 
     );
     if (ready !== 200) await new Promise((res) => setTimeout(res, 200));
   }
-  assert.equal(ready, 200, docker("logs", `${name}-egress`).stderr);
+  assert.equal(
+    ready,
+    200,
+    `waited 120 s for /readyz of the egress container to answer 200:\n${docker("logs", `${name}-egress`).stderr}`,
+  );
 });
 
 it("the image's iptables uses the backend that holds the engine's DOCKER-USER chain", () => {

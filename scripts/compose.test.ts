@@ -131,7 +131,7 @@ async function up(
   live.add(d);
   const r = compose(d, "up", "-d", ...services);
   assert.equal(r.status, 0, r.stderr);
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 120_000; // generous: only a server that never gets ready fails
   while (
     (await fetch(`http://127.0.0.1:${port}/readyz`).then(
       (x) => x.status,
@@ -140,7 +140,7 @@ async function up(
   ) {
     assert.ok(
       Date.now() < deadline,
-      `the server is not ready:\n${compose(d, "logs", "--tail", "20").stdout}`,
+      `waited 120 s for the server's /readyz to answer 200:\n${compose(d, "logs", "--tail", "20").stdout}`,
     );
     await new Promise((res) => setTimeout(res, 250));
   }
@@ -310,7 +310,7 @@ it("an allowlist run through the composed worker: an allowed host answers, anoth
   );
   // The worker checks at start that it can enforce the allowlist, and stops if not.
   const health = `http://127.0.0.1:${d.env.AGENTD_HEALTH_PORT}/readyz`;
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 120_000; // generous: only a worker that never gets ready fails
   while (
     (await fetch(health).then(
       (x) => x.status,
@@ -319,7 +319,7 @@ it("an allowlist run through the composed worker: an allowed host answers, anoth
   ) {
     assert.ok(
       Date.now() < deadline,
-      `worker-1 is not ready:\n${compose(d, "logs", "--tail", "20", "worker-1").stdout}`,
+      `waited 120 s for worker-1's /readyz to answer 200:\n${compose(d, "logs", "--tail", "20", "worker-1").stdout}`,
     );
     await new Promise((res) => setTimeout(res, 250));
   }

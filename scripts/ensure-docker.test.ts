@@ -36,7 +36,7 @@ function run(path: string, env: Record<string, string> = {}) {
   return spawnSync("/bin/bash", [SCRIPT], {
     env: { PATH: path, ...env },
     encoding: "utf8",
-    timeout: 10_000,
+    timeout: 120_000, // a safety net for a hung script
   });
 }
 

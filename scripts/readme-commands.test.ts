@@ -56,7 +56,7 @@ describe("the commands in README.md and docs/ work as written", () => {
           const r = spawnSync(join(ROOT, prog), [...args, "--help"], {
             cwd: ROOT,
             encoding: "utf8",
-            timeout: 20_000,
+            timeout: 120_000, // a safety net for a hung command
           });
           assert.equal(r.status, 0, `${file}: ${cmd}\n${r.stderr}`);
         } else if (prog === "make") {

@@ -83,7 +83,7 @@ function spawnCtl(
     env: baseEnv(opts.env ?? {}),
     cwd: opts.cwd ?? dir,
     stdio: ["ignore", "pipe", "pipe"],
-    timeout: 45_000,
+    timeout: 120_000, // a safety net for a hung client, never hit by a slow one
   });
 }
 

@@ -81,10 +81,11 @@ async function pausedOnExpiredApproval(
   return { runId: run.runId, id, sessionId: run.sessionId };
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, ms = 10_000) {
+/** Polls `check` for up to `ms` (generous: a loaded machine never fails it). */
+async function waitFor(what: string, check: () => Promise<boolean>, ms = 120_000) {
   const deadline = Date.now() + ms;
   while (!(await check())) {
-    assert.ok(Date.now() < deadline, `${what} within ${ms} ms`);
+    assert.ok(Date.now() < deadline, `waited ${ms} ms for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }

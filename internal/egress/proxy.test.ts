@@ -96,6 +96,15 @@ function viaProxy(url: string): Promise<{ status: number; body: string; reason: 
   });
 }
 
+/** Polls `done` for up to 120 s (generous: only a close that never comes fails it). */
+async function until(what: string, done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`waited 120 s for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 /** CONNECT host:port; the socket after a 200, or the refusal's status line. */
 function connect(target: string): Promise<{ socket: net.Socket } | { status: string }> {
   return new Promise((resolve, reject) => {
@@ -196,10 +205,9 @@ it("CONNECT: a TLS tunnel for its own host works end to end; another server name
 });
 
 it("a hanging upstream is cut at the idle timeout; past the connection limit, 429", async () => {
-  const t0 = Date.now();
+  // The upstream never answers: only the proxy's idle timeout can end the request (a 502).
   const hung = await viaProxy(`http://hang.example.com:${hangPort}/`);
   assert.equal(hung.status, 502);
-  assert.ok(Date.now() - t0 < 3000, `${Date.now() - t0} ms`);
   const tunnels = await Promise.all([1, 2, 3].map(() => connect(`hang.example.com:${hangPort}`)));
   assert.ok(
     tunnels.every((x) => "socket" in x),
@@ -241,7 +249,8 @@ describe("a tunnel's ends and a forward request's client", () => {
     p = createEgressProxy({
       check: { rules: [parseHostRule("up.example.com") as HostRule], privateAllowed },
       resolve: async () => ["127.0.0.1"],
-      idleTimeoutMs: 60_000, // long: only the ends under test may close a tunnel here
+      // Far past the test's own timeout: only the ends under test may close a tunnel here.
+      idleTimeoutMs: 3_600_000,
       onConnection: (r) => recs.push(r),
     });
     port = (await p.listen("127.0.0.1", 0)).port;
@@ -286,10 +295,8 @@ describe("a tunnel's ends and a forward request's client", () => {
     await new Promise<void>((r) => s.once("secureConnect", () => r()));
     const before = recs.length;
     raw.end(); // a plain FIN, no TLS close_notify (a killed process, Python without unwrap)
-    const t0 = Date.now();
-    while (recs.length === before && Date.now() - t0 < 3000)
-      await new Promise((r) => setTimeout(r, 20));
-    assert.ok(recs.length > before, "the tunnel was recorded (closed) within 3 s");
+    // The idle timeout is an hour: a record (the tunnel closed) can only come from the FIN.
+    await until("the tunnel closed by the client's FIN", () => recs.length > before);
   });
 
   it("a forward client that leaves mid-body stops the upstream transfer", async () => {
@@ -314,9 +321,7 @@ describe("a tunnel's ends and a forward request's client", () => {
       req.on("error", () => resolve());
       req.end();
     });
-    const t0 = Date.now();
-    while (recs.length === before && Date.now() - t0 < 5000)
-      await new Promise((r) => setTimeout(r, 20));
+    await until("the forward request recorded", () => recs.length > before);
     const r = recs.at(-1);
     assert.ok(r !== undefined && r.method === "GET");
     assert.ok(r.bytesDown < 100 * 1024 * 1024, `${r.bytesDown} bytes read from the upstream`);

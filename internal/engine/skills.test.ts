@@ -130,6 +130,12 @@ describe("loadSkills", () => {
   });
 });
 
+/**
+ * Limits for tests of what matches: a trivial regex on a loaded machine can outlast the
+ * default 50 ms of wall clock. Only the interrupt's own test keeps the defaults.
+ */
+const NO_RUSH = { totalMs: 60_000, regexMs: 60_000 };
+
 describe("selectSkills", () => {
   const all = [
     skill("fix-failing-test", ["failing test", "/\\btests?\\b.{0,40}\\bfail/i"]),
@@ -158,7 +164,7 @@ describe("selectSkills", () => {
 
   it("matches keywords as whole words and regexes as written", () => {
     const names = (prompt: string) =>
-      selectSkills(all, { named: [], prompt }).skills.map((s) => s.name);
+      selectSkills(all, { named: [], prompt, triggerLimits: NO_RUSH }).skills.map((s) => s.name);
     assert.deepEqual(names("please redeploy the reviewer's branch"), []); // not whole words
     assert.deepEqual(names("Deploy it"), ["deploy"]);
     assert.deepEqual(names("the unit tests in ci fail since Monday"), ["fix-failing-test"]);
@@ -205,14 +211,17 @@ describe("selectSkills", () => {
       ...skill("evil2", ["/^(a|aa)+$/"]),
       source: "workspace:.skills/evil2/SKILL.md",
     };
-    const fine = { ...skill("fine", ["/a{3}/"]), source: "workspace:.skills/fine/SKILL.md" };
-    const server = { ...skill("zz-server", ["/^a+!$/"]), source: "server:/skills/zz/SKILL.md" };
-    const started = performance.now();
+    // The others match by keyword: a regex, even a trivial one, runs under a wall-clock
+    // limit, which a loaded machine (the thread descheduled) can use up on its own.
+    const fine = { ...skill("fine", ["fine"]), source: "workspace:.skills/fine/SKILL.md" };
+    const server = { ...skill("zz-server", ["server"]), source: "server:/skills/zz/SKILL.md" };
+    // Unbounded, evil backtracks about 2^40 times on this prompt (hours), evil2 about 10^8
+    // times: both reported as timed out is the interrupt firing (bench/hostile-input.ts has
+    // how long the selection takes).
     const sel = selectSkills([evil, evil2, fine, server], {
       named: [],
-      prompt: `${"a".repeat(40)}!`,
+      prompt: `${"a".repeat(40)}! fine, says the server`,
     });
-    assert.ok(performance.now() - started < 1000);
     assert.deepEqual(
       sel.skills.map((s) => s.name),
       ["fine", "zz-server"],
@@ -221,8 +230,9 @@ describe("selectSkills", () => {
       { name: "evil", reason: "trigger timed out" },
       { name: "evil2", reason: "trigger timed out" },
     ]);
-    assert.deepEqual(matchTriggers([fine], "xaaay").get("fine"), { matched: "/a{3}/" });
-    assert.equal(matchTriggers([fine], "xaay").get("fine"), undefined);
+    const aaa = { ...skill("aaa", ["/a{3}/"]), source: "workspace:.skills/aaa/SKILL.md" };
+    assert.deepEqual(matchTriggers([aaa], "xaaay", NO_RUSH).get("aaa"), { matched: "/a{3}/" });
+    assert.equal(matchTriggers([aaa], "xaay", NO_RUSH).get("aaa"), undefined);
   });
 });
 
@@ -249,7 +259,7 @@ describe("the repository's skills/ folder", () => {
       );
     }
     const pick = (prompt: string) =>
-      selectSkills(skills, { named: [], prompt }).skills.map((s) => s.name);
+      selectSkills(skills, { named: [], prompt, triggerLimits: NO_RUSH }).skills.map((s) => s.name);
     assert.deepEqual(pick("Fix the failing test in test/parser.test.ts"), ["fix-failing-test"]);
     assert.deepEqual(pick("tests are failing on main since the last merge"), ["fix-failing-test"]);
     assert.deepEqual(pick("Write unit tests for src/money.ts"), ["write-unit-tests"]);

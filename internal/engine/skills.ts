@@ -28,9 +28,18 @@ export const SKILL_NAME_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
 export const MAX_SKILL_FILE_BYTES = 64 * 1024;
 /** Default cap on the rendered text of all selected skills. */
 export const DEFAULT_SKILL_BUDGET_BYTES = 32 * 1024;
-/** Time all regex triggers of one selection may take together, and one of them. */
-const TRIGGER_TIME_LIMIT_MS = 200;
-const REGEX_TIME_LIMIT_MS = 50;
+/**
+ * Wall-clock time all regex triggers of one selection may take together, and one of them.
+ * Wall clock, not CPU: on a machine loaded enough to keep the thread off a core for 50 ms,
+ * even a trivial regex can run out of time (it then counts as no match and is reported).
+ */
+export const DEFAULT_TRIGGER_LIMITS: TriggerLimits = { totalMs: 200, regexMs: 50 };
+
+/** How long regex triggers may run, ms: all of one selection together, and each one. */
+export interface TriggerLimits {
+  totalMs: number;
+  regexMs: number;
+}
 /** Only this much of the prompt is matched against regex triggers. */
 const TRIGGER_PROMPT_BYTES = 16 * 1024;
 
@@ -221,6 +230,8 @@ export interface SelectSkillsOptions {
   prompt: string;
   /** Cap on the rendered text (renderSkill) of all selected skills, in bytes. */
   budgetBytes?: number;
+  /** How long regex triggers may run. Default DEFAULT_TRIGGER_LIMITS. */
+  triggerLimits?: TriggerLimits;
 }
 
 export interface SkillSelection {
@@ -251,7 +262,7 @@ export function selectSkills(all: readonly Skill[], opts: SelectSkillsOptions): 
     why[n] = "named";
   }
   const rest = [...all].filter((s) => !(s.name in why)).sort((a, b) => (a.name < b.name ? -1 : 1));
-  const matches = matchTriggers(rest, opts.prompt);
+  const matches = matchTriggers(rest, opts.prompt, opts.triggerLimits);
   for (const s of rest) {
     const m = matches.get(s.name);
     if (m?.matched !== undefined) {
@@ -280,13 +291,14 @@ export function selectSkills(all: readonly Skill[], opts: SelectSkillsOptions): 
  * A trigger of each skill that matches `prompt` (keywords tried first). Keywords match
  * whole words, case-insensitively, whitespace-flexible. Regexes run in a vm context only
  * for its timeout, which interrupts catastrophic backtracking (the vm is no sandbox here:
- * the pattern is data, never code): each regex gets REGEX_TIME_LIMIT_MS, all of them
- * TRIGGER_TIME_LIMIT_MS, the server's (trusted) skills first. A regex that runs out of
- * time counts as no match and is reported.
+ * the pattern is data, never code): each regex gets `limits.regexMs`, all of them
+ * `limits.totalMs`, the server's (trusted) skills first. A regex that runs out of time
+ * counts as no match and is reported.
  */
 export function matchTriggers(
   skills: readonly Skill[],
   prompt: string,
+  limits: TriggerLimits = DEFAULT_TRIGGER_LIMITS,
 ): Map<string, { matched?: string; timedOut?: boolean }> {
   const out = new Map<string, { matched?: string; timedOut?: boolean }>();
   const jobs: { name: string; trigger: string; source: string; flags: string; server: boolean }[] =
@@ -308,7 +320,7 @@ export function matchTriggers(
     source: "",
     flags: "",
   });
-  const deadline = performance.now() + TRIGGER_TIME_LIMIT_MS;
+  const deadline = performance.now() + limits.totalMs;
   for (const j of pending) {
     if (out.get(j.name)?.matched !== undefined) continue;
     const left = Math.floor(deadline - performance.now());
@@ -319,7 +331,7 @@ export function matchTriggers(
       ctx.flags = j.flags;
       try {
         matched =
-          TEST_SCRIPT.runInContext(ctx, { timeout: Math.min(REGEX_TIME_LIMIT_MS, left) }) === true;
+          TEST_SCRIPT.runInContext(ctx, { timeout: Math.min(limits.regexMs, left) }) === true;
       } catch {
         timedOut = true; // (or an invalid regex that slipped through: no match either way)
       }

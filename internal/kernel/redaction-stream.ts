@@ -123,8 +123,9 @@ export function createStreamRedactor(redactor: Redactor, maxSecretLength: number
   function cutAt(wanted: number, holds: Holds, forced: boolean) {
     const { spans, hold } = scanner.scan(pending, partial, holds);
     let cut = settle(pending, spans, Math.min(wanted, hold), !forced);
-    // Forced: a cut through a run of matches or a held hex line rather than no cut at all.
-    if (forced && cut < wanted / 2) cut = wanted;
+    // Forced: a cut through a run of matches or a held hex line rather than no cut at all;
+    // never inside a closed match (its rest would go out bare), so past its end.
+    if (forced && cut < wanted / 2) cut = pastClosedSpan(spans, wanted);
     return { cut, spans };
   }
 
@@ -144,7 +145,8 @@ export function createStreamRedactor(redactor: Redactor, maxSecretLength: number
       const len = pending.length;
       const hold = Math.max(maxSecretLength, scanner.maxFormLength());
       const forced = len >= Math.max(FORCE_FLUSH, 4 * hold);
-      let wanted = forced ? len : len - hold;
+      // Even a forced cut keeps the last `hold` back: a value still printing may start there.
+      let wanted = len - hold;
       if (!forced && scanner.hasContextRules) wanted = lastAtMost(breaks, wanted);
       // Scan when at least `hold` (or MIN_EMIT) can go: each character is scanned about
       // twice, not once per chunk; `flush` is what makes output live. Nothing to hold:
@@ -180,6 +182,12 @@ export function createStreamRedactor(redactor: Redactor, maxSecretLength: number
       return apply(rest, scanner.scan(rest, partial, "none").spans, rest.length);
     },
   };
+}
+
+/** `cut`, or the end of the closed span it falls inside (an open one may still grow: cut it). */
+function pastClosedSpan(spans: readonly Span[], cut: number): number {
+  for (const span of spans) if (span.from < cut && cut < span.end && !span.open) return span.end;
+  return cut;
 }
 
 /** The largest of the ascending `list` that is at most `limit`, or 0. */

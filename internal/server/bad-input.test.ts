@@ -48,7 +48,7 @@ async function assertStillServing(): Promise<void> {
   }
 }
 
-describe("bad requests get precise errors and harm no one", { timeout: 40_000 }, () => {
+describe("bad requests get precise errors and harm no one", { timeout: 180_000 }, () => {
   it("empty prompt: INVALID_ARGUMENT naming prompt", async () => {
     for (const prompt of ["", "   \n"]) {
       await assertGrpcError(
@@ -223,7 +223,7 @@ describe("bad requests get precise errors and harm no one", { timeout: 40_000 },
   });
 });
 
-describe("/readyz follows Redis", { timeout: 30_000 }, () => {
+describe("/readyz follows Redis", { timeout: 180_000 }, () => {
   it("is 200 with Redis up and 503 once Redis is gone; /healthz stays 200", async () => {
     const redis = await startRedis();
     let redisStopped = false;
@@ -246,14 +246,15 @@ describe("/readyz follows Redis", { timeout: 30_000 }, () => {
       redisStopped = true;
       let status = 0;
       let body: { status?: string } = {};
-      for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+      // Generous (120 s): only a server that never notices fails it.
+      for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
         const res = await fetch(`${server.url}/readyz`);
         status = res.status;
         body = (await res.json()) as typeof body;
         if (status === 503) break;
         await sleep(100);
       }
-      assert.equal(status, 503);
+      assert.equal(status, 503, "waited 120 s for /readyz to answer 503 with Redis gone");
       assert.equal(body.status, "not ready");
       assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
       assert.equal(

@@ -95,7 +95,7 @@ describe("the web console", { timeout: 300_000 }, () => {
     await signIn(page, c.dev.url, c.approver);
     const runId = c.submit("fix the failing test");
     const row = page.getByTestId(`run-row-${runId}`);
-    await row.waitFor({ timeout: 30_000 }); // live: no reload
+    await row.waitFor({ timeout: 120_000 }); // live: no reload
     await shoot(page, "runs");
     await page.goto(`${c.dev.url}/ui/#/approvals`);
     await page.getByTestId("approval-diff").first().waitFor({ timeout: 90_000 });
@@ -103,7 +103,7 @@ describe("the web console", { timeout: 300_000 }, () => {
     await assertLabelled(page);
     await page.goto(`${c.dev.url}/ui/#/runs/${runId}`);
     const diff = page.getByTestId("approval-diff").first();
-    await diff.waitFor({ timeout: 30_000 });
+    await diff.waitFor({ timeout: 120_000 });
     assert.match((await diff.textContent()) ?? "", /^[+-]/m);
     await shoot(page, "run-waiting");
     const navigations: string[] = [];
@@ -113,7 +113,7 @@ describe("the web console", { timeout: 300_000 }, () => {
     assert.equal(navigations.length, 0, `the page reloaded: ${navigations.join(", ")}`);
     // The first test run failed: red with its counts and exit, its failing test in a table.
     const failing = page.getByRole("table", { name: "Failing tests" }).first();
-    await failing.waitFor({ timeout: 30_000 });
+    await failing.waitFor({ timeout: 120_000 });
     assert.match((await failing.textContent()) ?? "", /text\.test\.js:\d+/);
     const red = page
       .locator(".tool-head .bad")

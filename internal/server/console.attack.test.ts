@@ -36,7 +36,7 @@ describe("console attack", () => {
       void d.dismiss();
     });
     await signIn(page, c.dev.url, c.reader);
-    await page.getByTestId(`run-row-${runId}`).waitFor({ timeout: 30_000 });
+    await page.getByTestId(`run-row-${runId}`).waitFor({ timeout: 120_000 });
     await page.goto(`${c.dev.url}/ui/#/runs/${runId}`);
     await page.locator("dd.prompt").waitFor();
     assert.equal(await page.locator("dd.prompt").textContent(), XSS);

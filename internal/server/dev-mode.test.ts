@@ -28,7 +28,7 @@ async function startDev(): Promise<AgentdProcess> {
   return p;
 }
 
-describe("agentd dev on the embedded log", { timeout: 30_000 }, () => {
+describe("agentd dev on the embedded log", { timeout: 180_000 }, () => {
   it("serves CreateRun and StreamEvents without auth; runs and events survive a restart", async () => {
     let dev = await startDev();
     let client = new GrpcRunClient(dev.addr); // no token at all

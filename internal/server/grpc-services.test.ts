@@ -90,9 +90,9 @@ function watch(service: string) {
     for (const w of waiters.splice(0)) w();
   });
   return {
-    /** Waits until `n` statuses were received (or 5 s), and returns them. */
+    /** Waits until `n` statuses were received (or 120 s: generous), and returns them. */
     async take(n: number): Promise<HealthCheckResponse_ServingStatus[]> {
-      const deadline = Date.now() + 5000;
+      const deadline = Date.now() + 120_000;
       while (seen.length < n && !failure && Date.now() < deadline) {
         await new Promise<void>((r) => {
           waiters.push(r);

@@ -48,7 +48,7 @@ async function newRun(prompt = "integration test") {
   return run;
 }
 
-describe("StreamEvents over grpc-js", { timeout: 30_000 }, () => {
+describe("StreamEvents over grpc-js", { timeout: 180_000 }, () => {
   it("delivers seq 1..N once each, in order, hash-chained, and ends at run.completed", async () => {
     const run = await newRun("stream me");
     assert.equal(run.state, RunState.QUEUED);
@@ -95,9 +95,9 @@ describe("StreamEvents over grpc-js", { timeout: 30_000 }, () => {
   });
 });
 
-describe("buf curl (reflection; gRPC, gRPC-Web and Connect)", { timeout: 30_000 }, () => {
+describe("buf curl (reflection; gRPC, gRPC-Web and Connect)", { timeout: 180_000 }, () => {
   async function bufCurl(...args: string[]): Promise<string> {
-    const { stdout } = await execFileP(BUF, ["curl", ...args], { timeout: 15_000 });
+    const { stdout } = await execFileP(BUF, ["curl", ...args], { timeout: 120_000 });
     return stdout;
   }
   const PROTOCOLS = [
@@ -152,7 +152,7 @@ describe("buf curl (reflection; gRPC, gRPC-Web and Connect)", { timeout: 30_000 
   });
 });
 
-describe("SSE over curl (HTTP/1.1)", { timeout: 30_000 }, () => {
+describe("SSE over curl (HTTP/1.1)", { timeout: 180_000 }, () => {
   const sseArgs = (runId: string, ...headers: string[]): string[] => [
     "-H",
     `Authorization: Bearer ${TOKENS.acme}`,
@@ -256,7 +256,7 @@ describe("SSE over curl (HTTP/1.1)", { timeout: 30_000 }, () => {
   });
 });
 
-describe("a server killed mid-stream", { timeout: 40_000 }, () => {
+describe("a server killed mid-stream", { timeout: 180_000 }, () => {
   it("SIGKILL, restart on the same Redis, resume from the last seq seen: 1..N exactly once", async () => {
     let first = await stack.startServer();
     const run = await newRun("survive a crash");

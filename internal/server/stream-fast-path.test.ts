@@ -211,7 +211,7 @@ describe("StreamEvents gRPC fast path", { timeout: 60_000 }, () => {
   });
 });
 
-describe("StreamEvents deadlines", { timeout: 30_000 }, () => {
+describe("StreamEvents deadlines", { timeout: 180_000 }, () => {
   /** A raw gRPC call (no client-side deadline timer): what the server itself answers. */
   function rawStream(runId: string, timeout: string) {
     const m = RunService.method.streamEvents;

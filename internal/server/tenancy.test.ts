@@ -29,7 +29,7 @@ after(async () => {
   await stack?.stop();
 });
 
-describe("authentication and tenancy", { timeout: 30_000 }, () => {
+describe("authentication and tenancy", { timeout: 180_000 }, () => {
   let acmeRun: Run;
   let globexRun: Run;
 
@@ -152,7 +152,7 @@ describe("authentication and tenancy", { timeout: 30_000 }, () => {
   });
 });
 
-describe("ListRuns", { timeout: 30_000 }, () => {
+describe("ListRuns", { timeout: 180_000 }, () => {
   const as = TOKENS.initech; // this tenant's runs are all made here
   /** Run ids in creation order. */
   const created: Run[] = [];

@@ -119,16 +119,18 @@ async function approveNext(s: Awaited<ReturnType<typeof submit>>): Promise<void>
   });
 }
 
-/** A PromQL value once it equals `want` (Prometheus scrapes every second). */
+/** A PromQL value once it equals `want` (Prometheus scrapes every second); up to 120 s. */
 async function promEquals(q: string, want: number): Promise<void> {
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 120_000;
   for (;;) {
     const r = await prom.query(q);
     if (r.length === 1 && r[0]?.value === want) return;
     if (Date.now() > deadline) {
       const name = /agentd_[a-z_]+/.exec(q)?.[0] ?? "";
       const series = await prom.query(name);
-      assert.fail(`${q}: ${JSON.stringify(r)}, want ${want}; ${name}: ${JSON.stringify(series)}`);
+      assert.fail(
+        `waited 120 s for ${q} to be ${want}: ${JSON.stringify(r)}; ${name}: ${JSON.stringify(series)}`,
+      );
     }
     await new Promise((res) => setTimeout(res, 250));
   }

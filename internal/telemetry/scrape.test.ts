@@ -1,33 +1,47 @@
+/**
+ * scrape(): a flood of scrapes shares one refresh, a hanging refresher is cut at the
+ * deadline, and a scrape within the minimum interval reuses the last refresh. On mocked
+ * timers and clock: what the test checks is what happens at each moment, so a loaded
+ * machine cannot move a scrape across the interval or the deadline.
+ */
 import assert from "node:assert/strict";
 import { it } from "node:test";
 import { onScrape, REFRESH_MIN_INTERVAL_MS, SCRAPE_DEADLINE_MS, scrape } from "./scrape.ts";
 
-it("a flood of scrapes shares one refresh; a hanging refresher is cut at the deadline", async () => {
+/** Lets every pending promise job run (setImmediate is not mocked). */
+const settle = async (): Promise<void> => {
+  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+};
+
+it("a flood of scrapes shares one refresh; a hanging refresher is cut at the deadline", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 1_000_000_000 });
   let calls = 0;
   const off = onScrape(async () => {
     calls++;
-    await new Promise((r) => setTimeout(r, 50));
   });
   const hang = onScrape(() => new Promise<void>(() => undefined));
   try {
-    const t0 = Date.now();
-    // The hanging refresher never settles: that these resolve at all is the deadline firing.
-    const all = await Promise.all(Array.from({ length: 50 }, () => scrape()));
-    const took = Date.now() - t0;
+    let answered = 0;
+    const flood = Promise.all(Array.from({ length: 50 }, () => scrape().finally(() => answered++)));
+    await settle();
     assert.equal(calls, 1, "fifty concurrent scrapes, one refresh");
-    // A lower bound only (load can only lengthen it): the scrape waited for the deadline
-    // instead of answering before its refreshers had their chance.
-    assert.ok(took >= SCRAPE_DEADLINE_MS - 50, `answered after ${took} ms, before the deadline`);
+    // The hanging refresher never settles: nothing answers until its deadline fires.
+    t.mock.timers.tick(SCRAPE_DEADLINE_MS - 1);
+    await settle();
+    assert.equal(answered, 0, "no scrape answered before the deadline");
+    t.mock.timers.tick(1);
+    const all = await flood;
     assert.ok(
       all.every((s) => s.body.includes("agentd_build_info")),
       "every scrape has values",
     );
+    t.mock.timers.tick(REFRESH_MIN_INTERVAL_MS - 1);
     await scrape();
-    assert.equal(calls, 1, "a scrape right after shares the last refresh");
-    await new Promise((r) => setTimeout(r, REFRESH_MIN_INTERVAL_MS + 50));
+    assert.equal(calls, 1, "a scrape within the interval shares the last refresh");
+    t.mock.timers.tick(1);
     hang();
     await scrape();
-    assert.equal(calls, 2, "a later scrape refreshes again");
+    assert.equal(calls, 2, "a scrape past the interval refreshes again");
   } finally {
     off();
     hang();

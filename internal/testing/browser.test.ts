@@ -76,7 +76,7 @@ test("chromium fills, clicks by role and screenshots a page at two viewports", a
   assert.equal(await status.textContent(), "Nobody greeted yet");
   await page.getByRole("textbox", { name: "Your name" }).fill("Ada");
   await page.getByRole("button", { name: "Say hello" }).click();
-  await status.getByText("Hello, Ada!").waitFor({ timeout: 5_000 });
+  await status.getByText("Hello, Ada!").waitFor({ timeout: 120_000 });
   assert.equal(await status.textContent(), "Hello, Ada!");
 
   const dir = screenshotDir("browser-smoke");

@@ -76,7 +76,8 @@ export async function startPrometheus(jobs: Record<string, string[]>): Promise<T
     }
     rmSync(dir, { recursive: true, force: true });
   };
-  const deadline = Date.now() + 30_000;
+  // Generous: a loaded machine never fails it, only a server that never gets ready does.
+  const deadline = Date.now() + 120_000;
   for (;;) {
     try {
       const r = await fetch(`${url}/-/ready`);
@@ -86,7 +87,9 @@ export async function startPrometheus(jobs: Record<string, string[]>): Promise<T
     }
     if (Date.now() > deadline || proc.exitCode !== null) {
       await stop();
-      throw new Error(`prometheus did not become ready:\n${output.slice(-2000)}`);
+      throw new Error(
+        `waited ${proc.exitCode === null ? "120 s" : "until it exited"} for prometheus to answer ${url}/-/ready:\n${output.slice(-2000)}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 100));
   }

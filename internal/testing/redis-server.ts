@@ -79,7 +79,8 @@ export async function startRedis(
       ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );
-    const deadline = Date.now() + 10_000;
+    // Generous: a loaded machine never fails it, only a server that never answers does.
+    const deadline = Date.now() + 120_000;
     for (;;) {
       const probe = new Redis({
         port,
@@ -97,7 +98,8 @@ export async function startRedis(
       } catch {
         probe.disconnect();
         if (proc.exitCode !== null) throw new Error(`redis-server exited with ${proc.exitCode}`);
-        if (Date.now() > deadline) throw new Error("redis-server did not start in 10 s");
+        if (Date.now() > deadline)
+          throw new Error(`waited 120 s for redis-server on port ${port} to answer PING`);
         await new Promise((r) => setTimeout(r, 30));
       }
     }

@@ -72,7 +72,8 @@ export async function startRegistry(): Promise<TestRegistry> {
     if (stderr.length < 8192) stderr += c.toString("utf8");
   });
   // Up once /v2/ answers (401: it wants credentials).
-  const deadline = Date.now() + 30_000;
+  // Generous: a loaded machine never fails it, only a registry that never answers does.
+  const deadline = Date.now() + 120_000;
   for (;;) {
     const status = await fetch(`http://127.0.0.1:${port}/v2/`).then(
       (r) => r.status,
@@ -81,7 +82,9 @@ export async function startRegistry(): Promise<TestRegistry> {
     if (status === 401) break;
     if (proc.exitCode !== null || Date.now() > deadline) {
       proc.kill("SIGKILL");
-      throw new Error(`docker-registry did not start on port ${port}: ${stderr.slice(0, 2000)}`);
+      throw new Error(
+        `waited ${proc.exitCode === null ? "120 s" : "until it exited"} for docker-registry to answer 401 on http://127.0.0.1:${port}/v2/: ${stderr.slice(0, 2000)}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 100));
   }

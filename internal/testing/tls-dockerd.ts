@@ -115,7 +115,8 @@ export async function startTlsDockerd(): Promise<TlsDockerd> {
     rmSync(data, { recursive: true, force: true });
     rmSync(dir, { recursive: true, force: true });
   };
-  const deadline = Date.now() + 60_000;
+  // Generous: a loaded machine never fails it, only an engine that never answers does.
+  const deadline = Date.now() + 120_000;
   for (;;) {
     try {
       await docker.ping();
@@ -123,7 +124,9 @@ export async function startTlsDockerd(): Promise<TlsDockerd> {
     } catch {
       if (Date.now() > deadline || proc.exitCode !== null) {
         await stop();
-        throw new Error(`the TLS dockerd did not start:\n${output.slice(-3000)}`);
+        throw new Error(
+          `waited ${proc.exitCode === null ? "120 s" : "until it exited"} for the TLS dockerd to answer a ping:\n${output.slice(-3000)}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 200));
     }

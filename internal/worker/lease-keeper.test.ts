@@ -1,14 +1,15 @@
 /**
  * Lease timing against a real redis-server: a stall shorter than the lease TTL never costs
  * a live worker its lease (Redis paused for TTL/2 with CLIENT PAUSE); a longer one makes the
- * keeper let go before another worker can take the run over; a renewal refused because the
- * epoch moved on is noticed at once.
+ * keeper let go before another worker can take the run over (proved by the order of the two,
+ * not by a stopwatch); a renewal refused because the epoch moved on is noticed by that very
+ * renewal.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { ulid } from "ulid";
 import { RedisEventLog } from "../eventlog/redis-event-log.ts";
-import type { Claim } from "../scheduler/port.ts";
+import type { Claim, Lease } from "../scheduler/port.ts";
 import { RedisRunQueue } from "../scheduler/redis-run-queue.ts";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
 import { keepLease } from "./lease-keeper.ts";
@@ -32,6 +33,17 @@ async function claimed(
   const at = Date.now();
   assert.ok(claim !== undefined);
   return { q, claim, at, prefix };
+}
+
+/** Polls `probe` until it gives a value, for up to 120 s (generous: a loaded machine passes). */
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined) {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`waited 120 s for ${what}`);
+    await sleep(50);
+  }
 }
 
 const pause = (ms: number) => srv.client().call("CLIENT", "PAUSE", String(ms), "ALL");
@@ -78,55 +90,70 @@ describe("lease timing", () => {
       grantedAt: at,
       onRenewError: () => undefined,
     });
+    // What happened, in order: the keeper letting go, another worker taking the run.
+    const order: string[] = [];
+    k.lost.addEventListener("abort", () => order.push(`let go (${String(k.lost.reason)})`), {
+      once: true,
+    });
+    const other = new RedisRunQueue({ client: srv.client(), prefix, leaseTtlMs: ttl, pollMs: 100 });
     try {
       await sleep(100);
-      const stalled = Date.now();
-      void pause(3000);
-      await new Promise<void>((r) => k.lost.addEventListener("abort", () => r(), { once: true }));
-      const lostAt = Date.now();
-      assert.equal(k.lost.reason, "expired");
-      assert.ok(lostAt - stalled < ttl + 200, `let go ${lostAt - stalled} ms into the stall`);
-      // After the stall, another worker takes the run over; the keeper had let go first.
-      const other = new RedisRunQueue({
-        client: srv.client(),
-        prefix,
-        leaseTtlMs: ttl,
-        pollMs: 100,
+      void pause(5 * ttl);
+      // Another worker tries all through the stall; Redis answers it only once the stall ends.
+      const taken = await until("another worker taking the run over", async () => {
+        const c = await other.claim("w2", { blockMs: 0 });
+        if (c !== undefined) order.push("taken over");
+        return c;
       });
-      let taken: Claim | undefined;
-      for (let i = 0; i < 60 && taken === undefined; i++) {
-        taken = await other.claim("w2", { blockMs: 0 });
-        if (taken === undefined) await sleep(100);
-      }
-      assert.ok(taken !== undefined, "taken over after the stall");
-      assert.ok(Date.now() > lostAt);
+      assert.deepEqual(order, ["let go (expired)", "taken over"], "the keeper let go first");
       assert.ok(
         taken.lease.epoch > claim.lease.epoch,
         "with a new epoch (the old owner is fenced)",
       );
-      await other.close();
     } finally {
       k.stop();
+      await other.close();
       await q.close();
     }
   });
 
-  it("a renewal refused because another worker bumped the epoch is noticed within a renewal", async () => {
+  it("a renewal refused because another worker bumped the epoch is noticed by that renewal", async () => {
     const ttl = 900;
     const { q, claim, at, prefix } = await claimed(ttl);
+    const renewals: string[] = [];
+    const leases: Lease = {
+      acquire: (runId, workerId, ttlMs) => q.leases.acquire(runId, workerId, ttlMs),
+      release: (lease) => q.leases.release(lease),
+      async renew(lease) {
+        try {
+          await q.leases.renew(lease);
+          renewals.push("renewed");
+        } catch (err) {
+          renewals.push("refused");
+          throw err;
+        }
+      },
+    };
+    let seenAtLoss: string[] = [];
     const k = keepLease({
-      leases: q.leases,
+      leases,
       grant: claim.lease,
       ttlMs: ttl,
       grantedAt: at,
+      // A clock that stands still: the lease never counts as expired, so only a refused
+      // renewal can end it.
+      now: () => at,
       onRenewError: () => undefined,
     });
+    k.lost.addEventListener("abort", () => (seenAtLoss = [...renewals]), { once: true });
     try {
+      await until("a first renewal", () => renewals.includes("renewed") || undefined);
       await new RedisEventLog({ client: srv.client(), prefix }).bumpEpoch(claim.runId);
-      const t = Date.now();
-      await new Promise<void>((r) => k.lost.addEventListener("abort", () => r(), { once: true }));
+      await until("the keeper noticing the lost lease", () => k.lost.aborted || undefined);
       assert.equal(k.lost.reason, "lost");
-      assert.ok(Date.now() - t <= ttl / 3 + 300);
+      // The first refusal is the one that let go: every renewal before it succeeded.
+      assert.equal(seenAtLoss.at(-1), "refused");
+      assert.equal(seenAtLoss.filter((r) => r === "refused").length, 1);
     } finally {
       k.stop();
       await q.close();

@@ -119,7 +119,8 @@ async function submit(prompt: string): Promise<{ runId: string; sessionId: strin
   return { runId, sessionId };
 }
 
-async function waitState(runId: string, states: RunState[], ms = 20_000) {
+/** The run once in one of `states`; up to 120 s (generous: a loaded machine never fails it). */
+async function waitState(runId: string, states: RunState[], ms = 120_000) {
   const deadline = Date.now() + ms;
   for (;;) {
     const run = projectRun(
@@ -133,7 +134,7 @@ async function waitState(runId: string, states: RunState[], ms = 20_000) {
       return run;
     if (Date.now() > deadline)
       throw new Error(
-        `run ${runId} is ${RunState[run.state]}, wanted ${states.map((s) => RunState[s]).join("|")}`,
+        `waited ${ms} ms: run ${runId} is ${RunState[run.state]}, wanted ${states.map((s) => RunState[s]).join("|")}`,
       );
     await new Promise((r) => setTimeout(r, 50));
   }
