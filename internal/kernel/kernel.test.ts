@@ -112,7 +112,7 @@ after(async () => {
 });
 
 describe("kernel pipeline", () => {
-  it("auto: a read runs at once; tool.call, policy.decision and tool.result are in the log", async () => {
+  it("auto: a read runs at once; tool.call, policy.decision, tool.started and tool.result are in the log", async () => {
     const out = await kernel.handle(run, {
       callId: "c1",
       tool: "repo.read",
@@ -121,7 +121,7 @@ describe("kernel pipeline", () => {
     assert.equal(out.kind === "result" && out.ok, true, JSON.stringify(out));
     assert.equal(out.kind === "result" && (out.output as { content: string }).content, "hello\n");
     const types = (await stack.log.read(run.runId, 2)).map((e) => e.type);
-    assert.deepEqual(types, ["tool.call", "policy.decision", "tool.result"]);
+    assert.deepEqual(types, ["tool.call", "policy.decision", "tool.started", "tool.result"]);
     const decision = (await stack.log.read(run.runId, 3, 1))[0]?.event.payload;
     assert.equal(
       decision?.case === "policyDecision" && decision.value.rule,
@@ -198,6 +198,51 @@ describe("kernel pipeline", () => {
     const out = await kernel.handle(run, { callId: "c3b", tool: "repo.read", input: { path: 7 } });
     assert.equal(out.kind === "result" && out.error?.code, "EVALIDATION");
     assert.match(out.kind === "result" ? (out.error?.message ?? "") : "", /repo\.read: path: /);
+  });
+
+  it("nothing of a call runs until the log acknowledged its tool.started", async () => {
+    // The log refuses tool.started (as a Redis that is down would): the process never starts.
+    const refusing = new Proxy(stack.log, {
+      get(log, key) {
+        if (key === "append")
+          return (req: Parameters<typeof log.append>[0]) =>
+            req.payload.case === "toolStarted"
+              ? Promise.reject(new AgentdError("EUNAVAILABLE", "the log is down"))
+              : log.append(req);
+        const v = Reflect.get(log, key);
+        return typeof v === "function" ? v.bind(log) : v;
+      },
+    });
+    const k = createKernel({ log: refusing, policy: () => policy, secretProviders: [] });
+    const out = await k.handle(run, {
+      callId: "c3c",
+      tool: "process.run",
+      input: { command: "echo ran > started.txt" },
+    });
+    assert.equal(out.kind === "result" && out.error?.code, "EUNAVAILABLE", JSON.stringify(out));
+    const r = await box.exec({
+      argv: ["sh", "-c", "test -e started.txt && echo ran || echo absent"],
+      timeoutMs: 5000,
+      maxOutputBytes: 100,
+    });
+    assert.equal(r.stdout, "absent\n", "the command never ran");
+    const types = (await stack.log.read(run.runId, 0)).slice(-3).map((e) => e.type);
+    assert.deepEqual(types, ["tool.call", "policy.decision", "tool.result"]);
+    // The same call through the log as it is: started, then run, then its result.
+    const ok = await kernel.handle(run, {
+      callId: "c3d",
+      tool: "process.run",
+      input: { command: "echo ran > started.txt" },
+    });
+    assert.equal(ok.kind === "result" && ok.ok, true, JSON.stringify(ok));
+    const evs = (await stack.log.read(run.runId, 0)).slice(-3).map((e) => e.event);
+    assert.deepEqual(
+      evs.map((e) => e.type),
+      ["policy.decision", "tool.started", "tool.result"],
+    );
+    const st = evs[1]?.payload;
+    assert.ok(st?.case === "toolStarted" && st.value.callId === "c3d");
+    await box.exec({ argv: ["rm", "-f", "started.txt"], timeoutMs: 5000, maxOutputBytes: 100 });
   });
 });
 

@@ -2,7 +2,8 @@
  * The kernel: the only path from a proposed tool call to an effect.
  *
  *   tool.call → validate → jail → risk profile → policy decision → [preview → approval]
- *   → resolve secrets → execute in the sandbox → redact → fit one event → tool.result
+ *   → resolve secrets → tool.started → execute in the sandbox → redact → fit one event
+ *   → tool.result
  *
  * Every step that matters is an event (appended with the run owner's fencing token before
  * the next step runs) and the decision is an OpenTelemetry span. The kernel is total: every
@@ -10,8 +11,9 @@
  * whatever its input; only the event log's own errors (EFENCED, EUNAVAILABLE, ECONFLICT…)
  * escape, because the worker must act on them. Every event it appends is measured to fit
  * the log's size limit. It must never: run a tool the decision did not allow, run a call
- * whose input the log does not hold as it ran, put a secret value into an event, a log or a
- * span, or return unbounded output.
+ * whose input the log does not hold as it ran, start a call before the log acknowledged its
+ * tool.started (the record a taker reads to never run it twice), put a secret value into an
+ * event, a log or a span, or return unbounded output.
  */
 
 import { create } from "@bufbuild/protobuf";
@@ -32,6 +34,7 @@ import {
   RunPausedSchema,
   ToolCallSchema,
   ToolResultSchema,
+  ToolStartedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
 import { observeToolResult } from "../telemetry/event-metrics.ts";
@@ -79,6 +82,8 @@ export interface KernelRun {
    * benchmark) appends go to the log with `fence`, and only the call's own secrets are known.
    */
   writer?: RunWriter;
+  /** The worker that drives the run (`host:pid`), recorded in tool.started. */
+  workerId?: string;
   /** The uploaded workspace's files (for the provenance of scripts a command runs). */
   baseIndex?: () => Promise<BaseIndex>;
   /**
@@ -401,6 +406,9 @@ export function createKernel(opts: KernelOptions): Kernel {
       run.writer?.secrets.add(res.knownValues());
       // The last check before the effect: nothing starts after a cancel request or the end.
       await run.writer?.gate();
+      // At most once: the start is in the log (acknowledged, not just queued) before anything
+      // of the call runs, so a worker that takes the run over never runs it again.
+      await recordStart(run, call);
       if (!READ_ONLY_TOOLS.has(call.tool)) run.pristine = false;
       const tool = toolByName(call.tool) as NonNullable<ReturnType<typeof toolByName>>;
       const ctx = toolContext(run, policy, call.tool, live.push);
@@ -512,6 +520,20 @@ export function createKernel(opts: KernelOptions): Kernel {
         document: undefined,
       });
     }
+  }
+
+  /**
+   * tool.started, awaited: resolved only once the log holds it. Every tool, not only those
+   * that change something: the rule a taker applies to an open call needs no tool list.
+   */
+  async function recordStart(run: KernelRun, call: ProposedCall): Promise<void> {
+    await append(run, {
+      case: "toolStarted",
+      value: create(ToolStartedSchema, {
+        callId: call.callId,
+        workerId: clipText(run.workerId ?? "", MAX_TOOL_NAME),
+      }),
+    });
   }
 
   /** The trust counters, then the decision. A failed lookup refuses the call (fail closed), except the log's errors, which propagate. */
