@@ -72,6 +72,7 @@ bench: build images image
 	node bench/runs.ts --runs 200
 	node bench/upload.ts
 	node bench/workspace-diff.ts
+	node bench/tool-started.ts
 	node bench/observability.ts
 	node bench/image.ts
 	node bench/egress.ts

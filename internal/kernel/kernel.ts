@@ -404,10 +404,9 @@ export function createKernel(opts: KernelOptions): Kernel {
     try {
       const { value, used } = await res.resolve(d.input);
       run.writer?.secrets.add(res.knownValues());
-      // The last check before the effect: nothing starts after a cancel request or the end.
-      await run.writer?.gate();
-      // At most once: the start is in the log (acknowledged, not just queued) before anything
-      // of the call runs, so a worker that takes the run over never runs it again.
+      // The last check before the effect (nothing starts after a cancel request or the end),
+      // and at most once: the start is in the log (acknowledged, not just queued) before
+      // anything of the call runs, so a worker that takes the run over never runs it again.
       await recordStart(run, call);
       if (!READ_ONLY_TOOLS.has(call.tool)) run.pristine = false;
       const tool = toolByName(call.tool) as NonNullable<ReturnType<typeof toolByName>>;
@@ -523,17 +522,19 @@ export function createKernel(opts: KernelOptions): Kernel {
   }
 
   /**
-   * tool.started, awaited: resolved only once the log holds it. Every tool, not only those
-   * that change something: the rule a taker applies to an open call needs no tool list.
+   * The writer's gate and tool.started (writer.begin: one round trip when nothing new is in
+   * the log), awaited: resolved only once the log holds it. Every tool, not only those that
+   * change something: the rule a taker applies to an open call needs no tool list.
    */
   async function recordStart(run: KernelRun, call: ProposedCall): Promise<void> {
-    await append(run, {
+    const started: EventPayload = {
       case: "toolStarted",
       value: create(ToolStartedSchema, {
         callId: call.callId,
         workerId: clipText(run.workerId ?? "", MAX_TOOL_NAME),
       }),
-    });
+    };
+    await (run.writer !== undefined ? run.writer.begin(started) : append(run, started));
   }
 
   /** The trust counters, then the decision. A failed lookup refuses the call (fail closed), except the log's errors, which propagate. */
