@@ -8,12 +8,13 @@
  * auto-pipelining, as cmd/agentd/main.ts configures it) and the same real container (the
  * test image): `kernel.handle` of process.run `true` — tool.call and policy.decision, the
  * preview, the gate, the execution through the sandbox agent, tool.result — each side
- * through its own run's RunWriter, as a drive appends. **with**: as shipped, the writer's
- * `begin` (the gate and `tool.started` in one compare-and-append when nothing new is in
- * the log), awaited until Redis acknowledged it. **without**: the path before the record,
- * the gate alone (one head read; a writer wrapped by this file: the kernel has no switch to
- * skip the record). `true` is the cheapest command, so the ratio is the worst case. Also
- * shown: a bare `tool.started` append's p50.
+ * through its own run's RunWriter, as a drive appends. **with**: as shipped: a call that
+ * needs no person (this one) has its `tool.started` in the commit of its tool.call and
+ * policy.decision, awaited until Redis acknowledged it, then the gate (one head read).
+ * **without**: the path before the record: the same commit without it (see withoutStarts).
+ * `true` is the cheapest command, so the ratio is the worst case. Also shown: a bare
+ * `tool.started` append's p50 (what an approved call's record costs: the writer's `begin`,
+ * the gate and the record in one compare-and-append, instead of the gate's head read).
  *
  * After a warm-up, calls alternate between the sides in pairs whose order alternates, so
  * the machine's drift and load hit both alike; the ratio is of the two p50s.
@@ -26,6 +27,7 @@ import { parseArgs } from "node:util";
 import { create } from "@bufbuild/protobuf";
 import { Redis } from "ioredis";
 import type { LoggedEvent } from "../internal/eventlog/event-codec.ts";
+import type { EventLog } from "../internal/eventlog/port.ts";
 import { RedisEventLog } from "../internal/eventlog/redis-event-log.ts";
 import { RunStartedSchema, ToolStartedSchema } from "../internal/gen/agentd/v1/events_pb.js";
 import { createKernel, type KernelRun } from "../internal/kernel/kernel.ts";
@@ -58,10 +60,25 @@ const TARGET = 1.05;
 const policy = testImagePolicy();
 
 /**
- * The writer as it was before the record: `begin` is the gate alone (one head read), and
- * nothing is appended. A measuring device of this file: the kernel has no switch to skip
- * the record.
+ * The path as it was before the record: the same log, except that a tool.started append is
+ * answered at once and not stored (a call that needs no person has it in its first commit:
+ * that commit keeps its other events), and a writer whose `begin` is the gate alone (one
+ * head read). A measuring device of this file: the kernel has no switch to skip the record.
  */
+function withoutStarts(log: EventLog): EventLog {
+  return new Proxy(log, {
+    get(target, key) {
+      if (key === "append")
+        return (req: Parameters<EventLog["append"]>[0]) =>
+          req.payload.case === "toolStarted"
+            ? Promise.resolve({ seq: 0, event: { seq: 0n } } as unknown as LoggedEvent)
+            : target.append(req);
+      const v = Reflect.get(target, key);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+}
+
 function gateOnly(w: RunWriter): RunWriter {
   return {
     ...w,
@@ -105,8 +122,9 @@ try {
         value: create(RunStartedSchema, { workerId: "bench", epoch: BigInt(fence) }),
       },
     });
+    const l = record ? log : withoutStarts(log);
     const writer = createRunWriter({
-      log,
+      log: l,
       ...run,
       fence,
       secrets: createRunSecrets(),
@@ -119,7 +137,10 @@ try {
       workerId: "bench",
       writer: record ? writer : gateOnly(writer),
     };
-    return { kernel: createKernel({ log, policy: () => policy, secretProviders: [] }), run: kRun };
+    return {
+      kernel: createKernel({ log: l, policy: () => policy, secretProviders: [] }),
+      run: kRun,
+    };
   };
   const sides = { with: await side(true), without: await side(false) };
   const ms = { with: [] as number[], without: [] as number[] };

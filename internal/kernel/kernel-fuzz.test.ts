@@ -262,21 +262,22 @@ function callIdOf(e: LoggedEvent): string | undefined {
 }
 
 /**
- * The call's events without its tool.started, after checking it: at most one, right before
- * the result (nothing of the call is recorded between its start and its result but output);
- * present for every success, absent for a call `refused` before the effect (denied by the
- * decision or by a person). A tool error may come from the preview (no start) or the run.
+ * The call's events without its tool.started, after checking it: at most one, right after
+ * `before` (policy.decision for a call that runs without a person: one commit; nothing for
+ * one resumed after its approval: its first event then); present for every success, absent
+ * for a call `refused` before the effect (denied by the decision or by a person).
  */
 function withoutStart(
   out: CallOutcome,
   types: string[],
+  before: string | undefined,
   refused: boolean,
   where: string,
 ): string[] {
   const at = types.indexOf("tool.started");
   if (at >= 0) {
     assert.equal(types.lastIndexOf("tool.started"), at, `${where}: one tool.started`);
-    assert.equal(types[at + 1], "tool.result", `${where}: started right before its result`);
+    assert.equal(at === 0 ? undefined : types[at - 1], before, `${where}: started after ${before}`);
   }
   if (out.kind === "result" && out.ok) assert.ok(at >= 0, `${where}: a success started`);
   if (refused) assert.equal(at, -1, `${where}: refused, never started`);
@@ -319,11 +320,11 @@ async function through(
       .filter((t) => t !== "tool.output" && t !== "artifact.emitted");
     const code = out.kind === "result" ? out.error?.code : undefined;
     const refused = code === "EAPPROVAL_DENIED" || code === "EPOLICY"; // a person, or the recheck
-    assert.deepEqual(withoutStart(out, after, refused, where), ["tool.result"], where);
+    assert.deepEqual(withoutStart(out, after, undefined, refused, where), ["tool.result"], where);
   } else {
     const decided = evs.find((e) => e.event.payload.case === "policyDecision")?.event.payload;
     const denied = decided?.case === "policyDecision" && decided.value.decision === Decision.DENY;
-    const rest = withoutStart(out, core, denied, where);
+    const rest = withoutStart(out, core, "policy.decision", denied, where);
     assert.deepEqual(rest, ["tool.call", "policy.decision", "tool.result"], where);
   }
   assert.equal(out.kind, "result", where);

@@ -21,7 +21,12 @@ import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { AgentdError, isAgentdError } from "../errors.ts";
 import { MAX_EVENT_BYTES } from "../eventlog/append-batcher.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
-import { ApprovalDecision, EventSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
+import {
+  ApprovalDecision,
+  EventSchema,
+  RunStartedSchema,
+  ToolResultSchema,
+} from "../gen/agentd/v1/events_pb.js";
 import { ApprovalState, RunService, RunState } from "../gen/agentd/v1/run_service_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
@@ -214,20 +219,36 @@ describe("kernel pipeline", () => {
       },
     });
     const k = createKernel({ log: refusing, policy: () => policy, secretProviders: [] });
-    const out = await k.handle(run, {
-      callId: "c3c",
-      tool: "process.run",
-      input: { command: "echo ran > started.txt" },
-    });
-    assert.equal(out.kind === "result" && out.error?.code, "EUNAVAILABLE", JSON.stringify(out));
+    await assert.rejects(
+      k.handle(run, {
+        callId: "c3c",
+        tool: "process.run",
+        input: { command: "echo ran > started.txt" },
+      }),
+      (e) => isAgentdError(e, "EUNAVAILABLE"),
+    );
     const r = await box.exec({
       argv: ["sh", "-c", "test -e started.txt && echo ran || echo absent"],
       timeoutMs: 5000,
       maxOutputBytes: 100,
     });
     assert.equal(r.stdout, "absent\n", "the command never ran");
-    const types = (await stack.log.read(run.runId, 0)).slice(-3).map((e) => e.type);
-    assert.deepEqual(types, ["tool.call", "policy.decision", "tool.result"]);
+    const types = (await stack.log.read(run.runId, 0)).slice(-2).map((e) => e.type);
+    assert.deepEqual(types, ["tool.call", "policy.decision"], "open: a taker answers it");
+    // The log answers the call as a taker would (no later test sees it open).
+    await stack.log.append({
+      runId: run.runId,
+      sessionId: run.sessionId,
+      fence: run.fence,
+      payload: {
+        case: "toolResult",
+        value: create(ToolResultSchema, {
+          callId: "c3c",
+          ok: false,
+          error: { code: "interrupted", message: "it did not run" },
+        }),
+      },
+    });
     // The same call through the log as it is: started, then run, then its result.
     const ok = await kernel.handle(run, {
       callId: "c3d",
@@ -235,12 +256,13 @@ describe("kernel pipeline", () => {
       input: { command: "echo ran > started.txt" },
     });
     assert.equal(ok.kind === "result" && ok.ok, true, JSON.stringify(ok));
-    const evs = (await stack.log.read(run.runId, 0)).slice(-3).map((e) => e.event);
+    const evs = (await stack.log.read(run.runId, 0)).slice(-4).map((e) => e.event);
+    // No person asked: the start is in the call's first commit, before anything runs.
     assert.deepEqual(
       evs.map((e) => e.type),
-      ["policy.decision", "tool.started", "tool.result"],
+      ["tool.call", "policy.decision", "tool.started", "tool.result"],
     );
-    const st = evs[1]?.payload;
+    const st = evs[2]?.payload;
     assert.ok(st?.case === "toolStarted" && st.value.callId === "c3d");
     await box.exec({ argv: ["rm", "-f", "started.txt"], timeoutMs: 5000, maxOutputBytes: 100 });
   });
@@ -350,6 +372,15 @@ describe("approvals over the API", () => {
     assert.equal(counting.execs(), 1);
     const r = await box.exec({ argv: ["cat", ".env"], timeoutMs: 5000, maxOutputBytes: 1000 });
     assert.equal(r.stdout, "A=2\n");
+    // Its start is recorded when it runs, after the person's answer, never before.
+    const c4 = (await stack.log.read(run.runId, 0)).filter((e) => {
+      const p = e.event.payload;
+      return p.case === "toolStarted" || p.case === "toolResult" || p.case === "approvalResolved";
+    });
+    assert.deepEqual(
+      c4.slice(-3).map((e) => e.type),
+      ["approval.resolved", "tool.started", "tool.result"],
+    );
   });
 
   it("a denied approval reaches the model as a tool result", async () => {

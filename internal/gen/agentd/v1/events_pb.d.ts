@@ -931,13 +931,16 @@ export declare type ToolCall = Message<"agentd.v1.ToolCall"> & {
 export declare const ToolCallSchema: GenMessage<ToolCall>;
 
 /**
- * The execution of a call begins: appended, and acknowledged by the log, after the call's
- * decision (and its approval, when it needed one) and before anything of it runs in the
- * sandbox — for every call, whatever its tool. It is what makes a call run at most once: a
- * worker that takes a run over and finds a call with tool.started but no tool.result never
- * runs it again; it answers it `interrupted` (its effect unknown), whatever its approval,
- * and running it again is a new call, decided (and approved) again. A call with no
- * tool.started never ran. Between tool.call and tool.result; at most once per call.
+ * The execution of a call may begin: appended, and acknowledged by the log, before
+ * anything of it runs in the sandbox — for every call, whatever its tool: in the commit of
+ * its policy.decision when no person is asked, after the approval when one is. It is what
+ * makes a call run at most once: a worker that takes a run over and finds a call with
+ * tool.started but no tool.result never runs it again; it answers it `interrupted` (its
+ * effect unknown), whatever its approval, and running it again is a new call, decided (and
+ * approved) again. A call with no
+ * tool.started never ran (one with it may still have been stopped before it ran: its
+ * tool.result says so). Between tool.call and tool.result; at most once per call; none
+ * for a call denied by the policy or by a person.
  *
  * @generated from message agentd.v1.ToolStarted
  */
