@@ -75,6 +75,7 @@ bench: build images image
 	node bench/create-run.ts
 	node bench/mutation-snapshot.ts
 	node bench/hostile-input.ts
+	node bench/tool-started.ts
 	node bench/observability.ts
 	node bench/image.ts
 	node bench/egress.ts

@@ -70,6 +70,8 @@ function story(): Event[] {
         value: { callId: "c1", decision: Decision.PREVIEW_AUTO, rule: "r1" },
       },
     ],
+    // The execution's start: for a worker taking over, nothing for a person.
+    ["tool.started", { case: "toolStarted", value: { callId: "c1", workerId: "w1" } }],
     [
       "tool.output",
       {
@@ -145,6 +147,7 @@ function story(): Event[] {
       },
     ],
     ["run.resumed", { case: "runResumed", value: { workerId: "w2" } }],
+    ["tool.started", { case: "toolStarted", value: { callId: "c2", workerId: "w2" } }],
     ["tool.result", { case: "toolResult", value: { callId: "c2", ok: true, durationMs: 12n } }],
     [
       "tool.call",
@@ -258,7 +261,7 @@ describe("Renderer", () => {
       "  ⛔ denied by policy (risk.denyCommandPatterns[0]): recursive removal of /",
       "  ✗ process.run: EPOLICY recursive removal of /",
       `◆ artifact patch 120 B · sha256 cdcdcdcdcdcd · agentctl artifact get ${RUN} --out fix.patch`,
-      "✔ completed in 22.0 s · 1,200 tokens in, 80 out · $0.0015",
+      "✔ completed in 24.0 s · 1,200 tokens in, 80 out · $0.0015",
       "  Fixed it.",
       "",
     ].join("\n");
@@ -605,6 +608,7 @@ describe("helpers", () => {
       `    2  12:00:01.000  run.started          worker=w1 epoch=0 image=agentd-sandbox-go:latest (detected go from go.mod (test command: go))`,
     );
     assert.match(lines[5] as string, /^ {4}6 .* tool\.call {12}c1 process\.run \$ npm test$/);
+    assert.match(lines[7] as string, /^ {4}8 .* tool\.started {9}c1 on w1$/);
   });
 
   it("cache.restored and cache.saved name the lockfile, the archive and its saver", () => {

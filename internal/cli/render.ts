@@ -211,6 +211,9 @@ export function eventLine(ev: Event, st: Style): string {
     case "toolOutput":
       detail = `${p.value.callId} ${p.value.stream === OutputStream.STDERR ? "stderr" : "stdout"} ${JSON.stringify(p.value.chunk)}`;
       break;
+    case "toolStarted":
+      detail = `${p.value.callId}${p.value.workerId === "" ? "" : ` on ${p.value.workerId}`}`;
+      break;
     case "toolResult": {
       const v = p.value;
       const status = !v.ok ? `error ${v.error?.code ?? ""}` : v.exitCode !== 0 ? "failed" : "ok";
@@ -410,6 +413,9 @@ export class Renderer {
     // between a step's streamed text and its output.message, which must still see the text
     // as streamed (else the message is printed twice).
     if (p.case === "usageUpdated") return;
+    // A call's execution began: the call's line said what runs, its result line will say how
+    // it went. Nothing for a person in between (the record is for a worker taking over).
+    if (p.case === "toolStarted") return;
     if (p.case === "imagePull" && p.value.phase === "progress") {
       this.#activity = `pulling ${p.value.image}`;
       this.#drawStatus();

@@ -232,6 +232,7 @@ describe("assembleContext", () => {
         tool: "repo.patch",
         input: { path: "test/math.test.ts", edits: [{ oldText: "3", newText: "-1" }] },
         seq: 24,
+        started: false,
         approval: { approvalId: "apr2", state: "denied", reason: "do not weaken the test" },
       },
     ]);
@@ -262,7 +263,7 @@ describe("assembleContext", () => {
       { role: "assistant", text: "Then I will fix the code only." },
     ]);
     assert.deepEqual(ctx.pending, [
-      { callId: "c6", tool: "test.run", input: { name: "add" }, seq: c6 },
+      { callId: "c6", tool: "test.run", input: { name: "add" }, seq: c6, started: false },
     ]);
 
     log.fail("c6", "interrupted", "the worker running this call stopped");
@@ -281,6 +282,67 @@ describe("assembleContext", () => {
       },
     ]);
     assert.deepEqual(after.pending, []);
+  });
+
+  it("marks an open call whose tool.started is in the log, approved or not; the record adds no message", () => {
+    const log = new Log();
+    log.add({ case: "runQueued", value: { prompt: "t" } });
+    log.text("Appending. ");
+    const c1 = log.call("c1", "process.run", { command: "echo x >> config.yaml" });
+    log.decide("c1", Decision.PREVIEW_APPROVAL);
+    log.add({
+      case: "approvalRequested",
+      value: { approvalId: "apr1", callId: "c1", tool: "process.run" },
+    });
+    log.add({ case: "runPaused", value: { reason: "approval", approvalId: "apr1" } });
+    log.add({
+      case: "approvalResolved",
+      value: { approvalId: "apr1", decision: ApprovalDecision.APPROVE, resolvedBy: "alice" },
+    });
+    const approved = assembleContext({ events: log.events, systemPrompt: "x", budgetTokens: 1e5 });
+    assert.equal(approved.pending[0]?.started, false, "approved, not started: it may run");
+    log.add({ case: "toolStarted", value: { callId: "c1", workerId: "w1" } });
+    log.add({ case: "toolOutput", value: { callId: "c1", chunk: "…" } });
+    const started = assembleContext({ events: log.events, systemPrompt: "x", budgetTokens: 1e5 });
+    assert.deepEqual(started.pending, [
+      {
+        callId: "c1",
+        tool: "process.run",
+        input: { command: "echo x >> config.yaml" },
+        seq: c1,
+        started: true,
+        approval: { approvalId: "apr1", state: "approved", reason: "" },
+      },
+    ]);
+    // A call without approval, started: the same.
+    log.fail("c1", "interrupted", "stopped");
+    log.call("c2", "repo.read", { path: "a" });
+    log.decide("c2", Decision.AUTO);
+    log.add({ case: "toolStarted", value: { callId: "c2" } });
+    const read = assembleContext({ events: log.events, systemPrompt: "x", budgetTokens: 1e5 });
+    assert.deepEqual(
+      read.pending.map((p) => [p.callId, p.started, p.approval]),
+      [["c2", true, undefined]],
+    );
+    // The starts add no message: each call is its text and call, then its result.
+    log.ok("c2", { content: "a" });
+    const done = assembleContext({ events: log.events, systemPrompt: "x", budgetTokens: 1e5 });
+    assert.deepEqual(done.messages.slice(1, 3), [
+      {
+        role: "assistant",
+        text: "Appending. ",
+        toolCalls: [
+          { callId: "c1", tool: "process.run", input: { command: "echo x >> config.yaml" } },
+        ],
+      },
+      {
+        role: "tool",
+        callId: "c1",
+        tool: "process.run",
+        error: { code: "interrupted", message: "stopped" },
+      },
+    ]);
+    assert.equal(done.messages.length, 5);
   });
 
   it("replaces the history through a checkpoint with its summary, keeping the task", () => {

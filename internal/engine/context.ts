@@ -23,9 +23,11 @@
  *                                  kernel will append, so the model's view does not change
  *                                  when it lands
  *   a tool.call with no tool.result → left out of messages (a call without a result is
- *                                  invalid for every provider) and listed in `pending`: the
- *                                  worker settles it (continueAfterApproval, or an
- *                                  `interrupted` result after a takeover) and re-assembles.
+ *                                  invalid for every provider) and listed in `pending`, with
+ *                                  whether its tool.started is in the log: the worker settles
+ *                                  it (an `interrupted` result for a started one, whatever its
+ *                                  approval; continueAfterApproval for an approved one that
+ *                                  never started) and re-assembles.
  *
  * Tokens are estimated, not counted: estimateTokens = ceil(UTF-8 bytes / 4), plus 4 per
  * message. The budget covers system + messages; the worker subtracts the tool schemas and
@@ -76,6 +78,11 @@ export interface PendingCall {
   tool: string;
   input: unknown;
   seq: number;
+  /**
+   * Its tool.started is in the log: its execution began (and may have had its effect, in
+   * part or in full). Such a call is never run again.
+   */
+  started: boolean;
   /** The approval it waits for or had, if any. */
   approval?: { approvalId: string; state: "awaiting" | "approved" | "denied"; reason: string };
 }
@@ -134,6 +141,8 @@ const MESSAGE_OVERHEAD_TOKENS = 4;
 /** Event types that do not end an assistant turn (text deltas around them join). */
 const TRANSPARENT = new Set([
   "tool.output",
+  // The call's execution began: the model sees the call and its result, not when it ran.
+  "tool.started",
   // Recorded after each model step, between the step's text and its calls: it must not
   // split them into two messages (a model would see its calls without their preamble,
   // and a replay would no longer match its transcript).
@@ -186,6 +195,7 @@ export function projectHistory(
   const results = new Map<string, { seq: number; message: ContextMessage }>();
   const approvals = new Map<string, { approvalId: string; callId: string; seq: number }>();
   const byCall = new Map<string, NonNullable<PendingCall["approval"]> & { seq: number }>();
+  const started = new Set<string>();
   let task = "";
   let checkpoint: History["checkpoint"];
   let lastSeq = 0;
@@ -200,6 +210,7 @@ export function projectHistory(
       checkpoint = { throughSeq: Number(p.value.throughSeq), summary: p.value.summary };
     else if (p.case === "toolCall")
       calls.set(p.value.callId, { seq, tool: p.value.tool, input: parseJson(p.value.inputJson) });
+    else if (p.case === "toolStarted") started.add(p.value.callId);
     else if (p.case === "toolResult") {
       const call = calls.get(p.value.callId);
       const output = p.value.outputJson === "" ? undefined : parseJson(p.value.outputJson);
@@ -259,6 +270,7 @@ export function projectHistory(
       tool: c.tool,
       input: c.input,
       seq: c.seq,
+      started: started.has(callId),
       ...(a === undefined
         ? {}
         : { approval: { approvalId: a.approvalId, state: a.state, reason: a.reason } }),

@@ -27,6 +27,7 @@ export const EVENT_TYPES = {
   "tool.call": "toolCall",
   "tool.output": "toolOutput",
   "tool.result": "toolResult",
+  "tool.started": "toolStarted",
   "policy.decision": "policyDecision",
   "approval.requested": "approvalRequested",
   "approval.resolved": "approvalResolved",

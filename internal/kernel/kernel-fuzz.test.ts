@@ -23,6 +23,7 @@ import { queued } from "../eventlog/conformance.ts";
 import type { LoggedEvent } from "../eventlog/event-codec.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
+import { Decision } from "../gen/agentd/v1/events_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
@@ -250,6 +251,7 @@ function callIdOf(e: LoggedEvent): string | undefined {
     case "toolOutput":
     case "policyDecision":
     case "toolResult":
+    case "toolStarted":
     case "approvalRequested":
       return p.value.callId;
     case "artifactEmitted":
@@ -257,6 +259,29 @@ function callIdOf(e: LoggedEvent): string | undefined {
     default:
       return undefined;
   }
+}
+
+/**
+ * The call's events without its tool.started, after checking it: at most one, right after
+ * `before` (policy.decision for a call that runs without a person: one commit; nothing for
+ * one resumed after its approval: its first event then); present for every success, absent
+ * for a call `refused` before the effect (denied by the decision or by a person).
+ */
+function withoutStart(
+  out: CallOutcome,
+  types: string[],
+  before: string | undefined,
+  refused: boolean,
+  where: string,
+): string[] {
+  const at = types.indexOf("tool.started");
+  if (at >= 0) {
+    assert.equal(types.lastIndexOf("tool.started"), at, `${where}: one tool.started`);
+    assert.equal(at === 0 ? undefined : types[at - 1], before, `${where}: started after ${before}`);
+  }
+  if (out.kind === "result" && out.ok) assert.ok(at >= 0, `${where}: a success started`);
+  if (refused) assert.equal(at, -1, `${where}: refused, never started`);
+  return types.filter((t) => t !== "tool.started");
 }
 
 /**
@@ -283,6 +308,7 @@ async function through(
   );
   const core = types.filter((t) => t !== "tool.output" && t !== "artifact.emitted");
   if (out.kind === "paused") {
+    assert.ok(!core.includes("tool.started"), `${where}: nothing starts before its approval`);
     assert.deepEqual(
       core,
       ["tool.call", "policy.decision", "approval.requested", "run.paused"],
@@ -292,9 +318,14 @@ async function through(
     const after = (await fresh())
       .map((e) => e.type)
       .filter((t) => t !== "tool.output" && t !== "artifact.emitted");
-    assert.deepEqual(after, ["tool.result"], where);
+    const code = out.kind === "result" ? out.error?.code : undefined;
+    const refused = code === "EAPPROVAL_DENIED" || code === "EPOLICY"; // a person, or the recheck
+    assert.deepEqual(withoutStart(out, after, undefined, refused, where), ["tool.result"], where);
   } else {
-    assert.deepEqual(core, ["tool.call", "policy.decision", "tool.result"], where);
+    const decided = evs.find((e) => e.event.payload.case === "policyDecision")?.event.payload;
+    const denied = decided?.case === "policyDecision" && decided.value.decision === Decision.DENY;
+    const rest = withoutStart(out, core, "policy.decision", denied, where);
+    assert.deepEqual(rest, ["tool.call", "policy.decision", "tool.result"], where);
   }
   assert.equal(out.kind, "result", where);
   if (out.kind === "result" && !out.ok)

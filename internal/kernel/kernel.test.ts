@@ -21,7 +21,12 @@ import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { AgentdError, isAgentdError } from "../errors.ts";
 import { MAX_EVENT_BYTES } from "../eventlog/append-batcher.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
-import { ApprovalDecision, EventSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
+import {
+  ApprovalDecision,
+  EventSchema,
+  RunStartedSchema,
+  ToolResultSchema,
+} from "../gen/agentd/v1/events_pb.js";
 import { ApprovalState, RunService, RunState } from "../gen/agentd/v1/run_service_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
@@ -112,7 +117,7 @@ after(async () => {
 });
 
 describe("kernel pipeline", () => {
-  it("auto: a read runs at once; tool.call, policy.decision and tool.result are in the log", async () => {
+  it("auto: a read runs at once; tool.call, policy.decision, tool.started and tool.result are in the log", async () => {
     const out = await kernel.handle(run, {
       callId: "c1",
       tool: "repo.read",
@@ -121,7 +126,7 @@ describe("kernel pipeline", () => {
     assert.equal(out.kind === "result" && out.ok, true, JSON.stringify(out));
     assert.equal(out.kind === "result" && (out.output as { content: string }).content, "hello\n");
     const types = (await stack.log.read(run.runId, 2)).map((e) => e.type);
-    assert.deepEqual(types, ["tool.call", "policy.decision", "tool.result"]);
+    assert.deepEqual(types, ["tool.call", "policy.decision", "tool.started", "tool.result"]);
     const decision = (await stack.log.read(run.runId, 3, 1))[0]?.event.payload;
     assert.equal(
       decision?.case === "policyDecision" && decision.value.rule,
@@ -198,6 +203,68 @@ describe("kernel pipeline", () => {
     const out = await kernel.handle(run, { callId: "c3b", tool: "repo.read", input: { path: 7 } });
     assert.equal(out.kind === "result" && out.error?.code, "EVALIDATION");
     assert.match(out.kind === "result" ? (out.error?.message ?? "") : "", /repo\.read: path: /);
+  });
+
+  it("nothing of a call runs until the log acknowledged its tool.started", async () => {
+    // The log refuses tool.started (as a Redis that is down would): the process never starts.
+    const refusing = new Proxy(stack.log, {
+      get(log, key) {
+        if (key === "append")
+          return (req: Parameters<typeof log.append>[0]) =>
+            req.payload.case === "toolStarted"
+              ? Promise.reject(new AgentdError("EUNAVAILABLE", "the log is down"))
+              : log.append(req);
+        const v = Reflect.get(log, key);
+        return typeof v === "function" ? v.bind(log) : v;
+      },
+    });
+    const k = createKernel({ log: refusing, policy: () => policy, secretProviders: [] });
+    await assert.rejects(
+      k.handle(run, {
+        callId: "c3c",
+        tool: "process.run",
+        input: { command: "echo ran > started.txt" },
+      }),
+      (e) => isAgentdError(e, "EUNAVAILABLE"),
+    );
+    const r = await box.exec({
+      argv: ["sh", "-c", "test -e started.txt && echo ran || echo absent"],
+      timeoutMs: 5000,
+      maxOutputBytes: 100,
+    });
+    assert.equal(r.stdout, "absent\n", "the command never ran");
+    const types = (await stack.log.read(run.runId, 0)).slice(-2).map((e) => e.type);
+    assert.deepEqual(types, ["tool.call", "policy.decision"], "open: a taker answers it");
+    // The log answers the call as a taker would (no later test sees it open).
+    await stack.log.append({
+      runId: run.runId,
+      sessionId: run.sessionId,
+      fence: run.fence,
+      payload: {
+        case: "toolResult",
+        value: create(ToolResultSchema, {
+          callId: "c3c",
+          ok: false,
+          error: { code: "interrupted", message: "it did not run" },
+        }),
+      },
+    });
+    // The same call through the log as it is: started, then run, then its result.
+    const ok = await kernel.handle(run, {
+      callId: "c3d",
+      tool: "process.run",
+      input: { command: "echo ran > started.txt" },
+    });
+    assert.equal(ok.kind === "result" && ok.ok, true, JSON.stringify(ok));
+    const evs = (await stack.log.read(run.runId, 0)).slice(-4).map((e) => e.event);
+    // No person asked: the start is in the call's first commit, before anything runs.
+    assert.deepEqual(
+      evs.map((e) => e.type),
+      ["tool.call", "policy.decision", "tool.started", "tool.result"],
+    );
+    const st = evs[2]?.payload;
+    assert.ok(st?.case === "toolStarted" && st.value.callId === "c3d");
+    await box.exec({ argv: ["rm", "-f", "started.txt"], timeoutMs: 5000, maxOutputBytes: 100 });
   });
 });
 
@@ -305,6 +372,15 @@ describe("approvals over the API", () => {
     assert.equal(counting.execs(), 1);
     const r = await box.exec({ argv: ["cat", ".env"], timeoutMs: 5000, maxOutputBytes: 1000 });
     assert.equal(r.stdout, "A=2\n");
+    // Its start is recorded when it runs, after the person's answer, never before.
+    const c4 = (await stack.log.read(run.runId, 0)).filter((e) => {
+      const p = e.event.payload;
+      return p.case === "toolStarted" || p.case === "toolResult" || p.case === "approvalResolved";
+    });
+    assert.deepEqual(
+      c4.slice(-3).map((e) => e.type),
+      ["approval.resolved", "tool.started", "tool.result"],
+    );
   });
 
   it("a denied approval reaches the model as a tool result", async () => {

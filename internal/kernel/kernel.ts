@@ -1,8 +1,9 @@
 /**
  * The kernel: the only path from a proposed tool call to an effect.
  *
- *   tool.call → validate → jail → risk profile → policy decision → [preview → approval]
- *   → resolve secrets → execute in the sandbox → redact → fit one event → tool.result
+ *   validate → jail → risk profile → decision → tool.call + policy.decision (+ tool.started
+ *   when no person is asked) → [preview → approval → tool.started] → resolve secrets
+ *   → gate → execute in the sandbox → redact → fit one event → tool.result
  *
  * Every step that matters is an event (appended with the run owner's fencing token before
  * the next step runs) and the decision is an OpenTelemetry span. The kernel is total: every
@@ -10,8 +11,9 @@
  * whatever its input; only the event log's own errors (EFENCED, EREWOUND, EUNAVAILABLE, ECONFLICT…)
  * escape, because the worker must act on them. Every event it appends is measured to fit
  * the log's size limit. It must never: run a tool the decision did not allow, run a call
- * whose input the log does not hold as it ran, put a secret value into an event, a log or a
- * span, or return unbounded output.
+ * whose input the log does not hold as it ran, start a call before the log acknowledged its
+ * tool.started (the record a taker reads to never run it twice), put a secret value into an
+ * event, a log or a span, or return unbounded output.
  */
 
 import { create } from "@bufbuild/protobuf";
@@ -32,6 +34,7 @@ import {
   RunPausedSchema,
   ToolCallSchema,
   ToolResultSchema,
+  ToolStartedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
 import { observeToolResult } from "../telemetry/event-metrics.ts";
@@ -79,6 +82,8 @@ export interface KernelRun {
    * benchmark) appends go to the log with `fence`, and only the call's own secrets are known.
    */
   writer?: RunWriter;
+  /** The worker that drives the run (`host:pid`), recorded in tool.started. */
+  workerId?: string;
   /** The uploaded workspace's files (for the provenance of scripts a command runs). */
   baseIndex?: () => Promise<BaseIndex>;
   /**
@@ -374,6 +379,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     call: ProposedCall,
     d: DecidedCall,
     span: Span,
+    recorded: boolean,
     preview?: PreviewData,
     approvedBase?: string,
   ): Promise<CallOutcome> {
@@ -400,8 +406,10 @@ export function createKernel(opts: KernelOptions): Kernel {
     try {
       const { value, used } = await res.resolve(d.input);
       run.writer?.secrets.add(res.knownValues());
-      // The last check before the effect: nothing starts after a cancel request or the end.
-      await run.writer?.gate();
+      // The last check before the effect (nothing starts after a cancel request or the end),
+      // and at most once: the start is in the log (acknowledged, not just queued) before
+      // anything of the call runs, so a worker that takes the run over never runs it again.
+      await beginEffect(run, call, recorded);
       if (!READ_ONLY_TOOLS.has(call.tool)) run.pristine = false;
       const tool = toolByName(call.tool) as NonNullable<ReturnType<typeof toolByName>>;
       const ctx = toolContext(run, policy, call.tool, live.push);
@@ -421,7 +429,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       await live.close();
     }
     const stopped = cancelledBeforeStart
-      ? { code: "cancelled", message: "the run was cancelled before this call started" }
+      ? { code: "cancelled", message: "the run was cancelled before this call ran; it did not run" }
       : await stopReason(run);
     if (stopped !== undefined) {
       output = undefined;
@@ -517,6 +525,19 @@ export function createKernel(opts: KernelOptions): Kernel {
     }
   }
 
+  /**
+   * The last check before the effect and the start's record, awaited (resolved only once the
+   * log holds what it appends). `recorded`: tool.started went into the call's first commit
+   * (a call that needs no person), so only the gate is left; else the writer's gate and
+   * tool.started together (writer.begin: one round trip when nothing new is in the log).
+   * Every tool, not only those that change something: a taker's rule needs no tool list.
+   */
+  async function beginEffect(run: KernelRun, call: ProposedCall, recorded: boolean) {
+    if (recorded) await run.writer?.gate();
+    else if (run.writer !== undefined) await run.writer.begin(startedOf(run, call));
+    else await append(run, startedOf(run, call));
+  }
+
   /** The trust counters, then the decision. A failed lookup refuses the call (fail closed), except the log's errors, which propagate. */
   async function decideWithTrust(run: KernelRun, call: ProposedCall): Promise<DecidedCall> {
     let counters: TrustCounters = {};
@@ -602,6 +623,9 @@ export function createKernel(opts: KernelOptions): Kernel {
           : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" });
       traceDecision(callSpan, call.callId, toolName, d);
       const r = d.assessment.risk;
+      // A call that runs without a person: its start is recorded in the same commit (no
+      // round trip of its own); one that waits for a person records it when it runs.
+      const runsNow = d.decision.path === "auto" || d.decision.path === "preview+auto";
       await Promise.all([
         append(run, {
           case: "toolCall",
@@ -625,6 +649,7 @@ export function createKernel(opts: KernelOptions): Kernel {
             trustAdjustments: d.decision.trustAdjustments,
           }),
         }),
+        ...(runsNow ? [append(run, startedOf(run, call))] : []),
       ]);
       if (d.decision.path === "deny") {
         const code = d.invalid === undefined ? "EPOLICY" : "EVALIDATION";
@@ -650,7 +675,7 @@ export function createKernel(opts: KernelOptions): Kernel {
           callSpan.setAttribute("agentd.approval.id", paused.approvalId);
         return paused;
       }
-      return await execute(run, call, d, callSpan, pv);
+      return await execute(run, call, d, callSpan, true, pv);
     } catch (err) {
       callSpan.setStatus({
         code: SpanStatusCode.ERROR,
@@ -748,7 +773,7 @@ export function createKernel(opts: KernelOptions): Kernel {
       }
       // What the person approved was computed from one state of the file: the call is
       // written onto that state only (the preview's sha256, from the log).
-      return await execute(run, call, d, span, undefined, await approvedBaseOf(run, call));
+      return await execute(run, call, d, span, false, undefined, await approvedBaseOf(run, call));
     } finally {
       span.end();
     }
@@ -788,6 +813,17 @@ function toPreviewMessage(p: PreviewData): Preview {
     matchedRules: texts(cut.matchedRules),
     baseSha256: p.baseSha256 ?? "",
   });
+}
+
+/** The record that a call's execution begins (see beginEffect). */
+function startedOf(run: KernelRun, call: ProposedCall): EventPayload {
+  return {
+    case: "toolStarted",
+    value: create(ToolStartedSchema, {
+      callId: call.callId,
+      workerId: clipText(run.workerId ?? "", MAX_TOOL_NAME),
+    }),
+  };
 }
 
 /** A deny decided before (or instead of) the assessment. */

@@ -1,6 +1,7 @@
 /**
  * The gate before every effect: a cancel request is never skipped, a lost lease is fenced,
- * a store that lost what the drive saw is refused.
+ * a store that lost what the drive saw is refused; begin() records the effect's start only
+ * where the gate would have let it through.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -12,7 +13,12 @@ import { isAgentdError } from "../errors.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { isLogRewound } from "../eventlog/log-rewound-error.ts";
 import { RedisEventLog } from "../eventlog/redis-event-log.ts";
-import { OutputDeltaSchema, RunCancelRequestedSchema } from "../gen/agentd/v1/events_pb.js";
+import {
+  OutputDeltaSchema,
+  RunCancelledSchema,
+  RunCancelRequestedSchema,
+  ToolStartedSchema,
+} from "../gen/agentd/v1/events_pb.js";
 import { rewindRun } from "../testing/redis-rewind.ts";
 import { startRedis } from "../testing/redis-server.ts";
 import { queueRun } from "../testing/worker-fixtures.ts";
@@ -100,4 +106,61 @@ it("a store that lost what the drive saw: the gate and every append refuse (EREW
   } finally {
     await redis.stop();
   }
+});
+
+const started = (callId: string) => ({
+  case: "toolStarted" as const,
+  value: create(ToolStartedSchema, { callId, workerId: "w" }),
+});
+
+it("begin: the record lands right after what the drive checked, fenced, in one compare-and-append", async () => {
+  const q = await queueRun(log, { prompt: "p" });
+  const fence = await log.bumpEpoch(q.runId);
+  const w = createRunWriter({ log, ...q, fence, secrets: createRunSecrets(), head: 1 });
+  await w.append(delta);
+  const ev = await w.begin(started("c1"));
+  assert.equal(ev.seq, 3);
+  assert.equal(ev.type, "tool.started");
+  assert.deepEqual(await w.gate(), [], "its own record: nothing to read back");
+  // Someone else appended (same epoch, nothing to stop for): read, then recorded after it.
+  await log.append({ ...q, fence, payload: delta });
+  const after = await w.begin(started("c2"));
+  assert.equal(after.seq, 5);
+  assert.deepEqual(
+    (await log.read(q.runId, 0)).map((e) => e.type),
+    ["run.queued", "output.delta", "tool.started", "output.delta", "tool.started"],
+  );
+});
+
+it("begin: a cancel request, a lost lease or the run's end stop it before anything is recorded", async () => {
+  const q = await queueRun(log, { prompt: "p" });
+  const fence = await log.bumpEpoch(q.runId);
+  const w = createRunWriter({ log, ...q, fence, secrets: createRunSecrets(), head: 1 });
+  await log.append({
+    ...q,
+    payload: {
+      case: "runCancelRequested",
+      value: create(RunCancelRequestedSchema, { reason: "stop" }),
+    },
+  });
+  await assert.rejects(w.begin(started("c1")), (e) => isAgentdError(e, "ECANCELLED"));
+  const fenced = await queueRun(log, { prompt: "p" });
+  const old = await log.bumpEpoch(fenced.runId);
+  const w2 = createRunWriter({ log, ...fenced, fence: old, secrets: createRunSecrets(), head: 1 });
+  await log.bumpEpoch(fenced.runId); // another worker took it over
+  await assert.rejects(w2.begin(started("c1")), (e) => isAgentdError(e, "EFENCED"));
+  const ended = await queueRun(log, { prompt: "p" });
+  const e3 = await log.bumpEpoch(ended.runId);
+  const w3 = createRunWriter({ log, ...ended, fence: e3, secrets: createRunSecrets(), head: 1 });
+  await log.append({
+    ...ended,
+    fence: e3,
+    payload: { case: "runCancelled", value: create(RunCancelledSchema, { reason: "x" }) },
+  });
+  await assert.rejects(w3.begin(started("c1")), (e) => isAgentdError(e, "EENDED"));
+  for (const r of [q, fenced, ended])
+    assert.ok(
+      !(await log.read(r.runId, 0)).some((e) => e.type === "tool.started"),
+      "nothing recorded",
+    );
 });

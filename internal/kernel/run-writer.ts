@@ -14,10 +14,13 @@
  * acknowledged events refuses it (EREWOUND) instead of having new events sealed on its
  * older head; the gate refuses the same way before an effect starts.
  *
+ * `begin()` is the gate and the record that the effect starts (tool.started) together: one
+ * round trip when nobody else appended since the last check.
+ *
  * Must never: append without the fence, append an unredacted payload, seal on a head
  * behind one it saw, or let an execution start past a cancel request or the run's end.
  */
-import { AgentdError } from "../errors.ts";
+import { AgentdError, isAgentdError } from "../errors.ts";
 import { hashOf } from "../eventlog/chain-links.ts";
 import type { EventPayload, LoggedEvent } from "../eventlog/event-codec.ts";
 import { TERMINAL_TYPES } from "../eventlog/event-codec.ts";
@@ -44,6 +47,14 @@ export interface RunWriter {
    * this drive appended meanwhile). Resolves with the events read.
    */
   gate(): Promise<LoggedEvent[]>;
+  /**
+   * gate(), then `payload` (the record that an effect starts: tool.started) appended;
+   * resolves once the log holds it. One round trip when the gate has nothing to read: a
+   * compare-and-append on the head the gate last checked, which lands only if nobody
+   * appended since (no cancel request, no end) and carries the fence. Otherwise the gate
+   * reads what came (and fails as gate() does), then the record is appended.
+   */
+  begin(payload: EventPayload): Promise<LoggedEvent>;
   /** The last seq this drive knows the log to have. */
   head(): number;
   /** That event's hash (the head every append names as its `knownHead`). */
@@ -100,6 +111,38 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
     if (seq === checked + 1) checked = seq;
     return ev;
   };
+  const gate = async (): Promise<LoggedEvent[]> => {
+    // One head read per call: the epoch (a lost lease is fenced here, before the effect,
+    // not only at the next append), the end, and whether anyone appended since the last
+    // check — checked separately from `head`, which this drive's own appends move past
+    // events it has not read.
+    const h = await opts.log.head(opts.runId);
+    // Behind what this drive saw: the store lost acknowledged events (checked before the
+    // epoch, which a lost write may have taken back too).
+    if ((h?.seq ?? 0) < head)
+      throw new LogRewoundError(
+        opts.runId,
+        { seq: head, hash: headHash },
+        { seq: h?.seq ?? 0, hash: h?.hash ?? GENESIS_HASH },
+      );
+    if (h !== undefined && h.epoch !== opts.fence)
+      throw new AgentdError(
+        "EFENCED",
+        `run ${opts.runId} is owned by epoch ${h.epoch} now, not ${opts.fence}`,
+      );
+    if (h?.ended) throw new AgentdError("EENDED", `run ${opts.runId} already ended (${h.ended})`);
+    if (h === undefined || h.seq <= checked) return [];
+    const news = await opts.log.read(opts.runId, checked);
+    for (const ev of news) {
+      seen(ev);
+      if (ev.type === "run.cancel_requested")
+        throw new AgentdError("ECANCELLED", `run ${opts.runId} was asked to cancel`);
+      if (TERMINAL_TYPES.has(ev.type))
+        throw new AgentdError("EENDED", `run ${opts.runId} already ended (${ev.type})`);
+    }
+    checked = Number(news.at(-1)?.event.seq ?? BigInt(checked));
+    return news;
+  };
   return {
     runId: opts.runId,
     sessionId: opts.sessionId,
@@ -107,37 +150,18 @@ export function createRunWriter(opts: RunWriterOptions): RunWriter {
     secrets: opts.secrets,
     append: (payload) => append(payload),
     appendAtHead: (payload) => append(payload, head),
-    async gate() {
-      // One head read per call: the epoch (a lost lease is fenced here, before the effect,
-      // not only at the next append), the end, and whether anyone appended since the last
-      // check — checked separately from `head`, which this drive's own appends move past
-      // events it has not read.
-      const h = await opts.log.head(opts.runId);
-      // Behind what this drive saw: the store lost acknowledged events (checked before the
-      // epoch, which a lost write may have taken back too).
-      if ((h?.seq ?? 0) < head)
-        throw new LogRewoundError(
-          opts.runId,
-          { seq: head, hash: headHash },
-          { seq: h?.seq ?? 0, hash: h?.hash ?? GENESIS_HASH },
-        );
-      if (h !== undefined && h.epoch !== opts.fence)
-        throw new AgentdError(
-          "EFENCED",
-          `run ${opts.runId} is owned by epoch ${h.epoch} now, not ${opts.fence}`,
-        );
-      if (h?.ended) throw new AgentdError("EENDED", `run ${opts.runId} already ended (${h.ended})`);
-      if (h === undefined || h.seq <= checked) return [];
-      const news = await opts.log.read(opts.runId, checked);
-      for (const ev of news) {
-        seen(ev);
-        if (ev.type === "run.cancel_requested")
-          throw new AgentdError("ECANCELLED", `run ${opts.runId} was asked to cancel`);
-        if (TERMINAL_TYPES.has(ev.type))
-          throw new AgentdError("EENDED", `run ${opts.runId} already ended (${ev.type})`);
+    gate,
+    async begin(payload) {
+      if (head === checked) {
+        try {
+          // Lands only on the checked head: nothing unread can be a cancel request or an end.
+          return await append(payload, checked);
+        } catch (err) {
+          if (!isAgentdError(err, "ECONFLICT")) throw err; // EFENCED, EENDED, EREWOUND: as the gate
+        }
       }
-      checked = Number(news.at(-1)?.event.seq ?? BigInt(checked));
-      return news;
+      await gate();
+      return append(payload);
     },
     head: () => head,
     headHash: () => headHash,

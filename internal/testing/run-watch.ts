@@ -1,8 +1,8 @@
 /**
  * Watching runs of a test cluster (internal/testing/cluster.ts): submit a run and stream
  * its events, wait for an event or the end, and check the invariants every run must keep
- * (gap-free, no duplicates, the chain verifies over the API and the store, no container
- * left). Shared by the chaos tests. Must never: wait without a deadline.
+ * (gap-free, no duplicates, no call started twice, the chain verifies over the API and the
+ * store, no container left). Shared by the chaos tests. Must never: wait without a deadline.
  */
 import assert from "node:assert/strict";
 import { ulid } from "ulid";
@@ -164,6 +164,11 @@ export function createRunWatch(c: Cluster): RunWatch {
     unique(
       "tool.result",
       payloads(events, "toolResult").map((p) => p.callId),
+    );
+    // At most once: no call's execution began twice (a taker never runs a started call).
+    unique(
+      "tool.started",
+      payloads(events, "toolStarted").map((p) => p.callId),
     );
     assert.equal(Number(run.lastSeq), events.length);
     assert.equal(events.at(-1)?.type, "run.completed", trail);

@@ -2,7 +2,8 @@
  * Tool calls of a drive: the calls a model step made, through the kernel, and the calls
  * left open when the drive began (an approval resolved while the run waited; a call of an
  * owner that died, whose processes start() has killed). Must never: run a call without the
- * kernel, or answer `interrupted` while anything of that call may still run.
+ * kernel, run a call whose tool.started is in the log, or answer `interrupted` while
+ * anything of that call may still run.
  */
 import { create } from "@bufbuild/protobuf";
 import type { PendingCall } from "../engine/context.ts";
@@ -13,27 +14,22 @@ import { observeToolResult } from "../telemetry/event-metrics.ts";
 import type { Drive } from "./drive.ts";
 import { askForHosts, handleAttributed } from "./drive-egress.ts";
 import { boxLost } from "./drive-lost.ts";
+import { answer, interruptedResult } from "./open-calls.ts";
 import type { Next } from "./run-driver.ts";
 
-/** Settles the calls left open; "hold" when one still waits for a person. */
+/**
+ * Settles the calls left open; "hold" when one still waits for a person. A call that started
+ * (tool.started, under an owner that died or let go: start() killed everything it left in
+ * the container) is answered `interrupted` whatever its approval and never runs again: the
+ * model decides. One that never started and needed no approval is answered `interrupted`
+ * too (it did not run); an approved one runs now, a denied one gets its denial.
+ */
 export async function settleOpenCalls(d: Drive, pending: readonly PendingCall[]): Promise<Next> {
   const k = d.kernelRun as KernelRun;
   for (const p of pending) {
     const call = { callId: p.callId, tool: p.tool, input: p.input };
-    if (p.approval === undefined) {
-      // The call started under an owner that died or let go; start() killed everything it
-      // left in the container, so its effect is over but unknown. The model decides.
-      const result = create(ToolResultSchema, {
-        callId: p.callId,
-        ok: false,
-        error: {
-          code: "interrupted",
-          message:
-            "the worker running this call stopped; its processes were killed; its effect is unknown",
-        },
-      });
-      await d.writer.append({ case: "toolResult", value: result });
-      observeToolResult(p.tool, "none", result);
+    if (p.started || p.approval === undefined) {
+      await answer(d, p, interruptedResult(p));
     } else if (p.approval.state === "awaiting") {
       return { to: "hold" };
     } else {

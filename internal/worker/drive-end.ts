@@ -5,7 +5,8 @@
  * (the worker stops; the container stays for the next owner; or its container was lost:
  * the next drive recovers it). Must never: append a
  * terminal event while a process of the run may still be running (invariant 8), or after
- * the run ended (the log refuses it; this is where that refusal is handled).
+ * the run ended (the log refuses it; this is where that refusal is handled), or leave a
+ * call of the run without its tool.result (open-calls.ts).
  */
 import { create } from "@bufbuild/protobuf";
 import { isAgentdError } from "../errors.ts";
@@ -22,6 +23,7 @@ import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
 import { boxLost } from "./drive-lost.ts";
 import { costOf, usageOf } from "./drive-usage.ts";
+import { answerOpenCalls } from "./open-calls.ts";
 import { baseArchive, PATCH } from "./run-artifacts.ts";
 import type { DriveOutcome, Next } from "./run-driver.ts";
 
@@ -80,10 +82,15 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
   return { done: "completed" };
 }
 
-/** run.failed with a typed error; the container goes. */
+/**
+ * run.failed with a typed error; the container goes (a takeover that failed before its start
+ * found the container: the previous owner's), then every call still open gets its result.
+ */
 export async function fail(d: Drive, code: string, message: string): Promise<Next> {
-  // Nothing of the run may still run when its end is written.
-  await d.box?.destroy();
+  // Nothing of the run may still run when its end (or a call's answer) is written.
+  const box = d.box ?? (await d.deps.sandbox.find(d.runId));
+  await box?.destroy();
+  await answerOpenCalls(d, "interrupted", `the run failed (${code})`);
   await d.writer.append({
     case: "runFailed",
     value: create(RunFailedSchema, {
@@ -97,14 +104,17 @@ export async function fail(d: Drive, code: string, message: string): Promise<Nex
 
 /**
  * Cancelled: the running call was killed by the cancel signal (the kernel recorded it);
- * the container goes with everything in it before run.cancelled is appended.
+ * the container goes with everything in it, then every call still open gets its result (a
+ * call a dead owner started: `interrupted`; one that never started: `cancelled`), then
+ * run.cancelled.
  */
 export async function cancel(d: Drive): Promise<Next> {
   // A takeover cancelled before its start found the container: the previous owner's may
   // still run a call, and goes with everything in it.
   const box = d.box ?? (await d.deps.sandbox.find(d.runId));
   await box?.destroy();
-  await d.refresh().catch(() => undefined); // the request, if the watch saw it first
+  // Also reads the request, if the watch saw it first.
+  await answerOpenCalls(d, "cancelled", "the run was cancelled");
   const req = [...d.events].reverse().find((e) => e.payload.case === "runCancelRequested");
   const by = req?.payload.case === "runCancelRequested" ? req.payload.value : undefined;
   await d.writer.append({

@@ -100,6 +100,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     signal: d.callSignal,
     usage: d.usage,
     writer: d.writer,
+    workerId: d.deps.workerId,
     commands: config.value.commands,
     pristine: !d.events.some(
       (e) => e.payload.case === "toolCall" && !READ_ONLY_TOOLS.has(e.payload.value.tool),

@@ -218,7 +218,8 @@ export function fold(
         break;
       }
       default:
-        // usage.updated: GetRun's header shows the totals.
+        // usage.updated: GetRun's header shows the totals. tool.started: the call's item
+        // already shows it running until its result comes.
         break;
     }
   }

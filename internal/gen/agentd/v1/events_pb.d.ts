@@ -193,6 +193,14 @@ export declare type Event = Message<"agentd.v1.Event"> & {
     case: "toolResult";
   } | {
     /**
+     * type "tool.started"
+     *
+     * @generated from field: agentd.v1.ToolStarted tool_started = 43;
+     */
+    value: ToolStarted;
+    case: "toolStarted";
+  } | {
+    /**
      * type "policy.decision"
      *
      * @generated from field: agentd.v1.PolicyDecision policy_decision = 50;
@@ -994,6 +1002,42 @@ export declare type ToolCall = Message<"agentd.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export declare const ToolCallSchema: GenMessage<ToolCall>;
+
+/**
+ * The execution of a call may begin: appended, and acknowledged by the log, before
+ * anything of it runs in the sandbox — for every call, whatever its tool: in the commit of
+ * its policy.decision when no person is asked, after the approval when one is. It is what
+ * makes a call run at most once: a worker that takes a run over and finds a call with
+ * tool.started but no tool.result never runs it again; it answers it `interrupted` (its
+ * effect unknown), whatever its approval, and running it again is a new call, decided (and
+ * approved) again. A call with no
+ * tool.started never ran (one with it may still have been stopped before it ran: its
+ * tool.result says so). Between tool.call and tool.result; at most once per call; none
+ * for a call denied by the policy or by a person.
+ *
+ * @generated from message agentd.v1.ToolStarted
+ */
+export declare type ToolStarted = Message<"agentd.v1.ToolStarted"> & {
+  /**
+   * The call whose execution begins (its tool.call came before).
+   *
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * The worker that runs it (`host:pid`, as in run.started).
+   *
+   * @generated from field: string worker_id = 2;
+   */
+  workerId: string;
+};
+
+/**
+ * Describes the message agentd.v1.ToolStarted.
+ * Use `create(ToolStartedSchema)` to create a new message.
+ */
+export declare const ToolStartedSchema: GenMessage<ToolStarted>;
 
 /**
  * Live output of a long tool call, coalesced.
