@@ -4,6 +4,13 @@
  * string, Go escapes), `{range .items[*]}…{end}` (nested ranges too). A "}" outside an
  * action is text, as in kubectl; a literal "{" is written `{"{"}`.
  *
+ * Why our own parser and evaluator (this folder, ~400 lines) rather than a library: no npm
+ * package implements kubectl's template syntax (text with `{…}` actions, quoted strings,
+ * range/end); jsonpath-plus and jsonpath (RFC 9535 and Goessner paths) would evaluate the
+ * paths only, are lenient where we must name the character of a mistake (an unclosed "["
+ * selects nothing instead of failing), and evaluate filters as JavaScript, which a
+ * kubectl template does not need.
+ *
  * Must never accept a template it cannot run: every mistake (an unclosed brace, a range
  * without end, a stray end, an unknown word, a bad path) is a JsonPathError naming the
  * character it is about.
