@@ -48,6 +48,28 @@ export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
   help: { type: "boolean", short: "h", help: "show this help" },
 };
 
+/** -o/--output, on every command that prints a resource (internal/cli/output/). */
+const OUTPUT_FLAG: FlagSpec = {
+  type: "string",
+  short: "o",
+  arg: "FORMAT",
+  help: "print the result for scripts: json, yaml, name or jsonpath=TEMPLATE (default: text for people)",
+};
+
+/** What -o does, at the end of each such command's help. */
+function withOutput(details: string, what: string): string {
+  return `${details === "" ? "" : `${details}\n\n`}-o/--output FORMAT prints ${what} for scripts instead of the text above:
+  json               protobuf JSON (enums by name, 64-bit numbers as strings, fields at
+                     their default left out); a list is {"items": [...]}
+  yaml               the same document as YAML
+  name               KIND/ID, one per line (run/01J…, approval/apr_…)
+  jsonpath=TEMPLATE  kubectl's template syntax: -o jsonpath='{.state}',
+                     -o jsonpath='{range .items[*]}{.runId}{"\\n"}{end}' (no newline is added)
+A template that selects nothing prints nothing (exit 0); an unknown format or a malformed
+template is a usage error (exit 64) naming the problem. Control characters in values are
+escaped (\\x1b), never sent to the terminal.`;
+}
+
 export const EXIT_CODES = `Exit codes:
   (run, run --follow, events --follow, wait and replay mirror the run's outcome)
   0    success; for a run: it completed
@@ -119,7 +141,10 @@ export const COMMANDS: CommandSpec[] = [
     name: "run",
     args: [],
     summary: "pack a directory, start a run on it and wait for it (or follow it live)",
-    details: RUN_DETAILS,
+    details: withOutput(
+      RUN_DETAILS,
+      "the run: with --no-wait the created run, otherwise the run as it ended (the rendering then goes to stderr; the exit code is the outcome as always). --json (events as NDJSON) is another thing and cannot be combined with -o",
+    ),
     flags: {
       prompt: { type: "string", arg: "TEXT", help: "the task for the agent (required)" },
       repo: { type: "string", arg: "DIR", help: "directory to pack (default: .)" },
@@ -172,6 +197,7 @@ export const COMMANDS: CommandSpec[] = [
         help: "do not wait: exit once created (with --follow: exit 3 at an approval)",
       },
       json: { type: "boolean", help: "print events as NDJSON (canonical protobuf-JSON)" },
+      output: OUTPUT_FLAG,
       "max-workspace-bytes": {
         type: "string",
         arg: "N",
@@ -183,9 +209,12 @@ export const COMMANDS: CommandSpec[] = [
     name: "runs",
     args: [],
     summary: "list your runs, newest first",
-    details: `Lists the runs of your token's tenant, newest first. --limit caps how many are shown
+    details: withOutput(
+      `Lists the runs of your token's tenant, newest first. --limit caps how many are shown
 (agentctl pages through the server for you); when more remain, the command to see the
 next ones is printed on stderr (--page-token).`,
+      'the runs ({"items": [...], "nextPageToken": "…"} when more remain; --json, the older form, prints one run per line)',
+    ),
     flags: {
       state: {
         type: "string",
@@ -205,28 +234,40 @@ next ones is printed on stderr (--page-token).`,
         arg: "TOKEN",
         help: "continue a listing where a previous one stopped",
       },
-      json: { type: "boolean", help: "one run per line as protobuf-JSON" },
+      json: { type: "boolean", help: "one run per line as protobuf-JSON (NDJSON; see -o)" },
+      output: OUTPUT_FLAG,
     },
   },
   {
     name: "get",
     args: ["RUN"],
     summary: "show one run (with its place in the queue while queued)",
-    details: `Shows the run's state, prompt, session, times, counters, usage and cost, its result
+    details: withOutput(
+      `Shows the run's state, prompt, session, times, counters, usage and cost, its result
 (summary or error), the approval it waits for, and while queued its position in the queue
-and in its session's line (1 = next).`,
-    flags: { json: { type: "boolean", help: "the run as protobuf-JSON" } },
+and in its session's line (1 = next).
+
+In CI: agentctl get "$RUN" -o jsonpath='{.state}'   (RUN_STATE_COMPLETED, …)`,
+      "the run (--json is the same as -o json)",
+    ),
+    flags: {
+      json: { type: "boolean", help: "the run as protobuf-JSON (the same as -o json)" },
+      output: OUTPUT_FLAG,
+    },
   },
   {
     name: "events",
     args: ["RUN"],
     summary: "print a run's events, one line each (or NDJSON)",
-    details: `Prints the run's stored events, one line each: seq, time, type and the gist of the
+    details: withOutput(
+      `Prints the run's stored events, one line each: seq, time, type and the gist of the
 payload. --follow keeps printing new events until the run ends (and says how to approve
 when it pauses); reconnects from the last seq after a dropped connection.
 
 Exit: without --follow 0 once printed; with --follow the run's outcome: 0 completed,
 1 failed, 2 cancelled.`,
+      "the events (a list; with --follow each event as it comes, as kubectl get -w does: YAML documents begin with ---; -o name prints event/RUN/SEQ)",
+    ),
     flags: {
       "from-seq": {
         type: "string",
@@ -238,13 +279,15 @@ Exit: without --follow 0 once printed; with --follow the run's outcome: 0 comple
         type: "boolean",
         help: "NDJSON: each event's canonical protobuf-JSON (the stored bytes), one per line",
       },
+      output: OUTPUT_FLAG,
     },
   },
   {
     name: "wait",
     args: ["RUN"],
     summary: "wait until a run ends (or waits for a person); the exit code is the outcome",
-    details: `Waits for the run without printing its events (agentctl events RUN --follow does
+    details: withOutput(
+      `Waits for the run without printing its events (agentctl events RUN --follow does
 that), then prints one word on stdout: completed, failed, cancelled, or waiting. A run
 that has ended already answers at once. Reconnects after a dropped connection.
 
@@ -259,7 +302,10 @@ Exit: 0 completed, 1 failed, 2 cancelled, 3 waiting for an approval (--for appro
 In CI:
   id=$(agentctl run --no-wait --prompt "…" --idempotency-key "$CI_PIPELINE_ID")
   agentctl wait "$id"; echo "outcome: $?"`,
+      "the run as the wait left it instead of the one word (the exit code is the outcome as always)",
+    ),
     flags: {
+      output: OUTPUT_FLAG,
       for: {
         type: "string",
         arg: "end|approval",
@@ -307,18 +353,28 @@ Exit: 0 the chain holds, 1 it is broken or lost events (the seq is named), 4 req
     name: "cancel",
     args: ["RUN"],
     summary: "cancel a run",
-    details: `A queued or paused run is cancelled at once. A running run gets a cancel request:
+    details: withOutput(
+      `A queued or paused run is cancelled at once. A running run gets a cancel request:
 its worker stops the running tool, removes the sandbox and records run.cancelled within
 a few seconds (agentctl get RUN shows it).`,
-    flags: { reason: { type: "string", arg: "TEXT", help: "why (recorded in the event)" } },
+      "the run after the cancel",
+    ),
+    flags: {
+      reason: { type: "string", arg: "TEXT", help: "why (recorded in the event)" },
+      output: OUTPUT_FLAG,
+    },
   },
   {
     name: "approvals",
     args: [],
     summary: "list pending approvals with their previews",
-    details: `Lists the approvals waiting for a decision in your tenant (newest run first), each with
+    details: withOutput(
+      `Lists the approvals waiting for a decision in your tenant (newest run first), each with
 its preview (summary, files and diff, or argv and cwd) and the commands to resolve it.`,
+      "the approvals (--json, the older form, prints one approval per line)",
+    ),
     flags: {
+      output: OUTPUT_FLAG,
       run: { type: "string", arg: "RUN", help: "only approvals of this run" },
       limit: { type: "string", arg: "N", help: "show at most N approvals (default 50)" },
       json: { type: "boolean", help: "one approval per line as protobuf-JSON" },
@@ -328,18 +384,30 @@ its preview (summary, files and diff, or argv and cwd) and the commands to resol
     name: "approve",
     args: ["ID"],
     summary: "approve a pending call (the run resumes)",
-    details: `Approves the pending approval ID (apr_…; see agentctl approvals). The paused run goes
+    details: withOutput(
+      `Approves the pending approval ID (apr_…; see agentctl approvals). The paused run goes
 back on the queue and a worker carries out the call. Approving twice is fine; approving
 what was denied (or expired) is refused.`,
-    flags: { reason: { type: "string", arg: "TEXT", help: "why (recorded in the event)" } },
+      "the approval as resolved",
+    ),
+    flags: {
+      reason: { type: "string", arg: "TEXT", help: "why (recorded in the event)" },
+      output: OUTPUT_FLAG,
+    },
   },
   {
     name: "deny",
     args: ["ID"],
     summary: "deny a pending call (the model is told why)",
-    details: `Denies the pending approval ID (apr_…). The run resumes and the model receives the
+    details: withOutput(
+      `Denies the pending approval ID (apr_…). The run resumes and the model receives the
 denial with the reason, so it can change its plan.`,
-    flags: { reason: { type: "string", arg: "TEXT", help: "why; the model reads it" } },
+      "the approval as resolved",
+    ),
+    flags: {
+      reason: { type: "string", arg: "TEXT", help: "why; the model reads it" },
+      output: OUTPUT_FLAG,
+    },
   },
   {
     name: "artifact get",
@@ -358,6 +426,19 @@ written to --out (atomically) or to stdout. A tar is not written to a terminal.`
       digest: { type: "string", arg: "SHA256", help: "the artifact with this digest instead" },
       out: { type: "string", arg: "FILE", help: "write to FILE (default: stdout)" },
     },
+  },
+  {
+    name: "whoami",
+    args: [],
+    summary: "show who the server takes you for: principal, tenant and roles",
+    details: withOutput(
+      `Asks the server who your token is (any valid token may ask): its name in the auth file,
+its tenant and its roles (submit, read, approve, admin). The token itself is never shown.
+In CI, a first step that fails early on a wrong token or a missing role:
+  agentctl whoami -o jsonpath='{.roles}'`,
+      "the principal (-o name prints principal/NAME)",
+    ),
+    flags: { output: OUTPUT_FLAG },
   },
   {
     name: "config use-context",
@@ -388,8 +469,11 @@ written to --out (atomically) or to stdout. A tar is not written to a terminal.`
     name: "config get-contexts",
     args: [],
     summary: "list the contexts (* marks the current one)",
-    details: CONFIG_DETAILS,
-    flags: {},
+    details: withOutput(
+      CONFIG_DETAILS,
+      'the contexts ({"items": [{"name", "addr", "token-file", "ca-file", "current"}]}; -o name prints context/NAME)',
+    ),
+    flags: { output: OUTPUT_FLAG },
   },
   {
     name: "config current-context",

@@ -11,6 +11,8 @@ import {
   loadContexts,
   saveContexts,
 } from "../../internal/cli/contexts.ts";
+import { outputFormatOf } from "../../internal/cli/output/format.ts";
+import { formatList, type Resource } from "../../internal/cli/output/print.ts";
 import { versionLine } from "../../internal/version/version.ts";
 import { COMMANDS, GLOBAL_FLAGS } from "./help.ts";
 
@@ -69,8 +71,19 @@ export const LOCAL_COMMANDS: Record<string, Local> = {
     );
     return 0;
   },
-  "config get-contexts": () => {
+  "config get-contexts": (_args, v) => {
+    const output = outputFormatOf(v, "config get-contexts");
     const file = loadContexts(configPath());
+    if (output !== undefined) {
+      // The file's own field names; never a token (a context names its token file only).
+      const items: Resource[] = Object.entries(file.contexts).map(([name, c]) => ({
+        kind: "context",
+        id: name,
+        json: { name, ...c, current: name === file["current-context"] },
+      }));
+      stdout.write(formatList(output, items));
+      return 0;
+    }
     const rows = Object.entries(file.contexts).map(
       ([n, c]) =>
         `${n === file["current-context"] ? "*" : " "} ${n}\t${c.addr}\t${c["token-file"] ?? "-"}`,

@@ -35,6 +35,14 @@ import {
   resolveEndpoint,
   UsageError,
 } from "../../internal/cli/client.ts";
+import { type OutputFormat, outputFormatOf } from "../../internal/cli/output/format.ts";
+import { formatList, formatResource } from "../../internal/cli/output/print.ts";
+import {
+  approvalResource,
+  eventResource,
+  principalResource,
+  runResource,
+} from "../../internal/cli/output/resources.ts";
 import { eventLine, formatPreview } from "../../internal/cli/render.ts";
 import {
   formatCost,
@@ -50,7 +58,7 @@ import { stateCode, waitRun } from "../../internal/cli/wait.ts";
 import { approvalHint, outcomeCode, watchRun } from "../../internal/cli/watch.ts";
 import { canonicalJson } from "../../internal/eventlog/canonical-json.ts";
 import { verifyChain } from "../../internal/eventlog/hash-chain.ts";
-import { EventSchema } from "../../internal/gen/agentd/v1/events_pb.js";
+import { type Event, EventSchema } from "../../internal/gen/agentd/v1/events_pb.js";
 import {
   type Approval,
   ApprovalSchema,
@@ -82,6 +90,8 @@ interface Ctx {
   signal: AbortSignal;
   /** What the request is about, for error messages. */
   about: ErrorContext;
+  /** -o/--output: how to print the resource; undefined: the human text. */
+  output: OutputFormat | undefined;
 }
 
 const stdout = process.stdout;
@@ -120,11 +130,14 @@ function intFlag(
 
 /** Splits argv into the command (one or two words) and the rest; global flags stay in. */
 function splitCommand(argv: string[]): { name: string | undefined; rest: string[] } {
-  const takesValue = new Set(
-    Object.entries(GLOBAL_FLAGS)
+  const takesValue = new Set([
+    ...Object.entries(GLOBAL_FLAGS)
       .filter(([, f]) => f.type === "string")
       .map(([n]) => `--${n}`),
-  );
+    // -o/--output before the command (agentctl -o json get RUN), as kubectl takes it.
+    "-o",
+    "--output",
+  ]);
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
     if (a === "--") break;
@@ -232,6 +245,8 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
     client: connect(ep),
     signal,
     about,
+    // Parsed before any request: a bad format or template costs nothing (exit 64).
+    output: outputFormatOf(parsed.values, spec.name),
   };
   try {
     return (await HANDLERS[spec.name]?.(ctx)) ?? EXIT.USAGE;
@@ -379,16 +394,34 @@ async function runCmd(c: Ctx): Promise<number> {
       `agentctl: reused run ${run.runId}: --idempotency-key ${str(v, "idempotency-key")} already made it (no new run was created)`,
     );
   if (noWait && !follow) {
-    stdout.write(json ? `${JSON.stringify(toJson(RunSchema, run))}\n` : `${run.runId}\n`);
+    stdout.write(
+      c.output !== undefined
+        ? formatResource(c.output, runResource(run))
+        : json
+          ? `${JSON.stringify(toJson(RunSchema, run))}\n`
+          : `${run.runId}\n`,
+    );
     return EXIT.OK;
   }
   info(
     `run ${run.runId} created (session ${run.sessionId})${noWait ? "; stops at the first approval (--no-wait)" : ""}. Ctrl-C stops waiting, not the run.`,
   );
-  return watch(c, run.runId, {
+  const code = await watch(c, run.runId, {
     mode: json ? "json" : follow ? "story" : "quiet",
-    approvals: noWait ? "exit" : json ? "hint" : "prompt",
+    // With -o, nobody is asked on stdout: it carries the resource.
+    approvals: noWait ? "exit" : json || c.output !== undefined ? "hint" : "prompt",
   });
+  if (c.output !== undefined && code !== EXIT.INTERRUPTED) await printRun(c, run.runId);
+  return code;
+}
+
+/** The run as it is now, in the -o format (after run or wait). */
+async function printRun(c: Ctx, runId: string, known?: Run): Promise<void> {
+  const run =
+    known ??
+    (await c.client.getRun({ runId }, { timeoutMs: 30_000, signal: c.signal })).run ??
+    create(RunSchema);
+  stdout.write(formatResource(c.output as OutputFormat, runResource(run)));
 }
 
 async function askOnTerminal(question: string, signal: AbortSignal): Promise<string | undefined> {
@@ -413,18 +446,20 @@ async function watch(
     afterSeq?: bigint;
   },
 ): Promise<number> {
-  const tty = stdout.isTTY === true;
+  // With -o, stdout carries the resource at the end; the rendering goes to stderr.
+  const out = c.output === undefined ? stdout : stderr;
+  const tty = out.isTTY === true;
   const interactive = o.approvals === "prompt" && tty && process.stdin.isTTY === true;
   const res = await watchRun({
     client: c.client,
     ep: c.ep,
     runId,
     mode: o.mode,
-    out: stdout,
+    out,
     err: stderr,
     color: wantColor(tty),
     live: tty && o.mode !== "json",
-    columns: () => stdout.columns || 80,
+    columns: () => out.columns || 80,
     approvals: o.approvals === "prompt" && !interactive ? "hint" : o.approvals,
     signal: c.signal,
     ask: askOnTerminal,
@@ -481,7 +516,9 @@ async function runsCmd(c: Ctx): Promise<number> {
     pageToken = next;
   }
   const st = makeStyle(wantColor(stdout.isTTY === true));
-  if (v.json === true) {
+  if (c.output !== undefined) {
+    stdout.write(formatList(c.output, runs.map(runResource), next));
+  } else if (v.json === true) {
     for (const r of runs) stdout.write(`${JSON.stringify(toJson(RunSchema, r))}\n`);
   } else if (runs.length === 0) {
     info("no runs");
@@ -569,9 +606,9 @@ async function getCmd(c: Ctx): Promise<number> {
   c.about.runId = runId;
   const { run } = await c.client.getRun({ runId }, { timeoutMs: 30_000, signal: c.signal });
   const r = run ?? create(RunSchema);
-  stdout.write(
-    c.values.json === true ? `${JSON.stringify(toJson(RunSchema, r), null, 2)}\n` : showRun(r),
-  );
+  // --json is -o json here (the same text).
+  const fmt = c.output ?? (c.values.json === true ? ({ kind: "json" } as const) : undefined);
+  stdout.write(fmt === undefined ? showRun(r) : formatResource(fmt, runResource(r)));
   return EXIT.OK;
 }
 
@@ -584,6 +621,14 @@ async function eventsCmd(c: Ctx): Promise<number> {
   const follow = c.values.follow === true;
   const json = c.values.json === true;
   const st = makeStyle(wantColor(stdout.isTTY === true));
+  const fmt = c.output;
+  // -o: without --follow the events are one list; with it, each one as it comes (kubectl -w).
+  const listed: Event[] = [];
+  const print = (ev: Event): string => {
+    if (fmt === undefined)
+      return json ? `${canonicalJson(toJson(EventSchema, ev))}\n` : `${eventLine(ev, st)}\n`;
+    return `${fmt.kind === "yaml" ? "---\n" : ""}${formatResource(fmt, eventResource(ev))}`;
+  };
   const res = await followEvents({
     client: c.client,
     runId,
@@ -605,7 +650,8 @@ async function eventsCmd(c: Ctx): Promise<number> {
         info(`agentctl: lost the event stream (${explainError(err, c.ep)}); reconnecting…`);
     },
     onEvent: async (ev) => {
-      stdout.write(json ? `${canonicalJson(toJson(EventSchema, ev))}\n` : `${eventLine(ev, st)}\n`);
+      if (fmt !== undefined && !follow) listed.push(ev);
+      else stdout.write(print(ev));
       if (follow && ev.payload.case === "runPaused" && ev.payload.value.approvalId !== "") {
         const { run } = await c.client.getRun({ runId }, { timeoutMs: 10_000 });
         if (run?.pendingApprovalId === ev.payload.value.approvalId)
@@ -614,7 +660,10 @@ async function eventsCmd(c: Ctx): Promise<number> {
       return undefined;
     },
   });
-  if (!follow) return EXIT.OK;
+  if (!follow) {
+    if (fmt !== undefined) stdout.write(formatList(fmt, listed.map(eventResource)));
+    return EXIT.OK;
+  }
   // Following ends at the run's end: the exit code says how it ended.
   if (res.last !== undefined && TERMINAL_TYPES.has(res.last.type)) return outcomeCode(res.last);
   const { run } = await c.client.getRun({ runId }, { timeoutMs: 30_000, signal: c.signal });
@@ -641,8 +690,9 @@ async function waitCmd(c: Ctx): Promise<number> {
     },
   });
   const r = res.run;
+  if (c.output !== undefined && r !== undefined) await printRun(c, runId, r);
   if (res.code === EXIT.WAITING) {
-    stdout.write(`waiting\n`);
+    if (c.output === undefined) stdout.write(`waiting\n`);
     info(
       res.approvalId === ""
         ? `run ${runId} has not ended (${stateName(r?.state ?? RunState.UNSPECIFIED)})`
@@ -651,7 +701,7 @@ async function waitCmd(c: Ctx): Promise<number> {
     return res.code;
   }
   const state = stateName(r?.state ?? RunState.UNSPECIFIED);
-  stdout.write(`${state}\n`);
+  if (c.output === undefined) stdout.write(`${state}\n`);
   if (r?.error) info(`run ${runId} ${state}: ${r.error.code}: ${r.error.message}`);
   return res.code;
 }
@@ -720,6 +770,10 @@ async function cancelCmd(c: Ctx): Promise<number> {
     { timeoutMs: 30_000, signal: c.signal },
   );
   const state = run?.state ?? RunState.UNSPECIFIED;
+  if (c.output !== undefined) {
+    await printRun(c, runId, run);
+    return EXIT.OK;
+  }
   stdout.write(
     state === RunState.CANCELLED
       ? `run ${runId}: cancelled\n`
@@ -763,7 +817,9 @@ async function approvalsCmd(c: Ctx): Promise<number> {
     if (res.nextPageToken === "" || out.length >= limit) break;
     pageToken = res.nextPageToken;
   }
-  if (c.values.json === true) {
+  if (c.output !== undefined) {
+    stdout.write(formatList(c.output, out.map(approvalResource)));
+  } else if (c.values.json === true) {
     for (const a of out) stdout.write(`${JSON.stringify(toJson(ApprovalSchema, a))}\n`);
   } else if (out.length === 0) {
     info(runId === "" ? "no pending approvals" : `no pending approvals for run ${runId}`);
@@ -779,12 +835,39 @@ async function resolveCmd(c: Ctx, approve: boolean): Promise<number> {
   const d = { approvalId, approve, reason: str(c.values, "reason") ?? "" };
   const approval = await resolve(c.client, d, c.signal);
   const runId = approval?.runId ?? "?";
-  stdout.write(
-    `${approve ? "approved" : "denied"} ${approvalId} (run ${runId}${approval?.tool ? `, ${approval.tool}` : ""}); the run resumes on a worker\n`,
-  );
+  if (c.output !== undefined)
+    stdout.write(
+      formatResource(
+        c.output,
+        approvalResource(approval ?? create(ApprovalSchema, { approvalId })),
+      ),
+    );
+  else
+    stdout.write(
+      `${approve ? "approved" : "denied"} ${approvalId} (run ${runId}${approval?.tool ? `, ${approval.tool}` : ""}); the run resumes on a worker\n`,
+    );
   // A decision right after the request may race the worker's pause (internal/cli/approval.ts).
   if (approval !== undefined && mayRace(approval))
     await nudgeResume(c.client, runId, d, { signal: c.signal, budgetMs: 6000 });
+  return EXIT.OK;
+}
+
+// --- whoami -----------------------------------------------------------------------------------
+
+async function whoamiCmd(c: Ctx): Promise<number> {
+  const me = await c.client.whoAmI({}, { timeoutMs: 30_000, signal: c.signal });
+  if (c.output !== undefined) {
+    stdout.write(formatResource(c.output, principalResource(me)));
+    return EXIT.OK;
+  }
+  const st = makeStyle(wantColor(stdout.isTTY === true));
+  const rows: [string, string][] = [
+    ["principal", oneLine(me.principal, 200)],
+    ["tenant", oneLine(me.tenantId, 200)],
+    ["roles", me.roles.map((r) => oneLine(r, 40)).join(", ") || "(none)"],
+    ["server", c.ep.url],
+  ];
+  stdout.write(`${rows.map(([k, x]) => `${st.dim(k.padEnd(12))}${x}`).join("\n")}\n`);
   return EXIT.OK;
 }
 
@@ -856,6 +939,7 @@ const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
   approve: (c) => resolveCmd(c, true),
   deny: (c) => resolveCmd(c, false),
   "artifact get": artifactGetCmd,
+  whoami: whoamiCmd,
 };
 
 // --- entry ------------------------------------------------------------------------------------
