@@ -119,6 +119,6 @@ for s in "${steps[@]}"; do run_step "$s" || status=1; done
 
 echo "fresh machine: Debian $SUITE ($PACKAGES), commit $(git -C "$ROOT" rev-parse --short "$COMMIT"), $(nproc) cores"
 for s in "${steps[@]}"; do v="RESULT_$s"; echo "${!v:-make $s: not run}"; done
-summary="$(grep -E '^# (tests|pass|fail|cancelled|skipped|todo|duration_ms) ' "$STATE/test.log" 2>/dev/null | tr '\n' ' ' || true)"
+summary="$(grep -E '^(#|ℹ) (tests|pass|fail|cancelled|skipped) ' "$STATE/test.log" 2>/dev/null | sed 's/^[#ℹ] //' | tr '\n' ' ' || true)"
 [ -n "$summary" ] && [[ " ${steps[*]} " == *" test "* ]] && echo "make test: $summary"
 exit "$status"
