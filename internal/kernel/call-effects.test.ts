@@ -44,6 +44,26 @@ describe("callEffect: what a recorded call did to the workspace", () => {
     assert.equal(commandMayWrite({ argv: ["python3", "-c", "open('x','w')"] }), true);
   });
 
+  it("a never-writing name run by a path outside the system's directories is a write (the model's own script)", () => {
+    for (const command of [
+      "./cat f",
+      "bin/ls",
+      "/workspace/ls",
+      "sub/dir/grep x",
+      "rg --pre ./g.sh x",
+    ])
+      assert.equal(commandMayWrite({ command }), true, command);
+    for (const argv of [
+      ["./cat", "f"],
+      ["/workspace/bin/ls"],
+      ["rg", "--pre", "./g.sh", "x"],
+      ["rg", "--pre=./g.sh", "x"],
+    ])
+      assert.equal(commandMayWrite({ argv }), true, JSON.stringify(argv));
+    for (const command of ["/bin/cat f", "/usr/bin/ls -la", "rg foo ."])
+      assert.equal(commandMayWrite({ command }), false, command);
+  });
+
   it("hostile inputs count as writes (never as read-only)", () => {
     for (const input of [
       undefined,

@@ -8,6 +8,7 @@
  * Must never: call a command read-only when the analysis cannot see what it runs (dynamic
  * lines, redirections, unknown programs all count as writing).
  */
+import { argvLine } from "../tools/run-command.ts";
 import { SETUP_TOOL } from "../tools/setup-run.ts";
 import { analyzeCommand } from "./command-analysis.ts";
 import { READ_ONLY_TOOLS } from "./kernel.ts";
@@ -53,13 +54,35 @@ export function commandMayWrite(input: unknown): boolean {
   const cwd = typeof i.cwd === "string" ? i.cwd : "";
   if (typeof i.command === "string") return lineMayWrite(i.command, cwd);
   if (Array.isArray(i.argv) && i.argv.length > 0 && i.argv.every((a) => typeof a === "string")) {
-    const [program, ...args] = i.argv as string[];
-    const name = (program ?? "").split("/").pop() ?? "";
-    // No shell: nothing is redirected, and a wrapper's command is not analysed here.
-    return !NEVER_WRITES.has(name) || WRAPPERS.has(name) || args.length > 64;
+    const argv = i.argv as string[];
+    const name = (argv[0] ?? "").split("/").pop() ?? "";
+    // The same analysis as a shell line (options that run a program, such as rg --pre, and
+    // a program named by a path); a wrapper's command is not analysed here.
+    return WRAPPERS.has(name) || argv.length > 65 || lineMayWrite(argvLine(argv), cwd);
   }
   return true;
 }
+
+/** Where the programs of NEVER_WRITES live; a program of that name anywhere else may be the model's own. */
+const SYSTEM_DIRS = ["/bin/", "/usr/bin/", "/sbin/", "/usr/sbin/", "/usr/local/bin/"];
+
+/**
+ * Whether a command of the line is named by a path outside the system's directories
+ * (`./cat`, `bin/ls`, `/workspace/ls`: a script the model may have written). A word that
+ * merely looks so (an argument `dir/cat`) counts too: unsure is writing.
+ */
+function runsAPathProgram(words: readonly string[], names: readonly string[]): boolean {
+  return words.some(
+    (w) =>
+      w.includes("/") &&
+      names.some((n) => w.endsWith(`/${n}`) && !SYSTEM_DIRS.some((d) => w === `${d}${n}`)),
+  );
+}
+
+/** rg and ag run a preprocessor named by --pre. */
+const RUNS_A_PROGRAM = (c: { name: string; args: readonly string[] }): boolean =>
+  (c.name === "rg" || c.name === "ag") &&
+  c.args.some((x) => x === "--pre" || x.startsWith("--pre="));
 
 /** Programs that run another program named in their arguments. */
 const WRAPPERS = new Set(["env", "nice", "nohup", "timeout", "time", "command", "builtin"]);
@@ -69,5 +92,9 @@ function lineMayWrite(line: string, cwd: string): boolean {
   const a = analyzeCommand(line, { cwd });
   if (a.dynamic.length > 0 || a.destructive.length > 0) return true;
   if (a.writes.some((w) => !NOT_A_FILE.has(w))) return true;
-  return a.commands.some((c) => !NEVER_WRITES.has(c.name));
+  if (a.commands.some((c) => !NEVER_WRITES.has(c.name) || RUNS_A_PROGRAM(c))) return true;
+  return runsAPathProgram(
+    a.words,
+    a.commands.map((c) => c.name),
+  );
 }
