@@ -35,6 +35,17 @@ export const LOST_REASON =
 /** Sandbox up, context ready, the start recorded: the first transition of every drive. */
 export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext } | { next: Next }> {
   if (d.cancel.signal.aborted) return { next: { to: "cancel" } };
+  // A drive that found the log rewound recorded log.rewound but died (or lost Redis) before
+  // run.failed: the loss is known, so the run fails now and nothing of it runs.
+  const loss = d.events.find((e) => e.payload.case === "logRewound");
+  if (loss?.payload.case === "logRewound")
+    return {
+      next: {
+        to: "fail",
+        code: "EREWOUND",
+        message: `the stored log lost events after seq ${loss.payload.value.storedSeq} (recorded at seq ${loss.seq}); what they recorded is unknown, so the run cannot go on`,
+      },
+    };
   if (d.missingSecrets.length > 0)
     return {
       next: {
