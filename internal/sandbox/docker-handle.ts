@@ -64,6 +64,8 @@ export interface HandleOptions {
   toolEnv?: Readonly<Record<string, string>>;
   /** After the container is removed (the run's egress network goes with it). */
   afterDestroy?: () => Promise<void>;
+  /** DockerSandboxHandle.startedAt. */
+  startedAt?: string;
 }
 
 export class DockerSandboxHandle implements SandboxHandle {
@@ -71,6 +73,11 @@ export class DockerSandboxHandle implements SandboxHandle {
   readonly runId: string;
   readonly egress?: { host: string; port: number };
   readonly toolEnv?: Readonly<Record<string, string>>;
+  /**
+   * When the engine last started the container, as it said once the workspace was filled
+   * (or the container found): another start since means its tmpfs workspace is gone.
+   */
+  startedAt: string | undefined;
   readonly #container: Docker.Container;
   readonly #opts: HandleOptions;
   #channel: ControlChannel | AgentChannel | undefined;
@@ -97,6 +104,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     if (opts.toolEnv !== undefined) this.toolEnv = opts.toolEnv;
     this.#channel = opts.channel;
     this.#quiet = opts.channel !== undefined;
+    this.startedAt = opts.startedAt;
   }
 
   async exec(req: ExecRequest): Promise<ExecResult> {
@@ -491,10 +499,17 @@ export class DockerSandboxHandle implements SandboxHandle {
     });
   }
 
+  /**
+   * Lost: stopped, gone, its main process's channel ended (the container stopped or
+   * restarted meanwhile), or started again since its workspace was filled (a restart that
+   * came and went between two looks: its tmpfs workspace is empty).
+   */
   async lost(): Promise<boolean> {
     if (this.#lost !== undefined || this.#destroyed) return true;
+    if (this.#channel !== undefined && !this.#channel.alive()) return true;
     try {
-      return !(await this.#container.inspect()).State.Running;
+      const { State } = await this.#container.inspect();
+      return !State.Running || (this.startedAt !== undefined && State.StartedAt !== this.startedAt);
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode === 404) return true;
       throw dockerError(err, `look at the sandbox of run ${this.runId}`);

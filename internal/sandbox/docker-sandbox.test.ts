@@ -482,4 +482,30 @@ describe("warm containers", () => {
     assert.equal(await sandbox.find(runId), undefined, "the caller starts over from a snapshot");
     await assert.rejects(docker.getContainer(h.id).inspect(), /no such container/i);
   });
+
+  it("a container restarted since its fill is lost to its handle and not found: running again, its tmpfs workspace empty", async () => {
+    const runId = ulid();
+    const h = await sandbox.create({ ...shape(), runId, tenantId: "acme" });
+    await run(h, "echo work > done.txt");
+    assert.equal(await h.lost?.(), false, "a filled, running container is not lost");
+    // Found by another owner before the restart: the mark is there, the workspace too.
+    const before = await sandbox.find(runId);
+    assert.equal(before?.id, h.id);
+    before?.detach?.();
+    await docker.getContainer(h.id).restart({ t: 1 });
+    assert.equal((await docker.getContainer(h.id).inspect()).State.Running, true);
+    assert.equal(await h.lost?.(), true, "the handle sees the restart");
+    assert.equal(await sandbox.find(runId), undefined, "never taken for the run's workspace");
+    await assert.rejects(docker.getContainer(h.id).inspect(), /no such container/i);
+  });
+
+  it("a container named for its run whose fill never ended is not found", async () => {
+    const runId = ulid();
+    const h = await sandbox.create({ ...shape(), runId, tenantId: "acme" });
+    // As a worker dying between the name and the end of the fill leaves it.
+    await run(h, "rm -f /tmp/.agentd-filled");
+    h.detach?.();
+    assert.equal(await sandbox.find(runId), undefined);
+    await assert.rejects(docker.getContainer(h.id).inspect(), /no such container/i);
+  });
 });

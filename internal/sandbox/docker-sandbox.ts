@@ -43,6 +43,7 @@ import {
   removeEgressNetwork,
 } from "./egress-network.ts";
 import { CONTROL_LOOP } from "./exec-scripts.ts";
+import { isFilled, LABEL_FILL_MARK, markFilled } from "./fill-mark.ts";
 import { ensureImage } from "./image-pull.ts";
 import type {
   ReapOptions,
@@ -218,6 +219,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       Labels: {
         ...labels,
         [LABEL_MANAGED]: managed,
+        [LABEL_FILL_MARK]: "1",
         ...(main.kind === "bundle" ? { [LABEL_AGENT]: "injected" } : {}),
       },
       NetworkDisabled: shape.network === "none",
@@ -344,8 +346,9 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       agentPath?: string;
       ownEnv?: Readonly<Record<string, string>>;
       toolEnv?: Readonly<Record<string, string>>;
+      startedAt?: string;
     },
-  ): SandboxHandle => {
+  ): DockerSandboxHandle => {
     const ws = shape !== undefined ? workspaceMount(shape) : mountOfSpec(extra.tmpfs ?? "");
     const net = extra.egress;
     // A channel to an injected agent runs agentd's own calls with the bundle's PATH.
@@ -359,6 +362,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       ...(extra.ownEnv === undefined ? {} : { ownEnv: extra.ownEnv }),
       ...(toolEnv === undefined ? {} : { toolEnv }),
       ...(extra.baseTar === undefined ? {} : { baseTar: extra.baseTar }),
+      ...(extra.startedAt === undefined ? {} : { startedAt: extra.startedAt }),
       ...(net === undefined
         ? {}
         : {
@@ -382,16 +386,28 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
     }
     try {
       await channel.unpack(source);
+      return await filled(
+        handle(channel.container, spec.runId, spec, {
+          channel,
+          egress: net,
+          ...(baseTar === undefined ? {} : { baseTar }),
+        }),
+      );
     } catch (err) {
       await channel.discard();
       await removeEgressNetwork(docker, netName).catch(() => undefined);
       throw dockerError(err, `fill the sandbox of run ${spec.runId}`);
     }
-    return handle(channel.container, spec.runId, spec, {
-      channel,
-      egress: net,
-      ...(baseTar === undefined ? {} : { baseTar }),
-    });
+  }
+
+  /**
+   * A handle whose workspace is complete: marked filled (fill-mark.ts) and knowing when its
+   * container started, so that a restart since is seen as a loss (DockerSandboxHandle.lost).
+   */
+  async function filled(h: DockerSandboxHandle): Promise<DockerSandboxHandle> {
+    await markFilled(h);
+    h.startedAt = (await docker.getContainer(h.id).inspect()).State.StartedAt;
+    return h;
   }
 
   return {
@@ -414,9 +430,12 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
           // dying mid-unpack leaves an abandoned warm container (reaped), never a run's
           // container with half a workspace that a taker would go on with.
           await warm.unpack(source);
+          const h = await filled(
+            handle(warm.container, spec.runId, spec, { channel: warm, baseTar }),
+          );
           await warm.container.rename({ name: containerName(managed, spec.runId) });
           took("warm");
-          return handle(warm.container, spec.runId, spec, { channel: warm, baseTar });
+          return h;
         } catch {
           // Gone meanwhile (removed by hand, engine restarted) or the unpack failed.
           await warm.discard();
@@ -428,12 +447,13 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       });
       try {
         await channel.unpack(source);
+        const h = await filled(handle(channel.container, spec.runId, spec, { channel, baseTar }));
+        took("cold");
+        return h;
       } catch (err) {
         await channel.discard();
         throw dockerError(err, `fill the sandbox of run ${spec.runId}`);
       }
-      took("cold");
-      return handle(channel.container, spec.runId, spec, { channel, baseTar });
     },
 
     async hasImage(image: string): Promise<boolean> {
@@ -484,12 +504,20 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
           : injected
             ? BUNDLE_AGENT
             : agentPathOf(info.Config.Labels);
-      return handle(docker.getContainer(info.Id), runId, undefined, {
+      const h = handle(docker.getContainer(info.Id), runId, undefined, {
         tmpfs: tmpfs ?? "",
+        startedAt: info.State.StartedAt,
         ...(egress === undefined ? {} : { egress }),
         ...(agentPath === undefined ? {} : { agentPath }),
         ...(injected ? { ownEnv: BUNDLE_ENV, toolEnv: BUNDLE_TOOL_ENV } : {}),
       });
+      // Restarted since its fill (its tmpfs empty again), or named before the fill ended:
+      // no workspace of the run's. The caller starts over from the last snapshot.
+      if (info.Config.Labels[LABEL_FILL_MARK] === "1" && !(await isFilled(h))) {
+        await h.destroy().catch(() => undefined);
+        return undefined;
+      }
+      return h;
     },
 
     async reap(isLive, reapOpts = {}): Promise<string[]> {

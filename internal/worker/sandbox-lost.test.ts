@@ -44,7 +44,17 @@ import {
 import { PATCH } from "./run-artifacts.ts";
 import { type DriveOutcome, driveRun } from "./run-driver.ts";
 
-type Loss = "kill" | "stop" | "agent" | "end" | "takeover" | "held" | "heldstop" | "halfway";
+type Loss =
+  | "kill"
+  | "stop"
+  | "agent"
+  | "end"
+  | "rend"
+  | "takeover"
+  | "rtakeover"
+  | "held"
+  | "heldstop"
+  | "halfway";
 
 let dir: string;
 let log: FileEventLog;
@@ -117,7 +127,7 @@ async function model(req: StubRequest): Promise<StubReply> {
       });
     case 3: {
       const loss = losses.get(key);
-      if (loss?.how === "takeover" || loss?.how === "halfway") {
+      if (loss?.how === "takeover" || loss?.how === "rtakeover" || loss?.how === "halfway") {
         // The worker stops (released at the next step boundary); the container is lost
         // while no drive holds the run, and the next owner finds it gone.
         loss.stop?.abort();
@@ -126,7 +136,7 @@ async function model(req: StubRequest): Promise<StubReply> {
         loss.done = true;
       }
       // "end": the model answers at once, so the drive's next move is to complete.
-      if (key.startsWith("lost-end-")) return sayReply("all done");
+      if (key.startsWith("lost-end-") || key.startsWith("lost-rend-")) return sayReply("all done");
       return callReply("call_4", "process.run", { command: "cat hello.txt" });
     }
     default:
@@ -137,6 +147,14 @@ async function model(req: StubRequest): Promise<StubReply> {
 /** Loses the run's container the way `how` says, and waits until the engine shows it stopped. */
 async function loseContainer(how: Loss, runId: string): Promise<void> {
   const c = docker.getContainer(containerName(label, runId));
+  if (how === "rend") {
+    // Stopped and started again by the engine: running, its tmpfs workspace empty.
+    const before = (await c.inspect()).State.StartedAt;
+    await c.restart({ t: 2 });
+    const again = await c.inspect();
+    assert.ok(again.State.Running && again.State.StartedAt !== before, "restarted");
+    return;
+  }
   if (how === "kill" || how === "end") await c.kill();
   else if (how === "stop") await c.stop({ t: 2 });
   else {
@@ -219,6 +237,10 @@ async function driveToEnd(runId: string, onLost: "fail" | "continue"): Promise<D
       await loseContainer("kill", runId);
       loss.done = true;
     }
+    if (loss?.how === "rtakeover" && !loss.done) {
+      await loseContainer("rend", runId);
+      loss.done = true;
+    }
     if (loss?.how === "halfway" && !loss.done) {
       await leftMidRecovery(runId);
       loss.done = true;
@@ -296,43 +318,45 @@ describe("a run whose container is lost goes on from a recovered workspace (sand
 });
 
 describe("a container lost while the model finishes", () => {
-  it("the run does not complete from a replacement: the next drive recovers, tells the model, and only then completes", async () => {
-    const { runId, key } = await newRun("end");
-    const outcomes = await driveToEnd(runId, "continue");
-    assert.deepEqual(outcomes, ["released", "completed"]);
-    const evs = await events(runId);
-    const lost = payloadsOf(evs, "sandboxLost");
-    assert.deepEqual(lost[0]?.reappliedCallIds, ["call_1"]);
-    assert.deepEqual(lost[0]?.lostCallIds, ["call_2", "call_3"]);
-    assert.ok(toldRequests(key).length > 0, "the model was asked again, told of the loss");
-    const seqOf = (c: string) => evs.findIndex((e) => e.payload.case === c);
-    assert.ok(seqOf("sandboxLost") < seqOf("runCompleted"));
-    const patch = await finalPatch(evs);
-    assert.match(patch, /^\+hello$/m);
-    assert.match(patch, /^\+made twice$/m);
-    assertPatchHoldsApplied(evs, patch);
-  });
+  for (const how of ["end", "rend"] as const)
+    it(`${how === "end" ? "docker kill" : "docker restart (running again, its workspace empty)"}: the run does not complete from a replacement: the next drive recovers, tells the model, and only then completes`, async () => {
+      const { runId, key } = await newRun(how);
+      const outcomes = await driveToEnd(runId, "continue");
+      assert.deepEqual(outcomes, ["released", "completed"]);
+      const evs = await events(runId);
+      const lost = payloadsOf(evs, "sandboxLost");
+      assert.deepEqual(lost[0]?.reappliedCallIds, ["call_1"]);
+      assert.deepEqual(lost[0]?.lostCallIds, ["call_2", "call_3"]);
+      assert.ok(toldRequests(key).length > 0, "the model was asked again, told of the loss");
+      const seqOf = (c: string) => evs.findIndex((e) => e.payload.case === c);
+      assert.ok(seqOf("sandboxLost") < seqOf("runCompleted"));
+      const patch = await finalPatch(evs);
+      assert.match(patch, /^\+hello$/m);
+      assert.match(patch, /^\+made twice$/m);
+      assertPatchHoldsApplied(evs, patch);
+    });
 });
 
 describe("a taker finds the container gone", () => {
-  it("the run released by a stopping worker, its container killed before the next drive: recovered at the start, the read-only call not lost", async () => {
-    const { runId, key } = await newRun("takeover");
-    const outcomes = await driveToEnd(runId, "continue");
-    assert.deepEqual(outcomes, ["released", "completed"]);
-    const evs = await events(runId);
-    const r4 = payloadsOf(evs, "toolResult").find((r) => r.callId === "call_4");
-    assert.equal(r4?.ok, true, "call_4 (cat) ran before the worker let go");
-    const lost = payloadsOf(evs, "sandboxLost");
-    assert.equal(lost.length, 1);
-    assert.deepEqual(lost[0]?.reappliedCallIds, ["call_1"]);
-    // call_4 only read: nothing of it is lost.
-    assert.deepEqual(lost[0]?.lostCallIds, ["call_2", "call_3"]);
-    assert.ok(toldRequests(key).length > 0, "the model was told");
-    const patch = await finalPatch(evs);
-    assert.match(patch, /^\+hello$/m);
-    assert.match(patch, /^\+made twice$/m);
-    assertPatchHoldsApplied(evs, patch);
-  });
+  for (const how of ["takeover", "rtakeover"] as const)
+    it(`the run released by a stopping worker, its container ${how === "takeover" ? "killed" : "restarted (running, its workspace empty)"} before the next drive: recovered at the start, the read-only call not lost`, async () => {
+      const { runId, key } = await newRun(how);
+      const outcomes = await driveToEnd(runId, "continue");
+      assert.deepEqual(outcomes, ["released", "completed"]);
+      const evs = await events(runId);
+      const r4 = payloadsOf(evs, "toolResult").find((r) => r.callId === "call_4");
+      assert.equal(r4?.ok, true, "call_4 (cat) ran before the worker let go");
+      const lost = payloadsOf(evs, "sandboxLost");
+      assert.equal(lost.length, 1);
+      assert.deepEqual(lost[0]?.reappliedCallIds, ["call_1"]);
+      // call_4 only read: nothing of it is lost.
+      assert.deepEqual(lost[0]?.lostCallIds, ["call_2", "call_3"]);
+      assert.ok(toldRequests(key).length > 0, "the model was told");
+      const patch = await finalPatch(evs);
+      assert.match(patch, /^\+hello$/m);
+      assert.match(patch, /^\+made twice$/m);
+      assertPatchHoldsApplied(evs, patch);
+    });
 });
 
 describe("a container lost while the run waits for a person", () => {
