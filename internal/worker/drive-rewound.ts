@@ -9,17 +9,21 @@
  *
  * What it does: counts the loss (agentd_log_rewound_total{found_by="writer"}), logs both
  * heads, removes the container (nothing of the run may still run when its end is written),
- * then appends `log.rewound` on the stored head and `run.failed` (EREWOUND) right after it,
- * so every reader sees the loss where it happened. Both appends are conditional on the
+ * then appends `log.rewound` on the stored head, an `interrupted` result for every call the
+ * stored log holds open (its tool.started may be among the lost events: whether it ran is
+ * unknown), and `run.failed` (EREWOUND) right after, so every reader sees the loss where
+ * it happened and no run ends with a call that has no result. Both appends are conditional on the
  * stored head (expectedSeq), not fenced: the loss may have taken the lease epoch back too.
  *
- * Must never: seal anything on the stored head but these two records, or fence them with
- * an epoch the store may no longer hold.
+ * Must never: seal anything on the stored head but these records, or fence them with an
+ * epoch the store may no longer hold.
  */
 import { create } from "@bufbuild/protobuf";
+import { projectHistory } from "../engine/context.ts";
 import { isAgentdError } from "../errors.ts";
 import type { LogRewoundError } from "../eventlog/log-rewound-error.ts";
-import { LogRewoundSchema, RunFailedSchema } from "../gen/agentd/v1/events_pb.js";
+import { LogRewoundSchema, RunFailedSchema, ToolResultSchema } from "../gen/agentd/v1/events_pb.js";
+import { observeToolResult } from "../telemetry/event-metrics.ts";
 import { metrics } from "../telemetry/metrics.ts";
 import type { Drive } from "./drive.ts";
 import { endedElsewhere } from "./drive-end.ts";
@@ -78,10 +82,11 @@ async function record(
       }),
     },
   });
+  const head = await answerStoredOpenCalls(d);
   await d.deps.log
     .append({
       ...base,
-      expectedSeq: storedSeq + 1,
+      expectedSeq: head,
       payload: {
         case: "runFailed",
         value: create(RunFailedSchema, {
@@ -111,4 +116,37 @@ async function record(
         },
       });
     });
+}
+
+/** What an open call of a rewound log is answered: its fate is among what was lost. */
+export const REWOUND_UNKNOWN =
+  "the stored log lost events recorded after this call; whether it ran, and what it did, is unknown. It was not run again";
+
+/**
+ * Answers each call the stored log holds open, each append conditional on the head it read
+ * (another append meanwhile: read again, so no call is answered twice). Returns the head
+ * once none is open.
+ */
+async function answerStoredOpenCalls(d: Drive): Promise<number> {
+  const base = { runId: d.runId, sessionId: d.sessionId };
+  for (let tries = 0; ; ) {
+    const stored = (await d.deps.log.read(d.runId, 0)).map((e) => e.event);
+    const [p] = projectHistory(stored).pending;
+    if (p === undefined) return stored.length;
+    const result = create(ToolResultSchema, {
+      callId: p.callId,
+      ok: false,
+      error: { code: "interrupted", message: REWOUND_UNKNOWN },
+    });
+    try {
+      await d.deps.log.append({
+        ...base,
+        expectedSeq: stored.length,
+        payload: { case: "toolResult", value: result },
+      });
+      observeToolResult(p.tool, "none", result);
+    } catch (e) {
+      if (!isAgentdError(e, "ECONFLICT") || ++tries >= RECORD_TRIES) throw e;
+    }
+  }
 }

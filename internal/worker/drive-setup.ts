@@ -145,7 +145,7 @@ async function runSetupCall(
   return asked;
 }
 
-function setupCalls(events: readonly Event[]): number {
+export function setupCalls(events: readonly Event[]): number {
   return events.filter((e) => e.payload.case === "toolCall" && e.payload.value.tool === SETUP_TOOL)
     .length;
 }

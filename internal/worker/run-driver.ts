@@ -38,7 +38,7 @@ import { CA_ENV, type DriveEgressOptions, networkOf } from "./drive-egress.ts";
 import { cancel, complete, endedElsewhere, fail, outcomeOf } from "./drive-end.ts";
 import { hold, pause, resume } from "./drive-hold.ts";
 import { rewound } from "./drive-rewound.ts";
-import { setupStep } from "./drive-setup.ts";
+import { setupCalls, setupStep } from "./drive-setup.ts";
 import { start } from "./drive-start.ts";
 import { step } from "./drive-step.ts";
 import { redactError } from "./redacted-error.ts";
@@ -185,8 +185,16 @@ async function drive(d: Drive): Promise<DriveOutcome> {
     if (!("ctx" in started)) return await finish(d, started.next);
     const { ctx } = started;
     let next: Next = started.next;
-    // Once per run, before the model's first step (and again only for a new container).
-    if ("to" in next && next.to === "settle") next = (await setupStep(d, ctx.setupInputs)) ?? next;
+    // Once per run, before the model's first step (and again only for a new container: a
+    // run taken over while its approval waits runs it once the approval is resolved,
+    // before the approved call).
+    let setupDone = false;
+    const setup = async (n: Next): Promise<Next> => {
+      if (setupDone || !("to" in n) || (n.to !== "settle" && n.to !== "step")) return n;
+      setupDone = true;
+      return (await setupStep(d, ctx.setupInputs)) ?? n;
+    };
+    if ("to" in next && next.to === "settle") next = await setup(next);
     while (!("done" in next)) {
       if (d.cancel.signal.aborted && next.to !== "cancel") next = { to: "cancel" };
       switch (next.to) {
@@ -199,6 +207,8 @@ async function drive(d: Drive): Promise<DriveOutcome> {
           break;
         case "resume":
           next = await resume(d);
+          // Only a setup the run already had runs again (never a first one mid-run).
+          if (d.freshBox && setupCalls(d.events) > 0) next = await setup(next);
           break;
         default:
           return await finish(d, next);

@@ -17,14 +17,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
 import type Docker from "dockerode";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
-import type { Event } from "../gen/agentd/v1/events_pb.js";
+import { type Event, RunCancelRequestedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { containerName } from "../sandbox/docker-sandbox.ts";
-import type { Sandbox } from "../sandbox/port.ts";
+import type { ExecRequest, Sandbox, SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
@@ -41,6 +42,7 @@ import {
   sayReply,
   testImagePolicy,
 } from "../testing/worker-fixtures.ts";
+import { RECOVERY_MARKER } from "./recovery-marker.ts";
 import { PATCH } from "./run-artifacts.ts";
 import { type DriveOutcome, driveRun } from "./run-driver.ts";
 
@@ -52,8 +54,10 @@ type Loss =
   | "rend"
   | "takeover"
   | "rtakeover"
+  | "rcancel"
   | "held"
   | "heldstop"
+  | "heldsetup"
   | "halfway";
 
 let dir: string;
@@ -127,10 +131,10 @@ async function model(req: StubRequest): Promise<StubReply> {
       });
     case 3: {
       const loss = losses.get(key);
-      if (loss?.how === "takeover" || loss?.how === "rtakeover" || loss?.how === "halfway") {
+      if (["takeover", "rtakeover", "rcancel", "halfway"].includes(loss?.how ?? "")) {
         // The worker stops (released at the next step boundary); the container is lost
         // while no drive holds the run, and the next owner finds it gone.
-        loss.stop?.abort();
+        loss?.stop?.abort();
       } else if (loss !== undefined && !loss.done) {
         await loseContainer(loss.how, loss.runId);
         loss.done = true;
@@ -217,7 +221,11 @@ async function newRun(how: Loss): Promise<{ runId: string; key: string }> {
 }
 
 /** Drives the run as workers would: each released drive is followed by the next claim's. */
-async function driveToEnd(runId: string, onLost: "fail" | "continue"): Promise<DriveOutcome[]> {
+async function driveToEnd(
+  runId: string,
+  onLost: "fail" | "continue",
+  boxes: Sandbox = sandbox,
+): Promise<DriveOutcome[]> {
   const p: Policy = { ...policy, sandbox: { ...policy.sandbox, onLost } };
   const outcomes: DriveOutcome[] = [];
   const loss = [...losses.values()].find((l) => l.runId === runId);
@@ -226,14 +234,14 @@ async function driveToEnd(runId: string, onLost: "fail" | "continue"): Promise<D
     const stop = new AbortController();
     if (loss !== undefined) loss.stop = stop;
     const o = await driveRun(
-      stubDriverDeps({ log, policy: p, sandbox, artifacts, baseURL: stub.baseURL }),
+      stubDriverDeps({ log, policy: p, sandbox: boxes, artifacts, baseURL: stub.baseURL }),
       runId,
       epoch,
       stop.signal,
     );
     outcomes.push(o);
     if (o !== "released") return outcomes;
-    if (loss?.how === "takeover" && !loss.done) {
+    if ((loss?.how === "takeover" || loss?.how === "rcancel") && !loss.done) {
       await loseContainer("kill", runId);
       loss.done = true;
     }
@@ -439,6 +447,67 @@ describe("a container lost while held, then the worker stops", () => {
   });
 });
 
+describe("a container lost while held, taken over while the approval still waits", () => {
+  it("the taker recovers, holds, and once approved runs the setup again before the approved call", async () => {
+    const { runId, key } = await newRun("heldsetup");
+    const loss = losses.get(key);
+    const p: Policy = {
+      ...policy,
+      sandbox: { ...policy.sandbox, onLost: "continue" },
+      tools: { ...policy.tools, setup: "echo deps > /tmp/deps.txt" },
+    };
+    const deps = stubDriverDeps(
+      { log, policy: p, sandbox, artifacts, baseURL: stub.baseURL },
+      { approvalHoldMs: 120_000 },
+    );
+    const stop = new AbortController();
+    const first = driveRun(deps, runId, await log.bumpEpoch(runId), stop.signal);
+    const waitFor = async (what: string, has: (evs: Event[]) => boolean) => {
+      for (let i = 0; i < 1200; i++) {
+        if (has(await events(runId))) return;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.fail(`${what} within 120 s`);
+    };
+    await waitFor("call_3 asked for an approval", (evs) =>
+      evs.some((e) => e.payload.case === "approvalRequested"),
+    );
+    await loseContainer("kill", runId);
+    if (loss !== undefined) loss.done = true;
+    stop.abort();
+    assert.equal(await first, "released");
+    // The taker begins while the approval still waits: it recovers and holds the run.
+    const second = driveRun(deps, runId, await log.bumpEpoch(runId), new AbortController().signal);
+    await waitFor("the taker recovered the workspace", (evs) =>
+      evs.some((e) => e.payload.case === "sandboxLost"),
+    );
+    const evs0 = await events(runId);
+    const approvalId = payloadsOf(evs0, "approvalRequested")[0]?.approvalId ?? "";
+    await approveInLog(log, { runId, sessionId: evs0[0]?.sessionId ?? "" }, approvalId);
+    assert.equal(await second, "completed");
+    const evs = await events(runId);
+    const at = (pred: (e: Event) => boolean) => evs.findIndex(pred);
+    const setups = evs.flatMap((e, i) =>
+      e.payload.case === "toolResult" &&
+      payloadsOf(evs, "toolCall").some(
+        (c) =>
+          c.callId === (e.payload.value as { callId: string }).callId && c.tool === "setup.run",
+      )
+        ? [i]
+        : [],
+    );
+    assert.equal(setups.length, 2, "the setup ran at the start and again in the new container");
+    const call3 = at((e) => e.payload.case === "toolResult" && e.payload.value.callId === "call_3");
+    assert.ok(at((e) => e.payload.case === "sandboxLost") < (setups[1] ?? -1));
+    assert.ok(
+      (setups[1] ?? Number.MAX_SAFE_INTEGER) < call3,
+      "the setup ran before the approved call",
+    );
+    const patch = await finalPatch(evs);
+    assert.match(patch, /^\+approved$/m);
+  });
+});
+
 describe("a container left mid-recovery", () => {
   it("is not taken for a recovered one: the next drive replaces it and recovers anew", async () => {
     const { runId } = await newRun("halfway");
@@ -451,6 +520,65 @@ describe("a container left mid-recovery", () => {
     const patch = await finalPatch(evs);
     assert.match(patch, /^\+hello$/m, "call_1's change is back, not the half-recovered file");
     assertPatchHoldsApplied(evs, patch);
+  });
+});
+
+/**
+ * The sandbox as it is, except that in a container being recovered (the marker made) the
+ * first call that carries the drive's cancel signal first has a person cancel the run and
+ * waits until the drive's cancel watch has seen it: a cancel that lands mid-recovery.
+ */
+function cancelMidRecovery(inner: Sandbox, runId: string): Sandbox {
+  const wrap = (h: SandboxHandle): SandboxHandle => {
+    let marked = false;
+    return new Proxy(h, {
+      get(t, k) {
+        if (k === "exec")
+          return async (req: ExecRequest) => {
+            if (marked && req.signal !== undefined && !req.signal.aborted) {
+              marked = false;
+              const sessionId = (await events(runId))[0]?.sessionId ?? "";
+              await log.append({
+                runId,
+                sessionId,
+                payload: {
+                  case: "runCancelRequested",
+                  value: create(RunCancelRequestedSchema, {
+                    reason: "enough",
+                    requestedBy: "alice",
+                  }),
+                },
+              });
+              const signal = req.signal;
+              await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
+            }
+            const r = await t.exec(req);
+            if (req.argv[0] === "touch" && req.argv.includes(RECOVERY_MARKER)) marked = true;
+            return r;
+          };
+        const v = Reflect.get(t, k, t);
+        return typeof v === "function" ? v.bind(t) : v;
+      },
+    });
+  };
+  return { ...inner, create: async (spec) => wrap(await inner.create(spec)) };
+}
+
+describe("a cancel that lands while a lost container is recovered", () => {
+  it("cancels the run: no sandbox.lost listing the patches the cancel cut short, no ESANDBOX_LOST", async () => {
+    const { runId } = await newRun("rcancel");
+    const outcomes = await driveToEnd(runId, "fail", cancelMidRecovery(sandbox, runId));
+    assert.deepEqual(outcomes, ["released", "cancelled"]);
+    const evs = await events(runId);
+    assert.deepEqual(payloadsOf(evs, "sandboxLost"), [], "nothing recorded lost");
+    assert.deepEqual(payloadsOf(evs, "runFailed"), []);
+    assert.equal(payloadsOf(evs, "runCancelled")[0]?.cancelledBy, "alice");
+    assert.equal(verifyChain((await log.read(runId, 0)).map((e) => e.json)).ok, true);
+    const boxes = await docker.listContainers({
+      all: true,
+      filters: { label: [`agentd.run-id=${runId}`] },
+    });
+    assert.deepEqual(boxes, [], "no container of the run is left");
   });
 });
 

@@ -81,7 +81,8 @@ export function planRecovery(events: readonly Event[]): RecoveryPlan {
 /**
  * Re-applies the plan's patches in the new container `box` and records `sandbox.lost` when
  * the log had writes since the restore point. Returns the run's end when the policy fails
- * it, else undefined (the drive goes on).
+ * it or a cancel landed meanwhile (nothing recorded lost then), else undefined (the drive
+ * goes on).
  */
 export async function recoverWorkspace(
   d: Drive,
@@ -98,6 +99,9 @@ export async function recoverWorkspace(
   // In log order: a patch that comes after a lost command may no longer apply (or apply to
   // a different diff), and is then lost itself.
   for (const p of plan.patches) {
+    // Cancelled meanwhile: the run ends cancelled; a patch the cancel cut short is not lost
+    // (the container, marked, goes with the run).
+    if (d.cancel.signal.aborted) return { to: "cancel" };
     const r = await reapplyPatch({
       sandbox: box,
       policy,
@@ -109,6 +113,7 @@ export async function recoverWorkspace(
     if (r.ok) reapplied.push(p.callId);
     else lost.push({ callId: p.callId, tool: "repo.patch", why: r.why });
   }
+  if (d.cancel.signal.aborted) return { to: "cancel" };
   const inOrder = [...plan.lost, ...lost].sort(
     (a, b) => order(d.events, a.callId) - order(d.events, b.callId),
   );
