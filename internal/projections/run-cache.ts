@@ -2,6 +2,10 @@
  * A cached Run projection per run, caught up from the log on read: the cache holds the
  * fold up to some seq, and each read applies only the events after it. It can be dropped
  * at any time and rebuilt from the log with the same answer (the log is the truth).
+ * Each entry knows the hash of the last event it folded (lastHash): a log that lost events since (a
+ * rewind: its head behind the entry, the same seq with another hash, or a next event that
+ * does not chain onto it) is folded again from the start, never answered from the entry.
+ * Must never: answer with events the stored log no longer holds.
  */
 import type { EventLog, RunHead } from "../eventlog/port.ts";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
@@ -27,11 +31,25 @@ export class RunProjectionCache {
 
   /** The run projected up to `head.seq` (read from the log when not given). */
   async get(runId: string, head?: RunHead): Promise<Run | undefined> {
-    const h = head ?? (await this.#log.head(runId));
+    let h = head ?? (await this.#log.head(runId));
     if (h === undefined) return undefined;
     for (;;) {
-      const cached = this.#runs.get(runId);
-      if (cached !== undefined && cached.lastSeq >= BigInt(h.seq)) {
+      let cached = this.#runs.get(runId);
+      const seq = cached === undefined ? undefined : Number(cached.lastSeq);
+      if (seq !== undefined && seq > h.seq && head !== undefined) {
+        // The head given may only be older than what another reader folded meanwhile.
+        const fresh = await this.#log.head(runId);
+        if (fresh !== undefined && fresh.seq >= seq) {
+          h = fresh;
+          continue;
+        }
+      }
+      // The log holds less than the entry folded, or another event at its seq: rewound.
+      if (seq !== undefined && (seq > h.seq || (seq === h.seq && cached?.lastHash !== h.hash))) {
+        this.#runs.delete(runId);
+        cached = undefined;
+      }
+      if (cached !== undefined && seq === h.seq) {
         this.#touch(runId, cached);
         return snapshotRun(cached);
       }
@@ -41,9 +59,7 @@ export class RunProjectionCache {
         await running;
         continue;
       }
-      const p = this.#catchUp(runId, cached ?? emptyRun(runId), h.seq).finally(() =>
-        this.#inflight.delete(runId),
-      );
+      const p = this.#catchUp(runId, cached, h.seq).finally(() => this.#inflight.delete(runId));
       this.#inflight.set(runId, p);
       return snapshotRun(await p);
     }
@@ -61,12 +77,18 @@ export class RunProjectionCache {
     else this.#runs.delete(runId);
   }
 
-  async #catchUp(runId: string, base: Run, toSeq: number): Promise<Run> {
-    const run = base;
+  async #catchUp(runId: string, base: Run | undefined, toSeq: number): Promise<Run> {
+    let run = base ?? emptyRun(runId);
     let after = Number(run.lastSeq);
     while (after < toSeq) {
       const page = await this.#log.read(runId, after, 1000);
       if (page.length === 0) break;
+      // The entry's last event is no longer the one before these: fold from the start.
+      if (after > 0 && page[0]?.event.prevHash !== run.lastHash) {
+        run = emptyRun(runId);
+        after = 0;
+        continue;
+      }
       for (const ev of page) applyEvent(run, ev.event);
       after = Number(run.lastSeq);
     }
