@@ -5,14 +5,19 @@
  * holding exactly the stored chain; the SSE stream sends `event: resync` and ends; neither
  * ever gets an event of the other chain as a continuation; the server counts both in
  * /metrics. And a follow resuming past the stored head (its server died meanwhile) is a
- * resync too.
+ * resync too, and so is one resuming onto a chain written again past its last seq (the
+ * link check: the SDK's follow and the console's, over Connect-Web's transport).
  */
 import assert from "node:assert/strict";
 import net from "node:net";
 import { after, before, it } from "node:test";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
 import { followEvents } from "../../clients/typescript/src/follow.ts";
 import { AgentdClient } from "../../clients/typescript/src/index.ts";
+import { followRun } from "../console/src/follow-run.ts";
 import type { Event } from "../gen/agentd/v1/events_pb.js";
+import { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { startAgentd } from "../testing/agentd-process.ts";
 import {
   appendEvents,
@@ -141,6 +146,94 @@ it("a resume past the stored head (the server died, its Redis lost events): the 
       stored,
     );
   } finally {
+    await server.stop("SIGKILL").catch(() => undefined);
+  }
+});
+
+it("a resume onto a chain written again past its last seq (the server died, Redis lost events, the run went on): the SDK and the console resync by the link check", {
+  timeout: 180_000,
+}, async () => {
+  const port = await freePort();
+  const listen = ["--listen", `127.0.0.1:${port}`];
+  let server = await startAgentd("server", [...stack.flags, ...listen]);
+  const ac = new AbortController();
+  try {
+    const { run } = await stack.client.createRun({ prompt: "resync by the link check" });
+    assert.ok(run !== undefined);
+    await appendEvents(stack.log, run, [payload.started(), ...deltas(4, "before")]); // head: 6
+    const sdk = new AgentdClient({ address: `127.0.0.1:${port}`, token: TOKENS.acme });
+    let held: Event[] = [];
+    let told = 0;
+    const following = followEvents({
+      client: sdk.rpc,
+      runId: run.runId,
+      afterSeq: 0n,
+      onEvent: (ev) => {
+        held.push(ev);
+        return undefined;
+      },
+      onResync: () => {
+        told++;
+        held = [];
+      },
+    });
+    // The console's follow, over Connect-Web's fetch transport as the page uses it.
+    const api = createClient(
+      RunService,
+      createConnectTransport({
+        baseUrl: `http://127.0.0.1:${port}`,
+        useBinaryFormat: true,
+        interceptors: [
+          (next) => (req) => {
+            req.header.set("Authorization", `Bearer ${TOKENS.acme}`);
+            return next(req);
+          },
+        ],
+      }),
+    );
+    let shown: Event[] = [];
+    let consoleTold = 0;
+    const consoleFollow = followRun(
+      api,
+      run.runId,
+      {
+        onEvents: (evs) => {
+          shown.push(...evs);
+        },
+        onResync: () => {
+          consoleTold++;
+          shown = [];
+        },
+        onStatus: () => undefined,
+        onError: () => undefined,
+        onRefused: (err) => assert.fail(`refused: ${String(err)}`),
+      },
+      ac.signal,
+    );
+    await until("both to hold seq 6", () => held.length === 6 && shown.length === 6);
+    await server.stop("SIGKILL");
+    // Lost back to seq 2, then written again past seq 6: seq 7 exists, on another chain.
+    await rewindRun(stack.redis.client(), "agentd:", run.runId, 2);
+    await appendEvents(stack.log, run, deltas(6, "after")); // seq 3..8
+    server = await startAgentd("server", [...stack.flags, ...listen]);
+    await until("both to resync", () => told > 0 && consoleTold > 0);
+    await appendEvents(stack.log, run, [payload.completed()]);
+    await following;
+    await consoleFollow;
+    const stored = (await stack.log.read(run.runId, 0)).map((e) => `${e.seq}:${e.event.hash}`);
+    assert.equal(told, 1);
+    assert.equal(consoleTold, 1);
+    assert.deepEqual(
+      held.map((e) => `${e.seq}:${e.hash}`),
+      stored,
+    );
+    assert.deepEqual(
+      shown.map((e) => `${e.seq}:${e.hash}`),
+      stored,
+      "the console shows exactly the stored chain",
+    );
+  } finally {
+    ac.abort();
     await server.stop("SIGKILL").catch(() => undefined);
   }
 });
