@@ -22,7 +22,11 @@ import type Docker from "dockerode";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
-import { type Event, RunCancelRequestedSchema } from "../gen/agentd/v1/events_pb.js";
+import {
+  type Event,
+  RunCancelRequestedSchema,
+  SandboxLostSchema,
+} from "../gen/agentd/v1/events_pb.js";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { containerName } from "../sandbox/docker-sandbox.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "../sandbox/port.ts";
@@ -55,6 +59,7 @@ type Loss =
   | "takeover"
   | "rtakeover"
   | "rcancel"
+  | "fourth"
   | "held"
   | "heldstop"
   | "heldsetup"
@@ -131,7 +136,7 @@ async function model(req: StubRequest): Promise<StubReply> {
       });
     case 3: {
       const loss = losses.get(key);
-      if (["takeover", "rtakeover", "rcancel", "halfway"].includes(loss?.how ?? "")) {
+      if (["takeover", "rtakeover", "rcancel", "fourth", "halfway"].includes(loss?.how ?? "")) {
         // The worker stops (released at the next step boundary); the container is lost
         // while no drive holds the run, and the next owner finds it gone.
         loss?.stop?.abort();
@@ -241,7 +246,23 @@ async function driveToEnd(
     );
     outcomes.push(o);
     if (o !== "released") return outcomes;
-    if ((loss?.how === "takeover" || loss?.how === "rcancel") && !loss.done) {
+    if (loss?.how === "fourth" && !loss.done) {
+      // Three losses recorded before (as three earlier recoveries left them), then a fourth.
+      const sessionId = (await events(runId))[0]?.sessionId ?? "";
+      for (let n = 0; n < 3; n++)
+        await log.append({
+          runId,
+          sessionId,
+          payload: {
+            case: "sandboxLost",
+            value: create(SandboxLostSchema, { reason: `earlier loss ${n + 1}` }),
+          },
+        });
+    }
+    if (
+      (loss?.how === "takeover" || loss?.how === "rcancel" || loss?.how === "fourth") &&
+      !loss.done
+    ) {
       await loseContainer("kill", runId);
       loss.done = true;
     }
@@ -579,6 +600,21 @@ describe("a cancel that lands while a lost container is recovered", () => {
       filters: { label: [`agentd.run-id=${runId}`] },
     });
     assert.deepEqual(boxes, [], "no container of the run is left");
+  });
+});
+
+describe("a run whose container keeps being lost", () => {
+  it("its fourth loss fails it (ESANDBOX_LOST) even with sandbox.onLost: continue", async () => {
+    const { runId } = await newRun("fourth");
+    const outcomes = await driveToEnd(runId, "continue");
+    assert.deepEqual(outcomes, ["released", "failed"]);
+    const evs = await events(runId);
+    const lost = payloadsOf(evs, "sandboxLost");
+    assert.equal(lost.length, 4);
+    assert.equal(lost[3]?.failsRun, true);
+    const failed = payloadsOf(evs, "runFailed");
+    assert.equal(failed[0]?.error?.code, "ESANDBOX_LOST");
+    assert.match(failed[0]?.error?.message ?? "", /lost 4 times/);
   });
 });
 

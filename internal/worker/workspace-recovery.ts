@@ -6,7 +6,8 @@
  * (kernel/reapply-patch.ts: only when it reproduces its recorded diff), and every other call
  * that may have written (kernel/call-effects.ts) is lost. `sandbox.lost` records both lists
  * and the restore point; the model's next context tells it (engine/context.ts); with policy
- * `sandbox.onLost: fail` and something lost, the run fails ESANDBOX_LOST naming the calls.
+ * `sandbox.onLost: fail` and something lost, the run fails ESANDBOX_LOST naming the calls;
+ * so does any run on its fourth recorded loss (MAX_LOSSES), whatever the policy.
  * Must never: let a run go on in a replaced workspace without `sandbox.lost` when the log
  * records a write since the restore point, or list as re-applied a call whose write differs.
  */
@@ -20,6 +21,9 @@ import type { Drive } from "./drive.ts";
 import { clearRecovering, markRecovering } from "./recovery-marker.ts";
 import { SNAPSHOT } from "./run-artifacts.ts";
 import type { Next } from "./run-driver.ts";
+
+/** Most losses a run recovers from; the next one fails it (ESANDBOX_LOST). */
+export const MAX_LOSSES = 3;
 
 /** A call recorded ok since the restore point whose effect is gone. */
 export interface LostCall {
@@ -117,7 +121,11 @@ export async function recoverWorkspace(
   const inOrder = [...plan.lost, ...lost].sort(
     (a, b) => order(d.events, a.callId) - order(d.events, b.callId),
   );
-  const failsRun = inOrder.length > 0 && policy.sandbox.onLost === "fail";
+  // A run whose containers keep being lost (a workload that kills its own agent, an engine
+  // that keeps restarting) ends instead of recovering again and again.
+  const losses = d.events.filter((e) => e.payload.case === "sandboxLost").length + 1;
+  const tooMany = losses > MAX_LOSSES;
+  const failsRun = tooMany || (inOrder.length > 0 && policy.sandbox.onLost === "fail");
   await d.writer.append({
     case: "sandboxLost",
     value: create(SandboxLostSchema, {
@@ -133,6 +141,12 @@ export async function recoverWorkspace(
     await clearRecovering(box);
     return undefined;
   }
+  if (tooMany)
+    return {
+      to: "fail",
+      code: "ESANDBOX_LOST",
+      message: `the run's container was lost ${losses} times (at most ${MAX_LOSSES} are recovered); the run does not go on`,
+    };
   return {
     to: "fail",
     code: "ESANDBOX_LOST",
