@@ -91,6 +91,13 @@ export class DockerSandboxHandle implements SandboxHandle {
    * (an exit status below 128 from the exec's shell). killAll() is then a no-op.
    */
   #quiet: boolean;
+  /**
+   * A kill-all was confirmed since this handle got the container (or it made it): only then
+   * can a call that cleaned up after itself make it quiet. A found container may still run
+   * what its previous owner started, whatever this handle's own calls did (find()'s look at
+   * the fill mark among them).
+   */
+  #known: boolean;
   #inFlight = 0;
   /** The second agent's start (agentPath), tried once. */
   #agentStart: Promise<void> | undefined;
@@ -104,6 +111,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     if (opts.toolEnv !== undefined) this.toolEnv = opts.toolEnv;
     this.#channel = opts.channel;
     this.#quiet = opts.channel !== undefined;
+    this.#known = this.#quiet;
     this.startedAt = opts.startedAt;
   }
 
@@ -146,7 +154,7 @@ export class DockerSandboxHandle implements SandboxHandle {
 
   async #agentExec(agent: AgentChannel, req: ExecRequest): Promise<ExecResult> {
     const r = await this.#viaAgent(agent, () => agentExec(agent, req), req.signal);
-    if (r.clean && this.#inFlight === 1) this.#quiet = true;
+    if (r.clean && this.#inFlight === 1 && this.#known) this.#quiet = true;
     const { clean: _, ...result } = r;
     if (maybeOom(result)) result.oomKilled = await this.#checkOom();
     return result;
@@ -279,7 +287,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     // killed that shell first: then nothing was killed, and the worker does it now.
     const abnormal = exitCode >= 128 || exitCode < 0 || killedFor !== undefined;
     if (abnormal && !ownerChanged()) await this.#killAllNow();
-    else if (this.#inFlight === 1) this.#quiet = true;
+    else if (this.#inFlight === 1 && this.#known) this.#quiet = true;
     const { stdout, stderr, truncated } = out.finish();
     const result: ExecResult = {
       exitCode,
@@ -310,6 +318,7 @@ export class DockerSandboxHandle implements SandboxHandle {
     if (this.#quiet && this.#inFlight === 0) return;
     if (agent !== undefined) {
       await this.#viaAgent(agent, () => agent.killAll());
+      this.#known = true;
       if (this.#inFlight === 0) this.#quiet = true;
       return;
     }
@@ -322,6 +331,7 @@ export class DockerSandboxHandle implements SandboxHandle {
       async () => (await this.#helperExec(argv)).exitCode === 0,
       "stop every process",
     );
+    this.#known = true;
     if (this.#inFlight === 0) this.#quiet = true;
   }
 
