@@ -11,7 +11,7 @@ import { errorText } from "./api.ts";
 import { Diff } from "./diff.tsx";
 import { runHref } from "./route.ts";
 import { canApprove, useSession } from "./session.ts";
-import { commandLine, shownCommand, visible } from "./shown-text.ts";
+import { commandFacts, visible } from "./shown-text.ts";
 
 export interface ApprovalView {
   approvalId: string;
@@ -34,7 +34,7 @@ export function ApprovalCard(props: {
   const { approval: a } = props;
   const p = a.preview;
   // A command's line exactly as it will run (the argv alone drops `;`, `&&`, `|`, `>`).
-  const line = p?.argv.length ? commandLine(p.summary) : undefined;
+  const cmd = p === undefined ? undefined : commandFacts(p);
   const [reason, setReason] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState("");
@@ -89,25 +89,25 @@ export function ApprovalCard(props: {
             <dd>{visible(p.summary)}</dd>
           </>
         )}
-        {p && line !== undefined && (
+        {cmd?.line !== undefined && (
           <>
             <dt>Command</dt>
             <dd>
               <code class="command" data-testid="command">
-                {visible(line)}
+                {cmd.line}
               </code>
-              {p.cwd && <span class="hint"> in {visible(p.cwd)}</span>}
+              {cmd.cwd && <span class="hint"> in {cmd.cwd}</span>}
             </dd>
           </>
         )}
-        {p && p.argv.length > 0 && (
+        {cmd && (
           <>
-            <dt>{line === undefined ? "Argv" : "Words"}</dt>
+            <dt>{cmd.line === undefined ? "Argv" : "Words"}</dt>
             <dd>
               <code class="command" data-testid="argv">
-                {shownCommand(p.argv)}
+                {cmd.words}
               </code>
-              {line === undefined && p.cwd && <span class="hint"> in {visible(p.cwd)}</span>}
+              {cmd.line === undefined && cmd.cwd && <span class="hint"> in {cmd.cwd}</span>}
             </dd>
           </>
         )}

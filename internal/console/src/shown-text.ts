@@ -48,3 +48,27 @@ const HIDDEN_IN_LAYOUT = new RegExp(HIDDEN_CHARS_SOURCE, "gu");
 export function visibleText(text: string): string {
   return text.replace(HIDDEN_IN_LAYOUT, (c) => `\\u{${(c.codePointAt(0) ?? 0).toString(16)}}`);
 }
+
+/** The command rows of an approval card, each text already made visible. */
+export interface CommandFacts {
+  /** The line exactly as it will run; undefined when the preview does not say it. */
+  line: string | undefined;
+  /** The line's words, each quoted (never presented as the line: it drops `;`, `|`, `>`). */
+  words: string;
+  cwd: string;
+}
+
+/** What the card shows of a command's preview; undefined for a preview of no command. */
+export function commandFacts(p: {
+  summary: string;
+  argv: readonly string[];
+  cwd: string;
+}): CommandFacts | undefined {
+  if (p.argv.length === 0) return undefined;
+  const line = commandLine(p.summary);
+  return {
+    line: line === undefined ? undefined : visible(line),
+    words: shownCommand(p.argv),
+    cwd: visible(p.cwd),
+  };
+}
