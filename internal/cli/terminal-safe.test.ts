@@ -133,6 +133,27 @@ describe("escapeMessage", () => {
     const e = escapeMessage(EventSchema, ev);
     assert.equal(e.seq, 3n);
     assert.equal(e.payload.case === "toolOutput" && e.payload.value.chunk, "a\nb\\x1b]0;t\\x07");
+
+    // Lists of messages, and a timestamp no JSON mapping could print (reflection, no round trip).
+    const result = create(EventSchema, {
+      runId: "r",
+      ts: { seconds: 999_999_999_999n, nanos: 0 },
+      payload: {
+        case: "toolResult",
+        value: {
+          callId: "c",
+          tests: {
+            failures: [{ name: "t\x1b[2J", file: "f\u202e", message: "m" }],
+          },
+        },
+      },
+    });
+    const r = escapeMessage(EventSchema, result);
+    assert.equal(r.ts?.seconds, 999_999_999_999n);
+    const failure =
+      r.payload.case === "toolResult" ? r.payload.value.tests?.failures[0] : undefined;
+    assert.equal(failure?.name, "t\\x1b[2J");
+    assert.equal(failure?.file, "f\\u202e");
   });
 });
 
