@@ -78,6 +78,9 @@ export function describeCall(tool: string, inputJson: string): string {
   // Escaped: the input's JSON may hold an escape (\u001b, \u202e) that parsing made raw.
   const str = (k: string): string | undefined =>
     typeof input[k] === "string" ? escapeControls(input[k] as string) : undefined;
+  /** A value in JSON quotes (`"a\"b"`), its unsafe characters escaped. */
+  const quoted = (k: string): string | undefined =>
+    typeof input[k] === "string" ? escapeControls(JSON.stringify(input[k])) : undefined;
   switch (tool) {
     case "repo.read": {
       const r = input.range as { start?: number; end?: number } | undefined;
@@ -87,7 +90,7 @@ export function describeCall(tool: string, inputJson: string): string {
       const globs = Array.isArray(input.globs)
         ? ` in ${escapeControls((input.globs as unknown[]).map(String).join(","))}`
         : "";
-      return `"${str("query") ?? ""}"${globs}`;
+      return `${quoted("query") ?? '""'}${globs}`;
     }
     case "repo.patch": {
       const edits = Array.isArray(input.edits) ? input.edits.length : 0;
@@ -98,7 +101,7 @@ export function describeCall(tool: string, inputJson: string): string {
       return `$ ${oneLine(str("command") ?? "", 160)}${cwd === undefined ? "" : `  (in ${cwd})`}`;
     }
     case "test.run":
-      return str("name") === undefined ? "all tests" : `"${str("name")}"`;
+      return quoted("name") ?? "all tests";
     case "lint.run":
       return "";
     default:
