@@ -66,8 +66,8 @@ function withOutput(details: string, what: string): string {
   jsonpath=TEMPLATE  kubectl's template syntax: -o jsonpath='{.state}',
                      -o jsonpath='{range .items[*]}{.runId}{"\\n"}{end}' (no newline is added)
 A template that selects nothing prints nothing (exit 0); an unknown format or a malformed
-template is a usage error (exit 64) naming the problem. Control characters in values are
-escaped (\\x1b), never sent to the terminal.`;
+template is a usage error (exit 64) naming the problem. Control, bidi and zero-width
+characters in values are escaped (\\x1b, \\u202e), never sent to the terminal.`;
 }
 
 export const EXIT_CODES = `Exit codes:

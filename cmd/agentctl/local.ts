@@ -2,7 +2,6 @@
  * agentctl's commands that need no server: version, completion and the config contexts.
  * Must never: print a token, or write the config file readable by others (contexts.ts).
  */
-import { stdout } from "node:process";
 import { UsageError } from "../../internal/cli/client.ts";
 import { completionScript } from "../../internal/cli/completion.ts";
 import {
@@ -13,8 +12,12 @@ import {
 } from "../../internal/cli/contexts.ts";
 import { outputFormatOf } from "../../internal/cli/output/format.ts";
 import { formatList, type Resource } from "../../internal/cli/output/print.ts";
+import { createTerminalOut } from "../../internal/cli/terminal-out.ts";
 import { versionLine } from "../../internal/version/version.ts";
 import { COMMANDS, GLOBAL_FLAGS } from "./help.ts";
+
+// A context's name and address come from the config file: printed escaped like server text.
+const stdout = createTerminalOut(process.stdout, false);
 
 type Values = Record<string, string | boolean | string[] | undefined>;
 type Local = (args: string[], values: Values) => number;

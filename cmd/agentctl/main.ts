@@ -43,7 +43,9 @@ import {
   principalResource,
   runResource,
 } from "../../internal/cli/output/resources.ts";
+import { jsonLine, safeJson } from "../../internal/cli/output/serialize.ts";
 import { eventLine, formatPreview } from "../../internal/cli/render.ts";
+import { escapeMessage } from "../../internal/cli/safe-message.ts";
 import {
   formatCost,
   formatCount,
@@ -53,6 +55,7 @@ import {
   wantColor,
 } from "../../internal/cli/style.ts";
 import { didYouMean } from "../../internal/cli/suggest.ts";
+import { createTerminalOut } from "../../internal/cli/terminal-out.ts";
 import { headVerdict, parseHead, recordedLoss } from "../../internal/cli/verify-head.ts";
 import { stateCode, waitRun } from "../../internal/cli/wait.ts";
 import { approvalHint, outcomeCode, watchRun } from "../../internal/cli/watch.ts";
@@ -94,10 +97,16 @@ interface Ctx {
   output: OutputFormat | undefined;
 }
 
-const stdout = process.stdout;
+// Every byte agentctl prints goes through these (internal/cli/terminal-out.ts): server text
+// can never drive the terminal, whichever command or error prints it. The styled ones keep
+// agentctl's own colors (for the renderings that color: their fields are escaped first,
+// internal/cli/safe-message.ts); the plain ones escape every ESC.
+const stdout = createTerminalOut(process.stdout, false);
+const stdoutStyled = createTerminalOut(process.stdout, wantColor(process.stdout.isTTY === true));
 /** What the command is about (set as soon as known), for messages. */
 const about: ErrorContext = {};
-const stderr = process.stderr;
+const stderr = createTerminalOut(process.stderr, false);
+const stderrStyled = createTerminalOut(process.stderr, wantColor(process.stderr.isTTY === true));
 
 function info(s: string): void {
   stderr.write(`${s}\n`);
@@ -398,7 +407,7 @@ async function runCmd(c: Ctx): Promise<number> {
       c.output !== undefined
         ? formatResource(c.output, runResource(run))
         : json
-          ? `${JSON.stringify(toJson(RunSchema, run))}\n`
+          ? jsonLine(toJson(RunSchema, run))
           : `${run.runId}\n`,
     );
     return EXIT.OK;
@@ -447,7 +456,7 @@ async function watch(
   },
 ): Promise<number> {
   // With -o, stdout carries the resource at the end; the rendering goes to stderr.
-  const out = c.output === undefined ? stdout : stderr;
+  const out = c.output === undefined ? stdoutStyled : stderrStyled;
   const tty = out.isTTY === true;
   const interactive = o.approvals === "prompt" && tty && process.stdin.isTTY === true;
   const res = await watchRun({
@@ -519,14 +528,14 @@ async function runsCmd(c: Ctx): Promise<number> {
   if (c.output !== undefined) {
     stdout.write(formatList(c.output, runs.map(runResource), next));
   } else if (v.json === true) {
-    for (const r of runs) stdout.write(`${JSON.stringify(toJson(RunSchema, r))}\n`);
+    for (const r of runs) stdout.write(jsonLine(toJson(RunSchema, r)));
   } else if (runs.length === 0) {
     info("no runs");
   } else {
-    stdout.write(
+    stdoutStyled.write(
       `${st.dim(`${"RUN".padEnd(26)}  ${"STATE".padEnd(9)}  ${"CREATED".padEnd(8)}  PROMPT`)}\n`,
     );
-    for (const r of runs) {
+    for (const r of runs.map((x) => escapeMessage(RunSchema, x))) {
       const color =
         r.state === RunState.COMPLETED
           ? st.green
@@ -535,7 +544,7 @@ async function runsCmd(c: Ctx): Promise<number> {
             : r.state === RunState.PAUSED
               ? st.yellow
               : (s: string) => s;
-      stdout.write(
+      stdoutStyled.write(
         `${r.runId}  ${color(stateName(r.state).padEnd(9))}  ${age(r).padEnd(8)}  ${oneLine(r.prompt, 70)}\n`,
       );
     }
@@ -551,7 +560,9 @@ async function runsCmd(c: Ctx): Promise<number> {
   return EXIT.OK;
 }
 
-function showRun(r: Run): string {
+function showRun(raw: Run): string {
+  // Every string of the run escaped before it is laid out (internal/cli/safe-message.ts).
+  const r = escapeMessage(RunSchema, raw);
   const st = makeStyle(wantColor(stdout.isTTY === true));
   const t = (x: { seconds: bigint; nanos: number } | undefined) =>
     x === undefined ? "" : new Date(timestampMs(x as never)).toISOString();
@@ -608,7 +619,8 @@ async function getCmd(c: Ctx): Promise<number> {
   const r = run ?? create(RunSchema);
   // --json is -o json here (the same text).
   const fmt = c.output ?? (c.values.json === true ? ({ kind: "json" } as const) : undefined);
-  stdout.write(fmt === undefined ? showRun(r) : formatResource(fmt, runResource(r)));
+  if (fmt === undefined) stdoutStyled.write(showRun(r));
+  else stdout.write(formatResource(fmt, runResource(r)));
   return EXIT.OK;
 }
 
@@ -626,7 +638,9 @@ async function eventsCmd(c: Ctx): Promise<number> {
   const listed: Event[] = [];
   const print = (ev: Event): string => {
     if (fmt === undefined)
-      return json ? `${canonicalJson(toJson(EventSchema, ev))}\n` : `${eventLine(ev, st)}\n`;
+      return json
+        ? `${safeJson(canonicalJson(toJson(EventSchema, ev)))}\n`
+        : `${eventLine(ev, st)}\n`;
     return `${fmt.kind === "yaml" ? "---\n" : ""}${formatResource(fmt, eventResource(ev))}`;
   };
   const res = await followEvents({
@@ -637,9 +651,9 @@ async function eventsCmd(c: Ctx): Promise<number> {
       // What was printed is not all in the store any more: say so where it was printed
       // (a JSON reader drops every event line before this one), then print the run again.
       info(`agentctl: the stored log lost events already printed (${why}); printing the run again`);
-      stdout.write(
+      stdoutStyled.write(
         json
-          ? `${JSON.stringify({ agentctl: "resync", runId, reason: why })}\n`
+          ? jsonLine({ agentctl: "resync", runId, reason: why })
           : `${st.red(st.bold("‼ resync: the stored log lost events printed above; the run again from seq 1:"))}\n`,
       );
     },
@@ -651,7 +665,7 @@ async function eventsCmd(c: Ctx): Promise<number> {
     },
     onEvent: async (ev) => {
       if (fmt !== undefined && !follow) listed.push(ev);
-      else stdout.write(print(ev));
+      else stdoutStyled.write(print(ev));
       if (follow && ev.payload.case === "runPaused" && ev.payload.value.approvalId !== "") {
         const { run } = await c.client.getRun({ runId }, { timeoutMs: 10_000 });
         if (run?.pendingApprovalId === ev.payload.value.approvalId)
@@ -784,7 +798,8 @@ async function cancelCmd(c: Ctx): Promise<number> {
   return EXIT.OK;
 }
 
-function approvalBlock(a: Approval): string {
+function approvalBlock(raw: Approval): string {
+  const a = escapeMessage(ApprovalSchema, raw);
   const st = makeStyle(wantColor(stdout.isTTY === true));
   const exp =
     a.expiresAt === undefined
@@ -796,7 +811,7 @@ function approvalBlock(a: Approval): string {
       : ` · requested ${new Date(timestampMs(a.requestedAt)).toISOString()}`;
   const lines = [
     `${st.yellow("┌")} ${st.bold(a.approvalId)} · run ${a.runId} · ${a.tool}${st.dim(`${req}${exp}`)}`,
-    ...formatPreview(a.preview, st).map((l) => `${st.yellow("│")} ${l}`),
+    ...formatPreview(raw.preview, st).map((l) => `${st.yellow("│")} ${l}`),
     `${st.yellow("└")} agentctl approve ${a.approvalId}   |   agentctl deny ${a.approvalId} --reason "…"`,
   ];
   return `${lines.join("\n")}\n`;
@@ -820,11 +835,11 @@ async function approvalsCmd(c: Ctx): Promise<number> {
   if (c.output !== undefined) {
     stdout.write(formatList(c.output, out.map(approvalResource)));
   } else if (c.values.json === true) {
-    for (const a of out) stdout.write(`${JSON.stringify(toJson(ApprovalSchema, a))}\n`);
+    for (const a of out) stdout.write(jsonLine(toJson(ApprovalSchema, a)));
   } else if (out.length === 0) {
     info(runId === "" ? "no pending approvals" : `no pending approvals for run ${runId}`);
   } else {
-    stdout.write(out.map(approvalBlock).join("\n"));
+    stdoutStyled.write(out.map(approvalBlock).join("\n"));
   }
   return EXIT.OK;
 }
@@ -867,7 +882,7 @@ async function whoamiCmd(c: Ctx): Promise<number> {
     ["roles", me.roles.map((r) => oneLine(r, 40)).join(", ") || "(none)"],
     ["server", c.ep.url],
   ];
-  stdout.write(`${rows.map(([k, x]) => `${st.dim(k.padEnd(12))}${x}`).join("\n")}\n`);
+  stdoutStyled.write(`${rows.map(([k, x]) => `${st.dim(k.padEnd(12))}${x}`).join("\n")}\n`);
   return EXIT.OK;
 }
 
@@ -911,7 +926,8 @@ async function artifactGetCmd(c: Ctx): Promise<number> {
     );
   }
   if (outFile === undefined) {
-    stdout.write(data);
+    // Byte for byte into a file or pipe (git apply); escaped on a terminal.
+    stdout.writeBytes(data);
     return EXIT.OK;
   }
   const tmp = join(dirname(outFile), `.${basename(outFile)}.${process.pid}.tmp`);
@@ -952,7 +968,7 @@ process.on("SIGINT", () => {
   ctl.abort();
 });
 // A closed pipe (agentctl events RUN | head) ends quietly.
-stdout.on("error", (err: NodeJS.ErrnoException) => {
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
   if (err.code === "EPIPE") process.exit(EXIT.OK);
 });
 

@@ -485,7 +485,7 @@ describe("test results", () => {
     moreFailures: 3,
   };
 
-  it("a failing test.run: red counts with the exit, then its failures, sanitised", () => {
+  it("a failing test.run: red counts with the exit, then its failures, escaped", () => {
     const out = render([
       call,
       ev(2, "tool.result", {
@@ -499,7 +499,7 @@ describe("test results", () => {
         "→ test.run all tests",
         "  ✗ test.run  2 failed, 14 passed, 1 skipped (exit 1) 900 ms",
         "      ✗ tests/test_a.py::test_add (tests/test_a.py:12): AssertionError: 4 != 5",
-        "      ✗ evilname (x.py)",
+        "      ✗ evil\\x1b[2J\\x07name (x\\x00.py)",
         "      … 3 more failures",
         "",
       ].join("\n"),

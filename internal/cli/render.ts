@@ -15,12 +15,15 @@ import {
   ApprovalDecision,
   Decision,
   type Event,
+  EventSchema,
   OutputStream,
   type Preview,
+  PreviewSchema,
   type SandboxLost,
   type TestSummary,
 } from "../gen/agentd/v1/events_pb.js";
 import { failureLine, testCountsText } from "../tools/test-results/format-summary.ts";
+import { escapeMessage } from "./safe-message.ts";
 import {
   formatCost,
   formatCount,
@@ -31,9 +34,13 @@ import {
   type Style,
   stripAnsi,
 } from "./style.ts";
+import { escapeControls } from "./terminal-safe.ts";
 
 export interface Output {
+  /** Text (agentctl's TerminalOut escapes every unsafe character in it). */
   write(s: string): unknown;
+  /** agentctl's own cursor control (the status line's erase); write() when absent. */
+  control?(seq: string): unknown;
 }
 
 export interface RendererOptions {
@@ -68,16 +75,22 @@ export function describeCall(tool: string, inputJson: string): string {
   } catch {
     return oneLine(inputJson, 100);
   }
+  // Escaped: the input's JSON may hold an escape (\u001b, \u202e) that parsing made raw.
   const str = (k: string): string | undefined =>
-    typeof input[k] === "string" ? (input[k] as string) : undefined;
+    typeof input[k] === "string" ? escapeControls(input[k] as string) : undefined;
+  /** A value in JSON quotes (`"a\"b"`), its unsafe characters escaped. */
+  const quoted = (k: string): string | undefined =>
+    typeof input[k] === "string" ? escapeControls(JSON.stringify(input[k])) : undefined;
   switch (tool) {
     case "repo.read": {
       const r = input.range as { start?: number; end?: number } | undefined;
       return `${str("path") ?? "?"}${r?.start === undefined ? "" : `:${r.start}-${r.end ?? ""}`}`;
     }
     case "repo.search": {
-      const globs = Array.isArray(input.globs) ? ` in ${(input.globs as string[]).join(",")}` : "";
-      return `${JSON.stringify(str("query") ?? "")}${globs}`;
+      const globs = Array.isArray(input.globs)
+        ? ` in ${escapeControls((input.globs as unknown[]).map(String).join(","))}`
+        : "";
+      return `${quoted("query") ?? '""'}${globs}`;
     }
     case "repo.patch": {
       const edits = Array.isArray(input.edits) ? input.edits.length : 0;
@@ -88,7 +101,7 @@ export function describeCall(tool: string, inputJson: string): string {
       return `$ ${oneLine(str("command") ?? "", 160)}${cwd === undefined ? "" : `  (in ${cwd})`}`;
     }
     case "test.run":
-      return str("name") === undefined ? "all tests" : JSON.stringify(str("name"));
+      return quoted("name") ?? "all tests";
     case "lint.run":
       return "";
     default:
@@ -105,11 +118,12 @@ const DECISIONS: Record<number, string> = {
 
 /** The lines of a preview box (approval previews here and in `agentctl approvals`). */
 export function formatPreview(
-  p: Preview | undefined,
+  raw: Preview | undefined,
   st: Style,
   opts: { maxDiffLines?: number } = {},
 ): string[] {
-  if (p === undefined) return ["(no preview)"];
+  if (raw === undefined) return ["(no preview)"];
+  const p = escapeMessage(PreviewSchema, raw);
   const out: string[] = [];
   if (p.summary !== "") out.push(st.bold(p.summary));
   if (p.files.length > 0) {
@@ -119,7 +133,10 @@ export function formatPreview(
         : "";
     out.push(`files: ${p.files.join(", ")}${stat}`);
   }
-  if (p.argv.length > 0) out.push(`argv: ${JSON.stringify(p.argv)}`);
+  // The line as it will run (separators, redirections and all), then its words.
+  const line = commandLineOf(raw.summary);
+  if (line !== undefined) out.push(`command: ${line}`);
+  if (p.argv.length > 0) out.push(`argv: [${p.argv.map((a) => `"${a}"`).join(", ")}]`);
   if (p.cwd !== "") out.push(`cwd:  ${p.cwd}`);
   if (p.matchedRules.length > 0) out.push(`rules: ${p.matchedRules.join(", ")}`);
   if (p.diff !== "") {
@@ -166,16 +183,35 @@ export function testResultLines(
   return out;
 }
 
+/**
+ * The command line of a command's preview, from the kernel's summary `run "LINE" in CWD`
+ * (LINE as JSON: the exact line, redacted); undefined for any other summary.
+ */
+export function commandLineOf(summary: string): string | undefined {
+  const m = /^run ("(?:[^"\\]|\\.)*") in /s.exec(summary);
+  if (m === null) return undefined;
+  try {
+    const line: unknown = JSON.parse(m[1] as string);
+    return typeof line === "string" ? escapeControls(line) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** One line for one event (the human form of `agentctl events`). */
-export function eventLine(ev: Event, st: Style): string {
+export function eventLine(raw: Event, st: Style): string {
+  const ev = escapeMessage(EventSchema, raw);
   const p = ev.payload;
+  // Quoted values: JSON of the raw text (newlines as \n), its unsafe characters escaped.
+  const rp = raw.payload;
+  const quoted = (s: string): string => escapeControls(JSON.stringify(s));
   const ms = tsMs(ev.ts);
   const time = ms === undefined ? "" : new Date(ms).toISOString().slice(11, 23);
   const head = `${String(ev.seq).padStart(5)}  ${st.dim(time)}  ${ev.type.padEnd(20)}`;
   let detail = "";
   switch (p.case) {
     case "runQueued":
-      detail = `prompt=${JSON.stringify(oneLine(p.value.prompt, 80))} priority=${p.value.priority}${p.value.workspaceDigest === "" ? "" : ` workspace=${formatBytes(Number(p.value.workspaceSizeBytes))}`}`;
+      detail = `prompt="${oneLine(p.value.prompt, 80)}" priority=${p.value.priority}${p.value.workspaceDigest === "" ? "" : ` workspace=${formatBytes(Number(p.value.workspaceSizeBytes))}`}`;
       break;
     case "runStarted":
       detail = `worker=${p.value.workerId} epoch=${p.value.epoch}${p.value.image === "" ? "" : ` image=${p.value.image}`}${p.value.imageDigest === "" ? "" : ` digest=${p.value.imageDigest}`}${p.value.imageReason === "" ? "" : ` (${oneLine(p.value.imageReason, 160)})`}`;
@@ -197,10 +233,13 @@ export function eventLine(ev: Event, st: Style): string {
       break;
     case "runCancelled":
     case "runCancelRequested":
-      detail = p.value.reason === "" ? "" : JSON.stringify(p.value.reason);
+      detail =
+        (rp.case === "runCancelled" || rp.case === "runCancelRequested") && rp.value.reason !== ""
+          ? quoted(rp.value.reason)
+          : "";
       break;
     case "outputDelta":
-      detail = JSON.stringify(p.value.text);
+      detail = rp.case === "outputDelta" ? quoted(rp.value.text) : "";
       break;
     case "outputMessage":
       detail = `${p.value.role}: ${oneLine(p.value.text, 100)}`;
@@ -209,7 +248,7 @@ export function eventLine(ev: Event, st: Style): string {
       detail = `${p.value.callId} ${p.value.tool} ${describeCall(p.value.tool, p.value.inputJson)}`;
       break;
     case "toolOutput":
-      detail = `${p.value.callId} ${p.value.stream === OutputStream.STDERR ? "stderr" : "stdout"} ${JSON.stringify(p.value.chunk)}`;
+      detail = `${p.value.callId} ${p.value.stream === OutputStream.STDERR ? "stderr" : "stdout"} ${rp.case === "toolOutput" ? quoted(rp.value.chunk) : ""}`;
       break;
     case "toolStarted":
       detail = `${p.value.callId}${p.value.workerId === "" ? "" : ` on ${p.value.workerId}`}`;
@@ -229,7 +268,7 @@ export function eventLine(ev: Event, st: Style): string {
       detail = `${p.value.approvalId} ${p.value.tool}: ${oneLine(p.value.preview?.summary ?? "", 80)}`;
       break;
     case "approvalResolved":
-      detail = `${p.value.approvalId} ${p.value.decision === ApprovalDecision.APPROVE ? "approved" : "denied"} by ${p.value.resolvedBy}${p.value.reason === "" ? "" : `: ${JSON.stringify(p.value.reason)}`}`;
+      detail = `${p.value.approvalId} ${p.value.decision === ApprovalDecision.APPROVE ? "approved" : "denied"} by ${p.value.resolvedBy}${rp.case === "approvalResolved" && rp.value.reason !== "" ? `: ${quoted(rp.value.reason)}` : ""}`;
       break;
     case "artifactEmitted":
       detail = `${p.value.name} ${p.value.digest.slice(0, 12)} ${formatBytes(Number(p.value.sizeBytes))}`;
@@ -304,9 +343,15 @@ export class Renderer {
 
   // --- low-level output -------------------------------------------------------------
 
+  /** agentctl's own cursor control: never server text. */
+  #control(seq: string): void {
+    if (this.#o.out.control !== undefined) this.#o.out.control(seq);
+    else this.#o.out.write(seq);
+  }
+
   #clearStatus(): void {
     if (this.#statusShown) {
-      this.#o.out.write("\r\x1b[2K");
+      this.#control("\r\x1b[2K");
       this.#statusShown = false;
     }
   }
@@ -360,7 +405,8 @@ export class Renderer {
     const width = Math.max(20, (this.#o.columns() || 80) - 1);
     let shown = text;
     if (stripAnsi(shown).length > width) shown = `${stripAnsi(shown).slice(0, width - 1)}…`;
-    this.#o.out.write(`\r\x1b[2K${shown}`);
+    this.#control("\r\x1b[2K");
+    this.#o.out.write(shown);
     this.#statusShown = true;
   }
 
@@ -405,7 +451,9 @@ export class Renderer {
     this.line(`${bar}${text}`);
   }
 
-  event(ev: Event): void {
+  event(raw: Event): void {
+    // Every string of the event escaped before any of it is laid out (safe-message.ts).
+    const ev = escapeMessage(EventSchema, raw);
     const st = this.#st;
     const p = ev.payload;
     const quiet = this.#o.quiet;

@@ -1,4 +1,5 @@
 /** Terminal styling for agentctl: ANSI colors when wanted, nothing otherwise. */
+import { escapeControls } from "./terminal-safe.ts";
 
 export interface Style {
   bold(s: string): string;
@@ -67,23 +68,14 @@ export function formatCount(n: bigint | number): string {
 }
 
 /**
- * CSI (7- and 8-bit) and OSC sequences, and any other ESC sequence: a field's text (a file
- * name of the workspace in run.started's reason, a prompt, an error) never drives the
- * terminal (title, hyperlinks, clearing the screen).
+ * A string cut to `max` characters with an ellipsis, newlines shown as ⏎, every other
+ * unsafe character escaped (terminal-safe.ts: `\x1b]0;…\x07`, `\u202e`): a field's text (a
+ * file name, a prompt, an error) never drives the terminal, and a person sees that
+ * something was there.
  */
-const TERMINAL_ESCAPE =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: escapes are what it removes
-  /\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?/g;
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it removes
-const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
-
-/** A string cut to `max` characters with an ellipsis, newlines shown as ⏎, no escapes. */
 export function oneLine(s: string, max: number): string {
-  const flat = s
-    .replace(TERMINAL_ESCAPE, "")
-    .replace(/\r?\n/g, " ⏎ ")
-    .replace(CONTROL, "")
-    .replace(/\s+/g, " ")
+  const flat = escapeControls(s.replace(/\r?\n/g, " ⏎ "))
+    .replace(/[\t ]+/g, " ")
     .trim();
   return flat.length > max ? `${flat.slice(0, Math.max(0, max - 1))}…` : flat;
 }

@@ -10,6 +10,7 @@ import { type Event, EventSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { mayRace, nudgeResume, resolve } from "./approval.ts";
 import { type Endpoint, EXIT, explainError, type RunClient } from "./client.ts";
+import { jsonLine, safeJson } from "./output/serialize.ts";
 import { type Output, Renderer } from "./render.ts";
 import { makeStyle } from "./style.ts";
 
@@ -206,14 +207,15 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
         note(`agentctl: the stored log lost events already shown (${why}); showing the run again`);
         o.out.write(
           renderer === undefined
-            ? `${JSON.stringify({ agentctl: "resync", runId: o.runId, reason: why })}\n`
+            ? jsonLine({ agentctl: "resync", runId: o.runId, reason: why })
             : "‼ resync: the stored log lost events shown above; the run again from seq 1:\n",
         );
       },
       onEvent: async (ev) => {
         if (ev.type !== "run.queued") queued = false;
         if (/^run\.(resumed|paused|completed|failed|cancelled)$/.test(ev.type)) resumedSince = true;
-        if (renderer === undefined) o.out.write(`${canonicalJson(toJson(EventSchema, ev))}\n`);
+        if (renderer === undefined)
+          o.out.write(`${safeJson(canonicalJson(toJson(EventSchema, ev)))}\n`);
         else renderer.event(ev);
         if (ev.payload.case === "runPaused" && ev.payload.value.approvalId !== "")
           return onPause(ev.payload.value.approvalId);

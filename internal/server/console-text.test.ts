@@ -52,3 +52,29 @@ it("a tool result with a non-zero exit or a failing test never shows as ok", asy
     text: "14 passed, 1 skipped",
   });
 });
+
+it("the Command row is the line exactly as it will run (`;`, `&&`, `>`, quotes kept), hidden characters shown", async () => {
+  const { commandFacts, commandLine, visibleText } = await import("../console/src/shown-text.ts");
+  const line = "echo 'a b'; rm -rf ~ && cat x > y\u202e\x1b]52;c;cm0=\x07";
+  // The kernel's preview of a command (internal/kernel/kernel.ts): the line in the summary.
+  const facts = commandFacts({
+    summary: `run ${JSON.stringify(line)} in /workspace`,
+    argv: ["echo", "a b", "rm", "-rf", "~", "cat", "x", "y\u202e\x1b]52;c;cm0=\x07"],
+    cwd: "/workspace",
+  });
+  assert.equal(
+    facts?.line,
+    "echo 'a b'; rm -rf ~ && cat x > y\\u{202e}\\u{1b}]52;c;cm0=\\u{7}",
+    "the separators the argv drops are on the Command row",
+  );
+  assert.equal(facts?.words.startsWith("echo 'a b' rm -rf"), true, "the words are not the line");
+  assert.equal(facts?.cwd, "/workspace");
+  assert.equal(commandLine(`run ${JSON.stringify("a;b")} in /w`), "a;b");
+  assert.equal(commandLine("patch a.txt: 1 hunk(s), +1 -0"), undefined);
+  // A summary that is not a command's: no Command row, the argv row says what it is.
+  const other = commandFacts({ summary: "something else", argv: ["a", "b"], cwd: "" });
+  assert.equal(other?.line, undefined);
+  assert.equal(other?.words, "a b");
+  assert.equal(commandFacts({ summary: "x", argv: [], cwd: "" }), undefined);
+  assert.equal(visibleText("a\tb\nc\u200b\u2066d\u00a0e"), "a\tb\nc\\u{200b}\\u{2066}d\\u{a0}e");
+});

@@ -11,7 +11,7 @@ import { errorText } from "./api.ts";
 import { Diff } from "./diff.tsx";
 import { runHref } from "./route.ts";
 import { canApprove, useSession } from "./session.ts";
-import { shownCommand, visible } from "./shown-text.ts";
+import { commandFacts, visible } from "./shown-text.ts";
 
 export interface ApprovalView {
   approvalId: string;
@@ -33,6 +33,8 @@ export function ApprovalCard(props: {
   const session = useSession();
   const { approval: a } = props;
   const p = a.preview;
+  // A command's line exactly as it will run (the argv alone drops `;`, `&&`, `|`, `>`).
+  const cmd = p === undefined ? undefined : commandFacts(p);
   const [reason, setReason] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState("");
@@ -87,12 +89,25 @@ export function ApprovalCard(props: {
             <dd>{visible(p.summary)}</dd>
           </>
         )}
-        {p && p.argv.length > 0 && (
+        {cmd?.line !== undefined && (
           <>
             <dt>Command</dt>
             <dd>
-              <code class="command">{shownCommand(p.argv)}</code>
-              {p.cwd && <span class="hint"> in {p.cwd}</span>}
+              <code class="command" data-testid="command">
+                {cmd.line}
+              </code>
+              {cmd.cwd && <span class="hint"> in {cmd.cwd}</span>}
+            </dd>
+          </>
+        )}
+        {cmd && (
+          <>
+            <dt>{cmd.line === undefined ? "Argv" : "Words"}</dt>
+            <dd>
+              <code class="command" data-testid="argv">
+                {cmd.words}
+              </code>
+              {cmd.line === undefined && cmd.cwd && <span class="hint"> in {cmd.cwd}</span>}
             </dd>
           </>
         )}
@@ -110,7 +125,7 @@ export function ApprovalCard(props: {
           <>
             <dt>Files</dt>
             <dd>
-              {p.files.map(visible).join(", ")}{" "}
+              {p.files.map((f) => visible(f)).join(", ")}{" "}
               <span class="hint">
                 (+{p.linesAdded} −{p.linesRemoved}, {p.hunks} hunk{p.hunks === 1 ? "" : "s"})
               </span>
@@ -120,7 +135,7 @@ export function ApprovalCard(props: {
         {p && p.matchedRules.length > 0 && (
           <>
             <dt>Rules</dt>
-            <dd>{p.matchedRules.join(", ")}</dd>
+            <dd>{visible(p.matchedRules.join(", "))}</dd>
           </>
         )}
       </dl>

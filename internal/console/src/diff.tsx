@@ -1,4 +1,9 @@
-/** A unified diff, each line coloured by its class: added, removed, hunk header, file. */
+/**
+ * A unified diff, each line coloured by its class: added, removed, hunk header, file; hidden
+ * characters (a file name with ESC or a bidi override) shown as escapes.
+ */
+import { visibleText } from "./shown-text.ts";
+
 function lineClass(line: string): string {
   if (line.startsWith("+++") || line.startsWith("---")) return "d-file";
   if (line.startsWith("@@")) return "d-hunk";
@@ -16,7 +21,7 @@ export function Diff(props: { diff: string }) {
         {lines.map((l, i) => (
           // A diff line has no identity but its place; the diff never reorders.
           <span key={`${i}:${l}`} class={lineClass(l)}>
-            {l}
+            {visibleText(l)}
             {"\n"}
           </span>
         ))}

@@ -8,6 +8,7 @@ import { ApprovalCard } from "./approval-card.tsx";
 import { downloadArtifact } from "./download.ts";
 import { ago, bytes, duration, useNow } from "./format.ts";
 import { useSession } from "./session.ts";
+import { visibleText } from "./shown-text.ts";
 import type { Item } from "./timeline.ts";
 import { toolStatus } from "./tool-status.ts";
 
@@ -38,7 +39,7 @@ function ItemView(props: { item: Item; run: Run | undefined }) {
       return (
         <div class="text">
           <span class="tag">model</span>
-          <p class="model-text">{it.text}</p>
+          <p class="model-text">{visibleText(it.text)}</p>
         </div>
       );
     case "tool":
@@ -50,7 +51,7 @@ function ItemView(props: { item: Item; run: Run | undefined }) {
     case "state":
       return (
         <div class={it.alert === true ? "statechange alert" : "statechange"}>
-          <span class="tag">{it.type}</span> {it.detail}
+          <span class="tag">{it.type}</span> {visibleText(it.detail)}
         </div>
       );
   }
@@ -85,16 +86,16 @@ function ToolView(props: { item: Extract<Item, { kind: "tool" }> }) {
           </span>
         )}
       </div>
-      {d?.reason && <p class="hint">{d.reason}</p>}
+      {d?.reason && <p class="hint">{visibleText(d.reason)}</p>}
       {r?.tests && r.tests.failures.length > 0 && <TestFailures tests={r.tests} />}
       <details>
         <summary>Input</summary>
-        <pre class="mono">{pretty(t.input)}</pre>
+        <pre class="mono">{visibleText(pretty(t.input))}</pre>
       </details>
       {out && (
         <details>
           <summary>Output{r?.truncated ? " (truncated)" : ""}</summary>
-          <pre class="mono">{pretty(out)}</pre>
+          <pre class="mono">{visibleText(pretty(out))}</pre>
         </details>
       )}
     </div>

@@ -13,6 +13,7 @@ import { Labels } from "./labels.tsx";
 import { newerRun } from "./newer-run.ts";
 import { useRunEvents } from "./run-stream.ts";
 import { useSession } from "./session.ts";
+import { visibleText } from "./shown-text.ts";
 import { StateBadge } from "./state-badge.tsx";
 import { EMPTY, fold, type Timeline } from "./timeline.ts";
 import { type ChainResult, GENESIS, verifyChain } from "./verify.ts";
@@ -164,7 +165,7 @@ function RunHeader(props: { run: Run; now: number; canCancel: boolean; onChanged
       </p>
       <dl class="facts">
         <dt>Prompt</dt>
-        <dd class="prompt">{r.prompt}</dd>
+        <dd class="prompt">{visibleText(r.prompt)}</dd>
         {Object.keys(r.labels).length > 0 && (
           <>
             <dt>Labels</dt>
@@ -183,14 +184,14 @@ function RunHeader(props: { run: Run; now: number; canCancel: boolean; onChanged
         {r.summary && (
           <>
             <dt>Summary</dt>
-            <dd>{r.summary}</dd>
+            <dd>{visibleText(r.summary)}</dd>
           </>
         )}
         {r.error && (
           <>
             <dt>Error</dt>
             <dd class="error">
-              {r.error.code}: {r.error.message}
+              {r.error.code}: {visibleText(r.error.message)}
             </dd>
           </>
         )}

@@ -7,6 +7,7 @@ import { ago, FILTER_STATES, stateName, tsDate, useNow } from "./format.ts";
 import { Labels } from "./labels.tsx";
 import { runHref } from "./route.ts";
 import { useSession } from "./session.ts";
+import { visibleText } from "./shown-text.ts";
 import { StateBadge } from "./state-badge.tsx";
 
 export function RunsPage() {
@@ -80,7 +81,7 @@ export function RunsPage() {
                   <a href={runHref(r.runId)} class="mono">
                     {r.runId}
                   </a>
-                  {r.prompt && <div class="prompt-line">{r.prompt}</div>}
+                  {r.prompt && <div class="prompt-line">{visibleText(r.prompt)}</div>}
                 </td>
                 <td data-label="State">
                   <StateBadge state={r.state} testid="run-state" />
