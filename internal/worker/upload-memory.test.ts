@@ -1,6 +1,6 @@
 /**
  * A large upload never reaches the worker's memory: a run whose uploaded workspace holds a
- * 200 MiB file starts (the container filled from the store as a stream, the workspace's
+ * 400 MiB file starts (the container filled from the store as a stream, the workspace's
  * configuration read as a stream), runs a workspace script (the kernel's base index read
  * as a stream), changes a small file and completes (the final diff scans the upload from
  * the store and reads back only the changed file's original). The worker's RSS grows by
@@ -30,7 +30,7 @@ setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
 
 const MiB = 1024 * 1024;
-const BIG = 200 * MiB;
+const BIG = 400 * MiB;
 
 let dir: string;
 let log: FileEventLog;
@@ -78,7 +78,7 @@ const FILES = {
   "run.sh": "#!/bin/sh\necho ran\n",
 };
 
-it("a run of a 200 MiB upload: the worker streams it, its RSS grows far less than the upload", {
+it("a run of a 400 MiB upload: the worker streams it, its RSS grows far less than the upload", {
   timeout: 300_000,
 }, async (t) => {
   const base = testImagePolicy();
@@ -164,8 +164,9 @@ it("a run of a 200 MiB upload: the worker streams it, its RSS grows far less tha
   const text = Buffer.concat(parts).toString();
   assert.match(text, /^\+three$/m);
   assert.doesNotMatch(text, /big\.bin/, "the unchanged large file is not in the patch");
-  // A worker holding the upload would grow by more than its 200 MiB (twice that before:
-  // the archive and its unpacked files); streamed, the growth is socket and file buffers.
-  assert.ok(growth < 100, `worker RSS grew ${growth.toFixed(0)} MiB`);
+  // A worker holding the upload would grow by more than its 400 MiB (twice that before:
+  // the archive and its unpacked files); streamed, the peak is socket and file buffers
+  // waiting for a collection, the same for 200 MiB (65-90 MiB measured) as for 400 (80).
+  assert.ok(growth < 128, `worker RSS grew ${growth.toFixed(0)} MiB`);
   assert.ok(retained < 32, `the worker kept ${retained.toFixed(0)} MiB`);
 });
