@@ -71,6 +71,7 @@ bench: build images image
 	node bench/e2e.ts --runs 3 --delays
 	node bench/runs.ts --runs 200
 	node bench/upload.ts
+	node bench/upload-throughput.ts
 	node bench/workspace-diff.ts
 	node bench/create-run.ts
 	node bench/mutation-snapshot.ts

@@ -95,6 +95,25 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     }
   });
 
+  it("the upload flags are listed and a bad value is refused naming the flag", () => {
+    for (const cmd of ["server", "dev"]) {
+      const help = agentd([cmd, "--help"]).stdout;
+      assert.match(help, /^ {2}--max-uploads-per-tenant\b/m, cmd);
+      assert.match(help, /^ {2}--upload-idle-ms\b/m, cmd);
+    }
+    assert.doesNotMatch(agentd(["worker", "--help"]).stdout, /--upload-idle-ms/);
+    for (const [flag, bad] of [
+      ["--max-uploads-per-tenant", "0"],
+      ["--max-uploads-per-tenant", "two"],
+      ["--upload-idle-ms", "10"],
+      ["--upload-idle-ms", "-5"],
+    ] as const) {
+      const r = agentd(["server", "--insecure-no-auth", `${flag}=${bad}`]);
+      assert.equal(r.code, 2, `${flag} ${bad}: ${r.stderr}`);
+      assert.match(r.stderr, new RegExp(`${flag} \\(AGENTD_[A-Z_]+\\): `), `${flag} ${bad}`);
+    }
+  });
+
   it("--artifact-store redis needs a Redis event log; a bad retention names the flag", () => {
     const dev = agentd(["dev", "--data-dir", join(dir, "d"), "--artifact-store", "redis"]);
     assert.equal(dev.code, 2, dev.stderr);

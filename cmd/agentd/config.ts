@@ -108,8 +108,18 @@ export const FLAGS = {
   },
   "max-concurrent-unpacks": {
     env: "AGENTD_MAX_CONCURRENT_UNPACKS",
-    help: "CreateRun: workspace archives unpacked at once by this server; more wait for a turn within their deadline",
+    help: "CreateRun and UploadWorkspace: chunks of workspace unpacking run at once by this server (a slot per chunk, never held while an upload waits for its client); more wait for a turn within their deadline",
     def: "2",
+  },
+  "max-uploads-per-tenant": {
+    env: "AGENTD_MAX_UPLOADS_PER_TENANT",
+    help: "UploadWorkspace: streams one tenant may hold open on this server at once; one more is refused with RESOURCE_EXHAUSTED",
+    def: "4",
+  },
+  "upload-idle-ms": {
+    env: "AGENTD_UPLOAD_IDLE_MS",
+    help: "UploadWorkspace: longest wait for an upload's next bytes; past it the stream is cut with DEADLINE_EXCEEDED and nothing is stored",
+    def: "60000",
   },
   policy: {
     env: "AGENTD_POLICY",
@@ -274,6 +284,8 @@ export const ConfigSchema = z.object({
     .max(64 * 1024 ** 3),
   "max-workspace-entries": z.coerce.number().int().min(1).max(10_000_000),
   "max-concurrent-unpacks": z.coerce.number().int().min(1).max(64),
+  "max-uploads-per-tenant": z.coerce.number().int().min(1).max(1024),
+  "upload-idle-ms": z.coerce.number().int().min(1000).max(3_600_000),
   policy: z.string().min(1),
   "log-level": z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
   "insecure-no-auth": z.boolean(),

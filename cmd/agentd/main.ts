@@ -109,6 +109,8 @@ const SERVER_FLAGS: FlagName[] = [
   "max-workspace-bytes",
   "max-workspace-entries",
   "max-concurrent-unpacks",
+  "max-uploads-per-tenant",
+  "upload-idle-ms",
   "policy",
   "approval-sweep-ms",
   "cancel-wait-ms",
@@ -163,6 +165,8 @@ const DEV_FLAGS: FlagName[] = [
   "max-workspace-bytes",
   "max-workspace-entries",
   "max-concurrent-unpacks",
+  "max-uploads-per-tenant",
+  "upload-idle-ms",
   "policy",
   "concurrency",
   "model-base-url",
@@ -346,6 +350,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       maxBytes: cfg["max-workspace-bytes"],
       maxEntries: cfg["max-workspace-entries"],
       maxConcurrentUnpacks: cfg["max-concurrent-unpacks"],
+      maxUploadsPerTenant: cfg["max-uploads-per-tenant"],
+      uploadIdleMs: cfg["upload-idle-ms"],
     };
     const app = createApp({
       deps,

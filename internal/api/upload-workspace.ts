@@ -40,10 +40,13 @@ export function uploadWorkspaceHandler(deps: ApiDeps) {
     async function* bytes(): AsyncGenerator<Uint8Array> {
       for await (const r of reqs) {
         chunks++;
-        if (r.chunk.byteLength > 0) yield r.chunk;
+        yield r.chunk;
       }
     }
-    const info = await uploader.storeStream(bytes(), ctx.signal);
+    const info = await uploader.storeStream(bytes(), {
+      signal: ctx.signal,
+      tenantId: principal.tenantId,
+    });
     if (chunks === 0) throw invalid("chunk", "the upload sent no bytes");
     await deps.artifacts.put(receiptOf(principal.tenantId, info.digest));
     return { digest: info.digest, sizeBytes: BigInt(info.size) };

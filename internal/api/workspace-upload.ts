@@ -1,14 +1,19 @@
 /**
  * CreateRun's workspace upload: the archive in the request is unpacked, checked and
  * re-packed as a stream (sandbox/workspace-stream.ts) straight into the artifact store,
- * under the server's limits, with at most a few unpacks at a time. Never holds the
- * unpacked archive in memory, and never leaves a blob behind for a refused archive (the
- * store makes a streamed blob visible only once complete).
+ * under the server's limits. An unpack slot is held per chunk of work (chunk-slots.ts),
+ * never while a stream waits for its client; a tenant holds at most a few streams at once
+ * (tenant-uploads.ts), and a stream that sends nothing for too long is cut (idle-cut.ts).
+ * Never holds the unpacked archive in memory, and never leaves a blob behind for a refused
+ * archive (the store makes a streamed blob visible only once complete).
  */
 import { createContextKey } from "@connectrpc/connect";
 import type { ArtifactInfo, ArtifactStore } from "../artifacts/port.ts";
 import { normaliseWorkspaceStream } from "../sandbox/workspace-stream.ts";
+import { slotPerChunk } from "./chunk-slots.ts";
+import { cutWhenIdle } from "./idle-cut.ts";
 import { createSemaphore } from "./semaphore.ts";
+import { createTenantUploads } from "./tenant-uploads.ts";
 
 /** The server's limits on uploaded workspaces. */
 export interface WorkspaceLimits {
@@ -20,21 +25,43 @@ export interface WorkspaceLimits {
   /** Most entries, counting implied parent directories (`--max-workspace-entries`). Default 100,000. */
   maxEntries: number;
   /**
-   * Unpacks running at once in this server (`--max-concurrent-unpacks`); more wait for a
-   * turn until their deadline. Default 2: each unpack keeps one libuv pool thread inflating
+   * Chunks of unpack work running at once in this server (`--max-concurrent-unpacks`): a
+   * slot is taken per chunk (a streamed upload gives it back while it waits for its
+   * client), more wait for a turn, first come first served, until their deadline. Default
+   * 2: each unpack keeps one libuv pool thread inflating
    * (4 by default, shared with every file write of the server) and the event loop hashing
    * and re-packing; two overlap one upload's inflate with the other's hashing on a 2-core
    * host, and leave pool threads for the artifact and event-log writes. More would not
    * finish uploads sooner, only slow every other request down.
    */
   maxConcurrentUnpacks: number;
+  /**
+   * UploadWorkspace streams one tenant may hold open on this server at once
+   * (`--max-uploads-per-tenant`); one more is refused with RESOURCE_EXHAUSTED. Default 4.
+   */
+  maxUploadsPerTenant: number;
+  /**
+   * Longest wait for an upload's next bytes, ms (`--upload-idle-ms`): past it the stream is
+   * cut with DEADLINE_EXCEEDED and nothing is stored. Default 60,000.
+   */
+  uploadIdleMs: number;
 }
 
 export const DEFAULT_WORKSPACE_LIMITS: WorkspaceLimits = {
   maxBytes: 256 * 1024 * 1024,
   maxEntries: 100_000,
   maxConcurrentUnpacks: 2,
+  maxUploadsPerTenant: 4,
+  uploadIdleMs: 60_000,
 };
+
+/** How a streamed upload is run. */
+export interface StreamOptions {
+  /** The call's deadline or cancellation: ends a wait for a slot, or the unpack. */
+  signal?: AbortSignal;
+  /** The uploading tenant: its streams count against maxUploadsPerTenant. */
+  tenantId: string;
+}
 
 export interface WorkspaceUploader {
   /**
@@ -47,9 +74,12 @@ export interface WorkspaceUploader {
   /**
    * The same for an archive arriving in chunks (UploadWorkspace): never more than a chunk
    * in memory. The compressed stream is capped too (past the unpacked limit plus 1%):
-   * bytes after the archive's end are not read forever.
+   * bytes after the archive's end are not read forever. Refused at once (EBUSY, naming
+   * --max-uploads-per-tenant) when the tenant holds its most streams; cut with
+   * DEADLINE_EXCEEDED (naming --upload-idle-ms) when no bytes come for that long. An empty
+   * chunk is no activity.
    */
-  storeStream(source: AsyncIterable<Uint8Array>, signal?: AbortSignal): Promise<ArtifactInfo>;
+  storeStream(source: AsyncIterable<Uint8Array>, opts: StreamOptions): Promise<ArtifactInfo>;
 }
 
 /** The server's uploader, set per call by the server (see internal/server/app.ts). */
@@ -62,6 +92,7 @@ export function createWorkspaceUploader(
   limits: WorkspaceLimits = DEFAULT_WORKSPACE_LIMITS,
 ): WorkspaceUploader {
   const slots = createSemaphore(limits.maxConcurrentUnpacks);
+  const tenants = createTenantUploads(limits.maxUploadsPerTenant, "--max-uploads-per-tenant");
   const archiveLimits = {
     // The request is capped already (--max-request-bytes); a second, hidden cap would
     // only surprise whoever raises that one.
@@ -79,15 +110,39 @@ export function createWorkspaceUploader(
     lim: typeof archiveLimits,
     signal: AbortSignal | undefined,
   ) => {
-    const release = await slots.acquire(signal);
+    const paced = slotPerChunk(source, slots, signal);
     try {
-      return await artifacts.putStream(normaliseWorkspaceStream(source, lim), { signal });
+      return await artifacts.putStream(normaliseWorkspaceStream(paced, lim), { signal });
+    } catch (err) {
+      // The call's end (deadline, cancel) is the reason, not what it broke on its way
+      // through the unpack (a slot wait, a half-read archive).
+      throw signal?.aborted === true ? signal.reason : err;
     } finally {
-      release();
+      // However the unpack ended, the slot of the chunk it was on goes back.
+      void paced.return(undefined).catch(() => undefined);
     }
   };
   return {
     store: (archive, signal) => run([archive], archiveLimits, signal),
-    storeStream: (source, signal) => run(source, streamed, signal),
+    async storeStream(source, { signal, tenantId }) {
+      const release = tenants.take(tenantId);
+      let cut: unknown;
+      try {
+        const paced = cutWhenIdle(source, {
+          idleMs: limits.uploadIdleMs,
+          setting: "--upload-idle-ms",
+          counts: (c) => c.byteLength > 0,
+          onCut: (err) => {
+            cut = err;
+          },
+        });
+        return await run(paced, streamed, signal);
+      } catch (err) {
+        // The cut is the reason, not the "truncated archive" the unpack saw after it.
+        throw cut ?? err;
+      } finally {
+        release();
+      }
+    },
   };
 }

@@ -491,15 +491,22 @@ export class DockerSandboxHandle implements SandboxHandle {
   }
 
   async diff(opts: DiffOptions = {}): Promise<WorkspaceDiff> {
-    const baseTar = opts.baseTar ?? this.#opts.baseTar;
-    if (baseTar === undefined) {
+    // A streamed base (the run's upload in the store) is scanned, never held.
+    const baseTar = opts.base === undefined ? (opts.baseTar ?? this.#opts.baseTar) : undefined;
+    if (opts.base === undefined && baseTar === undefined) {
       throw new AgentdError(
         "EVALIDATION",
         "diff: no initial snapshot known for this sandbox; pass the base archive",
       );
     }
     const base =
-      baseTar.byteLength === 0 ? [] : await readWorkspaceArchive(baseTar, SANDBOX_EXPORT_LIMITS);
+      opts.base !== undefined
+        ? opts.base.size === 0
+          ? []
+          : opts.base
+        : baseTar === undefined || baseTar.byteLength === 0
+          ? []
+          : await readWorkspaceArchive(baseTar, SANDBOX_EXPORT_LIMITS);
     return diffWorkspace({
       base,
       openExport: () => this.exportWorkspace(),

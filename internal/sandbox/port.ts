@@ -126,6 +126,11 @@ export type { WorkspaceDiffResult as WorkspaceDiff } from "./workspace-diff.ts";
 export interface DiffOptions {
   /** The archive to compare against; default the workspace the sandbox was created with. */
   baseTar?: Uint8Array;
+  /**
+   * The same, streamed (the run's upload in the artifact store): read twice, a scan and the
+   * old content of the changed files, never held whole. Wins over baseTar.
+   */
+  base?: WorkspaceSource;
   /** Largest patch (policy limits.maxPatchSize); past it ETOOLARGE. Default 64 MiB. */
   maxPatchBytes?: number;
   /** The run's redactor: every secret value in the patch becomes a marker. */

@@ -566,3 +566,69 @@ async function rawNameTar(raw: string): Promise<Buffer> {
   buf.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148, "latin1");
   return buf;
 }
+
+describe("a streamed base (the run's upload read from the store)", () => {
+  const streamed = (items: readonly Item[]) => ({ open: () => tarStream(items) });
+
+  it("gives the same patch as the base in memory: text, binary, modes, deletions, links, .gitignore", async () => {
+    const bin = randomBytes(300);
+    const base = [
+      text(".gitignore", "*.log\n"),
+      text("README.md", "# hi\n\nsome text\n"),
+      text("src/a.ts", "export const a = 1;\n"),
+      text("gone.txt", "bye\n"),
+      { path: "img.bin", data: Buffer.concat([Buffer.from([0]), bin]) },
+      { path: "old.bin", data: Buffer.from([0, 1, 2]) },
+      text("run.sh", "echo hi\n"),
+      link("l", "README.md"),
+    ];
+    const current = [
+      text(".gitignore", "*.log\n"),
+      text("README.md", "# hi\n\nmore text\n"),
+      text("src/a.ts", "export const a = 2;\n", 0o755),
+      { path: "img.bin", data: Buffer.concat([Buffer.from([0]), bin, bin]) },
+      { path: "new.bin", data: randomBytes(5000) },
+      text("run.sh", "echo hi\n", 0o755),
+      text("debug.log", "ignored\n"),
+      link("l", "src/a.ts"),
+    ];
+    const inMemory = await diff(base, current);
+    const fromStream = await diff(base, current, { base: streamed(base) });
+    assert.deepEqual(fromStream, inMemory);
+    assert.deepEqual(fromStream.deleted, ["gone.txt", "old.bin"]);
+    assert.equal(fromStream.ignored, 1);
+    const tree = gitApply(treeOf(base), fromStream.patch);
+    assert.deepEqual(tree, expectedTree(treeOf(base), treeOf(current), fromStream));
+  });
+
+  it("reads back only the changed files' original content, and refuses one past the limit", async () => {
+    const big = { path: "big.bin", data: Buffer.alloc(2 * MiB, 7) };
+    const base = [big, text("a.txt", "a\n")];
+    // Unchanged: the big file is scanned, never read back; the patch is the small change.
+    const r = await diff(base, [big, text("a.txt", "b\n")], {
+      base: streamed(base),
+      maxPatchBytes: MiB,
+    });
+    assert.deepEqual(r.modified, ["a.txt"]);
+    // Removed: its original is in the patch, over the limit: ETOOLARGE naming it.
+    await assert.rejects(
+      diff(base, [text("a.txt", "b\n")], { base: streamed(base), maxPatchBytes: MiB }),
+      (err: unknown) =>
+        isAgentdError(err, "ETOOLARGE") &&
+        err.field === "limits.maxPatchSize" &&
+        /the changed files' original content \(2097154 bytes in "big\.bin" and 1 other files\)/.test(
+          err.message,
+        ),
+    );
+  });
+
+  it("an empty or corrupt stored base: every file new, or EIO", async () => {
+    const current = [text("a.txt", "a\n")];
+    const r = await diff([], current, { base: streamed([]) });
+    assert.deepEqual(r.added, ["a.txt"]);
+    await assert.rejects(
+      diff([], current, { base: { open: () => once(Buffer.from("not a tar".repeat(100))) } }),
+      (err: unknown) => isAgentdError(err, "EIO"),
+    );
+  });
+});

@@ -7,7 +7,9 @@
  *
  * The current workspace is read as a tar stream, twice: pass 1 hashes every file as it goes
  * by and decides what changed; pass 2 (only when something did) keeps the content of the
- * changed files alone. Memory stays near the size of the patch, never the workspace's.
+ * changed files alone. Memory stays near the size of the patch, never the workspace's. The
+ * base is in memory (a list of files) or streamed (the run's upload from the artifact store):
+ * then it is read twice too, a scan first and the old content of the changed files alone after.
  *
  * Must never hold a whole export, read content before the size check allows it, or return a
  * patch over `maxPatchBytes`.
@@ -48,9 +50,14 @@ export interface WorkspaceDiffResult {
   ignored: number;
 }
 
+/** A stored archive read afresh on each `open()` (the run's upload, sandbox/port.ts WorkspaceSource). */
+export interface StreamedBase {
+  open(): AsyncIterable<Uint8Array>;
+}
+
 export interface DiffWorkspaceOptions {
-  /** The workspace the run started from (the uploaded, normalised one). */
-  base: readonly WorkspaceFile[];
+  /** The workspace the run started from (the uploaded, normalised one): files, or streamed. */
+  base: readonly WorkspaceFile[] | StreamedBase;
   /** A tar stream of the current workspace; called once or twice, each a fresh export. */
   openExport: () => AsyncIterable<Uint8Array>;
   /** Largest patch, bytes (policy limits.maxPatchSize): past it ETOOLARGE. */
@@ -75,11 +82,26 @@ function wantedContents(changes: ReturnType<typeof planChanges>["changes"]) {
   return wanted;
 }
 
+/**
+ * The base files whose old content the patch needs and has not (a streamed base), keyed by
+ * the path the content is read at: a changed or removed file, unless only its mode changed.
+ */
+function wantedOld(changes: ReturnType<typeof planChanges>["changes"]) {
+  const wanted = new Map<string, WorkspaceEntry>();
+  for (const { path, old, neu } of changes) {
+    if (old?.kind !== "file" || old.data !== undefined) continue;
+    if (neu !== undefined && neu.id === old.id) continue;
+    wanted.set(old.contentPath ?? path, old);
+  }
+  return wanted;
+}
+
 /** Fails before any content is read when the changed files alone exceed the limit. */
 function checkSize(
   wanted: ReadonlyMap<string, WorkspaceEntry>,
   max: number,
   show: (p: string) => string,
+  side = "the run's changes",
 ): void {
   let total = 0;
   let largest: [string, number] = ["", -1];
@@ -91,20 +113,32 @@ function checkSize(
   const others = wanted.size > 1 ? ` and ${wanted.size - 1} other files` : "";
   throw new AgentdError(
     "ETOOLARGE",
-    `the run's changes (${total} bytes in ${show(largest[0])}${others}) exceed ${PATCH_LIMIT_FIELD} (${max} bytes)`,
+    `${side} (${total} bytes in ${show(largest[0])}${others}) exceed ${PATCH_LIMIT_FIELD} (${max} bytes)`,
     { field: PATCH_LIMIT_FIELD },
   );
 }
 
+type ReadContents = (wanted: ReadonlyMap<string, WorkspaceEntry>) => Promise<Map<string, Buffer>>;
+
 async function buildPatch(
   base: WorkspaceScan,
   current: WorkspaceScan,
-  read: (wanted: ReadonlyMap<string, WorkspaceEntry>) => Promise<Map<string, Buffer>>,
+  read: ReadContents,
   opts: { maxPatchBytes: number; redact: (s: string) => string; signal?: AbortSignal },
+  readOld?: ReadContents,
 ): Promise<WorkspaceDiffResult> {
   const plan = planChanges(base, current, opts.redact);
   const wanted = wantedContents(plan.changes);
-  checkSize(wanted, opts.maxPatchBytes, (p) => JSON.stringify(opts.redact(p)));
+  const show = (p: string) => JSON.stringify(opts.redact(p));
+  checkSize(wanted, opts.maxPatchBytes, show);
+  const olds = wantedOld(plan.changes);
+  if (readOld !== undefined && olds.size > 0) {
+    // The old side of the changed files, read from the streamed base: bounded like the new
+    // side (a removed file's whole content is in the patch; a changed one's mostly is).
+    checkSize(olds, opts.maxPatchBytes, show, "the changed files' original content");
+    const got = await readOld(olds);
+    for (const [key, e] of olds) e.data = got.get(key);
+  }
   const contents = wanted.size > 0 ? await read(wanted) : new Map<string, Buffer>();
   const f = await formatChanges(plan.changes, { ...opts, contents });
   const result: WorkspaceDiffResult = {
@@ -136,11 +170,12 @@ export async function diffWorkspace(opts: DiffWorkspaceOptions): Promise<Workspa
     maxEntries: opts.maxEntries,
   };
   const current = await scanExport(opts.openExport(), scanOpts);
-  return buildPatch(
-    scanFiles(opts.base),
-    current,
-    (wanted) => readContents(opts.openExport(), wanted, scanOpts),
-    { maxPatchBytes: opts.maxPatchBytes, redact, signal: opts.signal },
+  const base = opts.base;
+  const patchOpts = { maxPatchBytes: opts.maxPatchBytes, redact, signal: opts.signal };
+  const readNew: ReadContents = (wanted) => readContents(opts.openExport(), wanted, scanOpts);
+  if (!("open" in base)) return buildPatch(scanFiles(base), current, readNew, patchOpts);
+  return buildPatch(await scanExport(base.open(), scanOpts), current, readNew, patchOpts, (w) =>
+    readContents(base.open(), w, scanOpts),
   );
 }
 

@@ -10,8 +10,6 @@
  * the output must keep it invisible until the stream ended without error (a refusal can
  * come at the last entry); see ArtifactStore.putStream.
  */
-import { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import * as tar from "tar-stream";
 import { isAgentdError } from "../errors.ts";
@@ -299,8 +297,14 @@ async function sniff(
   }
   const start = Buffer.concat(first);
   async function* again(): AsyncGenerator<Buffer> {
-    if (start.byteLength > 0) yield start;
-    yield* input;
+    try {
+      if (start.byteLength > 0) yield start;
+      yield* input;
+    } finally {
+      // Stopped at `start` (a refusal in the first chunk): the input is closed too, so a
+      // source that holds something per chunk (an unpack slot) gives it back.
+      await input.return(undefined);
+    }
   }
   return { gzip: start[0] === 0x1f && start[1] === 0x8b, bytes: again() };
 }
@@ -308,8 +312,20 @@ async function sniff(
 /** Gunzips `bytes` as a stream: output comes a chunk at a time, as it is read. */
 async function* gunzip(bytes: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
   const z = createGunzip();
-  // Errors surface through z; the pipeline destroys the input when z ends or is destroyed.
-  pipeline(Readable.from(bytes, { objectMode: false }), z).catch(() => undefined);
+  // Written by hand, honouring z's back-pressure: the next input chunk is asked for only
+  // once z took the last one in (inflated all but its output buffer), so whoever paces
+  // the input (an unpack slot per chunk, api/chunk-slots.ts) paces the inflating too.
+  // Errors surface through z; a destroyed z stops the feeding.
+  const input = bytes[Symbol.asyncIterator]();
+  void (async () => {
+    for (let r = await input.next(); r.done !== true; r = await input.next()) {
+      if (z.destroyed) return;
+      if (!z.write(r.value)) await drained(z);
+    }
+    z.end();
+  })().catch((err: unknown) => {
+    z.destroy(err as Error);
+  });
   try {
     for await (const chunk of z) yield chunk as Buffer;
   } catch (err) {
@@ -317,6 +333,8 @@ async function* gunzip(bytes: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
     throw bad("gzip data is corrupt or truncated");
   } finally {
     z.destroy();
+    // A feeder waiting for input ends once that input comes (or its source closes).
+    void Promise.resolve(input.return?.()).catch(() => undefined);
   }
 }
 

@@ -51,6 +51,17 @@ export interface StreamEnd {
   error: grpc.ServiceError | undefined;
 }
 
+/** An UploadWorkspace call written by hand (GrpcRunClient.openUpload). */
+export interface OpenUpload {
+  /** The call's answer, or its error status. */
+  readonly result: Promise<UploadWorkspaceResponse>;
+  /** Sends one chunk (waits for the stream to take it). */
+  write(chunk: Uint8Array): Promise<void>;
+  /** Half-closes: the upload is complete. */
+  end(): void;
+  cancel(): void;
+}
+
 /** An open StreamEvents call: the events received so far and how the call ended. */
 export class EventStream {
   readonly events: Event[] = [];
@@ -243,6 +254,37 @@ export class GrpcRunClient {
         reject(err);
       });
     });
+  }
+
+  /**
+   * An UploadWorkspace stream the caller writes by hand (to hold it open, idle, between
+   * chunks); `result` settles with the call's answer or error status.
+   */
+  openUpload(opts: { auth?: Auth; deadlineMs?: number } = {}): OpenUpload {
+    const m = RunService.method.uploadWorkspace;
+    let settle!: { resolve(v: UploadWorkspaceResponse): void; reject(e: unknown): void };
+    const result = new Promise<UploadWorkspaceResponse>((resolve, reject) => {
+      settle = { resolve, reject };
+    });
+    result.catch(() => undefined); // read by the caller, maybe later than it settles
+    const call = this.#client.makeClientStreamRequest(
+      `/${m.parent.typeName}/${m.name}`,
+      (req: MessageShape<typeof m.input>) => Buffer.from(toBinary(m.input, req)),
+      (b: Buffer) => fromBinary(m.output, b),
+      this.#metadata(opts.auth),
+      opts.deadlineMs === undefined ? {} : { deadline: Date.now() + opts.deadlineMs },
+      (err, out) => (err || out === undefined ? settle.reject(err) : settle.resolve(out)),
+    );
+    call.on("error", () => undefined);
+    return {
+      result,
+      async write(chunk) {
+        if (!call.write(create(m.input, { chunk })))
+          await new Promise((r) => call.once("drain", r));
+      },
+      end: () => call.end(),
+      cancel: () => call.cancel(),
+    };
   }
 
   /** Opens StreamEvents; events are collected as they arrive. */

@@ -40,8 +40,9 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
   await box.killAll();
   let diff: WorkspaceDiff;
   try {
+    const base = await baseArchive(d.deps.artifacts, d.events);
     diff = await box.diff({
-      baseTar: await baseArchive(d.deps.artifacts, d.events),
+      ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
       maxPatchBytes: d.deps.policy().limits.maxPatchSize,
       redact: (text) => d.writer.secrets.redactor.text(text),
       signal: d.cancel.signal,

@@ -12,11 +12,11 @@ import { AgentdError, isAgentdError } from "../errors.ts";
 import { type Event, RunResumedSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { READ_ONLY_TOOLS } from "../kernel/kernel.ts";
-import { type BaseIndex, indexWorkspace } from "../kernel/script-probe.ts";
+import type { BaseIndex } from "../kernel/script-probe.ts";
 import type { SandboxHandle, WorkspaceSource } from "../sandbox/port.ts";
-import { readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "../sandbox/workspace-archive.ts";
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
+import { indexBaseArchive } from "./base-index.ts";
 import type { Drive } from "./drive.ts";
 import { openEgress } from "./drive-egress.ts";
 import { runImage } from "./drive-image.ts";
@@ -116,13 +116,10 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     pristine: !d.events.some(
       (e) => e.payload.case === "toolCall" && !READ_ONLY_TOOLS.has(e.payload.value.tool),
     ),
-    // Read once, when a command first runs a workspace file.
+    // Read once, when a command first runs a workspace file: streamed from the store, only
+    // a digest per path kept (base-index.ts).
     baseIndex: () => {
-      index ??= (
-        base.byteLength === 0
-          ? Promise.resolve([])
-          : readWorkspaceArchive(base, SANDBOX_EXPORT_LIMITS)
-      ).then(indexWorkspace);
+      index ??= indexBaseArchive(base);
       return index;
     },
   };
@@ -175,7 +172,7 @@ async function recordStart(d: Drive, box: SandboxHandle, chosen: RunImage): Prom
  */
 async function sandboxFor(
   d: Drive,
-  base: Uint8Array,
+  base: WorkspaceSource | undefined,
   config: Promise<WorkspaceConfig>,
 ): Promise<SandboxHandle> {
   const found = await d.deps.sandbox.find(d.runId);
@@ -202,10 +199,11 @@ async function sandboxFor(
     ...(own === undefined
       ? { image: d.chosenImage?.pin ?? d.chosenImage?.image ?? sandboxShape(d.deps.policy()).image }
       : { image: own.image, userImage: true }),
+    // The last snapshot, else the upload: both stream from the store into the container.
     ...(workspace !== undefined
       ? { workspace }
-      : base.byteLength > 0
-        ? { workspaceTar: base }
+      : base !== undefined && base.size > 0
+        ? { workspace: base }
         : {}),
   });
 }

@@ -1,22 +1,35 @@
 /**
  * The artifacts a run's events point at: the uploaded workspace (what the final patch is
  * computed against), the last workspace snapshot (what a paused run resumes from).
- * Must never: read a snapshot whole into memory (it streams into the container).
+ * Must never: read either whole into memory (they stream from the store).
  */
 import type { ArtifactStore } from "../artifacts/port.ts";
+import { AgentdError } from "../errors.ts";
 import type { Event } from "../gen/agentd/v1/events_pb.js";
 import { projectRun } from "../projections/run-projection.ts";
+import type { WorkspaceSource } from "../sandbox/port.ts";
 
 export const SNAPSHOT = "workspace-snapshot";
 export const PATCH = "patch";
 
-/** The original workspace: bounded by the upload limits, so it is read into memory. */
+/**
+ * The original workspace (the run's upload) as a source streamed from the store, never
+ * read whole: every reader (the container's fill, the configuration, the kernel's index,
+ * the final diff) opens its own read. Undefined when the run has no upload.
+ */
 export async function baseArchive(
   store: ArtifactStore,
   events: readonly Event[],
-): Promise<Uint8Array> {
+): Promise<WorkspaceSource | undefined> {
   const digest = projectRun("", events).workspaceDigest;
-  return digest ? readAll(store, digest) : new Uint8Array();
+  if (!digest) return undefined;
+  const info = await store.stat(digest);
+  if (info === undefined)
+    throw new AgentdError(
+      "EIO",
+      `the run's uploaded workspace ${digest} is missing from the store`,
+    );
+  return { size: info.size, open: () => store.read(digest) };
 }
 
 /** The digest of the last artifact called `name`, if any. */
@@ -26,10 +39,4 @@ export function lastArtifact(events: readonly Event[], name: string): string | u
     if (p?.case === "artifactEmitted" && p.value.name === name) return p.value.digest;
   }
   return undefined;
-}
-
-async function readAll(store: ArtifactStore, digest: string): Promise<Uint8Array> {
-  const parts: Uint8Array[] = [];
-  for await (const c of store.read(digest)) parts.push(c);
-  return Buffer.concat(parts);
 }

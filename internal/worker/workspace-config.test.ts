@@ -109,3 +109,41 @@ describe("setup inputs", () => {
     assert.equal(c.commands.setup?.command, "npm ci");
   });
 });
+
+describe("workspaceConfigFromArchive: streamed from the store", () => {
+  /** `tar` in chunks of `size` bytes, as the artifact store reads it. */
+  const source = (tar: Buffer, size = 7) => ({
+    size: tar.length,
+    async *open() {
+      for (let i = 0; i < tar.length; i += size) yield tar.subarray(i, i + size);
+    },
+  });
+
+  it("reads the same configuration as from the archive in memory, in small chunks", async () => {
+    const tar = await packWorkspace([
+      file(".agent/skills/alpha/SKILL.md", "alpha"),
+      file("AGENTS.md", "notes"),
+      file("package.json", '{"scripts":{"test":"node --test"}}'),
+      file("data/big.bin", Buffer.alloc(3 * MAX_CONFIG_FILE_BYTES, 1)),
+      file("tests/test_a.py", "def test_a(): pass\n"),
+    ]);
+    const streamed = await workspaceConfigFromArchive(source(tar));
+    assert.deepEqual(streamed, await workspaceConfigFromArchive(tar));
+    assert.deepEqual(streamed.memory, { path: "AGENTS.md", content: "notes" });
+    assert.deepEqual(await workspaceConfigFromArchive(source(Buffer.alloc(0))), {
+      ...(await workspaceConfigFromArchive(undefined)),
+    });
+  });
+
+  it("a read that fails part way fails the configuration with its error", async () => {
+    const tar = await packWorkspace([file("AGENTS.md", "notes"), file("b.txt", "b")]);
+    const failing = {
+      size: tar.length,
+      async *open() {
+        yield tar.subarray(0, 600);
+        throw new Error("store read failed");
+      },
+    };
+    await assert.rejects(workspaceConfigFromArchive(failing), /store read failed/);
+  });
+});

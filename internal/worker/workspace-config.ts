@@ -12,7 +12,9 @@
  * next drive. Regular files only (a symlink could point anywhere), each cut at 64 KiB.
  */
 import { createHash } from "node:crypto";
+import { once } from "node:events";
 import * as tarStream from "tar-stream";
+import type { WorkspaceSource } from "../sandbox/port.ts";
 import { normaliseEntryPath } from "../sandbox/workspace-archive.ts";
 import type { RunCommands } from "../tools/command-spec.ts";
 import {
@@ -54,11 +56,15 @@ export const MAX_CONFIG_FILE_BYTES = 64 * 1024;
 const SKILL_ROOTS = [".agent/skills", ".skills"] as const;
 const MEMORY_FILES = ["AGENTS.md", ".agent/memory.md"] as const;
 
-/** The configuration in a workspace archive (empty for no archive). */
+/**
+ * The configuration in a workspace archive (empty for no archive): in memory, or streamed
+ * from the store (the run's upload, run-artifacts.ts).
+ */
 export async function workspaceConfigFromArchive(
-  tar: Uint8Array | undefined,
+  tar: Uint8Array | WorkspaceSource | undefined,
 ): Promise<WorkspaceConfig> {
-  if (tar === undefined || tar.byteLength === 0)
+  const size = tar === undefined ? 0 : tar instanceof Uint8Array ? tar.byteLength : tar.size;
+  if (tar === undefined || size === 0)
     return {
       skillFiles: [],
       commands: {},
@@ -113,7 +119,7 @@ interface Collected {
 }
 
 /** What the archive holds for the configuration and command detection. */
-function configFiles(data: Uint8Array): Promise<Collected> {
+function configFiles(data: Uint8Array | WorkspaceSource): Promise<Collected> {
   const found = new Map<string, Buffer>();
   const pythonTests: string[] = [];
   const packages = new Set<string>();
@@ -153,8 +159,28 @@ function configFiles(data: Uint8Array): Promise<Collected> {
     extract.on("finish", () => resolve({ regular: found, pythonTests, packages, digests }));
     extract.on("error", reject);
   });
-  extract.end(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
-  return done;
+  if (data instanceof Uint8Array) {
+    extract.end(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+    return done;
+  }
+  // Fed with back-pressure: a chunk or two of the archive in memory at a time.
+  return Promise.all([feedExtract(data.open(), extract), done]).then(([, c]) => c);
+}
+
+/** Writes `source` into `extract` as it drains; a failed read destroys it with the error. */
+async function feedExtract(
+  source: AsyncIterable<Uint8Array>,
+  extract: tarStream.Extract,
+): Promise<void> {
+  try {
+    for await (const chunk of source) {
+      if (extract.destroyed) return;
+      if (!extract.write(chunk)) await once(extract, "drain");
+    }
+    extract.end(null);
+  } catch (err) {
+    extract.destroy(err as Error);
+  }
 }
 
 /** Where installed packages live, not the project's own tests. */

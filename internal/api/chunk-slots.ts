@@ -1,0 +1,34 @@
+/**
+ * An unpack slot per chunk of work, not per stream: the chunks of `source` come out one at
+ * a time, each only once a slot of `slots` is held, and the slot goes back when the
+ * consumer asks for the next chunk, before the source is asked for it. A client that holds
+ * its stream open and sends nothing holds no slot: every other upload (another tenant's,
+ * CreateRun's inline archive) takes its turn meanwhile, first come first served.
+ *
+ * The consumer (workspace-stream.ts) keeps at most a chunk or two in its pipeline buffers
+ * past the slot (gunzip's input, tar's back-pressure), so the work done without a slot is
+ * bounded by a couple of chunks per stream, never a stream's length.
+ *
+ * Must never: hold a slot while waiting for the source, or keep one after the stream ended,
+ * failed or was abandoned.
+ */
+import type { Semaphore } from "./semaphore.ts";
+
+/** `source`'s chunks, each while holding a slot of `slots`; `signal` ends a wait for one. */
+export async function* slotPerChunk<T>(
+  source: AsyncIterable<T> | Iterable<T>,
+  slots: Semaphore,
+  signal?: AbortSignal,
+): AsyncGenerator<T> {
+  let release: (() => void) | undefined;
+  try {
+    for await (const chunk of source) {
+      release = await slots.acquire(signal);
+      yield chunk;
+      release();
+      release = undefined;
+    }
+  } finally {
+    release?.();
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * Fair uploads against a real `agentd server` (private Redis, grpc-js clients): two
+ * UploadWorkspace streams of one tenant that go quiet half way hold no unpack slot (the
+ * server has two), so another tenant's upload and inline CreateRun go through meanwhile;
+ * a tenant's streams past --max-uploads-per-tenant are refused with RESOURCE_EXHAUSTED;
+ * a stream that sends nothing for --upload-idle-ms is cut with DEADLINE_EXCEEDED and
+ * stores nothing.
+ */
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { gzipSync } from "node:zlib";
+import type { AgentdProcess } from "../testing/agentd-process.ts";
+import { type Stack, sleep, startStack, TOKENS } from "../testing/api-fixtures.ts";
+import { assertGrpcError, GrpcRunClient, grpc } from "../testing/grpc-run-client.ts";
+import { tarOf } from "../testing/tar.ts";
+
+const MiB = 1024 * 1024;
+/** How long a call that should go through may take on a loaded machine before it counts as stuck. */
+const STUCK_MS = 90_000;
+
+let stack: Stack;
+before(async () => {
+  stack = await startStack({
+    env: { AGENTD_MAX_CONCURRENT_UNPACKS: "2", AGENTD_MAX_UPLOADS_PER_TENANT: "2" },
+  });
+});
+after(async () => {
+  await stack?.stop();
+});
+
+/** A tar (or tar.gz) of two files of random text (each archive its own digest), in two halves. */
+async function halves(gzip = false): Promise<[Buffer, Buffer]> {
+  const plain = await tarOf([
+    { name: "a.bin", data: randomBytes(MiB).toString("base64") },
+    { name: "b.bin", data: randomBytes(MiB).toString("base64") },
+  ]);
+  const tar = gzip ? gzipSync(plain) : plain;
+  const mid = Math.floor(tar.length / 2);
+  return [tar.subarray(0, mid), tar.subarray(mid)];
+}
+
+/** `p`, or a failure saying what did not answer within STUCK_MS. */
+function within<T>(p: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const stuck = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what} got no answer in ${STUCK_MS} ms: it waits for a slot`)),
+      STUCK_MS,
+    );
+  });
+  return Promise.race([p, stuck]).finally(() => clearTimeout(timer));
+}
+
+const blobs = (): string[] =>
+  readdirSync(join(stack.dir, "artifacts", "sha256"), { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile())
+    .map((d) => d.name)
+    .sort();
+
+describe("fair uploads", { timeout: 300_000 }, () => {
+  it("two idle streams of one tenant hold no slot: another tenant's upload and inline CreateRun go through", async () => {
+    const acme = stack.client;
+    const globex = new GrpcRunClient(stack.server.addr, TOKENS.globex);
+    try {
+      const archives = [await halves(), await halves(true)];
+      // Tenant acme opens as many streams as the server has unpack slots, sends half an
+      // archive on each (a tar, a tar.gz: gunzip takes input only as it drains), and goes
+      // quiet.
+      const slow = archives.map(() => acme.openUpload());
+      await Promise.all(slow.map((u, i) => u.write(archives[i]?.[0] ?? Buffer.alloc(0))));
+      await sleep(500); // the halves reach the server and are unpacked
+
+      const [first, second] = await halves();
+      const upload = globex.openUpload();
+      await upload.write(first);
+      await upload.write(second);
+      upload.end();
+      const uploaded = await within(upload.result, "globex's UploadWorkspace");
+      assert.match(uploaded.digest, /^[0-9a-f]{64}$/);
+      const inline = await tarOf([{ name: "README.md", data: "# hi\n" }]);
+      const { run } = await within(
+        globex.createRun({ prompt: "inline", workspaceTar: inline }),
+        "globex's CreateRun with an inline workspace",
+      );
+      assert.match(run?.workspaceDigest ?? "", /^[0-9a-f]{64}$/);
+      const byDigest = await within(
+        globex.createRun({ prompt: "by digest", workspaceDigest: uploaded.digest }),
+        "globex's CreateRun by digest",
+      );
+      assert.equal(byDigest.run?.workspaceDigest, uploaded.digest);
+
+      // The quiet streams were waiting, not failed: they finish when their client does.
+      for (const [i, u] of slow.entries()) {
+        await u.write(archives[i]?.[1] ?? Buffer.alloc(0));
+        u.end();
+      }
+      const done = await within(Promise.all(slow.map((u) => u.result)), "acme's slow uploads");
+      assert.equal(new Set(done.map((d) => d.digest)).size, 2);
+      for (const d of done) assert.ok(Number(d.sizeBytes) > 2 * MiB, String(d.sizeBytes));
+    } finally {
+      globex.close();
+    }
+  });
+
+  it("a tenant's stream past --max-uploads-per-tenant is refused, naming it; others are not", async () => {
+    const acme = stack.client;
+    const globex = new GrpcRunClient(stack.server.addr, TOKENS.globex);
+    try {
+      const archives = [await halves(), await halves()];
+      const open = archives.map(() => acme.openUpload());
+      await Promise.all(open.map((u, i) => u.write(archives[i]?.[0] ?? Buffer.alloc(0))));
+      await sleep(500); // both streams are open on the server
+      const [a, b] = await halves();
+      const third = acme.openUpload();
+      await third.write(a).catch(() => undefined);
+      await assertGrpcError(
+        third.result,
+        grpc.status.RESOURCE_EXHAUSTED,
+        /workspace uploads open .*at most 2.*--max-uploads-per-tenant/,
+      );
+      // Another tenant is not counted against acme's turns.
+      const other = globex.openUpload();
+      await other.write(a);
+      await other.write(b);
+      other.end();
+      assert.match((await within(other.result, "globex's upload")).digest, /^[0-9a-f]{64}$/);
+      // A finished stream gives its turn back.
+      const [first, rest] = open;
+      assert.ok(first !== undefined && rest !== undefined);
+      await first.write(archives[0]?.[1] ?? Buffer.alloc(0));
+      first.end();
+      await within(first.result, "acme's first upload");
+      const again = acme.openUpload();
+      await again.write(a);
+      await again.write(b);
+      again.end();
+      assert.match((await within(again.result, "acme's next upload")).digest, /^[0-9a-f]{64}$/);
+      rest.cancel();
+      await assert.rejects(rest.result);
+    } finally {
+      globex.close();
+    }
+  });
+});
+
+describe("--upload-idle-ms", { timeout: 300_000 }, () => {
+  let server: AgentdProcess;
+  let client: GrpcRunClient;
+  before(async () => {
+    server = await stack.startServer({
+      env: { AGENTD_UPLOAD_IDLE_MS: "2000", AGENTD_MAX_UPLOADS_PER_TENANT: "1" },
+    });
+    client = new GrpcRunClient(server.addr, TOKENS.initech);
+  });
+  after(async () => {
+    client?.close();
+    await server?.stop("SIGKILL");
+  });
+
+  it("cuts a stream that sends nothing for that long, stores nothing, and gives the turn back", async () => {
+    const before = blobs();
+    const [first, second] = await halves();
+    const idle = client.openUpload();
+    await idle.write(first);
+    // No more bytes: the server cuts the stream once it waited 2 s for them.
+    await within(
+      assertGrpcError(
+        idle.result,
+        grpc.status.DEADLINE_EXCEEDED,
+        /upload idle: no bytes for 2000 ms.*--upload-idle-ms/,
+      ),
+      "the idle upload's cut",
+    );
+    assert.deepEqual(blobs(), before, "nothing stored for the cut upload");
+    assert.deepEqual(readdirSync(join(stack.dir, "artifacts", "tmp")), [], "no temp file left");
+    // A stream that never sent a byte is cut too.
+    const silent = client.openUpload();
+    await within(
+      assertGrpcError(silent.result, grpc.status.DEADLINE_EXCEEDED, /--upload-idle-ms/),
+      "the silent upload's cut",
+    );
+    // The tenant's one turn (--max-uploads-per-tenant 1) came back with each cut.
+    const next = client.openUpload();
+    await next.write(first);
+    await next.write(second);
+    next.end();
+    assert.match((await within(next.result, "the next upload")).digest, /^[0-9a-f]{64}$/);
+  });
+});
