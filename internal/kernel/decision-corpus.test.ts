@@ -383,6 +383,38 @@ const PROTECTED_PATHS: Row[] = [
   ["cd ~ && ls", ASK, DYN],
 ];
 
+const BUILD = /touchesBuild/;
+const CONFIG = /touchesConfig/;
+
+/**
+ * Globs, braces and find patterns that could name a build or config file count as touching
+ * it, whether or not the file exists yet (the glob may create it: `cp p.txt packag?.json`).
+ */
+const GLOBBED_BUILD_FILES: Row[] = [
+  ["cp p.txt packag?.json", ASK, BUILD],
+  ["cp p.txt pack[a]ge.json", ASK, BUILD],
+  ["cp p.txt pack[!x]ge.json", ASK, BUILD],
+  ["cp p.txt {package,x}.json", ASK, BUILD],
+  ["cp p.txt packa{g,h}e.json", ASK, BUILD],
+  ["cp p.txt Makefil?", ASK, BUILD],
+  ["cp p.txt Makef*", ASK, BUILD],
+  ["cp p.txt sub/*/Makefile", ASK, BUILD],
+  ["cp p.txt **/package.json", ASK, BUILD],
+  ["cp p.txt pyproject.tom?", ASK, BUILD],
+  ["cp p.txt requirements*.txt", ASK, BUILD],
+  ["cp p.txt tsconfig.*", ASK, BUILD],
+  ["echo '{}' > packag?.json", ASK, BUILD],
+  ["echo x | tee -a Makefil?", ASK, BUILD],
+  ["mv p.txt */package.json", ASK, BUILD],
+  ["find . -name 'packag?.json' -exec cp p.txt {} \\;", ASK, BUILD],
+  ["find . -name 'Makefile' -exec cp p.txt {} +", ASK, BUILD],
+  ["echo x > .githu?/workflows/ci.yml", ASK, CONFIG],
+  ["cp x .github/*/ci.yml", ASK, CONFIG],
+  ["cp x ci.y?l", ASK, CONFIG],
+  ["cp x Dockerfil?", ASK, CONFIG],
+  ["cp x .eslintr?.js", ASK, CONFIG],
+];
+
 /** Ordinary work keeps today's decision: preview and run, no person. */
 const ORDINARY_ROWS: Row[] = [
   "npm test",
@@ -450,6 +482,10 @@ const ORDINARY_ROWS: Row[] = [
   "touch a.txt",
   "wc -l src/*.ts",
   "ls src/*.test.ts",
+  "cat docs/*.md",
+  "cp src/*.ts backup/",
+  "wc -l src/{a,b}.ts",
+  "find . -name '*.test.ts'",
   "find . -name '*.ts'",
   "find src -type f | wc -l",
   "find . -name '*.ts' -newer x",
@@ -530,6 +566,7 @@ const FAMILIES: [string, Row[]][] = [
   ["environment that changes what runs", ENVIRONMENT],
   ["a script written and run by the same line", WRITE_THEN_RUN],
   ["globs, variables and braces reaching protected paths", PROTECTED_PATHS],
+  ["globs, braces and find patterns reaching build and config files", GLOBBED_BUILD_FILES],
   ["ordinary commands stay cheap", ORDINARY_ROWS],
   ["decisions that do not change", UNCHANGED],
 ];

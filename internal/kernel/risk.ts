@@ -230,11 +230,14 @@ function finish(
   policy: Policy,
   c: CompiledRisk,
 ): Assessment {
-  const some = (g: PathGuard): boolean => d.paths.some((p) => g.literal(p) !== undefined);
-  const globSecret =
-    d.globs.some((g) => c.secret.glob(g) !== undefined) ||
-    d.namePatterns.some((g) => c.secret.glob(g, true) !== undefined);
-  const touchesSecrets = some(c.secret) || globSecret || JSON.stringify(input).includes("$ENV.");
+  // A glob counts as touching every path it could match, whether or not that file exists
+  // yet (`cp p.txt packag?.json` creates package.json): literal paths, shell globs and the
+  // patterns a program matches itself (find -name) go through the same guards.
+  const some = (g: PathGuard): boolean =>
+    d.paths.some((p) => g.literal(p) !== undefined) ||
+    d.globs.some((p) => g.glob(p) !== undefined) ||
+    d.namePatterns.some((p) => g.glob(p, true) !== undefined);
+  const touchesSecrets = some(c.secret) || JSON.stringify(input).includes("$ENV.");
   const touchesConfig = some(c.config);
   const touchesBuild = some(c.build);
   const when = policy.risk.approvalWhen;
