@@ -10,6 +10,7 @@
  * never throws.
  */
 import type { Effects, Invocation } from "./command-effects.ts";
+import { emptyingRedirects } from "./command-empties.ts";
 import { familyOf, READ_ONLY } from "./command-families.ts";
 import { expandBraces } from "./protected-paths.ts";
 import { parseShell, type ShellCommand, type ShellWord } from "./shell-syntax.ts";
@@ -158,6 +159,7 @@ function command(cmd: ShellCommand, s: State, depth: number): void {
     }
   }
   for (const w of cmd.words) s.out.words.push(w.text);
+  s.out.destructive.push(...emptyingRedirects(cmd));
   // `{ sh; } < s.sh`, `exec < s.sh; sh`: input for commands the redirection does not name.
   const bare = cmd.words.length === 0 || (cmd.words.length === 1 && cmd.words[0]?.text === "exec");
   if (bare && cmd.stdin !== undefined && cmd.stdin !== "pipe")

@@ -7,6 +7,7 @@
  * diff). Pure; reports through `Effects`; never knows about other families.
  */
 import type { Effects, Family, Invocation } from "./command-effects.ts";
+import { EMPTY_SOURCES } from "./command-empties.ts";
 import { insideWorkspace } from "./inside-workspace.ts";
 import type { ShellWord } from "./shell-syntax.ts";
 
@@ -45,10 +46,9 @@ function mv(inv: Invocation, fx: Effects): void {
   const sources = named === undefined ? ops.slice(0, -1) : ops;
   if (sources.length > 0 && !insideWorkspace(target))
     fx.destructive("mv out of the workspace (removes the files from the run's work)");
+  const empty = sources.find((w) => EMPTY_SOURCES.has(w.text));
+  if (empty !== undefined) fx.destructive(`mv ${empty.text} (replaces the target)`);
 }
-
-/** Devices that read as empty or endless zeros: copying one over a file destroys it. */
-const EMPTY_SOURCES = new Set(["/dev/null", "/dev/zero"]);
 
 function cp(inv: Invocation, fx: Effects): void {
   fx.writer();

@@ -1,0 +1,73 @@
+/** The ways of emptying or replacing a file the analysis reports as destructive. */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { analyzeCommand } from "./command-analysis.ts";
+import { emptyingRedirects } from "./command-empties.ts";
+import { parseShell } from "./shell-syntax.ts";
+
+const destroys = (line: string): string[] => analyzeCommand(line).destructive;
+
+describe("emptyingRedirects", () => {
+  it("reports a truncating redirection of a command that writes nothing", () => {
+    for (const line of ["> f", ": > f", ">| f", "true &> f", "exec 3> f", "echo -n > f"]) {
+      const cmd = parseShell(line).commands.at(-1);
+      assert.ok(cmd);
+      assert.equal(emptyingRedirects(cmd).length, 1, line);
+    }
+  });
+  it("leaves appends, devices, duplications and commands that write alone", () => {
+    for (const line of [
+      ">> f",
+      ": >> f",
+      "true > /dev/null",
+      "true 2>&1",
+      "echo hi > f",
+      "ls > f",
+    ]) {
+      const cmd = parseShell(line).commands.at(-1);
+      assert.ok(cmd);
+      assert.deepEqual(emptyingRedirects(cmd), [], line);
+    }
+  });
+  it("tells input that is empty from input that is not", () => {
+    assert.equal(destroys("cat > f").length, 1, "no input at all");
+    assert.equal(destroys("cat < /dev/null > f").length, 1);
+    assert.equal(destroys("head -n 3 /dev/null > f").length, 1);
+    assert.deepEqual(destroys("echo x | cat > f"), []);
+    assert.deepEqual(destroys("cat <<EOF > f\nx\nEOF"), []);
+    assert.deepEqual(destroys("cat a > f"), []);
+    assert.deepEqual(destroys("cat < a > f"), []);
+  });
+  it("reports a command that reads the file its redirection empties", () => {
+    assert.match(destroys("sort f > f").join(), /empties it before it is read/);
+    assert.match(destroys("grep -v x ./f > f").join(), /empties it before it is read/);
+    assert.deepEqual(destroys("echo f > f"), []);
+  });
+});
+
+describe("emptying families", () => {
+  it("tee and sponge empty their files unless they append", () => {
+    assert.match(destroys("echo x | tee a b").join(), /tee a .*tee b/);
+    assert.deepEqual(destroys("echo x | tee -a a"), []);
+    assert.deepEqual(destroys("echo x | tee --append a"), []);
+    assert.deepEqual(destroys("echo x | tee /dev/stderr"), []);
+    assert.match(destroys("sponge f").join(), /sponge f/);
+    assert.deepEqual(destroys("sponge -a f"), []);
+  });
+  it("ln -f, install and mv from /dev/null replace their target", () => {
+    assert.match(destroys("ln -sf /dev/null f").join(), /ln -f/);
+    assert.deepEqual(destroys("ln -s a b"), []);
+    assert.deepEqual(destroys("ln -- -f b"), [], "-f after -- is a file name");
+    assert.match(destroys("install /dev/null f").join(), /install \/dev\/null/);
+    assert.deepEqual(destroys("install -m 755 tool bin/tool"), []);
+    assert.match(destroys("mv /dev/null f").join(), /mv \/dev\/null/);
+  });
+  it("sed -i with a deleting script, -n or a script file", () => {
+    assert.match(destroys("sed -i '/x/d' f").join(), /sed -i with d/);
+    assert.match(destroys("sed -ni 1p f").join(), /sed -i -n/);
+    assert.match(destroys("sed -i -f s.sed f").join(), /sed -i -f/);
+    assert.deepEqual(destroys("sed -i s/a/b/ f"), []);
+    assert.deepEqual(destroys("sed '/x/d' f"), [], "without -i the file is left alone");
+    assert.deepEqual(destroys("sed -in s/a/b/ f"), [], "-in is -i with the suffix n");
+  });
+});
