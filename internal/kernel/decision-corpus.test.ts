@@ -775,6 +775,51 @@ describe("decision corpus: provenance of the files a command runs", () => {
     const { d } = judge("test.run", {}, new Set(["package.json"]));
     assert.equal(d.path, ASK);
   });
+  it("lint.run (approval never) asks when the run changed a file that decides what it runs", () => {
+    for (const file of [
+      "package.json",
+      "eslint.config.js",
+      ".eslintrc.cjs",
+      "Makefile",
+      ".npmrc",
+    ]) {
+      const { a, d } = judge("lint.run", {}, new Set([file]));
+      assert.equal(d.path, ASK, `${file}: ${JSON.stringify(d)}`);
+      assert.equal(d.rule, "risk.approvalWhen.runWrittenScript");
+      assert.ok(a.matched.includes(`provenance:run-written:${file}`));
+    }
+    const untouched = judge("lint.run", {}, new Set(["src/a.ts", "README.md"]));
+    assert.equal(untouched.d.path, RUNS, "source files the linter only reads do not count");
+    assert.equal(untouched.d.rule, "capabilities.lint.run.approval=never");
+  });
+  it("test.run asks for a changed runner file, not for a changed test", () => {
+    for (const file of [
+      "conftest.py",
+      "jest.config.js",
+      "vitest.config.ts",
+      "tox.ini",
+      "noxfile.py",
+    ])
+      assert.equal(judge("test.run", {}, new Set([file])).d.path, ASK, file);
+    for (const file of ["test/a.test.ts", "src/a.ts", "tests/test_x.py"])
+      assert.equal(judge("test.run", {}, new Set([file])).d.path, RUNS, file);
+  });
+  it("a trust rule does not relax test.run's approval for a runner file the run wrote", () => {
+    const a = applyProvenance(
+      assess("test.run", {}, policy, compiled),
+      new Set(["package.json"]),
+      policy,
+    );
+    const green = {
+      "test.run": { successfulCalls: 50, failedCalls: 0, revertedPatches: 0, manualOverrides: 0 },
+    };
+    const d = decide("test.run", a, policy, green);
+    assert.equal(d.path, ASK, JSON.stringify(d));
+    assert.deepEqual(d.trustAdjustments, []);
+    // The same counters do relax an approval asked for another reason.
+    const other = { ...a, approvalFacts: ["risk.approvalWhen.touchesBuild"] };
+    assert.equal(decide("test.run", other, policy, green).rule, "trust.rules:tests-after-5-green");
+  });
   it("a deny stays a deny", () => {
     const { d } = judge("process.run", { command: "sudo sh s.sh" }, new Set(["s.sh"]));
     assert.equal(d.path, "deny");

@@ -14,6 +14,7 @@ import type { CommandAnalysis } from "./command-analysis.ts";
 import { assessCommand, type Draft } from "./command-risk.ts";
 import type { Policy } from "./policy-schema.ts";
 import { createPathGuard, type PathGuard } from "./protected-paths.ts";
+import { runnerFiles } from "./runner-files.ts";
 
 export type RiskCategory = "read" | "write" | "exec" | "network";
 export type Impact = "low" | "medium" | "high";
@@ -182,7 +183,11 @@ function assessTool(
           ? "."
           : checkPath("cwd", stringField(input, "cwd"), policy.workspace.denyPatterns, true) || ".";
       const refused = assessCommand(d, line, cwd, policy, compiled);
-      return refused === undefined ? undefined : deny(d, refused.reason, refused.rule);
+      if (refused !== undefined) return deny(d, refused.reason, refused.rule);
+      // The runner's configuration decides what these run as much as their line does.
+      if (tool !== "process.run")
+        d.scripts = [...new Set([...(d.scripts ?? []), ...runnerFiles(cwd)])];
+      return undefined;
     }
     default:
       return deny(d, `unknown tool ${JSON.stringify(String(tool)).slice(0, 100)}`, "capabilities");
