@@ -36,6 +36,11 @@ describe("emptyingRedirects", () => {
     assert.deepEqual(destroys("echo x | cat > f"), []);
     assert.deepEqual(destroys("cat <<EOF > f\nx\nEOF"), []);
     assert.deepEqual(destroys("cat a > f"), []);
+    assert.deepEqual(destroys("head -c 1048576 /dev/zero > big.bin"), [], "zeros are content");
+    assert.equal(destroys("echo > f").length, 1, "one newline is no content");
+    assert.equal(destroys("printf '%s' '' > f").length, 1);
+    assert.deepEqual(destroys("printf '%s' hello > f"), []);
+    assert.equal(destroys("dd if=/dev/null > f").length, 1);
     assert.deepEqual(destroys("cat < a > f"), []);
   });
   it("reports a command that reads the file its redirection empties", () => {

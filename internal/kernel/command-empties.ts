@@ -1,12 +1,15 @@
 /**
  * Ways of emptying or replacing a file, for the analysis: each is reported as destructive,
- * as `truncate` and `dd of=` are, so a person sees it. A truncating redirection (`>`, `>|`,
- * `&>`) of a command that writes nothing (`> f`, `: > f`, `true > f`, `exec > f`, `echo -n >
- * f`, `printf '' > f`) or reads only an empty input (`cat /dev/null > f`, `cat < /dev/null >
- * f`, `cat > f` with no input at all); a redirection onto a file the same command reads
- * (`sort f > f`: the shell empties f first); tee and sponge without -a; `ln -f` (replaces the
- * target with a link, `ln -sf /dev/null f`); install from /dev/null; sed -i whose script
- * deletes lines (d, D, z, c, q, Q, `s` of `.*` by nothing, -n, or a script file the line does not show).
+ * as `truncate` and `dd of=` are, so a person sees it.
+ * - A truncating redirection (`>`, `>|`, `&>`, any descriptor) of a command that writes
+ *   nothing (`> f`, `: > f`, `true > f`, `exec > f`, `echo > f`, `echo -n > f`,
+ *   `printf '' > f`) or reads only an empty input (`cat /dev/null > f`, `cat < /dev/null >
+ *   f`, `cat > f` with no input at all).
+ * - A redirection onto a file the same command reads (`sort f > f`: the shell empties f
+ *   before sort reads it).
+ * - tee and sponge without -a; `ln -f` (replaces the target with a link: `ln -sf /dev/null
+ *   f`); install from /dev/null; sed -i whose script deletes lines (d, D, z, c, q, Q, `s` of
+ *   `.*` by nothing), with -n, or with a script file the line does not show.
  * Writing content into a file (`echo hi > out.txt`, `sed -i s/a/b/`) stays ordinary: the
  * change shows in the run's diff. Pure; reports through `Effects` or returns reasons; never
  * knows about other families.
@@ -90,15 +93,21 @@ function writesNothing(
   const name = baseName(head);
   const args = words.slice(1).map((w) => w.text);
   if (NO_OUTPUT.has(name)) return true;
-  if (name === "echo")
-    return args.every((a) => a === "" || /^-[neE]+$/.test(a)) && args.some((a) => /n/.test(a));
-  if (name === "printf") return args.length === 0 || /^(%[sb]|\\c)*$/.test(args[0] as string);
+  // `echo > f` leaves one newline, `echo -n > f` nothing: either way the content is gone.
+  if (name === "echo") return args.every((a) => a === "" || /^-[neE]+$/.test(a));
+  if (name === "printf")
+    return (
+      args.length === 0 ||
+      (/^(%[sb]|\\c)*$/.test(args[0] as string) && args.slice(1).every((a) => a === ""))
+    );
+  if (name === "dd") return args.includes("if=/dev/null") && !args.some((a) => a.startsWith("of="));
   if (!READERS.has(name)) return false;
   // Operands: the arguments that are not options nor an option's number (head -n 5).
   const operands = args.filter((a) => !a.startsWith("-") && !/^\d+$/.test(a));
-  if (operands.length > 0) return operands.every((a) => EMPTY_SOURCES.has(a));
+  // /dev/zero is not empty here: `head -c 1M /dev/zero > f` writes a megabyte.
+  if (operands.length > 0) return operands.every((a) => a === "/dev/null");
   // No operand: the command reads its standard input, empty unless piped or given text.
-  if (input !== undefined) return EMPTY_SOURCES.has(input);
+  if (input !== undefined) return input === "/dev/null";
   return stdin === undefined;
 }
 
