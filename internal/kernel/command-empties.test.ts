@@ -12,7 +12,7 @@ describe("emptyingRedirects", () => {
     for (const line of ["> f", ": > f", ">| f", "true &> f", "exec 3> f", "echo -n > f"]) {
       const cmd = parseShell(line).commands.at(-1);
       assert.ok(cmd);
-      assert.equal(emptyingRedirects(cmd).length, 1, line);
+      assert.equal(emptyingRedirects(cmd).reasons.length, 1, line);
     }
   });
   it("leaves appends, devices, duplications and commands that write alone", () => {
@@ -26,7 +26,7 @@ describe("emptyingRedirects", () => {
     ]) {
       const cmd = parseShell(line).commands.at(-1);
       assert.ok(cmd);
-      assert.deepEqual(emptyingRedirects(cmd), [], line);
+      assert.deepEqual(emptyingRedirects(cmd).reasons, [], line);
     }
   });
   it("tells input that is empty from input that is not", () => {
@@ -47,6 +47,52 @@ describe("emptyingRedirects", () => {
     assert.match(destroys("sort f > f").join(), /empties it before it is read/);
     assert.match(destroys("grep -v x ./f > f").join(), /empties it before it is read/);
     assert.deepEqual(destroys("echo f > f"), []);
+  });
+});
+
+describe("copies and moves the container must judge", () => {
+  const of = (line: string, cwd = ".") => analyzeCommand(line, { cwd });
+  it("lists copy sources in groups, resolved against every directory of the line", () => {
+    assert.deepEqual(of("cp e f").copySources, [{ from: ["e"], to: "f", missingEmpties: false }]);
+    assert.deepEqual(
+      of("cp a b dir/").copySources.map((g) => g.from),
+      [["a"], ["b"]],
+    );
+    assert.deepEqual(of("cat a b > f").copySources, [
+      { from: ["a", "b"], to: "f", missingEmpties: true },
+    ]);
+    assert.deepEqual(of("cp -t d a").copySources, [
+      { from: ["a"], to: "d", missingEmpties: false },
+    ]);
+    assert.deepEqual(
+      of("cat < e > f").copySources.map((g) => g.from),
+      [["e"]],
+    );
+    assert.deepEqual(
+      of("install -m 644 e f").copySources.map((g) => g.from),
+      [["e"]],
+    );
+    assert.deepEqual(
+      of("cp e f", "src").copySources.map((g) => g.from),
+      [["src/e"]],
+    );
+    assert.deepEqual(
+      of("cd src && cp ../e /workspace/x /tmp/y f").copySources.map((g) => g.from),
+      [["/e"], ["e"], ["x"], ["x"], ["/tmp/y"], ["/tmp/y"]],
+    );
+    assert.deepEqual(of("cp src/*.ts backup/").copySources, [], "a glob's files are not probed");
+    assert.deepEqual(of("cat a >> f").copySources, [], "an append empties nothing");
+    assert.match(of("cd /tmp && cp e f").dynamic.join(), /directory the line does not show/);
+  });
+  it("lists mv pairs unless -n or -i keeps the target", () => {
+    assert.deepEqual(of("mv x f").moves, [["x", "f"]]);
+    assert.deepEqual(of("mv a b dir").moves, [
+      ["a", "dir"],
+      ["b", "dir"],
+    ]);
+    assert.deepEqual(of("mv -n x f").moves, []);
+    assert.deepEqual(of("mv --no-clobber x f").moves, []);
+    assert.deepEqual(of("mv -i x f").moves, []);
   });
 });
 

@@ -43,9 +43,17 @@ const READERS = new Set(
 /** Wrappers whose redirection is the wrapped command's (`command true > f`, `nice : > f`). */
 const PASS_THROUGH = new Set(["command", "builtin", "exec", "env", "nohup", "nice", "time"]);
 
-/** Why the redirections of `cmd` empty a file (none: an empty list). */
-export function emptyingRedirects(cmd: ShellCommand): string[] {
-  const out: string[] = [];
+/**
+ * Why the redirections of `cmd` empty a file (`reasons`, none: empty), and the files a
+ * copying reader writes into a truncated file (`inputs`: `cat A B > F` empties F when A and
+ * B are empty, which only the container can tell).
+ */
+export function emptyingRedirects(cmd: ShellCommand): {
+  reasons: string[];
+  inputs?: { from: ShellWord[]; to: ShellWord };
+} {
+  const reasons: string[] = [];
+  let inputs: { from: ShellWord[]; to: ShellWord } | undefined;
   const words = unwrapped(cmd.words);
   const input = stdinFile(cmd);
   for (const r of cmd.redirects) {
@@ -54,13 +62,27 @@ export function emptyingRedirects(cmd: ShellCommand): string[] {
     if (t.startsWith("/dev/") || (r.op === ">&" && /^(\d+-?|-)$/.test(t))) continue;
     const shown = t.slice(0, 80);
     if (!cmd.group && writesNothing(words, cmd.stdin, input))
-      out.push(`${r.op} ${shown} (empties the file)`);
+      reasons.push(`${r.op} ${shown} (empties the file)`);
     else if (readsTarget(words, r.target))
-      out.push(
+      reasons.push(
         `${words[0]?.text ?? ""} … ${r.op} ${shown} (the shell empties it before it is read)`,
       );
+    else if (!cmd.group && (r.fd ?? 1) === 1) {
+      const from = readerInputs(words, cmd);
+      if (from.length > 0) inputs = { from, to: r.target };
+    }
   }
-  return out;
+  return { reasons, ...(inputs === undefined ? {} : { inputs }) };
+}
+
+/** The files a copying reader (cat, head, sort…) reads: its operands, else its `<` file. */
+function readerInputs(words: readonly ShellWord[], cmd: ShellCommand): ShellWord[] {
+  const head = words[0];
+  if (head === undefined || !READERS.has(baseName(head))) return [];
+  const operands = words.slice(1).filter((w) => !w.text.startsWith("-") && !/^\d+$/.test(w.text));
+  if (operands.length > 0) return operands;
+  const r = cmd.redirects.find((x) => x.op === "<" && (x.fd ?? 0) === 0);
+  return r === undefined ? [] : [r.target];
 }
 
 /** The command behind simple wrappers and their options (`nice -n 5 true` → `true`). */
@@ -153,11 +175,29 @@ function ln(inv: Invocation, fx: Effects): void {
   }
 }
 
-/** install copies like cp: from /dev/null it empties the target. */
+/** install copies like cp: from /dev/null (or an empty file) it empties the target. */
 function install(inv: Invocation, fx: Effects): void {
   fx.writer();
   const source = inv.args.find((w) => EMPTY_SOURCES.has(w.text));
   if (source !== undefined) fx.destructive(`install ${source.text} (empties the target)`);
+  if (inv.args.some((w) => /^(-d|--directory)$/.test(w.text))) return;
+  const ops = operands(inv.args, ["-m", "--mode", "-o", "--owner", "-g", "--group", "-t", "-S"]);
+  const target = ops[ops.length - 1];
+  if (target !== undefined) for (const w of ops.slice(0, -1)) fx.copies([w], target);
+}
+
+/** Operands (not options) of `args`, `--` honoured; `valued` options take the next word. */
+export function operands(args: readonly ShellWord[], valued: readonly string[] = []): ShellWord[] {
+  const out: ShellWord[] = [];
+  let options = true;
+  for (let i = 0; i < args.length; i++) {
+    const w = args[i] as ShellWord;
+    if (options && w.text === "--") options = false;
+    else if (options && w.text.startsWith("-") && w.text.length > 1) {
+      if (valued.includes(w.text)) i++;
+    } else out.push(w);
+  }
+  return out;
 }
 
 /**

@@ -1,8 +1,8 @@
 /**
  * The kernel sees through globs, emptying forms and the lint command's scripts, end to end:
  * the default policy, a real container (the base image, which has npm) and the embedded
- * event log. `cp p.txt packag?.json` and `: > notes.txt` wait for a person and change
- * nothing; lint.run (approval: never) runs the uploaded package.json's lint script without
+ * event log. `cp p.txt packag?.json`, `: > notes.txt`, `cp /tmp/e notes.txt` (an empty file
+ * an earlier call made) and `mv b.txt notes.txt` wait for a person and change nothing; lint.run (approval: never) runs the uploaded package.json's lint script without
  * asking, and asks once the run has changed that script.
  */
 import assert from "node:assert/strict";
@@ -71,13 +71,13 @@ after(async () => {
 const sh = async (cmd: string): Promise<string> =>
   (await box.exec({ argv: ["sh", "-c", cmd], timeoutMs: 30_000, maxOutputBytes: 4096 })).stdout;
 
-async function lastDecision(): Promise<{ path: string; rule: string; reason: string }> {
+async function lastDecision(): Promise<{ rule: string; reason: string }> {
   const decisions = (await log.read(run.runId, 0)).flatMap((e) =>
     e.event.payload.case === "policyDecision" ? [e.event.payload.value] : [],
   );
   const d = decisions.at(-1);
   assert.ok(d, "a decision was recorded");
-  return { path: String(d.path), rule: d.rule, reason: d.reason };
+  return { rule: d.rule, reason: d.reason };
 }
 
 describe("globs, emptying forms and lint.run's scripts, with a real sandbox", () => {
@@ -109,6 +109,27 @@ describe("globs, emptying forms and lint.run's scripts, with a real sandbox", ()
       input: { command: "echo hi > out.txt && cat out.txt" },
     });
     assert.equal(ordinary.kind, "result", "writing content into a new file runs");
+  });
+
+  it("copying an empty file over one, or moving onto an existing one, waits for a person", async () => {
+    const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
+    const call = async (callId: string, command: string) =>
+      kernel.handle(run, { callId, tool: "process.run", input: { command } });
+    assert.equal((await call("r1", "touch /tmp/e && echo x > a.txt")).kind, "result");
+    const copy = await call("r2", "cp /tmp/e notes.txt");
+    assert.equal(copy.kind, "paused", JSON.stringify(copy));
+    assert.match((await lastDecision()).reason, /copies \/tmp\/e, which is empty/);
+    const missing = await call("r3", "cat missing.txt > notes.txt");
+    assert.equal(missing.kind, "paused", "the shell would empty notes.txt before cat fails");
+    assert.equal((await call("r4", "mv a.txt b.txt")).kind, "result", "a rename runs");
+    const onto = await call("r5", "mv b.txt notes.txt");
+    assert.equal(onto.kind, "paused", JSON.stringify(onto));
+    assert.match((await lastDecision()).reason, /mv b\.txt onto notes\.txt \(replaces/);
+    assert.equal(await sh("cat notes.txt; ls b.txt"), "keep me\nb.txt\n", "nothing ran");
+    assert.equal(
+      (await call("r6", "cp notes.txt copy.txt && cat a.txt b.txt > c.txt")).kind,
+      "result",
+    );
   });
 
   it("lint.run runs the uploaded lint script, and asks once the run changed it", async () => {
