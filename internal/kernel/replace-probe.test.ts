@@ -59,6 +59,18 @@ describe("probeReplacing", () => {
     assert.match((await found("mv empty.txt full.txt")).join(), /onto full\.txt/);
     assert.match((await found("mv full.txt dir")).join(), /onto dir/, "dir/full.txt exists");
     assert.deepEqual(await found("cp full.txt new.txt"), []);
+    assert.deepEqual(
+      await found("head -c 4 /dev/zero > full.txt"),
+      [],
+      "a part of zeros is content",
+    );
+    const link = await box.exec({
+      argv: ["ln", "-s", "/dev/null", "/workspace/nul"],
+      timeoutMs: 10_000,
+      maxOutputBytes: 1024,
+    });
+    assert.equal(link.exitCode, 0, link.stderr);
+    assert.match((await found("cat nul > full.txt")).join(), /copies nul/, "a link to /dev/null");
     assert.deepEqual(await found("cp missing.txt new.txt"), [], "cp of nothing fails, leaves it");
     assert.deepEqual(await found("cat full.txt empty.txt > new.txt"), []);
     assert.deepEqual(await found("mv full.txt new.txt"), []);

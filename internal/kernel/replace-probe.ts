@@ -25,8 +25,9 @@ export interface ReplacingFound {
 const MAX_QUERIES = 512;
 
 /**
- * Per query, one line. `e PATH`: empty (a character device, or a regular file of 0 bytes),
- * full, or absent. `m SRC TARGET`: replaces (TARGET, or TARGET/SRC's name when TARGET is a
+ * Per query, one line. `e PATH`: null (it resolves to /dev/null), device (another
+ * character device: /dev/zero, /dev/stdin…), empty (a regular file of 0 bytes), full, or
+ * absent. `m SRC TARGET`: replaces (TARGET, or TARGET/SRC's name when TARGET is a
  * directory, is a non-empty regular file) or new. Relative paths are read from /workspace.
  * A copy group asks `e` for each source and `m` for its target; a move asks `m`.
  */
@@ -35,7 +36,9 @@ while [ $# -gt 0 ]; do
   k=$1; shift
   case $k in
   e) p=$1; shift
-     if [ -c "$p" ] || { [ -f "$p" ] && [ ! -s "$p" ]; }; then echo empty
+     if [ -c "$p" ] && [ "$(readlink -f -- "$p")" = /dev/null ]; then echo null
+     elif [ -c "$p" ]; then echo device
+     elif [ -f "$p" ] && [ ! -s "$p" ]; then echo empty
      elif [ -e "$p" ]; then echo full; else echo absent; fi;;
   m) s=$1; t=$2; shift 2
      if [ -d "$t" ]; then t="$t/\${s##*/}"; fi
@@ -88,9 +91,11 @@ export async function probeReplacing(
   for (const g of groups) {
     const answers = g.from.map(() => lines[k++]);
     const target = lines[k++];
-    // cp of a missing file fails and leaves the target; `cat missing > f` has emptied f.
+    // cp of a missing file fails and leaves the target, `cat missing > f` has emptied f; cp
+    // of any device destroys the target (nothing, or zeros without end), while a reader
+    // takes a finite part of one (`head -c 1M /dev/zero`).
     const empty = (a: string | undefined): boolean =>
-      a === "empty" || (a === "absent" && g.missingEmpties);
+      a === "empty" || a === "null" || (g.missingEmpties ? a === "absent" : a === "device");
     if (target === "replaces" && answers.every(empty)) reasons.push(emptyReason(g.from, g.to));
   }
   for (const [s, t] of moves) if (lines[k++] === "replaces") reasons.push(moveReason(s, t));
