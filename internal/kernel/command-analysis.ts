@@ -9,7 +9,9 @@
  * as dynamic, so the kernel asks a person instead of guessing. Never executes anything and
  * never throws.
  */
+import { posix } from "node:path";
 import type { Effects, Invocation } from "./command-effects.ts";
+import { emptyingRedirects } from "./command-empties.ts";
 import { familyOf, READ_ONLY } from "./command-families.ts";
 import { expandBraces } from "./protected-paths.ts";
 import { parseShell, type ShellCommand, type ShellWord } from "./shell-syntax.ts";
@@ -38,6 +40,16 @@ export interface CommandAnalysis {
   namePatterns: string[];
   /** Workspace-relative files whose content decides what runs ("s.sh", "Makefile"). */
   scripts: string[];
+  /**
+   * Files copied onto another (cp and install sources; the inputs of `cat A B > F`), in
+   * groups with their target: an existing non-empty target (TARGET/NAME for a directory) is
+   * emptied when every file of the group is empty (or, for a reader's inputs, missing: the
+   * shell has emptied F before `cat` fails). Paths are workspace-relative, or absolute
+   * outside /workspace. The kernel checks them in the container (replace-probe.ts).
+   */
+  copySources: { from: string[]; to: string; missingEmpties: boolean }[];
+  /** `mv SRC TARGET` pairs (paths as copySources): an existing non-empty TARGET is replaced. */
+  moves: [string, string][];
 }
 
 export interface AnalysisOptions {
@@ -85,6 +97,9 @@ interface State {
   writeTargets: ShellWord[];
   /** Script paths as written (relative ones resolved once all `cd`s of the line are known). */
   pendingScripts: { ran: Ran; path: string; fromRoot?: boolean; dirOnly?: boolean }[];
+  /** Copy sources and moves as written, resolved like the scripts. */
+  pendingCopies: { from: string[]; to: string; missingEmpties: boolean }[];
+  pendingMoves: [string, string][];
   count: number;
 }
 
@@ -100,6 +115,8 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
     globs: [],
     namePatterns: [],
     scripts: [],
+    copySources: [],
+    moves: [],
   };
   const cwd = normaliseDir(options.cwd ?? "");
   const state: State = {
@@ -109,10 +126,13 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
     ran: [],
     writeTargets: [],
     pendingScripts: [],
+    pendingCopies: [],
+    pendingMoves: [],
     count: 0,
   };
   walk(command, state, 0);
   resolveScripts(state);
+  resolveCopies(state);
   out.dynamic = [...new Set(out.dynamic)];
   out.destructive = [...new Set(out.destructive)];
   out.scripts = [...new Set(out.scripts)];
@@ -158,6 +178,9 @@ function command(cmd: ShellCommand, s: State, depth: number): void {
     }
   }
   for (const w of cmd.words) s.out.words.push(w.text);
+  const emptied = emptyingRedirects(cmd);
+  s.out.destructive.push(...emptied.reasons);
+  if (emptied.inputs !== undefined) copies(emptied.inputs.from, emptied.inputs.to, s, true);
   // `{ sh; } < s.sh`, `exec < s.sh; sh`: input for commands the redirection does not name.
   const bare = cmd.words.length === 0 || (cmd.words.length === 1 && cmd.words[0]?.text === "exec");
   if (bare && cmd.stdin !== undefined && cmd.stdin !== "pipe")
@@ -235,6 +258,10 @@ function effects(s: State, ran: Ran, depth: number, wrapped: number): Effects {
       s.writeTargets.push(target);
     },
     cd: (target) => cd(target, s),
+    copies: (sources, target) => copies(sources, target, s),
+    moves: (source, target) => {
+      if (literal(source) && literal(target)) s.pendingMoves.push([source.text, target.text]);
+    },
     configFromDirectory: () => s.pendingScripts.push({ ran, path: ran.name, dirOnly: true }),
   };
 }
@@ -315,6 +342,55 @@ function resolveScripts(s: State): void {
       : [undefined];
     if (targets.some((x) => x === undefined || scripts.has(x)))
       s.out.dynamic.push(`the line writes ${t.text.slice(0, 80)}, which it runs`);
+  }
+}
+
+/** A group of copy sources and its target; a path the line computes (a glob, `$F`) is not checked. */
+function copies(
+  sources: readonly ShellWord[],
+  target: ShellWord,
+  s: State,
+  missingEmpties = false,
+): void {
+  if (!sources.every(literal) || !literal(target)) return;
+  s.pendingCopies.push({ from: sources.map((w) => w.text), to: target.text, missingEmpties });
+}
+
+/** Copy sources and moves against every directory the line may be in (as the scripts). */
+function resolveCopies(s: State): void {
+  const place = (abs: string): string => {
+    const n = posix.normalize(abs);
+    if (n === "/workspace" || n === "/workspace/") return ".";
+    return n.startsWith("/workspace/") ? n.slice("/workspace/".length) : n;
+  };
+  const forms = (p: string): string[] | undefined => {
+    if (p.startsWith("/")) return [place(p)];
+    if (s.dirUnknown) return undefined;
+    return [...s.dirs].map((d) => place(`/workspace/${d === "." ? "" : `${d}/`}${p}`));
+  };
+  for (const group of s.pendingCopies) {
+    const each = [...group.from, group.to].map(forms);
+    if (each.some((f) => f === undefined)) {
+      s.out.dynamic.push("copies a file in a directory the line does not show");
+      continue;
+    }
+    const all = each as string[][];
+    const n = Math.max(...all.map((f) => f.length));
+    for (let k = 0; k < n; k++) {
+      const at = all.map((f) => f[k] ?? f[0] ?? "");
+      const to = at.pop() ?? "";
+      s.out.copySources.push({ from: at, to, missingEmpties: group.missingEmpties });
+    }
+  }
+  for (const [from, to] of s.pendingMoves) {
+    const a = forms(from);
+    const b = forms(to);
+    if (a === undefined || b === undefined) {
+      s.out.dynamic.push("moves a file in a directory the line does not show");
+      continue;
+    }
+    const n = Math.max(a.length, b.length);
+    for (let k = 0; k < n; k++) s.out.moves.push([a[k] ?? a[0] ?? "", b[k] ?? b[0] ?? ""]);
   }
 }
 

@@ -7,22 +7,9 @@
  * diff). Pure; reports through `Effects`; never knows about other families.
  */
 import type { Effects, Family, Invocation } from "./command-effects.ts";
+import { EMPTY_SOURCES, operands } from "./command-empties.ts";
 import { insideWorkspace } from "./inside-workspace.ts";
 import type { ShellWord } from "./shell-syntax.ts";
-
-/** Operands (not options) of `args`, `--` honoured; `valued` options take the next word. */
-function operands(args: readonly ShellWord[], valued: readonly string[] = []): ShellWord[] {
-  const out: ShellWord[] = [];
-  let options = true;
-  for (let i = 0; i < args.length; i++) {
-    const w = args[i] as ShellWord;
-    if (options && w.text === "--") options = false;
-    else if (options && w.text.startsWith("-") && w.text.length > 1) {
-      if (valued.includes(w.text)) i++;
-    } else out.push(w);
-  }
-  return out;
-}
 
 /** The directory `-t DIR` / `--target-directory=DIR` names, if any. */
 function targetDirectory(args: readonly ShellWord[]): ShellWord | undefined {
@@ -45,16 +32,24 @@ function mv(inv: Invocation, fx: Effects): void {
   const sources = named === undefined ? ops.slice(0, -1) : ops;
   if (sources.length > 0 && !insideWorkspace(target))
     fx.destructive("mv out of the workspace (removes the files from the run's work)");
+  const empty = sources.find((w) => EMPTY_SOURCES.has(w.text));
+  if (empty !== undefined) fx.destructive(`mv ${empty.text} (replaces the target)`);
+  // -n / -i never overwrite (-i asks on a terminal the call does not have).
+  const keeps = /^(-[A-Za-z]*[ni][A-Za-z]*|--no-clobber|--interactive|--update=none)$/;
+  if (target === undefined || inv.args.some((w) => keeps.test(w.text))) return;
+  for (const w of sources) fx.moves(w, target);
 }
-
-/** Devices that read as empty or endless zeros: copying one over a file destroys it. */
-const EMPTY_SOURCES = new Set(["/dev/null", "/dev/zero"]);
 
 function cp(inv: Invocation, fx: Effects): void {
   fx.writer();
   const ops = operands(inv.args, ["-t", "--target-directory", "-S", "--suffix"]);
   const source = ops.find((w) => EMPTY_SOURCES.has(w.text));
   if (source !== undefined) fx.destructive(`cp ${source.text} (empties the target)`);
+  const named = targetDirectory(inv.args);
+  const target = named ?? ops[ops.length - 1];
+  const sources = named === undefined ? ops.slice(0, -1) : ops;
+  if (target === undefined) return;
+  for (const w of sources) if (!EMPTY_SOURCES.has(w.text)) fx.copies([w], target);
 }
 
 /**

@@ -39,6 +39,10 @@ export interface Effects {
   configFromDirectory(): void;
   /** The shell's directory changes (cd DIR; undefined: to somewhere the line does not show). */
   cd(target: ShellWord | undefined): void;
+  /** Files copied onto `target` (a file, or a directory), which is emptied when every one of them is empty. */
+  copies(sources: readonly ShellWord[], target: ShellWord): void;
+  /** `mv SOURCE TARGET`: an existing TARGET (or TARGET/SOURCE's name, for a directory) is replaced. */
+  moves(source: ShellWord, target: ShellWord): void;
 }
 
 export type Family = (inv: Invocation, fx: Effects) => void;

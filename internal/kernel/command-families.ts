@@ -10,6 +10,7 @@
 import { buildTool } from "./build-tools.ts";
 import { archiverDestroys, DESTROYING_FAMILIES } from "./command-destroys.ts";
 import { type Effects, type Family, type Invocation, withPlaceholder } from "./command-effects.ts";
+import { EMPTY_SOURCES, EMPTYING_FAMILIES, sedInPlaceEmpties } from "./command-empties.ts";
 import { WRAPPER_FAMILIES } from "./command-wrappers.ts";
 import { gitCommand } from "./git-command.ts";
 import { interpreterFamily } from "./interpreters.ts";
@@ -153,10 +154,16 @@ function sed(inv: Invocation, fx: Effects): void {
   const scripts: string[] = [];
   let operand = -1;
   let sandbox = false;
+  let inPlace = false;
+  let quiet = false;
+  let scriptFile = false;
   const next = (i: number): ShellWord | undefined => inv.args[i + 1];
   for (let i = 0; i < inv.args.length; i++) {
     const w = inv.args[i] as ShellWord;
     const a = w.text;
+    // -n (GNU: also inside -ne, -nE…; -in is -i with the suffix "n").
+    if (a === "--quiet" || a === "--silent" || /^-[rEsuz]*n/.test(a)) quiet = true;
+    if (/^-[nrEsuz]*f/.test(a) || a.startsWith("--file")) scriptFile = true;
     if (a === "-e" || a === "--expression" || /^-[nrEsuz]+e$/.test(a)) {
       scripts.push(next(i)?.text ?? "");
       i++;
@@ -170,10 +177,14 @@ function sed(inv: Invocation, fx: Effects): void {
     else if (/^-[nrEsuz]*f./.test(a)) fx.script({ ...w, text: a.slice(a.indexOf("f") + 1) });
     else if (a === "--sandbox") sandbox = true;
     else if (a === "-l" || a === "--line-length") i++;
-    else if (/^-[nrEsuz]*i/.test(a) || a.startsWith("--in-place")) fx.writer();
-    else if (!a.startsWith("-") && operand < 0 && scripts.length === 0) operand = i;
+    else if (/^-[nrEsuz]*i/.test(a) || a.startsWith("--in-place")) {
+      fx.writer();
+      inPlace = true;
+    } else if (!a.startsWith("-") && operand < 0 && scripts.length === 0 && !scriptFile)
+      operand = i;
   }
   if (operand >= 0) scripts.push(inv.args[operand]?.text ?? "");
+  sedInPlaceEmpties({ inPlace, quiet, scriptFile, scripts }, fx);
   if (sandbox) return;
   for (const script of scripts) {
     const why = sedScriptRisk(script);
@@ -252,6 +263,8 @@ function commandOptions(inv: Invocation, fx: Effects): void {
   archiverDestroys(inv, fx);
   if (inv.name === "rsync" && inv.args.some((a) => /^--(delete|remove-source-files)/.test(a.text)))
     fx.destructive("rsync --delete");
+  if (inv.name === "rsync" && inv.args.some((a) => EMPTY_SOURCES.has(a.text)))
+    fx.destructive("rsync /dev/null (empties the target)");
 }
 
 function builtins(inv: Invocation, fx: Effects): void {
@@ -298,6 +311,7 @@ function runsCommands(inv: Invocation, fx: Effects): void {
 
 const FAMILIES = new Map<string, Family>([
   ...DESTROYING_FAMILIES,
+  ...EMPTYING_FAMILIES,
   ...[...RUNS_COMMANDS].map((n): [string, Family] => [n, runsCommands]),
   ...Object.keys(COMMAND_OPTIONS).map((n): [string, Family] => [n, commandOptions]),
   ...[...DESTROYS].map((n): [string, Family] => [n, destroys]),

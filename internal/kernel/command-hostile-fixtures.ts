@@ -104,6 +104,15 @@ export const PATHOLOGICAL_LINES: readonly string[] = [
   "x<<E\n".repeat(3000),
   `awk '${"/".repeat(16000)}'`,
   `sed '${"s/a/b/;".repeat(2000)}'`,
+  // Globs compared with every build, config and secret path: long segments, many stars.
+  `cp p.txt ${"*?".repeat(500)}.json`,
+  `cp p.txt ${"[!a]*".repeat(200)}`,
+  `cp p.txt ${"*/".repeat(500)}package.json`,
+  `find . -name '${"*a".repeat(500)}'`,
+  // Emptying forms, many times over.
+  ": > f;".repeat(4000),
+  `sed -i '${"/x/d;".repeat(3000)}' f`,
+  `tee ${"f ".repeat(5000)}`,
 ];
 
 /**

@@ -5,6 +5,7 @@
  * (the assessment's `deny`); everything else is a question of how much a person sees.
  */
 import type { Policy } from "./policy-schema.ts";
+import { RUN_WRITTEN_SCRIPT } from "./provenance.ts";
 import type { Assessment } from "./risk.ts";
 import { matchingTrustRules, type TrustCounters } from "./trust.ts";
 
@@ -54,6 +55,16 @@ export function decide(
       reason: `a person must approve: the call touches secrets (matched ${a.matched.join(", ")})`,
       trustAdjustments: [],
     };
+  } else if (mode === "never" && a.approvalFacts.includes(RUN_WRITTEN_SCRIPT)) {
+    // A file the run itself wrote decides what runs (a package.json script, a Makefile, a
+    // lint config): a tool that never asks (lint.run, setup.run) would run the model's code
+    // unseen. Only risk.approvalWhen.runWrittenScript: false lifts it.
+    d = {
+      path: "preview+approval",
+      rule: RUN_WRITTEN_SCRIPT,
+      reason: `a person must approve: the call runs files the run wrote or changed (matched ${a.matched.join(", ")})`,
+      trustAdjustments: [],
+    };
   } else if (mode === "never") {
     d = {
       path: readOnly ? "auto" : "preview+auto",
@@ -77,13 +88,15 @@ export function decide(
     };
   }
   // Adaptive trust may relax an approval the risk profile asked for (never one policy
-  // demands for every call, never one for secrets), or tighten any non-deny path.
+  // demands for every call, never one for secrets or for files the run wrote that decide
+  // what runs), or tighten any non-deny path.
   for (const rule of matchingTrustRules(policy, tool, counters)) {
     if (
       rule.then === "relax" &&
       d.path === "preview+approval" &&
       mode === "risk" &&
-      !a.risk.touchesSecrets
+      !a.risk.touchesSecrets &&
+      !a.approvalFacts.includes(RUN_WRITTEN_SCRIPT)
     ) {
       d = {
         path: "preview+auto",

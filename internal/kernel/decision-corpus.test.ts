@@ -383,6 +383,107 @@ const PROTECTED_PATHS: Row[] = [
   ["cd ~ && ls", ASK, DYN],
 ];
 
+const EMPTIES = /destructive:.*(empties|replaces|deletes|keeps only|may delete)/;
+
+/** Every way of emptying or replacing a file asks as truncate does. */
+const EMPTYING: Row[] = [
+  ["> f", ASK, /destructive:> f \(empties the file\)/],
+  [": > f", ASK, EMPTIES],
+  [">| f", ASK, /destructive:>\| f/],
+  ["true > f", ASK, EMPTIES],
+  ["false > f", ASK, EMPTIES],
+  ["exec > f", ASK, EMPTIES],
+  ["exec 3> f", ASK, EMPTIES],
+  ["true 2> f", ASK, EMPTIES],
+  ["x=1 > f", ASK, EMPTIES],
+  ["command true > f", ASK, EMPTIES],
+  ["nice -n 5 : > f", ASK, EMPTIES],
+  ["echo -n > f", ASK, EMPTIES],
+  ["echo > f", ASK, EMPTIES],
+  ["echo '' > out.txt", ASK, EMPTIES],
+  ["dd if=/dev/null > f", ASK, EMPTIES],
+  ["echo -n '' > f", ASK, EMPTIES],
+  ["printf '' > f", ASK, EMPTIES],
+  ["printf > f", ASK, EMPTIES],
+  ["cat /dev/null > f", ASK, EMPTIES],
+  ["head -n 5 /dev/null > f", ASK, EMPTIES],
+  ["cat < /dev/null > f", ASK, EMPTIES],
+  ["cat > f", ASK, EMPTIES],
+  ["cat /dev/null &> f", ASK, EMPTIES],
+  ["sort f > f", ASK, /shell empties it before it is read/],
+  ["cat ./f > f", ASK, /shell empties it/],
+  ["ls; > src/a.ts", ASK, EMPTIES],
+  ["sh -c ': > f'", ASK, EMPTIES],
+  ["cp /dev/null f", ASK, EMPTIES],
+  ["cp -f /dev/zero f", ASK, EMPTIES],
+  ["mv /dev/null f", ASK, EMPTIES],
+  ["install /dev/null f", ASK, EMPTIES],
+  ["install -m 644 /dev/null f", ASK, EMPTIES],
+  ["rsync /dev/null f", ASK, EMPTIES],
+  ["sed -i d f", ASK, /destructive:sed -i with d/],
+  ["sed -i '1,$d' f", ASK, /destructive:sed -i with d/],
+  ["sed -i '$d' f", ASK, /destructive:sed -i with d/],
+  ["sed -i -e '/./d' f", ASK, /destructive:sed -i with d/],
+  ["sed -i.bak '/x/!d' f", ASK, /destructive:sed -i with d/],
+  ["sed -i 'N;D' f", ASK, /destructive:sed -i with d/],
+  ["sed -i 1q f", ASK, /destructive:sed -i with d/],
+  ["sed -i 'c\\' f", ASK, /destructive:sed -i with d/],
+  ["sed -i z f", ASK, /destructive:sed -i with d/],
+  ["sed -i 's/.*//' f", ASK, /destructive:sed -i with d/],
+  ["sed -i 's/^.*$//' f", ASK, /destructive:sed -i with d/],
+  ["sed -ni p f", ASK, /destructive:sed -i -n/],
+  ["sed -n -i 1p f", ASK, /destructive:sed -i -n/],
+  ["sed --in-place --quiet 1p f", ASK, /destructive:sed -i -n/],
+  ["sed -i -f fix.sed f", ASK, /destructive:sed -i -f/],
+  ["find . -name '*.ts' -exec sed -i d {} +", ASK, /destructive:sed -i with d/],
+  ["ln -sf /dev/null f", ASK, /destructive:ln -f/],
+  ["ln -f a f", ASK, /destructive:ln -f/],
+  ["ln --force -s a f", ASK, /destructive:ln -f/],
+  ["ln -sfn x f", ASK, /destructive:ln -f/],
+  ["tee f </dev/null", ASK, /destructive:tee f/],
+  ["tee f", ASK, /destructive:tee f/],
+  ["true | tee f", ASK, /destructive:tee f/],
+  ["echo x | tee -i f g", ASK, /destructive:tee g/],
+  ["busybox tee f", ASK, /destructive:tee f/],
+  ["sponge f", ASK, /destructive:sponge f/],
+  ["dd if=/dev/null of=f", ASK, /destructive:dd of=/],
+  ["truncate -s0 f", ASK, /destructive:truncate/],
+  ["perl -i -pe 's/.*//' f", ASK, DYN],
+  ['python3 -c \'open("f", "w")\'', ASK, DYN],
+];
+
+const BUILD = /touchesBuild/;
+const CONFIG = /touchesConfig/;
+
+/**
+ * Globs, braces and find patterns that could name a build or config file count as touching
+ * it, whether or not the file exists yet (the glob may create it: `cp p.txt packag?.json`).
+ */
+const GLOBBED_BUILD_FILES: Row[] = [
+  ["cp p.txt packag?.json", ASK, BUILD],
+  ["cp p.txt pack[a]ge.json", ASK, BUILD],
+  ["cp p.txt pack[!x]ge.json", ASK, BUILD],
+  ["cp p.txt {package,x}.json", ASK, BUILD],
+  ["cp p.txt packa{g,h}e.json", ASK, BUILD],
+  ["cp p.txt Makefil?", ASK, BUILD],
+  ["cp p.txt Makef*", ASK, BUILD],
+  ["cp p.txt sub/*/Makefile", ASK, BUILD],
+  ["cp p.txt **/package.json", ASK, BUILD],
+  ["cp p.txt pyproject.tom?", ASK, BUILD],
+  ["cp p.txt requirements*.txt", ASK, BUILD],
+  ["cp p.txt tsconfig.*", ASK, BUILD],
+  ["echo '{}' > packag?.json", ASK, BUILD],
+  ["echo x | tee -a Makefil?", ASK, BUILD],
+  ["mv p.txt */package.json", ASK, BUILD],
+  ["find . -name 'packag?.json' -exec cp p.txt {} \\;", ASK, BUILD],
+  ["find . -name 'Makefile' -exec cp p.txt {} +", ASK, BUILD],
+  ["echo x > .githu?/workflows/ci.yml", ASK, CONFIG],
+  ["cp x .github/*/ci.yml", ASK, CONFIG],
+  ["cp x ci.y?l", ASK, CONFIG],
+  ["cp x Dockerfil?", ASK, CONFIG],
+  ["cp x .eslintr?.js", ASK, CONFIG],
+];
+
 /** Ordinary work keeps today's decision: preview and run, no person. */
 const ORDINARY_ROWS: Row[] = [
   "npm test",
@@ -450,6 +551,20 @@ const ORDINARY_ROWS: Row[] = [
   "touch a.txt",
   "wc -l src/*.ts",
   "ls src/*.test.ts",
+  "cat docs/*.md",
+  "cp src/*.ts backup/",
+  "wc -l src/{a,b}.ts",
+  "find . -name '*.test.ts'",
+  "echo x | tee -a log.txt",
+  "npm test 2>/dev/null",
+  "npm test > /dev/null 2>&1",
+  "printf 'a\\n' > out.txt",
+  "sed -n '/x/p' f > out.txt",
+  "sort -u a.txt > b.txt",
+  "ln -s ../a b",
+  "(npm test; npm run lint) > log.txt",
+  "git diff > p.diff",
+  "cat a b > c",
   "find . -name '*.ts'",
   "find src -type f | wc -l",
   "find . -name '*.ts' -newer x",
@@ -530,6 +645,8 @@ const FAMILIES: [string, Row[]][] = [
   ["environment that changes what runs", ENVIRONMENT],
   ["a script written and run by the same line", WRITE_THEN_RUN],
   ["globs, variables and braces reaching protected paths", PROTECTED_PATHS],
+  ["globs, braces and find patterns reaching build and config files", GLOBBED_BUILD_FILES],
+  ["emptying or replacing a file", EMPTYING],
   ["ordinary commands stay cheap", ORDINARY_ROWS],
   ["decisions that do not change", UNCHANGED],
 ];
@@ -659,6 +776,51 @@ describe("decision corpus: provenance of the files a command runs", () => {
   it("test.run runs the policy's test command: its package.json counts", () => {
     const { d } = judge("test.run", {}, new Set(["package.json"]));
     assert.equal(d.path, ASK);
+  });
+  it("lint.run (approval never) asks when the run changed a file that decides what it runs", () => {
+    for (const file of [
+      "package.json",
+      "eslint.config.js",
+      ".eslintrc.cjs",
+      "Makefile",
+      ".npmrc",
+    ]) {
+      const { a, d } = judge("lint.run", {}, new Set([file]));
+      assert.equal(d.path, ASK, `${file}: ${JSON.stringify(d)}`);
+      assert.equal(d.rule, "risk.approvalWhen.runWrittenScript");
+      assert.ok(a.matched.includes(`provenance:run-written:${file}`));
+    }
+    const untouched = judge("lint.run", {}, new Set(["src/a.ts", "README.md"]));
+    assert.equal(untouched.d.path, RUNS, "source files the linter only reads do not count");
+    assert.equal(untouched.d.rule, "capabilities.lint.run.approval=never");
+  });
+  it("test.run asks for a changed runner file, not for a changed test", () => {
+    for (const file of [
+      "conftest.py",
+      "jest.config.js",
+      "vitest.config.ts",
+      "tox.ini",
+      "noxfile.py",
+    ])
+      assert.equal(judge("test.run", {}, new Set([file])).d.path, ASK, file);
+    for (const file of ["test/a.test.ts", "src/a.ts", "tests/test_x.py"])
+      assert.equal(judge("test.run", {}, new Set([file])).d.path, RUNS, file);
+  });
+  it("a trust rule does not relax test.run's approval for a runner file the run wrote", () => {
+    const a = applyProvenance(
+      assess("test.run", {}, policy, compiled),
+      new Set(["package.json"]),
+      policy,
+    );
+    const green = {
+      "test.run": { successfulCalls: 50, failedCalls: 0, revertedPatches: 0, manualOverrides: 0 },
+    };
+    const d = decide("test.run", a, policy, green);
+    assert.equal(d.path, ASK, JSON.stringify(d));
+    assert.deepEqual(d.trustAdjustments, []);
+    // The same counters do relax an approval asked for another reason.
+    const other = { ...a, approvalFacts: ["risk.approvalWhen.touchesBuild"] };
+    assert.equal(decide("test.run", other, policy, green).rule, "trust.rules:tests-after-5-green");
   });
   it("a deny stays a deny", () => {
     const { d } = judge("process.run", { command: "sudo sh s.sh" }, new Set(["s.sh"]));

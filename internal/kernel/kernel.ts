@@ -53,6 +53,7 @@ import { createLiveOutput } from "./live-output.ts";
 import type { Policy } from "./policy-schema.ts";
 import { applyProvenance } from "./provenance.ts";
 import { createRedactor, type Redactor } from "./redaction.ts";
+import { applyReplacing, needsReplacingProbe, probeReplacing } from "./replace-probe.ts";
 import { envelopeResult, testSummaryOf } from "./result-envelope.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
 import type { RunWriter } from "./run-writer.ts";
@@ -549,7 +550,28 @@ export function createKernel(opts: KernelOptions): Kernel {
         return refusedBy(err, "kernel.trust", "look up the repository's trust counters");
       }
     }
-    return withProvenance(run, call, decideCall(call, counters, run.commands), counters);
+    const d = await withProvenance(run, call, decideCall(call, counters, run.commands), counters);
+    return withReplacing(run, call, d, counters);
+  }
+
+  /**
+   * A command that copies or moves files is judged again once the sandbox tells whether a
+   * source is empty or a move's target exists (replace-probe.ts): emptying or replacing a
+   * file asks as truncate does. Skipped when the call already waits for a person or is denied.
+   */
+  async function withReplacing(
+    run: KernelRun,
+    call: ProposedCall,
+    d: DecidedCall,
+    counters: TrustCounters,
+  ): Promise<DecidedCall> {
+    if (d.decision.path === "deny" || d.decision.path === "preview+approval") return d;
+    const analysis = d.assessment.command?.analysis;
+    if (analysis === undefined || !needsReplacingProbe(analysis)) return d;
+    const policy = opts.policy();
+    const a = applyReplacing(d.assessment, await probeReplacing(run.sandbox, analysis), policy);
+    if (a === d.assessment) return d;
+    return { ...d, assessment: a, decision: decide(call.tool, a, policy, counters) };
   }
 
   /**

@@ -1,7 +1,7 @@
 /** awk programs and sed scripts: plain text filtering vs running commands and files. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { awkProgramRisk, sedScriptRisk } from "./program-text.ts";
+import { awkProgramRisk, sedDeletes, sedScriptRisk } from "./program-text.ts";
 
 describe("awkProgramRisk", () => {
   it("lets plain programs through", () => {
@@ -76,5 +76,18 @@ describe("sedScriptRisk", () => {
       ["/[/]/e", /sed e/],
     ];
     for (const [s, why] of cases) assert.match(sedScriptRisk(s) ?? "", why, s);
+  });
+});
+
+describe("sedDeletes", () => {
+  it("finds every command that drops lines or their text", () => {
+    for (const s of ["d", "1,$d", "$d", "/x/!d", "N;D", "1q", "2Q", "z", "c\\", "1c x", "s/.*//"])
+      assert.equal(sedDeletes(s), true, s);
+    for (const s of ["s/^.*$//", "s/\\(.*\\)//g", "{s/a/b/;d}", "e id", "s/a"])
+      assert.equal(sedDeletes(s), true, `${s} (or unreadable)`);
+  });
+  it("leaves substitutions and printing alone", () => {
+    for (const s of ["s/a/b/", "s/.*/x/", "s/a.*//", "p", "1,5p", "y/ab/cd/", "/x/s/a/b/g", "="])
+      assert.equal(sedDeletes(s), false, s);
   });
 });

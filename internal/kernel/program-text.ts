@@ -53,8 +53,12 @@ const PLAIN_SED = new Set("pdDnNPgGhHxlqQz=F{}".split(""));
 const LABELLED = new Set(["b", "t", "T", ":"]);
 const TEXT = new Set(["a", "i", "c"]);
 
-/** Why a sed script is not plain text editing, or undefined when it is. */
-export function sedScriptRisk(script: string): string | undefined {
+/**
+ * Why a sed script is not plain text editing, or undefined when it is. `seen`, when given,
+ * collects the script's commands (one letter each; "s*" for a substitution of every line's
+ * whole text by nothing: `s` of `.*` with an empty replacement), for sedDeletes().
+ */
+export function sedScriptRisk(script: string, seen?: Set<string>): string | undefined {
   let i = 0;
   const s = script;
   const skipBlanks = (): void => {
@@ -72,10 +76,12 @@ export function sedScriptRisk(script: string): string | undefined {
     while (i < s.length && /[\s!]/.test(s[i] as string)) i++;
     const c = s[i];
     if (c === undefined) return undefined;
+    seen?.add(c);
     i++;
     if (c === "s" || c === "y") {
       const r = substitution(s, i);
       if (typeof r === "string") return r;
+      if (c === "s" && wipesLine(s, i)) seen?.add("s*");
       i = r;
       if (c === "s") {
         const flags = /^[gpiImM0-9]*/.exec(s.slice(i))?.[0] ?? "";
@@ -97,6 +103,28 @@ export function sedScriptRisk(script: string): string | undefined {
     else if (c === "l" || c === "q" || c === "Q") i += /^\s*\d*/.exec(s.slice(i))?.[0].length ?? 0;
   }
   return "sed script too long";
+}
+
+/** Commands that remove lines or their text: d D z c q Q, and `s` of `.*` by nothing. */
+const DELETING = ["d", "D", "z", "c", "q", "Q", "s*"];
+
+/**
+ * Whether a sed script can drop lines or their text (with -i: empties or cuts the file):
+ * a deleting command anywhere in it, or a script the reader cannot follow.
+ */
+export function sedDeletes(script: string): boolean {
+  const seen = new Set<string>();
+  if (sedScriptRisk(script, seen) !== undefined) return true;
+  return DELETING.some((c) => seen.has(c));
+}
+
+/** s/RE//: RE matches any whole line (`.*`, `^.*$`, `\(.*\)`…) and the replacement is empty. */
+function wipesLine(s: string, from: number): boolean {
+  const delim = s[from] as string;
+  const end = findDelimiter(s, from + 1, delim);
+  const re = s.slice(from + 1, end);
+  const replacement = s.slice(end + 1, findDelimiter(s, end + 1, delim, false));
+  return replacement === "" && /^\^?(\\?\()?\.\*(\\?\))?\$?$/.test(re);
 }
 
 /** Past an address or address range; -1 when it cannot be read. */

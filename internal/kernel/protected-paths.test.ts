@@ -58,7 +58,41 @@ describe("createPathGuard", () => {
     assert.ok(secrets.glob("*/.env"));
     assert.equal(git.glob("?gi?"), undefined);
   });
-  it("samples a policy's own wildcards instead of taking them whole", () => {
+  it("counts a glob whose wildcards fall inside a policy's literal name", () => {
+    for (const g of [
+      "cr?dentials.json",
+      ".en?.local",
+      ".e[n]v.production",
+      "id_rs?.pub",
+      "k?y.pem",
+      "x.p?m",
+      "sub/**/.env",
+      "**",
+    ])
+      assert.ok(secrets.glob(g), g);
+    const build = createPathGuard(["package.json", "**/Makefile", "**/*.yml", "**/.eslintrc*"]);
+    for (const g of [
+      "packag?.json",
+      "pack[a]ge.json",
+      "pack[!x]ge.json",
+      "*ckage.json",
+      "*.json",
+      "Makef*",
+      "sub/*/Makefil?",
+      "a/**/Makefile",
+      "ci.y?l",
+      ".github/*/ci.yml",
+      ".eslintr?.js",
+    ])
+      assert.ok(build.glob(g), g);
+    for (const g of ["packag?.jsonx", "*.ts", "src/*.test.ts", "?akefile.bak", "*akefile/x"])
+      assert.equal(build.glob(g), undefined, g);
+    // find -name: `*` may start with a dot, but a dot met inside a name is no evidence.
+    assert.equal(secrets.glob("*.ts", true), undefined);
+    assert.equal(secrets.glob("*.orig", true), undefined);
+    assert.ok(secrets.glob(".e*", true));
+  });
+  it("does not take a policy's own wildcards whole", () => {
     for (const g of ["deploy/id_*", "k*.pem", "*.pem", "cred*", "src/*", "*/x.pem", "secr?ts/a"])
       assert.ok(secrets.glob(g), g);
     for (const g of ["*.ts", "src/*.ts", "test/*.test.js", "docs/*.md"])

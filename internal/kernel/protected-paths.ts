@@ -93,15 +93,16 @@ function splitUnescaped(pattern: string): string[] {
   return segs;
 }
 
-/** One segment of a shell glob (`*`, `?`, `[…]`, escapes): its regex and literal prefix. */
-interface ShellSegment {
-  re: RegExp;
-  prefix: string;
-}
+/** One segment of a shell glob (`*`, `?`, `[…]`, escapes), or `**` (globstar). */
+type ShellSegment = { tokens: Token[]; dot: boolean } | "globstar";
 
+/** `dot`: the segment may start with "." (it starts with a literal dot, or `dots` is set). */
 function compileSegment(seg: string, dots: boolean): ShellSegment {
+  if (seg === "**") return "globstar";
   const t = tokens(seg);
-  return { re: shellRegex(t, dots), prefix: literalPrefix(t) };
+  const first = t[0];
+  const dot = dots || (first !== undefined && !first.star && !first.set.any && hasDot(first.set));
+  return { tokens: t, dot };
 }
 
 /** One segment of a policy glob; extglobs and regex groups count as "any name". */
@@ -174,111 +175,109 @@ function skipTo(seg: string, j: number): number {
   return close < 0 ? seg.length - 1 : close;
 }
 
-/** True when some path matches the shell segments and the protected segments. */
+/**
+ * True when some path matches the shell segments and the protected segments. A shell `**`
+ * (bash's globstar) is taken as any number of segments: more than sh matches, never less.
+ */
 function segmentsMeet(shell: ShellSegment[], prot: Segment[]): boolean {
   const memo = new Map<number, boolean>();
   const go = (i: number, j: number): boolean => {
     const key = i * (prot.length + 1) + j;
     const hit = memo.get(key);
     if (hit !== undefined) return hit;
-    let r: boolean;
-    if (j === prot.length) r = i === shell.length;
-    else if (prot[j] === "globstar") r = go(i, j + 1) || (i < shell.length && go(i + 1, j));
-    else
-      r =
-        i < shell.length &&
-        namesMeet(shell[i] as ShellSegment, prot[j] as Token[]) &&
-        go(i + 1, j + 1);
+    memo.set(key, false); // globstar against globstar: no cycle
+    const a = shell[i];
+    const b = prot[j];
+    let r = false;
+    if (a === undefined && b === undefined) r = true;
+    else if (a === "globstar") r = go(i + 1, j) || (b !== undefined && go(i, j + 1));
+    if (!r && b === "globstar") r = go(i, j + 1) || (a !== undefined && go(i + 1, j));
+    if (!r && a !== undefined && a !== "globstar" && b !== undefined && b !== "globstar")
+      r = namesMeet(a, b) && go(i + 1, j + 1);
     memo.set(key, r);
     return r;
   };
   return go(0, 0);
 }
 
+/** Answers per shell segment and policy segment (a policy is compiled once; calls repeat). */
+const meetCache = new WeakMap<Token[], WeakMap<Token[], boolean>>();
+
 /**
- * True when a file name matching the policy segment `b` matches the shell segment `a`. The
- * policy side is sampled, not taken as a whole language: its `*` stands for "" or "x" (a
- * leading one for "x" or the shell segment's literal prefix + "x"), `?` for "x", a bracket
- * for its first character. So `*.ts` does not count as naming `credentials*` (it could only
- * through a file such as credentials.ts), while `.e*`, `cred*`, `k*.pem`, `id_*` and a bare
- * `*` do.
+ * True when some file name matches both the shell segment `a` and the policy segment `b`
+ * (the two languages intersect, with the shell's rule that wildcards never give a leading
+ * "."), and in that name at least one character the policy spells out is also spelled out
+ * by the shell (a "." only at the start), unless the shell segment spells out nothing
+ * (`*`, `??`). So `cr?dentials.json`,
+ * `.en?.local`, `packag?.json`, `ci.y?l` and a bare `*` count as naming `credentials*`,
+ * `.env.*`, `package.json`, `*.yml`; `*.ts` does not count as naming `credentials*` (it could
+ * only through a file such as credentials.ts, where the shell's wildcard supplies every
+ * character the policy names).
  */
-function namesMeet(a: ShellSegment, b: Token[]): boolean {
-  return policySamples(b, a.prefix).some((name) => a.re.test(name));
-}
-
-const MAX_SAMPLES = 64;
-
-/** Samples per policy segment and prefix (the policy is compiled once; calls repeat). */
-const sampleCache = new WeakMap<Token[], Map<string, string[]>>();
-
-function policySamples(b: Token[], prefix: string): string[] {
-  let byPrefix = sampleCache.get(b);
-  if (byPrefix === undefined) {
-    byPrefix = new Map();
-    sampleCache.set(b, byPrefix);
+function namesMeet(a: { tokens: Token[]; dot: boolean }, b: Token[]): boolean {
+  let byPolicy = meetCache.get(a.tokens);
+  if (byPolicy === undefined) {
+    byPolicy = new WeakMap();
+    meetCache.set(a.tokens, byPolicy);
   }
-  const hit = byPrefix.get(prefix);
-  if (hit !== undefined) return hit;
-  const made = makeSamples(b, prefix);
-  // Prefixes come from commands: keep the cache small.
-  if (byPrefix.size < 256) byPrefix.set(prefix, made);
-  return made;
+  const cached = byPolicy.get(b);
+  if (cached !== undefined) return cached;
+  const r = intersects(a.tokens, b, a.dot);
+  byPolicy.set(b, r);
+  return r;
 }
 
-function makeSamples(b: Token[], prefix: string): string[] {
-  let out = [""];
-  b.forEach((t, k) => {
-    let options: string[];
-    if (t.star) options = k === 0 ? [...new Set(["x", `${prefix}x`])] : ["", "x"];
-    else if (t.set.any) options = ["x"];
-    else if (!t.set.negated) options = [[...t.set.chars][0] ?? "x"];
-    else {
-      const not = t.set.chars;
-      options = ["x", "y", "_"].filter((c) => !not.has(c));
-    }
-    out = out.flatMap((s) => options.map((o) => s + o)).slice(0, MAX_SAMPLES);
-  });
-  return out;
-}
-
-function literalPrefix(a: Token[]): string {
-  let s = "";
-  for (const t of a) {
-    if (t.star || t.set.any || !isLiteral(t.set)) break;
-    s += [...t.set.chars][0];
+/** Exact intersection of two segment languages (product automaton, memoised states). */
+function intersects(a: Token[], b: Token[], dot: boolean): boolean {
+  const wildOnly = a.every((t) => !spelled(t));
+  const seen = new Set<number>();
+  // State: positions in a and b, whether a character was consumed, whether a spelled-out
+  // policy character met a spelled-out shell one.
+  const stack: [number, number, boolean, boolean][] = [[0, 0, false, wildOnly]];
+  const key = (i: number, j: number, started: boolean, hit: boolean): number =>
+    ((i * (b.length + 1) + j) * 2 + (started ? 1 : 0)) * 2 + (hit ? 1 : 0);
+  while (stack.length > 0) {
+    const [i, j, started, hit] = stack.pop() as [number, number, boolean, boolean];
+    const k = key(i, j, started, hit);
+    if (seen.has(k)) continue;
+    seen.add(k);
+    if (i === a.length && j === b.length && started && hit) return true;
+    const ta = a[i];
+    const tb = b[j];
+    if (ta?.star) stack.push([i + 1, j, started, hit]);
+    if (tb?.star) stack.push([i, j + 1, started, hit]);
+    if (ta === undefined || tb === undefined) continue;
+    const sa = ta.star ? ANY : ta.set;
+    const sb = tb.star ? ANY : tb.set;
+    if (!setsMeet(sa, sb, !started && !dot)) continue;
+    // A "." met inside a name (`*.ts` against `.env.*` with find -name) says little; a
+    // leading one is the shell opting into hidden files (`.*` against `.git`).
+    const named = spelled(ta) && spelled(tb) && (!started || setsMeet(sa, sb, true));
+    stack.push([ta.star ? i : i + 1, tb.star ? j : j + 1, true, hit || named]);
   }
-  return s;
+  return false;
 }
 
-/** The shell's reading of one segment: wildcards never match "/", nor a leading ".". */
-function shellRegex(a: Token[], dots: boolean): RegExp {
-  let src = "";
-  for (const t of a) {
-    if (t.star) src += "[^/]*";
-    else if (t.set.any) src += "[^/]";
-    else {
-      const chars = [...t.set.chars].map((c) => c.replace(/[\\\][^-]/g, "\\$&")).join("");
-      if (t.set.negated) src += `[^/${chars}]`;
-      else src += t.set.chars.size === 1 ? escapeRe([...t.set.chars][0] as string) : `[${chars}]`;
-    }
-  }
-  const first = a[0];
-  const dot =
-    dots || (first !== undefined && !first.star && isLiteral(first.set) && hasDot(first.set));
-  return new RegExp(`^${dot ? "" : "(?!\\.)"}${src}$`, "u");
+/** A token that names its character(s): not a wildcard, not a negated bracket. */
+function spelled(t: Token): boolean {
+  return !t.star && !t.set.any && !t.set.negated;
+}
+
+/** True when some character other than "/" (and ".", when `noDot`) is in both sets. */
+function setsMeet(x: CharSet, y: CharSet, noDot: boolean): boolean {
+  const ok = (c: string): boolean => c !== "/" && !(noDot && c === ".");
+  if (!x.any && !x.negated) return [...x.chars].some((c) => ok(c) && inSet(y, c));
+  if (!y.any && !y.negated) return [...y.chars].some((c) => ok(c) && inSet(x, c));
+  return true; // two open sets (any, or negated finite sets) always share a character
+}
+
+function inSet(s: CharSet, c: string): boolean {
+  if (s.any) return true;
+  return s.negated ? !s.chars.has(c) : s.chars.has(c);
 }
 
 function hasDot(s: CharSet): boolean {
-  return !s.any && s.chars.has(".");
-}
-
-function escapeRe(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-}
-
-function isLiteral(s: CharSet): s is { any: false; chars: Set<string>; negated: boolean } {
-  return !s.any && !s.negated && s.chars.size === 1;
+  return !s.any && !s.negated && s.chars.has(".");
 }
 
 /**

@@ -14,6 +14,7 @@ import type { CommandAnalysis } from "./command-analysis.ts";
 import { assessCommand, type Draft } from "./command-risk.ts";
 import type { Policy } from "./policy-schema.ts";
 import { createPathGuard, type PathGuard } from "./protected-paths.ts";
+import { runnerFiles } from "./runner-files.ts";
 
 export type RiskCategory = "read" | "write" | "exec" | "network";
 export type Impact = "low" | "medium" | "high";
@@ -182,7 +183,11 @@ function assessTool(
           ? "."
           : checkPath("cwd", stringField(input, "cwd"), policy.workspace.denyPatterns, true) || ".";
       const refused = assessCommand(d, line, cwd, policy, compiled);
-      return refused === undefined ? undefined : deny(d, refused.reason, refused.rule);
+      if (refused !== undefined) return deny(d, refused.reason, refused.rule);
+      // The runner's configuration decides what these run as much as their line does.
+      if (tool !== "process.run")
+        d.scripts = [...new Set([...(d.scripts ?? []), ...runnerFiles(cwd)])];
+      return undefined;
     }
     default:
       return deny(d, `unknown tool ${JSON.stringify(String(tool)).slice(0, 100)}`, "capabilities");
@@ -230,11 +235,14 @@ function finish(
   policy: Policy,
   c: CompiledRisk,
 ): Assessment {
-  const some = (g: PathGuard): boolean => d.paths.some((p) => g.literal(p) !== undefined);
-  const globSecret =
-    d.globs.some((g) => c.secret.glob(g) !== undefined) ||
-    d.namePatterns.some((g) => c.secret.glob(g, true) !== undefined);
-  const touchesSecrets = some(c.secret) || globSecret || JSON.stringify(input).includes("$ENV.");
+  // A glob counts as touching every path it could match, whether or not that file exists
+  // yet (`cp p.txt packag?.json` creates package.json): literal paths, shell globs and the
+  // patterns a program matches itself (find -name) go through the same guards.
+  const some = (g: PathGuard): boolean =>
+    d.paths.some((p) => g.literal(p) !== undefined) ||
+    d.globs.some((p) => g.glob(p) !== undefined) ||
+    d.namePatterns.some((p) => g.glob(p, true) !== undefined);
+  const touchesSecrets = some(c.secret) || JSON.stringify(input).includes("$ENV.");
   const touchesConfig = some(c.config);
   const touchesBuild = some(c.build);
   const when = policy.risk.approvalWhen;

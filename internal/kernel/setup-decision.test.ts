@@ -11,6 +11,7 @@ import { detectSetup } from "../tools/setup-detect.ts";
 import { decide } from "./decide.ts";
 import { parsePolicy } from "./policy-loader.ts";
 import type { Policy } from "./policy-schema.ts";
+import { applyProvenance } from "./provenance.ts";
 import { assess, compileRisk } from "./risk.ts";
 
 const parsed = parsePolicy(
@@ -78,4 +79,16 @@ it("approval: risk asks a person for npm ci; approval: always for every line", (
     capabilities: { ...base.capabilities, "setup.run": { approval: "always" } },
   };
   assert.equal(decideSetup(detected({ "go.mod": "" }), always).path, "preview+approval");
+});
+
+it("a setup that would run a file the run wrote asks a person (a takeover runs setup again)", () => {
+  const commands = detected({ "package-lock.json": "{}" });
+  const a = assess("setup.run", {}, base, compileRisk(base), commands);
+  assert.ok(a.scripts?.includes("package.json"), JSON.stringify(a.scripts));
+  const changed = applyProvenance(a, new Set(["package.json"]), base);
+  const d = decide("setup.run", changed, base, {});
+  assert.equal(d.path, "preview+approval");
+  assert.equal(d.rule, "risk.approvalWhen.runWrittenScript");
+  const untouched = applyProvenance(a, new Set(["src/index.ts"]), base);
+  assert.equal(decide("setup.run", untouched, base, {}).path, "preview+auto");
 });

@@ -7,6 +7,19 @@ const names = (line: string): string[][] =>
   parseShell(line).commands.map((c) => c.words.map((w) => w.text));
 
 describe("parseShell", () => {
+  it("marks the redirections of a compound command", () => {
+    const groups = (line: string) =>
+      parseShell(line).commands.map((c) => [c.words.length, c.group === true]);
+    for (const line of [
+      "{ :; } > f",
+      "(true) > f",
+      "for a in b; do :; done > f",
+      "if :; then :; fi > f",
+    ])
+      assert.deepEqual(groups(line).at(-1), [0, true], line);
+    assert.deepEqual(groups("> f"), [[0, false]]);
+    assert.deepEqual(groups("(ls); > f").at(-1), [0, false]);
+  });
   it("splits commands on every separator sh knows, newlines included", () => {
     assert.deepEqual(names("a|b&&c||d;e&f\ng"), [["a"], ["b"], ["c"], ["d"], ["e"], ["f"], ["g"]]);
     assert.deepEqual(names("ls\trm x"), [["ls", "rm", "x"]], "a tab separates words only");

@@ -51,6 +51,11 @@ export interface ShellCommand {
   redirects: Redirect[];
   /** Where standard input comes from when it is not inherited. */
   stdin?: "pipe" | "heredoc" | "herestring" | "file";
+  /**
+   * The command follows the end of a compound command (`}`, `)`, `done`, `fi`, `esac`): its
+   * redirections apply to that compound command (`{ echo a; } > f`), not to nothing.
+   */
+  group?: boolean;
 }
 
 export interface ShellParse {
@@ -107,6 +112,8 @@ const REDIRECTS = new Set([
 const PREFIX_WORDS = new Set(["{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done"]);
 /** (`time` is not here: bash's `time -p cmd` and dash's /usr/bin/time are read as a wrapper.) */
 const LOOP_WORDS = new Set(["while", "until", "esac"]);
+/** Reserved words that end a compound command. */
+const CLOSERS = new Set(["}", "fi", "done", "esac"]);
 /** `$?` `$#` `$$` `$!` `$-` expand to numbers or flags, never to a path or a command. */
 const HARMLESS_SPECIAL = new Set(["?", "#", "$", "!", "-"]);
 
@@ -229,6 +236,7 @@ function operator(p: Parser, l: List, inSubst: boolean): "end" | undefined {
       return "end";
     } else p.out.problems.push("unbalanced )");
     flush(p, l);
+    l.cmd.group = true;
     return undefined;
   }
   if (op === "(") {
@@ -258,6 +266,7 @@ function word(p: Parser, l: List, w: ShellWord): void {
     attachRedirect(p, cmd, l.pending, w);
     l.pending = undefined;
   } else if (l.casePattern && !l.patternWord && w.text === "esac" && !w.quoted) {
+    cmd.group = true;
     l.casePattern = false;
     l.caseDepth = Math.max(0, l.caseDepth - 1);
   } else if (l.casePattern && !l.patternWord) {
@@ -288,6 +297,7 @@ function newCommand(): ShellCommand {
 
 /** The first word of a command: a reserved word starts the next command, else it is kept. */
 function reserved(p: Parser, cmd: ShellCommand, w: ShellWord): void {
+  if (CLOSERS.has(w.text)) cmd.group = true;
   if (PREFIX_WORDS.has(w.text) || LOOP_WORDS.has(w.text)) return;
   if (w.text === "function") {
     // `function NAME { …; }`: the name is not a command; the body is.

@@ -1,0 +1,222 @@
+/**
+ * Ways of emptying or replacing a file, for the analysis: each is reported as destructive,
+ * as `truncate` and `dd of=` are, so a person sees it.
+ * - A truncating redirection (`>`, `>|`, `&>`, any descriptor) of a command that writes
+ *   nothing (`> f`, `: > f`, `true > f`, `exec > f`, `echo > f`, `echo -n > f`,
+ *   `printf '' > f`) or reads only an empty input (`cat /dev/null > f`, `cat < /dev/null >
+ *   f`, `cat > f` with no input at all).
+ * - A redirection onto a file the same command reads (`sort f > f`: the shell empties f
+ *   before sort reads it).
+ * - tee and sponge without -a; `ln -f` (replaces the target with a link: `ln -sf /dev/null
+ *   f`); install from /dev/null; sed -i whose script deletes lines (d, D, z, c, q, Q, `s` of
+ *   `.*` by nothing), with -n, or with a script file the line does not show.
+ * Writing content into a file (`echo hi > out.txt`, `sed -i s/a/b/`) stays ordinary: the
+ * change shows in the run's diff. Pure; reports through `Effects` or returns reasons; never
+ * knows about other families.
+ */
+import type { Effects, Family, Invocation } from "./command-effects.ts";
+import { sedDeletes } from "./program-text.ts";
+import type { ShellCommand, ShellWord } from "./shell-syntax.ts";
+
+/** Devices that read as empty (or endless zeros): a file made from one loses its content. */
+export const EMPTY_SOURCES: ReadonlySet<string> = new Set(["/dev/null", "/dev/zero"]);
+
+/** Redirections that truncate their target (`>>`, `&>>` append; `<>` opens without truncating). */
+const TRUNCATING = new Set([">", ">|", "&>", ">&"]);
+
+/** Builtins and programs that never write to standard output. */
+const NO_OUTPUT = new Set(
+  (
+    ": true false exit return sleep touch mkdir cd test [ export unset shift wait umask " +
+    "read ulimit alias unalias"
+  ).split(" "),
+);
+
+/** Programs that copy their input (files, else stdin) to stdout, changed or not. */
+const READERS = new Set(
+  (
+    "cat tac head tail sort uniq base64 base32 rev nl fold fmt od xxd hexdump strings expand " +
+    "unexpand cut paste gzip gunzip zcat bzcat xzcat zstdcat dos2unix unix2dos iconv"
+  ).split(" "),
+);
+
+/** Wrappers whose redirection is the wrapped command's (`command true > f`, `nice : > f`). */
+const PASS_THROUGH = new Set(["command", "builtin", "exec", "env", "nohup", "nice", "time"]);
+
+/**
+ * Why the redirections of `cmd` empty a file (`reasons`, none: empty), and the files a
+ * copying reader writes into a truncated file (`inputs`: `cat A B > F` empties F when A and
+ * B are empty, which only the container can tell).
+ */
+export function emptyingRedirects(cmd: ShellCommand): {
+  reasons: string[];
+  inputs?: { from: ShellWord[]; to: ShellWord };
+} {
+  const reasons: string[] = [];
+  let inputs: { from: ShellWord[]; to: ShellWord } | undefined;
+  const words = unwrapped(cmd.words);
+  const input = stdinFile(cmd);
+  for (const r of cmd.redirects) {
+    if (!TRUNCATING.has(r.op)) continue;
+    const t = r.target.text;
+    if (t.startsWith("/dev/") || (r.op === ">&" && /^(\d+-?|-)$/.test(t))) continue;
+    const shown = t.slice(0, 80);
+    if (!cmd.group && writesNothing(words, cmd.stdin, input))
+      reasons.push(`${r.op} ${shown} (empties the file)`);
+    else if (readsTarget(words, r.target))
+      reasons.push(
+        `${words[0]?.text ?? ""} … ${r.op} ${shown} (the shell empties it before it is read)`,
+      );
+    else if (!cmd.group && (r.fd ?? 1) === 1) {
+      const from = readerInputs(words, cmd);
+      if (from.length > 0) inputs = { from, to: r.target };
+    }
+  }
+  return { reasons, ...(inputs === undefined ? {} : { inputs }) };
+}
+
+/** The files a copying reader (cat, head, sort…) reads: its operands, else its `<` file. */
+function readerInputs(words: readonly ShellWord[], cmd: ShellCommand): ShellWord[] {
+  const head = words[0];
+  if (head === undefined || !READERS.has(baseName(head))) return [];
+  const operands = words.slice(1).filter((w) => !w.text.startsWith("-") && !/^\d+$/.test(w.text));
+  if (operands.length > 0) return operands;
+  const r = cmd.redirects.find((x) => x.op === "<" && (x.fd ?? 0) === 0);
+  return r === undefined ? [] : [r.target];
+}
+
+/** The command behind simple wrappers and their options (`nice -n 5 true` → `true`). */
+function unwrapped(words: readonly ShellWord[]): readonly ShellWord[] {
+  let k = 0;
+  while (k < words.length && PASS_THROUGH.has(baseName(words[k] as ShellWord))) {
+    k++;
+    while (k < words.length && /^(-.*|\d+|\w+=.*)$/.test((words[k] as ShellWord).text)) k++;
+  }
+  return words.slice(k);
+}
+
+function baseName(w: ShellWord): string {
+  return w.text.slice(w.text.lastIndexOf("/") + 1);
+}
+
+function stdinFile(cmd: ShellCommand): string | undefined {
+  const r = cmd.redirects.find((x) => x.op === "<" && (x.fd ?? 0) === 0);
+  return r?.target.text;
+}
+
+/** True when the command writes nothing to standard output. */
+function writesNothing(
+  words: readonly ShellWord[],
+  stdin: ShellCommand["stdin"],
+  input: string | undefined,
+): boolean {
+  const head = words[0];
+  if (head === undefined) return true;
+  const name = baseName(head);
+  const args = words.slice(1).map((w) => w.text);
+  if (NO_OUTPUT.has(name)) return true;
+  // `echo > f` leaves one newline, `echo -n > f` nothing: either way the content is gone.
+  if (name === "echo") return args.every((a) => a === "" || /^-[neE]+$/.test(a));
+  if (name === "printf")
+    return (
+      args.length === 0 ||
+      (/^(%[sb]|\\c)*$/.test(args[0] as string) && args.slice(1).every((a) => a === ""))
+    );
+  if (name === "dd") return args.includes("if=/dev/null") && !args.some((a) => a.startsWith("of="));
+  if (!READERS.has(name)) return false;
+  // Operands: the arguments that are not options nor an option's number (head -n 5).
+  const operands = args.filter((a) => !a.startsWith("-") && !/^\d+$/.test(a));
+  // /dev/zero is not empty here: `head -c 1M /dev/zero > f` writes a megabyte.
+  if (operands.length > 0) return operands.every((a) => a === "/dev/null");
+  // No operand: the command reads its standard input, empty unless piped or given text.
+  if (input !== undefined) return input === "/dev/null";
+  return stdin === undefined;
+}
+
+/** `sort f > f`, `grep x f > f`: the command reads the file its redirection empties. */
+function readsTarget(words: readonly ShellWord[], target: ShellWord): boolean {
+  const name = words[0] === undefined ? "" : baseName(words[0]);
+  if (name === "" || name === "echo" || name === "printf" || name === "touch") return false;
+  const norm = (p: string): string => p.replace(/^(\.\/)+/, "");
+  const t = norm(target.text);
+  return words.slice(1).some((w) => norm(w.text) === t && w.expansions.length === 0);
+}
+
+/** tee FILE… and sponge FILE empty each FILE first unless told to append (-a). */
+function teeLike(inv: Invocation, fx: Effects): void {
+  fx.writer();
+  let append = false;
+  let options = true;
+  const files: ShellWord[] = [];
+  for (const w of inv.args) {
+    const a = w.text;
+    if (options && a === "--") options = false;
+    else if (options && a === "--append") append = true;
+    else if (options && /^-[A-Za-z]+$/.test(a)) append ||= a.includes("a");
+    else if (!(options && a.startsWith("--"))) files.push(w);
+  }
+  for (const f of files) {
+    fx.write(f);
+    if (!append && !f.text.startsWith("/dev/"))
+      fx.destructive(`${inv.name} ${f.text.slice(0, 80)} (empties the file first; -a appends)`);
+  }
+}
+
+/** ln -f replaces its target with a link (`ln -sf /dev/null f` empties f for every reader). */
+function ln(inv: Invocation, fx: Effects): void {
+  fx.writer();
+  let options = true;
+  for (const w of inv.args) {
+    if (options && w.text === "--") options = false;
+    else if (options && (w.text === "--force" || /^-[A-Za-z]*f/.test(w.text))) {
+      fx.destructive("ln -f (replaces the target)");
+      return;
+    }
+  }
+}
+
+/** install copies like cp: from /dev/null (or an empty file) it empties the target. */
+function install(inv: Invocation, fx: Effects): void {
+  fx.writer();
+  const source = inv.args.find((w) => EMPTY_SOURCES.has(w.text));
+  if (source !== undefined) fx.destructive(`install ${source.text} (empties the target)`);
+  if (inv.args.some((w) => /^(-d|--directory)$/.test(w.text))) return;
+  const ops = operands(inv.args, ["-m", "--mode", "-o", "--owner", "-g", "--group", "-t", "-S"]);
+  const target = ops[ops.length - 1];
+  if (target !== undefined) for (const w of ops.slice(0, -1)) fx.copies([w], target);
+}
+
+/** Operands (not options) of `args`, `--` honoured; `valued` options take the next word. */
+export function operands(args: readonly ShellWord[], valued: readonly string[] = []): ShellWord[] {
+  const out: ShellWord[] = [];
+  let options = true;
+  for (let i = 0; i < args.length; i++) {
+    const w = args[i] as ShellWord;
+    if (options && w.text === "--") options = false;
+    else if (options && w.text.startsWith("-") && w.text.length > 1) {
+      if (valued.includes(w.text)) i++;
+    } else out.push(w);
+  }
+  return out;
+}
+
+/**
+ * sed -i with a script that deletes lines, with -n (only what the script prints is kept), or
+ * with a script file the line does not show. Called by the sed family with what it read.
+ */
+export function sedInPlaceEmpties(
+  sed: { inPlace: boolean; quiet: boolean; scriptFile: boolean; scripts: readonly string[] },
+  fx: Effects,
+): void {
+  if (!sed.inPlace) return;
+  if (sed.quiet) fx.destructive("sed -i -n (keeps only the lines the script prints)");
+  else if (sed.scriptFile) fx.destructive("sed -i -f (a script file may delete lines)");
+  else if (sed.scripts.some(sedDeletes)) fx.destructive("sed -i with d (deletes lines in place)");
+}
+
+export const EMPTYING_FAMILIES: ReadonlyMap<string, Family> = new Map<string, Family>([
+  ["tee", teeLike],
+  ["sponge", teeLike],
+  ["ln", ln],
+  ["install", install],
+]);

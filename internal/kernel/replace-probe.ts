@@ -1,0 +1,132 @@
+/**
+ * Emptying and replacing that only the container can tell: `cp e f` empties f when e is an
+ * empty file (made by an earlier call's `touch e`) and f is not, `cat a b > f` when a and b
+ * are empty (or missing),
+ * and `mv x f` replaces f when f is an existing non-empty file (it is `cp x f && rm x`, and
+ * rm asks). The analysis lists the copy groups and moves (CommandAnalysis.copySources,
+ * .moves); one exec in the run's container answers for all of them (probeReplacing), and
+ * applyReplacing() — pure — makes the call destructive (highRiskCommand) as truncate is.
+ *
+ * Fails closed: a path that cannot be named on a line, or a probe that fails, times out or
+ * answers out of step, counts as emptying and replacing. Must never: run anything of the
+ * workspace, or write anything.
+ */
+import type { SandboxHandle } from "../sandbox/port.ts";
+import type { CommandAnalysis } from "./command-analysis.ts";
+import type { Policy } from "./policy-schema.ts";
+import { type Assessment, impactFact } from "./risk.ts";
+
+/** What the container said: reasons, as `destructive:` rule texts. */
+export interface ReplacingFound {
+  reasons: string[];
+}
+
+/** Queries a probe answers at most (a longer list is answered as "all of them": fail closed). */
+const MAX_QUERIES = 512;
+
+/**
+ * Per query, one line. `e PATH`: null (it resolves to /dev/null), device (another
+ * character device: /dev/zero, /dev/stdin…), empty (a regular file of 0 bytes), full, or
+ * absent. `m SRC TARGET`: replaces (TARGET, or TARGET/SRC's name when TARGET is a
+ * directory, is a non-empty regular file) or new. Relative paths are read from /workspace.
+ * A copy group asks `e` for each source and `m` for its target; a move asks `m`.
+ */
+const PROBE_SCRIPT = `cd /workspace 2>/dev/null || exit 3
+while [ $# -gt 0 ]; do
+  k=$1; shift
+  case $k in
+  e) p=$1; shift
+     if [ -c "$p" ] && [ "$(readlink -f -- "$p")" = /dev/null ]; then echo null
+     elif [ -c "$p" ]; then echo device
+     elif [ -f "$p" ] && [ ! -s "$p" ]; then echo empty
+     elif [ -e "$p" ]; then echo full; else echo absent; fi;;
+  m) s=$1; t=$2; shift 2
+     if [ -d "$t" ]; then t="$t/\${s##*/}"; fi
+     if [ -f "$t" ] && [ -s "$t" ]; then echo replaces; else echo new; fi;;
+  *) exit 4;;
+  esac
+done`;
+
+/** True when the analysis lists something only the container can judge. */
+export function needsReplacingProbe(analysis: CommandAnalysis | undefined): boolean {
+  return analysis !== undefined && (analysis.copySources.length > 0 || analysis.moves.length > 0);
+}
+
+/** Asks the container which copy groups are all empty and which moves replace a file. */
+export async function probeReplacing(
+  sandbox: SandboxHandle,
+  analysis: CommandAnalysis,
+  timeoutMs = 10_000,
+): Promise<ReplacingFound> {
+  const groups = analysis.copySources;
+  const moves = analysis.moves;
+  const all = (): ReplacingFound => ({
+    reasons: [
+      ...groups.map((g) => emptyReason(g.from, g.to)),
+      ...moves.map(([s, t]) => moveReason(s, t)),
+    ],
+  });
+  const paths = [...groups.flatMap((g) => [...g.from, g.to]), ...moves.flat()];
+  const queries = groups.reduce((n, g) => n + g.from.length + 1, 0) + moves.length;
+  if (queries > MAX_QUERIES || paths.some((p) => p === "" || /[\n\r\0]/.test(p))) return all();
+  const argv = [
+    ...groups.flatMap((g) => [...g.from.flatMap((p) => ["e", p]), "m", g.from[0] ?? "", g.to]),
+    ...moves.flatMap(([s, t]) => ["m", s, t]),
+  ];
+  let lines: string[];
+  try {
+    const r = await sandbox.exec({
+      argv: ["sh", "-c", PROBE_SCRIPT, "agentd-probe", ...argv],
+      timeoutMs,
+      maxOutputBytes: 64 * 1024,
+    });
+    if (r.exitCode !== 0 || r.truncated || r.timedOut) throw new Error("probe failed");
+    lines = r.stdout.split("\n").filter((l) => l !== "");
+    if (lines.length !== queries) throw new Error("probe answered out of step");
+  } catch {
+    return all();
+  }
+  const reasons: string[] = [];
+  let k = 0;
+  for (const g of groups) {
+    const answers = g.from.map(() => lines[k++]);
+    const target = lines[k++];
+    // cp of a missing file fails and leaves the target, `cat missing > f` has emptied f; cp
+    // of any device destroys the target (nothing, or zeros without end), while a reader
+    // takes a finite part of one (`head -c 1M /dev/zero`).
+    const empty = (a: string | undefined): boolean =>
+      a === "empty" || a === "null" || (g.missingEmpties ? a === "absent" : a === "device");
+    if (target === "replaces" && answers.every(empty)) reasons.push(emptyReason(g.from, g.to));
+  }
+  for (const [s, t] of moves) if (lines[k++] === "replaces") reasons.push(moveReason(s, t));
+  return { reasons };
+}
+
+function emptyReason(group: readonly string[], target: string): string {
+  const names = group.map((p) => p.slice(0, 80)).join(" ");
+  const be = group.length > 1 ? "are" : "is";
+  return `copies ${names}, which ${be} empty, onto ${target.slice(0, 80)} (empties it)`;
+}
+
+function moveReason(source: string, target: string): string {
+  return `mv ${source.slice(0, 80)} onto ${target.slice(0, 80)} (replaces an existing file)`;
+}
+
+/**
+ * The assessment once the container has answered: each reason becomes a matched rule
+ * `destructive:REASON`, the highRiskCommand fact (when the policy enables it) and high
+ * impact. A denied assessment, or no reason, is returned as is. Never mutates `a`.
+ */
+export function applyReplacing(a: Assessment, found: ReplacingFound, policy: Policy): Assessment {
+  if (a.deny !== undefined || found.reasons.length === 0) return a;
+  const facts = [...a.approvalFacts];
+  if (policy.risk.approvalWhen.highRiskCommand) facts.push("risk.approvalWhen.highRiskCommand");
+  const impact = impactFact("high", policy);
+  if (impact !== undefined) facts.push(impact);
+  return {
+    ...a,
+    risk: { ...a.risk, estimatedImpact: "high" },
+    matched: [...new Set([...a.matched, ...found.reasons.map((r) => `destructive:${r}`)])],
+    approvalFacts: [...new Set(facts)],
+  };
+}
