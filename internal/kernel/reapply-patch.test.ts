@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import Docker from "dockerode";
 import type { Sandbox, SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { testBoxSpec, testSandbox } from "../testing/docker.ts";
@@ -149,5 +150,21 @@ describe("reapplyPatch", () => {
       assert.match(r.ok ? "" : r.why, why, inputJson);
     }
     assert.equal(await read(fresh, "a.txt"), upload["a.txt"]);
+  });
+
+  it("a recovery container lost under the re-apply: thrown, never reported as a patch that no longer applies", async () => {
+    const recorded = await repoPatch.execute(ctx(await box(upload)), input);
+    const fresh = await box(upload);
+    await new Docker().getContainer(fresh.id).kill();
+    await assert.rejects(
+      reapplyPatch({
+        sandbox: fresh,
+        policy,
+        inputJson: JSON.stringify(input),
+        recorded,
+        secrets: () => [],
+      }),
+      /lost|not running|no such container|is not running/i,
+    );
   });
 });

@@ -4,12 +4,15 @@
  * only when the plan reproduces what the call's tool.result recorded (created, deleted,
  * hunks, lines added and removed, and the diff itself once redacted like the recorded one).
  * Deterministic: the same input on the same file gives the same write.
+ * A container that fails under it (lost, the engine gone) or a cancel is thrown, never
+ * reported as a patch that no longer applies.
  * Must never: write a patch whose plan differs from the recorded one (the workspace then
  * differs from what the log says the call did), or write an input the log does not hold as
  * it ran (one holding a `$ENV.` placeholder or a redaction marker: its real text is not in
  * the log).
  */
 
+import { isAgentdError } from "../errors.ts";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { pickCommands } from "../tools/command-spec.ts";
 import { type PatchSummary, planPatch, repoPatch } from "../tools/repo-patch.ts";
@@ -53,6 +56,7 @@ export async function reapplyPatch(r: ReapplyRequest): Promise<Reapplied> {
   try {
     plan = await planPatch(ctx, parsed.data);
   } catch (err) {
+    await rethrowIfSandboxFailed(r, err);
     return { ok: false, why: `it no longer applies (${(err as Error).message.slice(0, 300)})` };
   }
   const redactor = createRedactor({
@@ -65,9 +69,20 @@ export async function reapplyPatch(r: ReapplyRequest): Promise<Reapplied> {
   try {
     await repoPatch.execute({ ...ctx, prepared: plan }, parsed.data);
   } catch (err) {
+    await rethrowIfSandboxFailed(r, err);
     return { ok: false, why: `writing it failed (${(err as Error).message.slice(0, 300)})` };
   }
   return { ok: true };
+}
+
+/**
+ * A failure of the container (lost, the engine unreachable) or a cancel says nothing about
+ * the patch: it is thrown, so the recovery stops without recording the patch lost.
+ */
+async function rethrowIfSandboxFailed(r: ReapplyRequest, err: unknown): Promise<void> {
+  if (r.signal?.aborted) throw err;
+  if (isAgentdError(err, "EUNAVAILABLE") || isAgentdError(err, "ECANCELLED")) throw err;
+  if ((await r.sandbox.lost?.().catch(() => true)) === true) throw err;
 }
 
 /** The summary a repo.patch result recorded (behind the approval preview, when there was one). */

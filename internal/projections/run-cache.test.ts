@@ -130,4 +130,42 @@ describe("a cached run whose log was rewound", () => {
     assert.ok(old !== undefined);
     assert.equal((await cache.get(run.runId, old))?.state, RunState.FAILED);
   });
+
+  it("a reader whose own head read is overtaken by another reader's fold does not fold from the start again", async () => {
+    const run = await fourEvents();
+    let fromZero = 0;
+    let gate: Promise<void> | undefined;
+    const counted = new Proxy(log, {
+      get(t, k) {
+        if (k === "read")
+          return (id: string, after: number, n?: number) => {
+            if (after === 0) fromZero++;
+            return t.read(id, after, n);
+          };
+        if (k === "head")
+          return async (id: string) => {
+            const h = await t.head(id);
+            await gate; // this reader's head read is slow (a busy Redis)
+            return h;
+          };
+        return Reflect.get(t, k);
+      },
+    });
+    const cache = new RunProjectionCache({ log: counted });
+    await cache.get(run.runId);
+    assert.equal(fromZero, 1);
+    let open: () => void = () => undefined;
+    gate = new Promise((r) => {
+      open = r;
+    });
+    const a = cache.get(run.runId); // reads the head (seq 4), then waits
+    await failed(run); // seq 5
+    const head = await log.head(run.runId);
+    assert.ok(head !== undefined);
+    assert.equal((await cache.get(run.runId, head))?.lastSeq, 5n); // another reader folds to 5
+    gate = undefined;
+    open();
+    assert.equal((await a)?.lastSeq, 5n);
+    assert.equal(fromZero, 1, "no rewind happened: the run is not folded from the start again");
+  });
 });

@@ -36,8 +36,8 @@ export class RunProjectionCache {
     for (;;) {
       let cached = this.#runs.get(runId);
       const seq = cached === undefined ? undefined : Number(cached.lastSeq);
-      if (seq !== undefined && seq > h.seq && head !== undefined) {
-        // The head given may only be older than what another reader folded meanwhile.
+      if (seq !== undefined && seq > h.seq) {
+        // The head (given, or read before another reader folded further) may only be older.
         const fresh = await this.#log.head(runId);
         if (fresh !== undefined && fresh.seq >= seq) {
           h = fresh;

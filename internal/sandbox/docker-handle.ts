@@ -184,6 +184,9 @@ export class DockerSandboxHandle implements SandboxHandle {
   }
 
   async #start(req: ExecRequest): Promise<ExecResult> {
+    // No agent whose channel would break: a restart is seen by the engine's start time
+    // (one inspect, beside a docker exec's cost), before anything runs in an empty workspace.
+    if (this.startedAt !== undefined) await this.#stillFilled();
     const started = performance.now();
     const execId = randomUUID();
     const withStdin = req.stdin !== undefined;
@@ -514,6 +517,17 @@ export class DockerSandboxHandle implements SandboxHandle {
       ...(opts.redact === undefined ? {} : { redact: opts.redact }),
       ...(opts.signal === undefined ? {} : { signal: opts.signal }),
     });
+  }
+
+  /** Throws (and the handle is lost from then on) when the container restarted or went. */
+  async #stillFilled(): Promise<void> {
+    const { State } = await this.#container.inspect().catch(() => ({ State: undefined }));
+    if (State?.Running === true && State.StartedAt === this.startedAt) return;
+    this.#lost = new AgentdError(
+      "EIO",
+      `the sandbox of run ${this.runId} is lost: its container ${State === undefined ? "is gone" : State.Running ? "restarted (its workspace is empty)" : "stopped"}`,
+    );
+    throw this.#lost;
   }
 
   /**

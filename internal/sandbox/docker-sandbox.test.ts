@@ -508,4 +508,39 @@ describe("warm containers", () => {
     assert.equal(await sandbox.find(runId), undefined);
     await assert.rejects(docker.getContainer(h.id).inspect(), /no such container/i);
   });
+
+  it("without the agent (docker exec per call): a restart fails the next call instead of running it in the empty workspace, found handles too", async () => {
+    const loop = await testSandbox({ agent: false });
+    try {
+      const runId = ulid();
+      const h = await loop.sandbox.create({ ...shape(), runId, tenantId: "acme" });
+      await run(h, "echo work > done.txt");
+      const found = (await loop.sandbox.find(runId)) as SandboxHandle;
+      assert.equal((await run(found, "cat done.txt")).stdout, "work\n");
+      await docker.getContainer(h.id).restart({ t: 1 });
+      for (const handle of [h, found])
+        await assert.rejects(
+          run(handle, "echo new > after.txt"),
+          /restarted \(its workspace is empty\)/,
+        );
+      const ls = await docker.getContainer(h.id).exec({
+        Cmd: ["ls", "-A", "/workspace"],
+        AttachStdout: true,
+      });
+      const out = await new Promise<string>((resolve, reject) => {
+        ls.start({}, (err, stream) => {
+          if (err || stream === undefined) return reject(err);
+          let text = "";
+          stream.on("data", (b: Buffer) => {
+            text += b.toString("latin1");
+          });
+          stream.on("end", () => resolve(text));
+        });
+      });
+      assert.doesNotMatch(out, /after\.txt/, "nothing ran in the restarted container");
+      assert.equal(await h.lost?.(), true);
+    } finally {
+      await loop.cleanup();
+    }
+  });
 });

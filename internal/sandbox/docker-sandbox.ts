@@ -385,8 +385,10 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       throw err;
     }
     try {
+      const boot = await bootOf(channel.container);
       await channel.unpack(source);
       return await filled(
+        boot,
         handle(channel.container, spec.runId, spec, {
           channel,
           egress: net,
@@ -402,12 +404,20 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
 
   /**
    * A handle whose workspace is complete: marked filled (fill-mark.ts) and knowing when its
-   * container started, so that a restart since is seen as a loss (DockerSandboxHandle.lost).
+   * container started (`boot`, read before the fill), so that a restart since is seen as a
+   * loss (DockerSandboxHandle.lost); one restarted during the fill is refused.
    */
-  async function filled(h: DockerSandboxHandle): Promise<DockerSandboxHandle> {
+  async function filled(boot: string, h: DockerSandboxHandle): Promise<DockerSandboxHandle> {
     await markFilled(h);
-    h.startedAt = (await docker.getContainer(h.id).inspect()).State.StartedAt;
+    if ((await bootOf(docker.getContainer(h.id))) !== boot)
+      throw new AgentdError("EIO", `the sandbox of run ${h.runId} restarted while it was filled`);
+    h.startedAt = boot;
     return h;
+  }
+
+  /** When the engine last started the container. */
+  async function bootOf(c: Docker.Container): Promise<string> {
+    return (await c.inspect()).State.StartedAt;
   }
 
   return {
@@ -429,8 +439,10 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
           // container the run's (find, reap) only once the workspace is complete: a worker
           // dying mid-unpack leaves an abandoned warm container (reaped), never a run's
           // container with half a workspace that a taker would go on with.
+          const boot = await bootOf(warm.container);
           await warm.unpack(source);
           const h = await filled(
+            boot,
             handle(warm.container, spec.runId, spec, { channel: warm, baseTar }),
           );
           await warm.container.rename({ name: containerName(managed, spec.runId) });
@@ -446,8 +458,12 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
         [LABEL_TENANT]: spec.tenantId,
       });
       try {
+        const boot = await bootOf(channel.container);
         await channel.unpack(source);
-        const h = await filled(handle(channel.container, spec.runId, spec, { channel, baseTar }));
+        const h = await filled(
+          boot,
+          handle(channel.container, spec.runId, spec, { channel, baseTar }),
+        );
         took("cold");
         return h;
       } catch (err) {

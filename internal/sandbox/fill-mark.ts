@@ -11,8 +11,10 @@
  * the next takeover; it cannot make a restarted container look filled (nothing of the run
  * runs there before the check). Only containers labelled as marked are checked, so the
  * containers of runs in flight across an upgrade are found as before.
- * Must never: report a container filled whose /tmp it could not read.
+ * Must never: report a container filled whose /tmp it could not read, or call one unfilled
+ * on a doubt (it would be given up with the run's workspace in it).
  */
+import { AgentdError } from "../errors.ts";
 import type { SandboxHandle } from "./port.ts";
 
 /** Containers created by a version that writes the mark carry this label (value "1"). */
@@ -34,8 +36,16 @@ export async function markFilled(box: SandboxHandle): Promise<void> {
     throw new Error(`cannot mark the workspace filled: ${r.stderr.slice(0, 300)}`);
 }
 
-/** Whether the container still holds the mark (false when it cannot tell). */
+/**
+ * Whether the container still holds the mark; throws when it cannot tell (the engine did
+ * not answer, the look itself failed): a container is never given up on a doubt.
+ */
 export async function isFilled(box: SandboxHandle): Promise<boolean> {
-  const r = await sh(box, `test -e ${FILL_MARK}`).catch(() => undefined);
-  return r?.exitCode === 0;
+  const r = await sh(box, `test -e ${FILL_MARK}`);
+  if (r.exitCode === 0) return true;
+  if (r.exitCode === 1) return false;
+  throw new AgentdError(
+    "EIO",
+    `cannot tell whether the sandbox of run ${box.runId} holds its workspace (the look exited ${r.exitCode}): ${r.stderr.slice(0, 200)}`,
+  );
 }

@@ -47,13 +47,20 @@ for (const agent of [true, false]) {
           } finally {
             await docker.getContainer(h.id).unpause();
           }
-          // A call that ended by a signal may have skipped its own kill-all: the next one runs.
-          await sh(h, "kill -KILL $$");
+          // A handle found again does not know what its previous owner left running (here a
+          // call still in flight, as a dead worker leaves it), whatever its own calls did
+          // (find() itself looks at the fill mark): its kill-all really kills.
+          const running = sh(h, "echo started > /tmp/left; exec sleep 600", 700_000);
+          for (let i = 0; i < 600 && (await sizeOf(h, "/tmp/left")) === 0; i++)
+            await new Promise((r) => setTimeout(r, 100));
+          assert.ok((await sizeOf(h, "/tmp/left")) > 0, "the left-over call started");
           const found = (await sandbox.find(h.runId)) as SandboxHandle;
-          const t2 = performance.now();
           await found.killAll();
-          // A lower bound only, which load cannot break: it did real work, not a no-op.
-          assert.ok(performance.now() - t2 >= 5, "a handle found again does not know: it kills");
+          const left = await running;
+          assert.notEqual(left.exitCode, 0, "the left-over call was killed, not finished");
+          const ps = await sh(found, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '");
+          assert.match(ps.stdout, /cat/, "the process list was read");
+          assert.doesNotMatch(ps.stdout, /sleep 600/, "nothing of it is left");
         } finally {
           await h.destroy();
         }

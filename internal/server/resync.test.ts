@@ -177,20 +177,7 @@ it("a resume onto a chain written again past its last seq (the server died, Redi
         held = [];
       },
     });
-    // The console's follow, over Connect-Web's fetch transport as the page uses it.
-    const api = createClient(
-      RunService,
-      createConnectTransport({
-        baseUrl: `http://127.0.0.1:${port}`,
-        useBinaryFormat: true,
-        interceptors: [
-          (next) => (req) => {
-            req.header.set("Authorization", `Bearer ${TOKENS.acme}`);
-            return next(req);
-          },
-        ],
-      }),
-    );
+    const api = consoleApi(port);
     let shown: Event[] = [];
     let consoleTold = 0;
     const consoleFollow = followRun(
@@ -237,6 +224,74 @@ it("a resume onto a chain written again past its last seq (the server died, Redi
     await server.stop("SIGKILL").catch(() => undefined);
   }
 });
+
+it("a resume onto a log rewritten to exactly the last seq shown (the run ended there): the console resyncs", {
+  timeout: 180_000,
+}, async () => {
+  const port = await freePort();
+  const listen = ["--listen", `127.0.0.1:${port}`];
+  let server = await startAgentd("server", [...stack.flags, ...listen]);
+  const ac = new AbortController();
+  try {
+    const { run } = await stack.client.createRun({ prompt: "resync at the same seq" });
+    assert.ok(run !== undefined);
+    await appendEvents(stack.log, run, [payload.started(), ...deltas(4, "before")]); // head: 6
+    let shown: Event[] = [];
+    let told = 0;
+    const consoleFollow = followRun(
+      consoleApi(port),
+      run.runId,
+      {
+        onEvents: (evs) => {
+          shown.push(...evs);
+        },
+        onResync: () => {
+          told++;
+          shown = [];
+        },
+        onStatus: () => undefined,
+        onError: () => undefined,
+        onRefused: (err) => assert.fail(`refused: ${String(err)}`),
+      },
+      ac.signal,
+    );
+    await until("the console to show seq 6", () => shown.length === 6);
+    await server.stop("SIGKILL");
+    // Lost back to seq 3, then written again up to seq 6 exactly, ending the run there.
+    await rewindRun(stack.redis.client(), "agentd:", run.runId, 3);
+    await appendEvents(stack.log, run, [...deltas(2, "after"), payload.completed()]);
+    server = await startAgentd("server", [...stack.flags, ...listen]);
+    await consoleFollow;
+    const stored = (await stack.log.read(run.runId, 0)).map((e) => `${e.seq}:${e.event.hash}`);
+    assert.equal(stored.length, 6);
+    assert.equal(told, 1, "the console resynced");
+    assert.deepEqual(
+      shown.map((e) => `${e.seq}:${e.hash}`),
+      stored,
+      "the console shows exactly the stored chain",
+    );
+  } finally {
+    ac.abort();
+    await server.stop("SIGKILL").catch(() => undefined);
+  }
+});
+
+/** The console's client, over Connect-Web's fetch transport as the page uses it. */
+function consoleApi(port: number) {
+  return createClient(
+    RunService,
+    createConnectTransport({
+      baseUrl: `http://127.0.0.1:${port}`,
+      useBinaryFormat: true,
+      interceptors: [
+        (next) => (req) => {
+          req.header.set("Authorization", `Bearer ${TOKENS.acme}`);
+          return next(req);
+        },
+      ],
+    }),
+  );
+}
 
 async function freePort(): Promise<number> {
   const s = net.createServer();

@@ -1,8 +1,9 @@
 /**
  * The end a drive writes when the stored log lost events (drive-rewound.ts), against the
  * embedded log: the stored log holds two calls without results (one started, one whose
- * tool.started may be among the lost events). After `log.rewound`, each gets one
- * `interrupted` result saying its fate is unknown, then `run.failed` (EREWOUND): no run
+ * tool.started may be among the lost events) and one a person denied. After `log.rewound`,
+ * each gets one result — `interrupted` saying its fate is unknown, the denial for the
+ * denied one — then `run.failed` (EREWOUND): no run
  * ends with a call that has no result, and the chain verifies.
  */
 import assert from "node:assert/strict";
@@ -15,7 +16,13 @@ import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
 import { LogRewoundError } from "../eventlog/log-rewound-error.ts";
-import { ToolCallSchema, ToolStartedSchema } from "../gen/agentd/v1/events_pb.js";
+import {
+  ApprovalDecision,
+  ApprovalRequestedSchema,
+  ApprovalResolvedSchema,
+  ToolCallSchema,
+  ToolStartedSchema,
+} from "../gen/agentd/v1/events_pb.js";
 import type { Sandbox } from "../sandbox/port.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
 import { queueRun, testImagePolicy } from "../testing/worker-fixtures.ts";
@@ -57,6 +64,30 @@ it("answers every call the stored log holds open, then fails the run", async () 
     },
   });
   await call("call_b");
+  // call_c waited for a person, who denied it: its answer is the denial.
+  await call("call_c");
+  await log.append({
+    ...run,
+    payload: {
+      case: "approvalRequested",
+      value: create(ApprovalRequestedSchema, {
+        approvalId: "ap_c",
+        callId: "call_c",
+        tool: "process.run",
+      }),
+    },
+  });
+  await log.append({
+    ...run,
+    payload: {
+      case: "approvalResolved",
+      value: create(ApprovalResolvedSchema, {
+        approvalId: "ap_c",
+        decision: ApprovalDecision.DENY,
+        reason: "no",
+      }),
+    },
+  });
   const stored = await log.head(run.runId);
   assert.ok(stored !== undefined);
   const deps = stubDriverDeps({
@@ -83,7 +114,7 @@ it("answers every call the stored log holds open, then fails the run", async () 
   const after = logged.slice(stored.seq).map((e) => e.event.payload);
   assert.deepEqual(
     after.map((p) => p.case),
-    ["logRewound", "toolResult", "toolResult", "runFailed"],
+    ["logRewound", "toolResult", "toolResult", "toolResult", "runFailed"],
   );
   const results = after.flatMap((p) => (p.case === "toolResult" ? [p.value] : []));
   assert.deepEqual(
@@ -91,6 +122,7 @@ it("answers every call the stored log holds open, then fails the run", async () 
     [
       ["call_a", false, "interrupted", REWOUND_UNKNOWN],
       ["call_b", false, "interrupted", REWOUND_UNKNOWN],
+      ["call_c", false, "EAPPROVAL_DENIED", "a person denied this call: no"],
     ],
   );
   const end = after.at(-1);

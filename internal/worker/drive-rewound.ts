@@ -133,10 +133,17 @@ async function answerStoredOpenCalls(d: Drive): Promise<number> {
     const stored = (await d.deps.log.read(d.runId, 0)).map((e) => e.event);
     const [p] = projectHistory(stored).pending;
     if (p === undefined) return stored.length;
+    // A call the stored log shows denied gets its denial, as the kernel words it.
+    const denied = p.approval?.state === "denied";
     const result = create(ToolResultSchema, {
       callId: p.callId,
       ok: false,
-      error: { code: "interrupted", message: REWOUND_UNKNOWN },
+      error: denied
+        ? {
+            code: "EAPPROVAL_DENIED",
+            message: `a person denied this call${p.approval?.reason ? `: ${p.approval.reason}` : ""}`,
+          }
+        : { code: "interrupted", message: REWOUND_UNKNOWN },
     });
     try {
       await d.deps.log.append({

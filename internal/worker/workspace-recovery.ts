@@ -13,6 +13,7 @@
  */
 import { create } from "@bufbuild/protobuf";
 import type { ArtifactStore } from "../artifacts/port.ts";
+import { AgentdError } from "../errors.ts";
 import { type Event, SandboxLostSchema } from "../gen/agentd/v1/events_pb.js";
 import { callEffect } from "../kernel/call-effects.ts";
 import { reapplyPatch } from "../kernel/reapply-patch.ts";
@@ -118,6 +119,9 @@ export async function recoverWorkspace(
     else lost.push({ callId: p.callId, tool: "repo.patch", why: r.why });
   }
   if (d.cancel.signal.aborted) return { to: "cancel" };
+  // The new container went too: nothing is recorded (the next drive recovers anew).
+  if ((await box.lost?.()) === true)
+    throw new AgentdError("EIO", `the container recovering run ${d.runId} was lost too`);
   const inOrder = [...plan.lost, ...lost].sort(
     (a, b) => order(d.events, a.callId) - order(d.events, b.callId),
   );

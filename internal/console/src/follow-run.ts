@@ -6,8 +6,9 @@
  *
  * Resync: a stream refused with DATA_LOSS (the stored log lost events already handed over),
  * OUT_OF_RANGE after events were handed over (the last seq is past the stored head), or a
- * resumed stream whose next event's prevHash is not the hash of the last one handed over
- * (the log was rewound and written again past that seq between two connections): the
+ * resumed stream whose next event's prevHash is not the hash of the last one handed over, or
+ * that no longer holds that last one as it was (a resume asks for it again): the log was
+ * rewound and written again between two connections. The
  * events handed over are not all in the store any more; `onResync` says so and the run is
  * read again from the start (docs/api.md, "Resync").
  *
@@ -46,8 +47,11 @@ export async function followRun(
   try {
     while (!signal.aborted) {
       try {
+        // A resume asks again for the last event shown, to see that the store still
+        // holds it (a log rewritten to exactly that seq sends nothing after it).
+        let echo = afterSeq > 0n && lastHash !== "";
         const stream = api.streamEvents(
-          { runId, afterSeq },
+          { runId, afterSeq: echo ? afterSeq - 1n : afterSeq },
           { signal, onHeader: () => h.onStatus("live") },
         );
         opened = setTimeout(() => {
@@ -60,12 +64,15 @@ export async function followRun(
         try {
           for await (const res of stream) {
             const e = res.event;
-            if (e === undefined || e.seq <= afterSeq) continue;
+            if (e === undefined) continue;
+            if (echo) {
+              echo = false;
+              if (e.seq !== afterSeq || e.hash !== lastHash) throw lostEvents(afterSeq);
+              continue;
+            }
+            if (e.seq <= afterSeq) continue;
             if (e.seq === afterSeq + 1n && lastHash !== "" && e.prevHash !== lastHash)
-              throw new ConnectError(
-                `event ${e.seq} does not follow the event ${afterSeq} shown before: the stored log lost events`,
-                Code.DataLoss,
-              );
+              throw lostEvents(afterSeq);
             afterSeq = e.seq;
             lastHash = e.hash;
             delay = FIRST_DELAY_MS;
@@ -77,6 +84,8 @@ export async function followRun(
               h.onEvents(b);
             }, 16);
           }
+          // Ended without the event asked again: the store no longer holds it.
+          if (echo) throw lostEvents(afterSeq);
         } finally {
           // What was handed over stays handed over, even when the stream then broke.
           if (flush !== undefined) clearTimeout(flush);
@@ -111,6 +120,13 @@ export async function followRun(
   } finally {
     clearTimeout(opened);
   }
+}
+
+function lostEvents(afterSeq: bigint): ConnectError {
+  return new ConnectError(
+    `the stored log no longer holds event ${afterSeq} as shown before: it lost events`,
+    Code.DataLoss,
+  );
 }
 
 /** The store lost events already handed over. */

@@ -35,9 +35,13 @@ export function RunPage(props: { runId: string }) {
   );
   const now = useNow();
 
+  // Bumped by a resync: an answer asked for before it may hold the lost events.
+  const generation = useRef(0);
   const loadRun = useCallback(async () => {
     try {
+      const asked = generation.current;
       const next = (await api.getRun({ runId })).run;
+      if (asked !== generation.current) return;
       setRun((prev) => newerRun(prev, next));
       setLoadError("");
     } catch (err) {
@@ -73,6 +77,8 @@ export function RunPage(props: { runId: string }) {
   );
   // The stored log lost events the page showed: drop everything and read the run again.
   const onResync = useCallback(() => {
+    generation.current++;
+    setRun(undefined);
     setTimeline(EMPTY);
     setChain({ ok: true, through: 0n });
     chainRef.current = Promise.resolve({ result: { ok: true, through: 0n }, hash: GENESIS });
