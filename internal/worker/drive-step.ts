@@ -20,8 +20,16 @@ import { safeCallId } from "./call-id.ts";
 import type { Drive } from "./drive.ts";
 import { answerMalformed, runCalls, settleOpenCalls } from "./drive-calls.ts";
 import { noteNetworkDecisions } from "./drive-egress.ts";
-import { overLimit, recordUsage } from "./drive-usage.ts";
+import { outputAllowance, overLimit, recordUsage } from "./drive-usage.ts";
+import { lastPromptTokens } from "./run-counts.ts";
 import type { DriveContext, Next } from "./run-driver.ts";
+
+/**
+ * What is left above this is not sent as the request's maximum output: OpenAI refuses a
+ * max_tokens above the model's own output limit (16,384 for gpt-4o and gpt-4o-mini, the
+ * smallest of the priced models), so there the model's own limit binds instead.
+ */
+const DEFAULT_OUTPUT_CEILING = 16_384;
 
 /** The calls left open, then (if none) one model step. */
 export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
@@ -46,11 +54,18 @@ export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
   }
   const limit = overLimit(d);
   if (limit !== undefined) return limit;
+  const allowance = outputAllowance(
+    d,
+    lastPromptTokens(d.events) ?? 0,
+    d.deps.limits.maxOutputTokensSent ?? DEFAULT_OUTPUT_CEILING,
+  );
+  if ("next" in allowance) return allowance.next;
   d.steps++;
   const request: EngineRequest = {
     system: assembled.system,
     messages: assembled.messages,
     tools: ctx.tools,
+    ...(allowance.cap === undefined ? {} : { maxOutputTokens: allowance.cap }),
   };
   const answer = await askModel(d, request);
   if ("next" in answer) return answer.next;
