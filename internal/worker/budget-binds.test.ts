@@ -23,7 +23,7 @@ import type { Sandbox } from "../sandbox/port.ts";
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
 import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
-import { callReply, queueRun, sayReply } from "../testing/worker-fixtures.ts";
+import { approveInLog, callReply, queueRun, sayReply } from "../testing/worker-fixtures.ts";
 import { DEFAULT_RUN_LIMITS, type DriverDeps, driveRun } from "./run-driver.ts";
 
 let dir: string;
@@ -245,4 +245,53 @@ describe("budgets that bind", { timeout: 240_000 }, () => {
     assert.equal(ended.error?.code, "ELIMIT_TIME");
     assert.equal(stub.requests.length, asked, "the model was not asked again");
   });
+
+  for (const where of ["held in place", "paused, then resumed by another drive"] as const)
+    it(`time waiting for a person does not count against the wall budget (${where})`, async () => {
+      const run = await queueRun(log, { prompt: "ask", budget: { maxWallMs: 8_000n } });
+      script = [callReply("ask", "process.run", { command: "echo approved" }), sayReply("done")];
+      const asking: Policy = {
+        ...policy,
+        capabilities: { ...policy.capabilities, "process.run": { approval: "always" } },
+      };
+      const deps = stubDriverDeps(
+        { log, policy: asking, sandbox, artifacts, baseURL: stub.baseURL },
+        { approvalHoldMs: where === "held in place" ? 120_000 : 0 },
+      );
+      const first = driveRun(
+        deps,
+        run.runId,
+        await log.bumpEpoch(run.runId),
+        new AbortController().signal,
+      );
+      let approvalId = "";
+      for (let i = 0; approvalId === ""; i++) {
+        const req = (await eventsOf(run.runId)).find((e) => e.payload.case === "approvalRequested");
+        if (req?.payload.case === "approvalRequested") approvalId = req.payload.value.approvalId;
+        assert.ok(i < 2400, "waiting for approval.requested");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // The person takes longer than the run's whole wall budget.
+      await new Promise((r) => setTimeout(r, 9_000));
+      await approveInLog(log, run, approvalId);
+      let outcome = await first;
+      if (where !== "held in place") {
+        assert.equal(outcome, "paused");
+        outcome = await driveRun(
+          deps,
+          run.runId,
+          await log.bumpEpoch(run.runId),
+          new AbortController().signal,
+        );
+      }
+      const events = await eventsOf(run.runId);
+      assert.equal(outcome, "completed", JSON.stringify(projectRun(run.runId, events).error));
+      const result = events.find(
+        (e) => e.payload.case === "toolResult" && e.payload.value.callId === "ask",
+      );
+      assert.ok(
+        result?.payload.case === "toolResult" && result.payload.value.ok,
+        "the approved call ran",
+      );
+    });
 });
