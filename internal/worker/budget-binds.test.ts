@@ -22,7 +22,12 @@ import { projectRun } from "../projections/run-projection.ts";
 import type { Sandbox } from "../sandbox/port.ts";
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
-import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
+import {
+  type OpenAiStub,
+  type StubReply,
+  startOpenAiStub,
+  textReply,
+} from "../testing/openai-stub.ts";
 import { approveInLog, callReply, queueRun, sayReply } from "../testing/worker-fixtures.ts";
 import { DEFAULT_RUN_LIMITS, type DriverDeps, driveRun } from "./run-driver.ts";
 
@@ -151,6 +156,28 @@ describe("budgets that bind", { timeout: 240_000 }, () => {
     assert.equal(run.state, RunState.FAILED);
     assert.equal(run.error?.code, "ELIMIT_TIME");
     assert.match(run.error?.message ?? "", /the run's budget: the run used its 10000 ms/);
+  });
+
+  it("a model step still streaming when the wall budget runs out is cut; the run ends ELIMIT_TIME", async () => {
+    // 120 pieces half a second apart: a minute of answer against a 5 s budget.
+    const slow: StubReply = { chunks: textReply(Array(120).fill("word ")), chunkDelayMs: 500 };
+    const run = await queueRun(log, { prompt: "talk", budget: { maxWallMs: 5_000n } });
+    script = [slow];
+    const deps = stubDriverDeps({ log, policy, sandbox, artifacts, baseURL: stub.baseURL });
+    const outcome = await driveRun(
+      deps,
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    const events = await eventsOf(run.runId);
+    assert.equal(outcome, "failed");
+    assert.equal(projectRun(run.runId, events).error?.code, "ELIMIT_TIME");
+    assert.equal(
+      events.some((e) => e.payload.case === "outputMessage"),
+      false,
+      "the answer never finished: the step was cut",
+    );
   });
 
   it("a takeover continues the step and token counts of the drive before it", async () => {

@@ -20,7 +20,7 @@ import { safeCallId } from "./call-id.ts";
 import type { Drive } from "./drive.ts";
 import { answerMalformed, runCalls, settleOpenCalls } from "./drive-calls.ts";
 import { noteNetworkDecisions } from "./drive-egress.ts";
-import { outputAllowance, overLimit, recordUsage } from "./drive-usage.ts";
+import { outputAllowance, overLimit, recordUsage, wallLeftMs, wallSpent } from "./drive-usage.ts";
 import { lastPromptTokens } from "./run-counts.ts";
 import type { DriveContext, Next } from "./run-driver.ts";
 
@@ -154,7 +154,10 @@ async function stream(d: Drive, request: EngineRequest): Promise<Answer | { next
   });
   let finished = false;
   try {
-    for await (const ev of d.deps.engine.run(safe, d.cancel.signal)) {
+    // A model step is cut at the run's wall budget too, as a tool call is.
+    const wall = AbortSignal.timeout(Math.max(1, wallLeftMs(d)));
+    const signal = AbortSignal.any([d.cancel.signal, wall]);
+    for await (const ev of d.deps.engine.run(safe, signal)) {
       if (ev.type === "text-delta") {
         answer.text += ev.text;
         coalescer.push(ev.text);
@@ -169,6 +172,7 @@ async function stream(d: Drive, request: EngineRequest): Promise<Answer | { next
       } else if (ev.type === "error") {
         if (ev.error.code === "EABORTED" && d.cancel.signal.aborted)
           return { next: { to: "cancel" } };
+        if (ev.error.code === "EABORTED" && wall.aborted) return { next: wallSpent(d) };
         return { next: { to: "fail", code: ev.error.code, message: ev.error.message } };
       }
     }
