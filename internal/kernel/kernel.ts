@@ -60,6 +60,7 @@ import type { RunWriter } from "./run-writer.ts";
 import { type BaseIndex, changedSinceUpload } from "./script-probe.ts";
 import type { SecretProvider } from "./secrets.ts";
 import { createSecretResolver } from "./secrets.ts";
+import { WALL_BUDGET_ERROR, WALL_BUDGET_REASON } from "./stop-reason.ts";
 import type { TrustCounters } from "./trust.ts";
 
 /** The run a call belongs to, and the owner's right to write its log. */
@@ -909,6 +910,7 @@ async function stopReason(run: KernelRun): Promise<{ code: string; message: stri
       message: "the worker lost the run's lease; this call was killed",
     };
   await run.sandbox.killAll();
+  if (reason === WALL_BUDGET_REASON) return { ...WALL_BUDGET_ERROR };
   return reason === "interrupted"
     ? { code: reason, message: "the worker stopped this call; its processes were killed" }
     : { code: "cancelled", message: "the run was cancelled; this call's processes were killed" };

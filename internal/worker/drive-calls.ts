@@ -14,6 +14,7 @@ import { observeToolResult } from "../telemetry/event-metrics.ts";
 import type { Drive } from "./drive.ts";
 import { askForHosts, handleAttributed } from "./drive-egress.ts";
 import { boxLost } from "./drive-lost.ts";
+import { wallLeftMs, wallSpent } from "./drive-usage.ts";
 import { answer, interruptedResult } from "./open-calls.ts";
 import type { Next } from "./run-driver.ts";
 
@@ -36,15 +37,19 @@ export async function settleOpenCalls(d: Drive, pending: readonly PendingCall[])
       // A container lost while the run waited for the person (one inspect per approval):
       // the approved call runs in the recovered workspace of the next drive, not in this one.
       if (await boxLost(d)) return { to: "release" };
+      if (wallLeftMs(d) <= 0) return wallSpent(d);
       d.egress?.setCall({ callId: call.callId, tool: call.tool });
+      const disarm = d.armWallBudget(wallLeftMs(d));
       try {
         await d.deps.kernel.continueAfterApproval(k, call, {
           approved: p.approval.state === "approved",
           reason: p.approval.reason,
         });
       } finally {
+        disarm();
         d.egress?.setCall(undefined);
       }
+      if (wallLeftMs(d) <= 0) return wallSpent(d);
       const asked = await askForHosts(d, call);
       if (asked !== undefined) return asked;
     }
@@ -88,8 +93,18 @@ export async function runCalls(
 ): Promise<Next | undefined> {
   for (const call of calls) {
     if (d.cancel.signal.aborted) return { to: "cancel" };
-    const out = await handleAttributed(d, call);
+    // The call is killed when the run's wall time runs out (the kernel records ELIMIT_TIME
+    // as its result), and the run then ends with the wall budget's error.
+    if (wallLeftMs(d) <= 0) return wallSpent(d);
+    const disarm = d.armWallBudget(wallLeftMs(d));
+    let out: Awaited<ReturnType<typeof handleAttributed>>;
+    try {
+      out = await handleAttributed(d, call);
+    } finally {
+      disarm();
+    }
     if (out.kind === "paused") return { to: "hold" };
+    if (wallLeftMs(d) <= 0) return wallSpent(d);
     // The container went away under the call: the next drive recovers the workspace.
     if (!out.ok && (await boxLost(d))) return { to: "release" };
     // A host this call's processes tried, outside the allowlist, waits for a person now.

@@ -22,8 +22,8 @@ import { snapshotWorkspace } from "./workspace-snapshot.ts";
 
 /** Holds the run while its approval waits; where it goes when that ends. */
 export async function hold(d: Drive): Promise<Next> {
-  const now = d.deps.now ?? Date.now;
-  const t0 = now();
+  // The time held is not counted against the wall budget: the log's run.paused and
+  // run.resumed bound it (run-counts.ts), whichever drive resumes.
   metrics.approvalsPending.inc({ where: "held" });
   let held: Awaited<ReturnType<typeof holdForApproval>>;
   try {
@@ -31,7 +31,6 @@ export async function hold(d: Drive): Promise<Next> {
   } finally {
     metrics.approvalsPending.dec({ where: "held" });
   }
-  d.heldMs += now() - t0;
   if (held === "resolved") return { to: "resume" };
   if (held === "ended") return { to: "ended" };
   if (d.cancel.signal.aborted) return { to: "cancel" };

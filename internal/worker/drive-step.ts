@@ -20,8 +20,16 @@ import { safeCallId } from "./call-id.ts";
 import type { Drive } from "./drive.ts";
 import { answerMalformed, runCalls, settleOpenCalls } from "./drive-calls.ts";
 import { noteNetworkDecisions } from "./drive-egress.ts";
-import { overLimit, recordUsage } from "./drive-usage.ts";
+import { outputAllowance, overLimit, recordUsage, wallLeftMs, wallSpent } from "./drive-usage.ts";
+import { lastPromptTokens } from "./run-counts.ts";
 import type { DriveContext, Next } from "./run-driver.ts";
+
+/**
+ * What is left above this is not sent as the request's maximum output: OpenAI refuses a
+ * max_tokens above the model's own output limit (16,384 for gpt-4o and gpt-4o-mini, the
+ * smallest of the priced models), so there the model's own limit binds instead.
+ */
+const DEFAULT_OUTPUT_CEILING = 16_384;
 
 /** The calls left open, then (if none) one model step. */
 export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
@@ -46,11 +54,18 @@ export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
   }
   const limit = overLimit(d);
   if (limit !== undefined) return limit;
+  const allowance = outputAllowance(
+    d,
+    lastPromptTokens(d.events) ?? 0,
+    d.deps.limits.maxOutputTokensSent ?? DEFAULT_OUTPUT_CEILING,
+  );
+  if ("next" in allowance) return allowance.next;
   d.steps++;
   const request: EngineRequest = {
     system: assembled.system,
     messages: assembled.messages,
     tools: ctx.tools,
+    ...(allowance.cap === undefined ? {} : { maxOutputTokens: allowance.cap }),
   };
   const answer = await askModel(d, request);
   if ("next" in answer) return answer.next;
@@ -139,7 +154,10 @@ async function stream(d: Drive, request: EngineRequest): Promise<Answer | { next
   });
   let finished = false;
   try {
-    for await (const ev of d.deps.engine.run(safe, d.cancel.signal)) {
+    // A model step is cut at the run's wall budget too, as a tool call is.
+    const wall = AbortSignal.timeout(Math.max(1, wallLeftMs(d)));
+    const signal = AbortSignal.any([d.cancel.signal, wall]);
+    for await (const ev of d.deps.engine.run(safe, signal)) {
       if (ev.type === "text-delta") {
         answer.text += ev.text;
         coalescer.push(ev.text);
@@ -154,6 +172,7 @@ async function stream(d: Drive, request: EngineRequest): Promise<Answer | { next
       } else if (ev.type === "error") {
         if (ev.error.code === "EABORTED" && d.cancel.signal.aborted)
           return { next: { to: "cancel" } };
+        if (ev.error.code === "EABORTED" && wall.aborted) return { next: wallSpent(d) };
         return { next: { to: "fail", code: ev.error.code, message: ev.error.message } };
       }
     }

@@ -2,13 +2,17 @@
  * A run's usage and its limits: the usage so far (tokens, cost) as `usage.updated` after
  * every model step — GetRun shows it live, a cancelled run and the next drive keep it — and
  * the checks before each step: the worker's limits, tightened by the run's own budget
- * (RunBudget of CreateRun; the server bounded it by its maxima). Time held for a person
- * does not count. Must never: let a step start past a limit, or count a pause as time.
+ * (RunBudget of CreateRun; the server bounded it by its maxima), and the cap on each
+ * model request's output that keeps a step inside what is left. Every count comes from
+ * the log (run-counts.ts): a resume or a takeover restarts none. Time paused for a person
+ * does not count. Must never: let a step start past a limit, ask the model for more output
+ * than the budget has left, or count a pause as time.
  */
 import { create } from "@bufbuild/protobuf";
-import { costMicros } from "../engine/pricing.ts";
+import { costMicros, priceFor } from "../engine/pricing.ts";
 import { UsageUpdatedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { Drive } from "./drive.ts";
+import { wallUsedMs } from "./run-counts.ts";
 import type { Next } from "./run-driver.ts";
 
 export const usageOf = (d: Drive) => ({
@@ -34,13 +38,32 @@ export async function recordUsage(d: Drive): Promise<void> {
 const tighter = (worker: number, own: bigint | undefined): number =>
   own === undefined || own === 0n ? worker : Math.min(worker, Number(own));
 
+const own = (what: bigint | undefined) =>
+  what !== undefined && what > 0n ? "the run's budget: " : "";
+
+/** The run's wall-clock limit, ms: the worker's, tightened by the run's budget. */
+export const wallLimitMs = (d: Drive): number =>
+  tighter(d.deps.limits.maxWallMs, d.run0.budget?.maxWallMs);
+
+/** Wall-clock ms the run has left (all drives, paused stretches not counted). */
+export function wallLeftMs(d: Drive): number {
+  const now = d.deps.now ?? Date.now;
+  return wallLimitMs(d) - wallUsedMs(d.events, now());
+}
+
+/** The run ran out of wall-clock time (ELIMIT_TIME). */
+export function wallSpent(d: Drive): Next {
+  return {
+    to: "fail",
+    code: "ELIMIT_TIME",
+    message: `${own(d.run0.budget?.maxWallMs)}the run used its ${wallLimitMs(d)} ms of wall-clock time`,
+  };
+}
+
 /** A failure when the run reached a limit: steps, tokens, cost or wall-clock time. */
 export function overLimit(d: Drive): Next | undefined {
   const { limits } = d.deps;
   const budget = d.run0.budget;
-  const now = d.deps.now ?? Date.now;
-  const own = (what: bigint | undefined) =>
-    what !== undefined && what > 0n ? "the run's budget: " : "";
   if (d.steps >= limits.maxSteps)
     return {
       to: "fail",
@@ -62,12 +85,58 @@ export function overLimit(d: Drive): Next | undefined {
       code: "ELIMIT_COST",
       message: `the run's budget: the run cost ${costOf(d)} of its ${maxCost} micro-USD`,
     };
-  const maxWallMs = tighter(limits.maxWallMs, budget?.maxWallMs);
-  if (now() - d.startedAt - d.heldMs >= maxWallMs)
-    return {
-      to: "fail",
-      code: "ELIMIT_TIME",
-      message: `${own(budget?.maxWallMs)}the run used its ${maxWallMs} ms of wall-clock time`,
-    };
+  if (wallLeftMs(d) <= 0) return wallSpent(d);
   return undefined;
+}
+
+/**
+ * The largest `maxOutputTokens` a step the model is asked now may have: what is left of
+ * the token budget and of the cost budget (at the model's output price), after the prompt
+ * when its size is knowable (`promptTokens`: the last step's reported input, a lower bound
+ * of the next prompt — run-counts.ts). A failure when nothing would be left for output:
+ * the model is not asked. `undefined` cap: nothing to cap (no limit below the ceiling).
+ *
+ * Values at or above `ceiling` are not sent (a provider refuses a max above its model's own
+ * output limit): the model's own limit binds them.
+ */
+export function outputAllowance(
+  d: Drive,
+  promptTokens: number,
+  ceiling: number,
+): { cap: number | undefined } | { next: Next } {
+  const budget = d.run0.budget;
+  const maxTokens = tighter(d.deps.limits.maxTokens, budget?.maxTokens);
+  const used = d.usage.inputTokens + d.usage.outputTokens;
+  const byTokens = maxTokens - used - promptTokens;
+  if (byTokens < 1)
+    return {
+      next: {
+        to: "fail",
+        code: "ELIMIT_TOKENS",
+        message: `${own(budget?.maxTokens)}the run used ${used} of its ${maxTokens} tokens and the next prompt alone is at least ${promptTokens}: the model was not asked`,
+      },
+    };
+  let cap = byTokens;
+  const maxCost = Number(budget?.maxCostMicros ?? 0n);
+  const price = priceFor(d.deps.model, d.deps.prices);
+  if (maxCost > 0 && price.outputPerMTok > 0) {
+    const prompt = costMicros(
+      d.deps.model,
+      { inputTokens: promptTokens, outputTokens: 0 },
+      d.deps.prices,
+    );
+    const left = maxCost - costOf(d) - prompt.micros;
+    // Whole tokens whose price fits in what is left (rounded down: never over).
+    const byCost = Math.floor((left * 1_000_000) / price.outputPerMTok);
+    if (byCost < 1)
+      return {
+        next: {
+          to: "fail",
+          code: "ELIMIT_COST",
+          message: `the run's budget: the run cost ${costOf(d)} of its ${maxCost} micro-USD and the next prompt alone costs at least ${prompt.micros}: the model was not asked`,
+        },
+      };
+    cap = Math.min(cap, byCost);
+  }
+  return { cap: cap < ceiling ? cap : undefined };
 }

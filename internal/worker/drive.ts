@@ -17,9 +17,11 @@ import type { Run } from "../gen/agentd/v1/run_service_pb.js";
 import type { KernelRun } from "../kernel/kernel.ts";
 import { loadRunSecrets } from "../kernel/run-secrets.ts";
 import { createRunWriter, type RunWriter } from "../kernel/run-writer.ts";
+import { WALL_BUDGET_REASON as WALL_BUDGET } from "../kernel/stop-reason.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
 import type { StartedImage } from "./drive-image.ts";
+import { stepsSoFar } from "./run-counts.ts";
 import type { DriverDeps } from "./run-driver.ts";
 import type { RunImage } from "./run-image.ts";
 
@@ -31,6 +33,8 @@ export const CANCEL_REASON = "cancelled";
  * container may already be another worker's — nothing else in it may be touched.
  */
 export const LEASE_LOST_REASON = OWNER_CHANGED;
+/** The run's wall-clock budget ran out under the call: the kernel records ELIMIT_TIME. */
+export { WALL_BUDGET_REASON } from "../kernel/stop-reason.ts";
 
 export interface Drive {
   readonly deps: DriverDeps;
@@ -59,15 +63,17 @@ export interface Drive {
   egress: RunEgress | undefined;
   kernelRun: KernelRun | undefined;
   readonly usage: EngineUsage;
-  readonly startedAt: number;
-  /** Model steps of this drive. */
+  /** Model steps of the run, this drive's and the ones before it (from the log: run-counts.ts). */
   steps: number;
-  /** Time spent holding for approvals (not counted against the run's wall-clock limit). */
-  heldMs: number;
   /** Failed calls in a row, per call (tool + input), for ELOOP. */
   readonly failures: Map<string, number>;
   /** Secrets the run used that no provider of this worker has (the drive must not go on). */
   readonly missingSecrets: readonly string[];
+  /**
+   * Kills the running call (reason WALL_BUDGET_REASON) when `ms` pass: the run's wall
+   * time left. Returns the disarm, called when the call ends.
+   */
+  armWallBudget(ms: number): () => void;
   /** Reads the events appended since this drive last looked. */
   refresh(): Promise<Event[]>;
   close(): void;
@@ -80,7 +86,6 @@ export async function openDrive(
   epoch: number,
   signals: { stop: AbortSignal; halt?: AbortSignal },
 ): Promise<Drive> {
-  const now = deps.now ?? Date.now;
   const logged = await deps.log.read(runId, 0);
   const events = logged.map((e) => e.event);
   const run0 = projectRun(runId, events);
@@ -128,11 +133,13 @@ export async function openDrive(
       inputTokens: Number(run0.usage?.inputTokens ?? 0n),
       outputTokens: Number(run0.usage?.outputTokens ?? 0n),
     },
-    startedAt: now(),
-    steps: 0,
-    heldMs: 0,
+    steps: stepsSoFar(events),
     failures: new Map(),
     missingSecrets: secrets.missing,
+    armWallBudget(ms) {
+      const t = setTimeout(() => callAbort.abort(WALL_BUDGET), Math.max(0, ms));
+      return () => clearTimeout(t);
+    },
     async refresh() {
       const news = await deps.log.read(runId, d.events.length);
       for (const ev of news) d.events.push(ev.event);

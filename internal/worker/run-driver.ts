@@ -48,8 +48,13 @@ export interface RunLimits {
   maxSteps: number;
   /** Input + output tokens at most. */
   maxTokens: number;
-  /** Wall-clock time of this drive at most, ms. */
+  /** Wall-clock time of the run at most (all drives, paused time not counted), ms. */
   maxWallMs: number;
+  /**
+   * The largest maximum output a model request is sent with (default 16,384, the smallest
+   * priced model's own limit): when more is left of the budget, no maximum is sent.
+   */
+  maxOutputTokensSent?: number;
   /** Budget of one step's context, estimated tokens. */
   contextBudgetTokens: number;
   /** The same failing call this many times in a row ends the run. */
