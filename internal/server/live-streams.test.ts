@@ -7,7 +7,10 @@
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
+import { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { writeAuthFile } from "../testing/agentd-process.ts";
 import { AUTH, type Stack, startStack, TOKENS } from "../testing/api-fixtures.ts";
 import { grpc } from "../testing/grpc-run-client.ts";
@@ -58,7 +61,27 @@ const canRead = (runId: string, token: string) => () =>
     () => false,
   );
 
-it("a token moved to another tenant: its stream ends PERMISSION_DENIED, no event after", async () => {
+/** WatchEvents over the Connect protocol (HTTP/1.1): the run ids it saw and how it ended. */
+function connectWatch(token: string): { runIds: string[]; ended: Promise<string> } {
+  const rpc = createClient(
+    RunService,
+    createConnectTransport({ baseUrl: stack.server.url, httpVersion: "1.1" }),
+  );
+  const runIds: string[] = [];
+  const ended = (async () => {
+    try {
+      const feed = rpc.watchEvents({ fromOldest: true }, { headers: { authorization: `Bearer ${token}` } });
+      for await (const m of feed) runIds.push(m.event?.runId ?? "");
+      return "ended";
+    } catch (err) {
+      return Code[ConnectError.from(err).code] ?? "unknown";
+    }
+  })();
+  return { runIds, ended };
+}
+
+it("a token moved to another tenant: its streams end PERMISSION_DENIED, no event after", async () => {
+  const watch = connectWatch(TOKENS.acmeReader);
   const run = (await stack.client.createRun({ prompt: "moved" })).run as Run;
   const reader = stack.client.streamEvents({ runId: run.runId }, TOKENS.acmeReader);
   const owner = stack.client.streamEvents({ runId: run.runId });
@@ -76,6 +99,12 @@ it("a token moved to another tenant: its stream ends PERMISSION_DENIED, no event
   assert.ok(owner.events.some((e) => e.payload.case === "runCancelled"));
   assert.equal(reader.events.length, seen);
   assert.ok(!reader.events.some((e) => e.payload.case === "runCancelled"));
+  // The tenant feed over Connect saw the run before the reload, then ended with the status.
+  assert.equal(await watch.ended, "PermissionDenied");
+  assert.ok(watch.runIds.includes(run.runId), "the feed was live before the reload");
+  const fed = watch.runIds.length;
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(watch.runIds.length, fed, "nothing after its end");
   await reloadAuth(AUTH, canRead(run.runId, TOKENS.acmeReader));
 });
 
