@@ -70,7 +70,10 @@ function connectWatch(token: string): { runIds: string[]; ended: Promise<string>
   const runIds: string[] = [];
   const ended = (async () => {
     try {
-      const feed = rpc.watchEvents({ fromOldest: true }, { headers: { authorization: `Bearer ${token}` } });
+      const feed = rpc.watchEvents(
+        { fromOldest: true },
+        { headers: { authorization: `Bearer ${token}` } },
+      );
       for await (const m of feed) runIds.push(m.event?.runId ?? "");
       return "ended";
     } catch (err) {
