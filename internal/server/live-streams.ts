@@ -39,6 +39,7 @@ export function createLiveStreams(auth: Authenticator): LiveStreams {
     Res,
     { authorization: string | undefined; before: Principal | undefined; rpc: boolean }
   >();
+  const closed = new WeakSet<Res>();
   return {
     track(req, res, path) {
       if (!STREAMING.test(path)) return;
@@ -50,7 +51,10 @@ export function createLiveStreams(auth: Authenticator): LiveStreams {
         before = undefined; // refused by the call's own check
       }
       open.set(res, { authorization, before, rpc: RPC.test(path) });
-      res.once("close", () => open.delete(res));
+      res.once("close", () => {
+        open.delete(res);
+        closed.add(res);
+      });
     },
     recheck() {
       let n = 0;
@@ -61,7 +65,7 @@ export function createLiveStreams(auth: Authenticator): LiveStreams {
             : principalChange(s.before, () => auth.authenticate(s.authorization));
         if (why === undefined) continue;
         open.delete(res);
-        if (s.rpc) setTimeout(() => cut(res), BACKSTOP_MS).unref();
+        if (s.rpc) setTimeout(() => closed.has(res) || cut(res), BACKSTOP_MS).unref();
         else cut(res);
         n++;
       }
