@@ -149,6 +149,28 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     assert.doesNotMatch(r.stderr, /\n\s+at /, "no stack trace");
   });
 
+  it("an export sink URL with credentials stops the start (flag and env), never echoed", () => {
+    const file = join(dir, "export-creds.yaml");
+    writeFileSync(
+      file,
+      "sinks:\n  - name: otel\n    type: otlp-logs\n    endpoint: https://user:Hunter2-PASS-77@collector:4318/v1/logs\n",
+    );
+    const base = ["server", "--event-log", "redis://127.0.0.1:1", "--insecure-no-auth"];
+    for (const r of [
+      agentd([...base, "--export-config", file]),
+      (() => {
+        const env: Record<string, string> = { PATH: process.env.PATH ?? "" };
+        env.AGENTD_EXPORT_CONFIG = file;
+        const x = spawnSync(BIN, base, { env, encoding: "utf8", timeout: 30_000 });
+        return { code: x.status, stdout: x.stdout, stderr: x.stderr };
+      })(),
+    ]) {
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /:4:\d+: sinks\.0\.endpoint: must not carry credentials/);
+      assert.doesNotMatch(r.stdout + r.stderr, /Hunter2-PASS-77/);
+    }
+  });
+
   it("a port already in use is one clear line, exit 1, no stack trace", async () => {
     const busy = net.createServer();
     await new Promise<void>((r) => busy.listen(0, "127.0.0.1", r));

@@ -16,6 +16,7 @@ import {
   zodIssues,
 } from "../config/yaml-issues.ts";
 import { AgentdError } from "../errors.ts";
+import { urlCredentialProblem } from "./url-credentials.ts";
 
 const NAME_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const TYPE_RE = /^[a-z][a-z_]*(\.[a-z_]+)*(\.\*)?$/;
@@ -118,9 +119,9 @@ export function parseExportConfig(
   const input = doc.toJS({ maxAliasCount: 100 }) ?? {};
   const parsed = ExportConfigSchema.safeParse(input);
   if (!parsed.success) {
-    // A value given as `secret` or a header may be a key pasted in: never echo it.
+    // A value given as `secret`, a header or a URL may carry a key pasted in: never echo it.
     const secret = (path: readonly PropertyKey[]) =>
-      path.includes("secret") || path.includes("headers");
+      ["secret", "headers", "url", "endpoint"].some((f) => path.includes(f));
     const errors = zodIssues(parsed.error.issues, input, ExportConfigSchema, at, undefined, secret);
     return { ok: false, errors };
   }
@@ -133,6 +134,9 @@ export function parseExportConfig(
     names.add(s.name);
     if (s.backoff.maxMs < s.backoff.initialMs)
       errors.push(at(["sinks", i, "backoff", "maxMs"], false, "must be at least initialMs"));
+    const urlField = s.type === "webhook" ? "url" : "endpoint";
+    const credentials = urlCredentialProblem(s.type === "webhook" ? s.url : s.endpoint);
+    if (credentials !== undefined) errors.push(at(["sinks", i, urlField], false, credentials));
     const headers = resolveHeaders(s.headers, env, (name, message) =>
       errors.push(at(["sinks", i, "headers", name], false, message)),
     );

@@ -20,6 +20,7 @@ import { createBackoff } from "../worker/backoff.ts";
 import type { Sink } from "./config.ts";
 import { createRetrySchedule } from "./retry-schedule.ts";
 import type { ExportState } from "./state.ts";
+import { redactUrlCredentials } from "./url-credentials.ts";
 
 /** Delivers one event; `signal` aborts when the runner stops (end the request at once). */
 export type Deliver = (item: FeedItem, attempt: number, signal: AbortSignal) => Promise<void>;
@@ -65,7 +66,7 @@ export function startSinkRunner(sink: Sink, deliver: Deliver, deps: RunnerDeps):
           {
             err: {
               code: (err as { code?: unknown }).code,
-              message: String((err as Error).message),
+              message: redactUrlCredentials(String((err as Error).message)),
             },
           },
           "export sink: stopped; starting again",
@@ -214,10 +215,13 @@ async function deliverOne(
   }
 }
 
-/** An error as a short cause (status, timeout, connection), never a response body. */
+/**
+ * An error as a short cause (status, timeout, connection), never a response body, and with
+ * any URL's credentials masked: it is logged and stored in the dead letters.
+ */
 function describe(err: unknown): string {
   const e = err as { name?: string; message?: string; cause?: { code?: string } };
   if (e?.name === "TimeoutError") return "timed out";
-  if (e?.cause?.code !== undefined) return e.cause.code;
-  return String(e?.message ?? err).slice(0, 200);
+  if (e?.cause?.code !== undefined) return redactUrlCredentials(String(e.cause.code));
+  return redactUrlCredentials(String(e?.message ?? err)).slice(0, 200);
 }

@@ -14,8 +14,8 @@ export function isGitMetadata(path: string): boolean {
   return path.split("/").includes(".git");
 }
 
-/** A name some file system would take for `.git` (or its NTFS short name). */
-function readsAsDotGit(name: string): boolean {
+/** A name some file system would take for `.git` (or its NTFS short name), in any case. */
+export function readsAsDotGit(name: string): boolean {
   const folded = name.replace(HFS_IGNORED, "").toLowerCase();
   return folded.replace(/[. ]+$/, "") === ".git" || /^git~\d+$/.test(folded);
 }

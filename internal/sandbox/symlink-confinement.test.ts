@@ -55,3 +55,51 @@ describe("confineSymlinks", () => {
     assert.equal(confineSymlinks(links, new Set(["fresh"]), tree({ y: ".", x: "y/.." })).size, 0);
   });
 });
+
+describe("links into .git", () => {
+  it("every spelling of .git, and any path under it, is left out; look-alikes are kept", () => {
+    const into = [
+      ".git",
+      ".GIT",
+      ".Git",
+      ".gIt",
+      "./.git",
+      "a/../.git",
+      ".git/",
+      ".git/config",
+      ".GIT/hooks/pre-commit",
+      "./a/.././.Git/hooks",
+      "here/.git",
+      ".git.",
+      "git~1",
+      "sub/../../x/.git".replace("../../x/", "../"),
+    ];
+    const kept = [".github", ".gitignore", "git", "a/.gitkeep", ".git-blame-ignore-revs"];
+    const links: Record<string, string> = { here: "." };
+    into.forEach((t, i) => {
+      links[`in${i}`] = t;
+    });
+    kept.forEach((t, i) => {
+      links[`ok${i}`] = t;
+    });
+    const all = tree(links);
+    for (let i = 0; i < into.length; i++)
+      assert.equal(
+        resolveLink(`in${i}`, (p) => all.get(p)).reason,
+        "points into .git",
+        `in${i} -> ${into[i]}`,
+      );
+    const changed = new Set(Object.keys(links));
+    const out = confineSymlinks(all, changed, new Map());
+    assert.deepEqual([...out.keys()].sort(), into.map((_, i) => `in${i}`).sort());
+    for (const reason of out.values()) assert.equal(reason, "a symlink that points into .git");
+    assert.deepEqual([...all.keys()].sort(), ["here", ...kept.map((_, i) => `ok${i}`)].sort());
+  });
+
+  it("a chain that reaches .git only through other links: no link left leads into it", () => {
+    const links = tree({ d: ".", x: "g/hooks", g: "d/.GIT" });
+    const out = confineSymlinks(links, new Set(["g", "x"]), new Map([["d", "."]]));
+    assert.ok(out.has("g"));
+    for (const p of links.keys()) assert.ok(resolveLink(p, (q) => links.get(q)).inside, p);
+  });
+});

@@ -4,10 +4,15 @@
  * every symlink on the way, `..` popping a level), so a chain of links that are each
  * harmless on their own (`y -> .` then `x -> y/..`) is caught too. The symlinks the patch
  * creates or changes that make any link of that tree lead out (absolute, above the root, or
- * a chain longer than the kernel follows) are left out of the patch.
+ * a chain longer than the kernel follows) are left out of the patch, and so are those that
+ * lead into `.git` in any spelling a file system would read as it (`.GIT`, `./.git`,
+ * `a/../.Git/hooks`): a link into the repository's metadata is how a later `git` command
+ * would be made to write hooks or config.
  *
  * Must never look at a file system: the tree is the maps it is given.
  */
+
+import { readsAsDotGit } from "./git-path-rules.ts";
 
 /** Symlinks the kernel follows in one lookup before it answers ELOOP (Linux). */
 const MAX_HOPS = 40;
@@ -37,6 +42,7 @@ export function resolveLink(
       continue;
     }
     stack.push(c);
+    if (readsAsDotGit(c)) return { inside: false, reason: "points into .git", via };
     const here = stack.join("/");
     const target = linkOf(here);
     if (target === undefined) continue;

@@ -67,6 +67,11 @@ ln -s / r
 ln -s /etc/passwd pw
 ln -s index.js entry.js
 ln -s ../index.js test/up.js
+ln -s .git g1
+ln -s .GIT g2
+ln -s ./.git g3
+ln -s py/../.Git/hooks g4
+ln -s ../.git/config test/g5
 chmod +x run.sh
 rm obsolete.txt
 printf 'API_TOKEN=%s\\nMODE=dev\\n' "$AGENT_SECRET" > .env.local
@@ -146,7 +151,13 @@ describe("workspace patch of a real sandbox", () => {
     assert.deepEqual(r.deleted, ["obsolete.txt"]);
     assert.deepEqual(r.binary.sort(), ["data.bin", "logo.bin"]);
     assert.deepEqual(r.redactedFiles, [".env.local"]);
+    const intoGit = "a symlink that points into .git";
     assert.deepEqual(Object.fromEntries(r.omitted.map((o) => [o.path, o.reason])), {
+      g1: intoGit,
+      g2: intoGit,
+      g3: intoGit,
+      g4: intoGit,
+      "test/g5": intoGit,
       pw: "a symlink that points to an absolute path",
       r: "a symlink that points to an absolute path",
       "secret.bin": "a binary file holding a secret value",
@@ -166,6 +177,8 @@ describe("workspace patch of a real sandbox", () => {
       if (e.kind === "symlink") assert.ok(!leadsOut(p, e.data.toString()), `${p} leads out`);
     }
     assert.equal(applied.get("entry.js")?.kind, "symlink");
+    assert.doesNotMatch(r.patch, /^\+\.?\/?[^\n]*\.git/im, "no link target into .git");
+    for (const p of ["g1", "g2", "g3", "g4", "test/g5"]) assert.equal(applied.get(p), undefined, p);
     assert.ok(![...applied.keys()].some((p) => p.includes("__pycache__")));
   });
 });

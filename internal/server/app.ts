@@ -39,6 +39,7 @@ import { createLiveStreams } from "./live-streams.ts";
 import { registerReflection } from "./reflection.ts";
 import { type Res, SSE_PATH, serveSse } from "./sse.ts";
 import { serveWatchSse, WATCH_SSE_PATH } from "./sse-watch.ts";
+import { createStreamRevocations } from "./token-revocation.ts";
 
 export interface AppOptions {
   deps: ApiDeps;
@@ -87,9 +88,11 @@ export function createApp(opts: AppOptions): RequestHandler {
   });
   const watchErrors = edgeErrorGate(logError);
   const authenticate = authGate(auth);
+  // Open RunService streams end with a status when an auth reload changes their token.
+  const revocations = createStreamRevocations(auth);
   const api = connectNodeAdapter({
     readMaxBytes: opts.maxRequestBytes ?? 8 * 1024 * 1024,
-    interceptors: [traceInterceptor(), errorInterceptor(logError)],
+    interceptors: [traceInterceptor(), errorInterceptor(logError), revocations.interceptor],
     // Runs before the body is read: errors connect raises itself (an undecodable body) are
     // made client-safe, and a caller without the right token is refused unread.
     requestGate: (ctx) => {
@@ -128,6 +131,8 @@ export function createApp(opts: AppOptions): RequestHandler {
   const live = createLiveStreams(auth);
   const reloadable = auth as Partial<ReloadableAuth>;
   reloadable.onReload?.(() => {
+    const ended = revocations.recheck();
+    if (ended > 0) opts.logger.info({ streams: ended }, "ended streams whose token changed");
     const n = live.recheck();
     if (n > 0) opts.logger.info({ streams: n }, "cut streams whose token no longer reads");
   });

@@ -1,12 +1,16 @@
 /**
- * A token revoked while its streams are open (auth file edited, SIGHUP): every stream it
- * opened — gRPC StreamEvents and the SSE feed — is cut at once, and reopening it is
- * UNAUTHENTICATED; a stream of a token still in the file goes on. Real `agentd server` on
- * a private Redis.
+ * A token revoked, moved to another tenant or left with fewer roles while its streams are
+ * open (auth file edited, SIGHUP): its gRPC streams end with UNAUTHENTICATED (revoked) or
+ * PERMISSION_DENIED (moved, fewer roles) and get no event after; the SSE feed is cut, and
+ * reopening is refused; a stream of a token still in the file goes on. Real `agentd
+ * server` on a private Redis.
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
+import { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { writeAuthFile } from "../testing/agentd-process.ts";
 import { AUTH, type Stack, startStack, TOKENS } from "../testing/api-fixtures.ts";
 import { grpc } from "../testing/grpc-run-client.ts";
@@ -40,6 +44,108 @@ function sse(token: string): { ended: Promise<string>; abort(): void } {
   return { ended, abort: () => ac.abort() };
 }
 
+/** Rewrites the auth file, SIGHUPs the server and waits until `probe` says it took effect. */
+async function reloadAuth(tokens: typeof AUTH, probe: () => Promise<boolean>): Promise<void> {
+  writeAuthFile(stack.dir, tokens);
+  process.kill(stack.server.pid, "SIGHUP");
+  const deadline = Date.now() + 60_000;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error("the auth reload did not take effect in 60 s");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const canRead = (runId: string, token: string) => () =>
+  stack.client.getRun(runId, token).then(
+    () => true,
+    () => false,
+  );
+
+/** WatchEvents over the Connect protocol (HTTP/1.1): the run ids it saw and how it ended. */
+function connectWatch(token: string): { runIds: string[]; ended: Promise<string> } {
+  const rpc = createClient(
+    RunService,
+    createConnectTransport({ baseUrl: stack.server.url, httpVersion: "1.1" }),
+  );
+  const runIds: string[] = [];
+  const ended = (async () => {
+    try {
+      const feed = rpc.watchEvents(
+        { fromOldest: true },
+        { headers: { authorization: `Bearer ${token}` } },
+      );
+      for await (const m of feed) runIds.push(m.event?.runId ?? "");
+      return "ended";
+    } catch (err) {
+      return Code[ConnectError.from(err).code] ?? "unknown";
+    }
+  })();
+  return { runIds, ended };
+}
+
+it("a token moved to another tenant: its streams end PERMISSION_DENIED, no event after", async () => {
+  const watch = connectWatch(TOKENS.acmeReader);
+  const run = (await stack.client.createRun({ prompt: "moved" })).run as Run;
+  const reader = stack.client.streamEvents({ runId: run.runId }, TOKENS.acmeReader);
+  const owner = stack.client.streamEvents({ runId: run.runId });
+  await reader.waitForCount(1);
+  await owner.waitForCount(1);
+  // The tenant feed over Connect is live: it has the run before the reload.
+  for (let waited = 0; !watch.runIds.includes(run.runId); waited += 50) {
+    if (waited > 60_000) throw new Error("WatchEvents did not show the run in 60 s");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const moved = AUTH.map((t) => (t.token === TOKENS.acmeReader ? { ...t, tenant: "globex" } : t));
+  await reloadAuth(moved, async () => !(await canRead(run.runId, TOKENS.acmeReader)()));
+  const end = await reader.done;
+  assert.equal(end.status.code, grpc.status.PERMISSION_DENIED, end.status.details);
+  assert.match(end.status.details, /moved to another tenant/);
+  const seen = reader.events.length;
+  // The old tenant's run goes on: none of its later events reach the moved token.
+  await stack.client.cancelRun(run.runId, "end of test");
+  await owner.done;
+  assert.ok(owner.events.some((e) => e.payload.case === "runCancelled"));
+  assert.equal(reader.events.length, seen);
+  assert.ok(!reader.events.some((e) => e.payload.case === "runCancelled"));
+  // The tenant feed over Connect ended with the status too.
+  assert.equal(await watch.ended, "PermissionDenied");
+  const fed = watch.runIds.length;
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(watch.runIds.length, fed, "nothing after its end");
+  await reloadAuth(AUTH, canRead(run.runId, TOKENS.acmeReader));
+});
+
+it("a token left with fewer roles: its stream ends PERMISSION_DENIED; an unchanged one goes on", async () => {
+  const run = (await stack.client.createRun({ prompt: "reduced" }, TOKENS.globex)).run as Run;
+  const acmeRun = (await stack.client.createRun({ prompt: "unchanged" })).run as Run;
+  const globex = stack.client.streamEvents({ runId: run.runId }, TOKENS.globex);
+  const owner = stack.client.streamEvents({ runId: acmeRun.runId });
+  await globex.waitForCount(1);
+  await owner.waitForCount(1);
+  const reduced = AUTH.map((t) =>
+    t.token === TOKENS.globex ? { ...t, roles: ["read"] as typeof t.roles } : t,
+  );
+  const cannotCancel = () =>
+    stack.client.cancelRun("01HZZZZZZZZZZZZZZZZZZZZZZZ", "probe", TOKENS.globex).then(
+      () => false,
+      (e: { code?: number }) => e.code === grpc.status.PERMISSION_DENIED,
+    );
+  await reloadAuth(reduced, cannotCancel);
+  const end = await globex.done;
+  assert.equal(end.status.code, grpc.status.PERMISSION_DENIED, end.status.details);
+  assert.match(end.status.details, /lost the '(submit|approve|admin)' role/);
+  // Another tenant's stream (acme, unchanged) is still open.
+  const settled = await Promise.race([
+    owner.done.then(() => "ended"),
+    new Promise((r) => setTimeout(() => r("open"), 1000)),
+  ]);
+  assert.equal(settled, "open");
+  await stack.client.cancelRun(acmeRun.runId, "end of test");
+  await owner.done;
+  await reloadAuth(AUTH, async () => !(await cannotCancel()));
+  await stack.client.cancelRun(run.runId, "end of test", TOKENS.globex).catch(() => undefined);
+});
+
 it("a revoked token's open streams are cut on reload; another token's go on", async () => {
   const run = (await stack.client.createRun({ prompt: "watched" })).run as Run;
   const reader = stack.client.streamEvents({ runId: run.runId }, TOKENS.acmeReader);
@@ -57,7 +163,7 @@ it("a revoked token's open streams are cut on reload; another token's go on", as
   process.kill(stack.server.pid, "SIGHUP");
   // The run is still going: the reader's streams end only because the reload cut them.
   const end = await reader.done;
-  assert.notEqual(end.status.code, grpc.status.OK, "the reader's stream was cut");
+  assert.equal(end.status.code, grpc.status.UNAUTHENTICATED, end.status.details);
   assert.match(await readerSse.ended, /cut|ended/);
 
   // The owner's streams are still open and still deliver.

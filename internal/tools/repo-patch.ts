@@ -269,6 +269,11 @@ function planFromDiff(shown: string, rel: string, diff: string, content: string 
   if (/^GIT binary patch$/m.test(diff) || /^Binary files .* differ$/m.test(diff)) {
     throw invalid("unifiedDiff", "binary patches are not supported; repo.patch changes text files");
   }
+  // A git diff of a symlink (mode 120000) would be written as a regular file holding the
+  // target: refused, so a model never believes it made a link (into .git or anywhere).
+  if (/^(?:new file mode|new mode|old mode|deleted file mode) 120000\s*$/m.test(diff)) {
+    throw invalid("unifiedDiff", "symlinks are not supported; repo.patch writes regular files");
+  }
   let patches: StructuredPatch[];
   try {
     patches = parsePatch(diff);

@@ -396,6 +396,19 @@ describe("repo.patch", () => {
       "EVALIDATION",
       /binary/,
     );
+    for (const [path, target] of [
+      ["hooks", ".git/hooks"],
+      ["g", ".GIT"],
+      ["h", "./.Git/config"],
+    ])
+      await err(
+        invokeTool(ctx, "repo.patch", {
+          path,
+          unifiedDiff: `diff --git a/${path} b/${path}\nnew file mode 120000\n--- /dev/null\n+++ b/${path}\n@@ -0,0 +1 @@\n+${target}\n\\ No newline at end of file\n`,
+        }),
+        "EVALIDATION",
+        /symlinks are not supported/,
+      );
     await err(
       invokeTool(ctx, "repo.patch", {
         path: "README.md",

@@ -17,6 +17,7 @@ import { redactMessage } from "../kernel/redact-payload.ts";
 import { bounded, metrics } from "../telemetry/metrics.ts";
 import { startChatSpan } from "../telemetry/run-span.ts";
 import { safeCallId } from "./call-id.ts";
+import { separateReusedIds, usedCallIds } from "./call-id-reuse.ts";
 import type { Drive } from "./drive.ts";
 import { answerMalformed, runCalls, settleOpenCalls } from "./drive-calls.ts";
 import { noteNetworkDecisions } from "./drive-egress.ts";
@@ -75,10 +76,11 @@ export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
       case: "outputMessage",
       value: create(OutputMessageSchema, { role: "assistant", text: answer.text }),
     });
-  await answerMalformed(d, answer.bad);
-  if (answer.calls.length === 0 && answer.bad.length === 0)
-    return { to: "complete", summary: answer.text };
-  return (await runCalls(d, answer.calls)) ?? { to: "step" };
+  // A call under an id the log already holds would be taken for that earlier call.
+  const { calls, bad } = separateReusedIds(usedCallIds(d.events), answer.calls, answer.bad);
+  await answerMalformed(d, bad);
+  if (calls.length === 0 && bad.length === 0) return { to: "complete", summary: answer.text };
+  return (await runCalls(d, calls)) ?? { to: "step" };
 }
 
 function assembleInput(d: Drive, ctx: DriveContext): AssembleInput {

@@ -1,0 +1,200 @@
+/**
+ * A model that reuses a call id: the pure split (call-id-reuse.ts), then a real drive (the
+ * embedded event log, a real container, the kernel, the OpenAI HTTP path against a scripted
+ * server) where the model reuses the id of a call waiting for approval in the same step, and
+ * again in a later step: the approved call runs exactly once, each reuse is answered as a
+ * malformed call under a fresh id, and the model is told.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
+import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
+import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
+import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
+import type { Event } from "../gen/agentd/v1/events_pb.js";
+import { createKernel } from "../kernel/kernel.ts";
+import type { Policy } from "../kernel/policy-schema.ts";
+import type { Sandbox } from "../sandbox/port.ts";
+import { packWorkspace } from "../sandbox/workspace-archive.ts";
+import { testSandbox } from "../testing/docker.ts";
+import {
+  type OpenAiStub,
+  type StubReply,
+  startOpenAiStub,
+  toolCallsReply,
+} from "../testing/openai-stub.ts";
+import {
+  approveInLog,
+  callReply,
+  queueRun,
+  sayReply,
+  testImagePolicy,
+} from "../testing/worker-fixtures.ts";
+import { separateReusedIds } from "./call-id-reuse.ts";
+import { DEFAULT_RUN_LIMITS, type DriverDeps, driveRun } from "./run-driver.ts";
+
+describe("separateReusedIds", () => {
+  it("a call under a used id (log or same step) is malformed under a fresh, unique id", () => {
+    const used = new Set(["c1", "reused_x"]);
+    const r = separateReusedIds(
+      used,
+      [
+        { callId: "c1", tool: "repo.read", input: { path: "a" } },
+        { callId: "c2", tool: "repo.read", input: { path: "b" } },
+        { callId: "c2", tool: "repo.read", input: { path: "c" } },
+      ],
+      [{ callId: "c2", tool: "nope", input: {}, error: { code: "EUNKNOWN_TOOL", message: "x" } }],
+    );
+    assert.deepEqual(
+      r.calls.map((c) => c.callId),
+      ["c2"],
+    );
+    assert.equal(r.calls[0]?.input && (r.calls[0].input as { path: string }).path, "b");
+    assert.equal(r.bad.length, 3);
+    const ids = r.bad.map((b) => b.callId);
+    assert.equal(new Set([...ids, "c1", "c2"]).size, 5, `fresh and distinct: ${ids}`);
+    for (const id of ids) assert.match(id, /^reused_[0-9a-f]{16}$/);
+    assert.match(r.bad[0]?.error.message ?? "", /the id c1 is already used/);
+    assert.match(r.bad[1]?.error.message ?? "", /the id c2 is already used/);
+    assert.equal(r.bad[2]?.error.code, "EUNKNOWN_TOOL", "a malformed call keeps its own error");
+    for (const id of ids) assert.ok(used.has(id), "fresh ids are marked used");
+  });
+});
+
+let dir: string;
+let log: FileEventLog;
+let artifacts: FsArtifactStore;
+let sandbox: Sandbox;
+let cleanupBoxes: () => Promise<void>;
+let stub: OpenAiStub;
+let script: StubReply[] = [];
+let policy: Policy;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "agentd-reuse-"));
+  log = await openFileEventLog({ dir: join(dir, "log") });
+  artifacts = new FsArtifactStore(join(dir, "artifacts"));
+  const t = await testSandbox();
+  sandbox = t.sandbox;
+  cleanupBoxes = t.cleanup;
+  stub = await startOpenAiStub(
+    () => script.shift() ?? { status: 500, body: { error: { message: "script exhausted" } } },
+  );
+  policy = testImagePolicy();
+});
+after(async () => {
+  await cleanupBoxes?.();
+  await stub?.close();
+  await log?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function deps(): DriverDeps {
+  return {
+    log,
+    kernel: createKernel({ log, policy: () => policy, secretProviders: [] }),
+    engine: createAiSdkEngine({
+      model: createOpenAiModel({ baseURL: stub.baseURL, apiKey: "k", model: "gpt-4o-mini" }),
+      maxRetries: 1,
+      retryBaseMs: 10,
+    }),
+    sandbox,
+    artifacts,
+    policy: () => policy,
+    skillsDir: join(import.meta.dirname, "..", "..", "skills"),
+    systemPrompt: "You are a careful coding agent.",
+    model: "gpt-4o-mini",
+    prices: DEFAULT_PRICE_TABLE,
+    limits: DEFAULT_RUN_LIMITS,
+    workerId: "worker-a",
+    approvalHoldMs: 120_000,
+  };
+}
+
+const events = async (runId: string): Promise<Event[]> =>
+  (await log.read(runId, 0)).map((e) => e.event);
+
+async function waitFor(runId: string, what: string, pred: (e: Event) => boolean): Promise<void> {
+  const deadline = Date.now() + 90_000;
+  while (!(await events(runId)).some(pred)) {
+    if (Date.now() > deadline) throw new Error(`no ${what} in run ${runId} after 90 s`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function patchLines(evs: Event[]): Promise<string[]> {
+  const done = evs.find((e) => e.payload.case === "runCompleted")?.payload;
+  assert.ok(done?.case === "runCompleted" && done.value.patchDigest !== "", "a patch");
+  const parts: Uint8Array[] = [];
+  for await (const c of artifacts.read(done.value.patchDigest)) parts.push(c);
+  return Buffer.concat(parts)
+    .toString("utf8")
+    .split("\n")
+    .filter((l) => l.startsWith("+") && !l.startsWith("+++"));
+}
+
+describe("a drive where the model reuses call ids", () => {
+  it("the approved call runs exactly once; each reuse is answered malformed; the model is told", {
+    timeout: 240_000,
+  }, async () => {
+    const tar = await packWorkspace([
+      { path: "config.yaml", type: "file", mode: 0o644, data: Buffer.from("first: 1\n") },
+    ]);
+    const info = await artifacts.put(tar);
+    const run = await queueRun(log, {
+      prompt: "Append a line to config.yaml",
+      workspaceDigest: info.digest,
+      workspaceSizeBytes: info.size,
+    });
+    const append = { command: "echo added: 2 >> config.yaml && echo appended" };
+    script = [
+      // Step 1: the call that needs a person, and a second call under its id (an unknown
+      // tool, answered before the first is decided).
+      {
+        chunks: toolCallsReply([
+          { id: "c1", name: "process_run", arguments: JSON.stringify(append) },
+          { id: "c1", name: "no_such_tool", arguments: "{}" },
+        ]),
+      },
+      // Step 2, after the approved call ran: its id again, for the same write.
+      callReply("c1", "process.run", append),
+      sayReply("Done."),
+    ];
+    const outcome = driveRun(deps(), run.runId, await log.bumpEpoch(run.runId), {
+      stop: new AbortController().signal,
+    }).catch((err: Error) => err);
+    await waitFor(run.runId, "approval.requested", (e) => e.payload.case === "approvalRequested");
+    const req = (await events(run.runId)).find((e) => e.payload.case === "approvalRequested");
+    assert.ok(req?.payload.case === "approvalRequested");
+    assert.equal(req.payload.value.callId, "c1", "the real call keeps its id");
+    await approveInLog(log, run, req.payload.value.approvalId);
+    assert.equal(await outcome, "completed");
+
+    const evs = await events(run.runId);
+    const calls = evs.flatMap((e) => (e.payload.case === "toolCall" ? [e.payload.value] : []));
+    const ids = calls.map((c) => c.callId);
+    assert.equal(new Set(ids).size, ids.length, `every tool.call id is unique: ${ids}`);
+    assert.equal(ids.filter((id) => id === "c1").length, 1);
+    const results = evs.flatMap((e) => (e.payload.case === "toolResult" ? [e.payload.value] : []));
+    const c1 = results.filter((r) => r.callId === "c1");
+    assert.equal(c1.length, 1);
+    assert.equal(c1[0]?.ok, true, "the approved call ran");
+    const started = evs.filter((e) => e.payload.case === "toolStarted");
+    assert.equal(started.length, 1, "only the approved call ran");
+    assert.equal(evs.filter((e) => e.payload.case === "approvalRequested").length, 1);
+    // The second call of step 1 (the SDK may rename a duplicate id within one response) and
+    // step 2's reuse: both answered, neither ran.
+    const others = results.filter((r) => r.callId !== "c1");
+    assert.equal(others.length, 2, "both reuses answered");
+    for (const r of others) assert.equal(r.ok, false);
+    assert.ok(others.some((r) => /unknown tool/.test(r.error?.message ?? "")));
+    const reused = others.find((r) => /the id c1 is already used/.test(r.error?.message ?? ""));
+    assert.match(reused?.callId ?? "", /^reused_[0-9a-f]{16}$/, "answered under a fresh id");
+    assert.deepEqual(await patchLines(evs), ["+added: 2"], "the line was appended once");
+    const last = JSON.stringify(stub.requests.at(-1)?.body ?? {});
+    assert.match(last, /is already used by an earlier call of this run/);
+  });
+});
