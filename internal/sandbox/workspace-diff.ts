@@ -57,6 +57,11 @@ export interface DiffWorkspaceOptions {
   maxPatchBytes: number;
   /** Replaces every secret value in a text with `[REDACTED]` (the run's redactor). */
   redact?: (text: string) => string;
+  /**
+   * Paths (relative to /workspace) left out of the patch whatever they hold, with the
+   * reason (files the run holds a secret in: kernel/secret-taint.ts). Default none.
+   */
+  withhold?: (path: string) => string | undefined;
   signal?: AbortSignal;
   /** Most files and directories the workspace may hold: past it ETOOLARGE. Default 500,000. */
   maxEntries?: number;
@@ -136,12 +141,18 @@ export async function diffWorkspace(opts: DiffWorkspaceOptions): Promise<Workspa
     maxEntries: opts.maxEntries,
   };
   const current = await scanExport(opts.openExport(), scanOpts);
-  return buildPatch(
-    scanFiles(opts.base),
-    current,
-    (wanted) => readContents(opts.openExport(), wanted, scanOpts),
-    { maxPatchBytes: opts.maxPatchBytes, redact, signal: opts.signal },
-  );
+  const base = scanFiles(opts.base);
+  if (opts.withhold !== undefined) {
+    for (const path of [...base.entries.keys(), ...current.entries.keys()]) {
+      const reason = opts.withhold(path);
+      if (reason !== undefined) current.unfit.set(path, reason);
+    }
+  }
+  return buildPatch(base, current, (wanted) => readContents(opts.openExport(), wanted, scanOpts), {
+    maxPatchBytes: opts.maxPatchBytes,
+    redact,
+    signal: opts.signal,
+  });
 }
 
 /**

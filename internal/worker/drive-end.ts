@@ -18,6 +18,7 @@ import {
   RunFailedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { refreshTaint, type TaintedFile, taintOf } from "../kernel/secret-taint.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
@@ -26,6 +27,14 @@ import { costOf, usageOf } from "./drive-usage.ts";
 import { answerOpenCalls } from "./open-calls.ts";
 import { baseArchive, PATCH } from "./run-artifacts.ts";
 import type { DriveOutcome, Next } from "./run-driver.ts";
+
+/** Why a workspace path is left out of the patch: it holds a secret (secret-taint.ts). */
+function withheldFor(taint: ReadonlyMap<string, TaintedFile>, path: string): string | undefined {
+  const f = taintOf(taint, `/workspace/${path}`);
+  return f === undefined
+    ? undefined
+    : `holds a secret (written by call ${f.callId}, which carried one); left out of the patch`;
+}
 
 /**
  * The final patch as an artifact, then run.completed; the container goes. Every process is
@@ -38,9 +47,16 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
   // replacement nobody recovered. The next drive recovers it, and the model is asked again.
   if (await boxLost(d)) return { to: "release" };
   await box.killAll();
+  // Files the run holds a secret in stay out of the patch (a scan first ends the taints
+  // of files deleted or restored since).
+  const taint = d.kernelRun?.taint;
+  if (taint !== undefined) await refreshTaint(taint, box, d.cancel.signal);
   let diff: WorkspaceDiff;
   try {
     diff = await box.diff({
+      ...(taint === undefined || taint.size === 0
+        ? {}
+        : { withhold: (path: string) => withheldFor(taint, path) }),
       baseTar: await baseArchive(d.deps.artifacts, d.events),
       maxPatchBytes: d.deps.policy().limits.maxPatchSize,
       redact: (text) => d.writer.secrets.redactor.text(text),
