@@ -18,7 +18,7 @@ import {
   RunFailedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
-import { refreshTaint, type TaintedFile, taintOf } from "../kernel/secret-taint.ts";
+import { refreshTaint, withheldReason } from "../kernel/secret-taint.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
@@ -27,14 +27,6 @@ import { costOf, usageOf } from "./drive-usage.ts";
 import { answerOpenCalls } from "./open-calls.ts";
 import { baseArchive, PATCH } from "./run-artifacts.ts";
 import type { DriveOutcome, Next } from "./run-driver.ts";
-
-/** Why a workspace path is left out of the patch: it holds a secret (secret-taint.ts). */
-function withheldFor(taint: ReadonlyMap<string, TaintedFile>, path: string): string | undefined {
-  const f = taintOf(taint, `/workspace/${path}`);
-  return f === undefined
-    ? undefined
-    : `holds a secret (written by call ${f.callId}, which carried one); left out of the patch`;
-}
 
 /**
  * The final patch as an artifact, then run.completed; the container goes. Every process is
@@ -56,7 +48,7 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
     diff = await box.diff({
       ...(taint === undefined || taint.size === 0
         ? {}
-        : { withhold: (path: string) => withheldFor(taint, path) }),
+        : { withhold: (path: string) => withheldReason(taint, path) }),
       baseTar: await baseArchive(d.deps.artifacts, d.events),
       maxPatchBytes: d.deps.policy().limits.maxPatchSize,
       redact: (text) => d.writer.secrets.redactor.text(text),
