@@ -209,3 +209,13 @@ export function withheldReason(
     ? undefined
     : `holds a secret (written by call ${f.callId}, which carried one); left out of the patch`;
 }
+
+/** Whether the run holds a secret in `root` or anything under it. */
+export function holdsSecretUnder(
+  taint: ReadonlyMap<string, TaintedFile> | undefined,
+  root: string,
+): boolean {
+  if (taint === undefined) return false;
+  for (const p of taint.keys()) if (p === root || p.startsWith(`${root}/`)) return true;
+  return false;
+}
