@@ -213,6 +213,25 @@ describe("secret containment", () => {
     assert.equal(run.taint?.size, 0);
   });
 
+  it("an entry left in the unlistable HOME directory is a change: it taints that directory", async () => {
+    const w = await approved("process.run", {
+      command:
+        'mkdir -p /tmp/.agentd-home/stash && printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/stash/t',
+    });
+    assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
+    assert.equal(
+      run.taint?.has("/tmp/.agentd-home"),
+      true,
+      JSON.stringify([...(run.taint?.keys() ?? [])]),
+    );
+    const r = await unapproved("process.run", { command: "base32 /tmp/.agentd-home/stash/t" });
+    assert.equal(r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/.agentd-home"), true);
+    // Removing the entry brings the directory back to its size: the taint ends.
+    await sh("rm -rf /tmp/.agentd-home/stash");
+    const free = await unapproved("process.run", { command: "echo free" });
+    assert.equal(free.kind, "result", JSON.stringify(free));
+  });
+
   it("the model's word does not end a taint: a file changed again stays tainted", async () => {
     const w = await approved("process.run", {
       command: 'printf %s "$ENV.DEMO_TOKEN" > again.txt',

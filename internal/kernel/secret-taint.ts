@@ -44,15 +44,22 @@ export interface TaintedFile {
 export type WritableScan = Map<string, string>;
 
 // Names holding a newline cannot be told apart in line output: the scan says UNSAFE
-// and the caller taints every root (fail closed). /tmp/.agentd-home (root's, mode 1733:
-// the calls' private HOMEs, each removed when its call ends) cannot be listed by the
-// sandbox user and is left out (docs/policy.md names it as a residual).
+// and the caller taints every root (fail closed). /tmp/.agentd-home (the agent's: root's,
+// mode 1733, the calls' private HOMEs, each removed when its call ends) cannot be listed
+// by the sandbox user: it is recorded by its size instead (on tmpfs a directory's size
+// grows with each entry), so an entry a call leaves there is a change; what a call writes
+// into an entry made before it is not seen (docs/policy.md names this residual).
 const SCAN_SCRIPT = `
+h=/tmp/.agentd-home
+p="-xdev"
+if [ -d "$h" ] && [ ! -r "$h" ]; then
+  printf 'home:%s  %s\\n' "$(stat -c %s "$h")" "$h" || exit 3
+  p="-xdev -path $h -prune -o"
+fi
 for r in "$@"; do
   [ -d "$r" ] || continue
-  if [ -n "$(find "$r" -xdev -path /tmp/.agentd-home -prune -o -name '*
+  if [ -n "$(find "$r" $p -name '*
 *' -print 2>/dev/null | head -n 1)" ]; then echo UNSAFE; exit 0; fi
-  p="-xdev -path /tmp/.agentd-home -prune -o"
   find "$r" $p -type d -exec printf 'dir  %s\\n' {} + || exit 3
   find "$r" $p -type l -exec printf 'link  %s\\n' {} + || exit 3
   find "$r" $p ! -type f ! -type d ! -type l -exec printf 'other  %s\\n' {} + || exit 3
