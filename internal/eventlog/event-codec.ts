@@ -39,6 +39,7 @@ export const EVENT_TYPES = {
   "cache.restored": "cacheRestored",
   "cache.saved": "cacheSaved",
   "log.rewound": "logRewound",
+  "secret.written": "secretWritten",
   "sandbox.lost": "sandboxLost",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 

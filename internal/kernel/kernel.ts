@@ -58,6 +58,8 @@ import { envelopeResult, testSummaryOf } from "./result-envelope.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
 import type { RunWriter } from "./run-writer.ts";
 import { type BaseIndex, changedSinceUpload } from "./script-probe.ts";
+import { containCall, guardTaint, previewTaint } from "./secret-containment.ts";
+import type { TaintedFile } from "./secret-taint.ts";
 import type { SecretProvider } from "./secrets.ts";
 import { createSecretResolver } from "./secrets.ts";
 import { WALL_BUDGET_ERROR, WALL_BUDGET_REASON } from "./stop-reason.ts";
@@ -100,6 +102,11 @@ export interface KernelRun {
    * the policy sets none; the result records which was used and where it came from).
    */
   commands?: RunCommands;
+  /**
+   * Files the run holds a secret in (secret-taint.ts), by absolute path; the drive derives
+   * it from the log. A call that could read one waits for a person. Undefined: none yet.
+   */
+  taint?: Map<string, TaintedFile>;
 }
 
 /** Tools that never change the workspace (their calls keep a run pristine). */
@@ -128,6 +135,8 @@ export interface PreviewData {
   matchedRules: string[];
   /** repo.patch: sha256 of the file the diff was computed from, "absent" for a new file. */
   baseSha256?: string;
+  /** Files the run holds a secret in, that this call could read (secret-containment.ts). */
+  secretFiles?: string[];
 }
 
 export interface KernelOptions {
@@ -404,10 +413,12 @@ export function createKernel(opts: KernelOptions): Kernel {
     let output: unknown;
     let error: { code: string; message: string } | undefined;
     let cancelledBeforeStart: Error | undefined;
+    let contained: (() => Promise<void>) | undefined;
     const live = createLiveOutput((payload) => append(run, payload), redactor, call.callId);
     try {
       const { value, used } = await res.resolve(d.input);
       run.writer?.secrets.add(res.knownValues());
+      contained = await containCall(run, call, used.length > 0, (payload) => append(run, payload));
       // The last check before the effect (nothing starts after a cancel request or the end),
       // and at most once: the start is in the log (acknowledged, not just queued) before
       // anything of the call runs, so a worker that takes the run over never runs it again.
@@ -430,6 +441,8 @@ export function createKernel(opts: KernelOptions): Kernel {
     } finally {
       await live.close();
     }
+    // What a secret-carrying call wrote is in the log before its output is.
+    if (contained !== undefined) await contained();
     const stopped = cancelledBeforeStart
       ? { code: "cancelled", message: "the run was cancelled before this call ran; it did not run" }
       : await stopReason(run);
@@ -640,10 +653,13 @@ export function createKernel(opts: KernelOptions): Kernel {
       // first (nothing the decision does changes anything: the provenance probe only reads)
       // and the call and its decision are committed together, in that order: one round trip.
       const recorded = recordCallInput(place, call.callId, toolName, call.input, redactor.json);
-      const d =
+      const d = await guardTaint(
+        run,
+        call,
         recorded.refusal === undefined
           ? await decideWithTrust(run, call)
-          : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" });
+          : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" }),
+      );
       traceDecision(callSpan, call.callId, toolName, d);
       const r = d.assessment.risk;
       // A call that runs without a person: its start is recorded in the same commit (no
@@ -682,7 +698,12 @@ export function createKernel(opts: KernelOptions): Kernel {
       let pv: PreviewData | undefined;
       if (d.decision.path !== "auto") {
         try {
-          pv = await preview(run, policy, call, d, redactor, contentRedactor);
+          pv = previewTaint(
+            run,
+            call,
+            d,
+            await preview(run, policy, call, d, redactor, contentRedactor),
+          );
         } catch (err) {
           // The dry run shows the call cannot succeed (e.g. a hunk that does not apply):
           // nothing to approve; the model gets the error and can change its plan.
@@ -835,6 +856,7 @@ function toPreviewMessage(p: PreviewData): Preview {
     cwd: text(p.cwd),
     matchedRules: texts(cut.matchedRules),
     baseSha256: p.baseSha256 ?? "",
+    secretFiles: texts(p.secretFiles),
   });
 }
 

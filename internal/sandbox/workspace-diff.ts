@@ -64,6 +64,11 @@ export interface DiffWorkspaceOptions {
   maxPatchBytes: number;
   /** Replaces every secret value in a text with `[REDACTED]` (the run's redactor). */
   redact?: (text: string) => string;
+  /**
+   * Paths (relative to /workspace) left out of the patch whatever they hold, with the
+   * reason (files the run holds a secret in: kernel/secret-taint.ts). Default none.
+   */
+  withhold?: (path: string) => string | undefined;
   signal?: AbortSignal;
   /** Most files and directories the workspace may hold: past it ETOOLARGE. Default 500,000. */
   maxEntries?: number;
@@ -173,8 +178,15 @@ export async function diffWorkspace(opts: DiffWorkspaceOptions): Promise<Workspa
   const base = opts.base;
   const patchOpts = { maxPatchBytes: opts.maxPatchBytes, redact, signal: opts.signal };
   const readNew: ReadContents = (wanted) => readContents(opts.openExport(), wanted, scanOpts);
-  if (!("open" in base)) return buildPatch(scanFiles(base), current, readNew, patchOpts);
-  return buildPatch(await scanExport(base.open(), scanOpts), current, readNew, patchOpts, (w) =>
+  const was = "open" in base ? await scanExport(base.open(), scanOpts) : scanFiles(base);
+  if (opts.withhold !== undefined) {
+    for (const path of [...was.entries.keys(), ...current.entries.keys()]) {
+      const reason = opts.withhold(path);
+      if (reason !== undefined) current.unfit.set(path, reason);
+    }
+  }
+  if (!("open" in base)) return buildPatch(was, current, readNew, patchOpts);
+  return buildPatch(was, current, readNew, patchOpts, (w) =>
     readContents(base.open(), w, scanOpts),
   );
 }

@@ -18,6 +18,7 @@ import {
   RunFailedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { refreshTaint, withheldReason } from "../kernel/secret-taint.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
@@ -38,11 +39,18 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
   // replacement nobody recovered. The next drive recovers it, and the model is asked again.
   if (await boxLost(d)) return { to: "release" };
   await box.killAll();
+  // Files the run holds a secret in stay out of the patch (a scan first ends the taints
+  // of files deleted or restored since).
+  const taint = d.kernelRun?.taint;
+  if (taint !== undefined) await refreshTaint(taint, box, d.cancel.signal);
   let diff: WorkspaceDiff;
   try {
     const base = await baseArchive(d.deps.artifacts, d.events);
     diff = await box.diff({
       ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
+      ...(taint === undefined || taint.size === 0
+        ? {}
+        : { withhold: (path: string) => withheldReason(taint, path) }),
       maxPatchBytes: d.deps.policy().limits.maxPatchSize,
       redact: (text) => d.writer.secrets.redactor.text(text),
       signal: d.cancel.signal,

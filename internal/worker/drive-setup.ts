@@ -25,6 +25,7 @@
  * Must never: save /cache after the model's first step, restore an archive without
  * recording its digest, or let one tenant's archive into another tenant's run.
  */
+
 import { create } from "@bufbuild/protobuf";
 import {
   CacheRestoredSchema,
@@ -33,6 +34,7 @@ import {
   OutputMessageSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import type { KernelRun } from "../kernel/kernel.ts";
+import { holdsSecretUnder } from "../kernel/secret-taint.ts";
 import { pickCommands, type SetupSpec } from "../tools/command-spec.ts";
 import { SETUP_TOOL } from "../tools/setup-run.ts";
 import { type CacheKey, type CacheKeyInput, cacheKey } from "./cache-key.ts";
@@ -140,7 +142,9 @@ async function runSetupCall(
   const asked = await askForHosts(d, call);
   const ok = out.ok && exitOf(out.output) === 0;
   if (!ok) await tell(d, failureNotice(spec, out));
-  else if (saveAs !== undefined) await save(d, spec, saveAs);
+  // A /cache the run holds a secret in (secret-taint.ts) is never shared with other runs.
+  else if (saveAs !== undefined && !holdsSecretUnder(d.kernelRun?.taint, "/cache"))
+    await save(d, spec, saveAs);
   await d.refresh();
   return asked;
 }

@@ -5,6 +5,7 @@
  * the previous drive started run on into this one, or resume a run that still waits for a
  * person (it is held instead).
  */
+
 import { create } from "@bufbuild/protobuf";
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { loadSkills, selectSkills } from "../engine/skills.ts";
@@ -13,6 +14,7 @@ import { type Event, RunResumedSchema, RunStartedSchema } from "../gen/agentd/v1
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { READ_ONLY_TOOLS } from "../kernel/kernel.ts";
 import type { BaseIndex } from "../kernel/script-probe.ts";
+import { taintFromEvents } from "../kernel/secret-taint.ts";
 import type { SandboxHandle, WorkspaceSource } from "../sandbox/port.ts";
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
@@ -113,6 +115,8 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     writer: d.writer,
     workerId: d.deps.workerId,
     commands: config.value.commands,
+    // Files a secret-carrying call wrote, as the log records them (a takeover knows them).
+    taint: taintFromEvents(d.events),
     pristine: !d.events.some(
       (e) => e.payload.case === "toolCall" && !READ_ONLY_TOOLS.has(e.payload.value.tool),
     ),

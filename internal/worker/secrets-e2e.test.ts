@@ -14,7 +14,11 @@ import { create } from "@bufbuild/protobuf";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
 import { verifyChain } from "../eventlog/hash-chain.ts";
-import { ToolCallSchema } from "../gen/agentd/v1/events_pb.js";
+import {
+  ApprovalDecision,
+  ApprovalResolvedSchema,
+  ToolCallSchema,
+} from "../gen/agentd/v1/events_pb.js";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { createEnvSecretProvider } from "../kernel/secrets.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
@@ -133,7 +137,8 @@ describe("a secret resolved in one call", () => {
     };
     const first = await driveRun(deps(), run.runId, await log.bumpEpoch(run.runId), release.signal);
     onAsk = undefined;
-    assert.equal(first, "released");
+    // The read asks a person now (the run holds a secret in tok.txt): released while held.
+    assert.ok(first === "released" || first === "paused", first);
     // Drive 2 (a takeover by a fresh kernel): later calls read the value back in many forms.
     const reads = [
       "cat tok.txt",
@@ -162,8 +167,11 @@ describe("a secret resolved in one call", () => {
     const outputs = events
       .filter((e) => e.event.payload.case === "toolResult")
       .map((e) => (e.event.payload.value as { outputJson: string }).outputJson);
+    // Redacted, or masked in the paused run's snapshot (the first drive pauses when the
+    // held read waits for its approval: the run holds a secret in tok.txt).
     assert.ok(
-      outputs.filter((o) => o.includes("[REDACTED]")).length >= reads.length,
+      outputs.filter((o) => o.includes("[REDACTED]") || /\*{8}|2a2a2a2a|KioqKioq/.test(o)).length >=
+        reads.length,
       "the reads happened and were redacted",
     );
     const places = [
@@ -180,7 +188,11 @@ describe("a secret resolved in one call", () => {
     const completed = events.at(-1)?.event.payload;
     assert.ok(completed?.case === "runCompleted");
     assert.equal(completed.value.patchRedacted, true);
-    assert.deepEqual(completed.value.patchRedactedFiles, ["tok.txt"]);
+    // The file holds a secret (containment): left out of the patch whole.
+    assert.deepEqual(
+      completed.value.patchOmitted.map((o) => o.path),
+      ["tok.txt"],
+    );
   });
 });
 
@@ -214,6 +226,10 @@ describe("a paused run's snapshot", () => {
       callReply("c", "process.run", { command: "cat tok.txt; echo; wc -c < tok.txt" }),
       sayReply("ok"),
     ];
+    // The resumed file is masked, yet the run still holds a secret in it (masking knows
+    // only the value's known forms): reading it asks a person.
+    assert.equal(await drive(), "paused");
+    await approveLast();
     assert.equal(await drive(), "completed");
     const results = (await log.read(run.runId, 0)).flatMap((e) =>
       e.event.payload.case === "toolResult" && e.event.payload.value.callId === "c"
@@ -262,3 +278,125 @@ describe("a takeover by a worker without the secret", () => {
     assert.match(last.value.error?.message ?? "", /DEMO_TOKEN/);
   });
 });
+
+describe("a secret written by an approved call (containment by mechanism)", () => {
+  it("no later call reads the file without a person, across a takeover; the patch leaves it out", async () => {
+    const ws = await packWorkspace([
+      { path: "README", type: "file", mode: 0o644, data: Buffer.from("hello\n") },
+    ]);
+    const artifacts = new FsArtifactStore(join(dir, "artifacts"));
+    const info = await artifacts.put(ws);
+    const run = await queueRun(log, {
+      prompt: "set up the token",
+      workspaceDigest: info.digest,
+      workspaceSizeBytes: info.size,
+    });
+    const stop = new AbortController();
+    // The person approves the token setup only; every later ask is denied (and recorded).
+    const asked: { callId: string; files: string[] }[] = [];
+    const approver = (async () => {
+      for await (const ev of log.follow(run.runId, 0, stop.signal)) {
+        const p = ev.event.payload;
+        if (p.case !== "approvalRequested") continue;
+        if (p.value.callId === "w1") {
+          await approveInLog(log, run, p.value.approvalId);
+          continue;
+        }
+        asked.push({ callId: p.value.callId, files: [...(p.value.preview?.secretFiles ?? [])] });
+        await log.append({
+          runId: run.runId,
+          sessionId: run.sessionId,
+          payload: {
+            case: "approvalResolved",
+            value: create(ApprovalResolvedSchema, {
+              approvalId: p.value.approvalId,
+              decision: ApprovalDecision.DENY,
+              resolvedBy: "alice",
+            }),
+          },
+        });
+      }
+    })();
+    script = [
+      callReply("w1", "process.run", { command: "printf %s '$ENV.DEMO_TOKEN' > tok.txt" }),
+      callReply("r1", "repo.read", { path: "README" }),
+    ];
+    const release = new AbortController();
+    let n = 0;
+    onAsk = () => {
+      if (++n === 2) release.abort();
+    };
+    const first = await driveRun(deps(), run.runId, await log.bumpEpoch(run.runId), release.signal);
+    onAsk = undefined;
+    assert.ok(first === "released" || first === "paused", first);
+    // Drive 2, a fresh kernel (the taint comes from the log): the model re-encodes.
+    const reads = [
+      "base32 tok.txt",
+      "gzip -c tok.txt | base64",
+      "od -c tok.txt",
+      "fold -w 4 tok.txt",
+      "head -c 11 tok.txt",
+      "tail -c 12 tok.txt",
+      "sed 's/\\(.\\)./\\1/g' tok.txt",
+      "awk '{ for (i = 1; i <= length($0); i++) printf \"\\\\u%04x\", 0 }' tok.txt",
+      "openssl enc -aes-256-cbc -pbkdf2 -k mykey -in tok.txt | base64 || awk '{print}' tok.txt | tr 'A-Za-z' 'N-ZA-Mn-za-m'",
+      "cp tok.txt /tmp/t && base32 /tmp/t",
+    ];
+    script = [
+      callReply("r0", "repo.read", { path: "tok.txt" }),
+      ...reads.map((command, i) => callReply(`x${i}`, "process.run", { command })),
+      sayReply("done"),
+    ];
+    const outcome = await driveRun(deps(), run.runId, await log.bumpEpoch(run.runId), stop.signal);
+    stop.abort();
+    await approver;
+    assert.equal(outcome, "completed");
+    assert.deepEqual(
+      asked.map((a) => a.callId),
+      ["r1", "r0", ...reads.map((_, i) => `x${i}`)],
+      "every later read waited for a person",
+    );
+    for (const a of asked) assert.deepEqual(a.files, ["/workspace/tok.txt"], a.callId);
+    const events = await log.read(run.runId, 0);
+    const b32 = base32(SECRET);
+    const forms = [
+      ...FORMS,
+      b32,
+      b32.slice(0, 10),
+      [...SECRET].join("   "),
+      SECRET.slice(0, 11),
+      SECRET.slice(-12),
+    ];
+    const places = [
+      ...events.map((e) => ({ path: `event ${e.event.seq} ${e.type}`, text: e.json })),
+      ...stub.requests.map((r, i) => ({
+        path: `model request ${i}`,
+        text: JSON.stringify(r.body),
+      })),
+      ...filesUnder(join(dir, "artifacts")),
+    ];
+    for (const { path, text } of places)
+      for (const form of forms)
+        assert.ok(!text.includes(form), `${JSON.stringify(form)} in ${path}`);
+    const completed = events.at(-1)?.event.payload;
+    assert.ok(completed?.case === "runCompleted");
+    assert.equal(
+      completed.value.patchOmitted.some(
+        (o) => o.path === "tok.txt" && /holds a secret/.test(o.reason),
+      ),
+      true,
+      JSON.stringify(completed.value.patchOmitted),
+    );
+  });
+});
+
+/** RFC 4648 base32, as `base32` prints it. */
+function base32(s: string): string {
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  let bits = "";
+  for (const b of Buffer.from(s)) bits += b.toString(2).padStart(8, "0");
+  let out = "";
+  for (let i = 0; i < bits.length; i += 5)
+    out += alphabet[Number.parseInt(bits.slice(i, i + 5).padEnd(5, "0"), 2)];
+  return out.padEnd(Math.ceil(out.length / 8) * 8, "=");
+}

@@ -295,6 +295,14 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: LogRewound;
     case: "logRewound";
+  } | {
+    /**
+     * type "secret.written"
+     *
+     * @generated from field: agentd.v1.SecretWritten secret_written = 102;
+     */
+    value: SecretWritten;
+    case: "secretWritten";
   } | { case: undefined; value?: undefined };
 };
 
@@ -315,7 +323,64 @@ export declare const EventSchema: GenMessage<Event>;
  * the workspace) is unknown to the log. The writer appends `run.failed` (code EREWOUND)
  * right after it: a run whose record of what ran is incomplete never goes on
  * (docs/operations.md, "When Redis loses acknowledged events").
+ * A call that carried a secret (a `$ENV.NAME` value, or it ran while the run held one)
+ * wrote these files: the run holds a secret in them until each is deleted or restored to
+ * its content from before the call (checked by a scan, never on the model's word).
  *
+ * @generated from message agentd.v1.SecretWritten
+ */
+export declare type SecretWritten = Message<"agentd.v1.SecretWritten"> & {
+  /**
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * @generated from field: repeated agentd.v1.SecretFile files = 2;
+   */
+  files: SecretFile[];
+};
+
+/**
+ * Describes the message agentd.v1.SecretWritten.
+ * Use `create(SecretWrittenSchema)` to create a new message.
+ */
+export declare const SecretWrittenSchema: GenMessage<SecretWritten>;
+
+/**
+ * One file a secret-carrying call wrote, by absolute path in the sandbox.
+ *
+ * @generated from message agentd.v1.SecretFile
+ */
+export declare type SecretFile = Message<"agentd.v1.SecretFile"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * sha256 (hex) of the content at the call's end ("dir" for a directory, "link" for a
+   * symlink, "unknown" when the scan could not tell).
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * sha256 of the content before the call; "" when the path did not exist.
+   *
+   * @generated from field: string before = 3;
+   */
+  before: string;
+};
+
+/**
+ * Describes the message agentd.v1.SecretFile.
+ * Use `create(SecretFileSchema)` to create a new message.
+ */
+export declare const SecretFileSchema: GenMessage<SecretFile>;
+
+/**
  * @generated from message agentd.v1.LogRewound
  */
 export declare type LogRewound = Message<"agentd.v1.LogRewound"> & {
@@ -1455,6 +1520,14 @@ export declare type Preview = Message<"agentd.v1.Preview"> & {
    * @generated from field: uint32 port = 12;
    */
   port: number;
+
+  /**
+   * The files the run holds a secret in (written by a call that carried one): a call that
+   * could read them waits for a person whatever the policy says (docs/policy.md).
+   *
+   * @generated from field: repeated string secret_files = 13;
+   */
+  secretFiles: string[];
 };
 
 /**

@@ -12,7 +12,7 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
  * Describes the file agentd/v1/events.proto.
  */
 export const file_agentd_v1_events = /*@__PURE__*/
-  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEivQsKBUV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEgsKA3NlcRgEIAEoBBImCgJ0cxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdHlwZRgGIAEoCRIRCglwcmV2X2hhc2gYByABKAkSDAoEaGFzaBgIIAEoCRIqCgpydW5fcXVldWVkGBQgASgLMhQuYWdlbnRkLnYxLlJ1blF1ZXVlZEgAEiwKC3J1bl9zdGFydGVkGBUgASgLMhUuYWdlbnRkLnYxLlJ1blN0YXJ0ZWRIABIqCgpydW5fcGF1c2VkGBYgASgLMhQuYWdlbnRkLnYxLlJ1blBhdXNlZEgAEiwKC3J1bl9yZXN1bWVkGBcgASgLMhUuYWdlbnRkLnYxLlJ1blJlc3VtZWRIABIwCg1ydW5fY29tcGxldGVkGBggASgLMhcuYWdlbnRkLnYxLlJ1bkNvbXBsZXRlZEgAEioKCnJ1bl9mYWlsZWQYGSABKAsyFC5hZ2VudGQudjEuUnVuRmFpbGVkSAASMAoNcnVuX2NhbmNlbGxlZBgaIAEoCzIXLmFnZW50ZC52MS5SdW5DYW5jZWxsZWRIABI9ChRydW5fY2FuY2VsX3JlcXVlc3RlZBgbIAEoCzIdLmFnZW50ZC52MS5SdW5DYW5jZWxSZXF1ZXN0ZWRIABIuCgxvdXRwdXRfZGVsdGEYHiABKAsyFi5hZ2VudGQudjEuT3V0cHV0RGVsdGFIABIyCg5vdXRwdXRfbWVzc2FnZRgfIAEoCzIYLmFnZW50ZC52MS5PdXRwdXRNZXNzYWdlSAASKAoJdG9vbF9jYWxsGCggASgLMhMuYWdlbnRkLnYxLlRvb2xDYWxsSAASLAoLdG9vbF9vdXRwdXQYKSABKAsyFS5hZ2VudGQudjEuVG9vbE91dHB1dEgAEiwKC3Rvb2xfcmVzdWx0GCogASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIuCgx0b29sX3N0YXJ0ZWQYKyABKAsyFi5hZ2VudGQudjEuVG9vbFN0YXJ0ZWRIABI0Cg9wb2xpY3lfZGVjaXNpb24YMiABKAsyGS5hZ2VudGQudjEuUG9saWN5RGVjaXNpb25IABI6ChJhcHByb3ZhbF9yZXF1ZXN0ZWQYMyABKAsyHC5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0ZWRIABI4ChFhcHByb3ZhbF9yZXNvbHZlZBg0IAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbFJlc29sdmVkSAASNgoQYXJ0aWZhY3RfZW1pdHRlZBg8IAEoCzIaLmFnZW50ZC52MS5BcnRpZmFjdEVtaXR0ZWRIABI6ChJjaGVja3BvaW50X2NyZWF0ZWQYPSABKAsyHC5hZ2VudGQudjEuQ2hlY2twb2ludENyZWF0ZWRIABIwCg11c2FnZV91cGRhdGVkGEYgASgLMhcuYWdlbnRkLnYxLlVzYWdlVXBkYXRlZEgAEjQKD25ldHdvcmtfcmVxdWVzdBhQIAEoCzIZLmFnZW50ZC52MS5OZXR3b3JrUmVxdWVzdEgAEioKCmltYWdlX3B1bGwYWiABKAsyFC5hZ2VudGQudjEuSW1hZ2VQdWxsSAASMgoOY2FjaGVfcmVzdG9yZWQYWyABKAsyGC5hZ2VudGQudjEuQ2FjaGVSZXN0b3JlZEgAEiwKC2NhY2hlX3NhdmVkGFwgASgLMhUuYWdlbnRkLnYxLkNhY2hlU2F2ZWRIABIuCgxzYW5kYm94X2xvc3QYZCABKAsyFi5hZ2VudGQudjEuU2FuZGJveExvc3RIABIsCgtsb2dfcmV3b3VuZBhlIAEoCzIVLmFnZW50ZC52MS5Mb2dSZXdvdW5kSABCCQoHcGF5bG9hZCJyCgpMb2dSZXdvdW5kEhQKDGV4cGVjdGVkX3NlcRgBIAEoBBIVCg1leHBlY3RlZF9oYXNoGAIgASgJEhIKCnN0b3JlZF9zZXEYAyABKAQSEwoLc3RvcmVkX2hhc2gYBCABKAkSDgoGd3JpdGVyGAUgASgJIt8CCglSdW5RdWV1ZWQSEQoJdGVuYW50X2lkGAEgASgJEg4KBnByb21wdBgCIAEoCRIQCghwcmlvcml0eRgDIAEoDRIOCgZza2lsbHMYBCADKAkSMAoGbGFiZWxzGAUgAygLMiAuYWdlbnRkLnYxLlJ1blF1ZXVlZC5MYWJlbHNFbnRyeRIYChB3b3Jrc3BhY2VfZGlnZXN0GAYgASgJEhwKFHdvcmtzcGFjZV9zaXplX2J5dGVzGAcgASgEEhQKDHN1Ym1pdHRlZF9ieRgIIAEoCRIkCgZidWRnZXQYCSABKAsyFC5hZ2VudGQudjEuUnVuQnVkZ2V0EhQKDHRyYWNlX3BhcmVudBgKIAEoCRITCgt0cmFjZV9zdGF0ZRgLIAEoCRINCgVpbWFnZRgMIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIk0KCVJ1bkJ1ZGdldBISCgptYXhfdG9rZW5zGAEgASgEEhcKD21heF9jb3N0X21pY3JvcxgCIAEoBBITCgttYXhfd2FsbF9tcxgDIAEoBCJYCgxVc2FnZVVwZGF0ZWQSJAoFdXNhZ2UYASABKAsyFS5hZ2VudGQudjEuVG9rZW5Vc2FnZRITCgtjb3N0X21pY3JvcxgCIAEoBBINCgVzdGVwcxgDIAEoDSKoAQoKUnVuU3RhcnRlZBIRCgl3b3JrZXJfaWQYASABKAkSDQoFZXBvY2gYAiABKAQSFAoMY29udGFpbmVyX2lkGAMgASgJEg0KBWltYWdlGAQgASgJEhQKDGltYWdlX3JlYXNvbhgFIAEoCRIRCgllY29zeXN0ZW0YBiABKAkSFAoMaW1hZ2VfZGlnZXN0GAcgASgJEhQKDGltYWdlX3NvdXJjZRgIIAEoCSJvCglSdW5QYXVzZWQSDgoGcmVhc29uGAEgASgJEhMKC2FwcHJvdmFsX2lkGAIgASgJEhcKD3NuYXBzaG90X2RpZ2VzdBgDIAEoCRIkCgV1c2FnZRgEIAEoCzIVLmFnZW50ZC52MS5Ub2tlblVzYWdlIkMKClJ1blJlc3VtZWQSEQoJd29ya2VyX2lkGAEgASgJEg0KBWVwb2NoGAIgASgEEhMKC2FwcHJvdmFsX2lkGAMgASgJIjkKClRva2VuVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgEEhUKDW91dHB1dF90b2tlbnMYAiABKAQiKgoJRXJyb3JJbmZvEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSLuAQoMUnVuQ29tcGxldGVkEg8KB3N1bW1hcnkYASABKAkSJAoFdXNhZ2UYAiABKAsyFS5hZ2VudGQudjEuVG9rZW5Vc2FnZRITCgtjb3N0X21pY3JvcxgDIAEoBBIUCgxwYXRjaF9kaWdlc3QYBCABKAkSFgoOcGF0Y2hfcmVkYWN0ZWQYBSABKAgSHAoUcGF0Y2hfcmVkYWN0ZWRfZmlsZXMYBiADKAkSLwoNcGF0Y2hfb21pdHRlZBgHIAMoCzIYLmFnZW50ZC52MS5QYXRjaE9taXNzaW9uEhUKDXBhdGNoX2lnbm9yZWQYCCABKA0iLQoNUGF0Y2hPbWlzc2lvbhIMCgRwYXRoGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJrCglSdW5GYWlsZWQSIwoFZXJyb3IYASABKAsyFC5hZ2VudGQudjEuRXJyb3JJbmZvEiQKBXVzYWdlGAIgASgLMhUuYWdlbnRkLnYxLlRva2VuVXNhZ2USEwoLY29zdF9taWNyb3MYAyABKAQiNAoMUnVuQ2FuY2VsbGVkEg4KBnJlYXNvbhgBIAEoCRIUCgxjYW5jZWxsZWRfYnkYAiABKAkiOgoSUnVuQ2FuY2VsUmVxdWVzdGVkEg4KBnJlYXNvbhgBIAEoCRIUCgxyZXF1ZXN0ZWRfYnkYAiABKAkiGwoLT3V0cHV0RGVsdGESDAoEdGV4dBgBIAEoCSIrCg1PdXRwdXRNZXNzYWdlEgwKBHJvbGUYASABKAkSDAoEdGV4dBgCIAEoCSI9CghUb29sQ2FsbBIPCgdjYWxsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSEgoKaW5wdXRfanNvbhgDIAEoCSIxCgtUb29sU3RhcnRlZBIPCgdjYWxsX2lkGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCSJVCgpUb29sT3V0cHV0Eg8KB2NhbGxfaWQYASABKAkSJwoGc3RyZWFtGAIgASgOMhcuYWdlbnRkLnYxLk91dHB1dFN0cmVhbRINCgVjaHVuaxgDIAEoCSLcAQoKVG9vbFJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEgoKAm9rGAIgASgIEhMKC291dHB1dF9qc29uGAMgASgJEiMKBWVycm9yGAQgASgLMhQuYWdlbnRkLnYxLkVycm9ySW5mbxIRCglleGl0X2NvZGUYBSABKAUSEwoLZHVyYXRpb25fbXMYBiABKAQSEQoJdHJ1bmNhdGVkGAcgASgIEhUKDW91dHB1dF9kaWdlc3QYCCABKAkSJQoFdGVzdHMYCSABKAsyFi5hZ2VudGQudjEuVGVzdFN1bW1hcnkinwEKC1Rlc3RTdW1tYXJ5Eg4KBnBhc3NlZBgBIAEoDRIOCgZmYWlsZWQYAiABKA0SDwoHc2tpcHBlZBgDIAEoDRIOCgZlcnJvcnMYBCABKA0SDgoGZm9ybWF0GAUgASgJEigKCGZhaWx1cmVzGAYgAygLMhYuYWdlbnRkLnYxLlRlc3RGYWlsdXJlEhUKDW1vcmVfZmFpbHVyZXMYByABKA0iSAoLVGVzdEZhaWx1cmUSDAoEbmFtZRgBIAEoCRIMCgRmaWxlGAIgASgJEgwKBGxpbmUYAyABKA0SDwoHbWVzc2FnZRgEIAEoCSKQAQoLUmlza1Byb2ZpbGUSEAoIY2F0ZWdvcnkYASABKAkSDQoFc2NvcGUYAiABKAkSGAoQZXN0aW1hdGVkX2ltcGFjdBgDIAEoCRIXCg90b3VjaGVzX3NlY3JldHMYBCABKAgSFgoOdG91Y2hlc19jb25maWcYBSABKAgSFQoNdG91Y2hlc19idWlsZBgGIAEoCCKnAQoOUG9saWN5RGVjaXNpb24SDwoHY2FsbF9pZBgBIAEoCRIlCghkZWNpc2lvbhgCIAEoDjITLmFnZW50ZC52MS5EZWNpc2lvbhIMCgRydWxlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIkCgRyaXNrGAUgASgLMhYuYWdlbnRkLnYxLlJpc2tQcm9maWxlEhkKEXRydXN0X2FkanVzdG1lbnRzGAYgAygJItUBCgdQcmV2aWV3Eg8KB3N1bW1hcnkYASABKAkSDQoFZmlsZXMYAiADKAkSDQoFaHVua3MYAyABKA0SEwoLbGluZXNfYWRkZWQYBCABKA0SFQoNbGluZXNfcmVtb3ZlZBgFIAEoDRIMCgRkaWZmGAYgASgJEgwKBGFyZ3YYByADKAkSCwoDY3dkGAggASgJEhUKDW1hdGNoZWRfcnVsZXMYCSADKAkSEwoLYmFzZV9zaGEyNTYYCiABKAkSDAoEaG9zdBgLIAEoCRIMCgRwb3J0GAwgASgNIpwBChFBcHByb3ZhbFJlcXVlc3RlZBITCgthcHByb3ZhbF9pZBgBIAEoCRIPCgdjYWxsX2lkGAIgASgJEgwKBHRvb2wYAyABKAkSIwoHcHJldmlldxgEIAEoCzISLmFnZW50ZC52MS5QcmV2aWV3Ei4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInsKEEFwcHJvdmFsUmVzb2x2ZWQSEwoLYXBwcm92YWxfaWQYASABKAkSLQoIZGVjaXNpb24YAiABKA4yGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbhIOCgZyZWFzb24YAyABKAkSEwoLcmVzb2x2ZWRfYnkYBCABKAkiVwoPQXJ0aWZhY3RFbWl0dGVkEgwKBG5hbWUYASABKAkSDgoGZGlnZXN0GAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAQSEgoKbWVkaWFfdHlwZRgEIAEoCSJRChFDaGVja3BvaW50Q3JlYXRlZBIWCg5zdW1tYXJ5X2RpZ2VzdBgBIAEoCRITCgt0aHJvdWdoX3NlcRgCIAEoBBIPCgdzdW1tYXJ5GAMgASgJIrcBCg5OZXR3b3JrUmVxdWVzdBIMCgRob3N0GAEgASgJEgwKBHBvcnQYAiABKA0SDgoGbWV0aG9kGAMgASgJEhAKCGRlY2lzaW9uGAQgASgJEg4KBnJlYXNvbhgFIAEoCRIQCghieXRlc191cBgGIAEoBBISCgpieXRlc19kb3duGAcgASgEEhMKC2R1cmF0aW9uX21zGAggASgEEgsKA3RscxgJIAEoCRIPCgdjYWxsX2lkGAogASgJIq4BCglJbWFnZVB1bGwSDQoFaW1hZ2UYASABKAkSDQoFcGhhc2UYAiABKAkSEgoKYnl0ZXNfZG9uZRgDIAEoBBITCgtieXRlc190b3RhbBgEIAEoBBITCgtsYXllcnNfZG9uZRgFIAEoDRIUCgxsYXllcnNfdG90YWwYBiABKA0SDgoGZGlnZXN0GAcgASgJEg4KBnJlYXNvbhgIIAEoCRIPCgdtZXNzYWdlGAkgASgJIqQBCg1DYWNoZVJlc3RvcmVkEgsKA2tleRgBIAEoCRIOCgZkaWdlc3QYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoBBIUCgxzYXZlZF9ieV9ydW4YBCABKAkSEQoJZWNvc3lzdGVtGAUgASgJEhAKCGxvY2tmaWxlGAYgASgJEhcKD2xvY2tmaWxlX2RpZ2VzdBgHIAEoCRIOCgZyZWFzb24YCCABKAkijAEKCkNhY2hlU2F2ZWQSCwoDa2V5GAEgASgJEg4KBmRpZ2VzdBgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEhEKCWVjb3N5c3RlbRgEIAEoCRIQCghsb2NrZmlsZRgFIAEoCRIXCg9sb2NrZmlsZV9kaWdlc3QYBiABKAkSDwoHZXZpY3RlZBgHIAMoCSJ+CgtTYW5kYm94TG9zdBIOCgZyZWFzb24YASABKAkSFQoNbG9zdF9jYWxsX2lkcxgCIAMoCRIZChFyZXN0b3JlZF9mcm9tX3NlcRgDIAEoBBIaChJyZWFwcGxpZWRfY2FsbF9pZHMYBCADKAkSEQoJZmFpbHNfcnVuGAUgASgIKmEKDE91dHB1dFN0cmVhbRIdChlPVVRQVVRfU1RSRUFNX1VOU1BFQ0lGSUVEEAASGAoUT1VUUFVUX1NUUkVBTV9TVERPVVQQARIYChRPVVRQVVRfU1RSRUFNX1NUREVSUhACKoQBCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhEKDURFQ0lTSU9OX0FVVE8QARIZChVERUNJU0lPTl9QUkVWSUVXX0FVVE8QAhIdChlERUNJU0lPTl9QUkVWSUVXX0FQUFJPVkFMEAMSEQoNREVDSVNJT05fREVOWRAEKnAKEEFwcHJvdmFsRGVjaXNpb24SIQodQVBQUk9WQUxfREVDSVNJT05fVU5TUEVDSUZJRUQQABIdChlBUFBST1ZBTF9ERUNJU0lPTl9BUFBST1ZFEAESGgoWQVBQUk9WQUxfREVDSVNJT05fREVOWRACYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEi8QsKBUV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEgsKA3NlcRgEIAEoBBImCgJ0cxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdHlwZRgGIAEoCRIRCglwcmV2X2hhc2gYByABKAkSDAoEaGFzaBgIIAEoCRIqCgpydW5fcXVldWVkGBQgASgLMhQuYWdlbnRkLnYxLlJ1blF1ZXVlZEgAEiwKC3J1bl9zdGFydGVkGBUgASgLMhUuYWdlbnRkLnYxLlJ1blN0YXJ0ZWRIABIqCgpydW5fcGF1c2VkGBYgASgLMhQuYWdlbnRkLnYxLlJ1blBhdXNlZEgAEiwKC3J1bl9yZXN1bWVkGBcgASgLMhUuYWdlbnRkLnYxLlJ1blJlc3VtZWRIABIwCg1ydW5fY29tcGxldGVkGBggASgLMhcuYWdlbnRkLnYxLlJ1bkNvbXBsZXRlZEgAEioKCnJ1bl9mYWlsZWQYGSABKAsyFC5hZ2VudGQudjEuUnVuRmFpbGVkSAASMAoNcnVuX2NhbmNlbGxlZBgaIAEoCzIXLmFnZW50ZC52MS5SdW5DYW5jZWxsZWRIABI9ChRydW5fY2FuY2VsX3JlcXVlc3RlZBgbIAEoCzIdLmFnZW50ZC52MS5SdW5DYW5jZWxSZXF1ZXN0ZWRIABIuCgxvdXRwdXRfZGVsdGEYHiABKAsyFi5hZ2VudGQudjEuT3V0cHV0RGVsdGFIABIyCg5vdXRwdXRfbWVzc2FnZRgfIAEoCzIYLmFnZW50ZC52MS5PdXRwdXRNZXNzYWdlSAASKAoJdG9vbF9jYWxsGCggASgLMhMuYWdlbnRkLnYxLlRvb2xDYWxsSAASLAoLdG9vbF9vdXRwdXQYKSABKAsyFS5hZ2VudGQudjEuVG9vbE91dHB1dEgAEiwKC3Rvb2xfcmVzdWx0GCogASgLMhUuYWdlbnRkLnYxLlRvb2xSZXN1bHRIABIuCgx0b29sX3N0YXJ0ZWQYKyABKAsyFi5hZ2VudGQudjEuVG9vbFN0YXJ0ZWRIABI0Cg9wb2xpY3lfZGVjaXNpb24YMiABKAsyGS5hZ2VudGQudjEuUG9saWN5RGVjaXNpb25IABI6ChJhcHByb3ZhbF9yZXF1ZXN0ZWQYMyABKAsyHC5hZ2VudGQudjEuQXBwcm92YWxSZXF1ZXN0ZWRIABI4ChFhcHByb3ZhbF9yZXNvbHZlZBg0IAEoCzIbLmFnZW50ZC52MS5BcHByb3ZhbFJlc29sdmVkSAASNgoQYXJ0aWZhY3RfZW1pdHRlZBg8IAEoCzIaLmFnZW50ZC52MS5BcnRpZmFjdEVtaXR0ZWRIABI6ChJjaGVja3BvaW50X2NyZWF0ZWQYPSABKAsyHC5hZ2VudGQudjEuQ2hlY2twb2ludENyZWF0ZWRIABIwCg11c2FnZV91cGRhdGVkGEYgASgLMhcuYWdlbnRkLnYxLlVzYWdlVXBkYXRlZEgAEjQKD25ldHdvcmtfcmVxdWVzdBhQIAEoCzIZLmFnZW50ZC52MS5OZXR3b3JrUmVxdWVzdEgAEioKCmltYWdlX3B1bGwYWiABKAsyFC5hZ2VudGQudjEuSW1hZ2VQdWxsSAASMgoOY2FjaGVfcmVzdG9yZWQYWyABKAsyGC5hZ2VudGQudjEuQ2FjaGVSZXN0b3JlZEgAEiwKC2NhY2hlX3NhdmVkGFwgASgLMhUuYWdlbnRkLnYxLkNhY2hlU2F2ZWRIABIuCgxzYW5kYm94X2xvc3QYZCABKAsyFi5hZ2VudGQudjEuU2FuZGJveExvc3RIABIsCgtsb2dfcmV3b3VuZBhlIAEoCzIVLmFnZW50ZC52MS5Mb2dSZXdvdW5kSAASMgoOc2VjcmV0X3dyaXR0ZW4YZiABKAsyGC5hZ2VudGQudjEuU2VjcmV0V3JpdHRlbkgAQgkKB3BheWxvYWQiRgoNU2VjcmV0V3JpdHRlbhIPCgdjYWxsX2lkGAEgASgJEiQKBWZpbGVzGAIgAygLMhUuYWdlbnRkLnYxLlNlY3JldEZpbGUiOgoKU2VjcmV0RmlsZRIMCgRwYXRoGAEgASgJEg4KBmRpZ2VzdBgCIAEoCRIOCgZiZWZvcmUYAyABKAkicgoKTG9nUmV3b3VuZBIUCgxleHBlY3RlZF9zZXEYASABKAQSFQoNZXhwZWN0ZWRfaGFzaBgCIAEoCRISCgpzdG9yZWRfc2VxGAMgASgEEhMKC3N0b3JlZF9oYXNoGAQgASgJEg4KBndyaXRlchgFIAEoCSLfAgoJUnVuUXVldWVkEhEKCXRlbmFudF9pZBgBIAEoCRIOCgZwcm9tcHQYAiABKAkSEAoIcHJpb3JpdHkYAyABKA0SDgoGc2tpbGxzGAQgAygJEjAKBmxhYmVscxgFIAMoCzIgLmFnZW50ZC52MS5SdW5RdWV1ZWQuTGFiZWxzRW50cnkSGAoQd29ya3NwYWNlX2RpZ2VzdBgGIAEoCRIcChR3b3Jrc3BhY2Vfc2l6ZV9ieXRlcxgHIAEoBBIUCgxzdWJtaXR0ZWRfYnkYCCABKAkSJAoGYnVkZ2V0GAkgASgLMhQuYWdlbnRkLnYxLlJ1bkJ1ZGdldBIUCgx0cmFjZV9wYXJlbnQYCiABKAkSEwoLdHJhY2Vfc3RhdGUYCyABKAkSDQoFaW1hZ2UYDCABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJNCglSdW5CdWRnZXQSEgoKbWF4X3Rva2VucxgBIAEoBBIXCg9tYXhfY29zdF9taWNyb3MYAiABKAQSEwoLbWF4X3dhbGxfbXMYAyABKAQiWAoMVXNhZ2VVcGRhdGVkEiQKBXVzYWdlGAEgASgLMhUuYWdlbnRkLnYxLlRva2VuVXNhZ2USEwoLY29zdF9taWNyb3MYAiABKAQSDQoFc3RlcHMYAyABKA0iqAEKClJ1blN0YXJ0ZWQSEQoJd29ya2VyX2lkGAEgASgJEg0KBWVwb2NoGAIgASgEEhQKDGNvbnRhaW5lcl9pZBgDIAEoCRINCgVpbWFnZRgEIAEoCRIUCgxpbWFnZV9yZWFzb24YBSABKAkSEQoJZWNvc3lzdGVtGAYgASgJEhQKDGltYWdlX2RpZ2VzdBgHIAEoCRIUCgxpbWFnZV9zb3VyY2UYCCABKAkibwoJUnVuUGF1c2VkEg4KBnJlYXNvbhgBIAEoCRITCgthcHByb3ZhbF9pZBgCIAEoCRIXCg9zbmFwc2hvdF9kaWdlc3QYAyABKAkSJAoFdXNhZ2UYBCABKAsyFS5hZ2VudGQudjEuVG9rZW5Vc2FnZSJDCgpSdW5SZXN1bWVkEhEKCXdvcmtlcl9pZBgBIAEoCRINCgVlcG9jaBgCIAEoBBITCgthcHByb3ZhbF9pZBgDIAEoCSI5CgpUb2tlblVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoBBIVCg1vdXRwdXRfdG9rZW5zGAIgASgEIioKCUVycm9ySW5mbxIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAki7gEKDFJ1bkNvbXBsZXRlZBIPCgdzdW1tYXJ5GAEgASgJEiQKBXVzYWdlGAIgASgLMhUuYWdlbnRkLnYxLlRva2VuVXNhZ2USEwoLY29zdF9taWNyb3MYAyABKAQSFAoMcGF0Y2hfZGlnZXN0GAQgASgJEhYKDnBhdGNoX3JlZGFjdGVkGAUgASgIEhwKFHBhdGNoX3JlZGFjdGVkX2ZpbGVzGAYgAygJEi8KDXBhdGNoX29taXR0ZWQYByADKAsyGC5hZ2VudGQudjEuUGF0Y2hPbWlzc2lvbhIVCg1wYXRjaF9pZ25vcmVkGAggASgNIi0KDVBhdGNoT21pc3Npb24SDAoEcGF0aBgBIAEoCRIOCgZyZWFzb24YAiABKAkiawoJUnVuRmFpbGVkEiMKBWVycm9yGAEgASgLMhQuYWdlbnRkLnYxLkVycm9ySW5mbxIkCgV1c2FnZRgCIAEoCzIVLmFnZW50ZC52MS5Ub2tlblVzYWdlEhMKC2Nvc3RfbWljcm9zGAMgASgEIjQKDFJ1bkNhbmNlbGxlZBIOCgZyZWFzb24YASABKAkSFAoMY2FuY2VsbGVkX2J5GAIgASgJIjoKElJ1bkNhbmNlbFJlcXVlc3RlZBIOCgZyZWFzb24YASABKAkSFAoMcmVxdWVzdGVkX2J5GAIgASgJIhsKC091dHB1dERlbHRhEgwKBHRleHQYASABKAkiKwoNT3V0cHV0TWVzc2FnZRIMCgRyb2xlGAEgASgJEgwKBHRleHQYAiABKAkiPQoIVG9vbENhbGwSDwoHY2FsbF9pZBgBIAEoCRIMCgR0b29sGAIgASgJEhIKCmlucHV0X2pzb24YAyABKAkiMQoLVG9vbFN0YXJ0ZWQSDwoHY2FsbF9pZBgBIAEoCRIRCgl3b3JrZXJfaWQYAiABKAkiVQoKVG9vbE91dHB1dBIPCgdjYWxsX2lkGAEgASgJEicKBnN0cmVhbRgCIAEoDjIXLmFnZW50ZC52MS5PdXRwdXRTdHJlYW0SDQoFY2h1bmsYAyABKAki3AEKClRvb2xSZXN1bHQSDwoHY2FsbF9pZBgBIAEoCRIKCgJvaxgCIAEoCBITCgtvdXRwdXRfanNvbhgDIAEoCRIjCgVlcnJvchgEIAEoCzIULmFnZW50ZC52MS5FcnJvckluZm8SEQoJZXhpdF9jb2RlGAUgASgFEhMKC2R1cmF0aW9uX21zGAYgASgEEhEKCXRydW5jYXRlZBgHIAEoCBIVCg1vdXRwdXRfZGlnZXN0GAggASgJEiUKBXRlc3RzGAkgASgLMhYuYWdlbnRkLnYxLlRlc3RTdW1tYXJ5Ip8BCgtUZXN0U3VtbWFyeRIOCgZwYXNzZWQYASABKA0SDgoGZmFpbGVkGAIgASgNEg8KB3NraXBwZWQYAyABKA0SDgoGZXJyb3JzGAQgASgNEg4KBmZvcm1hdBgFIAEoCRIoCghmYWlsdXJlcxgGIAMoCzIWLmFnZW50ZC52MS5UZXN0RmFpbHVyZRIVCg1tb3JlX2ZhaWx1cmVzGAcgASgNIkgKC1Rlc3RGYWlsdXJlEgwKBG5hbWUYASABKAkSDAoEZmlsZRgCIAEoCRIMCgRsaW5lGAMgASgNEg8KB21lc3NhZ2UYBCABKAkikAEKC1Jpc2tQcm9maWxlEhAKCGNhdGVnb3J5GAEgASgJEg0KBXNjb3BlGAIgASgJEhgKEGVzdGltYXRlZF9pbXBhY3QYAyABKAkSFwoPdG91Y2hlc19zZWNyZXRzGAQgASgIEhYKDnRvdWNoZXNfY29uZmlnGAUgASgIEhUKDXRvdWNoZXNfYnVpbGQYBiABKAgipwEKDlBvbGljeURlY2lzaW9uEg8KB2NhbGxfaWQYASABKAkSJQoIZGVjaXNpb24YAiABKA4yEy5hZ2VudGQudjEuRGVjaXNpb24SDAoEcnVsZRgDIAEoCRIOCgZyZWFzb24YBCABKAkSJAoEcmlzaxgFIAEoCzIWLmFnZW50ZC52MS5SaXNrUHJvZmlsZRIZChF0cnVzdF9hZGp1c3RtZW50cxgGIAMoCSLrAQoHUHJldmlldxIPCgdzdW1tYXJ5GAEgASgJEg0KBWZpbGVzGAIgAygJEg0KBWh1bmtzGAMgASgNEhMKC2xpbmVzX2FkZGVkGAQgASgNEhUKDWxpbmVzX3JlbW92ZWQYBSABKA0SDAoEZGlmZhgGIAEoCRIMCgRhcmd2GAcgAygJEgsKA2N3ZBgIIAEoCRIVCg1tYXRjaGVkX3J1bGVzGAkgAygJEhMKC2Jhc2Vfc2hhMjU2GAogASgJEgwKBGhvc3QYCyABKAkSDAoEcG9ydBgMIAEoDRIUCgxzZWNyZXRfZmlsZXMYDSADKAkinAEKEUFwcHJvdmFsUmVxdWVzdGVkEhMKC2FwcHJvdmFsX2lkGAEgASgJEg8KB2NhbGxfaWQYAiABKAkSDAoEdG9vbBgDIAEoCRIjCgdwcmV2aWV3GAQgASgLMhIuYWdlbnRkLnYxLlByZXZpZXcSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiewoQQXBwcm92YWxSZXNvbHZlZBITCgthcHByb3ZhbF9pZBgBIAEoCRItCghkZWNpc2lvbhgCIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgDIAEoCRITCgtyZXNvbHZlZF9ieRgEIAEoCSJXCg9BcnRpZmFjdEVtaXR0ZWQSDAoEbmFtZRgBIAEoCRIOCgZkaWdlc3QYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoBBISCgptZWRpYV90eXBlGAQgASgJIlEKEUNoZWNrcG9pbnRDcmVhdGVkEhYKDnN1bW1hcnlfZGlnZXN0GAEgASgJEhMKC3Rocm91Z2hfc2VxGAIgASgEEg8KB3N1bW1hcnkYAyABKAkitwEKDk5ldHdvcmtSZXF1ZXN0EgwKBGhvc3QYASABKAkSDAoEcG9ydBgCIAEoDRIOCgZtZXRob2QYAyABKAkSEAoIZGVjaXNpb24YBCABKAkSDgoGcmVhc29uGAUgASgJEhAKCGJ5dGVzX3VwGAYgASgEEhIKCmJ5dGVzX2Rvd24YByABKAQSEwoLZHVyYXRpb25fbXMYCCABKAQSCwoDdGxzGAkgASgJEg8KB2NhbGxfaWQYCiABKAkirgEKCUltYWdlUHVsbBINCgVpbWFnZRgBIAEoCRINCgVwaGFzZRgCIAEoCRISCgpieXRlc19kb25lGAMgASgEEhMKC2J5dGVzX3RvdGFsGAQgASgEEhMKC2xheWVyc19kb25lGAUgASgNEhQKDGxheWVyc190b3RhbBgGIAEoDRIOCgZkaWdlc3QYByABKAkSDgoGcmVhc29uGAggASgJEg8KB21lc3NhZ2UYCSABKAkipAEKDUNhY2hlUmVzdG9yZWQSCwoDa2V5GAEgASgJEg4KBmRpZ2VzdBgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEhQKDHNhdmVkX2J5X3J1bhgEIAEoCRIRCgllY29zeXN0ZW0YBSABKAkSEAoIbG9ja2ZpbGUYBiABKAkSFwoPbG9ja2ZpbGVfZGlnZXN0GAcgASgJEg4KBnJlYXNvbhgIIAEoCSKMAQoKQ2FjaGVTYXZlZBILCgNrZXkYASABKAkSDgoGZGlnZXN0GAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAQSEQoJZWNvc3lzdGVtGAQgASgJEhAKCGxvY2tmaWxlGAUgASgJEhcKD2xvY2tmaWxlX2RpZ2VzdBgGIAEoCRIPCgdldmljdGVkGAcgAygJIn4KC1NhbmRib3hMb3N0Eg4KBnJlYXNvbhgBIAEoCRIVCg1sb3N0X2NhbGxfaWRzGAIgAygJEhkKEXJlc3RvcmVkX2Zyb21fc2VxGAMgASgEEhoKEnJlYXBwbGllZF9jYWxsX2lkcxgEIAMoCRIRCglmYWlsc19ydW4YBSABKAgqYQoMT3V0cHV0U3RyZWFtEh0KGU9VVFBVVF9TVFJFQU1fVU5TUEVDSUZJRUQQABIYChRPVVRQVVRfU1RSRUFNX1NURE9VVBABEhgKFE9VVFBVVF9TVFJFQU1fU1RERVJSEAIqhAEKCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEQoNREVDSVNJT05fQVVUTxABEhkKFURFQ0lTSU9OX1BSRVZJRVdfQVVUTxACEh0KGURFQ0lTSU9OX1BSRVZJRVdfQVBQUk9WQUwQAxIRCg1ERUNJU0lPTl9ERU5ZEAQqcAoQQXBwcm92YWxEZWNpc2lvbhIhCh1BUFBST1ZBTF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEh0KGUFQUFJPVkFMX0RFQ0lTSU9OX0FQUFJPVkUQARIaChZBUFBST1ZBTF9ERUNJU0lPTl9ERU5ZEAJiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Describes the message agentd.v1.Event.
@@ -22,242 +22,256 @@ export const EventSchema = /*@__PURE__*/
   messageDesc(file_agentd_v1_events, 0);
 
 /**
+ * Describes the message agentd.v1.SecretWritten.
+ * Use `create(SecretWrittenSchema)` to create a new message.
+ */
+export const SecretWrittenSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 1);
+
+/**
+ * Describes the message agentd.v1.SecretFile.
+ * Use `create(SecretFileSchema)` to create a new message.
+ */
+export const SecretFileSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 2);
+
+/**
  * Describes the message agentd.v1.LogRewound.
  * Use `create(LogRewoundSchema)` to create a new message.
  */
 export const LogRewoundSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 1);
+  messageDesc(file_agentd_v1_events, 3);
 
 /**
  * Describes the message agentd.v1.RunQueued.
  * Use `create(RunQueuedSchema)` to create a new message.
  */
 export const RunQueuedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 2);
+  messageDesc(file_agentd_v1_events, 4);
 
 /**
  * Describes the message agentd.v1.RunBudget.
  * Use `create(RunBudgetSchema)` to create a new message.
  */
 export const RunBudgetSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 3);
+  messageDesc(file_agentd_v1_events, 5);
 
 /**
  * Describes the message agentd.v1.UsageUpdated.
  * Use `create(UsageUpdatedSchema)` to create a new message.
  */
 export const UsageUpdatedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 4);
+  messageDesc(file_agentd_v1_events, 6);
 
 /**
  * Describes the message agentd.v1.RunStarted.
  * Use `create(RunStartedSchema)` to create a new message.
  */
 export const RunStartedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 5);
+  messageDesc(file_agentd_v1_events, 7);
 
 /**
  * Describes the message agentd.v1.RunPaused.
  * Use `create(RunPausedSchema)` to create a new message.
  */
 export const RunPausedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 6);
+  messageDesc(file_agentd_v1_events, 8);
 
 /**
  * Describes the message agentd.v1.RunResumed.
  * Use `create(RunResumedSchema)` to create a new message.
  */
 export const RunResumedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 7);
+  messageDesc(file_agentd_v1_events, 9);
 
 /**
  * Describes the message agentd.v1.TokenUsage.
  * Use `create(TokenUsageSchema)` to create a new message.
  */
 export const TokenUsageSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 8);
+  messageDesc(file_agentd_v1_events, 10);
 
 /**
  * Describes the message agentd.v1.ErrorInfo.
  * Use `create(ErrorInfoSchema)` to create a new message.
  */
 export const ErrorInfoSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 9);
+  messageDesc(file_agentd_v1_events, 11);
 
 /**
  * Describes the message agentd.v1.RunCompleted.
  * Use `create(RunCompletedSchema)` to create a new message.
  */
 export const RunCompletedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 10);
+  messageDesc(file_agentd_v1_events, 12);
 
 /**
  * Describes the message agentd.v1.PatchOmission.
  * Use `create(PatchOmissionSchema)` to create a new message.
  */
 export const PatchOmissionSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 11);
+  messageDesc(file_agentd_v1_events, 13);
 
 /**
  * Describes the message agentd.v1.RunFailed.
  * Use `create(RunFailedSchema)` to create a new message.
  */
 export const RunFailedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 12);
+  messageDesc(file_agentd_v1_events, 14);
 
 /**
  * Describes the message agentd.v1.RunCancelled.
  * Use `create(RunCancelledSchema)` to create a new message.
  */
 export const RunCancelledSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 13);
+  messageDesc(file_agentd_v1_events, 15);
 
 /**
  * Describes the message agentd.v1.RunCancelRequested.
  * Use `create(RunCancelRequestedSchema)` to create a new message.
  */
 export const RunCancelRequestedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 14);
+  messageDesc(file_agentd_v1_events, 16);
 
 /**
  * Describes the message agentd.v1.OutputDelta.
  * Use `create(OutputDeltaSchema)` to create a new message.
  */
 export const OutputDeltaSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 15);
+  messageDesc(file_agentd_v1_events, 17);
 
 /**
  * Describes the message agentd.v1.OutputMessage.
  * Use `create(OutputMessageSchema)` to create a new message.
  */
 export const OutputMessageSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 16);
+  messageDesc(file_agentd_v1_events, 18);
 
 /**
  * Describes the message agentd.v1.ToolCall.
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 17);
+  messageDesc(file_agentd_v1_events, 19);
 
 /**
  * Describes the message agentd.v1.ToolStarted.
  * Use `create(ToolStartedSchema)` to create a new message.
  */
 export const ToolStartedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 18);
+  messageDesc(file_agentd_v1_events, 20);
 
 /**
  * Describes the message agentd.v1.ToolOutput.
  * Use `create(ToolOutputSchema)` to create a new message.
  */
 export const ToolOutputSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 19);
+  messageDesc(file_agentd_v1_events, 21);
 
 /**
  * Describes the message agentd.v1.ToolResult.
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 20);
+  messageDesc(file_agentd_v1_events, 22);
 
 /**
  * Describes the message agentd.v1.TestSummary.
  * Use `create(TestSummarySchema)` to create a new message.
  */
 export const TestSummarySchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 21);
+  messageDesc(file_agentd_v1_events, 23);
 
 /**
  * Describes the message agentd.v1.TestFailure.
  * Use `create(TestFailureSchema)` to create a new message.
  */
 export const TestFailureSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 22);
+  messageDesc(file_agentd_v1_events, 24);
 
 /**
  * Describes the message agentd.v1.RiskProfile.
  * Use `create(RiskProfileSchema)` to create a new message.
  */
 export const RiskProfileSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 23);
+  messageDesc(file_agentd_v1_events, 25);
 
 /**
  * Describes the message agentd.v1.PolicyDecision.
  * Use `create(PolicyDecisionSchema)` to create a new message.
  */
 export const PolicyDecisionSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 24);
+  messageDesc(file_agentd_v1_events, 26);
 
 /**
  * Describes the message agentd.v1.Preview.
  * Use `create(PreviewSchema)` to create a new message.
  */
 export const PreviewSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 25);
+  messageDesc(file_agentd_v1_events, 27);
 
 /**
  * Describes the message agentd.v1.ApprovalRequested.
  * Use `create(ApprovalRequestedSchema)` to create a new message.
  */
 export const ApprovalRequestedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 26);
+  messageDesc(file_agentd_v1_events, 28);
 
 /**
  * Describes the message agentd.v1.ApprovalResolved.
  * Use `create(ApprovalResolvedSchema)` to create a new message.
  */
 export const ApprovalResolvedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 27);
+  messageDesc(file_agentd_v1_events, 29);
 
 /**
  * Describes the message agentd.v1.ArtifactEmitted.
  * Use `create(ArtifactEmittedSchema)` to create a new message.
  */
 export const ArtifactEmittedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 28);
+  messageDesc(file_agentd_v1_events, 30);
 
 /**
  * Describes the message agentd.v1.CheckpointCreated.
  * Use `create(CheckpointCreatedSchema)` to create a new message.
  */
 export const CheckpointCreatedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 29);
+  messageDesc(file_agentd_v1_events, 31);
 
 /**
  * Describes the message agentd.v1.NetworkRequest.
  * Use `create(NetworkRequestSchema)` to create a new message.
  */
 export const NetworkRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 30);
+  messageDesc(file_agentd_v1_events, 32);
 
 /**
  * Describes the message agentd.v1.ImagePull.
  * Use `create(ImagePullSchema)` to create a new message.
  */
 export const ImagePullSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 31);
+  messageDesc(file_agentd_v1_events, 33);
 
 /**
  * Describes the message agentd.v1.CacheRestored.
  * Use `create(CacheRestoredSchema)` to create a new message.
  */
 export const CacheRestoredSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 32);
+  messageDesc(file_agentd_v1_events, 34);
 
 /**
  * Describes the message agentd.v1.CacheSaved.
  * Use `create(CacheSavedSchema)` to create a new message.
  */
 export const CacheSavedSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 33);
+  messageDesc(file_agentd_v1_events, 35);
 
 /**
  * Describes the message agentd.v1.SandboxLost.
  * Use `create(SandboxLostSchema)` to create a new message.
  */
 export const SandboxLostSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 34);
+  messageDesc(file_agentd_v1_events, 36);
 
 /**
  * Describes the enum agentd.v1.OutputStream.

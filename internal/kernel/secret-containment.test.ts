@@ -1,0 +1,244 @@
+/**
+ * Secret containment by mechanism, against the real kernel, a real Docker sandbox and a
+ * real Redis log: after a person approves a call that writes a secret, no later call that
+ * could read what it wrote runs without a person, whatever encoding it uses; the taint is
+ * in the log (a taker knows it), ends only when a scan finds the file gone, and keeps the
+ * file out of the final patch.
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { after, before, describe, it } from "node:test";
+import { gzipSync } from "node:zlib";
+import { create } from "@bufbuild/protobuf";
+import { RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
+import type { SandboxHandle } from "../sandbox/port.ts";
+import { packWorkspace } from "../sandbox/workspace-archive.ts";
+import { type Stack, startStack } from "../testing/api-fixtures.ts";
+import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { type CallOutcome, createKernel, type Kernel, type KernelRun } from "./kernel.ts";
+import { parsePolicy } from "./policy-loader.ts";
+import type { Policy } from "./policy-schema.ts";
+import { CONTAINMENT_RULE } from "./secret-containment.ts";
+import { taintFromEvents, withheldReason } from "./secret-taint.ts";
+import { createEnvSecretProvider } from "./secrets.ts";
+
+const SECRET = "tok3n-Containment-Value-97531";
+
+const parsed = parsePolicy(
+  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
+  "policy.yaml",
+);
+if (!parsed.ok) throw new Error("policy.yaml does not parse");
+// The most permissive commands can be: nothing but containment makes an exec ask.
+const policy: Policy = {
+  ...parsed.policy,
+  secrets: { allow: ["DEMO_TOKEN"], providers: [{ type: "env" }] },
+  approvals: { expireAfter: 60 * 60_000 },
+};
+
+let stack: Stack;
+let box: SandboxHandle;
+let cleanupBoxes: () => Promise<void>;
+let kernel: Kernel;
+let run: KernelRun;
+let n = 0;
+
+/** A call a person approves (handle pauses, then the approval runs it). */
+async function approved(tool: string, input: unknown): Promise<CallOutcome> {
+  const call = { callId: `a${++n}`, tool, input };
+  const first = await kernel.handle(run, call);
+  if (first.kind !== "paused") return first;
+  return kernel.continueAfterApproval(run, call, { approved: true, reason: "" });
+}
+const unapproved = (tool: string, input: unknown) =>
+  kernel.handle(run, { callId: `u${++n}`, tool, input });
+const sh = (command: string) =>
+  box.exec({ argv: ["sh", "-c", command], timeoutMs: 30_000, maxOutputBytes: 1 << 20 });
+
+/** Every form of the value a test could look for (a decoder could get the value back from). */
+function forms(v: string): string[] {
+  const b = Buffer.from(v);
+  const half = Math.floor(v.length / 2);
+  const everyOther = [...v].filter((_, i) => i % 2 === 0).join("");
+  return [
+    v,
+    b.toString("base64"),
+    b.toString("hex"),
+    v.slice(0, half),
+    v.slice(half),
+    everyOther,
+    [...v].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join(""),
+    gzipSync(b).toString("base64").slice(12, 40),
+    [...v].join("   "), // od -c
+  ];
+}
+
+before(async () => {
+  stack = await startStack();
+  const t = await testSandbox();
+  cleanupBoxes = t.cleanup;
+  const created = await stack.client.createRun({
+    prompt: "containment test",
+    labels: { repo: "acme-app" },
+  });
+  const runId = created.run?.runId as string;
+  const sessionId = created.run?.sessionId as string;
+  box = await t.sandbox.create({
+    runId,
+    tenantId: "acme",
+    image: sandboxImage("test"),
+    limits: TEST_LIMITS,
+    network: "none",
+    workspaceTar: await packWorkspace([
+      { path: "hello.txt", type: "file", mode: 0o644, data: Buffer.from("hello\n") },
+    ]),
+  });
+  const fence = await stack.log.bumpEpoch(runId);
+  await stack.log.append({
+    runId,
+    sessionId,
+    fence,
+    payload: {
+      case: "runStarted",
+      value: create(RunStartedSchema, { workerId: "test", epoch: BigInt(fence) }),
+    },
+  });
+  run = { runId, sessionId, fence, sandbox: box, taint: new Map() };
+  kernel = createKernel({
+    log: stack.log,
+    policy: () => policy,
+    secretProviders: [createEnvSecretProvider({ DEMO_TOKEN: SECRET })],
+  });
+});
+
+after(async () => {
+  await cleanupBoxes?.();
+  await stack?.stop();
+});
+
+const logText = async () =>
+  (await stack.log.read(run.runId, 0)).map((e) => JSON.stringify(e.json)).join("\n");
+
+describe("secret containment", () => {
+  it("a secret call that writes nothing taints nothing: a later command runs without a person", async () => {
+    const r = await approved("process.run", { command: 'test -n "$ENV.DEMO_TOKEN"' });
+    assert.equal(r.kind === "result" && r.ok, true, JSON.stringify(r));
+    assert.equal(run.taint?.size, 0);
+    const later = await unapproved("process.run", { command: "echo hi" });
+    assert.equal(later.kind, "result", JSON.stringify(later));
+  });
+
+  it("after an approved call writes the secret, every re-encoding asks a person and the preview names the file", async () => {
+    const w = await approved("process.run", {
+      command: 'printf %s "$ENV.DEMO_TOKEN" > tok.txt',
+    });
+    assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
+    assert.deepEqual([...(run.taint?.keys() ?? [])], ["/workspace/tok.txt"]);
+    const encodings = [
+      "base32 tok.txt",
+      "gzip -c tok.txt | base64",
+      "od -c tok.txt",
+      "fold -w 3 tok.txt",
+      "head -c 14 tok.txt",
+      "tail -c 15 tok.txt",
+      "awk '{ for (i = 1; i <= length($0); i += 2) printf \"%s\", substr($0, i, 1) }' tok.txt",
+      'node -e \'process.stdout.write(JSON.stringify(require("fs").readFileSync("tok.txt","utf8")).replace(/./g,c=>"\\\\u"+c.charCodeAt(0).toString(16).padStart(4,"0")))\'',
+      "openssl enc -aes-256-cbc -pbkdf2 -k modelkey -in tok.txt | base64",
+      "awk 'BEGIN{k=7}{for(i=1;i<=length($0);i++)printf \"%d,\", xor(ord,k)}' tok.txt",
+      "cp tok.txt /tmp/copy",
+    ];
+    for (const command of encodings) {
+      const r = await unapproved("process.run", { command });
+      assert.equal(r.kind, "paused", `${command}: ${JSON.stringify(r)}`);
+      if (r.kind !== "paused") continue;
+      assert.deepEqual(r.preview.secretFiles, ["/workspace/tok.txt"], command);
+      assert.match(r.preview.summary, /holds a secret in \/workspace\/tok\.txt \(call a\d+\)/);
+    }
+    for (const [tool, input] of [
+      ["repo.read", { path: "tok.txt" }],
+      ["repo.read", { path: "hello.txt" }],
+      ["repo.search", { query: "tok" }],
+      ["test.run", {}],
+      ["lint.run", {}],
+    ] as const) {
+      const r = await unapproved(tool, input);
+      assert.equal(r.kind, "paused", `${tool}: ${JSON.stringify(r)}`);
+    }
+    const text = await logText();
+    for (const f of forms(SECRET)) assert.equal(text.includes(f), false, `log holds ${f}`);
+    assert.match(text, new RegExp(CONTAINMENT_RULE.replace(".", "\\.")));
+    // The forms are real: the same command, approved, does give the encoding back.
+    const shown = await approved("process.run", { command: "od -c tok.txt" });
+    assert.equal(shown.kind, "result");
+    assert.match(JSON.stringify(shown), /t {3}o {3}k {3}3/);
+  });
+
+  it("the taint is in the log: a drive that takes the run over derives it", async () => {
+    const events = (await stack.log.read(run.runId, 0)).map((e) => e.event);
+    const derived = taintFromEvents(events);
+    assert.deepEqual([...derived.keys()], ["/workspace/tok.txt"]);
+    const taker: KernelRun = { ...run, taint: derived };
+    const r = await kernel.handle(taker, {
+      callId: "taker-1",
+      tool: "process.run",
+      input: { command: "base32 tok.txt" },
+    });
+    assert.equal(r.kind, "paused", JSON.stringify(r));
+  });
+
+  it("the final patch leaves the tainted file out", async () => {
+    const taint = run.taint ?? new Map();
+    const diff = await box.diff({ withhold: (p) => withheldReason(taint, p) });
+    assert.equal(diff.patch.includes("tok.txt"), false, diff.patch);
+    assert.equal(
+      diff.omitted.some((o) => o.path === "tok.txt" && /holds a secret/.test(o.reason)),
+      true,
+      JSON.stringify(diff.omitted),
+    );
+  });
+
+  it("a secret written to /tmp taints /tmp's file; deleting the files ends the taints (by a scan)", async () => {
+    const w = await approved("process.run", {
+      command: 'printf %s "$ENV.DEMO_TOKEN" | rev > /tmp/rev.txt && rm -f tok.txt',
+    });
+    assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
+    const held = [...(run.taint?.keys() ?? [])].sort();
+    assert.equal(held.includes("/tmp/rev.txt"), true, JSON.stringify(held));
+    const r = await unapproved("process.run", { command: "rev /tmp/rev.txt" });
+    assert.equal(r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/rev.txt"), true);
+    // Removed outside any call (a person at the container): the next scan ends the taints.
+    await sh("rm -f /tmp/rev.txt /tmp/copy /workspace/tok.txt");
+    const free = await unapproved("process.run", { command: "echo free" });
+    assert.equal(free.kind, "result", JSON.stringify(free));
+    assert.equal(run.taint?.size, 0);
+  });
+
+  it("an entry left in the unlistable HOME directory is a change: it taints that directory", async () => {
+    const w = await approved("process.run", {
+      command:
+        'mkdir -p /tmp/.agentd-home/stash && printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/stash/t',
+    });
+    assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
+    assert.equal(
+      run.taint?.has("/tmp/.agentd-home"),
+      true,
+      JSON.stringify([...(run.taint?.keys() ?? [])]),
+    );
+    const r = await unapproved("process.run", { command: "base32 /tmp/.agentd-home/stash/t" });
+    assert.equal(r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/.agentd-home"), true);
+    // Removing the entry brings the directory back to its size: the taint ends.
+    await sh("rm -rf /tmp/.agentd-home/stash");
+    const free = await unapproved("process.run", { command: "echo free" });
+    assert.equal(free.kind, "result", JSON.stringify(free));
+  });
+
+  it("the model's word does not end a taint: a file changed again stays tainted", async () => {
+    const w = await approved("process.run", {
+      command: 'printf %s "$ENV.DEMO_TOKEN" > again.txt',
+    });
+    assert.equal(w.kind === "result" && w.ok, true);
+    await sh("echo overwritten > /workspace/again.txt");
+    const r = await unapproved("process.run", { command: "cat again.txt" });
+    assert.equal(r.kind, "paused", JSON.stringify(r));
+  });
+});

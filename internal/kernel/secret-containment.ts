@@ -1,0 +1,115 @@
+/**
+ * The kernel's three hooks for secret containment (secret-taint.ts holds the mechanism):
+ * a call that could read a file the run holds a secret in waits for a person whatever the
+ * policy and trust say (guardTaint), its preview names those files (previewTaint), and a
+ * call that carries a secret has what it wrote recorded (containCall).
+ *
+ * Must never: relax a decision (it only turns a call without a person into one with), or
+ * let a secret-carrying call's writes go unrecorded when its scan fails (roots are tainted).
+ */
+import type { EventPayload } from "../eventlog/event-codec.ts";
+import type { DecidedCall, KernelRun, PreviewData, ProposedCall } from "./kernel.ts";
+import {
+  describeTaint,
+  EXEC_TOOLS,
+  refreshTaint,
+  scanWritable,
+  secretWrittenEvent,
+  type TaintedFile,
+  taintOf,
+  unknownRoots,
+  writtenBetween,
+} from "./secret-taint.ts";
+
+/** The decision rule a containment ask is recorded under. */
+export const CONTAINMENT_RULE = "secret.containment";
+
+const REPO_TOOLS: ReadonlySet<string> = new Set(["repo.read", "repo.search", "repo.patch"]);
+
+/** The tainted files a call could read: all of them for an exec, the workspace's for repo.*. */
+function readable(run: KernelRun, tool: string): Map<string, TaintedFile> {
+  const out = new Map<string, TaintedFile>();
+  if (run.taint === undefined || run.taint.size === 0) return out;
+  const exec = EXEC_TOOLS.has(tool);
+  // repo.* reach the workspace only; a symlink there can point at any tainted workspace file,
+  // so every workspace taint counts, not just the path the call names.
+  if (!exec && !REPO_TOOLS.has(tool)) return out;
+  for (const [p, f] of run.taint)
+    if (exec || p === "/workspace" || p.startsWith("/workspace/")) out.set(p, f);
+  return out;
+}
+
+/** A call that could read a tainted file needs a person (a fresh scan may end the taint first). */
+export async function guardTaint(
+  run: KernelRun,
+  call: ProposedCall,
+  d: DecidedCall,
+): Promise<DecidedCall> {
+  if (d.decision.path === "deny" || readable(run, call.tool).size === 0) return d;
+  await refreshTaint(run.taint as Map<string, TaintedFile>, run.sandbox, run.signal);
+  const files = readable(run, call.tool);
+  if (files.size === 0 || d.decision.path === "preview+approval") return d;
+  return {
+    ...d,
+    decision: {
+      path: "preview+approval",
+      rule: CONTAINMENT_RULE,
+      reason: describeTaint(files),
+      trustAdjustments: d.decision.trustAdjustments,
+    },
+  };
+}
+
+/** The preview of a call that could read tainted files names them (and shows none of a patch's old content). */
+export function previewTaint(
+  run: KernelRun,
+  call: ProposedCall,
+  d: DecidedCall,
+  pv: PreviewData,
+): PreviewData {
+  const files = readable(run, call.tool);
+  if (files.size === 0) return pv;
+  const out: PreviewData = {
+    ...pv,
+    summary: `${pv.summary} — ${describeTaint(files)}`,
+    secretFiles: [...files.keys()].slice(0, 1000),
+  };
+  const path = (d.input as { path?: unknown }).path;
+  if (call.tool === "repo.patch" && pv.diff !== undefined && typeof path === "string") {
+    const abs = path.startsWith("/") ? path : `/workspace/${path}`;
+    if (taintOf(files, abs.replace(/\/+$/, "")) !== undefined)
+      out.diff = "[agentd: the diff is not shown: this file holds a secret]";
+  }
+  return out;
+}
+
+/**
+ * Brackets a call that carries a secret (`usedSecret`: the kernel resolved a placeholder
+ * into it; or an exec while the run holds a taint): a first `secret.written` tainting every
+ * root (a worker cut off mid-call leaves that), a scan before; the returned finisher kills
+ * what the call left running, scans again and records what it wrote. Undefined: the call
+ * carries no secret and pays nothing.
+ */
+export async function containCall(
+  run: KernelRun,
+  call: ProposedCall,
+  usedSecret: boolean,
+  append: (payload: EventPayload) => Promise<unknown>,
+): Promise<(() => Promise<void>) | undefined> {
+  const taintedBefore = run.taint !== undefined && run.taint.size > 0;
+  const carries = usedSecret
+    ? call.tool !== "repo.read" && call.tool !== "repo.search"
+    : taintedBefore && EXEC_TOOLS.has(call.tool);
+  if (!carries) return undefined;
+  await append(secretWrittenEvent(call.callId, unknownRoots(call.callId)));
+  const before = await scanWritable(run.sandbox, run.signal);
+  return async () => {
+    // A process the call left behind could write after the scan: nothing of it stays.
+    await run.sandbox.killAll();
+    const after = await scanWritable(run.sandbox);
+    const files = writtenBetween(before, after, call.callId);
+    await append(secretWrittenEvent(call.callId, files));
+    run.taint ??= new Map();
+    for (const f of files) run.taint.set(f.path, f);
+  };
+}

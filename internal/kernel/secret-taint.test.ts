@@ -1,0 +1,114 @@
+/**
+ * The taint bookkeeping alone (secret-containment.test.ts runs it against a real sandbox):
+ * a scan's answer is trusted only whole, a failed scan taints every root, a taint ends only
+ * when a scan shows the file gone or restored, and the log's last record per call wins.
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import { EventSchema } from "../gen/agentd/v1/events_pb.js";
+import {
+  holdsSecretUnder,
+  isCleared,
+  parseScan,
+  secretWrittenEvent,
+  taintFromEvents,
+  taintOf,
+  UNKNOWN,
+  unknownRoots,
+  WRITABLE_ROOTS,
+  withheldReason,
+  writtenBetween,
+} from "./secret-taint.ts";
+
+const H1 = "a".repeat(64);
+const H2 = "b".repeat(64);
+
+describe("parseScan", () => {
+  it("reads digests, directories and links, and GNU's escaped names", () => {
+    const s = parseScan(`dir  /tmp\nlink  /tmp/l\n${H1}  /tmp/a b\n\\${H2}  /tmp/x\\\\y\nEND\n`);
+    assert.deepEqual(
+      [...(s ?? [])],
+      [
+        ["/tmp", "dir"],
+        ["/tmp/l", "link"],
+        ["/tmp/a b", H1],
+        ["/tmp/x\\y", H2],
+      ],
+    );
+  });
+  it("trusts nothing of an answer that did not end, says UNSAFE or holds a line it cannot read", () => {
+    for (const out of [
+      `${H1}  /tmp/a\n`,
+      `${H1}  /tmp/a\nEND\ntrailing\n`,
+      "UNSAFE\nEND\n",
+      "garbage\nEND\n",
+      "",
+    ])
+      assert.equal(parseScan(out), undefined, JSON.stringify(out));
+  });
+});
+
+describe("writtenBetween and isCleared", () => {
+  const before = new Map([
+    ["/workspace/a", H1],
+    ["/workspace", "dir"],
+  ]);
+  it("taints what is new or changed, nothing else", () => {
+    const after = new Map([...before, ["/workspace/a", H2], ["/tmp/n", H1]]);
+    assert.deepEqual(writtenBetween(before, after, "c1"), [
+      { path: "/workspace/a", digest: H2, before: H1, callId: "c1" },
+      { path: "/tmp/n", digest: H1, before: "", callId: "c1" },
+    ]);
+    assert.deepEqual(writtenBetween(before, new Map(before), "c1"), []);
+  });
+  it("a scan that failed, before or after, taints every root, and no scan ends that", () => {
+    const t = writtenBetween(undefined, before, "c2");
+    assert.deepEqual(
+      t.map((f) => f.path),
+      [...WRITABLE_ROOTS],
+    );
+    assert.deepEqual(writtenBetween(before, undefined, "c2"), unknownRoots("c2"));
+    for (const f of t) assert.equal(isCleared(f, new Map()), false);
+    assert.equal(t[0]?.digest, UNKNOWN);
+  });
+  it("a taint ends when the file is gone or back to its content from before, not when changed again", () => {
+    const f = { path: "/workspace/a", digest: H2, before: H1, callId: "c" };
+    assert.equal(isCleared(f, new Map()), true);
+    assert.equal(isCleared(f, new Map([["/workspace/a", H1]])), true);
+    assert.equal(isCleared(f, new Map([["/workspace/a", H2]])), false);
+    assert.equal(isCleared(f, new Map([["/workspace/a", "c".repeat(64)]])), false);
+    const created = { ...f, before: "" };
+    assert.equal(isCleared(created, new Map([["/workspace/a", H1]])), false);
+  });
+});
+
+describe("taintFromEvents", () => {
+  const ev = (payload: ReturnType<typeof secretWrittenEvent>) => create(EventSchema, { payload });
+  it("keeps each call's last record: a call cut off mid-way leaves every root tainted", () => {
+    const events = [
+      ev(secretWrittenEvent("c1", unknownRoots("c1"))),
+      ev(
+        secretWrittenEvent("c1", [{ path: "/workspace/t", digest: H1, before: "", callId: "c1" }]),
+      ),
+      ev(secretWrittenEvent("c2", unknownRoots("c2"))),
+    ];
+    const t = taintFromEvents(events);
+    assert.deepEqual([...t.keys()].sort(), ["/cache", "/tmp", "/workspace", "/workspace/t"]);
+    assert.equal(taintFromEvents(events.slice(0, 2)).size, 1);
+    assert.equal(taintFromEvents([]).size, 0);
+  });
+  it("paths under a tainted one count; the patch withholds them", () => {
+    const t = taintFromEvents([
+      ev(
+        secretWrittenEvent("c", [{ path: "/workspace/d", digest: "dir", before: "", callId: "c" }]),
+      ),
+    ]);
+    assert.equal(taintOf(t, "/workspace/d/e/f")?.callId, "c");
+    assert.equal(taintOf(t, "/workspace/de"), undefined);
+    assert.match(withheldReason(t, "d/x") ?? "", /holds a secret \(written by call c/);
+    assert.equal(withheldReason(t, "dx"), undefined);
+    assert.equal(holdsSecretUnder(t, "/cache"), false);
+    assert.equal(holdsSecretUnder(t, "/workspace"), true);
+  });
+});

@@ -1,0 +1,228 @@
+/**
+ * Secret containment by mechanism: the files a call that carried a secret wrote.
+ *
+ * A call carries a secret when the kernel put a secret value into it (a `$ENV.NAME`
+ * placeholder it resolved) or when it is an exec run while the run already holds a secret
+ * in some file (it can read them). Such a call is bracketed by two scans of every writable
+ * place of the sandbox (/workspace, /tmp, /cache): path → sha256 of the content ("dir",
+ * "link", "other" for what is not a regular file). What it created or changed is tainted
+ * (`secret.written`, derived from the log by a takeover). A taint ends only when a scan
+ * finds the path gone or back to its content from before the call — never on the model's
+ * word. Encodings cannot escape this: the taint follows the bytes' location, not their form.
+ *
+ * Must never: read a file's content out of the sandbox (only digests come back), clear a
+ * taint without a scan, or answer "nothing written" when a scan failed (it taints the roots).
+ */
+import { create } from "@bufbuild/protobuf";
+import type { EventPayload } from "../eventlog/event-codec.ts";
+import { type Event, SecretFileSchema, SecretWrittenSchema } from "../gen/agentd/v1/events_pb.js";
+import type { SandboxHandle } from "../sandbox/port.ts";
+
+/** Every place a call can write (the root filesystem is read-only). */
+export const WRITABLE_ROOTS: readonly string[] = ["/workspace", "/tmp", "/cache"];
+/** Tools that run a program: a program can read any file. */
+export const EXEC_TOOLS: ReadonlySet<string> = new Set([
+  "process.run",
+  "test.run",
+  "lint.run",
+  "setup.run",
+]);
+/** The digest of a path a failed scan could not tell about (never cleared by a scan). */
+export const UNKNOWN = "unknown";
+
+export interface TaintedFile {
+  path: string;
+  /** sha256 at the writing call's end ("dir", "link", "other", or UNKNOWN). */
+  digest: string;
+  /** sha256 before the call; "" when the path did not exist. */
+  before: string;
+  /** The call that wrote it. */
+  callId: string;
+}
+
+/** Path → digest of every entry under the writable roots, or undefined when unsure. */
+export type WritableScan = Map<string, string>;
+
+// Names holding a newline cannot be told apart in line output: the scan says UNSAFE
+// and the caller taints every root (fail closed). /tmp/.agentd-home (the agent's: root's,
+// mode 1733, the calls' private HOMEs, each removed when its call ends) cannot be listed
+// by the sandbox user: it is recorded by its size instead (on tmpfs a directory's size
+// grows with each entry), so an entry a call leaves there is a change; what a call writes
+// into an entry made before it is not seen (docs/policy.md names this residual).
+const SCAN_SCRIPT = `
+h=/tmp/.agentd-home
+p="-xdev"
+if [ -d "$h" ] && [ ! -r "$h" ]; then
+  printf 'home:%s  %s\\n' "$(stat -c %s "$h")" "$h" || exit 3
+  p="-xdev -path $h -prune -o"
+fi
+for r in "$@"; do
+  [ -d "$r" ] || continue
+  if [ -n "$(find "$r" $p -name '*
+*' -print 2>/dev/null | head -n 1)" ]; then echo UNSAFE; exit 0; fi
+  find "$r" $p -type d -exec printf 'dir  %s\\n' {} + || exit 3
+  find "$r" $p -type l -exec printf 'link  %s\\n' {} + || exit 3
+  find "$r" $p ! -type f ! -type d ! -type l -exec printf 'other  %s\\n' {} + || exit 3
+  find "$r" $p -type f -exec sha256sum {} + || exit 3
+done
+echo END
+`;
+
+/** One scan of every writable root, through the sandbox's agent. Undefined: unsure. */
+export async function scanWritable(
+  sandbox: SandboxHandle,
+  signal?: AbortSignal,
+): Promise<WritableScan | undefined> {
+  let r: Awaited<ReturnType<SandboxHandle["exec"]>>;
+  try {
+    r = await sandbox.exec({
+      argv: ["sh", "-c", SCAN_SCRIPT, "agentd-taint", ...WRITABLE_ROOTS],
+      cwd: "/",
+      timeoutMs: 120_000,
+      maxOutputBytes: 256 * 1024 * 1024,
+      ...(sandbox.toolEnv === undefined ? {} : { env: { ...sandbox.toolEnv } }),
+      ...(signal === undefined ? {} : { signal }),
+    });
+  } catch {
+    return undefined;
+  }
+  if (r.exitCode !== 0 || r.truncated || r.timedOut || r.cancelled) return undefined;
+  return parseScan(r.stdout);
+}
+
+/** The scan's lines as a map; undefined unless it ended with END and had no UNSAFE. */
+export function parseScan(stdout: string): WritableScan | undefined {
+  const lines = stdout.split("\n");
+  if (lines.at(-1) === "") lines.pop();
+  if (lines.pop() !== "END") return undefined;
+  const out: WritableScan = new Map();
+  for (let line of lines) {
+    if (line === "UNSAFE") return undefined;
+    // GNU sha256sum marks an escaped name with a leading backslash.
+    const escaped = line.startsWith("\\");
+    if (escaped) line = line.slice(1);
+    const i = line.indexOf("  ");
+    if (i <= 0) return undefined;
+    let path = line.slice(i + 2);
+    if (escaped) path = path.replace(/\\\\/g, "\\");
+    out.set(path, line.slice(0, i));
+  }
+  return out;
+}
+
+/** What a call wrote: paths new or changed between two scans (unsure: every root). */
+export function writtenBetween(
+  before: WritableScan | undefined,
+  after: WritableScan | undefined,
+  callId: string,
+): TaintedFile[] {
+  if (before === undefined || after === undefined) return unknownRoots(callId);
+  const out: TaintedFile[] = [];
+  for (const [path, digest] of after) {
+    const was = before.get(path) ?? "";
+    if (was !== digest) out.push({ path, digest, before: was, callId });
+  }
+  return out;
+}
+
+/** The taint of a call the kernel could not scan: every writable root, never cleared. */
+export function unknownRoots(callId: string): TaintedFile[] {
+  return WRITABLE_ROOTS.map((path) => ({ path, digest: UNKNOWN, before: "", callId }));
+}
+
+/** Whether a scan shows a tainted file gone or back to its content from before its call. */
+export function isCleared(f: TaintedFile, scan: WritableScan): boolean {
+  if (f.digest === UNKNOWN) return false;
+  const now = scan.get(f.path);
+  return now === undefined || (f.before !== "" && now === f.before);
+}
+
+/**
+ * Drops the taints a fresh scan shows ended; a failed scan ends none. Only runs that hold
+ * a taint pay for the scan.
+ */
+export async function refreshTaint(
+  taint: Map<string, TaintedFile>,
+  sandbox: SandboxHandle,
+  signal?: AbortSignal,
+): Promise<void> {
+  if (taint.size === 0) return;
+  const scan = await scanWritable(sandbox, signal);
+  if (scan === undefined) return;
+  for (const [path, f] of taint) if (isCleared(f, scan)) taint.delete(path);
+}
+
+/** The `secret.written` event of a call. */
+export function secretWrittenEvent(callId: string, files: readonly TaintedFile[]): EventPayload {
+  return {
+    case: "secretWritten",
+    value: create(SecretWrittenSchema, {
+      callId,
+      files: files.map((f) =>
+        create(SecretFileSchema, { path: f.path, digest: f.digest, before: f.before }),
+      ),
+    }),
+  };
+}
+
+/**
+ * The run's taint as its log records it: per call, its last `secret.written` (a call's
+ * first one, appended before it runs, taints every root; the one after its scan replaces
+ * it). A taker thus knows every file written by a secret-carrying call, including one cut
+ * off mid-call. Taints a scan ended are dropped again by the next refreshTaint.
+ */
+export function taintFromEvents(events: readonly Event[]): Map<string, TaintedFile> {
+  const byCall = new Map<string, TaintedFile[]>();
+  for (const e of events) {
+    if (e.payload.case !== "secretWritten") continue;
+    const v = e.payload.value;
+    byCall.delete(v.callId); // insertion order follows the latest record
+    byCall.set(
+      v.callId,
+      v.files.map((f) => ({ path: f.path, digest: f.digest, before: f.before, callId: v.callId })),
+    );
+  }
+  const taint = new Map<string, TaintedFile>();
+  for (const files of byCall.values()) for (const f of files) taint.set(f.path, f);
+  return taint;
+}
+
+/** Whether `path` (absolute) is a tainted path or lies under one. */
+export function taintOf(
+  taint: ReadonlyMap<string, TaintedFile>,
+  path: string,
+): TaintedFile | undefined {
+  for (let p = path; p !== "" && p !== "/"; p = p.slice(0, Math.max(0, p.lastIndexOf("/")))) {
+    const f = taint.get(p);
+    if (f !== undefined) return f;
+  }
+  return undefined;
+}
+
+/** The preview's line for a person: which files hold a secret, written by which calls. */
+export function describeTaint(taint: ReadonlyMap<string, TaintedFile>): string {
+  const shown = [...taint.values()].slice(0, 20).map((f) => `${f.path} (call ${f.callId})`);
+  const more = taint.size > 20 ? ` and ${taint.size - 20} more` : "";
+  return `the run holds a secret in ${shown.join(", ")}${more}: this call could read it`;
+}
+
+/** Why a workspace path (relative) is left out of the final patch: it holds a secret. */
+export function withheldReason(
+  taint: ReadonlyMap<string, TaintedFile>,
+  path: string,
+): string | undefined {
+  const f = taintOf(taint, `/workspace/${path}`);
+  return f === undefined
+    ? undefined
+    : `holds a secret (written by call ${f.callId}, which carried one); left out of the patch`;
+}
+
+/** Whether the run holds a secret in `root` or anything under it. */
+export function holdsSecretUnder(
+  taint: ReadonlyMap<string, TaintedFile> | undefined,
+  root: string,
+): boolean {
+  if (taint === undefined) return false;
+  for (const p of taint.keys()) if (p === root || p.startsWith(`${root}/`)) return true;
+  return false;
+}
