@@ -26,6 +26,21 @@ for (const agent of [true, false]) {
     const sizeOf = async (h: SandboxHandle, file: string) =>
       Number((await sh(h, `wc -c < ${file} 2>/dev/null || echo 0`)).stdout.trim());
     const box = () => sandbox.create(testBoxSpec());
+    /** Whether `path` exists and is not empty in the container, asked as root by the engine. */
+    const hasFile = async (id: string, path: string): Promise<boolean> => {
+      const exec = await docker.getContainer(id).exec({
+        Cmd: ["test", "-s", path],
+        User: "0:0",
+        AttachStdout: true,
+      });
+      const stream = await exec.start({});
+      await new Promise((r) => {
+        stream.on("end", r);
+        stream.on("error", r);
+        stream.resume();
+      });
+      return (await exec.inspect()).ExitCode === 0;
+    };
 
     before(async () => {
       ({ docker, sandbox, label, cleanup } = await testSandbox({ agent }));
@@ -51,9 +66,14 @@ for (const agent of [true, false]) {
           // call still in flight, as a dead worker leaves it), whatever its own calls did
           // (find() itself looks at the fill mark): its kill-all really kills.
           const running = sh(h, "echo started > /tmp/left; exec sleep 600", 700_000);
-          for (let i = 0; i < 600 && (await sizeOf(h, "/tmp/left")) === 0; i++)
-            await new Promise((r) => setTimeout(r, 100));
-          assert.ok((await sizeOf(h, "/tmp/left")) > 0, "the left-over call started");
+          // Looked at from outside agentd (root, docker exec): a call of the handle would
+          // end with its own clean-up, which in docker exec mode may stop the one running.
+          let started = false;
+          for (let i = 0; i < 600 && !started; i++) {
+            started = await hasFile(h.id, "/tmp/left");
+            if (!started) await new Promise((r) => setTimeout(r, 100));
+          }
+          assert.ok(started, "the left-over call started");
           const found = (await sandbox.find(h.runId)) as SandboxHandle;
           await found.killAll();
           const left = await running;
