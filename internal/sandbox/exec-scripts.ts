@@ -33,7 +33,9 @@ export const PID_DIR = "/tmp/.agentd-exec";
  * racing the kill are caught by the next round). Zombies are skipped (the init reaps them),
  * unless one is a thread group leader whose other threads still run (its main thread
  * exited: /proc shows it as a zombie while the process goes on).
- * Returns 0 once clean, 4 if processes keep appearing.
+ * Returns 0 once clean, 4 if processes keep appearing. A process may vanish between the
+ * scan and a read of its /proc files: stderr is sent away before any such file is opened
+ * (redirections apply left to right), so the call's own stderr never carries the noise.
  */
 const KILL_ALL_FN = `agentd_killall() {
   self=$$; main=; mst=
@@ -53,7 +55,7 @@ const KILL_ALL_FN = `agentd_killall() {
       rest=\${line##*) }; set -- $rest
       if [ "$1" = Z ]; then
         t=1
-        while read -r k v; do [ "$k" = Threads: ] && t=$v; done < "$d/status" 2>/dev/null
+        while read -r k v; do [ "$k" = Threads: ] && t=$v; done 2>/dev/null < "$d/status"
         [ "$t" -lt 2 ] 2>/dev/null && continue
       fi
       kill -KILL "$p" 2>/dev/null
