@@ -177,45 +177,26 @@ it("a resume onto a chain written again past its last seq (the server died, Redi
         held = [];
       },
     });
-    const api = consoleApi(port);
-    let shown: Event[] = [];
-    let consoleTold = 0;
-    const consoleFollow = followRun(
-      api,
-      run.runId,
-      {
-        onEvents: (evs) => {
-          shown.push(...evs);
-        },
-        onResync: () => {
-          consoleTold++;
-          shown = [];
-        },
-        onStatus: () => undefined,
-        onError: () => undefined,
-        onRefused: (err) => assert.fail(`refused: ${String(err)}`),
-      },
-      ac.signal,
-    );
-    await until("both to hold seq 6", () => held.length === 6 && shown.length === 6);
+    const page = followInConsole(port, run.runId, ac.signal);
+    await until("both to hold seq 6", () => held.length === 6 && page.shown.length === 6);
     await server.stop("SIGKILL");
     // Lost back to seq 2, then written again past seq 6: seq 7 exists, on another chain.
     await rewindRun(stack.redis.client(), "agentd:", run.runId, 2);
     await appendEvents(stack.log, run, deltas(6, "after")); // seq 3..8
     server = await startAgentd("server", [...stack.flags, ...listen]);
-    await until("both to resync", () => told > 0 && consoleTold > 0);
+    await until("both to resync", () => told > 0 && page.told > 0);
     await appendEvents(stack.log, run, [payload.completed()]);
     await following;
-    await consoleFollow;
+    await page.done;
     const stored = (await stack.log.read(run.runId, 0)).map((e) => `${e.seq}:${e.event.hash}`);
     assert.equal(told, 1);
-    assert.equal(consoleTold, 1);
+    assert.equal(page.told, 1);
     assert.deepEqual(
       held.map((e) => `${e.seq}:${e.hash}`),
       stored,
     );
     assert.deepEqual(
-      shown.map((e) => `${e.seq}:${e.hash}`),
+      page.shown.map((e) => `${e.seq}:${e.hash}`),
       stored,
       "the console shows exactly the stored chain",
     );
@@ -236,37 +217,19 @@ it("a resume onto a log rewritten to exactly the last seq shown (the run ended t
     const { run } = await stack.client.createRun({ prompt: "resync at the same seq" });
     assert.ok(run !== undefined);
     await appendEvents(stack.log, run, [payload.started(), ...deltas(4, "before")]); // head: 6
-    let shown: Event[] = [];
-    let told = 0;
-    const consoleFollow = followRun(
-      consoleApi(port),
-      run.runId,
-      {
-        onEvents: (evs) => {
-          shown.push(...evs);
-        },
-        onResync: () => {
-          told++;
-          shown = [];
-        },
-        onStatus: () => undefined,
-        onError: () => undefined,
-        onRefused: (err) => assert.fail(`refused: ${String(err)}`),
-      },
-      ac.signal,
-    );
-    await until("the console to show seq 6", () => shown.length === 6);
+    const page = followInConsole(port, run.runId, ac.signal);
+    await until("the console to show seq 6", () => page.shown.length === 6);
     await server.stop("SIGKILL");
     // Lost back to seq 3, then written again up to seq 6 exactly, ending the run there.
     await rewindRun(stack.redis.client(), "agentd:", run.runId, 3);
     await appendEvents(stack.log, run, [...deltas(2, "after"), payload.completed()]);
     server = await startAgentd("server", [...stack.flags, ...listen]);
-    await consoleFollow;
+    await page.done;
     const stored = (await stack.log.read(run.runId, 0)).map((e) => `${e.seq}:${e.event.hash}`);
     assert.equal(stored.length, 6);
-    assert.equal(told, 1, "the console resynced");
+    assert.equal(page.told, 1, "the console resynced");
     assert.deepEqual(
-      shown.map((e) => `${e.seq}:${e.hash}`),
+      page.shown.map((e) => `${e.seq}:${e.hash}`),
       stored,
       "the console shows exactly the stored chain",
     );
@@ -275,6 +238,29 @@ it("a resume onto a log rewritten to exactly the last seq shown (the run ended t
     await server.stop("SIGKILL").catch(() => undefined);
   }
 });
+
+/** The console's follow of a run: what the page shows now, how often it was told to resync. */
+function followInConsole(port: number, runId: string, signal: AbortSignal) {
+  const page = { shown: [] as Event[], told: 0, done: Promise.resolve() };
+  page.done = followRun(
+    consoleApi(port),
+    runId,
+    {
+      onEvents: (evs) => {
+        page.shown.push(...evs);
+      },
+      onResync: () => {
+        page.told++;
+        page.shown = [];
+      },
+      onStatus: () => undefined,
+      onError: () => undefined,
+      onRefused: (err) => assert.fail(`refused: ${String(err)}`),
+    },
+    signal,
+  );
+  return page;
+}
 
 /** The console's client, over Connect-Web's fetch transport as the page uses it. */
 function consoleApi(port: number) {
