@@ -91,6 +91,7 @@ const MORE = [
   `https://f.azurewebsites.net/api/hook?code=${SECRET}`,
   `https://h.example/in?t=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.${SECRET}`,
   `https://h.example/in#access_token=${SECRET}`,
+  `https://b.s3.amazonaws.com/k?X%2DAmz%2DSignature=${SECRET}`,
   `https://hooks.slack.com/services/T00000000/B00000000/${SECRET}`,
   `https://discord.com/api/webhooks/123456789012345678/${SECRET}`,
   `https://discordapp.com/api/v10/webhooks/123456789012345678/${SECRET}`,
