@@ -6,7 +6,8 @@
  * with ESC and a bidi override: the diff, the preview, the patch artifact) and the model's
  * last message — each carrying OSC 52 (`rm -rf ~` into the clipboard), a screen clear and
  * home followed by a fake "✔ approved by admin", C1 controls (8-bit CSI/OSC/DCS/ST), DCS,
- * APC, PM, SOS and OSC 8 sequences, bidi controls and zero-width characters.
+ * APC, PM, SOS and OSC 8 sequences, agentctl's own SGR colors (a green fake line), bidi
+ * controls and zero-width characters.
  *
  * The bytes every command writes are checked: no ESC at all off a terminal (no color
  * there), no C0 but tab/newline, no C1, no bidi or zero-width character, whatever the
@@ -45,7 +46,9 @@ const ZW = "a\u200bb\u200cc\u200dd\u2060e\ufefff\u2064g";
 const C1 = "\u009b31m \u009d0;t\u0007 \u0090q\u009c";
 const SEQS =
   "\x1bP1$r\x1b\\ \x1b_apc\x1b\\ \x1b^pm\x1b\\ \x1bXsos\x1b\\ \x1b]8;;http://e\x1b\\l\x1b]8;;\x1b\\";
-const HOSTILE = `${OSC52}${CLEAR}${FAKE} ${BIDI} ${ZW} ${C1} ${SEQS}\r`;
+/** agentctl's own colors (green, bold) in model text: shown escaped, never in agentctl's colors. */
+const SGR = `\x1b[32m${FAKE}\x1b[39m \x1b[1mbold\x1b[22m`;
+const HOSTILE = `${OSC52}${CLEAR}${FAKE} ${BIDI} ${ZW} ${C1} ${SEQS} ${SGR}\r`;
 /** A file name the model's command creates: ESC (an OSC title) and a bidi override. */
 const EVIL_NAME = "f\x1b]0;pwn\x07\u202eg.txt";
 /** The command that needs approval (rm): `;` separated, hostile text in it. */
@@ -214,6 +217,7 @@ describe("agentctl with hostile model, tool and repository text", () => {
       "a\\u200bb\\u200cc\\u200dd\\u2060e\\ufefff\\u2064g",
       "\\x9b31m \\x9d0;t\\x07 \\x90q\\x9c",
       "\\x1bP1$r\\x1b\\ \\x1b_apc",
+      "\\x1b[32m✔ approved by admin\\x1b[39m \\x1b[1mbold\\x1b[22m",
       "  │ second line\n",
       // The preview shows the line as it runs, `;` and all.
       `command: echo '\\x1b]52;c;cm0gLXJmIH4=\\x07\\u202egnp.exe\\u202c \\u2066x\\u2069 \\u200e\\u200f\\u061c' > 'f\\x1b]0;pwn\\x07\\u202eg.txt'; echo`,
@@ -345,6 +349,18 @@ describe("agentctl with hostile model, tool and repository text", () => {
     assertClean(rest, "run --follow on a terminal");
     for (const bad of ["\x1b[2J", "\x1b[H", "\x1b]", "\x1bP", "\x1b_", "\x1b^", "\x1bX"])
       assert.ok(!screen.includes(bad), `no ${JSON.stringify(bad)} on the terminal`);
-    assertShown(rest, "terminal", ["\\x1b]52;c;cm0gLXJmIH4=\\x07", "\\u202egnp.exe"]);
+    assertShown(rest, "terminal", [
+      "\\x1b]52;c;cm0gLXJmIH4=\\x07",
+      "\\u202egnp.exe",
+      "\\x1b[32m✔ approved by admin\\x1b[39m \\x1b[1mbold\\x1b[22m",
+    ]);
+    // Colors are on, and they are agentctl's only: the model's green fake line is text.
+    assert.ok(screen.includes("\x1b[32m\x1b[1m✔ completed"), "agentctl's own colors are on");
+    assert.ok(
+      screen.includes("\x1b[1m\x1b[33mapprove?\x1b[39m\x1b[22m"),
+      "the approval prompt (written by readline) in agentctl's colors",
+    );
+    assert.ok(!screen.includes(`\x1b[32m${FAKE}`), "the model's text is never in agentctl's green");
+    assert.ok(!screen.includes("\x1b[1mbold"), "nor in its bold");
   });
 });

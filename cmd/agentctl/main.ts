@@ -98,9 +98,10 @@ interface Ctx {
 }
 
 // Every byte agentctl prints goes through these (internal/cli/terminal-out.ts): server text
-// can never drive the terminal, whichever command or error prints it. The styled ones keep
-// agentctl's own colors (for the renderings that color: their fields are escaped first,
-// internal/cli/safe-message.ts); the plain ones escape every ESC.
+// can never drive the terminal, whichever command or error prints it. All of them escape
+// every ESC (SGR too); the styled ones then turn agentctl's own color marks (style.ts) into
+// colors, the plain ones drop them. The renderings that color escape their fields before
+// laying them out too (internal/cli/safe-message.ts).
 const stdout = createTerminalOut(process.stdout, false);
 const stdoutStyled = createTerminalOut(process.stdout, wantColor(process.stdout.isTTY === true));
 /** What the command is about (set as soon as known), for messages. */
@@ -437,7 +438,8 @@ async function askOnTerminal(question: string, signal: AbortSignal): Promise<str
   const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: true });
   rl.on("SIGINT", () => process.emit("SIGINT", "SIGINT"));
   try {
-    return await rl.question(question, { signal });
+    // readline writes the prompt itself: guarded as stdout's TerminalOut would (its colors).
+    return await rl.question(stdoutStyled.guard(question), { signal });
   } catch {
     return undefined;
   } finally {

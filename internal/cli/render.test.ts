@@ -16,6 +16,7 @@ import {
 } from "../gen/agentd/v1/events_pb.js";
 import { describeCall, eventLine, Renderer } from "./render.ts";
 import { makeStyle, stripAnsi } from "./style.ts";
+import { guardText } from "./terminal-out.ts";
 import { outcomeCode, parseAnswer } from "./watch.ts";
 
 const RUN = "01JRUN00000000000000000000";
@@ -214,8 +215,10 @@ function render(
   opts: { color?: boolean; live?: boolean; quiet?: boolean } = {},
 ): string {
   let out = "";
+  const color = opts.color ?? false;
   const r = new Renderer({
-    out: { write: (s: string) => (out += s) },
+    // As agentctl's TerminalOut writes it: text guarded (colors made SGR), control as it is.
+    out: { write: (s: string) => (out += guardText(s, color)), control: (s) => (out += s) },
     color: opts.color ?? false,
     live: opts.live ?? false,
     quiet: opts.quiet ?? false,

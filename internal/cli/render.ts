@@ -37,7 +37,10 @@ import {
 import { escapeControls } from "./terminal-safe.ts";
 
 export interface Output {
-  /** Text (agentctl's TerminalOut escapes every unsafe character in it). */
+  /**
+   * Text (agentctl's TerminalOut escapes every unsafe character in it, then makes the color
+   * marks of style.ts colors).
+   */
   write(s: string): unknown;
   /** agentctl's own cursor control (the status line's erase); write() when absent. */
   control?(seq: string): unknown;

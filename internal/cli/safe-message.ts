@@ -3,8 +3,9 @@
  * messages, lists and map keys included) escaped for the terminal (terminal-safe.ts
  * escapeText), for the human renderings: the renderer, `events`, `get`, `runs`,
  * `approvals`. Escaping the message where it enters a rendering keeps every field safe
- * however it is laid out later, agentctl's own colors included (terminal-out.ts lets those
- * exact sequences through, so a field must never reach it holding one).
+ * however it is laid out later: the fields are escaped before agentctl styles them (and
+ * terminal-out.ts escapes the whole text once more before it turns agentctl's own color
+ * marks into colors).
  *
  * Must never: be used for -o/--json output (those print values intact, escaped in their
  * own syntax), change anything but strings, or throw on a message it was given (it walks

@@ -1,4 +1,10 @@
-/** Terminal styling for agentctl: ANSI colors when wanted, nothing otherwise. */
+/**
+ * Terminal styling for agentctl: colors when wanted, nothing otherwise. A color is a mark
+ * (own-style.ts), made an SGR sequence by the terminal output only after everything else in
+ * the text is escaped: a Style's output must be written through a TerminalOut
+ * (terminal-out.ts), which is agentctl's only way to its stdout and stderr.
+ */
+import { stripMarks, styleMark } from "./own-style.ts";
 import { escapeControls } from "./terminal-safe.ts";
 
 export interface Style {
@@ -12,7 +18,9 @@ export interface Style {
 }
 
 function wrap(on: boolean, open: number, close: number): (s: string) => string {
-  return on ? (s) => (s === "" ? s : `\x1b[${open}m${s}\x1b[${close}m`) : (s) => s;
+  if (!on) return (s) => s;
+  const [o, c] = [styleMark(open), styleMark(close)];
+  return (s) => (s === "" ? s : `${o}${s}${c}`);
 }
 
 export function makeStyle(enabled: boolean): Style {
@@ -39,10 +47,10 @@ export function wantColor(isTTY: boolean, env: NodeJS.ProcessEnv = process.env):
   return isTTY;
 }
 
-/** Removes ANSI escape sequences (for width calculations). */
+/** Removes agentctl's color marks and ANSI escape sequences (for width calculations). */
 export function stripAnsi(s: string): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI escapes start with ESC
-  return s.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
+  return stripMarks(s).replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
 }
 
 /** "1.2 s", "340 ms", "2m05s", "1h02m". */

@@ -1,7 +1,7 @@
 /**
  * The terminal guarantee's parts, each on every character the guarantee names: escaping
- * (terminal-safe.ts), the output guard that keeps only agentctl's own colors
- * (terminal-out.ts), whole messages escaped before rendering (safe-message.ts), the JSON
+ * (terminal-safe.ts), the output guard that escapes everything and then adds only
+ * agentctl's own colors (terminal-out.ts), whole messages escaped before rendering (safe-message.ts), the JSON
  * and YAML texts (output/serialize.ts) and the one-line fields (style.ts oneLine).
  */
 import assert from "node:assert/strict";
@@ -72,16 +72,24 @@ describe("escapeControls", () => {
 
 describe("guardText (every byte agentctl writes)", () => {
   const st = makeStyle(true);
+  const SGR = {
+    red: (x: string) => `\x1b[31m${x}\x1b[39m`,
+  };
 
-  it("with colors on keeps exactly agentctl's own SGR sequences and escapes every other one", () => {
+  it("with colors on makes exactly agentctl's own colors SGR sequences and escapes every other sequence", () => {
     const own = `${st.bold("b")}${st.dim("d")}${st.red("r")}${st.green("g")}${st.yellow("y")}${st.magenta("m")}${st.cyan("c")}`;
-    assert.equal(guardText(own, true), own);
+    assert.equal(
+      guardText(own, true),
+      "\x1b[1mb\x1b[22m\x1b[2md\x1b[22m\x1b[31mr\x1b[39m\x1b[32mg\x1b[39m\x1b[33my\x1b[39m\x1b[35mm\x1b[39m\x1b[36mc\x1b[39m",
+    );
     for (const bad of [
       "\x1b[2J",
       "\x1b[H",
       "\x1b[8m",
       "\x1b[7m",
       "\x1b[31;8m",
+      "\x1b[32m",
+      "\x1b[1m",
       "\x1b]52;c;x\x07",
       "\x1bP1$r\x1b\\",
       "\x1b_a\x1b\\",
@@ -92,13 +100,14 @@ describe("guardText (every byte agentctl writes)", () => {
       "\r\x1b[2K",
     ]) {
       const out = guardText(`${st.red("x")}${bad}`, true);
-      assert.ok(out.startsWith(st.red("x")), JSON.stringify(bad));
-      assert.doesNotMatch(out.slice(st.red("x").length), RAW, JSON.stringify(bad));
+      assert.ok(out.startsWith(SGR.red("x")), JSON.stringify(bad));
+      assert.doesNotMatch(out.slice(SGR.red("x").length), RAW, JSON.stringify(bad));
     }
   });
 
-  it("with colors off escapes every ESC, its own colors too", () => {
-    assert.equal(guardText(st.red("x"), false), "\\x1b[31mx\\x1b[39m");
+  it("with colors off drops agentctl's own colors and escapes every ESC", () => {
+    assert.equal(guardText(st.red("x"), false), "x");
+    assert.equal(guardText(SGR.red("x"), false), "\\x1b[31mx\\x1b[39m");
     assert.doesNotMatch(
       guardText(
         named()

@@ -73,3 +73,100 @@ it("redaction masks userinfo and credential query values in any text, e.g. fetch
   const plain = "POST https://hooks.example.com/a?tenant=acme failed";
   assert.equal(redactUrlCredentials(plain), plain);
 });
+
+// Credentials in other places than userinfo and the usual query names: presigned and SAS
+// URLs, JWT and HMAC parameters, Azure Functions' code, tokens in the path (Slack, Discord).
+const SECRET = "Zq8sEcReT0kEn4x7Wv2pLm9N";
+const MORE = [
+  `https://b.s3.amazonaws.com/k?X-Amz-Signature=${SECRET}&X-Amz-Credential=AKIAX&X-Amz-Security-Token=zz`,
+  `https://b.s3.amazonaws.com/k?X-Amz-Credential=${SECRET}`,
+  `https://b.s3.amazonaws.com/k?x-amz-security-token=${SECRET}`,
+  `https://b.s3.amazonaws.com/k?AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=1&Signature=${SECRET}`,
+  `https://storage.googleapis.com/b/o?X-Goog-Signature=${SECRET}&X-Goog-Credential=sa`,
+  `https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sp=w&sig=${SECRET}`,
+  `https://h.example/in?jwt=${SECRET}`,
+  `https://h.example/in?hmac=${SECRET}`,
+  `https://h.example/in?signature=${SECRET}`,
+  `https://h.example/in?key=${SECRET}`,
+  `https://f.azurewebsites.net/api/hook?code=${SECRET}`,
+  `https://h.example/in?t=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.${SECRET}`,
+  `https://h.example/in#access_token=${SECRET}`,
+  `https://b.s3.amazonaws.com/k?X%2DAmz%2DSignature=${SECRET}`,
+  `https://hooks.slack.com/services/T00000000/B00000000/${SECRET}`,
+  `https://discord.com/api/webhooks/123456789012345678/${SECRET}`,
+  `https://discordapp.com/api/v10/webhooks/123456789012345678/${SECRET}`,
+  `https://acme.webhook.office.com/webhookb2/a1b2@c3d4/IncomingWebhook/${SECRET}/e5f6`,
+  `https://hooks.zapier.com/hooks/catch/123456/${SECRET}/`,
+  `https://api.telegram.org/bot123456:${SECRET}/sendMessage`,
+  `https://h.example/hook/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.${SECRET}`,
+];
+
+it("presigned, SAS, JWT, HMAC, Azure Functions and path-token URLs are refused and masked, never echoed", () => {
+  for (const url of MORE) {
+    const p = urlCredentialProblem(url);
+    assert.notEqual(p, undefined, `accepted; logged as ${redactUrlCredentials(url)}`);
+    assert.ok(!p?.includes(SECRET), `the problem never echoes the value: ${p}`);
+    assert.match(p ?? "", /headers|relay/, `the problem says where the credential goes: ${p}`);
+    const line = redactUrlCredentials(`POST ${url} failed: ECONNREFUSED`);
+    assert.ok(!line.includes(SECRET), `masked in logs: ${line}`);
+    assert.match(line, /failed: ECONNREFUSED$/);
+  }
+});
+
+it("the reviewer's forms: each refused, its value masked", () => {
+  for (const [url, value] of [
+    [
+      "https://b.s3.amazonaws.com/k?X-Amz-Signature=abc&X-Amz-Credential=AKIAX&X-Amz-Security-Token=zz",
+      "abc",
+    ],
+    ["https://h.example/in?jwt=eyJ.x.y", "eyJ.x.y"],
+    ["https://h.example/in?hmac=deadbeef", "deadbeef"],
+    ["https://hooks.slack.com/services/T00/B00/XXXXXXXXSECRET", "XXXXXXXXSECRET"],
+  ] as const) {
+    assert.notEqual(urlCredentialProblem(url), undefined, url);
+    assert.ok(!redactUrlCredentials(url).includes(value), redactUrlCredentials(url));
+  }
+});
+
+it("ordinary sink URLs stay accepted and unmasked", () => {
+  for (const url of [
+    "https://hooks.example.com/agentd",
+    "http://collector:4318/v1/logs?format=json&tenant=acme",
+    "http://otel-collector:4318/v1/logs",
+    "http://approval-relay:8080/agentd",
+    "https://h.example/x",
+    "http://r/",
+    "https://relay.example/hooks/550e8400-e29b-41d4-a716-446655440000?v=2&expires=10",
+    "https://acct.blob.core.windows.net/c/b?sv=2022-11-02&restype=container",
+    "https://discord.com/developers/docs",
+    "https://hooks.slack.com/",
+    "https://h.example/in?keyword=a&monkey=b&codec=opus&passage=1&signed=true",
+  ]) {
+    assert.equal(urlCredentialProblem(url), undefined, url);
+    assert.equal(redactUrlCredentials(`POST ${url} failed`), `POST ${url} failed`, url);
+  }
+});
+
+it("the export config refuses a path-token URL naming the field, says where the secret goes, never echoes it", () => {
+  const url = `https://hooks.slack.com/services/T00000000/B00000000/${SECRET}`;
+  const r = parseExportConfig(
+    `sinks:\n  - name: s\n    type: webhook\n    url: "${url}"\n    secret: $ENV.HOOK_KEY\n`,
+    "export.yaml",
+    ENV,
+  );
+  assert.ok(!r.ok);
+  assert.deepEqual(
+    r.errors.map((e) => e.field),
+    ["sinks.0.url"],
+  );
+  assert.match(r.errors[0]?.message ?? "", /Slack webhook URL .*relay/);
+  assert.ok(!JSON.stringify(r.errors).includes(SECRET));
+  const code = parseExportConfig(
+    `sinks:\n  - name: s\n    type: otlp-logs\n    endpoint: "https://f.azurewebsites.net/api/logs?code=${SECRET}"\n`,
+    "export.yaml",
+    ENV,
+  );
+  assert.ok(!code.ok);
+  assert.match(code.errors[0]?.message ?? "", /headers as x-functions-key: \$ENV\.NAME/);
+  assert.ok(!JSON.stringify(code.errors).includes(SECRET));
+});
