@@ -62,7 +62,9 @@ export function redactUrlCredentials(text: string): string {
     })
     .replace(QUERY_PARAM, (all, sep: string, name: string, value: string | undefined) => {
       if (value === undefined) return isTokenValue(safeDecode(name)) ? `${sep}***` : all;
-      return isCredentialParam(safeDecode(name)) || isTokenValue(safeDecode(value)) ? `${sep}${name}=***` : all;
+      return isCredentialParam(safeDecode(name)) || isTokenValue(safeDecode(value))
+        ? `${sep}${name}=***`
+        : all;
     });
 }
 
