@@ -105,8 +105,9 @@ export async function containCall(
   const before = await scanWritable(run.sandbox, run.signal);
   return async () => {
     // A process the call left behind could write after the scan: nothing of it stays.
+    // The scan then wipes what no scan can hash (IPC objects, directory times).
     await run.sandbox.killAll();
-    const after = await scanWritable(run.sandbox);
+    const after = await scanWritable(run.sandbox, undefined, true);
     const files = writtenBetween(before, after, call.callId);
     await append(secretWrittenEvent(call.callId, files));
     run.taint ??= new Map();
