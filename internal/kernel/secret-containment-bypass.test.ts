@@ -37,6 +37,8 @@ const policy: Policy = {
 let stack: Stack;
 let sandbox: Sandbox;
 let cleanupBoxes: () => Promise<void>;
+let execSandbox: Sandbox; // without the agent: `docker exec` per call
+let cleanupExec: () => Promise<void>;
 let kernel: Kernel;
 let n = 0;
 
@@ -49,14 +51,14 @@ interface Fresh {
 }
 
 /** A run of its own with a sandbox of the test image holding hello.txt. */
-async function freshRun(image = sandboxImage("test")): Promise<Fresh> {
+async function freshRun(on: Sandbox = sandbox, image = sandboxImage("test")): Promise<Fresh> {
   const created = await stack.client.createRun({
     prompt: "containment bypass",
     labels: { repo: "acme-app" },
   });
   const runId = created.run?.runId as string;
   const sessionId = created.run?.sessionId as string;
-  const box = await sandbox.create({
+  const box = await on.create({
     runId,
     tenantId: "acme",
     image,
@@ -98,6 +100,9 @@ before(async () => {
   const t = await testSandbox();
   sandbox = t.sandbox;
   cleanupBoxes = t.cleanup;
+  const e = await testSandbox({ agent: false });
+  execSandbox = e.sandbox;
+  cleanupExec = e.cleanup;
   kernel = createKernel({
     log: stack.log,
     policy: () => policy,
@@ -107,6 +112,7 @@ before(async () => {
 
 after(async () => {
   await cleanupBoxes?.();
+  await cleanupExec?.();
   await stack?.stop();
 });
 
@@ -232,5 +238,20 @@ describe("secret containment: the ways around it are closed", () => {
     await new Promise((r) => setTimeout(r, 6000));
     const r = await f.unapproved("repo.read", { path: "leak.txt" });
     assert.equal(r.kind === "result" && leaked(r), false, JSON.stringify(r).slice(0, 300));
+  });
+
+  it("without the agent (docker exec), a HOME entry and /dev/shm are scanned all the same", async () => {
+    const f = await freshRun(execSandbox);
+    const plant = await f.unapproved("process.run", { command: "mkdir -p /tmp/.agentd-home/s3" });
+    assert.equal(ok(plant), true, JSON.stringify(plant));
+    const w = await f.approved("process.run", {
+      command:
+        'printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/s3/t; printf %s "$ENV.DEMO_TOKEN" > /dev/shm/u',
+    });
+    assert.equal(ok(w), true, JSON.stringify(w));
+    for (const p of ["/tmp/.agentd-home/s3/t", "/dev/shm/u"])
+      assert.equal(held(f).includes(p), true, `${p}: ${JSON.stringify(held(f))}`);
+    const r = await f.unapproved("process.run", { command: "base64 -w0 /dev/shm/u" });
+    assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
   });
 });
