@@ -254,4 +254,21 @@ describe("secret containment: the ways around it are closed", () => {
     const r = await f.unapproved("process.run", { command: "base64 -w0 /dev/shm/u" });
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
   });
+
+  it("in a Debian image (GNU tools): IPC objects a secret call made are gone after it; links and modes taint", async () => {
+    const f = await freshRun(sandbox, sandboxImage("base"));
+    const pre = await f.unapproved("process.run", { command: "ln -s placeholder l" });
+    assert.equal(ok(pre), true, JSON.stringify(pre));
+    const w = await f.approved("process.run", {
+      command:
+        'ipcmk -M 64 && ipcmk -Q && ipcmk -S 2 && ln -sfn "$ENV.DEMO_TOKEN" l && chmod 600 hello.txt',
+    });
+    assert.equal(ok(w), true, JSON.stringify(w));
+    const ipc = await f.sh(
+      "for t in shm msg sem; do tail -n +2 /proc/sysvipc/$t; done | grep -c .",
+    );
+    assert.equal(ipc.stdout.trim(), "0", `left: ${ipc.stdout}`);
+    for (const p of ["/workspace/l", "/workspace/hello.txt"])
+      assert.equal(held(f).includes(p), true, `${p}: ${JSON.stringify(held(f))}`);
+  });
 });
