@@ -125,7 +125,9 @@ const held = (f: Fresh): string[] => [...(f.run.taint?.keys() ?? [])].sort();
 describe("secret containment: the ways around it are closed", () => {
   it("a secret left in /dev/shm is tainted: re-encoding it asks a person", async () => {
     const f = await freshRun();
-    const w = await f.approved("process.run", { command: 'printf %s "$ENV.DEMO_TOKEN" > /dev/shm/t' });
+    const w = await f.approved("process.run", {
+      command: 'printf %s "$ENV.DEMO_TOKEN" > /dev/shm/t',
+    });
     assert.equal(ok(w), true, JSON.stringify(w));
     assert.equal(held(f).includes("/dev/shm/t"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", { command: "base64 -w0 /dev/shm/t" });
@@ -137,12 +139,18 @@ describe("secret containment: the ways around it are closed", () => {
     // Every place the sandbox user can write, from inside: read-write mounts (but the
     // kernel's /proc and /sys) whose root it may write, and every writable directory.
     const survey = await f.sh(
-      "grep -E ' rw[, ]' /proc/mounts | while read -r d m t o r; do case $m in /proc*|/sys*) continue;; esac; [ -w \"$m\" ] && echo \"$m\"; done; echo ---; find / -xdev -type d -writable 2>/dev/null | head -n 20",
+      'grep -E \' rw[, ]\' /proc/mounts | while read -r d m t o r; do case $m in /proc*|/sys*) continue;; esac; [ -w "$m" ] && echo "$m"; done; echo ---; find / -xdev -type d -writable 2>/dev/null | head -n 20',
     );
-    const writable = survey.stdout.split("---")[0]?.split("\n").filter((l) => l !== "") ?? [];
+    const writable =
+      survey.stdout
+        .split("---")[0]
+        ?.split("\n")
+        .filter((l) => l !== "") ?? [];
     assert.equal(writable.length > 0, true, survey.stdout);
     const cmd = writable.map((m) => `printf %s "$ENV.DEMO_TOKEN" > '${m}/agentd-probe'`).join("; ");
-    const w = await f.approved("process.run", { command: `${cmd}; touch /dev/mqueue/q 2>/dev/null; true` });
+    const w = await f.approved("process.run", {
+      command: `${cmd}; touch /dev/mqueue/q 2>/dev/null; true`,
+    });
     assert.equal(ok(w), true, JSON.stringify(w));
     // A POSIX message queue's bytes are in no file a scan can hash: none survives the call.
     const q = await f.sh("ls -A /dev/mqueue");
@@ -159,7 +167,9 @@ describe("secret containment: the ways around it are closed", () => {
     const f = await freshRun();
     const pre = await f.unapproved("process.run", { command: "ln -s placeholder /workspace/l" });
     assert.equal(ok(pre), true, JSON.stringify(pre));
-    const w = await f.approved("process.run", { command: 'ln -sfn "$ENV.DEMO_TOKEN" /workspace/l' });
+    const w = await f.approved("process.run", {
+      command: 'ln -sfn "$ENV.DEMO_TOKEN" /workspace/l',
+    });
     assert.equal(ok(w), true, JSON.stringify(w));
     assert.equal(held(f).includes("/workspace/l"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", {
@@ -174,14 +184,17 @@ describe("secret containment: the ways around it are closed", () => {
   it("a file's metadata is digested: an mtime set from the secret taints the file", async () => {
     const f = await freshRun();
     const w = await f.approved("process.run", {
-      command:
-        'touch -d "@$(printf %s "$ENV.DEMO_TOKEN" | od -An -tu4 -N4 | tr -d " ")" hello.txt',
+      command: 'touch -d "@$(printf %s "$ENV.DEMO_TOKEN" | od -An -tu4 -N4 | tr -d " ")" hello.txt',
     });
     assert.equal(ok(w), true, JSON.stringify(w));
     assert.equal(held(f).includes("/workspace/hello.txt"), true, JSON.stringify(held(f)));
     const want = Buffer.from(SECRET).readUInt32LE(0);
     const r = await f.unapproved("process.run", { command: "stat -c %Y hello.txt" });
-    assert.equal(r.kind, "paused", `mtime=${want} leaked=${JSON.stringify(r).includes(String(want))}`);
+    assert.equal(
+      r.kind,
+      "paused",
+      `mtime=${want} leaked=${JSON.stringify(r).includes(String(want))}`,
+    );
   });
 
   it("a mode set from the secret taints the file; a directory's time is reset, not kept", async () => {

@@ -41,10 +41,7 @@ describe("parseScan", () => {
         "",
       ].join("\n"),
     );
-    assert.deepEqual(
-      [...(s?.keys() ?? [])],
-      ["/tmp", "/tmp/l", "/tmp/a b", "/tmp/x\\y"],
-    );
+    assert.deepEqual([...(s?.keys() ?? [])], ["/tmp", "/tmp/l", "/tmp/a b", "/tmp/x\\y"]);
     assert.match(s?.get("/tmp") ?? "", /^dir:/);
     assert.match(s?.get("/tmp/l") ?? "", /^link:/);
     assert.match(s?.get("/tmp/a b") ?? "", /^file:/);
@@ -109,10 +106,13 @@ describe("taintFromEvents", () => {
       ev(secretWrittenEvent("c2", unknownRoots("c2"))),
     ];
     const t = taintFromEvents(events);
-    assert.deepEqual(
-      [...t.keys()].sort(),
-      ["/cache", "/dev/shm", "/tmp", "/workspace", "/workspace/t"],
-    );
+    assert.deepEqual([...t.keys()].sort(), [
+      "/cache",
+      "/dev/shm",
+      "/tmp",
+      "/workspace",
+      "/workspace/t",
+    ]);
     assert.equal(taintFromEvents(events.slice(0, 2)).size, 1);
     assert.equal(taintFromEvents([]).size, 0);
   });

@@ -37,7 +37,10 @@ describe("digestOf", () => {
       digestOf(`41ed 1000 1000 40 ${T} ${T}`, {}),
       digestOf(`41ed 1000 1000 80 ${T2} ${T2}`, {}),
     );
-    assert.notEqual(digestOf(`41ed 1000 1000 40 ${T} ${T}`, {}), digestOf(`41c0 1000 1000 40 ${T} ${T}`, {}));
+    assert.notEqual(
+      digestOf(`41ed 1000 1000 40 ${T} ${T}`, {}),
+      digestOf(`41c0 1000 1000 40 ${T} ${T}`, {}),
+    );
   });
   it("never holds the raw metadata or target (a secret's bytes could be there)", () => {
     const d = digestOf(`a1ff 1000 1000 1 ${T} ${T}`, { target: "tok3n-secret" });

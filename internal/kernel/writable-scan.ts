@@ -138,8 +138,8 @@ export function parseScan(stdout: string): WritableScan | undefined {
   if (lines.pop() !== "END") return undefined;
   const seen = new Map<string, Seen>();
   const at = (path: string): Seen => {
-    let s = seen.get(path);
-    if (s === undefined) seen.set(path, (s = {}));
+    const s = seen.get(path) ?? {};
+    seen.set(path, s);
     return s;
   };
   for (let i = 0; i < lines.length; i++) {
@@ -183,6 +183,7 @@ export function digestOf(meta: string, s: Seen): string {
   // A fact a walk missed (the entry changed between walks) digests as "?": never equal to a
   // complete one, so the entry counts as changed.
   if (type === 0o100000) return `file:${sha(`${meta}\n${s.content ?? "?"}`)}`;
-  if (type === 0o120000) return `link:${sha(`${meta}\n${s.target === undefined ? "?" : `=${s.target}`}`)}`;
+  if (type === 0o120000)
+    return `link:${sha(`${meta}\n${s.target === undefined ? "?" : `=${s.target}`}`)}`;
   return `other:${sha(meta)}`;
 }
