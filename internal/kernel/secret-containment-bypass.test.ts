@@ -14,6 +14,7 @@ import type { Sandbox, SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { type Stack, startStack } from "../testing/api-fixtures.ts";
 import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { importNoShellImage } from "../testing/registry.ts";
 import { type CallOutcome, createKernel, type Kernel, type KernelRun } from "./kernel.ts";
 import { parsePolicy } from "./policy-loader.ts";
 import type { Policy } from "./policy-schema.ts";
@@ -37,6 +38,7 @@ const policy: Policy = {
 let stack: Stack;
 let sandbox: Sandbox;
 let cleanupBoxes: () => Promise<void>;
+let ownImage: string | undefined; // a run's own image, with a VOLUME
 let execSandbox: Sandbox; // without the agent: `docker exec` per call
 let cleanupExec: () => Promise<void>;
 let kernel: Kernel;
@@ -51,7 +53,11 @@ interface Fresh {
 }
 
 /** A run of its own with a sandbox of the test image holding hello.txt. */
-async function freshRun(on: Sandbox = sandbox, image = sandboxImage("test")): Promise<Fresh> {
+async function freshRun(
+  on: Sandbox = sandbox,
+  image = sandboxImage("test"),
+  userImage = false,
+): Promise<Fresh> {
   const created = await stack.client.createRun({
     prompt: "containment bypass",
     labels: { repo: "acme-app" },
@@ -62,6 +68,7 @@ async function freshRun(on: Sandbox = sandbox, image = sandboxImage("test")): Pr
     runId,
     tenantId: "acme",
     image,
+    ...(userImage ? { userImage: true } : {}),
     limits: TEST_LIMITS,
     network: "none",
     workspaceTar: await packWorkspace([
@@ -113,13 +120,21 @@ before(async () => {
 after(async () => {
   await cleanupBoxes?.();
   await cleanupExec?.();
+  if (ownImage !== undefined) {
+    const { requireDocker } = await import("../testing/docker.ts");
+    await (await requireDocker())
+      .getImage(ownImage)
+      .remove({ force: true })
+      .catch(() => undefined);
+  }
   await stack?.stop();
 });
 
 const enc = (s: string) => Buffer.from(s).toString("base64");
 const leaked = (r: CallOutcome): boolean =>
   JSON.stringify(r).includes(enc(SECRET).slice(0, 16)) || JSON.stringify(r).includes(SECRET);
-const ok = (r: CallOutcome): boolean => r.kind === "result" && r.ok;
+const exitOk = (r: CallOutcome): boolean =>
+  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
 const held = (f: Fresh): string[] => [...(f.run.taint?.keys() ?? [])].sort();
 
 describe("secret containment: the ways around it are closed", () => {
@@ -128,7 +143,7 @@ describe("secret containment: the ways around it are closed", () => {
     const w = await f.approved("process.run", {
       command: 'printf %s "$ENV.DEMO_TOKEN" > /dev/shm/t',
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     assert.equal(held(f).includes("/dev/shm/t"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", { command: "base64 -w0 /dev/shm/t" });
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
@@ -151,7 +166,7 @@ describe("secret containment: the ways around it are closed", () => {
     const w = await f.approved("process.run", {
       command: `${cmd}; touch /dev/mqueue/q 2>/dev/null; true`,
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     // A POSIX message queue's bytes are in no file a scan can hash: none survives the call.
     const q = await f.sh("ls -A /dev/mqueue");
     assert.equal(q.stdout.trim(), "", q.stdout);
@@ -166,11 +181,11 @@ describe("secret containment: the ways around it are closed", () => {
   it("a symlink's target is digested: a link replaced in place taints, and stays out of the patch", async () => {
     const f = await freshRun();
     const pre = await f.unapproved("process.run", { command: "ln -s placeholder /workspace/l" });
-    assert.equal(ok(pre), true, JSON.stringify(pre));
+    assert.equal(exitOk(pre), true, JSON.stringify(pre));
     const w = await f.approved("process.run", {
       command: 'ln -sfn "$ENV.DEMO_TOKEN" /workspace/l',
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     assert.equal(held(f).includes("/workspace/l"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", {
       command: "readlink /workspace/l | tr -d '\\n' | base64 -w0",
@@ -186,7 +201,7 @@ describe("secret containment: the ways around it are closed", () => {
     const w = await f.approved("process.run", {
       command: 'touch -d "@$(printf %s "$ENV.DEMO_TOKEN" | od -An -tu4 -N4 | tr -d " ")" hello.txt',
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     assert.equal(held(f).includes("/workspace/hello.txt"), true, JSON.stringify(held(f)));
     const want = Buffer.from(SECRET).readUInt32LE(0);
     const r = await f.unapproved("process.run", { command: "stat -c %Y hello.txt" });
@@ -204,7 +219,7 @@ describe("secret containment: the ways around it are closed", () => {
       command:
         'b=$(printf %s "$ENV.DEMO_TOKEN" | od -An -tu1 -N1 | tr -d " "); chmod $((b % 8))00 hello.txt; touch -d "@$b" /workspace/d',
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     assert.equal(held(f).includes("/workspace/hello.txt"), true, JSON.stringify(held(f)));
     const b = Buffer.from(SECRET)[0] as number;
     const t = await f.sh("stat -c %Y /workspace/d");
@@ -214,11 +229,11 @@ describe("secret containment: the ways around it are closed", () => {
   it("an entry of the HOME directory made before the secret call is scanned", async () => {
     const f = await freshRun();
     const plant = await f.unapproved("process.run", { command: "mkdir -p /tmp/.agentd-home/s2" });
-    assert.equal(ok(plant), true, JSON.stringify(plant));
+    assert.equal(exitOk(plant), true, JSON.stringify(plant));
     const w = await f.approved("process.run", {
       command: 'printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/s2/t',
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     assert.equal(held(f).includes("/tmp/.agentd-home/s2/t"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", { command: "base64 -w0 /tmp/.agentd-home/s2/t" });
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
@@ -227,12 +242,12 @@ describe("secret containment: the ways around it are closed", () => {
   it("an entry a secret call leaves in the HOME directory is seen though it removed another", async () => {
     const f = await freshRun();
     const pad = await f.unapproved("process.run", { command: "mkdir -p /tmp/.agentd-home/pad" });
-    assert.equal(ok(pad), true, JSON.stringify(pad));
+    assert.equal(exitOk(pad), true, JSON.stringify(pad));
     const w = await f.approved("process.run", {
       command:
         'rmdir /tmp/.agentd-home/pad && mkdir /tmp/.agentd-home/k9 && printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/k9/t',
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     const r = await f.unapproved("process.run", { command: "base64 -w0 /tmp/.agentd-home/k9/t" });
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 300)}`);
   });
@@ -246,7 +261,7 @@ describe("secret containment: the ways around it are closed", () => {
     const w = await f.approved("process.run", {
       command: 'printf %s "$ENV.DEMO_TOKEN" > /workspace/tok2.txt',
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     // Long enough for the watcher's 3 s sleep to pass, had it survived.
     await new Promise((r) => setTimeout(r, 6000));
     const r = await f.unapproved("repo.read", { path: "leak.txt" });
@@ -256,12 +271,12 @@ describe("secret containment: the ways around it are closed", () => {
   it("without the agent (docker exec), a HOME entry and /dev/shm are scanned all the same", async () => {
     const f = await freshRun(execSandbox);
     const plant = await f.unapproved("process.run", { command: "mkdir -p /tmp/.agentd-home/s3" });
-    assert.equal(ok(plant), true, JSON.stringify(plant));
+    assert.equal(exitOk(plant), true, JSON.stringify(plant));
     const w = await f.approved("process.run", {
       command:
         'printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/s3/t; printf %s "$ENV.DEMO_TOKEN" > /dev/shm/u',
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     for (const p of ["/tmp/.agentd-home/s3/t", "/dev/shm/u"])
       assert.equal(held(f).includes(p), true, `${p}: ${JSON.stringify(held(f))}`);
     const r = await f.unapproved("process.run", { command: "base64 -w0 /dev/shm/u" });
@@ -271,17 +286,31 @@ describe("secret containment: the ways around it are closed", () => {
   it("in a Debian image (GNU tools): IPC objects a secret call made are gone after it; links and modes taint", async () => {
     const f = await freshRun(sandbox, sandboxImage("base"));
     const pre = await f.unapproved("process.run", { command: "ln -s placeholder l" });
-    assert.equal(ok(pre), true, JSON.stringify(pre));
+    assert.equal(exitOk(pre), true, JSON.stringify(pre));
     const w = await f.approved("process.run", {
       command:
         'ipcmk -M 64 && ipcmk -Q && ipcmk -S 2 && ln -sfn "$ENV.DEMO_TOKEN" l && chmod 600 hello.txt',
     });
-    assert.equal(ok(w), true, JSON.stringify(w));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
     const ipc = await f.sh(
       "for t in shm msg sem; do tail -n +2 /proc/sysvipc/$t; done | grep -c .",
     );
     assert.equal(ipc.stdout.trim(), "0", `left: ${ipc.stdout}`);
     for (const p of ["/workspace/l", "/workspace/hello.txt"])
       assert.equal(held(f).includes(p), true, `${p}: ${JSON.stringify(held(f))}`);
+  });
+
+  it("a run's own image: its VOLUME (a tmpfs) is scanned like every other writable mount", async () => {
+    const { requireDocker } = await import("../testing/docker.ts");
+    ownImage = `agentd-test-contain:${Date.now()}`;
+    const id = await importNoShellImage(await requireDocker(), ownImage);
+    const f = await freshRun(sandbox, id, true);
+    // No shell in this image: argv, with the injected busybox's sh named by its path.
+    const sh = (c: string) => ({ argv: ["/.agentd/bin/sh", "-c", c] });
+    const w = await f.approved("process.run", sh('printf %s "$ENV.DEMO_TOKEN" > /data/t'));
+    assert.equal(exitOk(w), true, JSON.stringify(w));
+    assert.equal(held(f).includes("/data/t"), true, JSON.stringify(held(f)));
+    const r = await f.unapproved("process.run", sh("base64 /data/t"));
+    assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
   });
 });
