@@ -270,6 +270,11 @@ describe("secret containment: the ways around it are closed", () => {
 
   it("without the agent (docker exec), a HOME entry and /dev/shm are scanned all the same", async () => {
     const f = await freshRun(execSandbox);
+    // The scans' own HOMEs and pid files come and go: a secret call that writes nothing
+    // taints nothing here either.
+    const quiet = await f.approved("process.run", { command: 'test -n "$ENV.DEMO_TOKEN"' });
+    assert.equal(exitOk(quiet), true, JSON.stringify(quiet));
+    assert.deepEqual(held(f), []);
     const plant = await f.unapproved("process.run", { command: "mkdir -p /tmp/.agentd-home/s3" });
     assert.equal(exitOk(plant), true, JSON.stringify(plant));
     const w = await f.approved("process.run", {
@@ -312,5 +317,37 @@ describe("secret containment: the ways around it are closed", () => {
     assert.equal(held(f).includes("/data/t"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", sh("base64 /data/t"));
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
+  });
+
+  it("which files a secret call removed is a write: listing them asks a person", async () => {
+    const f = await freshRun();
+    await f.sh("cd /workspace && for i in 0 1 2 3 4 5 6 7; do : > f$i; done");
+    const w = await f.approved("process.run", {
+      command:
+        'b=$(printf %s "$ENV.DEMO_TOKEN" | od -An -tu1 -N1 | tr -d " "); for i in 0 1 2 3 4 5 6 7; do [ $(( (b >> i) & 1 )) = 1 ] && rm f$i; done; true',
+    });
+    assert.equal(exitOk(w), true, JSON.stringify(w));
+    const b = Buffer.from(SECRET)[0] as number;
+    const removed = [0, 1, 2, 3, 4, 5, 6, 7]
+      .filter((i) => (b >> i) & 1)
+      .map((i) => `/workspace/f${i}`);
+    for (const p of removed)
+      assert.equal(held(f).includes(p), true, `${p}: ${JSON.stringify(held(f))}`);
+    const r = await f.unapproved("process.run", { command: "ls /workspace" });
+    assert.equal(r.kind, "paused", JSON.stringify(r).slice(0, 400));
+  });
+
+  it("removing the file that holds the secret ends its taint (no new one for the removal)", async () => {
+    const f = await freshRun();
+    const w = await f.approved("process.run", { command: 'printf %s "$ENV.DEMO_TOKEN" > tok.txt' });
+    assert.equal(exitOk(w), true, JSON.stringify(w));
+    const rm = await f.approved("process.run", { command: "rm tok.txt" });
+    assert.equal(exitOk(rm), true, JSON.stringify(rm));
+    const free = await f.unapproved("process.run", { command: "ls /workspace" });
+    assert.equal(
+      free.kind,
+      "result",
+      `${JSON.stringify(held(f))} ${JSON.stringify(free).slice(0, 300)}`,
+    );
   });
 });

@@ -12,6 +12,7 @@ import type { DecidedCall, KernelRun, PreviewData, ProposedCall } from "./kernel
 import {
   describeTaint,
   EXEC_TOOLS,
+  GONE,
   refreshTaint,
   scanWritable,
   secretWrittenEvent,
@@ -108,7 +109,12 @@ export async function containCall(
     // The scan then wipes what no scan can hash (IPC objects, directory times).
     await run.sandbox.killAll();
     const after = await scanWritable(run.sandbox, undefined, true);
-    const files = writtenBetween(before, after, call.callId);
+    // Removing a file that already holds a secret ends its taint (the scan finds it gone):
+    // only removals of other paths are the call's writes.
+    const held = run.taint ?? new Map<string, TaintedFile>();
+    const files = writtenBetween(before, after, call.callId).filter(
+      (f) => f.digest !== GONE || taintOf(held, f.path) === undefined,
+    );
     await append(secretWrittenEvent(call.callId, files));
     run.taint ??= new Map();
     for (const f of files) run.taint.set(f.path, f);

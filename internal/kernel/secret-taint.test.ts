@@ -8,6 +8,7 @@ import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { EventSchema } from "../gen/agentd/v1/events_pb.js";
 import {
+  GONE,
   holdsSecretUnder,
   isCleared,
   parseScan,
@@ -73,6 +74,15 @@ describe("writtenBetween and isCleared", () => {
       { path: "/tmp/n", digest: H1, before: "", callId: "c1" },
     ]);
     assert.deepEqual(writtenBetween(before, new Map(before), "c1"), []);
+  });
+  it("a removed path is a write: tainted GONE until it is back exactly as before", () => {
+    const after = new Map([["/workspace", "dir"]]);
+    const t = writtenBetween(before, after, "c3");
+    assert.deepEqual(t, [{ path: "/workspace/a", digest: GONE, before: H1, callId: "c3" }]);
+    const f = t[0] as (typeof t)[number];
+    assert.equal(isCleared(f, after), false, "still gone");
+    assert.equal(isCleared(f, new Map([["/workspace/a", H2]])), false, "back, but not as before");
+    assert.equal(isCleared(f, new Map([["/workspace/a", H1]])), true);
   });
   it("a scan that failed, before or after, taints every root, and no scan ends that", () => {
     const t = writtenBetween(undefined, before, "c2");

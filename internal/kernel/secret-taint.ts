@@ -35,6 +35,8 @@ export const EXEC_TOOLS: ReadonlySet<string> = new Set([
 ]);
 /** The digest of a path a failed scan could not tell about (never cleared by a scan). */
 export const UNKNOWN = "unknown";
+/** The digest of a path a secret-carrying call removed (cleared when it is back as before). */
+export const GONE = "gone";
 
 export interface TaintedFile {
   path: string;
@@ -57,7 +59,11 @@ export function scanWritable(
   return scanWith(sandbox, WRITABLE_ROOTS, { ...(signal === undefined ? {} : { signal }), wipe });
 }
 
-/** What a call wrote: paths new or changed between two scans (unsure: every root). */
+/**
+ * What a call wrote: paths new, changed or removed between two scans (unsure: every root).
+ * A removal is a write too: which of the paths a secret-carrying call removed can spell
+ * the secret (`ls` reads it back), so a removed path is tainted as GONE.
+ */
 export function writtenBetween(
   before: WritableScan | undefined,
   after: WritableScan | undefined,
@@ -69,6 +75,8 @@ export function writtenBetween(
     const was = before.get(path) ?? "";
     if (was !== digest) out.push({ path, digest, before: was, callId });
   }
+  for (const [path, was] of before)
+    if (!after.has(path)) out.push({ path, digest: GONE, before: was, callId });
   return out;
 }
 
@@ -77,10 +85,14 @@ export function unknownRoots(callId: string): TaintedFile[] {
   return WRITABLE_ROOTS.map((path) => ({ path, digest: UNKNOWN, before: "", callId }));
 }
 
-/** Whether a scan shows a tainted file gone or exactly as before its call (content and metadata). */
+/**
+ * Whether a scan shows a tainted file gone or exactly as before its call (content and
+ * metadata); a path the call removed, only once it is back exactly as before.
+ */
 export function isCleared(f: TaintedFile, scan: WritableScan): boolean {
   if (f.digest === UNKNOWN) return false;
   const now = scan.get(f.path);
+  if (f.digest === GONE) return now !== undefined && now === f.before;
   return now === undefined || (f.before !== "" && now === f.before);
 }
 
