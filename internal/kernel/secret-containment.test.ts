@@ -213,20 +213,23 @@ describe("secret containment", () => {
     assert.equal(run.taint?.size, 0);
   });
 
-  it("an entry left in the unlistable HOME directory is a change: it taints that directory", async () => {
+  it("an entry left in the unlistable HOME directory is tainted (the agent lists it)", async () => {
     const w = await approved("process.run", {
       command:
         'mkdir -p /tmp/.agentd-home/stash && printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/stash/t',
     });
     assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
     assert.equal(
-      run.taint?.has("/tmp/.agentd-home"),
+      run.taint?.has("/tmp/.agentd-home/stash/t"),
       true,
       JSON.stringify([...(run.taint?.keys() ?? [])]),
     );
     const r = await unapproved("process.run", { command: "base32 /tmp/.agentd-home/stash/t" });
-    assert.equal(r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/.agentd-home"), true);
-    // Removing the entry brings the directory back to its size: the taint ends.
+    assert.equal(
+      r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/.agentd-home/stash/t"),
+      true,
+    );
+    // Removing the entry ends the taints (by a scan).
     await sh("rm -rf /tmp/.agentd-home/stash");
     const free = await unapproved("process.run", { command: "echo free" });
     assert.equal(free.kind, "result", JSON.stringify(free));

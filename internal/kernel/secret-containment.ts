@@ -12,6 +12,7 @@ import type { DecidedCall, KernelRun, PreviewData, ProposedCall } from "./kernel
 import {
   describeTaint,
   EXEC_TOOLS,
+  GONE,
   refreshTaint,
   scanWritable,
   secretWrittenEvent,
@@ -105,9 +106,15 @@ export async function containCall(
   const before = await scanWritable(run.sandbox, run.signal);
   return async () => {
     // A process the call left behind could write after the scan: nothing of it stays.
+    // The scan then wipes what no scan can hash (IPC objects, directory times).
     await run.sandbox.killAll();
-    const after = await scanWritable(run.sandbox);
-    const files = writtenBetween(before, after, call.callId);
+    const after = await scanWritable(run.sandbox, undefined, true);
+    // Removing a file that already holds a secret ends its taint (the scan finds it gone):
+    // only removals of other paths are the call's writes.
+    const held = run.taint ?? new Map<string, TaintedFile>();
+    const files = writtenBetween(before, after, call.callId).filter(
+      (f) => f.digest !== GONE || taintOf(held, f.path) === undefined,
+    );
     await append(secretWrittenEvent(call.callId, files));
     run.taint ??= new Map();
     for (const f of files) run.taint.set(f.path, f);

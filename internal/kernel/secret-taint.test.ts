@@ -8,6 +8,7 @@ import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { EventSchema } from "../gen/agentd/v1/events_pb.js";
 import {
+  GONE,
   holdsSecretUnder,
   isCleared,
   parseScan,
@@ -25,24 +26,36 @@ const H1 = "a".repeat(64);
 const H2 = "b".repeat(64);
 
 describe("parseScan", () => {
-  it("reads digests, directories and links, and GNU's escaped names", () => {
-    const s = parseScan(`dir  /tmp\nlink  /tmp/l\n${H1}  /tmp/a b\n\\${H2}  /tmp/x\\\\y\nEND\n`);
-    assert.deepEqual(
-      [...(s ?? [])],
+  const T = "2026-11-28 12:00:00.000000001 +0000";
+  it("digests each entry from its metadata, content and link target; GNU's escaped names", () => {
+    const s = parseScan(
       [
-        ["/tmp", "dir"],
-        ["/tmp/l", "link"],
-        ["/tmp/a b", H1],
-        ["/tmp/x\\y", H2],
-      ],
+        `M 41ed 1000 1000 60 ${T} ${T}  /tmp`,
+        `M a1ff 1000 1000 1 ${T} ${T}  /tmp/l`,
+        "L /tmp/l",
+        "x",
+        `M 81a4 1000 1000 3 ${T} ${T}  /tmp/a b`,
+        `${H1}  /tmp/a b`,
+        `M 81a4 1000 1000 3 ${T} ${T}  /tmp/x\\y`,
+        `\\${H2}  /tmp/x\\\\y`,
+        "END",
+        "",
+      ].join("\n"),
     );
+    assert.deepEqual([...(s?.keys() ?? [])], ["/tmp", "/tmp/l", "/tmp/a b", "/tmp/x\\y"]);
+    assert.match(s?.get("/tmp") ?? "", /^dir:/);
+    assert.match(s?.get("/tmp/l") ?? "", /^link:/);
+    assert.match(s?.get("/tmp/a b") ?? "", /^file:/);
+    assert.notEqual(s?.get("/tmp/a b"), s?.get("/tmp/x\\y"));
   });
   it("trusts nothing of an answer that did not end, says UNSAFE or holds a line it cannot read", () => {
     for (const out of [
-      `${H1}  /tmp/a\n`,
+      `M 81a4 1000 1000 3 ${T} ${T}  /tmp/a\n`,
       `${H1}  /tmp/a\nEND\ntrailing\n`,
       "UNSAFE\nEND\n",
       "garbage\nEND\n",
+      "L /tmp/l\n",
+      "M 81a4\nEND\n",
       "",
     ])
       assert.equal(parseScan(out), undefined, JSON.stringify(out));
@@ -61,6 +74,15 @@ describe("writtenBetween and isCleared", () => {
       { path: "/tmp/n", digest: H1, before: "", callId: "c1" },
     ]);
     assert.deepEqual(writtenBetween(before, new Map(before), "c1"), []);
+  });
+  it("a removed path is a write: tainted GONE until it is back exactly as before", () => {
+    const after = new Map([["/workspace", "dir"]]);
+    const t = writtenBetween(before, after, "c3");
+    assert.deepEqual(t, [{ path: "/workspace/a", digest: GONE, before: H1, callId: "c3" }]);
+    const f = t[0] as (typeof t)[number];
+    assert.equal(isCleared(f, after), false, "still gone");
+    assert.equal(isCleared(f, new Map([["/workspace/a", H2]])), false, "back, but not as before");
+    assert.equal(isCleared(f, new Map([["/workspace/a", H1]])), true);
   });
   it("a scan that failed, before or after, taints every root, and no scan ends that", () => {
     const t = writtenBetween(undefined, before, "c2");
@@ -94,7 +116,13 @@ describe("taintFromEvents", () => {
       ev(secretWrittenEvent("c2", unknownRoots("c2"))),
     ];
     const t = taintFromEvents(events);
-    assert.deepEqual([...t.keys()].sort(), ["/cache", "/tmp", "/workspace", "/workspace/t"]);
+    assert.deepEqual([...t.keys()].sort(), [
+      "/cache",
+      "/dev/shm",
+      "/tmp",
+      "/workspace",
+      "/workspace/t",
+    ]);
     assert.equal(taintFromEvents(events.slice(0, 2)).size, 1);
     assert.equal(taintFromEvents([]).size, 0);
   });

@@ -4,11 +4,12 @@
  * A call carries a secret when the kernel put a secret value into it (a `$ENV.NAME`
  * placeholder it resolved) or when it is an exec run while the run already holds a secret
  * in some file (it can read them). Such a call is bracketed by two scans of every writable
- * place of the sandbox (/workspace, /tmp, /cache): path → sha256 of the content ("dir",
- * "link", "other" for what is not a regular file). What it created or changed is tainted
- * (`secret.written`, derived from the log by a takeover). A taint ends only when a scan
- * finds the path gone or back to its content from before the call — never on the model's
- * word. Encodings cannot escape this: the taint follows the bytes' location, not their form.
+ * place of the sandbox (every read-write mount, the calls' HOMEs: writable-scan.ts): path →
+ * digest of the content, link target and metadata. The scan after it also wipes the IPC
+ * objects (System V, POSIX queues) and resets directory times. What it created or changed
+ * is tainted (`secret.written`, derived from the log by a takeover). A taint ends only when
+ * a scan finds the path gone or exactly as before the call — never on the model's word.
+ * Encodings cannot escape this: the taint follows the bytes' location, not their form.
  *
  * Must never: read a file's content out of the sandbox (only digests come back), clear a
  * taint without a scan, or answer "nothing written" when a scan failed (it taints the roots).
@@ -17,9 +18,14 @@ import { create } from "@bufbuild/protobuf";
 import type { EventPayload } from "../eventlog/event-codec.ts";
 import { type Event, SecretFileSchema, SecretWrittenSchema } from "../gen/agentd/v1/events_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
+import { scanWritable as scanWith, type WritableScan } from "./writable-scan.ts";
 
-/** Every place a call can write (the root filesystem is read-only). */
-export const WRITABLE_ROOTS: readonly string[] = ["/workspace", "/tmp", "/cache"];
+/**
+ * The places a call can write that are always scanned (the root filesystem is read-only);
+ * the scan adds every other read-write mount it finds (writable-scan.ts), and these are the
+ * roots a failed scan taints.
+ */
+export const WRITABLE_ROOTS: readonly string[] = ["/workspace", "/tmp", "/cache", "/dev/shm"];
 /** Tools that run a program: a program can read any file. */
 export const EXEC_TOOLS: ReadonlySet<string> = new Set([
   "process.run",
@@ -29,88 +35,35 @@ export const EXEC_TOOLS: ReadonlySet<string> = new Set([
 ]);
 /** The digest of a path a failed scan could not tell about (never cleared by a scan). */
 export const UNKNOWN = "unknown";
+/** The digest of a path a secret-carrying call removed (cleared when it is back as before). */
+export const GONE = "gone";
 
 export interface TaintedFile {
   path: string;
-  /** sha256 at the writing call's end ("dir", "link", "other", or UNKNOWN). */
+  /** The digest at the writing call's end ("dir:…", "file:…", "link:…", "other:…", or UNKNOWN). */
   digest: string;
-  /** sha256 before the call; "" when the path did not exist. */
+  /** The digest before the call; "" when the path did not exist. */
   before: string;
   /** The call that wrote it. */
   callId: string;
 }
 
-/** Path → digest of every entry under the writable roots, or undefined when unsure. */
-export type WritableScan = Map<string, string>;
+export { parseScan, type WritableScan } from "./writable-scan.ts";
 
-// Names holding a newline cannot be told apart in line output: the scan says UNSAFE
-// and the caller taints every root (fail closed). /tmp/.agentd-home (the agent's: root's,
-// mode 1733, the calls' private HOMEs, each removed when its call ends) cannot be listed
-// by the sandbox user: it is recorded by its size instead (on tmpfs a directory's size
-// grows with each entry), so an entry a call leaves there is a change; what a call writes
-// into an entry made before it is not seen (docs/policy.md names this residual).
-const SCAN_SCRIPT = `
-h=/tmp/.agentd-home
-p="-xdev"
-if [ -d "$h" ] && [ ! -r "$h" ]; then
-  printf 'home:%s  %s\\n' "$(stat -c %s "$h")" "$h" || exit 3
-  p="-xdev -path $h -prune -o"
-fi
-for r in "$@"; do
-  [ -d "$r" ] || continue
-  if [ -n "$(find "$r" $p -name '*
-*' -print 2>/dev/null | head -n 1)" ]; then echo UNSAFE; exit 0; fi
-  find "$r" $p -type d -exec printf 'dir  %s\\n' {} + || exit 3
-  find "$r" $p -type l -exec printf 'link  %s\\n' {} + || exit 3
-  find "$r" $p ! -type f ! -type d ! -type l -exec printf 'other  %s\\n' {} + || exit 3
-  find "$r" $p -type f -exec sha256sum {} + || exit 3
-done
-echo END
-`;
-
-/** One scan of every writable root, through the sandbox's agent. Undefined: unsure. */
-export async function scanWritable(
+/** One scan of every writable place (`wipe`: after a secret-carrying call). Undefined: unsure. */
+export function scanWritable(
   sandbox: SandboxHandle,
   signal?: AbortSignal,
+  wipe = false,
 ): Promise<WritableScan | undefined> {
-  let r: Awaited<ReturnType<SandboxHandle["exec"]>>;
-  try {
-    r = await sandbox.exec({
-      argv: ["sh", "-c", SCAN_SCRIPT, "agentd-taint", ...WRITABLE_ROOTS],
-      cwd: "/",
-      timeoutMs: 120_000,
-      maxOutputBytes: 256 * 1024 * 1024,
-      ...(sandbox.toolEnv === undefined ? {} : { env: { ...sandbox.toolEnv } }),
-      ...(signal === undefined ? {} : { signal }),
-    });
-  } catch {
-    return undefined;
-  }
-  if (r.exitCode !== 0 || r.truncated || r.timedOut || r.cancelled) return undefined;
-  return parseScan(r.stdout);
+  return scanWith(sandbox, WRITABLE_ROOTS, { ...(signal === undefined ? {} : { signal }), wipe });
 }
 
-/** The scan's lines as a map; undefined unless it ended with END and had no UNSAFE. */
-export function parseScan(stdout: string): WritableScan | undefined {
-  const lines = stdout.split("\n");
-  if (lines.at(-1) === "") lines.pop();
-  if (lines.pop() !== "END") return undefined;
-  const out: WritableScan = new Map();
-  for (let line of lines) {
-    if (line === "UNSAFE") return undefined;
-    // GNU sha256sum marks an escaped name with a leading backslash.
-    const escaped = line.startsWith("\\");
-    if (escaped) line = line.slice(1);
-    const i = line.indexOf("  ");
-    if (i <= 0) return undefined;
-    let path = line.slice(i + 2);
-    if (escaped) path = path.replace(/\\\\/g, "\\");
-    out.set(path, line.slice(0, i));
-  }
-  return out;
-}
-
-/** What a call wrote: paths new or changed between two scans (unsure: every root). */
+/**
+ * What a call wrote: paths new, changed or removed between two scans (unsure: every root).
+ * A removal is a write too: which of the paths a secret-carrying call removed can spell
+ * the secret (`ls` reads it back), so a removed path is tainted as GONE.
+ */
 export function writtenBetween(
   before: WritableScan | undefined,
   after: WritableScan | undefined,
@@ -122,6 +75,8 @@ export function writtenBetween(
     const was = before.get(path) ?? "";
     if (was !== digest) out.push({ path, digest, before: was, callId });
   }
+  for (const [path, was] of before)
+    if (!after.has(path)) out.push({ path, digest: GONE, before: was, callId });
   return out;
 }
 
@@ -130,10 +85,14 @@ export function unknownRoots(callId: string): TaintedFile[] {
   return WRITABLE_ROOTS.map((path) => ({ path, digest: UNKNOWN, before: "", callId }));
 }
 
-/** Whether a scan shows a tainted file gone or back to its content from before its call. */
+/**
+ * Whether a scan shows a tainted file gone or exactly as before its call (content and
+ * metadata); a path the call removed, only once it is back exactly as before.
+ */
 export function isCleared(f: TaintedFile, scan: WritableScan): boolean {
   if (f.digest === UNKNOWN) return false;
   const now = scan.get(f.path);
+  if (f.digest === GONE) return now !== undefined && now === f.before;
   return now === undefined || (f.before !== "" && now === f.before);
 }
 

@@ -58,6 +58,8 @@ export async function agentExec(
       stdin: req.stdin !== undefined,
       ...(req.cwdWithin === undefined ? {} : { cwdWithin: req.cwdWithin }),
       ...(own ? { private: true } : {}),
+      // The containment scan is agentd's own call too: private pipes, no HOME of its own.
+      ...(req.listHomes === true ? { homes: true, private: true } : {}),
     },
     (name, chunk) => {
       if (!out.push(name, chunk)) kill("cap");

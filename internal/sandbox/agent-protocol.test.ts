@@ -41,6 +41,14 @@ describe("agent frames", () => {
     assert.equal(p.subarray(13).toString(), "/workspace\0sh\0-c\0echo hi\0A=1\0");
   });
 
+  it("flags: 4 private pipes, 8 the HOME entries listed for the containment scan", () => {
+    const flags = (over: Parameters<typeof start>[0]) => start(over)[HEADER_BYTES + 8];
+    assert.equal(flags({}), 0);
+    assert.equal(flags({ private: true }), 4);
+    assert.equal(flags({ homes: true }), 8);
+    assert.equal(flags({ homes: true, private: true, stdin: true }), 13);
+  });
+
   it("refuses what the agent would split differently: NUL bytes, '=' in a name, an empty name", () => {
     const bads: Partial<Parameters<typeof startFrame>[1]>[] = [
       { argv: ["a\0b"] },

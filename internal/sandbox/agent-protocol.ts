@@ -48,11 +48,13 @@ export interface StartOptions {
    * no sandbox process can reopen them through /proc to write into its output.
    */
   private?: boolean;
+  /** ExecRequest.listHomes: the agent appends the entries of the calls' HOME directory to argv. */
+  homes?: boolean;
 }
 
 /**
- * 'S': u32 timeout ms, u32 max output, u8 flags (1 stdin, 2 cwd confined, 4 private), u16 argc, u16
- * envc, then NUL-ended strings: cwd, the confining root (flag 2 only), argv, env.
+ * 'S': u32 timeout ms, u32 max output, u8 flags (1 stdin, 2 cwd confined, 4 private, 8 list the
+ * HOMEs), u16 argc, u16 envc, then NUL-ended strings: cwd, the confining root (flag 2 only), argv, env.
  */
 export function startFrame(id: number, o: StartOptions): Buffer {
   const env = Object.entries(o.env).map(([k, v]) => {
@@ -71,7 +73,10 @@ export function startFrame(id: number, o: StartOptions): Buffer {
   head.writeUInt32BE(Math.min(Math.max(0, Math.ceil(o.timeoutMs)), 0xffffffff), 0);
   head.writeUInt32BE(Math.min(Math.max(0, Math.floor(o.maxOutputBytes)), 0xffffffff), 4);
   head.writeUInt8(
-    (o.stdin ? 1 : 0) | (o.cwdWithin === undefined ? 0 : 2) | (o.private === true ? 4 : 0),
+    (o.stdin ? 1 : 0) |
+      (o.cwdWithin === undefined ? 0 : 2) |
+      (o.private === true ? 4 : 0) |
+      (o.homes === true ? 8 : 0),
     8,
   );
   head.writeUInt16BE(o.argv.length, 9);

@@ -102,6 +102,14 @@ export interface ExecRequest {
    * OWNER_CHANGED: the container may be another owner's by then, so only the group goes.
    */
   signal?: AbortSignal;
+  /**
+   * agentd's containment scan (kernel/secret-taint.ts) only: through the sandbox's agent,
+   * argv gets "--agentd-homes" and the path of every entry of /tmp/.agentd-home, listed by
+   * the agent (root, the directory's owner; the sandbox user may make entries there but not
+   * list them), and the call gets no HOME of its own. Ignored by `docker exec` (there the
+   * directory is the sandbox user's and the scan lists it itself).
+   */
+  listHomes?: boolean;
 }
 
 export interface ExecResult {

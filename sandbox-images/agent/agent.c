@@ -52,7 +52,7 @@
 #define HOME_ROOT "/tmp/.agentd-home"
 
 enum { F_TIMEOUT = 1, F_CAPPED = 2, F_FAILED = 4, F_KILLED = 8, F_CLEAN = 16 };
-enum { S_STDIN = 1, S_CONFINE = 2, S_PRIVATE = 4 };
+enum { S_STDIN = 1, S_CONFINE = 2, S_PRIVATE = 4, S_HOMES = 8 };
 
 struct call {
   int used;
@@ -490,6 +490,50 @@ static const unsigned char **strings_of(const unsigned char *q, const unsigned c
   return strs;
 }
 
+/*
+ * S_HOMES (agentd's containment scan): argv plus "--agentd-homes" and the path of every
+ * entry of HOME_ROOT, listed here as its owner (uid 1000 may make entries there but not
+ * list them, so a scan running as uid 1000 could not see what a call planted or left).
+ * Only names are read, never anything below them; HOME_ROOT must be root's directory
+ * (opened without following a link). NULL (the call fails) when it cannot be listed.
+ */
+static char **with_homes(char **argv, int argc) {
+  int fd = open(HOME_ROOT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != 0) { if (fd >= 0) close(fd); return NULL; }
+  DIR *d = fdopendir(fd);
+  if (!d) { close(fd); return NULL; }
+  size_t n = (size_t)argc, cap = n + 16;
+  char **out = calloc(cap + 1, sizeof *out);
+  if (!out) { closedir(d); return NULL; }
+  memcpy(out, argv, (size_t)argc * sizeof *out);
+  out[n++] = "--agentd-homes";
+  struct dirent *e;
+  int bad = 0;
+  while (!bad && (errno = 0, e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (n + 1 >= cap) {
+      char **more = realloc(out, (cap * 2 + 1) * sizeof *out);
+      if (!more) { bad = 1; break; }
+      out = more;
+      cap *= 2;
+    }
+    if (asprintf(&out[n], HOME_ROOT "/%s", e->d_name) < 0) { bad = 1; break; }
+    n++;
+  }
+  if (errno != 0) bad = 1;
+  closedir(d);
+  out[n] = NULL;
+  if (bad) { for (size_t k = (size_t)argc + 1; k < n; k++) free(out[k]); free(out); return NULL; }
+  return out;
+}
+
+/* argv of start_call: the listed HOME paths past argc + 1 are ours. */
+static void free_argv(char **argv, int argc, int listed) {
+  for (int k = 0; k < listed; k++) free(argv[argc + 1 + k]);
+  free(argv);
+}
+
 /* 'S': u32 timeout ms, u32 max output, u8 flags, u16 argc, u16 envc, then NUL-ended cwd, argv, env. */
 static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
   if (len < 13) return fail_start(id, "agentd-agent: start frame too short");
@@ -517,9 +561,17 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
   char **argv = calloc((size_t)argc + 1, sizeof *argv);
   if (!argv) { free(all); return fail_start(id, "agentd-agent: out of memory"); }
   for (int i = 0; i < argc; i++) argv[i] = (char *)strs[1 + i];
+  int listed = 0; /* argv entries past argc that are ours to free */
+  if (flags & S_HOMES) {
+    char **all_argv = with_homes(argv, argc);
+    free_argv(argv, argc, listed);
+    if (!all_argv) { free(all); return fail_start(id, "agentd-agent: cannot list " HOME_ROOT); }
+    argv = all_argv;
+    while (argv[argc + 1 + listed]) listed++;
+  }
   unsigned char rnd[8] = {0};
   if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
-    free(argv);
+    free_argv(argv, argc, listed);
     free(all);
     return fail_start(id, "agentd-agent: getrandom failed");
   }
@@ -532,8 +584,8 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
   char **env = call_env(strs + 1 + argc, envc, home);
   free(all);
   int o[2], e[2], i[2] = {-1, -1};
-  if (!env || nb_pipe(o, priv)) { free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
-  if (nb_pipe(e, priv)) { close(o[0]); close(o[1]); free(argv); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
+  if (!env || nb_pipe(o, priv)) { free_argv(argv, argc, listed); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
+  if (nb_pipe(e, priv)) { close(o[0]); close(o[1]); free_argv(argv, argc, listed); free(env); return fail_start(id, "agentd-agent: cannot make pipes"); }
   if (flags & S_STDIN) {
     if (sandbox_pipe(i, priv)) i[0] = i[1] = -1;
     else fcntl(i[1], F_SETFL, O_NONBLOCK);
@@ -547,7 +599,7 @@ static void start_call(uint32_t id, const unsigned char *p, uint32_t len) {
     if (!strncmp(env[k], "HOME=", 5) || !strncmp(env[k], "XDG_CONFIG_HOME=", 16) || !strncmp(env[k], "XDG_CACHE_HOME=", 15))
       free(env[k]);
   free(env);
-  free(argv);
+  free_argv(argv, argc, listed);
   close(o[1]); close(e[1]);
   if (i[0] >= 0) close(i[0]);
   if (pid < 0) {
