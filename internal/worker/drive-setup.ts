@@ -39,6 +39,7 @@ import { pickCommands, type SetupSpec } from "../tools/command-spec.ts";
 import { SETUP_TOOL } from "../tools/setup-run.ts";
 import { type CacheKey, type CacheKeyInput, cacheKey } from "./cache-key.ts";
 import { type ArchiveFacts, archiveCache, NODE_MODULES, restoreCache } from "./cache-transfer.ts";
+import { usedCallIds } from "./call-id-reuse.ts";
 import type { Drive } from "./drive.ts";
 import { askForHosts, handleAttributed } from "./drive-egress.ts";
 import type { Next } from "./run-driver.ts";
@@ -136,7 +137,7 @@ async function runSetupCall(
   calls: number,
   saveAs: CacheKey | undefined,
 ): Promise<Next | undefined> {
-  const call = { callId: `setup_${calls + 1}`, tool: SETUP_TOOL, input: {} };
+  const call = { callId: setupCallId(d.events, calls), tool: SETUP_TOOL, input: {} };
   const out = await handleAttributed(d, call);
   if (out.kind === "paused") return { to: "hold" };
   const asked = await askForHosts(d, call);
@@ -147,6 +148,18 @@ async function runSetupCall(
     await save(d, spec, saveAs);
   await d.refresh();
   return asked;
+}
+
+/**
+ * The id of the run's next setup call: `setup_N`, N one more than its setup calls so far,
+ * or the next N no call of the log holds (a model's call is never recorded under `setup_`
+ * — call-id-reuse.ts — but a log from before that rule may hold one).
+ */
+export function setupCallId(events: readonly Event[], calls = setupCalls(events)): string {
+  const used = usedCallIds(events);
+  let n = calls + 1;
+  while (used.has(`setup_${n}`)) n++;
+  return `setup_${n}`;
 }
 
 export function setupCalls(events: readonly Event[]): number {
