@@ -4,7 +4,7 @@
  * stub recorded), a step whose prompt alone would pass what is left is never asked, a tool
  * call running when the wall budget runs out is killed in its real container (its result
  * says ELIMIT_TIME, the line it would print after its sleep never comes) and the run ends
- * ELIMIT_TIME, and a second drive (a takeover) continues the step count and the token count
+ * ELIMIT_TIME — the setup step's call as any other, and a second drive (a takeover) continues the step count and the token count
  * of the first. Real parts: the embedded log, Docker, the kernel, the AI SDK.
  */
 import assert from "node:assert/strict";
@@ -156,6 +156,55 @@ describe("budgets that bind", { timeout: 240_000 }, () => {
     assert.equal(run.state, RunState.FAILED);
     assert.equal(run.error?.code, "ELIMIT_TIME");
     assert.match(run.error?.message ?? "", /the run's budget: the run used its 10000 ms/);
+  });
+
+  it("the setup step still running when the wall budget runs out is killed; the run ends ELIMIT_TIME", async () => {
+    const run = await queueRun(log, { prompt: "spend", budget: { maxWallMs: 10_000n } });
+    script = [sayReply("done")];
+    const asked = stub.requests.length;
+    const withSetup: Policy = {
+      ...policy,
+      tools: { ...policy.tools, setup: "sleep 120; printf 'setup-%s' finished" },
+    };
+    const deps = stubDriverDeps({
+      log,
+      policy: withSetup,
+      sandbox,
+      artifacts,
+      baseURL: stub.baseURL,
+    });
+    const outcome = await driveRun(
+      deps,
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    const events = await eventsOf(run.runId);
+    const setupIds = events.flatMap((e) =>
+      e.payload.case === "toolCall" && e.payload.value.tool === "setup.run"
+        ? [e.payload.value.callId]
+        : [],
+    );
+    assert.deepEqual(setupIds, ["setup_1"], "the setup ran as one call");
+    const result = events.flatMap((e) =>
+      e.payload.case === "toolResult" && e.payload.value.callId === "setup_1"
+        ? [e.payload.value]
+        : [],
+    );
+    assert.equal(result.length, 1, "the setup call has its one result");
+    assert.equal(result[0]?.error?.code, "ELIMIT_TIME");
+    assert.equal(
+      events.some((e) =>
+        JSON.stringify(e.payload.value, (_k, v) =>
+          typeof v === "bigint" ? String(v) : v,
+        ).includes("setup-finished"),
+      ),
+      false,
+      "the line printed after the sleep never came: the setup was killed",
+    );
+    assert.equal(outcome, "failed");
+    assert.equal(projectRun(run.runId, events).error?.code, "ELIMIT_TIME");
+    assert.equal(stub.requests.length, asked, "the model was never asked");
   });
 
   it("a model step still streaming when the wall budget runs out is cut; the run ends ELIMIT_TIME", async () => {
