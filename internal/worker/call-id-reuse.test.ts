@@ -269,3 +269,59 @@ describe("a drive where the model reuses call ids", () => {
     assert.match(last, /is already used by an earlier call of this run/);
   });
 });
+
+describe("a drive where the model uses agentd's own call ids", () => {
+  it("its calls under setup_1 and setup_2 run under renamed_ ids; only the setup step holds setup_", {
+    timeout: 240_000,
+  }, async () => {
+    const run = await queueRun(log, { prompt: "Say hello" });
+    script = [
+      {
+        chunks: toolCallsReply([
+          {
+            id: "setup_1",
+            name: "process_run",
+            arguments: JSON.stringify({ command: "echo one" }),
+          },
+          {
+            id: "setup_2",
+            name: "process_run",
+            arguments: JSON.stringify({ command: "echo two" }),
+          },
+        ]),
+      },
+      sayReply("Done."),
+    ];
+    const saved = policy;
+    policy = { ...policy, tools: { ...policy.tools, setup: "echo set-up" } };
+    let outcome: unknown;
+    try {
+      outcome = await driveRun(deps(), run.runId, await log.bumpEpoch(run.runId), {
+        stop: new AbortController().signal,
+      });
+    } finally {
+      policy = saved;
+    }
+    assert.equal(outcome, "completed");
+    const evs = await events(run.runId);
+    const calls = evs.flatMap((e) => (e.payload.case === "toolCall" ? [e.payload.value] : []));
+    const ids = calls.map((c) => c.callId);
+    assert.equal(new Set(ids).size, ids.length, `every tool.call id is unique: ${ids}`);
+    assert.deepEqual(
+      calls.filter((c) => c.callId.startsWith("setup_")).map((c) => [c.callId, c.tool]),
+      [["setup_1", "setup.run"]],
+      "only the setup step's call holds a setup_ id",
+    );
+    const model = calls.filter((c) => c.tool === "process.run");
+    assert.equal(model.length, 2);
+    for (const c of model) assert.match(c.callId, /^renamed_[0-9a-f]{16}$/);
+    const results = evs.flatMap((e) => (e.payload.case === "toolResult" ? [e.payload.value] : []));
+    for (const c of model) {
+      const r = results.filter((x) => x.callId === c.callId);
+      assert.equal(r.length, 1);
+      assert.equal(r[0]?.ok, true, `the call ${c.callId} ran`);
+    }
+    const last = JSON.stringify(stub.requests.at(-1)?.body ?? {});
+    for (const c of model) assert.ok(last.includes(c.callId), "the model sees the renamed ids");
+  });
+});
