@@ -1,10 +1,12 @@
 /**
  * Budgets that bind, through real drives: each model request carries the maximum output
- * left of the run's token and cost budget (read from the request body the OpenAI-compatible
- * stub recorded), a step whose prompt alone would pass what is left is never asked, a tool
+ * left of the run's token and cost budget after its whole prompt (read from the request
+ * body the OpenAI-compatible stub recorded; the stub charges ~4 characters of the body a
+ * token, as a provider charges the prompt it got), a step whose prompt would pass what is
+ * left — a large tool output in it — is never asked, a tool
  * call running when the wall budget runs out is killed in its real container (its result
  * says ELIMIT_TIME, the line it would print after its sleep never comes) and the run ends
- * ELIMIT_TIME, and a second drive (a takeover) continues the step count and the token count
+ * ELIMIT_TIME — the setup step's call as any other, and a second drive (a takeover) continues the step count and the token count
  * of the first. Real parts: the embedded log, Docker, the kernel, the AI SDK.
  */
 import assert from "node:assert/strict";
@@ -35,6 +37,11 @@ let dir: string;
 let log: FileEventLog;
 let stub: OpenAiStub;
 let script: StubReply[] = [];
+/** The prompt tokens the stub charged each request, in the order of stub.requests. */
+const charged: number[] = [];
+type UsageChunk = {
+  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+};
 let sandbox: Sandbox;
 let policy: Policy;
 let artifacts: FsArtifactStore;
@@ -43,7 +50,18 @@ let cleanup: () => Promise<void>;
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "agentd-budget-binds-"));
   log = await openFileEventLog({ dir: join(dir, "log") });
-  stub = await startOpenAiStub(() => script.shift() ?? { status: 500, body: {} });
+  stub = await startOpenAiStub((req) => {
+    const r = script.shift() ?? { status: 500, body: {} };
+    // A real provider charges the prompt it got: here ~4 characters of the body a token.
+    const prompt = Math.ceil(JSON.stringify(req.body).length / 4);
+    charged.push(prompt);
+    const u = "chunks" in r ? (r.chunks.at(-1) as UsageChunk) : undefined;
+    if (u?.usage !== undefined) {
+      u.usage.prompt_tokens = prompt;
+      u.usage.total_tokens = prompt + u.usage.completion_tokens;
+    }
+    return r;
+  });
   artifacts = new FsArtifactStore(join(dir, "artifacts"));
   const loaded = readPolicyFile(join(import.meta.dirname, "..", "..", "policy.yaml"));
   assert.ok(loaded.ok);
@@ -95,31 +113,71 @@ async function drive(
     events,
     run: projectRun(run.runId, events),
     requests: stub.requests.slice(first).map((r) => r.body),
+    charged: charged.slice(first),
   };
 }
 
+const usedOf = (run: { usage?: { inputTokens: bigint; outputTokens: bigint } }): number =>
+  Number(run.usage?.inputTokens ?? 0n) + Number(run.usage?.outputTokens ?? 0n);
+
+/** What the stub charged the first request of a run: the system prompt, the tools, the task. */
+async function firstPrompt(): Promise<number> {
+  const { charged: c } = await drive(undefined, []);
+  assert.ok((c[0] ?? 0) > 500, `the tools alone are hundreds of tokens (charged ${c[0]})`);
+  return c[0] as number;
+}
+
 describe("budgets that bind", { timeout: 240_000 }, () => {
-  it("each request carries what is left of the token budget after the last prompt; a step whose prompt alone passes it is not asked", async () => {
-    // 20 input + 8 output tokens a step: 28 used, the next prompt at least 20.
-    const { run, requests } = await drive({ maxTokens: 60n }, echoes(5));
-    assert.deepEqual(
-      requests.map(maxOut),
-      [60, 60 - 28 - 20],
-      "the first request may use the whole budget; the second what is left after its prompt",
+  it("each request leaves room for its whole prompt, the first one's too; a step whose prompt would pass what is left is not asked", async () => {
+    const p0 = await firstPrompt();
+    // Room for two steps (8 output tokens each, the second prompt a little larger), not three.
+    const budget = 2 * p0 + 300;
+    const { run, requests, charged: c } = await drive({ maxTokens: BigInt(budget) }, echoes(5));
+    assert.equal(requests.length, 2, "two steps fit; the third is not asked");
+    const [first, second] = requests.map(maxOut) as [number, number];
+    assert.ok(
+      first <= budget - 0.8 * p0,
+      `the first prompt counts: the first request asked for ${first} of ${budget} with a ${p0}-token prompt`,
+    );
+    // After the first step the estimate is scaled to what the provider charged for it.
+    const usedBefore = (c[0] as number) + 8;
+    assert.ok(
+      second + (c[1] as number) + usedBefore <= budget,
+      `the second request (max ${second}, charged ${c[1]}) fits what was left (${budget - usedBefore})`,
     );
     assert.equal(run.error?.code, "ELIMIT_TOKENS");
     assert.match(
       run.error?.message ?? "",
-      /next prompt alone is at least 20: the model was not asked/,
+      /next prompt is estimated at \d+.*the model was not asked/,
     );
-    const used = Number(run.usage?.inputTokens) + Number(run.usage?.outputTokens);
-    assert.ok(used <= 60, `the run stayed inside its 60 tokens (used ${used})`);
+    assert.ok(usedOf(run) <= budget, `the run stayed inside its ${budget} tokens (${usedOf(run)})`);
   });
 
-  it("the cost budget caps the request at the output tokens its remainder buys", async () => {
-    // gpt-4o-mini output: 600,000 micro-USD per million tokens = 0.6 micro-USD a token.
-    const { requests } = await drive({ maxCostMicros: 100n }, echoes(1));
-    assert.equal(maxOut(requests[0]), Math.floor((100 * 1_000_000) / 600_000));
+  it("a large tool output makes the next prompt pass the token budget: that step is not asked", async () => {
+    const p0 = await firstPrompt();
+    // Room for the first step, not for a prompt carrying 16 KiB of tool output (~4,000 tokens).
+    const budget = p0 + 1_500;
+    const big = callReply("big", "process.run", {
+      command: "head -c 60000 /dev/zero | tr '\\0' a",
+    });
+    const { run, requests } = await drive({ maxTokens: BigInt(budget) }, [big]);
+    assert.equal(requests.length, 1, "the step after the large output was not asked");
+    assert.equal(run.error?.code, "ELIMIT_TOKENS");
+    assert.match(run.error?.message ?? "", /the model was not asked/);
+    assert.ok(usedOf(run) <= budget, `a ${budget}-token budget ended at ${usedOf(run)} tokens`);
+  });
+
+  it("the cost budget caps the request at the output tokens its remainder buys after the prompt", async () => {
+    const p0 = await firstPrompt();
+    // gpt-4o-mini: input 0.15, output 0.6 micro-USD a token; 1,000 micro-USD of budget.
+    const { requests } = await drive({ maxCostMicros: 1_000n }, echoes(1));
+    const got = maxOut(requests[0]) as number;
+    const byCost = (promptTokens: number) =>
+      Math.floor(((1_000 - promptTokens * 0.15) * 1_000_000) / 600_000);
+    assert.ok(
+      got <= byCost(0.8 * p0) && got >= byCost(1.5 * p0),
+      `the prompt's cost is taken off first: asked for ${got}, the whole budget buys ${byCost(0)}, the prompt costs ~${p0 * 0.15}`,
+    );
   });
 
   it("a budget above the model's output ceiling sends no maximum", async () => {
@@ -158,6 +216,55 @@ describe("budgets that bind", { timeout: 240_000 }, () => {
     assert.match(run.error?.message ?? "", /the run's budget: the run used its 10000 ms/);
   });
 
+  it("the setup step still running when the wall budget runs out is killed; the run ends ELIMIT_TIME", async () => {
+    const run = await queueRun(log, { prompt: "spend", budget: { maxWallMs: 10_000n } });
+    script = [sayReply("done")];
+    const asked = stub.requests.length;
+    const withSetup: Policy = {
+      ...policy,
+      tools: { ...policy.tools, setup: "sleep 120; printf 'setup-%s' finished" },
+    };
+    const deps = stubDriverDeps({
+      log,
+      policy: withSetup,
+      sandbox,
+      artifacts,
+      baseURL: stub.baseURL,
+    });
+    const outcome = await driveRun(
+      deps,
+      run.runId,
+      await log.bumpEpoch(run.runId),
+      new AbortController().signal,
+    );
+    const events = await eventsOf(run.runId);
+    const setupIds = events.flatMap((e) =>
+      e.payload.case === "toolCall" && e.payload.value.tool === "setup.run"
+        ? [e.payload.value.callId]
+        : [],
+    );
+    assert.deepEqual(setupIds, ["setup_1"], "the setup ran as one call");
+    const result = events.flatMap((e) =>
+      e.payload.case === "toolResult" && e.payload.value.callId === "setup_1"
+        ? [e.payload.value]
+        : [],
+    );
+    assert.equal(result.length, 1, "the setup call has its one result");
+    assert.equal(result[0]?.error?.code, "ELIMIT_TIME");
+    assert.equal(
+      events.some((e) =>
+        JSON.stringify(e.payload.value, (_k, v) =>
+          typeof v === "bigint" ? String(v) : v,
+        ).includes("setup-finished"),
+      ),
+      false,
+      "the line printed after the sleep never came: the setup was killed",
+    );
+    assert.equal(outcome, "failed");
+    assert.equal(projectRun(run.runId, events).error?.code, "ELIMIT_TIME");
+    assert.equal(stub.requests.length, asked, "the model was never asked");
+  });
+
   it("a model step still streaming when the wall budget runs out is cut; the run ends ELIMIT_TIME", async () => {
     // 120 pieces half a second apart: a minute of answer against a 5 s budget.
     const slow: StubReply = { chunks: textReply(Array(120).fill("word ")), chunkDelayMs: 500 };
@@ -181,7 +288,8 @@ describe("budgets that bind", { timeout: 240_000 }, () => {
   });
 
   it("a takeover continues the step and token counts of the drive before it", async () => {
-    const run = await queueRun(log, { prompt: "spend", budget: { maxTokens: 1000n } });
+    const budget = 1_000_000;
+    const run = await queueRun(log, { prompt: "spend", budget: { maxTokens: BigInt(budget) } });
     // Step 2's call sleeps: the worker is told to stop while it runs, and releases the run
     // at the next step boundary — after exactly two steps.
     script = [
@@ -189,7 +297,8 @@ describe("budgets that bind", { timeout: 240_000 }, () => {
       callReply("slow", "process.run", { command: "sleep 3; echo slept" }),
       ...echoes(3, 10),
     ];
-    const limits = { ...DEFAULT_RUN_LIMITS, maxSteps: 3 };
+    // Every maximum is sent (none is above this ceiling).
+    const limits = { ...DEFAULT_RUN_LIMITS, maxSteps: 3, maxOutputTokensSent: 10 * budget };
     const deps = stubDriverDeps(
       { log, policy, sandbox, artifacts, baseURL: stub.baseURL },
       { limits },
@@ -226,10 +335,14 @@ describe("budgets that bind", { timeout: 240_000 }, () => {
       "the step count goes on across the takeover",
     );
     const bodies = stub.requests.slice(first).map((r) => r.body);
-    assert.deepEqual(
-      bodies.map(maxOut),
-      [1000, 1000 - 28 - 20, 1000 - 56 - 20],
-      "the second drive's request is capped by what the first drive used",
+    const c = charged.slice(first);
+    assert.equal(bodies.length, 3);
+    // The second drive's request (a fresh estimate scale) is still capped by what the first
+    // drive used and by the last prompt the provider reported.
+    const usedBefore = (c[0] as number) + 8 + (c[1] as number) + 8;
+    assert.ok(
+      (maxOut(bodies[2]) as number) <= budget - usedBefore - (c[1] as number),
+      `the second drive's request (max ${maxOut(bodies[2])}) is capped by the first drive's ${usedBefore} tokens`,
     );
   });
 

@@ -3,7 +3,8 @@
  * every model step (usage.updated, so GetRun shows it live), a run that reaches its token
  * or cost budget ends failed with ELIMIT_TOKENS / ELIMIT_COST and keeps its usage, and a
  * cancelled run keeps the usage it had. Real parts: the embedded log, a real container,
- * the kernel and the AI SDK against a scripted model reporting 20+8 tokens a step.
+ * the kernel and the AI SDK against a scripted model charging ~4 characters of the request
+ * body a prompt token, and 8 output tokens a step.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -28,6 +29,11 @@ let dir: string;
 let log: FileEventLog;
 let stub: OpenAiStub;
 let script: StubReply[] = [];
+/** The prompt tokens the stub charged each request, in order. */
+const charged: number[] = [];
+type UsageChunk = {
+  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+};
 let sandbox: Sandbox;
 let policy: Policy;
 let artifacts: FsArtifactStore;
@@ -36,7 +42,18 @@ let cleanup: () => Promise<void>;
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "agentd-budget-"));
   log = await openFileEventLog({ dir: join(dir, "log") });
-  stub = await startOpenAiStub(() => script.shift() ?? { status: 500, body: {} });
+  stub = await startOpenAiStub((req) => {
+    const r = script.shift() ?? { status: 500, body: {} };
+    // A real provider charges the prompt it got: here ~4 characters of the body a token.
+    const prompt = Math.ceil(JSON.stringify(req.body).length / 4);
+    charged.push(prompt);
+    const u = "chunks" in r ? (r.chunks.at(-1) as UsageChunk) : undefined;
+    if (u?.usage !== undefined) {
+      u.usage.prompt_tokens = prompt;
+      u.usage.total_tokens = prompt + u.usage.completion_tokens;
+    }
+    return r;
+  });
   artifacts = new FsArtifactStore(join(dir, "artifacts"));
   const loaded = readPolicyFile(join(import.meta.dirname, "..", "..", "policy.yaml"));
   assert.ok(loaded.ok);
@@ -61,6 +78,7 @@ const reads = (n: number): StubReply[] =>
 async function drive(budget: Parameters<typeof queueRun>[1]["budget"], calls: StubReply[]) {
   const run = await queueRun(log, { prompt: "spend", budget });
   script = [...calls, sayReply("done")];
+  const first = charged.length;
   const deps = stubDriverDeps({ log, policy, sandbox, artifacts, baseURL: stub.baseURL });
   const outcome = await driveRun(
     deps,
@@ -69,18 +87,35 @@ async function drive(budget: Parameters<typeof queueRun>[1]["budget"], calls: St
     new AbortController().signal,
   );
   const events = (await log.read(run.runId, 0)).map((e) => e.event);
-  return { outcome, events, run: projectRun(run.runId, events) };
+  return { outcome, events, run: projectRun(run.runId, events), charged: charged.slice(first) };
+}
+
+/** What the stub charged the first request of a run: the system prompt, the tools, the task. */
+async function firstPrompt(): Promise<number> {
+  const { charged: c } = await drive(undefined, []);
+  return c[0] as number;
 }
 
 describe("a run's own budget", { timeout: 120_000 }, () => {
   it("usage is in the log after every step; the token budget ends the run ELIMIT_TOKENS", async () => {
-    const { outcome, events, run } = await drive({ maxTokens: 70n }, reads(5));
+    const p0 = await firstPrompt();
+    // Room for two steps (their prompts and 8 output tokens each), not for a third.
+    const budget = 2 * p0 + 300;
+    const {
+      outcome,
+      events,
+      run,
+      charged: c,
+    } = await drive({ maxTokens: BigInt(budget) }, reads(5));
     assert.equal(outcome, "failed");
     assert.equal(run.state, RunState.FAILED);
     assert.equal(run.error?.code, "ELIMIT_TOKENS");
+    const used = (c[0] as number) + (c[1] as number) + 16;
     assert.match(
       run.error?.message ?? "",
-      /the run's budget: the run used 56 of its 70 tokens and the next prompt alone is at least 20: the model was not asked/,
+      new RegExp(
+        `the run's budget: the run used ${used} of its ${budget} tokens and the next prompt is estimated at \\d+, leaving less than 32 for the answer: the model was not asked`,
+      ),
     );
     const usage = events.flatMap((e) =>
       e.payload.case === "usageUpdated" ? [e.payload.value] : [],
@@ -88,34 +123,47 @@ describe("a run's own budget", { timeout: 120_000 }, () => {
     assert.deepEqual(
       usage.map((u) => [Number(u.usage?.inputTokens), Number(u.usage?.outputTokens), u.steps]),
       [
-        [20, 8, 1],
-        [40, 16, 2],
+        [c[0], 8, 1],
+        [(c[0] as number) + (c[1] as number), 16, 2],
       ],
       "one usage.updated per step, cumulative",
     );
-    assert.equal(Number(run.usage?.inputTokens), 40, "the failed run keeps its usage");
+    assert.equal(
+      Number(run.usage?.inputTokens),
+      (c[0] as number) + (c[1] as number),
+      "the failed run keeps its usage",
+    );
   });
 
-  it("the cost budget ends the run ELIMIT_COST", async () => {
+  it("the cost budget ends the run ELIMIT_COST before the step that would pass it", async () => {
+    const p0 = await firstPrompt();
     const perStep = costMicros(
       "gpt-4o-mini",
-      { inputTokens: 20, outputTokens: 8 },
+      { inputTokens: p0, outputTokens: 8 },
       DEFAULT_PRICE_TABLE,
     ).micros;
-    const { run } = await drive({ maxCostMicros: BigInt(Math.ceil(perStep * 1.5)) }, reads(5));
+    const budget = Math.ceil(perStep * 1.5);
+    const { run } = await drive({ maxCostMicros: BigInt(budget) }, reads(5));
     assert.equal(run.error?.code, "ELIMIT_COST");
-    assert.ok(Number(run.costMicros) >= perStep * 1.5, String(run.costMicros));
+    assert.match(run.error?.message ?? "", /the model was not asked/);
+    const cost = Number(run.costMicros);
+    assert.ok(cost >= perStep && cost <= budget, `one step paid (${cost} of ${budget})`);
   });
 
   it("without a budget of its own the worker's limits hold and the run completes", async () => {
-    const { outcome, run } = await drive(undefined, reads(2));
+    const { outcome, run, charged: c } = await drive(undefined, reads(2));
     assert.equal(outcome, "completed");
-    assert.equal(Number(run.usage?.inputTokens), 50); // 2 calls (20 each) + the answer (10)
+    // 2 calls and the answer, each its charged prompt.
+    assert.equal(
+      Number(run.usage?.inputTokens),
+      c.reduce((a, b) => a + b, 0),
+    );
   });
 
   it("a cancelled run keeps the usage it had", async () => {
     const run = await queueRun(log, { prompt: "spend" });
     script = [...reads(1), callReply("slow", "process.run", { command: "sleep 30" })];
+    const first = charged.length;
     const deps = stubDriverDeps({ log, policy, sandbox, artifacts, baseURL: stub.baseURL });
     const driving = driveRun(
       deps,
@@ -145,7 +193,8 @@ describe("a run's own budget", { timeout: 120_000 }, () => {
       (await log.read(run.runId, 0)).map((e) => e.event),
     );
     assert.equal(after.state, RunState.CANCELLED);
-    assert.equal(Number(after.usage?.inputTokens), 40);
+    const paid = charged.slice(first).reduce((a, b) => a + b, 0);
+    assert.equal(Number(after.usage?.inputTokens), paid, "both steps' prompts");
     assert.ok(after.costMicros > 0n);
   });
 });

@@ -3,18 +3,21 @@
  * embedded event log, a real container, the kernel, the OpenAI HTTP path against a scripted
  * server) where the model reuses the id of a call waiting for approval in the same step, and
  * again in a later step: the approved call runs exactly once, each reuse is answered as a
- * malformed call under a fresh id, and the model is told.
+ * malformed call under a fresh id, and the model is told. Ids agentd makes itself
+ * (`setup_`, `reused_`, `renamed_`) are never left to a model's call, and the setup step's
+ * next id is one no call of the log holds.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../engine/ai-sdk-engine.ts";
 import { DEFAULT_PRICE_TABLE } from "../engine/pricing.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
-import type { Event } from "../gen/agentd/v1/events_pb.js";
+import { type Event, EventSchema, ToolCallSchema } from "../gen/agentd/v1/events_pb.js";
 import { createKernel } from "../kernel/kernel.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import type { Sandbox } from "../sandbox/port.ts";
@@ -33,7 +36,9 @@ import {
   sayReply,
   testImagePolicy,
 } from "../testing/worker-fixtures.ts";
-import { separateReusedIds } from "./call-id-reuse.ts";
+import { SETUP_TOOL } from "../tools/setup-run.ts";
+import { separateReusedIds, usedCallIds } from "./call-id-reuse.ts";
+import { setupCallId } from "./drive-setup.ts";
 import { DEFAULT_RUN_LIMITS, type DriverDeps, driveRun } from "./run-driver.ts";
 
 describe("separateReusedIds", () => {
@@ -61,6 +66,72 @@ describe("separateReusedIds", () => {
     assert.match(r.bad[1]?.error.message ?? "", /the id c2 is already used/);
     assert.equal(r.bad[2]?.error.code, "EUNKNOWN_TOOL", "a malformed call keeps its own error");
     for (const id of ids) assert.ok(used.has(id), "fresh ids are marked used");
+  });
+});
+
+const callEvent = (callId: string, tool: string): Event =>
+  create(EventSchema, {
+    payload: { case: "toolCall", value: create(ToolCallSchema, { callId, tool, inputJson: "{}" }) },
+  });
+
+describe("ids agentd keeps for its own calls", () => {
+  it("a model call under setup_2 goes on under a fresh renamed_ id; the next setup call is setup_2", () => {
+    const log = [callEvent("setup_1", SETUP_TOOL)];
+    const { calls, bad } = separateReusedIds(
+      usedCallIds(log),
+      [{ callId: "setup_2", tool: "process.run", input: {} }],
+      [],
+    );
+    assert.equal(bad.length, 0, "the call is not refused: it runs");
+    assert.equal(calls.length, 1);
+    const id = calls[0]?.callId ?? "";
+    assert.match(id, /^renamed_[0-9a-f]{16}$/);
+    log.push(callEvent(id, "process.run"));
+    assert.equal(setupCallId(log), "setup_2");
+    assert.equal(usedCallIds(log).has(setupCallId(log)), false);
+  });
+
+  it("every reserved prefix is renamed, in calls and malformed calls; one reserved id twice is a reuse", () => {
+    const used = new Set<string>();
+    const r = separateReusedIds(
+      used,
+      [
+        { callId: "reused_0123456789abcdef", tool: "repo.read", input: {} },
+        { callId: "renamed_x", tool: "repo.read", input: {} },
+        { callId: "setup_9", tool: "repo.read", input: {} },
+        { callId: "setup_9", tool: "repo.read", input: { again: true } },
+        { callId: "call_ok", tool: "repo.read", input: {} },
+      ],
+      [
+        {
+          callId: "setup_1",
+          tool: "nope",
+          input: {},
+          error: { code: "EUNKNOWN_TOOL", message: "x" },
+        },
+      ],
+    );
+    const runIds = r.calls.map((c) => c.callId);
+    assert.equal(runIds.length, 4);
+    assert.equal(runIds[3], "call_ok", "an id of no reserved prefix is kept");
+    for (const id of runIds.slice(0, 3)) assert.match(id, /^renamed_[0-9a-f]{16}$/);
+    assert.equal(new Set(runIds).size, 4);
+    assert.equal(r.bad.length, 2);
+    assert.match(r.bad[0]?.callId ?? "", /^reused_[0-9a-f]{16}$/);
+    assert.match(r.bad[0]?.error.message ?? "", /the id setup_9 \(recorded as renamed_/);
+    assert.match(r.bad[1]?.callId ?? "", /^renamed_[0-9a-f]{16}$/);
+    assert.equal(r.bad[1]?.error.code, "EUNKNOWN_TOOL");
+    for (const id of [...runIds, ...r.bad.map((b) => b.callId)]) {
+      assert.ok(!id.startsWith("setup_"), `${id} is not a setup id`);
+      assert.ok(used.has(id));
+    }
+  });
+
+  it("an old log where a model call holds setup_2: the next setup call takes the next free id", () => {
+    const log = [callEvent("setup_1", SETUP_TOOL), callEvent("setup_2", "process.run")];
+    assert.equal(setupCallId(log), "setup_3");
+    log.push(callEvent("setup_3", SETUP_TOOL));
+    assert.equal(setupCallId(log), "setup_4", "setup calls counted: 2, so setup_3 is next, then 4");
   });
 });
 
@@ -196,5 +267,61 @@ describe("a drive where the model reuses call ids", () => {
     assert.deepEqual(await patchLines(evs), ["+added: 2"], "the line was appended once");
     const last = JSON.stringify(stub.requests.at(-1)?.body ?? {});
     assert.match(last, /is already used by an earlier call of this run/);
+  });
+});
+
+describe("a drive where the model uses agentd's own call ids", () => {
+  it("its calls under setup_1 and setup_2 run under renamed_ ids; only the setup step holds setup_", {
+    timeout: 240_000,
+  }, async () => {
+    const run = await queueRun(log, { prompt: "Say hello" });
+    script = [
+      {
+        chunks: toolCallsReply([
+          {
+            id: "setup_1",
+            name: "process_run",
+            arguments: JSON.stringify({ command: "echo one" }),
+          },
+          {
+            id: "setup_2",
+            name: "process_run",
+            arguments: JSON.stringify({ command: "echo two" }),
+          },
+        ]),
+      },
+      sayReply("Done."),
+    ];
+    const saved = policy;
+    policy = { ...policy, tools: { ...policy.tools, setup: "echo set-up" } };
+    let outcome: unknown;
+    try {
+      outcome = await driveRun(deps(), run.runId, await log.bumpEpoch(run.runId), {
+        stop: new AbortController().signal,
+      });
+    } finally {
+      policy = saved;
+    }
+    assert.equal(outcome, "completed");
+    const evs = await events(run.runId);
+    const calls = evs.flatMap((e) => (e.payload.case === "toolCall" ? [e.payload.value] : []));
+    const ids = calls.map((c) => c.callId);
+    assert.equal(new Set(ids).size, ids.length, `every tool.call id is unique: ${ids}`);
+    assert.deepEqual(
+      calls.filter((c) => c.callId.startsWith("setup_")).map((c) => [c.callId, c.tool]),
+      [["setup_1", "setup.run"]],
+      "only the setup step's call holds a setup_ id",
+    );
+    const model = calls.filter((c) => c.tool === "process.run");
+    assert.equal(model.length, 2);
+    for (const c of model) assert.match(c.callId, /^renamed_[0-9a-f]{16}$/);
+    const results = evs.flatMap((e) => (e.payload.case === "toolResult" ? [e.payload.value] : []));
+    for (const c of model) {
+      const r = results.filter((x) => x.callId === c.callId);
+      assert.equal(r.length, 1);
+      assert.equal(r[0]?.ok, true, `the call ${c.callId} ran`);
+    }
+    const last = JSON.stringify(stub.requests.at(-1)?.body ?? {});
+    for (const c of model) assert.ok(last.includes(c.callId), "the model sees the renamed ids");
   });
 });

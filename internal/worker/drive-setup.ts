@@ -39,16 +39,40 @@ import { pickCommands, type SetupSpec } from "../tools/command-spec.ts";
 import { SETUP_TOOL } from "../tools/setup-run.ts";
 import { type CacheKey, type CacheKeyInput, cacheKey } from "./cache-key.ts";
 import { type ArchiveFacts, archiveCache, NODE_MODULES, restoreCache } from "./cache-transfer.ts";
-import type { Drive } from "./drive.ts";
+import { usedCallIds } from "./call-id-reuse.ts";
+import { type Drive, WALL_BUDGET_REASON } from "./drive.ts";
 import { askForHosts, handleAttributed } from "./drive-egress.ts";
+import { wallLeftMs, wallSpent } from "./drive-usage.ts";
 import type { Next } from "./run-driver.ts";
 import { exactHit } from "./setup-exact-hit.ts";
 
-/** Runs the setup when the run needs it; a Next when the drive must go elsewhere (hold). */
+/**
+ * Runs the setup when the run needs it; a Next when the drive must go elsewhere (hold), or
+ * must end: the setup, as any call, runs with the run's remaining wall time armed on its
+ * signal (the cache restore and save around it too) — when it runs out the setup's
+ * processes are killed, its result is ELIMIT_TIME, and the run ends ELIMIT_TIME.
+ */
 export async function setupStep(
   d: Drive,
   inputs: ReadonlyMap<string, string>,
 ): Promise<Next | undefined> {
+  if (wallLeftMs(d) <= 0) return wallSpent(d);
+  const disarm = d.armWallBudget(wallLeftMs(d));
+  let next: Next | undefined;
+  try {
+    next = await setupWork(d, inputs);
+  } catch (err) {
+    // A cache transfer the wall budget stopped throws: the run ends as the budget says.
+    if (d.callSignal.reason === WALL_BUDGET_REASON) return wallSpent(d);
+    throw err;
+  } finally {
+    disarm();
+  }
+  if (wallLeftMs(d) <= 0 || d.callSignal.reason === WALL_BUDGET_REASON) return wallSpent(d);
+  return next;
+}
+
+async function setupWork(d: Drive, inputs: ReadonlyMap<string, string>): Promise<Next | undefined> {
   const k = d.kernelRun as KernelRun;
   const policy = d.deps.policy();
   const spec = pickCommands(policy.tools, k.commands).setup;
@@ -136,7 +160,7 @@ async function runSetupCall(
   calls: number,
   saveAs: CacheKey | undefined,
 ): Promise<Next | undefined> {
-  const call = { callId: `setup_${calls + 1}`, tool: SETUP_TOOL, input: {} };
+  const call = { callId: setupCallId(d.events, calls), tool: SETUP_TOOL, input: {} };
   const out = await handleAttributed(d, call);
   if (out.kind === "paused") return { to: "hold" };
   const asked = await askForHosts(d, call);
@@ -147,6 +171,18 @@ async function runSetupCall(
     await save(d, spec, saveAs);
   await d.refresh();
   return asked;
+}
+
+/**
+ * The id of the run's next setup call: `setup_N`, N one more than its setup calls so far,
+ * or the next N no call of the log holds (a model's call is never recorded under `setup_`
+ * — call-id-reuse.ts — but a log from before that rule may hold one).
+ */
+export function setupCallId(events: readonly Event[], calls = setupCalls(events)): string {
+  const used = usedCallIds(events);
+  let n = calls + 1;
+  while (used.has(`setup_${n}`)) n++;
+  return `setup_${n}`;
 }
 
 export function setupCalls(events: readonly Event[]): number {

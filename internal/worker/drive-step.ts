@@ -12,6 +12,7 @@ import { type AssembleInput, assembleContext } from "../engine/context.ts";
 import { createOutputCoalescer } from "../engine/output-coalescer.ts";
 import type { EngineRequest, EngineToolCall } from "../engine/port.ts";
 import { costMicros } from "../engine/pricing.ts";
+import { estimateRequestTokens } from "../engine/request-tokens.ts";
 import { OutputDeltaSchema, OutputMessageSchema } from "../gen/agentd/v1/events_pb.js";
 import { redactMessage } from "../kernel/redact-payload.ts";
 import { bounded, metrics } from "../telemetry/metrics.ts";
@@ -31,6 +32,13 @@ import type { DriveContext, Next } from "./run-driver.ts";
  * smallest of the priced models), so there the model's own limit binds instead.
  */
 const DEFAULT_OUTPUT_CEILING = 16_384;
+
+/**
+ * The estimate of a prompt is taken this much larger: what a step adds (tool calls, JSON
+ * tool results) is cut finer by a tokenizer than the prompt it was scaled on, and a budget
+ * must end a step early rather than let one pass it.
+ */
+const PROMPT_MARGIN = 1.1;
 
 /** The calls left open, then (if none) one model step. */
 export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
@@ -55,21 +63,30 @@ export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
   }
   const limit = overLimit(d);
   if (limit !== undefined) return limit;
+  const prompt: EngineRequest = {
+    system: assembled.system,
+    messages: assembled.messages,
+    tools: ctx.tools,
+  };
+  // The whole request is what the provider charges: a prompt grown past what is left of
+  // the budget (a large tool output, the first step's system prompt and tools) is never sent.
+  const estimate = estimateRequestTokens(prompt);
   const allowance = outputAllowance(
     d,
-    lastPromptTokens(d.events) ?? 0,
+    Math.max(Math.ceil(estimate * d.promptScale * PROMPT_MARGIN), lastPromptTokens(d.events) ?? 0),
     d.deps.limits.maxOutputTokensSent ?? DEFAULT_OUTPUT_CEILING,
   );
   if ("next" in allowance) return allowance.next;
   d.steps++;
-  const request: EngineRequest = {
-    system: assembled.system,
-    messages: assembled.messages,
-    tools: ctx.tools,
-    ...(allowance.cap === undefined ? {} : { maxOutputTokens: allowance.cap }),
-  };
+  const request: EngineRequest =
+    allowance.cap === undefined ? prompt : { ...prompt, maxOutputTokens: allowance.cap };
+  const inputBefore = d.usage.inputTokens;
   const answer = await askModel(d, request);
   if ("next" in answer) return answer.next;
+  // The provider's count of this prompt over the estimate: the next estimate is scaled by
+  // it (text its tokenizer cuts finer than the estimate's 4 bytes a token).
+  const reported = d.usage.inputTokens - inputBefore;
+  if (reported > 0 && estimate > 0) d.promptScale = Math.max(1, reported / estimate);
   await recordUsage(d);
   if (answer.text !== "")
     await d.writer.append({

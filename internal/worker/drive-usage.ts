@@ -90,11 +90,18 @@ export function overLimit(d: Drive): Next | undefined {
 }
 
 /**
+ * The least output a step is asked with (RunLimits.minOutputTokens): a step for which less
+ * would be left is not asked — it could not even finish a tool call.
+ */
+export const DEFAULT_MIN_OUTPUT_TOKENS = 32;
+
+/**
  * The largest `maxOutputTokens` a step the model is asked now may have: what is left of
  * the token budget and of the cost budget (at the model's output price), after the prompt
- * when its size is knowable (`promptTokens`: the last step's reported input, a lower bound
- * of the next prompt — run-counts.ts). A failure when nothing would be left for output:
- * the model is not asked. `undefined` cap: nothing to cap (no limit below the ceiling).
+ * (`promptTokens`: the whole request's estimate, drive-step.ts — never less than the last
+ * step's reported input, run-counts.ts). A failure when less than the minimum output would
+ * be left: the model is not asked. `undefined` cap: nothing to cap (no limit below the
+ * ceiling).
  *
  * Values at or above `ceiling` are not sent (a provider refuses a max above its model's own
  * output limit): the model's own limit binds them.
@@ -105,15 +112,16 @@ export function outputAllowance(
   ceiling: number,
 ): { cap: number | undefined } | { next: Next } {
   const budget = d.run0.budget;
+  const least = d.deps.limits.minOutputTokens ?? DEFAULT_MIN_OUTPUT_TOKENS;
   const maxTokens = tighter(d.deps.limits.maxTokens, budget?.maxTokens);
   const used = d.usage.inputTokens + d.usage.outputTokens;
   const byTokens = maxTokens - used - promptTokens;
-  if (byTokens < 1)
+  if (byTokens < least)
     return {
       next: {
         to: "fail",
         code: "ELIMIT_TOKENS",
-        message: `${own(budget?.maxTokens)}the run used ${used} of its ${maxTokens} tokens and the next prompt alone is at least ${promptTokens}: the model was not asked`,
+        message: `${own(budget?.maxTokens)}the run used ${used} of its ${maxTokens} tokens and the next prompt is estimated at ${promptTokens}, leaving less than ${least} for the answer: the model was not asked`,
       },
     };
   let cap = byTokens;
@@ -128,12 +136,12 @@ export function outputAllowance(
     const left = maxCost - costOf(d) - prompt.micros;
     // Whole tokens whose price fits in what is left (rounded down: never over).
     const byCost = Math.floor((left * 1_000_000) / price.outputPerMTok);
-    if (byCost < 1)
+    if (byCost < least)
       return {
         next: {
           to: "fail",
           code: "ELIMIT_COST",
-          message: `the run's budget: the run cost ${costOf(d)} of its ${maxCost} micro-USD and the next prompt alone costs at least ${prompt.micros}: the model was not asked`,
+          message: `the run's budget: the run cost ${costOf(d)} of its ${maxCost} micro-USD and the next prompt is estimated to cost ${prompt.micros}, leaving less than ${least} output tokens: the model was not asked`,
         },
       };
     cap = Math.min(cap, byCost);

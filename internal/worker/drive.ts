@@ -65,6 +65,12 @@ export interface Drive {
   readonly usage: EngineUsage;
   /** Model steps of the run, this drive's and the ones before it (from the log: run-counts.ts). */
   steps: number;
+  /**
+   * What the provider reported for this drive's last step over the step's estimated prompt
+   * (engine/request-tokens.ts), at least 1: the next estimate is scaled by it. In memory
+   * only: a new drive starts at 1 (the last reported prompt still bounds its estimate).
+   */
+  promptScale: number;
   /** Failed calls in a row, per call (tool + input), for ELOOP. */
   readonly failures: Map<string, number>;
   /** Secrets the run used that no provider of this worker has (the drive must not go on). */
@@ -134,6 +140,7 @@ export async function openDrive(
       outputTokens: Number(run0.usage?.outputTokens ?? 0n),
     },
     steps: stepsSoFar(events),
+    promptScale: 1,
     failures: new Map(),
     missingSecrets: secrets.missing,
     armWallBudget(ms) {

@@ -1,8 +1,9 @@
 /**
  * The counts a run's budget checks read from its log (run-counts.ts): wall time from the
  * first run.started with every paused stretch left out — a pause resumed in place, a pause
- * that ended in another drive's run.resumed (a takeover), a pause still going on — and
- * steps and the last prompt from usage.updated.
+ * that ended in another drive's run.resumed (a takeover), a pause still going on, a taker
+ * whose clock is behind or ahead of its predecessor's — and steps and the last prompt from
+ * usage.updated.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -43,6 +44,30 @@ describe("run counts from the log", () => {
     // An owner died at 5 s, the next took over at 20 s: no person was waited for.
     const lost = [at(0, started), at(20_000, resumed)];
     assert.equal(wallUsedMs(lost, 25_000), 25_000);
+  });
+
+  it("a taker whose clock is 10 min behind gets nothing back of what the log shows spent", () => {
+    const T = 1_800_000_000_000;
+    const events = [
+      at(T, started),
+      at(T + 600_000, usage(50, 10)), // the first drive's own clock: 10 min spent
+      at(T + 1_000, resumed), // the taker, its clock 10 min behind, resumes
+      at(T + 1_500, usage(51, 20)),
+    ];
+    // 10 min of the first drive, then the taker's own 1 s (to T + 2 s on its clock).
+    assert.equal(wallUsedMs(events, T + 2_000), 601_000);
+    // Its clock going on counts forward from its own events, never from the predecessor's.
+    assert.equal(wallUsedMs(events, T + 61_000), 660_000);
+  });
+
+  it("a clock behind inside a pause, and a taker ahead, never lower the count", () => {
+    const T = 1_800_000_000_000;
+    // Paused at T + 5 s; the taker (5 min behind) resumes: the pause counts 0, not minus.
+    const behind = [at(T, started), at(T + 5_000, paused), at(T - 300_000, resumed)];
+    assert.equal(wallUsedMs(behind, T - 299_000), 6_000);
+    // A taker 5 min ahead: its lead counts once (the budget ends early, never late).
+    const ahead = [at(T, started), at(T + 5_000, usage(1, 1)), at(T + 305_000, resumed)];
+    assert.equal(wallUsedMs(ahead, T + 306_000), 306_000);
   });
 
   it("nothing is used before the run started", () => {

@@ -3,9 +3,10 @@
  * restarts a count: model steps (the last usage.updated's cumulative `steps`), wall-clock
  * time (from the first run.started, minus the time between each run.paused and the
  * run.started / run.resumed after it: a run waiting for a person does not spend its wall
- * budget), and the last step's prompt size (the difference of the last two usage.updated
- * events). Must never: read a clock other than the one it is given and the events' own
- * `ts`, or count a paused stretch as time used.
+ * budget; summed forward only, so that a clock behind gives nothing back), and the last
+ * step's prompt size (the difference of the last two usage.updated events). Must never:
+ * read a clock other than the one it is given and the events' own `ts`, count a paused
+ * stretch as time used, or count less than the log's own timestamps show was spent.
  */
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { Event } from "../gen/agentd/v1/events_pb.js";
@@ -24,23 +25,33 @@ export function stepsSoFar(events: readonly Event[]): number {
  * stretch (run.paused until the next run.started / run.resumed). A run paused now counts
  * only up to its pause. Time between a lost owner and its takeover counts: the run was not
  * waiting for a person. 0 before the run started.
+ *
+ * Each event's `ts` is the clock of the process that appended it: the time is summed step
+ * by step, each step forward between one event and the next (and from the last to `nowMs`),
+ * and a step backwards counts 0 — as if the event had its predecessor's time. A taker whose
+ * clock is behind its predecessor's therefore never gets back what the log shows was spent:
+ * the sum is at least the last timestamp minus the first (less the pauses). A clock ahead
+ * counts its lead once (a budget ends early rather than late).
  */
 export function wallUsedMs(events: readonly Event[], nowMs: number): number {
-  let start: number | undefined;
-  let pausedAt: number | undefined;
-  let paused = 0;
+  let prev: number | undefined; // the last event's time, once the run started
+  let paused = false; // the stretch since `prev` is a pause
+  let used = 0;
   for (const ev of events) {
-    const c = ev.payload.case;
     if (ev.ts === undefined) continue;
+    const c = ev.payload.case;
     const t = timestampMs(ev.ts);
-    if (c === "runStarted" || c === "runResumed") {
-      start ??= t;
-      if (pausedAt !== undefined) paused += Math.max(0, t - pausedAt);
-      pausedAt = undefined;
-    } else if (c === "runPaused" && start !== undefined) pausedAt ??= t;
+    if (prev === undefined) {
+      if (c === "runStarted" || c === "runResumed") prev = t;
+      continue;
+    }
+    if (!paused) used += Math.max(0, t - prev);
+    prev = t;
+    if (c === "runPaused") paused = true;
+    else if (c === "runStarted" || c === "runResumed") paused = false;
   }
-  if (start === undefined) return 0;
-  return Math.max(0, (pausedAt ?? nowMs) - start - paused);
+  if (prev === undefined) return 0;
+  return paused ? used : used + Math.max(0, nowMs - prev);
 }
 
 /**

@@ -55,6 +55,11 @@ export interface RunLimits {
    * priced model's own limit): when more is left of the budget, no maximum is sent.
    */
   maxOutputTokensSent?: number;
+  /**
+   * The least output a step is asked with (default 32): a step whose estimated prompt
+   * leaves less of the token or cost budget is not asked (ELIMIT_TOKENS / ELIMIT_COST).
+   */
+  minOutputTokens?: number;
   /** Budget of one step's context, estimated tokens. */
   contextBudgetTokens: number;
   /** The same failing call this many times in a row ends the run. */
