@@ -338,6 +338,35 @@ it("across a restart of each process the queries count what the runs did", async
   await promValue(PENDING, (v) => v === 0, "nobody waits any more");
   await promValue(FAILURE_RATIO, (v) => Math.abs(v - 1 / 6) < 1e-3, "failure ratio 1/6");
 
+  // Each end observed one duration, queued to end: the mean is within the runs' own.
+  const lived = await Promise.all(
+    [r1, queued.fail, ...queued.ok, queued.ask].map(async (id) => {
+      const evs = await eventsOf(id);
+      const end = evs.findLast((e) => ENDS.includes(e.type))?.ts;
+      assert.ok(end && evs[0]?.ts);
+      return (timestampMs(end) - timestampMs(evs[0].ts)) / 1000;
+    }),
+  );
+  for (const [outcome, n] of [
+    ["completed", 5],
+    ["failed", 1],
+  ] as const)
+    await promValue(
+      `sum(increase(agentd_run_duration_seconds_count{outcome="${outcome}"}[1h]))`,
+      (v) => v >= n - 0.01 && v < n * 1.1,
+      `${n} ${outcome} run durations`,
+    );
+  const mean = await promValue(
+    "sum(increase(agentd_run_duration_seconds_sum[1h])) / sum(increase(agentd_run_duration_seconds_count[1h]))",
+    (v) => !Number.isNaN(v),
+    "the mean run duration",
+  );
+  const avg = lived.reduce((a, b) => a + b, 0) / lived.length;
+  assert.ok(
+    Math.abs(mean - avg) < 0.01 * avg + 0.01,
+    `mean run duration ${mean} s, the runs' ${avg} s`,
+  );
+
   // Six runs waited in the queue once each (the resumed one is not queued anew).
   await promValue(
     "sum(increase(agentd_queue_wait_seconds_count[1h]))",
