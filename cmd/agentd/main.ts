@@ -85,6 +85,7 @@ import {
 import { createHealthPort, type HealthPort } from "../../internal/server/health-port.ts";
 import { instrumentAdmission } from "../../internal/telemetry/instrument-admission.ts";
 import { instrumentEventLog } from "../../internal/telemetry/instrument-log.ts";
+import { primeDriverSeries, primeKnownSeries } from "../../internal/telemetry/known-series.ts";
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { registerStoreGauges } from "../../internal/telemetry/store-gauges.ts";
@@ -320,6 +321,10 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const { artifactDir, queue, presence, idempotency, closeAll } = built;
   // Every append measured and counted (agentd_event_log_append_duration_seconds, …).
   const log = instrumentEventLog(built.log);
+  // Every series with known labels at 0 before the first scrape: increase() over a window
+  // counts the first event after this start (docs/observability.md).
+  primeKnownSeries();
+  if (choice !== undefined) primeDriverSeries(choice.model, cfg.concurrency);
   // A run's first event too, which the admission writes itself (agentd_runs_created_total).
   const admission = instrumentAdmission(built.admission, built.log.kind);
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);

@@ -156,6 +156,26 @@ it("OTLP logs: one record per event of the chosen types, in the run's trace", as
     assert.equal(ev.eventId, r.attributes["agentd.event.id"]);
     assert.ok(["run.queued", "output.delta"].includes(String(r.attributes["agentd.event.type"])));
   }
+  // The record's time is the event's: within a minute of now (not 56 years ahead).
+  for (const r of records) {
+    const ev = JSON.parse(String(r.body)) as { ts: string };
+    const ns = BigInt(r.timeUnixNano);
+    assert.equal(
+      ns,
+      BigInt(Date.parse(ev.ts)) * 1_000_000n,
+      `timeUnixNano is the event's ts ${ev.ts}`,
+    );
+    for (const [field, t] of [
+      ["timeUnixNano", ns],
+      ["observedTimeUnixNano", BigInt(r.observedTimeUnixNano)],
+    ] as const) {
+      const ms = Number(t / 1_000_000n);
+      assert.ok(
+        Math.abs(ms - Date.now()) < 60_000,
+        `${field} ${new Date(ms).toISOString()} is within a minute of now`,
+      );
+    }
+  }
 });
 
 it("a sink answering 500 or hanging is dead-lettered after its attempts; the API answers meanwhile", async () => {

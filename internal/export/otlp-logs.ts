@@ -9,7 +9,7 @@
 
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { type Attributes, SeverityNumber, type SpanContext, trace } from "@opentelemetry/api";
-import { ExportResultCode, hrTime } from "@opentelemetry/core";
+import { ExportResultCode, millisToHrTime } from "@opentelemetry/core";
 import { OTLPLogExporter } from "@opentelemetry/exporter-logs-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import type { ReadableLogRecord } from "@opentelemetry/sdk-logs";
@@ -69,7 +69,10 @@ export function createOtlpLogs(sink: OtlpLogsConfig, log: EventLog): OtlpLogsDel
 
 function recordOf(item: FeedItem, span: SpanContext | undefined): ReadableLogRecord {
   const ev = item.event.event;
-  const at = hrTime(ev.ts === undefined ? Date.now() : timestampMs(ev.ts));
+  // Epoch milliseconds to [s, ns]: millisToHrTime. Never core's hrTime(ms): it takes a
+  // performance.now() reading and adds the process's time origin to it, which put every
+  // record ~56 years ahead (timeUnixNano in 2083).
+  const at = millisToHrTime(ev.ts === undefined ? Date.now() : timestampMs(ev.ts));
   const attributes: Attributes = {
     "agentd.run.id": ev.runId,
     "agentd.event.id": ev.eventId,
@@ -82,7 +85,7 @@ function recordOf(item: FeedItem, span: SpanContext | undefined): ReadableLogRec
   const warn = WARN_TYPES.has(ev.type);
   return {
     hrTime: at,
-    hrTimeObserved: hrTime(),
+    hrTimeObserved: millisToHrTime(Date.now()),
     ...(span === undefined ? {} : { spanContext: span }),
     severityNumber: error ? SeverityNumber.ERROR : warn ? SeverityNumber.WARN : SeverityNumber.INFO,
     severityText: error ? "ERROR" : warn ? "WARN" : "INFO",

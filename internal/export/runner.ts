@@ -14,6 +14,7 @@ import { type FeedItem, openFeed, planFeed, WHOLE_ENTRY } from "../api/tenant-fe
 import { isAgentdError } from "../errors.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import { sleep } from "../sleep.ts";
+import { primeSinkSeries } from "../telemetry/known-series.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { metrics } from "../telemetry/metrics.ts";
 import { createBackoff } from "../worker/backoff.ts";
@@ -43,6 +44,8 @@ export function startSinkRunner(sink: Sink, deliver: Deliver, deps: RunnerDeps):
   const stop = new AbortController();
   const ttl = deps.leaseTtlMs ?? 10_000;
   const log = deps.logger.child({ sink: sink.name });
+  // Its counters exist at 0 on every server, whichever of them holds the sink's lease.
+  primeSinkSeries(sink.name);
   const pace = createBackoff({ baseMs: 500, capMs: 30_000 });
   const loop = (async () => {
     while (!stop.signal.aborted) {

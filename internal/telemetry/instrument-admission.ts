@@ -8,12 +8,14 @@
 import type { LoggedEvent } from "../eventlog/event-codec.ts";
 import type { AdmitRequest, RunAdmission } from "../scheduler/admission.ts";
 import { observeEvent } from "./event-metrics.ts";
+import { primeLogSeries } from "./known-series.ts";
 import { metrics } from "./metrics.ts";
 
 export function instrumentAdmission(admission: RunAdmission, logKind: string): RunAdmission {
   const labels = { log: logKind };
   const duration = metrics.appendDuration.labels(labels);
   const appended = metrics.eventsAppended.labels(labels);
+  primeLogSeries(logKind);
   return {
     async admit(req: AdmitRequest): Promise<LoggedEvent> {
       const t0 = performance.now();

@@ -27,6 +27,10 @@ for (const name of [
 const reg = [registry];
 /** Seconds: 5 ms to 10 min, for tool calls and approvals alike. */
 const LONG_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+/** Seconds: 10 ms to 1 h, for the queue (a backlog is minutes, an idle cluster milliseconds). */
+const WAIT_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
+/** Seconds: 1 s to 6 h, for whole runs (queued to ended). */
+const RUN_BUCKETS = [1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 21600];
 /** Seconds: 0.5 ms to 5 s, for storage appends. */
 const SHORT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
 
@@ -46,6 +50,24 @@ export const metrics = {
     name: "agentd_runs_ended_total",
     help: "Runs ended by this process, by outcome (completed, failed, cancelled).",
     labelNames: ["outcome"],
+    registers: reg,
+  }),
+  runDuration: new Histogram({
+    name: "agentd_run_duration_seconds",
+    help: "Time from run.queued to the run's end, by outcome (completed, failed, cancelled); observed by the process that appended the end.",
+    labelNames: ["outcome"],
+    buckets: RUN_BUCKETS,
+    registers: reg,
+  }),
+  queueWait: new Histogram({
+    name: "agentd_queue_wait_seconds",
+    help: "Time from run.queued to the claim of the drive that finds the run not yet started; observed by that worker.",
+    buckets: WAIT_BUCKETS,
+    registers: reg,
+  }),
+  workerSlots: new Gauge({
+    name: "agentd_worker_slots",
+    help: "Runs this worker may drive at once (--concurrency); agentd_runs_active is how many are in use.",
     registers: reg,
   }),
   sandboxesLost: new Counter({

@@ -21,6 +21,10 @@ export interface ReceivedSpan {
 }
 
 export interface ReceivedLog {
+  /** The record's time (decimal nanoseconds since the epoch, as sent); "" when absent. */
+  timeUnixNano: string;
+  /** When the exporter observed it; "" when absent. */
+  observedTimeUnixNano: string;
   traceId: string;
   spanId: string;
   body: AttrValue;
@@ -122,6 +126,8 @@ function collectLogs(body: any, out: ReceivedLog[]): void {
     for (const sl of rl.scopeLogs ?? [])
       for (const r of sl.logRecords ?? [])
         out.push({
+          timeUnixNano: String(r.timeUnixNano ?? ""),
+          observedTimeUnixNano: String(r.observedTimeUnixNano ?? ""),
           traceId: r.traceId ?? "",
           spanId: r.spanId ?? "",
           body: otlpValue(r.body),

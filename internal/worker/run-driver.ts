@@ -32,6 +32,7 @@ import { isTerminal } from "../projections/run-projection.ts";
 import { CACHE_ENV } from "../sandbox/cache-env.ts";
 import type { Sandbox, SandboxShape } from "../sandbox/port.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { observeQueueWait } from "../telemetry/run-clock.ts";
 import { startRunSpan } from "../telemetry/run-span.ts";
 import { type Drive, openDrive } from "./drive.ts";
 import { CA_ENV, type DriveEgressOptions, networkOf } from "./drive-egress.ts";
@@ -147,7 +148,10 @@ export async function driveRun(
   signals: AbortSignal | DriveSignals,
 ): Promise<DriveOutcome> {
   const s = signals instanceof AbortSignal ? { stop: signals } : signals;
+  const claimedAt = Date.now();
   const d = await openDrive(deps, runId, epoch, s);
+  // A run ended while queued (cancelled) never waited for this drive.
+  if (!isTerminal(d.run0.state)) observeQueueWait(d.events, claimedAt);
   const span = startRunSpan({
     runId,
     sessionId: d.sessionId,
