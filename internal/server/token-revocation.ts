@@ -1,10 +1,14 @@
 /**
- * Ends the open RunService streams (StreamEvents, WatchEvents, over Connect, gRPC and
- * gRPC-Web) of a token an auth reload changed: removed (UNAUTHENTICATED), moved to another
- * tenant, or left with fewer roles (PERMISSION_DENIED). A connect interceptor wraps each
- * streaming response: the stream ends with that status at once — the next message is not
- * waited for — so no event the token may no longer see is sent after the reload. Must
- * never: end a stream whose token is unchanged, or keep a stream after it ended.
+ * Ends the open RunService streams (StreamEvents, WatchEvents, UploadWorkspace, over
+ * Connect, gRPC and gRPC-Web) of a token an auth reload changed: removed
+ * (UNAUTHENTICATED), moved to another tenant, or left with fewer roles
+ * (PERMISSION_DENIED). A connect interceptor watches each streaming call from before its
+ * request message is read until its response ended: the call ends with that status at once
+ * — the next message (the client's or the handler's) is not waited for — and the
+ * handler's signal aborts with it (an upload stops its unpack and stores nothing), so
+ * nothing the token may no longer see is sent, and nothing it may no longer do goes on,
+ * after the reload. Must never: end a stream whose token is unchanged, or keep a stream
+ * after it ended.
  */
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { kPrincipal } from "../api/context.ts";
@@ -44,45 +48,55 @@ export interface StreamRevocations {
 
 export function createStreamRevocations(auth: Authenticator): StreamRevocations {
   const open = new Set<Watch>();
-  const interceptor: Interceptor = (next) => async (req) => {
-    const res = await next(req);
-    const before = req.contextValues.get(kPrincipal);
-    if (!res.stream || before === undefined) return res;
-    return { ...res, message: watched(res.message, before, req.header.get("authorization")) };
-  };
+  const changed = (w: Watch) => principalChange(w.before, () => auth.authenticate(w.authorization));
 
-  async function* watched<T>(
-    inner: AsyncIterable<T>,
-    before: Principal,
-    authorization: string | null,
-  ): AsyncGenerator<T> {
+  // Every streaming call (server, client or both ways) is watched from the moment the
+  // interceptor sees it — before its request message is read and before its handler runs —
+  // until its response ended: a reload at any point of its life ends it with the status.
+  const interceptor: Interceptor = (next) => async (req) => {
+    const before = req.contextValues.get(kPrincipal);
+    if (!req.stream || before === undefined) return next(req);
+    const ac = new AbortController();
     let end!: (err: ConnectError) => void;
-    const ended = new Promise<ConnectError>((resolve) => {
-      end = resolve;
+    const ended = new Promise<never>((_, reject) => {
+      end = (err) => {
+        // The handler's signal says why (an upload stops its unpack with this status).
+        ac.abort(err);
+        reject(err);
+      };
     });
-    const w: Watch = { before, authorization, end };
-    open.add(w);
-    const it = inner[Symbol.asyncIterator]();
-    try {
-      for (;;) {
-        const r = await Promise.race([it.next(), ended]);
-        if (r instanceof ConnectError) throw r;
-        if (r.done === true) return;
-        yield r.value;
-      }
-    } finally {
+    ended.catch(() => undefined);
+    const w: Watch = { before, authorization: req.header.get("authorization"), end };
+    const forget = (): void => {
       open.delete(w);
-      // The handler's loop is ended by the request's signal when the response closes.
-      void Promise.resolve(it.return?.()).catch(() => undefined);
+    };
+    open.add(w);
+    req.signal.addEventListener("abort", forget, { once: true });
+    // A reload between the call's token check and now is not missed.
+    const why = changed(w);
+    if (why !== undefined) w.end(new ConnectError(why.message, why.code));
+    try {
+      const res = await Promise.race([
+        next({
+          ...req,
+          signal: AbortSignal.any([req.signal, ac.signal]),
+          message: raced(req.message, ended),
+        }),
+        ended,
+      ]);
+      return { ...res, message: watched(res.message, ended, forget) };
+    } catch (err) {
+      forget();
+      throw err;
     }
-  }
+  };
 
   return {
     interceptor,
     recheck() {
       let n = 0;
       for (const w of open) {
-        const why = principalChange(w.before, () => auth.authenticate(w.authorization));
+        const why = changed(w);
         if (why === undefined) continue;
         open.delete(w);
         w.end(new ConnectError(why.message, why.code));
@@ -94,4 +108,36 @@ export function createStreamRevocations(auth: Authenticator): StreamRevocations 
       return open.size;
     },
   };
+}
+
+/** `inner`'s items, until `ended` rejects: then its reason, at once (the next item is not waited for). */
+async function* raced<T>(inner: AsyncIterable<T>, ended: Promise<never>): AsyncGenerator<T> {
+  const it = inner[Symbol.asyncIterator]();
+  let done = false;
+  try {
+    for (;;) {
+      const r = await Promise.race([it.next(), ended]);
+      if (r.done === true) {
+        done = true;
+        return;
+      }
+      yield r.value;
+    }
+  } finally {
+    // The handler's loop is ended by the call's signal when the response closes.
+    if (!done) void Promise.resolve(it.return?.()).catch(() => undefined);
+  }
+}
+
+/** The response's messages, raced against `ended`; `forget` once it is over, however. */
+async function* watched<T>(
+  inner: AsyncIterable<T>,
+  ended: Promise<never>,
+  forget: () => void,
+): AsyncGenerator<T> {
+  try {
+    yield* raced(inner, ended);
+  } finally {
+    forget();
+  }
 }
