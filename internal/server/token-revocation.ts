@@ -71,7 +71,15 @@ export function createStreamRevocations(auth: Authenticator): StreamRevocations 
       open.delete(w);
     };
     open.add(w);
-    req.signal.addEventListener("abort", forget, { once: true });
+    // The handler's signal: the call's own (deadline, client gone), or the reload's status.
+    // Forwarded by hand: a signal of AbortSignal.any() nobody holds can be collected with
+    // its listeners before it fires.
+    const onCallEnd = (): void => {
+      forget();
+      ac.abort(req.signal.reason);
+    };
+    if (req.signal.aborted) onCallEnd();
+    else req.signal.addEventListener("abort", onCallEnd, { once: true });
     // A reload between the call's token check and now is not missed.
     const why = changed(w);
     if (why !== undefined) w.end(new ConnectError(why.message, why.code));
@@ -79,7 +87,7 @@ export function createStreamRevocations(auth: Authenticator): StreamRevocations 
       const res = await Promise.race([
         next({
           ...req,
-          signal: AbortSignal.any([req.signal, ac.signal]),
+          signal: ac.signal,
           message: raced(req.message, ended),
         }),
         ended,

@@ -60,6 +60,34 @@ const blobs = (): string[] =>
     .map((d) => d.name)
     .sort();
 
+const settled = (p: Promise<unknown>): Promise<boolean> =>
+  Promise.race([
+    p.then(
+      () => true,
+      () => true,
+    ),
+    sleep(0).then(() => false),
+  ]);
+
+/**
+ * One stream per archive of `client`'s tenant, each with its first half sent and still
+ * open on the server: a stream refused because the server had not yet given back a turn
+ * of an earlier test's cancelled stream is opened again.
+ */
+async function holdTurns(client: GrpcRunClient, archives: [Buffer, Buffer][]) {
+  const open = archives.map(() => client.openUpload());
+  for (let waited = 0; ; waited += 500) {
+    await Promise.all(
+      open.map((u, i) => u.write(archives[i]?.[0] ?? Buffer.alloc(0)).catch(() => undefined)),
+    );
+    await sleep(500); // the halves reach the server
+    const ended = await Promise.all(open.map((u) => settled(u.result)));
+    if (!ended.includes(true)) return open;
+    if (waited > 60_000) throw new Error("the tenant's upload turns did not come back in 60 s");
+    for (const [i, e] of ended.entries()) if (e) open[i] = client.openUpload();
+  }
+}
+
 describe("fair uploads", { timeout: 300_000 }, () => {
   it("two idle streams of one tenant hold no slot: another tenant's upload and inline CreateRun go through", async () => {
     const acme = stack.client;
@@ -141,6 +169,46 @@ describe("fair uploads", { timeout: 300_000 }, () => {
       rest.cancel();
       await assert.rejects(rest.result);
     } finally {
+      globex.close();
+    }
+  });
+
+  it("an inline CreateRun archive takes one of the tenant's upload turns like a stream", async () => {
+    // A tenant of its own (initech): no turn of an earlier test's stream is still held.
+    const acme = new GrpcRunClient(stack.server.addr, TOKENS.initech);
+    const globex = new GrpcRunClient(stack.server.addr, TOKENS.globex);
+    try {
+      const archives = [await halves(), await halves()];
+      const open = await holdTurns(acme, archives);
+      const inline = await tarOf([{ name: "README.md", data: "# inline\n" }]);
+      await assertGrpcError(
+        acme.createRun({ prompt: "inline past the turns", workspaceTar: inline }),
+        grpc.status.RESOURCE_EXHAUSTED,
+        /workspace uploads open .*at most 2.*--max-uploads-per-tenant/,
+      );
+      // Another tenant's inline archive is not counted against acme's turns.
+      const other = await within(
+        globex.createRun({ prompt: "inline", workspaceTar: inline }),
+        "globex's CreateRun with an inline workspace",
+      );
+      assert.match(other.run?.workspaceDigest ?? "", /^[0-9a-f]{64}$/);
+      // A finished stream gives its turn back, and acme's inline archive goes through.
+      const [first, rest] = open;
+      assert.ok(first !== undefined && rest !== undefined);
+      await first.write(archives[0]?.[1] ?? Buffer.alloc(0));
+      first.end();
+      await within(first.result, "acme's first upload");
+      const { run } = await within(
+        acme.createRun({ prompt: "inline in turn", workspaceTar: inline }),
+        "acme's CreateRun with an inline workspace",
+      );
+      assert.equal(run?.workspaceDigest, other.run?.workspaceDigest);
+      rest.cancel();
+      await assert.rejects(rest.result);
+      await acme.cancelRun(run?.runId ?? "", "end of test");
+      await globex.cancelRun(other.run?.runId ?? "", "end of test");
+    } finally {
+      acme.close();
       globex.close();
     }
   });
