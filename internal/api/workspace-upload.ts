@@ -3,7 +3,8 @@
  * re-packed as a stream (sandbox/workspace-stream.ts) straight into the artifact store,
  * under the server's limits. An unpack slot is held per chunk of work (chunk-slots.ts),
  * never while a stream waits for its client; a tenant holds at most a few streams at once
- * (tenant-uploads.ts), and a stream that sends nothing for too long is cut (idle-cut.ts).
+ * (tenant-uploads.ts), and a stream that sends nothing for too long, or too little in each
+ * window of that long, is cut (idle-cut.ts).
  * Never holds the unpacked archive in memory, and never leaves a blob behind for a refused
  * archive (the store makes a streamed blob visible only once complete).
  */
@@ -45,6 +46,14 @@ export interface WorkspaceLimits {
    * cut with DEADLINE_EXCEEDED and nothing is stored. Default 60,000.
    */
   uploadIdleMs: number;
+  /**
+   * Least bytes per second of waiting for the client, counted over each window of
+   * uploadIdleMs (`--upload-min-bytes-per-s`): under it the stream is cut with
+   * DEADLINE_EXCEEDED and nothing is stored; 0 is off. Default 16 KiB/s: a client on a
+   * 1 Mbit/s link (about 122 KiB/s) passes with room to spare, and one that sends a byte
+   * per idle period is cut after one window.
+   */
+  uploadMinBytesPerS: number;
 }
 
 export const DEFAULT_WORKSPACE_LIMITS: WorkspaceLimits = {
@@ -53,6 +62,7 @@ export const DEFAULT_WORKSPACE_LIMITS: WorkspaceLimits = {
   maxConcurrentUnpacks: 2,
   maxUploadsPerTenant: 4,
   uploadIdleMs: 60_000,
+  uploadMinBytesPerS: 16 * 1024,
 };
 
 /** How a streamed upload is run. */
@@ -79,8 +89,9 @@ export interface WorkspaceUploader {
    * in memory. The compressed stream is capped too (past the unpacked limit plus 1%):
    * bytes after the archive's end are not read forever. Refused at once (EBUSY, naming
    * --max-uploads-per-tenant) when the tenant holds its most streams; cut with
-   * DEADLINE_EXCEEDED (naming --upload-idle-ms) when no bytes come for that long. An empty
-   * chunk is no activity.
+   * DEADLINE_EXCEEDED (naming --upload-idle-ms) when no bytes come for that long, or
+   * (naming --upload-min-bytes-per-s) when a window of that long of waiting for the client
+   * brought fewer bytes than the minimum rate. An empty chunk is no activity.
    */
   storeStream(source: AsyncIterable<Uint8Array>, opts: StreamOptions): Promise<ArtifactInfo>;
 }
@@ -156,6 +167,9 @@ export function createWorkspaceUploader(
           idleMs: limits.uploadIdleMs,
           setting: "--upload-idle-ms",
           counts: (c) => c.byteLength > 0,
+          minBytesPerS: limits.uploadMinBytesPerS,
+          rateSetting: "--upload-min-bytes-per-s",
+          size: (c) => c.byteLength,
           onCut: (err) => {
             cut = err;
           },

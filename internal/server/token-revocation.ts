@@ -92,6 +92,10 @@ export function createStreamRevocations(auth: Authenticator): StreamRevocations 
         }),
         ended,
       ]);
+      if (!res.stream) {
+        forget();
+        return res;
+      }
       return { ...res, message: watched(res.message, ended, forget) };
     } catch (err) {
       forget();

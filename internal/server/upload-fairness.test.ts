@@ -219,7 +219,11 @@ describe("--upload-idle-ms", { timeout: 300_000 }, () => {
   let client: GrpcRunClient;
   before(async () => {
     server = await stack.startServer({
-      env: { AGENTD_UPLOAD_IDLE_MS: "2000", AGENTD_MAX_UPLOADS_PER_TENANT: "1" },
+      env: {
+        AGENTD_UPLOAD_IDLE_MS: "2000",
+        AGENTD_MAX_UPLOADS_PER_TENANT: "1",
+        AGENTD_UPLOAD_MIN_BYTES_PER_S: "65536",
+      },
     });
     client = new GrpcRunClient(server.addr, TOKENS.initech);
   });
@@ -251,6 +255,45 @@ describe("--upload-idle-ms", { timeout: 300_000 }, () => {
       "the silent upload's cut",
     );
     // The tenant's one turn (--max-uploads-per-tenant 1) came back with each cut.
+    const next = client.openUpload();
+    await next.write(first);
+    await next.write(second);
+    next.end();
+    assert.match((await within(next.result, "the next upload")).digest, /^[0-9a-f]{64}$/);
+  });
+
+  it("cuts a stream that trickles bytes under --upload-min-bytes-per-s, naming it, and gives the turn back", async () => {
+    const before = blobs();
+    const [first, second] = await halves();
+    const slow = client.openUpload();
+    // A byte every 100 ms keeps the idle cut away for ever; 20 bytes in a 2 s window are
+    // far under 65536 bytes/s.
+    let settledYet = false;
+    slow.result.then(
+      () => {
+        settledYet = true;
+      },
+      () => {
+        settledYet = true;
+      },
+    );
+    const trickle = (async () => {
+      for (let i = 0; !settledYet && i < 3000; i++) {
+        await slow.write(first.subarray(i, i + 1)).catch(() => undefined);
+        await sleep(100);
+      }
+    })();
+    await within(
+      assertGrpcError(
+        slow.result,
+        grpc.status.DEADLINE_EXCEEDED,
+        /upload too slow: \d+ bytes in 2000 ms .*--upload-min-bytes-per-s \(65536 bytes\/s\)/,
+      ),
+      "the trickling upload's cut",
+    );
+    await trickle;
+    assert.deepEqual(blobs(), before, "nothing stored for the cut upload");
+    // A client at a real rate goes through, in the tenant's one turn the cut gave back.
     const next = client.openUpload();
     await next.write(first);
     await next.write(second);
