@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
@@ -54,11 +54,14 @@ function within<T>(p: Promise<T>, what: string): Promise<T> {
   return Promise.race([p, stuck]).finally(() => clearTimeout(timer));
 }
 
+/** The stored blobs (none before the first upload made the directory). */
 const blobs = (): string[] =>
-  readdirSync(join(stack.dir, "artifacts", "sha256"), { recursive: true, withFileTypes: true })
-    .filter((d) => d.isFile())
-    .map((d) => d.name)
-    .sort();
+  !existsSync(join(stack.dir, "artifacts", "sha256"))
+    ? []
+    : readdirSync(join(stack.dir, "artifacts", "sha256"), { recursive: true, withFileTypes: true })
+        .filter((d) => d.isFile())
+        .map((d) => d.name)
+        .sort();
 
 const settled = (p: Promise<unknown>): Promise<boolean> =>
   Promise.race([
@@ -69,23 +72,18 @@ const settled = (p: Promise<unknown>): Promise<boolean> =>
     sleep(0).then(() => false),
   ]);
 
-/**
- * One stream per archive of `client`'s tenant, each with its first half sent and still
- * open on the server: a stream refused because the server had not yet given back a turn
- * of an earlier test's cancelled stream is opened again.
- */
+/** One stream per archive of `client`'s tenant, each with its first half sent and still open. */
 async function holdTurns(client: GrpcRunClient, archives: [Buffer, Buffer][]) {
   const open = archives.map(() => client.openUpload());
-  for (let waited = 0; ; waited += 500) {
-    await Promise.all(
-      open.map((u, i) => u.write(archives[i]?.[0] ?? Buffer.alloc(0)).catch(() => undefined)),
-    );
-    await sleep(500); // the halves reach the server
-    const ended = await Promise.all(open.map((u) => settled(u.result)));
-    if (!ended.includes(true)) return open;
-    if (waited > 60_000) throw new Error("the tenant's upload turns did not come back in 60 s");
-    for (const [i, e] of ended.entries()) if (e) open[i] = client.openUpload();
-  }
+  await Promise.all(open.map((u, i) => u.write(archives[i]?.[0] ?? Buffer.alloc(0))));
+  await sleep(500); // the halves reach the server
+  const ended = await Promise.all(open.map((u) => settled(u.result)));
+  assert.deepEqual(
+    ended,
+    archives.map(() => false),
+    "every stream is open on the server",
+  );
+  return open;
 }
 
 describe("fair uploads", { timeout: 300_000 }, () => {
@@ -299,5 +297,46 @@ describe("--upload-idle-ms", { timeout: 300_000 }, () => {
     await next.write(second);
     next.end();
     assert.match((await within(next.result, "the next upload")).digest, /^[0-9a-f]{64}$/);
+  });
+});
+
+describe("a cancelled upload", { timeout: 300_000 }, () => {
+  let server: AgentdProcess;
+  let client: GrpcRunClient;
+  before(async () => {
+    // The idle cut is an hour away: only the cancel can give the turn back.
+    server = await stack.startServer({
+      env: { AGENTD_UPLOAD_IDLE_MS: "3600000", AGENTD_MAX_UPLOADS_PER_TENANT: "1" },
+    });
+    client = new GrpcRunClient(server.addr, TOKENS.initech);
+  });
+  after(async () => {
+    client?.close();
+    await server?.stop("SIGKILL");
+  });
+
+  it("gives its tenant's turn back when the client cancels half way, and stores nothing", async () => {
+    const before = blobs();
+    const [first, second] = await halves();
+    const gone = client.openUpload();
+    await gone.write(first);
+    await sleep(500); // the half reaches the server
+    gone.cancel();
+    await assert.rejects(gone.result);
+    // The tenant's one turn comes back: a new stream is taken, not refused.
+    for (let waited = 0; ; waited += 500) {
+      const next = client.openUpload();
+      await next.write(first).catch(() => undefined);
+      await sleep(500);
+      if (!(await settled(next.result))) {
+        await next.write(second);
+        next.end();
+        assert.match((await within(next.result, "the next upload")).digest, /^[0-9a-f]{64}$/);
+        break;
+      }
+      await assertGrpcError(next.result, grpc.status.RESOURCE_EXHAUSTED);
+      if (waited > STUCK_MS) throw new Error("the cancelled upload kept its tenant's turn");
+    }
+    assert.equal(blobs().length, before.length + 2, "the next upload and its receipt only");
   });
 });
