@@ -12,7 +12,7 @@ import { createContextKey } from "@connectrpc/connect";
 import type { ArtifactInfo, ArtifactStore } from "../artifacts/port.ts";
 import { normaliseWorkspaceStream } from "../sandbox/workspace-stream.ts";
 import { slotPerChunk } from "./chunk-slots.ts";
-import { createFairSlots } from "./fair-slots.ts";
+import { createFairSlots, type FairSlots } from "./fair-slots.ts";
 import { cutWhenIdle } from "./idle-cut.ts";
 import { createTenantUploads } from "./tenant-uploads.ts";
 
@@ -112,13 +112,17 @@ export function* chunksOf(archive: Uint8Array, size = INLINE_CHUNK_BYTES): Gener
   for (let at = 0; at < archive.byteLength; at += size) yield archive.subarray(at, at + size);
 }
 
+/**
+ * The uploader of a server. `slots` are its unpack slots (default: fair slots of
+ * limits.maxConcurrentUnpacks, round-robin across the tenants waiting, so one tenant's many
+ * streams get one turn per round like another tenant's one); tests pass their own to see
+ * the grants.
+ */
 export function createWorkspaceUploader(
   artifacts: ArtifactStore,
   limits: WorkspaceLimits = DEFAULT_WORKSPACE_LIMITS,
+  slots: FairSlots = createFairSlots(limits.maxConcurrentUnpacks),
 ): WorkspaceUploader {
-  // Round-robin across the tenants waiting: one tenant's many streams get one turn per
-  // round, like another tenant's one (fair-slots.ts).
-  const slots = createFairSlots(limits.maxConcurrentUnpacks);
   const tenants = createTenantUploads(limits.maxUploadsPerTenant, "--max-uploads-per-tenant");
   const archiveLimits = {
     // The request is capped already (--max-request-bytes); a second, hidden cap would
