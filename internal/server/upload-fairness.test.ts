@@ -2,9 +2,11 @@
  * Fair uploads against a real `agentd server` (private Redis, grpc-js clients): two
  * UploadWorkspace streams of one tenant that go quiet half way hold no unpack slot (the
  * server has two), so another tenant's upload and inline CreateRun go through meanwhile;
- * a tenant's streams past --max-uploads-per-tenant are refused with RESOURCE_EXHAUSTED;
- * a stream that sends nothing for --upload-idle-ms is cut with DEADLINE_EXCEEDED and
- * stores nothing.
+ * a tenant's streams past --max-uploads-per-tenant are refused with RESOURCE_EXHAUSTED, and
+ * so is its inline CreateRun archive (it takes a turn like a stream); a stream that sends
+ * nothing for --upload-idle-ms, or trickles under --upload-min-bytes-per-s, is cut with
+ * DEADLINE_EXCEEDED naming the flag and stores nothing; a cancelled stream gives its turn
+ * back. (Round-robin between tenants: api/workspace-upload.test.ts.)
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
