@@ -56,16 +56,14 @@ export function createStreamRevocations(auth: Authenticator): StreamRevocations 
   const interceptor: Interceptor = (next) => async (req) => {
     const before = req.contextValues.get(kPrincipal);
     if (!req.stream || before === undefined) return next(req);
+    // `revoked` says the reload's status to the races below; `ac` is the handler's signal
+    // (the call's own end, or the reload's status: an upload stops its unpack with it).
+    const revoked = new AbortController();
     const ac = new AbortController();
-    let end!: (err: ConnectError) => void;
-    const ended = new Promise<never>((_, reject) => {
-      end = (err) => {
-        // The handler's signal says why (an upload stops its unpack with this status).
-        ac.abort(err);
-        reject(err);
-      };
-    });
-    ended.catch(() => undefined);
+    const end = (err: ConnectError): void => {
+      revoked.abort(err);
+      ac.abort(err);
+    };
     const w: Watch = { before, authorization: req.header.get("authorization"), end };
     const forget = (): void => {
       open.delete(w);
@@ -84,19 +82,15 @@ export function createStreamRevocations(auth: Authenticator): StreamRevocations 
     const why = changed(w);
     if (why !== undefined) w.end(new ConnectError(why.message, why.code));
     try {
-      const res = await Promise.race([
-        next({
-          ...req,
-          signal: ac.signal,
-          message: raced(req.message, ended),
-        }),
-        ended,
-      ]);
+      const res = await unlessAborted(
+        next({ ...req, signal: ac.signal, message: raced(req.message, revoked.signal) }),
+        revoked.signal,
+      );
       if (!res.stream) {
         forget();
         return res;
       }
-      return { ...res, message: watched(res.message, ended, forget) };
+      return { ...res, message: watched(res.message, revoked.signal, forget) };
     } catch (err) {
       forget();
       throw err;
@@ -122,13 +116,37 @@ export function createStreamRevocations(auth: Authenticator): StreamRevocations 
   };
 }
 
-/** `inner`'s items, until `ended` rejects: then its reason, at once (the next item is not waited for). */
-async function* raced<T>(inner: AsyncIterable<T>, ended: Promise<never>): AsyncGenerator<T> {
+/**
+ * `p`, or `signal`'s reason as soon as it aborts. A listener taken off once `p` settles,
+ * not a Promise.race against a promise that lives as long as the call: each such race
+ * leaves a reaction on the long-lived promise that keeps what `p` resolved with (an
+ * upload's every chunk) alive until the call ends.
+ */
+function unlessAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/** `inner`'s items, until `signal` aborts: then its reason, at once (the next item is not waited for). */
+async function* raced<T>(inner: AsyncIterable<T>, signal: AbortSignal): AsyncGenerator<T> {
   const it = inner[Symbol.asyncIterator]();
   let done = false;
   try {
     for (;;) {
-      const r = await Promise.race([it.next(), ended]);
+      const r = await unlessAborted(it.next(), signal);
       if (r.done === true) {
         done = true;
         return;
@@ -141,14 +159,14 @@ async function* raced<T>(inner: AsyncIterable<T>, ended: Promise<never>): AsyncG
   }
 }
 
-/** The response's messages, raced against `ended`; `forget` once it is over, however. */
+/** The response's messages, raced against `signal`; `forget` once it is over, however. */
 async function* watched<T>(
   inner: AsyncIterable<T>,
-  ended: Promise<never>,
+  signal: AbortSignal,
   forget: () => void,
 ): AsyncGenerator<T> {
   try {
-    yield* raced(inner, ended);
+    yield* raced(inner, signal);
   } finally {
     forget();
   }
