@@ -100,6 +100,7 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
       const help = agentd([cmd, "--help"]).stdout;
       assert.match(help, /^ {2}--max-uploads-per-tenant\b/m, cmd);
       assert.match(help, /^ {2}--upload-idle-ms\b/m, cmd);
+      assert.match(help, /^ {2}--upload-min-bytes-per-s\b/m, cmd);
     }
     assert.doesNotMatch(agentd(["worker", "--help"]).stdout, /--upload-idle-ms/);
     for (const [flag, bad] of [
@@ -107,6 +108,8 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
       ["--max-uploads-per-tenant", "two"],
       ["--upload-idle-ms", "10"],
       ["--upload-idle-ms", "-5"],
+      ["--upload-min-bytes-per-s", "-1"],
+      ["--upload-min-bytes-per-s", "fast"],
     ] as const) {
       const r = agentd(["server", "--insecure-no-auth", `${flag}=${bad}`]);
       assert.equal(r.code, 2, `${flag} ${bad}: ${r.stderr}`);

@@ -121,6 +121,11 @@ export const FLAGS = {
     help: "UploadWorkspace: longest wait for an upload's next bytes; past it the stream is cut with DEADLINE_EXCEEDED and nothing is stored",
     def: "60000",
   },
+  "upload-min-bytes-per-s": {
+    env: "AGENTD_UPLOAD_MIN_BYTES_PER_S",
+    help: "UploadWorkspace: least bytes per second a client sends, counted over each --upload-idle-ms of waiting for it; under it the stream is cut with DEADLINE_EXCEEDED and nothing is stored (0: off)",
+    def: "16384",
+  },
   policy: {
     env: "AGENTD_POLICY",
     help: "the policy file (docs/policy.md); re-read on SIGHUP, a broken reload keeps the last good one",
@@ -286,6 +291,11 @@ export const ConfigSchema = z.object({
   "max-concurrent-unpacks": z.coerce.number().int().min(1).max(64),
   "max-uploads-per-tenant": z.coerce.number().int().min(1).max(1024),
   "upload-idle-ms": z.coerce.number().int().min(1000).max(3_600_000),
+  "upload-min-bytes-per-s": z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1024 * 1024 * 1024),
   policy: z.string().min(1),
   "log-level": z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
   "insecure-no-auth": z.boolean(),

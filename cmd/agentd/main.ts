@@ -112,6 +112,7 @@ const SERVER_FLAGS: FlagName[] = [
   "max-concurrent-unpacks",
   "max-uploads-per-tenant",
   "upload-idle-ms",
+  "upload-min-bytes-per-s",
   "policy",
   "approval-sweep-ms",
   "cancel-wait-ms",
@@ -168,6 +169,7 @@ const DEV_FLAGS: FlagName[] = [
   "max-concurrent-unpacks",
   "max-uploads-per-tenant",
   "upload-idle-ms",
+  "upload-min-bytes-per-s",
   "policy",
   "concurrency",
   "model-base-url",
@@ -357,6 +359,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       maxConcurrentUnpacks: cfg["max-concurrent-unpacks"],
       maxUploadsPerTenant: cfg["max-uploads-per-tenant"],
       uploadIdleMs: cfg["upload-idle-ms"],
+      uploadMinBytesPerS: cfg["upload-min-bytes-per-s"],
     };
     const app = createApp({
       deps,

@@ -67,7 +67,11 @@ export function createRunHandler(deps: ApiDeps) {
       // links out of the tree, devices, size and entry limits); the run exists only once
       // the whole archive passed, and what is stored is the normalised form.
       const uploader = ctx.values.get(kWorkspaceUploader) ?? fallbackUploader;
-      workspace = await uploader.store(req.workspaceTar, ctx.signal);
+      // It takes one of the tenant's upload turns, and a slot per chunk, like a stream.
+      workspace = await uploader.store(req.workspaceTar, {
+        signal: ctx.signal,
+        tenantId: principal.tenantId,
+      });
     }
     let runId = ulid();
     let release = async (): Promise<void> => undefined;

@@ -72,3 +72,96 @@ describe("cutWhenIdle", () => {
     );
   });
 });
+
+describe("cutWhenIdle with a minimum rate", () => {
+  const bytes = (c: Uint8Array) => c.byteLength;
+
+  it("cuts a stream that trickles a byte at a time, naming the rate setting", async () => {
+    async function* trickle() {
+      for (;;) {
+        await sleep(10);
+        yield new Uint8Array(1);
+      }
+    }
+    let told: ConnectError | undefined;
+    await assert.rejects(
+      (async () => {
+        for await (const _ of cutWhenIdle(trickle(), {
+          idleMs: 300,
+          setting: "--upload-idle-ms",
+          minBytesPerS: 1_000_000,
+          rateSetting: "--upload-min-bytes-per-s",
+          size: bytes,
+          onCut: (e) => {
+            told = e;
+          },
+        }));
+      })(),
+      (err: unknown) =>
+        err instanceof ConnectError &&
+        err.code === Code.DeadlineExceeded &&
+        /upload too slow/.test(err.message) &&
+        /--upload-min-bytes-per-s \(1000000 bytes\/s\)/.test(err.message),
+    );
+    assert.match(told?.message ?? "", /too slow/);
+  });
+
+  it("a fast start does not buy a trickle after it: each window is counted on its own", async () => {
+    async function* fastThenTrickle() {
+      yield new Uint8Array(1024 * 1024);
+      for (;;) {
+        await sleep(10);
+        yield new Uint8Array(1);
+      }
+    }
+    let seen = 0;
+    await assert.rejects(
+      (async () => {
+        for await (const c of cutWhenIdle(fastThenTrickle(), {
+          idleMs: 300,
+          setting: "--upload-idle-ms",
+          minBytesPerS: 100_000,
+          rateSetting: "--upload-min-bytes-per-s",
+          size: bytes,
+        }))
+          seen += c.byteLength;
+      })(),
+      /upload too slow/,
+    );
+    assert.ok(seen > 1024 * 1024, "the fast start and some of the trickle went through");
+  });
+
+  it("passes a stream at or above the rate, and an idle wait is still cut as idle", async () => {
+    async function* steady() {
+      for (let i = 0; i < 20; i++) {
+        await sleep(5);
+        yield new Uint8Array(64 * 1024);
+      }
+    }
+    let got = 0;
+    for await (const c of cutWhenIdle(steady(), {
+      idleMs: 10_000,
+      setting: "--upload-idle-ms",
+      minBytesPerS: 1000,
+      rateSetting: "--upload-min-bytes-per-s",
+      size: bytes,
+    }))
+      got += c.byteLength;
+    assert.equal(got, 20 * 64 * 1024);
+    async function* silent(): AsyncGenerator<Uint8Array> {
+      await new Promise(() => undefined);
+    }
+    await assert.rejects(
+      (async () => {
+        for await (const _ of cutWhenIdle(silent(), {
+          idleMs: 100,
+          setting: "--upload-idle-ms",
+          minBytesPerS: 1000,
+          rateSetting: "--upload-min-bytes-per-s",
+          size: bytes,
+        }));
+      })(),
+      /upload idle: no bytes for 100 ms/,
+    );
+  });
+});

@@ -3,7 +3,8 @@
  * re-packed as a stream (sandbox/workspace-stream.ts) straight into the artifact store,
  * under the server's limits. An unpack slot is held per chunk of work (chunk-slots.ts),
  * never while a stream waits for its client; a tenant holds at most a few streams at once
- * (tenant-uploads.ts), and a stream that sends nothing for too long is cut (idle-cut.ts).
+ * (tenant-uploads.ts), and a stream that sends nothing for too long, or too little in each
+ * window of that long, is cut (idle-cut.ts).
  * Never holds the unpacked archive in memory, and never leaves a blob behind for a refused
  * archive (the store makes a streamed blob visible only once complete).
  */
@@ -11,8 +12,8 @@ import { createContextKey } from "@connectrpc/connect";
 import type { ArtifactInfo, ArtifactStore } from "../artifacts/port.ts";
 import { normaliseWorkspaceStream } from "../sandbox/workspace-stream.ts";
 import { slotPerChunk } from "./chunk-slots.ts";
+import { createFairSlots, type FairSlots } from "./fair-slots.ts";
 import { cutWhenIdle } from "./idle-cut.ts";
-import { createSemaphore } from "./semaphore.ts";
 import { createTenantUploads } from "./tenant-uploads.ts";
 
 /** The server's limits on uploaded workspaces. */
@@ -27,7 +28,7 @@ export interface WorkspaceLimits {
   /**
    * Chunks of unpack work running at once in this server (`--max-concurrent-unpacks`): a
    * slot is taken per chunk (a streamed upload gives it back while it waits for its
-   * client), more wait for a turn, first come first served, until their deadline. Default
+   * client), more wait for a turn, round-robin across the tenants waiting (fair-slots.ts), until their deadline. Default
    * 2: each unpack keeps one libuv pool thread inflating
    * (4 by default, shared with every file write of the server) and the event loop hashing
    * and re-packing; two overlap one upload's inflate with the other's hashing on a 2-core
@@ -45,6 +46,14 @@ export interface WorkspaceLimits {
    * cut with DEADLINE_EXCEEDED and nothing is stored. Default 60,000.
    */
   uploadIdleMs: number;
+  /**
+   * Least bytes per second of waiting for the client, counted over each window of
+   * uploadIdleMs (`--upload-min-bytes-per-s`): under it the stream is cut with
+   * DEADLINE_EXCEEDED and nothing is stored; 0 is off. Default 16 KiB/s: a client on a
+   * 1 Mbit/s link (about 122 KiB/s) passes with room to spare, and one that sends a byte
+   * per idle period is cut after one window.
+   */
+  uploadMinBytesPerS: number;
 }
 
 export const DEFAULT_WORKSPACE_LIMITS: WorkspaceLimits = {
@@ -53,6 +62,7 @@ export const DEFAULT_WORKSPACE_LIMITS: WorkspaceLimits = {
   maxConcurrentUnpacks: 2,
   maxUploadsPerTenant: 4,
   uploadIdleMs: 60_000,
+  uploadMinBytesPerS: 16 * 1024,
 };
 
 /** How a streamed upload is run. */
@@ -65,19 +75,23 @@ export interface StreamOptions {
 
 export interface WorkspaceUploader {
   /**
-   * Checks the archive (tar or tar.gz), stores its normalised form and returns it.
-   * Waits for an unpack slot first; `signal` (the call's deadline or cancellation) ends
-   * the wait or the unpack, with its reason. Refusals name workspace_tar: EVALIDATION for
-   * a bad archive, ETOOLARGE for a limit (naming it and its flag).
+   * Checks the archive (tar or tar.gz, CreateRun's inline `workspace_tar`), stores its
+   * normalised form and returns it. It takes one of the tenant's upload turns like a stream
+   * (EBUSY naming --max-uploads-per-tenant past them), and is unpacked in chunks of
+   * INLINE_CHUNK_BYTES, each with a slot of its own taken in the tenants' round-robin;
+   * `signal` (the call's deadline or cancellation) ends a wait or the unpack, with its
+   * reason. Refusals name workspace_tar: EVALIDATION for a bad archive, ETOOLARGE for a
+   * limit (naming it and its flag).
    */
-  store(archive: Uint8Array, signal?: AbortSignal): Promise<ArtifactInfo>;
+  store(archive: Uint8Array, opts: StreamOptions): Promise<ArtifactInfo>;
   /**
    * The same for an archive arriving in chunks (UploadWorkspace): never more than a chunk
    * in memory. The compressed stream is capped too (past the unpacked limit plus 1%):
    * bytes after the archive's end are not read forever. Refused at once (EBUSY, naming
    * --max-uploads-per-tenant) when the tenant holds its most streams; cut with
-   * DEADLINE_EXCEEDED (naming --upload-idle-ms) when no bytes come for that long. An empty
-   * chunk is no activity.
+   * DEADLINE_EXCEEDED (naming --upload-idle-ms) when no bytes come for that long, or
+   * (naming --upload-min-bytes-per-s) when a window of that long of waiting for the client
+   * brought fewer bytes than the minimum rate. An empty chunk is no activity.
    */
   storeStream(source: AsyncIterable<Uint8Array>, opts: StreamOptions): Promise<ArtifactInfo>;
 }
@@ -87,11 +101,28 @@ export const kWorkspaceUploader = createContextKey<WorkspaceUploader | undefined
   description: "workspace uploader",
 });
 
+/**
+ * How much of an inline archive is unpacked per slot: what a streamed upload's message
+ * usually carries (agentctl sends 1 MiB), so an inline archive waits its turn as often.
+ */
+export const INLINE_CHUNK_BYTES = 1024 * 1024;
+
+/** `archive` as views of at most `size` bytes (no copy). */
+export function* chunksOf(archive: Uint8Array, size = INLINE_CHUNK_BYTES): Generator<Uint8Array> {
+  for (let at = 0; at < archive.byteLength; at += size) yield archive.subarray(at, at + size);
+}
+
+/**
+ * The uploader of a server. `slots` are its unpack slots (default: fair slots of
+ * limits.maxConcurrentUnpacks, round-robin across the tenants waiting, so one tenant's many
+ * streams get one turn per round like another tenant's one); tests pass their own to see
+ * the grants.
+ */
 export function createWorkspaceUploader(
   artifacts: ArtifactStore,
   limits: WorkspaceLimits = DEFAULT_WORKSPACE_LIMITS,
+  slots: FairSlots = createFairSlots(limits.maxConcurrentUnpacks),
 ): WorkspaceUploader {
-  const slots = createSemaphore(limits.maxConcurrentUnpacks);
   const tenants = createTenantUploads(limits.maxUploadsPerTenant, "--max-uploads-per-tenant");
   const archiveLimits = {
     // The request is capped already (--max-request-bytes); a second, hidden cap would
@@ -108,14 +139,15 @@ export function createWorkspaceUploader(
   const run = async (
     source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
     lim: typeof archiveLimits,
-    signal: AbortSignal | undefined,
+    { signal, tenantId }: StreamOptions,
   ) => {
-    const paced = slotPerChunk(source, slots, signal);
+    const turn = { acquire: (s?: AbortSignal) => slots.acquire(tenantId, s) };
+    const paced = slotPerChunk(source, turn, signal);
     try {
       return await artifacts.putStream(normaliseWorkspaceStream(paced, lim), { signal });
     } catch (err) {
-      // The call's end (deadline, cancel) is the reason, not what it broke on its way
-      // through the unpack (a slot wait, a half-read archive).
+      // The call's end (deadline, cancel, a revoked token) is the reason, not what it broke
+      // on its way through the unpack (a slot wait, a half-read archive).
       throw signal?.aborted === true ? signal.reason : err;
     } finally {
       // However the unpack ended, the slot of the chunk it was on goes back.
@@ -123,20 +155,30 @@ export function createWorkspaceUploader(
     }
   };
   return {
-    store: (archive, signal) => run([archive], archiveLimits, signal),
-    async storeStream(source, { signal, tenantId }) {
-      const release = tenants.take(tenantId);
+    async store(archive, opts) {
+      const release = tenants.take(opts.tenantId);
+      try {
+        return await run(chunksOf(archive), archiveLimits, opts);
+      } finally {
+        release();
+      }
+    },
+    async storeStream(source, opts) {
+      const release = tenants.take(opts.tenantId);
       let cut: unknown;
       try {
         const paced = cutWhenIdle(source, {
           idleMs: limits.uploadIdleMs,
           setting: "--upload-idle-ms",
           counts: (c) => c.byteLength > 0,
+          minBytesPerS: limits.uploadMinBytesPerS,
+          rateSetting: "--upload-min-bytes-per-s",
+          size: (c) => c.byteLength,
           onCut: (err) => {
             cut = err;
           },
         });
-        return await run(paced, streamed, signal);
+        return await run(paced, streamed, opts);
       } catch (err) {
         // The cut is the reason, not the "truncated archive" the unpack saw after it.
         throw cut ?? err;

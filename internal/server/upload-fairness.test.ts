@@ -2,13 +2,15 @@
  * Fair uploads against a real `agentd server` (private Redis, grpc-js clients): two
  * UploadWorkspace streams of one tenant that go quiet half way hold no unpack slot (the
  * server has two), so another tenant's upload and inline CreateRun go through meanwhile;
- * a tenant's streams past --max-uploads-per-tenant are refused with RESOURCE_EXHAUSTED;
- * a stream that sends nothing for --upload-idle-ms is cut with DEADLINE_EXCEEDED and
- * stores nothing.
+ * a tenant's streams past --max-uploads-per-tenant are refused with RESOURCE_EXHAUSTED, and
+ * so is its inline CreateRun archive (it takes a turn like a stream); a stream that sends
+ * nothing for --upload-idle-ms, or trickles under --upload-min-bytes-per-s, is cut with
+ * DEADLINE_EXCEEDED naming the flag and stores nothing; a cancelled stream gives its turn
+ * back. (Round-robin between tenants: api/workspace-upload.test.ts.)
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
@@ -54,11 +56,37 @@ function within<T>(p: Promise<T>, what: string): Promise<T> {
   return Promise.race([p, stuck]).finally(() => clearTimeout(timer));
 }
 
+/** The stored blobs (none before the first upload made the directory). */
 const blobs = (): string[] =>
-  readdirSync(join(stack.dir, "artifacts", "sha256"), { recursive: true, withFileTypes: true })
-    .filter((d) => d.isFile())
-    .map((d) => d.name)
-    .sort();
+  !existsSync(join(stack.dir, "artifacts", "sha256"))
+    ? []
+    : readdirSync(join(stack.dir, "artifacts", "sha256"), { recursive: true, withFileTypes: true })
+        .filter((d) => d.isFile())
+        .map((d) => d.name)
+        .sort();
+
+const settled = (p: Promise<unknown>): Promise<boolean> =>
+  Promise.race([
+    p.then(
+      () => true,
+      () => true,
+    ),
+    sleep(0).then(() => false),
+  ]);
+
+/** One stream per archive of `client`'s tenant, each with its first half sent and still open. */
+async function holdTurns(client: GrpcRunClient, archives: [Buffer, Buffer][]) {
+  const open = archives.map(() => client.openUpload());
+  await Promise.all(open.map((u, i) => u.write(archives[i]?.[0] ?? Buffer.alloc(0))));
+  await sleep(500); // the halves reach the server
+  const ended = await Promise.all(open.map((u) => settled(u.result)));
+  assert.deepEqual(
+    ended,
+    archives.map(() => false),
+    "every stream is open on the server",
+  );
+  return open;
+}
 
 describe("fair uploads", { timeout: 300_000 }, () => {
   it("two idle streams of one tenant hold no slot: another tenant's upload and inline CreateRun go through", async () => {
@@ -144,6 +172,46 @@ describe("fair uploads", { timeout: 300_000 }, () => {
       globex.close();
     }
   });
+
+  it("an inline CreateRun archive takes one of the tenant's upload turns like a stream", async () => {
+    // A tenant of its own (initech): no turn of an earlier test's stream is still held.
+    const acme = new GrpcRunClient(stack.server.addr, TOKENS.initech);
+    const globex = new GrpcRunClient(stack.server.addr, TOKENS.globex);
+    try {
+      const archives = [await halves(), await halves()];
+      const open = await holdTurns(acme, archives);
+      const inline = await tarOf([{ name: "README.md", data: "# inline\n" }]);
+      await assertGrpcError(
+        acme.createRun({ prompt: "inline past the turns", workspaceTar: inline }),
+        grpc.status.RESOURCE_EXHAUSTED,
+        /workspace uploads open .*at most 2.*--max-uploads-per-tenant/,
+      );
+      // Another tenant's inline archive is not counted against acme's turns.
+      const other = await within(
+        globex.createRun({ prompt: "inline", workspaceTar: inline }),
+        "globex's CreateRun with an inline workspace",
+      );
+      assert.match(other.run?.workspaceDigest ?? "", /^[0-9a-f]{64}$/);
+      // A finished stream gives its turn back, and acme's inline archive goes through.
+      const [first, rest] = open;
+      assert.ok(first !== undefined && rest !== undefined);
+      await first.write(archives[0]?.[1] ?? Buffer.alloc(0));
+      first.end();
+      await within(first.result, "acme's first upload");
+      const { run } = await within(
+        acme.createRun({ prompt: "inline in turn", workspaceTar: inline }),
+        "acme's CreateRun with an inline workspace",
+      );
+      assert.equal(run?.workspaceDigest, other.run?.workspaceDigest);
+      rest.cancel();
+      await assert.rejects(rest.result);
+      await acme.cancelRun(run?.runId ?? "", "end of test");
+      await globex.cancelRun(other.run?.runId ?? "", "end of test");
+    } finally {
+      acme.close();
+      globex.close();
+    }
+  });
 });
 
 describe("--upload-idle-ms", { timeout: 300_000 }, () => {
@@ -151,7 +219,11 @@ describe("--upload-idle-ms", { timeout: 300_000 }, () => {
   let client: GrpcRunClient;
   before(async () => {
     server = await stack.startServer({
-      env: { AGENTD_UPLOAD_IDLE_MS: "2000", AGENTD_MAX_UPLOADS_PER_TENANT: "1" },
+      env: {
+        AGENTD_UPLOAD_IDLE_MS: "2000",
+        AGENTD_MAX_UPLOADS_PER_TENANT: "1",
+        AGENTD_UPLOAD_MIN_BYTES_PER_S: "65536",
+      },
     });
     client = new GrpcRunClient(server.addr, TOKENS.initech);
   });
@@ -188,5 +260,85 @@ describe("--upload-idle-ms", { timeout: 300_000 }, () => {
     await next.write(second);
     next.end();
     assert.match((await within(next.result, "the next upload")).digest, /^[0-9a-f]{64}$/);
+  });
+
+  it("cuts a stream that trickles bytes under --upload-min-bytes-per-s, naming it, and gives the turn back", async () => {
+    const before = blobs();
+    const [first, second] = await halves();
+    const slow = client.openUpload();
+    // A byte every 100 ms keeps the idle cut away for ever; 20 bytes in a 2 s window are
+    // far under 65536 bytes/s.
+    let settledYet = false;
+    slow.result.then(
+      () => {
+        settledYet = true;
+      },
+      () => {
+        settledYet = true;
+      },
+    );
+    const trickle = (async () => {
+      for (let i = 0; !settledYet && i < 3000; i++) {
+        await slow.write(first.subarray(i, i + 1)).catch(() => undefined);
+        await sleep(100);
+      }
+    })();
+    await within(
+      assertGrpcError(
+        slow.result,
+        grpc.status.DEADLINE_EXCEEDED,
+        /upload too slow: \d+ bytes in 2000 ms .*--upload-min-bytes-per-s \(65536 bytes\/s\)/,
+      ),
+      "the trickling upload's cut",
+    );
+    await trickle;
+    assert.deepEqual(blobs(), before, "nothing stored for the cut upload");
+    // A client at a real rate goes through, in the tenant's one turn the cut gave back.
+    const next = client.openUpload();
+    await next.write(first);
+    await next.write(second);
+    next.end();
+    assert.match((await within(next.result, "the next upload")).digest, /^[0-9a-f]{64}$/);
+  });
+});
+
+describe("a cancelled upload", { timeout: 300_000 }, () => {
+  let server: AgentdProcess;
+  let client: GrpcRunClient;
+  before(async () => {
+    // The idle cut is an hour away: only the cancel can give the turn back.
+    server = await stack.startServer({
+      env: { AGENTD_UPLOAD_IDLE_MS: "3600000", AGENTD_MAX_UPLOADS_PER_TENANT: "1" },
+    });
+    client = new GrpcRunClient(server.addr, TOKENS.initech);
+  });
+  after(async () => {
+    client?.close();
+    await server?.stop("SIGKILL");
+  });
+
+  it("gives its tenant's turn back when the client cancels half way, and stores nothing", async () => {
+    const before = blobs();
+    const [first, second] = await halves();
+    const gone = client.openUpload();
+    await gone.write(first);
+    await sleep(500); // the half reaches the server
+    gone.cancel();
+    await assert.rejects(gone.result);
+    // The tenant's one turn comes back: a new stream is taken, not refused.
+    for (let waited = 0; ; waited += 500) {
+      const next = client.openUpload();
+      await next.write(first).catch(() => undefined);
+      await sleep(500);
+      if (!(await settled(next.result))) {
+        await next.write(second);
+        next.end();
+        assert.match((await within(next.result, "the next upload")).digest, /^[0-9a-f]{64}$/);
+        break;
+      }
+      await assertGrpcError(next.result, grpc.status.RESOURCE_EXHAUSTED);
+      if (waited > STUCK_MS) throw new Error("the cancelled upload kept its tenant's turn");
+    }
+    assert.equal(blobs().length, before.length + 2, "the next upload and its receipt only");
   });
 });
