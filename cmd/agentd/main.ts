@@ -12,7 +12,7 @@ import { dirname, join, resolve } from "node:path";
 import { text } from "node:stream/consumers";
 import { createSecureContext } from "node:tls";
 import { fileURLToPath } from "node:url";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
@@ -46,6 +46,11 @@ import { RedisEventLog } from "../../internal/eventlog/redis-event-log.ts";
 import { loadExportConfig } from "../../internal/export/config.ts";
 import { type Exporter, startExporter } from "../../internal/export/exporter.ts";
 import { FileExportState } from "../../internal/export/file-export-state.ts";
+import {
+  connectRedis,
+  createRedisClient,
+} from "../../internal/redisconn/connect.ts";
+import { parseRedisUrl } from "../../internal/redisconn/redis-url.ts";
 import { RedisExportState } from "../../internal/export/redis-export-state.ts";
 import type { ExportState } from "../../internal/export/state.ts";
 import { RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
@@ -120,6 +125,9 @@ const SERVER_FLAGS: FlagName[] = [
   "max-run-cost-usd",
   "max-run-wall-ms",
   "redis-timeout-ms",
+  "redis-tls-ca",
+  "redis-min-replicas-acked",
+  "redis-wait-timeout-ms",
   "export-config",
   "tls-cert",
   "tls-key",
@@ -148,6 +156,9 @@ const WORKER_FLAGS: FlagName[] = [
   "warm-sandboxes",
   "price-table",
   "redis-timeout-ms",
+  "redis-tls-ca",
+  "redis-min-replicas-acked",
+  "redis-wait-timeout-ms",
   "shutdown-grace-ms",
   "log-level",
 ];
@@ -300,7 +311,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const eventLogUrl = cfg["event-log"] ?? (mode === "dev" ? `file:${cfg["data-dir"]}` : undefined);
   if (eventLogUrl === undefined) {
     throw new UsageError(
-      "--event-log (AGENTD_EVENT_LOG) is required: redis://HOST:PORT[/DB] or file:DIR",
+      "--event-log (AGENTD_EVENT_LOG) is required: redis://[USER@]HOST:PORT[/DB], rediss://…, redis+sentinel://H1:26379,H2:26379/MASTER or file:DIR",
     );
   }
   const auth = mode === "worker" ? undefined : buildAuth(cfg, mode, logger);
@@ -824,23 +835,18 @@ async function buildEventLog(
       },
     };
   }
-  const client = new Redis(url, {
+  const target = parseRedisUrl(url, {
+    password: process.env.AGENTD_REDIS_PASSWORD,
+    sentinelPassword: process.env.AGENTD_REDIS_SENTINEL_PASSWORD,
+  });
+  const client = createRedisClient(target, {
     enableAutoPipelining: true,
-    lazyConnect: true,
     // Requests answer UNAVAILABLE during a stall instead of hanging for all of it.
     commandTimeout: cfg["redis-timeout-ms"],
+    tlsCaFile: cfg["redis-tls-ca"],
   });
   client.on("error", () => undefined); // reconnects by itself; /readyz reports the outage
-  try {
-    await client.connect();
-  } catch (err) {
-    client.disconnect();
-    throw new AgentdError(
-      "EUNAVAILABLE",
-      `cannot reach Redis at ${url}: ${(err as Error).message}`,
-      { cause: err },
-    );
-  }
+  await connectRedis(client, target);
   const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"] });
   const queue = new RedisRunQueue({ client, prefix: cfg["redis-prefix"], ...schedule });
   return {
