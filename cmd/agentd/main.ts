@@ -46,11 +46,6 @@ import { RedisEventLog } from "../../internal/eventlog/redis-event-log.ts";
 import { loadExportConfig } from "../../internal/export/config.ts";
 import { type Exporter, startExporter } from "../../internal/export/exporter.ts";
 import { FileExportState } from "../../internal/export/file-export-state.ts";
-import {
-  connectRedis,
-  createRedisClient,
-} from "../../internal/redisconn/connect.ts";
-import { parseRedisUrl } from "../../internal/redisconn/redis-url.ts";
 import { RedisExportState } from "../../internal/export/redis-export-state.ts";
 import type { ExportState } from "../../internal/export/state.ts";
 import { RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
@@ -69,6 +64,8 @@ import {
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
+import { connectRedis, createRedisClient } from "../../internal/redisconn/connect.ts";
+import { parseRedisUrl } from "../../internal/redisconn/redis-url.ts";
 import { connectDocker } from "../../internal/sandbox/docker-connect.ts";
 import { createDockerSandbox, type DockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
 import type { RunAdmission } from "../../internal/scheduler/admission.ts";
@@ -847,13 +844,23 @@ async function buildEventLog(
   });
   client.on("error", () => undefined); // reconnects by itself; /readyz reports the outage
   await connectRedis(client, target);
-  const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"] });
+  // The durability rule across a failover (docs/operations.md): acknowledged = on N replicas.
+  const replicaWait = {
+    minReplicas: cfg["redis-min-replicas-acked"],
+    timeoutMs: cfg["redis-wait-timeout-ms"],
+  };
+  const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"], replicaWait });
   const queue = new RedisRunQueue({ client, prefix: cfg["redis-prefix"], ...schedule });
   return {
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
     queue,
-    admission: new RedisRunAdmission({ client, prefix: cfg["redis-prefix"], ...schedule }),
+    admission: new RedisRunAdmission({
+      client,
+      prefix: cfg["redis-prefix"],
+      replicaWait,
+      ...schedule,
+    }),
     presence: new RedisWorkerPresence({ client, prefix: cfg["redis-prefix"] }),
     idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
