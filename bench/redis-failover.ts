@@ -27,6 +27,7 @@ import { FsArtifactStore } from "../internal/artifacts/fs-artifact-store.ts";
 import { delta } from "../internal/eventlog/conformance.ts";
 import { RedisEventLog } from "../internal/eventlog/redis-event-log.ts";
 import { RunService } from "../internal/gen/agentd/v1/run_service_pb.js";
+import { RedisIdempotencyStore } from "../internal/idempotency/redis-idempotency.ts";
 import { RunProjectionCache } from "../internal/projections/run-cache.ts";
 import { connectRedis, createRedisClient } from "../internal/redisconn/connect.ts";
 import { parseRedisUrl } from "../internal/redisconn/redis-url.ts";
@@ -68,6 +69,7 @@ const deps: ApiDeps = {
   artifacts: new FsArtifactStore(join(dir, "artifacts")),
   queue: new RedisRunQueue({ client, tenantLimit: 1_000_000 }),
   admission: new RedisRunAdmission({ client, tenantLimit: 1_000_000, replicaWait: WAIT }),
+  idempotency: new RedisIdempotencyStore({ client }),
 };
 const principal: Interceptor = (next) => async (req) => {
   req.contextValues.set(kPrincipal, {

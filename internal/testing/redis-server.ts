@@ -86,6 +86,8 @@ function operatorArgs(
     args.push("--tls-auth-clients", "no");
   } else args.push("--port", String(port));
   if (opts.replicaOf !== undefined) args.push("--replicaof", "127.0.0.1", String(opts.replicaOf));
+  // A replica's first sync starts at once, not after Redis's default 5 s wait for others.
+  args.push("--repl-diskless-sync-delay", "0");
   return args;
 }
 
@@ -144,6 +146,12 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<TestRedi
       try {
         await probe.connect();
         await probe.ping();
+        // A replica is up once its first sync is done (WAIT counts it only then).
+        if (
+          opts.replicaOf !== undefined &&
+          !/master_link_status:up/.test(await probe.info("replication"))
+        )
+          throw new Error("the replica's first sync is not done yet");
         probe.disconnect();
         return;
       } catch {
