@@ -229,6 +229,15 @@ it("Redis: a password from the environment, maxmemory with noeviction, protected
   assert.match(authed("config", "get", "protected-mode"), /NOPERM/, "agentd's user is no admin");
   // Not in the container's command (docker inspect, ps): only in its environment.
   const id = compose(d, "ps", "-q", "redis").stdout.trim();
+  // Its healthcheck logs in as agentd too (generous: only a check that never passes fails).
+  const health = () =>
+    spawnSync("docker", ["inspect", "-f", "{{.State.Health.Status}}", id], {
+      encoding: "utf8",
+    }).stdout.trim();
+  while (health() !== "healthy") {
+    assert.ok(Date.now() < deadline + 60_000, `waited for the healthcheck: ${health()}`);
+    await new Promise((res) => setTimeout(res, 250));
+  }
   const args = spawnSync("docker", ["inspect", "-f", "{{json .Config.Cmd}}", id], {
     encoding: "utf8",
   }).stdout;
