@@ -101,3 +101,22 @@ describe("the Redis connection factory against real servers", () => {
     );
   });
 });
+
+describe("the connection factory against sentinels that never answer", () => {
+  it("gives up after its timeout with EUNAVAILABLE naming the sentinels, never hanging", async () => {
+    const target = parseRedisUrl("redis+sentinel://agentd@127.0.0.1:1,127.0.0.1:2/main", {
+      password: PASSWORD,
+    });
+    const client = createRedisClient(target);
+    client.on("error", () => undefined);
+    await assert.rejects(connectRedis(client, target, 1000), (err: unknown) => {
+      assert.ok(isAgentdError(err, "EUNAVAILABLE"), String(err));
+      assert.match(
+        err.message,
+        /cannot reach Redis at user 'agentd' at the primary 'main' of the sentinels 127\.0\.0\.1:1,127\.0\.0\.1:2: no answer within 1000 ms/,
+      );
+      assert.doesNotMatch(err.message, new RegExp(PASSWORD));
+      return true;
+    });
+  });
+});

@@ -85,26 +85,46 @@ export function describeTarget(t: RedisTarget): string {
   return `${who}${where}${t.tls ? " (TLS)" : ""}`;
 }
 
+const TIMED_OUT = Symbol("timed out");
+
 /**
  * Connects and proves it with PING (a refused login only shows on the first command).
  * Errors: EUNAUTHENTICATED naming the user and AGENTD_REDIS_PASSWORD; EUNAVAILABLE with the
- * masked address. Either way the client is disconnected.
+ * masked address — also after `timeoutMs` (default 15 s) without an answer: ioredis never
+ * gives up on unreachable sentinels by itself, and a start must not hang in silence.
+ * Either way the client is disconnected.
  */
-export async function connectRedis(client: Redis, target: RedisTarget): Promise<void> {
+export async function connectRedis(
+  client: Redis,
+  target: RedisTarget,
+  timeoutMs = 15_000,
+): Promise<void> {
   // connect() itself only says "Connection is closed": the reason (a refused login, an
-  // untrusted certificate) comes as an 'error' event just before.
+  // untrusted certificate, unreachable sentinels) comes as an 'error' event before.
   let reason: unknown;
   const onError = (err: unknown): void => {
     reason = err;
   };
   client.on("error", onError);
-  try {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(TIMED_OUT), timeoutMs);
+  });
+  const attempt = (async () => {
     await client.connect();
     await client.ping();
+  })();
+  attempt.catch(() => undefined); // after a timeout its rejection is no one's to handle
+  try {
+    await Promise.race([attempt, timeout]);
   } catch (err) {
     client.disconnect();
-    throw connectError(reason ?? err, target);
+    if (err !== TIMED_OUT) throw connectError(reason ?? err, target);
+    const last =
+      reason === undefined ? "" : ` (last error: ${(reason as Error)?.message ?? reason})`;
+    throw connectError(new Error(`no answer within ${timeoutMs} ms${last}`), target);
   } finally {
+    clearTimeout(timer);
     client.off("error", onError);
   }
 }
