@@ -74,6 +74,7 @@ bench: build images image
 	node bench/upload-throughput.ts
 	node bench/workspace-diff.ts
 	node bench/create-run.ts
+	node bench/redis-failover.ts
 	node bench/mutation-snapshot.ts
 	node bench/hostile-input.ts
 	node bench/tool-started.ts

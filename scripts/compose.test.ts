@@ -11,6 +11,9 @@
  *   the host's loopback, named in the policy's network.private) through the run's egress
  *   proxy, and is refused a host the policy does not list; both are network.request events,
  *   and nothing reached the refused host.
+ * - Redis as operators run it: no start without AGENTD_REDIS_PASSWORD; the ACL user's
+ *   password only from the environment (not on Redis's command line); maxmemory with
+ *   noeviction and protected mode really set; no way in without the password.
  */
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
@@ -30,6 +33,7 @@ const AGENTCTL = join(ROOT, "bin", "agentctl");
 const TOKEN = "agentd-compose-demo-token-change-me"; // deploy/compose/auth.example.yaml's
 const PROMPT =
   "The test suite of this repository fails. Find the bug, fix it with a minimal patch, and make sure all tests pass.";
+const REDIS_PASSWORD = "composeTestRedisPw7731";
 const tmp = mkdtempSync(join(tmpdir(), "agentd-compose-"));
 const servers: net.Server[] = [];
 
@@ -122,6 +126,7 @@ async function up(
       AGENTD_HEALTH_PORT: String(await freePort()),
       AGENTD_HEALTH_PORT_2: String(await freePort()),
       AGENTD_LEASE_TTL_MS: "3000",
+      AGENTD_REDIS_PASSWORD: REDIS_PASSWORD,
       DOCKER_GID: String(statSync("/var/run/docker.sock").gid),
       OPENAI_API_KEY: "",
       OPENAI_BASE_URL: "",
@@ -177,6 +182,70 @@ async function untilFinished(d: Deployment, runId: string): Promise<string> {
   }
   return state;
 }
+
+it("Redis: a password from the environment, maxmemory with noeviction, protected mode, nobody in without it", {
+  timeout: 300_000,
+}, async () => {
+  const bare = spawnSync("docker-compose", ["-f", COMPOSE, "config"], {
+    env: { ...process.env, AGENTD_REDIS_PASSWORD: "" },
+    encoding: "utf8",
+  });
+  assert.notEqual(bare.status, 0, "rendered without a Redis password");
+  assert.match(bare.stderr, /set AGENTD_REDIS_PASSWORD/);
+  const port = await freePort();
+  const d: Deployment = {
+    project: `agentdtest${process.pid}redis`,
+    files: [COMPOSE],
+    port: 0,
+    env: {
+      ...process.env,
+      AGENTD_REDIS_IMAGE: "agentd-redis:latest",
+      AGENTD_REDIS_PORT: String(port),
+      AGENTD_REDIS_PASSWORD: REDIS_PASSWORD,
+      AGENTD_REDIS_MAXMEMORY: "300mb",
+    },
+  };
+  live.add(d);
+  const r = compose(d, "up", "-d", "redis");
+  assert.equal(r.status, 0, r.stderr);
+  const cli = (...args: string[]) =>
+    compose(d, "exec", "-T", "redis", "sh", "-c", `redis-cli ${args.join(" ")}`).stdout.trim();
+  const authed = (...args: string[]) =>
+    cli(`--user agentd --pass "$REDIS_PASSWORD" --no-auth-warning`, ...args);
+  const deadline = Date.now() + 120_000; // generous: only a Redis that never answers fails
+  while (authed("ping") !== "PONG") {
+    assert.ok(Date.now() < deadline, `waited 120 s for Redis:\n${compose(d, "logs").stdout}`);
+    await new Promise((res) => setTimeout(res, 250));
+  }
+  const memory = authed("info", "memory");
+  assert.match(memory, /^maxmemory:314572800\r?$/m, "maxmemory 300mb");
+  assert.match(memory, /^maxmemory_policy:noeviction\r?$/m);
+  assert.match(cli("ping"), /NOAUTH/, "no way in without the password");
+  assert.match(
+    cli("--user agentd --pass wrong --no-auth-warning ping"),
+    /NOAUTH/,
+    "nor with a wrong one",
+  );
+  assert.match(authed("config", "get", "protected-mode"), /NOPERM/, "agentd's user is no admin");
+  // Not in the container's command (docker inspect, ps): only in its environment.
+  const id = compose(d, "ps", "-q", "redis").stdout.trim();
+  // Its healthcheck logs in as agentd too (generous: only a check that never passes fails).
+  const health = () =>
+    spawnSync("docker", ["inspect", "-f", "{{.State.Health.Status}}", id], {
+      encoding: "utf8",
+    }).stdout.trim();
+  while (health() !== "healthy") {
+    assert.ok(Date.now() < deadline + 60_000, `waited for the healthcheck: ${health()}`);
+    await new Promise((res) => setTimeout(res, 250));
+  }
+  const args = spawnSync("docker", ["inspect", "-f", "{{json .Config.Cmd}}", id], {
+    encoding: "utf8",
+  }).stdout;
+  assert.match(args, /--protected-mode yes/);
+  assert.match(args, /--maxmemory-policy noeviction/);
+  assert.doesNotMatch(args, new RegExp(REDIS_PASSWORD), "the password is not on a command line");
+  down(d);
+});
 
 it("up; a run through it survives its worker killed; down -v leaves nothing", {
   timeout: 400_000,

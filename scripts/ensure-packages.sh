@@ -13,6 +13,7 @@ NEEDS=(
   "busybox busybox-static the agent bundle of a run's own image, and the redaction tests' busybox tools"
   "xxd xxd the redaction tests (hex dumps from the real tool)"
   "hexdump bsdextrautils the redaction tests (hexdump's formats)"
+  "redis-sentinel redis-sentinel the Redis failover tests and bench (real Sentinel)"
 )
 missing=()
 why=()

@@ -36,6 +36,9 @@ writeFileSync(
   `tokens:\n  - name: ops\n    sha256: ${OPERATOR_TOKEN_SHA}\n    tenant: ops\n    roles: [submit, read, approve, admin]\n`,
 );
 
+const OPERATOR_REDIS_PASSWORD = "operatorRedisPw4410";
+writeFileSync(join(copy, "overlays", "production", "redis-password"), OPERATOR_REDIS_PASSWORD);
+
 function render(overlay: string): Obj[] {
   const out = execFileSync("kubectl", ["kustomize", join(copy, "overlays", overlay)], {
     encoding: "utf8",
@@ -60,6 +63,7 @@ function help(command: string): { flags: Set<string>; env: Set<string> } {
 }
 
 const OTHER_ENV = new Set([
+  "AGENTD_REDIS_PASSWORD", // environment only, never a flag (named in --event-log's help)
   "AGENTD_IPTABLES_MODE", // the image's iptables wrapper (deploy/image/iptables-wrapper.sh)
   "OPENAI_API_KEY",
   "OPENAI_BASE_URL",
@@ -228,6 +232,56 @@ for (const overlay of OVERLAYS) {
       assert.equal(sc.runAsUser, 10001, "as user 10001");
     });
 
+    it("Redis: maxmemory under its limit with noeviction, protected mode, the password from the Secret, on no command line", () => {
+      const redis = podSpecs(objs).find((p) => p.owner === "StatefulSet/redis");
+      assert.ok(redis, "the Redis StatefulSet");
+      const c = (redis.spec.containers as Obj[]).find((x) => x.name === "redis");
+      const script = [...(c.command ?? []), ...(c.args ?? [])].join(" ");
+      const maxmemory = /--maxmemory (\d+)mb/.exec(script)?.[1];
+      assert.ok(maxmemory !== undefined, "maxmemory is set");
+      const limit = /^(\d+)Gi$/.exec(String(c.resources?.limits?.memory))?.[1];
+      assert.ok(
+        Number(maxmemory) * 1024 ** 2 < Number(limit) * 1024 ** 3,
+        `maxmemory ${maxmemory}mb under the ${limit}Gi limit`,
+      );
+      assert.match(script, /--maxmemory-policy noeviction/);
+      assert.match(script, /--protected-mode yes/);
+      assert.match(script, /user default off resetpass/);
+      assert.doesNotMatch(
+        script,
+        /\$\(REDIS_PASSWORD\)/,
+        "Kubernetes would put it on the command line",
+      );
+      const fromSecret = (cont: Obj, name: string) =>
+        ((cont.env ?? []) as Obj[]).find((e) => e.name === name)?.valueFrom?.secretKeyRef;
+      assert.deepEqual(fromSecret(c, "REDIS_PASSWORD"), { name: "agentd-redis", key: "password" });
+      for (const { owner, spec } of podSpecs(objs))
+        for (const cont of spec.containers as Obj[]) {
+          if (!String(cont.image).startsWith("agentd:")) continue;
+          const env = new Map(((cont.env ?? []) as Obj[]).map((e) => [e.name, e.value]));
+          assert.match(String(env.get("AGENTD_EVENT_LOG")), /^redis:\/\/agentd@redis:6379$/, owner);
+          assert.deepEqual(
+            fromSecret(cont, "AGENTD_REDIS_PASSWORD"),
+            {
+              name: "agentd-redis",
+              key: "password",
+            },
+            `${owner}: the password from the Secret`,
+          );
+        }
+      const secret = objs.find((o) => o.kind === "Secret" && o.metadata.name === "agentd-redis");
+      const password = Buffer.from(
+        String(secret.data.password).replace(/\s+/g, ""),
+        "base64",
+      ).toString("utf8");
+      assert.equal(
+        password === OPERATOR_REDIS_PASSWORD,
+        overlay === "production",
+        "production has the operator's password, dev the demo one",
+      );
+      assert.ok(!JSON.stringify(objs.filter((o) => o.kind !== "Secret")).includes(password));
+    });
+
     it("the policy in the ConfigMap passes agentd policy check", () => {
       const cm = objs.find(
         (o) => o.kind === "ConfigMap" && String(o.metadata.name).startsWith("agentd-policy"),
@@ -239,6 +293,62 @@ for (const overlay of OVERLAYS) {
     });
   });
 }
+
+it("the rendered Redis starts as rendered (agentd-redis image): its probe passes, maxmemory and noeviction hold, nobody gets in without the password", async () => {
+  const objs = render("dev");
+  const sts = objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === "redis");
+  const c = (sts.spec.template.spec.containers as Obj[]).find((x) => x.name === "redis");
+  const secret = objs.find((o) => o.kind === "Secret" && o.metadata.name === "agentd-redis");
+  const password = Buffer.from(String(secret.data.password).replace(/\s+/g, ""), "base64").toString(
+    "utf8",
+  );
+  const name = `agentd-k8s-redis-${process.pid}`;
+  const [entry, ...rest] = c.command as string[];
+  const run = spawnSync(
+    "docker",
+    [
+      "run",
+      "-d",
+      "--rm",
+      "--name",
+      name,
+      "-v",
+      "/data",
+      "-e",
+      `REDIS_PASSWORD=${password}`,
+      "--entrypoint",
+      entry as string,
+      "agentd-redis:latest",
+      ...rest,
+      ...(c.args as string[]),
+    ],
+    { encoding: "utf8" },
+  );
+  assert.equal(run.status, 0, run.stderr);
+  try {
+    const exec = (...args: string[]) =>
+      spawnSync("docker", ["exec", name, ...args], { encoding: "utf8", timeout: 60_000 });
+    const probe = c.readinessProbe.exec.command as string[];
+    const deadline = Date.now() + 120_000; // generous: only a Redis that never gets ready fails
+    while (exec(...probe).status !== 0) {
+      assert.ok(
+        Date.now() < deadline,
+        `waited 120 s for the readiness probe: ${spawnSync("docker", ["logs", name], { encoding: "utf8" }).stdout}`,
+      );
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const authed = exec(
+      "sh",
+      "-c",
+      'redis-cli --user agentd --pass "$REDIS_PASSWORD" --no-auth-warning info memory',
+    ).stdout;
+    assert.match(authed, /^maxmemory:805306368\r?$/m, "maxmemory 768mb");
+    assert.match(authed, /^maxmemory_policy:noeviction\r?$/m);
+    assert.match(exec("redis-cli", "ping").stdout, /NOAUTH/, "no way in without the password");
+  } finally {
+    spawnSync("docker", ["rm", "-f", name]);
+  }
+});
 
 it("production does not render without the operator's auth.yaml; the demo token never reaches it", () => {
   const bare = spawnSync(

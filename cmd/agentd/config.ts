@@ -37,7 +37,7 @@ export const FLAGS = {
   },
   "event-log": {
     env: "AGENTD_EVENT_LOG",
-    help: "redis://HOST:PORT[/DB] or file:DIR (dev default: file:<data-dir>)",
+    help: "redis://[USER@]HOST:PORT[/DB], rediss://… (TLS), redis+sentinel://[USER@]H1:26379,H2:26379/MASTER[/DB] (Sentinel; rediss+sentinel:// over TLS) or file:DIR (dev default: file:<data-dir>). The password: env AGENTD_REDIS_PASSWORD (and AGENTD_REDIS_SENTINEL_PASSWORD for the sentinels), never a flag",
     def: undefined,
   },
   "auth-file": {
@@ -85,6 +85,21 @@ export const FLAGS = {
     env: "AGENTD_REDIS_TIMEOUT_MS",
     help: "a Redis command that does not answer within it fails: during a Redis stall requests answer UNAVAILABLE instead of hanging (blocking reads are exempt)",
     def: "5000",
+  },
+  "redis-tls-ca": {
+    env: "AGENTD_REDIS_TLS_CA",
+    help: "with rediss://: PEM file of the CA that signed Redis's (and the sentinels') certificates; default: the system's CAs",
+    def: undefined,
+  },
+  "redis-min-replicas-acked": {
+    env: "AGENTD_REDIS_MIN_REPLICAS_ACKED",
+    help: "an append or CreateRun is acknowledged only once this many replicas have it (Redis WAIT): with 1 and one replica, a Sentinel failover loses no acknowledged event; 0: the primary alone (see docs/operations.md)",
+    def: "0",
+  },
+  "redis-wait-timeout-ms": {
+    env: "AGENTD_REDIS_WAIT_TIMEOUT_MS",
+    help: "with --redis-min-replicas-acked: how long a write waits for its replicas before it fails UNAVAILABLE (it may then be lost in a failover; a retry with the same idempotency key is safe)",
+    def: "2000",
   },
   "cors-origins": {
     env: "AGENTD_CORS_ORIGINS",
@@ -234,8 +249,8 @@ const ListenSchema = z
 const EventLogSchema = z
   .string()
   .refine(
-    (s) => /^redis(s)?:\/\//.test(s) || s.startsWith("file:"),
-    "must be redis://HOST:PORT[/DB] or file:DIR",
+    (s) => /^rediss?(\+sentinel)?:\/\//.test(s) || s.startsWith("file:"),
+    "must be redis://, rediss://, redis+sentinel://, rediss+sentinel:// or file:DIR",
   );
 
 export const ConfigSchema = z.object({
@@ -277,6 +292,9 @@ export const ConfigSchema = z.object({
     return out;
   }),
   "redis-timeout-ms": z.coerce.number().int().min(100).max(600_000),
+  "redis-tls-ca": z.string().min(1).optional(),
+  "redis-min-replicas-acked": z.coerce.number().int().min(0).max(16),
+  "redis-wait-timeout-ms": z.coerce.number().int().min(10).max(600_000),
   "max-request-bytes": z.coerce
     .number()
     .int()

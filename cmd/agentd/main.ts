@@ -12,7 +12,7 @@ import { dirname, join, resolve } from "node:path";
 import { text } from "node:stream/consumers";
 import { createSecureContext } from "node:tls";
 import { fileURLToPath } from "node:url";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
@@ -64,6 +64,8 @@ import {
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
+import { connectRedis, createRedisClient } from "../../internal/redisconn/connect.ts";
+import { parseRedisUrl } from "../../internal/redisconn/redis-url.ts";
 import { connectDocker } from "../../internal/sandbox/docker-connect.ts";
 import { createDockerSandbox, type DockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
 import type { RunAdmission } from "../../internal/scheduler/admission.ts";
@@ -122,6 +124,9 @@ const SERVER_FLAGS: FlagName[] = [
   "max-run-cost-usd",
   "max-run-wall-ms",
   "redis-timeout-ms",
+  "redis-tls-ca",
+  "redis-min-replicas-acked",
+  "redis-wait-timeout-ms",
   "export-config",
   "tls-cert",
   "tls-key",
@@ -150,6 +155,9 @@ const WORKER_FLAGS: FlagName[] = [
   "warm-sandboxes",
   "price-table",
   "redis-timeout-ms",
+  "redis-tls-ca",
+  "redis-min-replicas-acked",
+  "redis-wait-timeout-ms",
   "shutdown-grace-ms",
   "log-level",
 ];
@@ -303,7 +311,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const eventLogUrl = cfg["event-log"] ?? (mode === "dev" ? `file:${cfg["data-dir"]}` : undefined);
   if (eventLogUrl === undefined) {
     throw new UsageError(
-      "--event-log (AGENTD_EVENT_LOG) is required: redis://HOST:PORT[/DB] or file:DIR",
+      "--event-log (AGENTD_EVENT_LOG) is required: redis://[USER@]HOST:PORT[/DB], rediss://…, redis+sentinel://H1:26379,H2:26379/MASTER or file:DIR",
     );
   }
   const auth = mode === "worker" ? undefined : buildAuth(cfg, mode, logger);
@@ -832,30 +840,35 @@ async function buildEventLog(
       },
     };
   }
-  const client = new Redis(url, {
+  const target = parseRedisUrl(url, {
+    password: process.env.AGENTD_REDIS_PASSWORD,
+    sentinelPassword: process.env.AGENTD_REDIS_SENTINEL_PASSWORD,
+  });
+  const client = createRedisClient(target, {
     enableAutoPipelining: true,
-    lazyConnect: true,
     // Requests answer UNAVAILABLE during a stall instead of hanging for all of it.
     commandTimeout: cfg["redis-timeout-ms"],
+    tlsCaFile: cfg["redis-tls-ca"],
   });
   client.on("error", () => undefined); // reconnects by itself; /readyz reports the outage
-  try {
-    await client.connect();
-  } catch (err) {
-    client.disconnect();
-    throw new AgentdError(
-      "EUNAVAILABLE",
-      `cannot reach Redis at ${url}: ${(err as Error).message}`,
-      { cause: err },
-    );
-  }
-  const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"] });
+  await connectRedis(client, target);
+  // The durability rule across a failover (docs/operations.md): acknowledged = on N replicas.
+  const replicaWait = {
+    minReplicas: cfg["redis-min-replicas-acked"],
+    timeoutMs: cfg["redis-wait-timeout-ms"],
+  };
+  const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"], replicaWait });
   const queue = new RedisRunQueue({ client, prefix: cfg["redis-prefix"], ...schedule });
   return {
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
     queue,
-    admission: new RedisRunAdmission({ client, prefix: cfg["redis-prefix"], ...schedule }),
+    admission: new RedisRunAdmission({
+      client,
+      prefix: cfg["redis-prefix"],
+      replicaWait,
+      ...schedule,
+    }),
     presence: new RedisWorkerPresence({ client, prefix: cfg["redis-prefix"] }),
     idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),

@@ -64,7 +64,9 @@ async function afterFailedAdmit(
 ): Promise<Run | undefined> {
   let head: Awaited<ReturnType<ApiDeps["log"]["head"]>>;
   try {
-    head = await deps.log.head(runId);
+    // Stored but maybe not on the replicas (--redis-min-replicas-acked): confirmed first.
+    const read = () => deps.log.head(runId);
+    head = await (deps.log.replicated?.(read) ?? read());
   } catch {
     return undefined;
   }

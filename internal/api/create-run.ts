@@ -98,6 +98,8 @@ export function createRunHandler(deps: ApiDeps) {
         ctx.signal,
       );
       if (claimed.kind === "existing") {
+        // The first CreateRun may have failed on its replicas' confirmation: confirm now.
+        await deps.log.replicated?.(async () => undefined);
         ctx.responseHeader.set(RUN_REUSED_HEADER, "true");
         // Its CreateRun may have died between storing and queueing it (older servers).
         await requeueStranded(deps, claimed.run);

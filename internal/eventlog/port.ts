@@ -108,6 +108,13 @@ export interface EventLog {
   followBatches(runId: string, afterSeq: number, signal: AbortSignal): AsyncIterable<LoggedEvent[]>;
   /** The run's head, or undefined when the run has no events. */
   head(runId: string): Promise<RunHead | undefined>;
+  /**
+   * Runs `read` and, when the log acknowledges writes only once replicas hold them
+   * (`--redis-min-replicas-acked`), confirms that the replicas hold what it read before
+   * returning it: for answers built from a write whose own confirmation failed (a
+   * CreateRun retried, a commit recovered from the stored head). Absent: nothing to confirm.
+   */
+  replicated?<T>(read: () => Promise<T>): Promise<T>;
   /** Heads of many runs at once (undefined where a run does not exist). */
   heads(runIds: readonly string[]): Promise<(RunHead | undefined)[]>;
   /** Increments the run's lease epoch and returns the new value (the new fencing token). */

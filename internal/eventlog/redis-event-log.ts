@@ -14,6 +14,7 @@
 import { createHash } from "node:crypto";
 import { Command, type Redis } from "ioredis";
 import { AgentdError } from "../errors.ts";
+import { ReplicaWait, type ReplicaWaitOptions } from "../redisconn/replica-wait.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
 import { APPEND_LUA } from "./append-lua.ts";
 import { LoggedEvent } from "./event-codec.ts";
@@ -46,6 +47,12 @@ export interface RedisEventLogOptions {
    * event that follows another within it. Default 5.
    */
   tailLingerMs?: number;
+  /**
+   * With minReplicas ≥ 1: a commit is acknowledged only once that many replicas hold it
+   * (WAIT; redisconn/replica-wait.ts), and a head read to recover a failed commit is
+   * confirmed the same way. Default: the primary alone.
+   */
+  replicaWait?: ReplicaWaitOptions;
 }
 
 type ScriptReply = [string, string?, string?, string?];
@@ -73,6 +80,8 @@ export class RedisEventLog implements EventLog {
   readonly kind = "redis";
   readonly #client: Redis;
   readonly #keys: LogKeys;
+  #wait: ReplicaWait | undefined;
+  #waitKey = "";
   readonly #blockMs: number;
   readonly #lingerMs: number;
   readonly #pingTimeoutMs: number;
@@ -89,6 +98,10 @@ export class RedisEventLog implements EventLog {
     this.#blockMs = opts.blockMs ?? 5000;
     this.#lingerMs = opts.tailLingerMs ?? 5;
     this.#pingTimeoutMs = opts.pingTimeoutMs ?? 1000;
+    if (opts.replicaWait !== undefined && opts.replicaWait.minReplicas > 0) {
+      this.#wait = new ReplicaWait(opts.client, opts.replicaWait);
+      this.#waitKey = `${opts.prefix ?? "agentd:"}replica-wait`;
+    }
     this.#batcher = new AppendBatcher({
       loadHead: (runId) => this.#loadHead(runId),
       commit: (c) => this.#commit(c),
@@ -118,9 +131,23 @@ export class RedisEventLog implements EventLog {
     return this.#batcher.append(req);
   }
 
+  async replicated<T>(read: () => Promise<T>): Promise<T> {
+    const wait = this.#wait;
+    if (wait === undefined) return read();
+    const ticket = wait.ticket();
+    const value = await read();
+    // Replication is one ordered stream: once replicas hold a write made after the read
+    // (on the same connection, so the same primary), they hold everything the read saw.
+    await wrap(this.#client.incr(this.#waitKey));
+    await wait.confirm(ticket);
+    return value;
+  }
+
   async #loadHead(runId: string): Promise<Head> {
-    const [seq, hash, ended] = await wrap(
-      this.#client.hmget(this.#metaKey(runId), "seq", "hash", "ended"),
+    // Confirmed: the batcher acknowledges a commit whose confirmation failed when this
+    // head shows it stored.
+    const [seq, hash, ended] = await this.replicated(() =>
+      wrap(this.#client.hmget(this.#metaKey(runId), "seq", "hash", "ended")),
     );
     return { seq: Number(seq ?? 0), hash: hash ?? GENESIS_HASH, ended: ended || undefined };
   }
@@ -208,7 +235,9 @@ export class RedisEventLog implements EventLog {
     let replies: ScriptReply[];
     try {
       // No fixed key count: one call carries 4 keys per run, then the feed's.
+      const ticket = this.#wait?.ticket();
       replies = await wrap(this.#evalAppend([keys.length, ...keys, ...args]));
+      if (this.#wait !== undefined && ticket !== undefined) await this.#wait.confirm(ticket);
     } catch (err) {
       for (const p of group) p.reject(err);
       return;

@@ -19,6 +19,7 @@ import { LoggedEvent, sealEvent, TERMINAL_TYPES } from "../eventlog/event-codec.
 import { GENESIS_HASH } from "../eventlog/hash-chain.ts";
 import { wrapRedis } from "../eventlog/redis-error.ts";
 import { logKeys } from "../eventlog/redis-log-keys.ts";
+import { ReplicaWait, type ReplicaWaitOptions } from "../redisconn/replica-wait.ts";
 import type { AdmitRequest, RunAdmission } from "./admission.ts";
 import {
   checkEnqueue,
@@ -54,6 +55,8 @@ export interface RedisRunAdmissionOptions extends SchedulerOptions {
   client: Redis;
   /** Prefix of every key; must equal the event log's and the queue's. Default "agentd:". */
   prefix?: string;
+  /** With minReplicas ≥ 1: CreateRun is acknowledged once that many replicas hold the run (WAIT). */
+  replicaWait?: ReplicaWaitOptions;
 }
 
 type Reply = [string[], string[]?];
@@ -63,6 +66,7 @@ export class RedisRunAdmission implements RunAdmission {
   readonly #scripts: ScriptClient;
   readonly #prefix: string;
   readonly #o: ResolvedOptions;
+  readonly #wait: ReplicaWait | undefined;
 
   constructor(opts: RedisRunAdmissionOptions) {
     this.#prefix = opts.prefix ?? "agentd:";
@@ -70,6 +74,8 @@ export class RedisRunAdmission implements RunAdmission {
     // EVALSHA with a fallback to EVAL: survives a Redis restart's empty script cache.
     opts.client.defineCommand("agentdAdmitRun", { numberOfKeys: 5, lua: ADMIT_LUA });
     this.#scripts = opts.client as unknown as ScriptClient;
+    const w = opts.replicaWait;
+    this.#wait = w !== undefined && w.minReplicas > 0 ? new ReplicaWait(opts.client, w) : undefined;
   }
 
   async admit(req: AdmitRequest): Promise<LoggedEvent> {
@@ -91,6 +97,7 @@ export class RedisRunAdmission implements RunAdmission {
         `event ${sealed.type} is ${sealed.json.length} bytes, over the ${MAX_EVENT_BYTES}-byte limit; store large content as an artifact`,
       );
     const k = logKeys(this.#prefix);
+    const ticket = this.#wait?.ticket();
     const reply = await wrapRedis(
       this.#scripts.agentdAdmitRun(
         k.stream(first.runId),
@@ -123,6 +130,9 @@ export class RedisRunAdmission implements RunAdmission {
       ),
     );
     const [appended, queued] = reply;
+    // Only a run that was written needs its replicas; a refused one wrote nothing.
+    if (appended?.[0] === "OK" && this.#wait !== undefined && ticket !== undefined)
+      await this.#wait.confirm(ticket);
     if (appended?.[0] === "OK" && queued !== undefined)
       return new LoggedEvent(first.runId, 1, sealed.json);
     if (appended?.[0] === "CONFLICT" || appended?.[0] === "ENDED")
