@@ -57,6 +57,8 @@ import { applyReplacing, needsReplacingProbe, probeReplacing } from "./replace-p
 import { envelopeResult, testSummaryOf } from "./result-envelope.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
 import type { RunWriter } from "./run-writer.ts";
+import { RUNNER_TOOLS, runsRunner } from "./runner-files.ts";
+import { scanRunnerTrees, type TreeScan, treeChanges } from "./runner-trees.ts";
 import { type BaseIndex, changedSinceUpload } from "./script-probe.ts";
 import { containCall, guardTaint, previewTaint } from "./secret-containment.ts";
 import type { TaintedFile } from "./secret-taint.ts";
@@ -107,6 +109,12 @@ export interface KernelRun {
    * it from the log. A call that could read one waits for a person. Undefined: none yet.
    */
   taint?: Map<string, TaintedFile>;
+  /**
+   * The runner trees as last seen at a trusted point (runner-trees.ts): before the run's
+   * first writing call while it was pristine, then after each setup.run, test.run and
+   * lint.run. The kernel sets it; undefined: every entry of the trees counts as run-written.
+   */
+  runnerBaseline?: TreeScan;
 }
 
 /** Tools that never change the workspace (their calls keep a run pristine). */
@@ -423,7 +431,11 @@ export function createKernel(opts: KernelOptions): Kernel {
       // and at most once: the start is in the log (acknowledged, not just queued) before
       // anything of the call runs, so a worker that takes the run over never runs it again.
       await beginEffect(run, call, recorded);
-      if (!READ_ONLY_TOOLS.has(call.tool)) run.pristine = false;
+      if (!READ_ONLY_TOOLS.has(call.tool)) {
+        // Nothing was written yet: the runner trees as they are now are the upload's.
+        if (run.pristine === true) run.runnerBaseline = await scanRunnerTrees(run.sandbox);
+        run.pristine = false;
+      }
       const tool = toolByName(call.tool) as NonNullable<ReturnType<typeof toolByName>>;
       const ctx = toolContext(run, policy, call.tool, live.push);
       // A preview saw the input without secret values: reuse it only for plain inputs.
@@ -441,6 +453,9 @@ export function createKernel(opts: KernelOptions): Kernel {
     } finally {
       await live.close();
     }
+    // What a runner itself leaves in its trees is the runner's (a failed scan: no baseline).
+    if (RUNNER_TOOLS.has(call.tool) && cancelledBeforeStart === undefined)
+      run.runnerBaseline = await scanRunnerTrees(run.sandbox);
     // What a secret-carrying call wrote is in the log before its output is.
     if (contained !== undefined) await contained();
     const stopped = cancelledBeforeStart
@@ -600,13 +615,21 @@ export function createKernel(opts: KernelOptions): Kernel {
     d: DecidedCall,
     counters: TrustCounters,
   ): Promise<DecidedCall> {
-    const scripts = d.assessment.scripts;
-    if (scripts === undefined || scripts.length === 0 || d.decision.path === "deny") return d;
+    const scripts = d.assessment.scripts ?? [];
+    const trees = runsRunner(call.tool, scripts);
+    if ((scripts.length === 0 && !trees) || d.decision.path === "deny") return d;
     if (run.baseIndex === undefined) return d;
     if (run.pristine === true) return d; // nothing was written since the upload
-    const changed = await changedSinceUpload(run.sandbox, scripts, await run.baseIndex());
+    const changed =
+      scripts.length === 0
+        ? new Set<string>()
+        : await changedSinceUpload(run.sandbox, scripts, await run.baseIndex());
+    // A runner also runs what its PATH and imports reach (node_modules, venvs, caches).
+    const treeWritten = trees
+      ? treeChanges(run.runnerBaseline, await scanRunnerTrees(run.sandbox))
+      : [];
     const policy = opts.policy();
-    const a = applyProvenance(d.assessment, changed, policy);
+    const a = applyProvenance(d.assessment, changed, policy, treeWritten);
     if (a === d.assessment) return d;
     return { ...d, assessment: a, decision: decide(call.tool, a, policy, counters) };
   }
