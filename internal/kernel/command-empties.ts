@@ -214,7 +214,77 @@ export function sedInPlaceEmpties(
   else if (sed.scripts.some(sedDeletes)) fx.destructive("sed -i with d (deletes lines in place)");
 }
 
+/** Options that take the next word as their value, per output-file program. */
+const OUTPUT_VALUED: Record<string, readonly string[]> = {
+  sort: ["-k", "--key", "-t", "--field-separator", "-S", "--buffer-size", "-T"].concat([
+    "--temporary-directory",
+    "--parallel",
+    "--batch-size",
+    "--files0-from",
+    "--random-source",
+    "--compress-program",
+  ]),
+  shuf: ["-n", "--head-count", "-i", "--input-range", "--random-source"],
+  uniq: ["-f", "--skip-fields", "-s", "--skip-chars", "-w", "--check-chars"],
+};
+
+/**
+ * sort -o F, shuf -o F and uniq IN OUT write what they read into F: a copy group the
+ * container judges (`sort -o f /dev/null`, `uniq /dev/null f` empty f). With no input file
+ * and no piped input they read nothing; `shuf -n 0` writes nothing. Called by the sort
+ * family (commandOptions) as well.
+ */
+export function outputFileEmpties(inv: Invocation, fx: Effects): void {
+  fx.writer();
+  const valued = OUTPUT_VALUED[inv.name] ?? [];
+  let out: ShellWord | undefined;
+  let zero = false;
+  let echo = false;
+  let range = false;
+  const ops: ShellWord[] = [];
+  let options = true;
+  for (let i = 0; i < inv.args.length; i++) {
+    const w = inv.args[i] as ShellWord;
+    const a = w.text;
+    const next = inv.args[i + 1];
+    if (options && a === "--") options = false;
+    else if (options && (a === "-o" || a === "--output")) {
+      out = next;
+      i++;
+    } else if (options && a.startsWith("--output=")) out = { ...w, text: a.slice(9) };
+    else if (options && /^-[A-Za-z]*o./.test(a) && !a.startsWith("--"))
+      out = { ...w, text: a.slice(a.indexOf("o") + 1) };
+    else if (options && (a === "-n" || a === "--head-count")) {
+      zero ||= /^0+$/.test(next?.text ?? "");
+      i++;
+    } else if (options && (/^-n0+$/.test(a) || /^--head-count=0+$/.test(a))) zero = true;
+    else if (options && (a === "-e" || a === "--echo")) echo = true;
+    else if (options && (a === "-i" || a.startsWith("--input-range") || /^-i./.test(a))) {
+      range = true;
+      if (a === "-i" || a === "--input-range") i++;
+    } else if (options && valued.includes(a)) i++;
+    else if (options && a.startsWith("-") && a.length > 1) continue;
+    else ops.push(w);
+  }
+  if (inv.name === "uniq" && out === undefined && ops.length >= 2) out = ops.pop();
+  if (out === undefined || out.text.startsWith("/dev/")) return;
+  fx.write(out);
+  const shown = `${inv.name} … ${out.text.slice(0, 80)}`;
+  if (zero) return fx.destructive(`${shown} (-n 0 writes nothing into it)`);
+  if (range || inv.stdin === "pipe") return;
+  if (echo) {
+    if (ops.length === 0) fx.destructive(`${shown} (-e with no lines writes nothing into it)`);
+    return;
+  }
+  const inputs = ops.length > 0 ? ops : inv.stdinFile === undefined ? [] : [inv.stdinFile];
+  if (inputs.length === 0 && inv.stdin === undefined)
+    return fx.destructive(`${shown} (reads no input: empties it)`);
+  if (inputs.length > 0) fx.copies(inputs, out);
+}
+
 export const EMPTYING_FAMILIES: ReadonlyMap<string, Family> = new Map<string, Family>([
+  ["uniq", outputFileEmpties],
+  ["shuf", outputFileEmpties],
   ["tee", teeLike],
   ["sponge", teeLike],
   ["ln", ln],

@@ -1,7 +1,8 @@
 /**
  * Emptying and replacing that only the container can tell: `cp e f` empties f when e is an
- * empty file (made by an earlier call's `touch e`) and f is not, `cat a b > f` when a and b
- * are empty (or missing),
+ * empty file (made by an earlier call's `touch e`, or by an earlier command of the same line,
+ * which counts as empty whatever it holds now: `: > e; cp e f`) and f is not, `cat a b > f`
+ * when a and b are empty (or missing), `sort -o f a`, `uniq a f` when a is,
  * and `mv x f` replaces f when f is an existing non-empty file (it is `cp x f && rm x`, and
  * rm asks). The analysis lists the copy groups and moves (CommandAnalysis.copySources,
  * .moves); one exec in the run's container answers for all of them (probeReplacing), and
@@ -94,8 +95,13 @@ export async function probeReplacing(
     // cp of a missing file fails and leaves the target, `cat missing > f` has emptied f; cp
     // of any device destroys the target (nothing, or zeros without end), while a reader
     // takes a finite part of one (`head -c 1M /dev/zero`).
-    const empty = (a: string | undefined): boolean =>
-      a === "empty" || a === "null" || (g.missingEmpties ? a === "absent" : a === "device");
+    // A source an earlier command of the line writes is unknown now: it counts as empty.
+    const made = new Set(g.made ?? []);
+    const empty = (a: string | undefined, i: number): boolean =>
+      made.has(g.from[i] ?? "") ||
+      a === "empty" ||
+      a === "null" ||
+      (g.missingEmpties ? a === "absent" : a === "device");
     if (target === "replaces" && answers.every(empty)) reasons.push(emptyReason(g.from, g.to));
   }
   for (const [s, t] of moves) if (lines[k++] === "replaces") reasons.push(moveReason(s, t));
