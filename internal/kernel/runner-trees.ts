@@ -47,11 +47,11 @@ const F = "%y %s %i %C@ %p\\0";
 
 /** Records are NUL-terminated ("type size inode ctime path"), so any name can be told. */
 const SCAN_SCRIPT = `cd /workspace 2>/dev/null || exit 3
-d=""; for n in ${TREE_DIRS.map((n) => `'${n}'`).join(" ")}; do d="$d -o -name $n"; done
-l=""; for n in ${LOADED_NAMES.map((n) => `'${n}'`).join(" ")}; do l="$l -o -name $n"; done
 set -f
-find /workspace -mindepth 1 -type d \\( -false $d \\) -prune -printf '${F}' -exec find {} -mindepth 1 -printf '${F}' + || exit 3
-find /workspace -mindepth 1 -type d \\( -false $d \\) -prune -o \\( -false $l \\) -printf '${F}' || exit 3
+m=""
+for n in ${TREE_DIRS.map((n) => `'${n}'`).join(" ")}; do m="$m -o -path */$n -o -path */$n/*"; done
+for n in ${LOADED_NAMES.map((n) => `'${n}'`).join(" ")}; do m="$m -o -name $n"; done
+find /workspace -mindepth 1 \\( -false $m \\) -printf '${F}' || exit 3
 for r in ${CACHE_ROOTS.join(" ")}; do
   [ -d "$r" ] || continue
   find "$r" -printf '${F}' || exit 3
