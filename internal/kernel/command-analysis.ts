@@ -50,6 +50,11 @@ export interface CommandAnalysis {
   copySources: { from: string[]; to: string; missingEmpties: boolean; made?: string[] }[];
   /** `mv SRC TARGET` pairs (paths as copySources): an existing non-empty TARGET is replaced. */
   moves: [string, string][];
+  /**
+   * Workspace files a truncating redirection fills with output the line does not show
+   * (`awk '…' > f`), with the program: replacing a non-empty uploaded file asks.
+   */
+  replaced: { program: string; to: string }[];
 }
 
 export interface AnalysisOptions {
@@ -119,6 +124,7 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
     scripts: [],
     copySources: [],
     moves: [],
+    replaced: [],
   };
   const cwd = normaliseDir(options.cwd ?? "");
   const state: State = {
@@ -130,6 +136,7 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
     pendingScripts: [],
     pendingCopies: [],
     pendingMoves: [],
+    pendingReplaced: [],
     earlierWrites: 0,
     count: 0,
   };
@@ -186,6 +193,8 @@ function command(cmd: ShellCommand, s: State, depth: number): void {
   s.out.destructive.push(...emptied.reasons);
   if (emptied.inputs !== undefined) copies(emptied.inputs.from, emptied.inputs.to, s, true);
   else fedBack(cmd, s);
+  const program = cmd.group ? "{ … }" : (cmd.words[0]?.text ?? "").slice(0, 40);
+  for (const t of emptied.unseen) if (literal(t)) s.pendingReplaced.push({ program, to: t.text });
   // `{ sh; } < s.sh`, `exec < s.sh; sh`: input for commands the redirection does not name.
   const bare = cmd.words.length === 0 || (cmd.words.length === 1 && cmd.words[0]?.text === "exec");
   if (bare && cmd.stdin !== undefined && cmd.stdin !== "pipe")
@@ -434,6 +443,11 @@ function resolveCopies(s: State): void {
     const n = Math.max(a.length, b.length);
     for (let k = 0; k < n; k++) s.out.moves.push([a[k] ?? a[0] ?? "", b[k] ?? b[0] ?? ""]);
   }
+  // Only files of the workspace: a scratch file in /tmp is the run's own.
+  for (const { program, to } of s.pendingReplaced)
+    for (const p of forms(to) ?? [])
+      if (p !== "." && !p.startsWith("/") && !p.startsWith("../"))
+        s.out.replaced.push({ program, to: p });
 }
 
 function cd(target: ShellWord | undefined, s: State): void {

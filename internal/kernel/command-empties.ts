@@ -7,6 +7,9 @@
  *   f`, `cat > f` with no input at all).
  * - A redirection onto a file the same command reads (`sort f > f`: the shell empties f
  *   before sort reads it).
+ * - A redirection of a program whose output the line does not show (`awk 'BEGIN{}' > f`,
+ *   `diff a a > f`, `python3 gen.py > f`): listed as `unseen`; the container tells whether
+ *   it replaces a non-empty file of the uploaded workspace (replace-probe.ts).
  * - tee and sponge without -a; `ln -f` (replaces the target with a link: `ln -sf /dev/null
  *   f`); install from /dev/null; sed -i whose script deletes lines (d, D, z, c, q, Q, `s` of
  *   `.*` by nothing), with -n, or with a script file the line does not show.
@@ -51,8 +54,10 @@ const PASS_THROUGH = new Set(["command", "builtin", "exec", "env", "nohup", "nic
 export function emptyingRedirects(cmd: ShellCommand): {
   reasons: string[];
   inputs?: { from: ShellWord[]; to: ShellWord };
+  unseen: ShellWord[];
 } {
   const reasons: string[] = [];
+  const unseen: ShellWord[] = [];
   let inputs: { from: ShellWord[]; to: ShellWord } | undefined;
   const words = unwrapped(cmd.words);
   const input = stdinFile(cmd);
@@ -67,12 +72,27 @@ export function emptyingRedirects(cmd: ShellCommand): {
       reasons.push(
         `${words[0]?.text ?? ""} … ${r.op} ${shown} (the shell empties it before it is read)`,
       );
-    else if (!cmd.group && (r.fd ?? 1) === 1) {
-      const from = readerInputs(words, cmd);
+    else {
+      const from = !cmd.group && (r.fd ?? 1) === 1 ? readerInputs(words, cmd) : [];
       if (from.length > 0) inputs = { from, to: r.target };
+      else if (cmd.group || !showsOutput(words, cmd)) unseen.push(r.target);
     }
   }
-  return { reasons, ...(inputs === undefined ? {} : { inputs }) };
+  return { reasons, unseen, ...(inputs === undefined ? {} : { inputs }) };
+}
+
+/**
+ * True when the line itself shows what the command writes (`echo text`, `printf 'text'`, a
+ * reader of a here-document): replacing a file with it shows in the line and in the diff.
+ */
+function showsOutput(words: readonly ShellWord[], cmd: ShellCommand): boolean {
+  const head = words[0];
+  if (head === undefined) return false;
+  const name = baseName(head);
+  const args = words.slice(1).map((w) => w.text);
+  if (name === "echo") return args.some((a) => a !== "" && !/^-[neE]+$/.test(a));
+  if (name === "printf") return args.length > 0 && args[0] !== "";
+  return READERS.has(name) && (cmd.stdin === "heredoc" || cmd.stdin === "herestring");
 }
 
 /** The files a copying reader (cat, head, sort…) reads: its operands, else its `<` file. */
@@ -270,16 +290,13 @@ export function outputFileEmpties(inv: Invocation, fx: Effects): void {
   if (out === undefined || out.text.startsWith("/dev/")) return;
   fx.write(out);
   const shown = `${inv.name} … ${out.text.slice(0, 80)}`;
-  if (zero) return fx.destructive(`${shown} (-n 0 writes nothing into it)`);
-  if (range || inv.stdin === "pipe") return;
-  if (echo) {
-    if (ops.length === 0) fx.destructive(`${shown} (-e with no lines writes nothing into it)`);
-    return;
-  }
   const inputs = ops.length > 0 ? ops : inv.stdinFile === undefined ? [] : [inv.stdinFile];
-  if (inputs.length === 0 && inv.stdin === undefined)
-    return fx.destructive(`${shown} (reads no input: empties it)`);
-  if (inputs.length > 0) fx.copies(inputs, out);
+  if (zero) fx.destructive(`${shown} (-n 0 writes nothing into it)`);
+  else if (range || inv.stdin === "pipe") return;
+  else if (echo) {
+    if (ops.length === 0) fx.destructive(`${shown} (-e with no lines writes nothing into it)`);
+  } else if (inputs.length > 0) fx.copies(inputs, out);
+  else if (inv.stdin === undefined) fx.destructive(`${shown} (reads no input: empties it)`);
 }
 
 export const EMPTYING_FAMILIES: ReadonlyMap<string, Family> = new Map<string, Family>([

@@ -598,7 +598,10 @@ export function createKernel(opts: KernelOptions): Kernel {
     const analysis = d.assessment.command?.analysis;
     if (analysis === undefined || !needsReplacingProbe(analysis)) return d;
     const policy = opts.policy();
-    const a = applyReplacing(d.assessment, await probeReplacing(run.sandbox, analysis), policy);
+    const base = run.baseIndex === undefined ? undefined : await run.baseIndex();
+    const uploaded = base === undefined ? undefined : (p: string) => base.get(p)?.type === "file";
+    const found = await probeReplacing(run.sandbox, analysis, undefined, uploaded);
+    const a = applyReplacing(d.assessment, found, policy);
     if (a === d.assessment) return d;
     return { ...d, assessment: a, decision: decide(call.tool, a, policy, counters) };
   }
