@@ -104,8 +104,8 @@ interface State {
   pendingScripts: { ran: Ran; path: string; fromRoot?: boolean; dirOnly?: boolean }[];
   /** Copy sources and moves as written, resolved like the scripts. */
   pendingCopies: { from: string[]; to: string; missingEmpties: boolean; made: boolean[] }[];
-  /** How many of writeTargets earlier commands of the line wrote (the current one's come after). */
-  earlierWrites: number;
+  /** How many of out.words earlier commands of the line named (the current one's come after). */
+  earlierWords: number;
   pendingMoves: [string, string][];
   count: number;
 }
@@ -137,7 +137,7 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
     pendingCopies: [],
     pendingMoves: [],
     pendingReplaced: [],
-    earlierWrites: 0,
+    earlierWords: 0,
     count: 0,
   };
   walk(command, state, 0);
@@ -170,7 +170,7 @@ function walk(line: string, s: State, depth: number): void {
 }
 
 function command(cmd: ShellCommand, s: State, depth: number): void {
-  s.earlierWrites = s.writeTargets.length;
+  s.earlierWords = s.out.words.length;
   for (const a of cmd.assignments) {
     s.out.words.push(a.text);
     assignment(a, s);
@@ -376,13 +376,14 @@ function copies(
 }
 
 /**
- * True when an earlier command of the line writes `w` (`: > e; cp e f`, `head -c0 f > /tmp/z;
- * cp /tmp/z f`): its content at the probe's time says nothing, so the probe counts it empty.
+ * True when an earlier command of the line names `w` (`: > e; cp e f`, `touch e && cp e f`,
+ * `head -c0 f > /tmp/z; cp /tmp/z f`): any program may have made it, so its content at the
+ * probe's time says nothing and the probe counts it empty.
  */
 function madeEarlier(w: ShellWord, s: State): boolean {
   const norm = (p: string): string => posix.normalize(p);
   const t = norm(w.text);
-  return s.writeTargets.slice(0, s.earlierWrites).some((x) => norm(x.text) === t);
+  return s.out.words.slice(0, s.earlierWords).some((x) => x !== "" && norm(x) === t);
 }
 
 /**

@@ -244,12 +244,17 @@ const OUTPUT_VALUED: Record<string, readonly string[]> = {
     "--random-source",
     "--compress-program",
   ]),
-  shuf: ["-n", "--head-count", "-i", "--input-range", "--random-source"],
+  shuf: ["--random-source"],
   uniq: ["-f", "--skip-fields", "-s", "--skip-chars", "-w", "--check-chars"],
+  iconv: ["-f", "--from-code", "-t", "--to-code"],
+  xxd: ["-c", "-cols", "-g", "-groupsize", "-l", "-len", "-s", "-seek", "-o", "-n", "-name"],
 };
 
+/** Programs whose second operand is the output file (`uniq IN OUT`, `xxd -r IN OUT`). */
+const OUTPUT_OPERAND = new Set(["uniq", "xxd"]);
+
 /**
- * sort -o F, shuf -o F and uniq IN OUT write what they read into F: a copy group the
+ * sort -o F, shuf -o F, iconv -o F, uniq IN OUT and xxd IN OUT write what they read into F: a copy group the
  * container judges (`sort -o f /dev/null`, `uniq /dev/null f` empty f). With no input file
  * and no piped input they read nothing; `shuf -n 0` writes nothing. Called by the sort
  * family (commandOptions) as well.
@@ -257,6 +262,7 @@ const OUTPUT_VALUED: Record<string, readonly string[]> = {
 export function outputFileEmpties(inv: Invocation, fx: Effects): void {
   fx.writer();
   const valued = OUTPUT_VALUED[inv.name] ?? [];
+  const shuf = inv.name === "shuf";
   let out: ShellWord | undefined;
   let zero = false;
   let echo = false;
@@ -268,25 +274,25 @@ export function outputFileEmpties(inv: Invocation, fx: Effects): void {
     const a = w.text;
     const next = inv.args[i + 1];
     if (options && a === "--") options = false;
-    else if (options && (a === "-o" || a === "--output")) {
+    else if (options && valued.includes(a)) i++;
+    else if (options && (/^-[A-Za-z]*o$/.test(a) || a === "--output")) {
       out = next;
       i++;
     } else if (options && a.startsWith("--output=")) out = { ...w, text: a.slice(9) };
     else if (options && /^-[A-Za-z]*o./.test(a) && !a.startsWith("--"))
       out = { ...w, text: a.slice(a.indexOf("o") + 1) };
-    else if (options && (a === "-n" || a === "--head-count")) {
+    else if (shuf && options && (a === "-n" || a === "--head-count")) {
       zero ||= /^0+$/.test(next?.text ?? "");
       i++;
-    } else if (options && (/^-n0+$/.test(a) || /^--head-count=0+$/.test(a))) zero = true;
-    else if (options && (a === "-e" || a === "--echo")) echo = true;
-    else if (options && (a === "-i" || a.startsWith("--input-range") || /^-i./.test(a))) {
+    } else if (shuf && options && (/^-n0+$/.test(a) || /^--head-count=0+$/.test(a))) zero = true;
+    else if (shuf && options && (a === "-e" || a === "--echo")) echo = true;
+    else if (shuf && options && (a === "-i" || a.startsWith("--input-range") || /^-i./.test(a))) {
       range = true;
       if (a === "-i" || a === "--input-range") i++;
-    } else if (options && valued.includes(a)) i++;
-    else if (options && a.startsWith("-") && a.length > 1) continue;
+    } else if (options && a.startsWith("-") && a.length > 1) continue;
     else ops.push(w);
   }
-  if (inv.name === "uniq" && out === undefined && ops.length >= 2) out = ops.pop();
+  if (OUTPUT_OPERAND.has(inv.name) && out === undefined && ops.length >= 2) out = ops.pop();
   if (out === undefined || out.text.startsWith("/dev/")) return;
   fx.write(out);
   const shown = `${inv.name} … ${out.text.slice(0, 80)}`;
@@ -301,6 +307,8 @@ export function outputFileEmpties(inv: Invocation, fx: Effects): void {
 
 export const EMPTYING_FAMILIES: ReadonlyMap<string, Family> = new Map<string, Family>([
   ["uniq", outputFileEmpties],
+  ["iconv", outputFileEmpties],
+  ["xxd", outputFileEmpties],
   ["shuf", outputFileEmpties],
   ["tee", teeLike],
   ["sponge", teeLike],
