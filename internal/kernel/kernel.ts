@@ -115,6 +115,13 @@ export interface KernelRun {
    * lint.run. The kernel sets it; undefined: every entry of the trees counts as run-written.
    */
   runnerBaseline?: TreeScan;
+  /**
+   * True when the log shows no call but a runner's could have written the runner trees
+   * since the last runner ended or the upload (runner-trees.ts treesAsLeft): a drive without
+   * a baseline then takes the trees as they are. The kernel sets it to false before a
+   * writing call executes; undefined counts as false.
+   */
+  treesAsLeft?: boolean;
 }
 
 /** Tools that never change the workspace (their calls keep a run pristine). */
@@ -433,8 +440,10 @@ export function createKernel(opts: KernelOptions): Kernel {
       await beginEffect(run, call, recorded);
       if (!READ_ONLY_TOOLS.has(call.tool)) {
         // Nothing was written yet: the runner trees as they are now are the upload's.
-        if (run.pristine === true) run.runnerBaseline = await scanRunnerTrees(run.sandbox);
+        if (run.pristine === true || (run.runnerBaseline === undefined && run.treesAsLeft === true))
+          run.runnerBaseline = await scanRunnerTrees(run.sandbox);
         run.pristine = false;
+        run.treesAsLeft = false;
       }
       const tool = toolByName(call.tool) as NonNullable<ReturnType<typeof toolByName>>;
       const ctx = toolContext(run, policy, call.tool, live.push);
@@ -628,13 +637,24 @@ export function createKernel(opts: KernelOptions): Kernel {
         ? new Set<string>()
         : await changedSinceUpload(run.sandbox, scripts, await run.baseIndex());
     // A runner also runs what its PATH and imports reach (node_modules, venvs, caches).
-    const treeWritten = trees
-      ? treeChanges(run.runnerBaseline, await scanRunnerTrees(run.sandbox))
-      : [];
+    const treeWritten = trees ? await runnerTreeWrites(run, call.tool) : [];
     const policy = opts.policy();
     const a = applyProvenance(d.assessment, changed, policy, treeWritten);
     if (a === d.assessment) return d;
     return { ...d, assessment: a, decision: decide(call.tool, a, policy, counters) };
+  }
+
+  /**
+   * The runner-tree entries some call other than a runner wrote (runner-trees.ts). A drive
+   * without a baseline takes the trees as they are when the log says only runners wrote
+   * them since; else every entry counts, except for setup.run, which reinstalls them.
+   */
+  async function runnerTreeWrites(run: KernelRun, tool: string): Promise<string[]> {
+    const now = await scanRunnerTrees(run.sandbox);
+    if (run.runnerBaseline === undefined && run.treesAsLeft === true && now !== undefined)
+      run.runnerBaseline = now;
+    if (run.runnerBaseline === undefined && tool === "setup.run" && now !== undefined) return [];
+    return treeChanges(run.runnerBaseline, now);
   }
 
   /** Appends a failed tool.result (message redacted by the caller, clipped here). */

@@ -13,13 +13,18 @@
  * cannot set ctime: any write, chmod or rename changes it). The kernel keeps a baseline: the
  * listing taken before the run's first writing call while the run was pristine, refreshed
  * after each setup.run, test.run and lint.run (what a runner itself leaves is the runner's).
- * Without a baseline (a drive that took over a run already written) every entry counts as
- * written: a person is asked once, and the runner's own end sets the baseline.
+ * A new drive (a resume, a takeover, a new container) has no baseline in memory: when the
+ * log shows that no call but a runner's could have written the trees since the last runner
+ * ended (or the upload; treesAsLeft), the trees as they are then are the baseline. Else every
+ * entry counts as written — a person is asked once, and the runner's own end sets the
+ * baseline — except for setup.run, which reinstalls the trees (its end sets the baseline).
  *
  * Must never: run anything of the workspace, read file content, or answer "unchanged" when a
  * scan failed.
  */
+import type { Event } from "../gen/agentd/v1/events_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
+import { RUNNER_TOOLS } from "./runner-files.ts";
 
 /** Path (workspace-relative inside /workspace, else absolute) → "type size inode ctime". */
 export type TreeScan = Map<string, string>;
@@ -109,4 +114,51 @@ export function treeChanges(baseline: TreeScan | undefined, now: TreeScan | unde
   for (const [p, f] of now) if (baseline.get(p) !== f) out.push(p);
   for (const p of baseline.keys()) if (!now.has(p)) out.push(p);
   return out;
+}
+
+/** Tools that never write. */
+const READERS: ReadonlySet<string> = new Set(["repo.read", "repo.search"]);
+
+/** True when a workspace-relative path lies in a runner tree or is a file runners load. */
+export function inRunnerTree(path: string): boolean {
+  const parts = path.split("/");
+  const name = parts.at(-1) ?? "";
+  return (
+    parts.some((p) => TREE_DIRS.includes(p)) ||
+    LOADED_NAMES.some((n) => (n.startsWith("*") ? name.endsWith(n.slice(1)) : name === n))
+  );
+}
+
+/**
+ * True when, by the log, no call other than a runner's could have written the runner trees
+ * since the last runner call ended (or since the upload): an exec (process.run) or a tool
+ * this does not know started after it, or a repo.patch of a path in a tree, makes it false.
+ * A call counts once it started (tool.started), whether or not it finished.
+ */
+export function treesAsLeft(events: readonly Event[]): boolean {
+  const calls = new Map<string, { tool: string; input: string }>();
+  let asLeft = true;
+  for (const e of events) {
+    const p = e.payload;
+    if (p.case === "toolCall")
+      calls.set(p.value.callId, { tool: p.value.tool, input: p.value.inputJson });
+    else if (p.case === "toolStarted") {
+      const c = calls.get(p.value.callId);
+      if (c === undefined) asLeft = false;
+      else if (RUNNER_TOOLS.has(c.tool) || READERS.has(c.tool)) continue;
+      else if (c.tool !== "repo.patch" || patchesTree(c.input)) asLeft = false;
+    } else if (p.case === "toolResult") {
+      if (RUNNER_TOOLS.has(calls.get(p.value.callId)?.tool ?? "")) asLeft = true;
+    }
+  }
+  return asLeft;
+}
+
+function patchesTree(inputJson: string): boolean {
+  try {
+    const path = (JSON.parse(inputJson) as { path?: unknown }).path;
+    return typeof path !== "string" || inRunnerTree(path.replace(/^\/workspace\//, ""));
+  } catch {
+    return true;
+  }
 }
