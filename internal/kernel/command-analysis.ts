@@ -107,6 +107,8 @@ interface State {
   /** How many of out.words earlier commands of the line named (the current one's come after). */
   earlierWords: number;
   pendingMoves: [string, string][];
+  /** Redirections of output the line does not show, as written (resolved like the moves). */
+  pendingReplaced: { program: string; to: string }[];
   count: number;
 }
 
