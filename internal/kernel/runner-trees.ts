@@ -50,17 +50,39 @@ export const CACHE_ROOTS: readonly string[] = ["/tmp/.cache", "/cache"];
 
 const F = "%y %s %i %C@ %p\\0";
 
+/** The find expression matching every runner-tree entry (set -f: no globbing of it). */
+const MATCH = [
+  ...TREE_DIRS.flatMap((n) => [`-path */${n}`, `-path */${n}/*`]),
+  ...LOADED_NAMES.map((n) => `-name ${n}`),
+].join(" -o ");
+
+/**
+ * Without GNU find's -printf (busybox, an injected agent), one record per entry from a shell
+ * loop: content digests stand in for size, inode and ctime (slower: a process per file).
+ */
+const PORTABLE = `for p; do
+  if [ -L "$p" ]; then h=$(readlink -- "$p" | sha256sum) || exit 3; printf 'l - - %s %s\\0' "\${h%% *}" "$p"
+  elif [ -d "$p" ]; then printf 'd - - - %s\\0' "$p"
+  elif [ -f "$p" ]; then h=$(sha256sum < "$p") || exit 3; x=-; [ -x "$p" ] && x=x; printf 'f - %s %s %s\\0' "$x" "\${h%% *}" "$p"
+  else printf 'o - - - %s\\0' "$p"; fi
+done`;
+
 /** Records are NUL-terminated ("type size inode ctime path"), so any name can be told. */
 const SCAN_SCRIPT = `cd /workspace 2>/dev/null || exit 3
 set -f
-m=""
-for n in ${TREE_DIRS.map((n) => `'${n}'`).join(" ")}; do m="$m -o -path */$n -o -path */$n/*"; done
-for n in ${LOADED_NAMES.map((n) => `'${n}'`).join(" ")}; do m="$m -o -name $n"; done
-find /workspace -mindepth 1 \\( -false $m \\) -printf '${F}' || exit 3
-for r in ${CACHE_ROOTS.join(" ")}; do
-  [ -d "$r" ] || continue
-  find "$r" -printf '${F}' || exit 3
-done
+if find /workspace -maxdepth 0 -printf '' >/dev/null 2>&1; then
+  find /workspace -mindepth 1 \\( ${MATCH} \\) -printf '${F}' || exit 3
+  for r in ${CACHE_ROOTS.join(" ")}; do
+    [ -d "$r" ] || continue
+    find "$r" -printf '${F}' || exit 3
+  done
+else
+  find /workspace -mindepth 1 \\( ${MATCH} \\) -exec sh -c "$1" sh {} + || exit 3
+  for r in ${CACHE_ROOTS.join(" ")}; do
+    [ -d "$r" ] || continue
+    find "$r" -exec sh -c "$1" sh {} + || exit 3
+  done
+fi
 printf 'END\\0'`;
 
 /** One listing of the runner trees; undefined when unsure (the caller fails closed). */
@@ -70,8 +92,9 @@ export async function scanRunnerTrees(
 ): Promise<TreeScan | undefined> {
   try {
     const r = await sandbox.exec({
-      argv: ["sh", "-c", SCAN_SCRIPT, "agentd-trees"],
+      argv: ["sh", "-c", SCAN_SCRIPT, "agentd-trees", PORTABLE],
       cwd: "/",
+      ...(sandbox.toolEnv === undefined ? {} : { env: { ...sandbox.toolEnv } }),
       timeoutMs,
       maxOutputBytes: 64 * 1024 * 1024,
     });
