@@ -19,6 +19,7 @@ import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { queueRun } from "../testing/worker-fixtures.ts";
 import { createKernel, type Kernel, type KernelRun } from "./kernel.ts";
 import { parsePolicy } from "./policy-loader.ts";
+import { scanRunnerTrees, treeChanges } from "./runner-trees.ts";
 import { indexWorkspace } from "./script-probe.ts";
 
 const parsed = parsePolicy(
@@ -214,5 +215,33 @@ describe("the runner's PATH and trees, with a real sandbox", () => {
     assert.equal(approved.kind, "result", JSON.stringify(approved));
     const again = await k.handle(run, { callId: "l2", tool: "lint.run", input: {} });
     assert.equal(again.kind, "result", JSON.stringify(again));
+  });
+
+  it("the portable listing (a find without -printf) sees the same writes", async () => {
+    const { box } = await create();
+    // As a busybox find answers: the -printf test fails, so the shell loop lists the entries.
+    const busybox: SandboxHandle = {
+      ...box,
+      exec: (req) =>
+        box.exec({
+          ...req,
+          argv: req.argv.map((a) =>
+            a.replace("-maxdepth 0 -printf ''", "-maxdepth 0 -no-such-test"),
+          ),
+        }),
+    };
+    const before = await scanRunnerTrees(busybox);
+    assert.ok(
+      before?.has("node_modules/eslint/bin/eslint.js"),
+      JSON.stringify([...(before ?? [])]),
+    );
+    assert.deepEqual(treeChanges(before, await scanRunnerTrees(busybox)), [], "nothing changed");
+    await sh(box, "printf 'x' > node_modules/eslint/bin/eslint.js && touch node_modules/new.js");
+    assert.deepEqual(
+      treeChanges(before, await scanRunnerTrees(busybox)).sort(),
+      ["node_modules", "node_modules/eslint/bin/eslint.js", "node_modules/new.js"].filter(
+        (p) => p !== "node_modules",
+      ),
+    );
   });
 });
