@@ -237,11 +237,10 @@ describe("the runner's PATH and trees, with a real sandbox", () => {
     );
     assert.deepEqual(treeChanges(before, await scanRunnerTrees(busybox)), [], "nothing changed");
     await sh(box, "printf 'x' > node_modules/eslint/bin/eslint.js && touch node_modules/new.js");
-    assert.deepEqual(
-      treeChanges(before, await scanRunnerTrees(busybox)).sort(),
-      ["node_modules", "node_modules/eslint/bin/eslint.js", "node_modules/new.js"].filter(
-        (p) => p !== "node_modules",
-      ),
-    );
+    // Digests stand in for ctime there: a directory lists no change, its new entry does.
+    assert.deepEqual(treeChanges(before, await scanRunnerTrees(busybox)).sort(), [
+      "node_modules/eslint/bin/eslint.js",
+      "node_modules/new.js",
+    ]);
   });
 });
