@@ -47,9 +47,14 @@ export interface CommandAnalysis {
    * shell has emptied F before `cat` fails). Paths are workspace-relative, or absolute
    * outside /workspace. The kernel checks them in the container (replace-probe.ts).
    */
-  copySources: { from: string[]; to: string; missingEmpties: boolean }[];
+  copySources: { from: string[]; to: string; missingEmpties: boolean; made?: string[] }[];
   /** `mv SRC TARGET` pairs (paths as copySources): an existing non-empty TARGET is replaced. */
   moves: [string, string][];
+  /**
+   * Workspace files a truncating redirection fills with output the line does not show
+   * (`awk '…' > f`), with the program: replacing a non-empty uploaded file asks.
+   */
+  replaced: { program: string; to: string }[];
 }
 
 export interface AnalysisOptions {
@@ -98,8 +103,12 @@ interface State {
   /** Script paths as written (relative ones resolved once all `cd`s of the line are known). */
   pendingScripts: { ran: Ran; path: string; fromRoot?: boolean; dirOnly?: boolean }[];
   /** Copy sources and moves as written, resolved like the scripts. */
-  pendingCopies: { from: string[]; to: string; missingEmpties: boolean }[];
+  pendingCopies: { from: string[]; to: string; missingEmpties: boolean; made: boolean[] }[];
+  /** How many of out.words earlier commands of the line named (the current one's come after). */
+  earlierWords: number;
   pendingMoves: [string, string][];
+  /** Redirections of output the line does not show, as written (resolved like the moves). */
+  pendingReplaced: { program: string; to: string }[];
   count: number;
 }
 
@@ -117,6 +126,7 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
     scripts: [],
     copySources: [],
     moves: [],
+    replaced: [],
   };
   const cwd = normaliseDir(options.cwd ?? "");
   const state: State = {
@@ -128,6 +138,8 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
     pendingScripts: [],
     pendingCopies: [],
     pendingMoves: [],
+    pendingReplaced: [],
+    earlierWords: 0,
     count: 0,
   };
   walk(command, state, 0);
@@ -160,6 +172,7 @@ function walk(line: string, s: State, depth: number): void {
 }
 
 function command(cmd: ShellCommand, s: State, depth: number): void {
+  s.earlierWords = s.out.words.length;
   for (const a of cmd.assignments) {
     s.out.words.push(a.text);
     assignment(a, s);
@@ -181,6 +194,9 @@ function command(cmd: ShellCommand, s: State, depth: number): void {
   const emptied = emptyingRedirects(cmd);
   s.out.destructive.push(...emptied.reasons);
   if (emptied.inputs !== undefined) copies(emptied.inputs.from, emptied.inputs.to, s, true);
+  else fedBack(cmd, s);
+  const program = cmd.group ? "{ … }" : (cmd.words[0]?.text ?? "").slice(0, 40);
+  for (const t of emptied.unseen) if (literal(t)) s.pendingReplaced.push({ program, to: t.text });
   // `{ sh; } < s.sh`, `exec < s.sh; sh`: input for commands the redirection does not name.
   const bare = cmd.words.length === 0 || (cmd.words.length === 1 && cmd.words[0]?.text === "exec");
   if (bare && cmd.stdin !== undefined && cmd.stdin !== "pipe")
@@ -258,8 +274,12 @@ function effects(s: State, ran: Ran, depth: number, wrapped: number): Effects {
       s.writeTargets.push(target);
     },
     cd: (target) => cd(target, s),
-    copies: (sources, target) => copies(sources, target, s),
+    copies: (sources, target) => {
+      copies(sources, target, s);
+      s.writeTargets.push(target);
+    },
     moves: (source, target) => {
+      s.writeTargets.push(target);
       if (literal(source) && literal(target)) s.pendingMoves.push([source.text, target.text]);
     },
     configFromDirectory: () => s.pendingScripts.push({ ran, path: ran.name, dirOnly: true }),
@@ -353,7 +373,35 @@ function copies(
   missingEmpties = false,
 ): void {
   if (!sources.every(literal) || !literal(target)) return;
-  s.pendingCopies.push({ from: sources.map((w) => w.text), to: target.text, missingEmpties });
+  const made = sources.map((w) => madeEarlier(w, s));
+  s.pendingCopies.push({ from: sources.map((w) => w.text), to: target.text, missingEmpties, made });
+}
+
+/**
+ * True when an earlier command of the line names `w` (`: > e; cp e f`, `touch e && cp e f`,
+ * `head -c0 f > /tmp/z; cp /tmp/z f`): any program may have made it, so its content at the
+ * probe's time says nothing and the probe counts it empty.
+ */
+function madeEarlier(w: ShellWord, s: State): boolean {
+  const norm = (p: string): string => posix.normalize(p);
+  const t = norm(w.text);
+  return s.out.words.slice(0, s.earlierWords).some((x) => x !== "" && norm(x) === t);
+}
+
+/**
+ * Any program whose standard output truncates a file and that reads a file an earlier
+ * command of the line wrote (`cp f /tmp/n && grep -v x /tmp/n > f`): f gets back what the
+ * line made of it, which may be nothing. A copy group of those files, counted empty.
+ */
+function fedBack(cmd: ShellCommand, s: State): void {
+  const out = cmd.redirects.find(
+    (r) => (r.op === ">" || r.op === ">|" || r.op === "&>") && (r.fd ?? 1) === 1,
+  );
+  if (cmd.group || out === undefined || out.target.text.startsWith("/dev/")) return;
+  const read = cmd.words.slice(1).filter((w) => literal(w) && madeEarlier(w, s));
+  const input = cmd.redirects.find((r) => r.op === "<" && (r.fd ?? 0) === 0)?.target;
+  if (input !== undefined && literal(input) && madeEarlier(input, s)) read.push(input);
+  if (read.length > 0) copies(read, out.target, s);
 }
 
 /** Copy sources and moves against every directory the line may be in (as the scripts). */
@@ -379,7 +427,13 @@ function resolveCopies(s: State): void {
     for (let k = 0; k < n; k++) {
       const at = all.map((f) => f[k] ?? f[0] ?? "");
       const to = at.pop() ?? "";
-      s.out.copySources.push({ from: at, to, missingEmpties: group.missingEmpties });
+      const made = at.filter((_, i) => group.made[i] === true);
+      s.out.copySources.push({
+        from: at,
+        to,
+        missingEmpties: group.missingEmpties,
+        ...(made.length > 0 ? { made } : {}),
+      });
     }
   }
   for (const [from, to] of s.pendingMoves) {
@@ -392,6 +446,11 @@ function resolveCopies(s: State): void {
     const n = Math.max(a.length, b.length);
     for (let k = 0; k < n; k++) s.out.moves.push([a[k] ?? a[0] ?? "", b[k] ?? b[0] ?? ""]);
   }
+  // Only files of the workspace: a scratch file in /tmp is the run's own.
+  for (const { program, to } of s.pendingReplaced)
+    for (const p of forms(to) ?? [])
+      if (p !== "." && !p.startsWith("/") && !p.startsWith("../"))
+        s.out.replaced.push({ program, to: p });
 }
 
 function cd(target: ShellWord | undefined, s: State): void {

@@ -122,3 +122,70 @@ describe("emptying families", () => {
     assert.deepEqual(destroys("sed -in s/a/b/ f"), [], "-in is -i with the suffix n");
   });
 });
+
+describe("output-file programs and lines that feed a file back", () => {
+  const of = (line: string) => analyzeCommand(line);
+  it("sort -o, shuf -o and uniq IN OUT copy their inputs onto the output file", () => {
+    assert.deepEqual(of("sort -o f /dev/null").copySources, [
+      { from: ["/dev/null"], to: "f", missingEmpties: false },
+    ]);
+    assert.deepEqual(of("sort -of a b").copySources[0]?.from, ["a", "b"]);
+    assert.deepEqual(of("sort -k 2 -o f a").copySources[0]?.from, ["a"], "-k takes a value");
+    assert.deepEqual(of("sort -n -o f a").copySources[0]?.to, "f", "sort's -n takes none");
+    assert.deepEqual(of("sort -uo f /dev/null").copySources[0]?.to, "f");
+    assert.deepEqual(of("iconv -f utf8 -t latin1 -o f /dev/null").copySources[0]?.to, "f");
+    assert.deepEqual(of("xxd -r /dev/null f").copySources[0]?.to, "f");
+    assert.deepEqual(of("xxd -o 4 a").copySources, [], "xxd's -o is an offset");
+    assert.deepEqual(of("sort --output=f < /dev/null").copySources[0]?.from, ["/dev/null"]);
+    assert.deepEqual(of("uniq /dev/null f").copySources, [
+      { from: ["/dev/null"], to: "f", missingEmpties: false },
+    ]);
+    assert.deepEqual(of("uniq -f 1 a").copySources, [], "one operand writes to stdout");
+    assert.deepEqual(of("shuf -o f a").copySources[0]?.to, "f");
+    assert.deepEqual(of("sort -o /dev/stdout a").copySources, []);
+    assert.deepEqual(of("cat a | sort -o f").copySources, [], "piped input is content");
+  });
+  it("shuf -n 0, shuf -e with no lines and sort -o with no input write nothing", () => {
+    assert.match(destroys("shuf -n0 -o f f").join(), /-n 0/);
+    assert.match(destroys("shuf -n 0 -o f f").join(), /-n 0/);
+    assert.match(destroys("shuf --head-count=0 -o f a").join(), /-n 0/);
+    assert.match(destroys("shuf -e -o f").join(), /-e with no lines/);
+    assert.deepEqual(destroys("shuf -e a b -o f"), []);
+    assert.deepEqual(destroys("shuf -i 1-5 -o f"), [], "a range is content");
+    assert.match(destroys("sort -o f").join(), /reads no input/);
+  });
+  it("marks a copy source an earlier command of the line wrote", () => {
+    assert.deepEqual(of(": > e; cp e f").copySources[0]?.made, ["e"]);
+    assert.deepEqual(of("touch x; cp e f").copySources[0]?.made, undefined);
+    assert.deepEqual(of("cp f /tmp/n && grep -v k /tmp/n > f").copySources.at(-1), {
+      from: ["/tmp/n"],
+      to: "f",
+      missingEmpties: false,
+      made: ["/tmp/n"],
+    });
+    assert.deepEqual(
+      of("cat a > f").copySources[0]?.made,
+      undefined,
+      "f is the target, not a source",
+    );
+  });
+  it("lists workspace files a redirection fills with output the line does not show", () => {
+    assert.deepEqual(of("awk 'BEGIN{}' > f").replaced, [{ program: "awk", to: "f" }]);
+    assert.deepEqual(of("{ a; b; } > f").replaced, [{ program: "{ … }", to: "f" }]);
+    assert.deepEqual(of("cmd 2> err.txt").replaced, [{ program: "cmd", to: "err.txt" }]);
+    assert.deepEqual(
+      of("cd sub && jq . x > y").replaced.map((r) => r.to),
+      ["y", "sub/y"],
+    );
+    for (const line of [
+      "echo hi > f",
+      "printf 'x\\n' > f",
+      "cat <<EOF > f\nx\nEOF",
+      "go test ./... > /tmp/out.txt 2>&1",
+      "cmd >> f",
+      "cmd > /dev/null",
+      "cat a > f",
+    ])
+      assert.deepEqual(of(line).replaced, [], line);
+  });
+});

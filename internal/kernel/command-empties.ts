@@ -7,6 +7,9 @@
  *   f`, `cat > f` with no input at all).
  * - A redirection onto a file the same command reads (`sort f > f`: the shell empties f
  *   before sort reads it).
+ * - A redirection of a program whose output the line does not show (`awk 'BEGIN{}' > f`,
+ *   `diff a a > f`, `python3 gen.py > f`): listed as `unseen`; the container tells whether
+ *   it replaces a non-empty file of the uploaded workspace (replace-probe.ts).
  * - tee and sponge without -a; `ln -f` (replaces the target with a link: `ln -sf /dev/null
  *   f`); install from /dev/null; sed -i whose script deletes lines (d, D, z, c, q, Q, `s` of
  *   `.*` by nothing), with -n, or with a script file the line does not show.
@@ -51,8 +54,10 @@ const PASS_THROUGH = new Set(["command", "builtin", "exec", "env", "nohup", "nic
 export function emptyingRedirects(cmd: ShellCommand): {
   reasons: string[];
   inputs?: { from: ShellWord[]; to: ShellWord };
+  unseen: ShellWord[];
 } {
   const reasons: string[] = [];
+  const unseen: ShellWord[] = [];
   let inputs: { from: ShellWord[]; to: ShellWord } | undefined;
   const words = unwrapped(cmd.words);
   const input = stdinFile(cmd);
@@ -67,12 +72,27 @@ export function emptyingRedirects(cmd: ShellCommand): {
       reasons.push(
         `${words[0]?.text ?? ""} … ${r.op} ${shown} (the shell empties it before it is read)`,
       );
-    else if (!cmd.group && (r.fd ?? 1) === 1) {
-      const from = readerInputs(words, cmd);
+    else {
+      const from = !cmd.group && (r.fd ?? 1) === 1 ? readerInputs(words, cmd) : [];
       if (from.length > 0) inputs = { from, to: r.target };
+      else if (cmd.group || !showsOutput(words, cmd)) unseen.push(r.target);
     }
   }
-  return { reasons, ...(inputs === undefined ? {} : { inputs }) };
+  return { reasons, unseen, ...(inputs === undefined ? {} : { inputs }) };
+}
+
+/**
+ * True when the line itself shows what the command writes (`echo text`, `printf 'text'`, a
+ * reader of a here-document): replacing a file with it shows in the line and in the diff.
+ */
+function showsOutput(words: readonly ShellWord[], cmd: ShellCommand): boolean {
+  const head = words[0];
+  if (head === undefined) return false;
+  const name = baseName(head);
+  const args = words.slice(1).map((w) => w.text);
+  if (name === "echo") return args.some((a) => a !== "" && !/^-[neE]+$/.test(a));
+  if (name === "printf") return args.length > 0 && args[0] !== "";
+  return READERS.has(name) && (cmd.stdin === "heredoc" || cmd.stdin === "herestring");
 }
 
 /** The files a copying reader (cat, head, sort…) reads: its operands, else its `<` file. */
@@ -214,7 +234,82 @@ export function sedInPlaceEmpties(
   else if (sed.scripts.some(sedDeletes)) fx.destructive("sed -i with d (deletes lines in place)");
 }
 
+/** Options that take the next word as their value, per output-file program. */
+const OUTPUT_VALUED: Record<string, readonly string[]> = {
+  sort: ["-k", "--key", "-t", "--field-separator", "-S", "--buffer-size", "-T"].concat([
+    "--temporary-directory",
+    "--parallel",
+    "--batch-size",
+    "--files0-from",
+    "--random-source",
+    "--compress-program",
+  ]),
+  shuf: ["--random-source"],
+  uniq: ["-f", "--skip-fields", "-s", "--skip-chars", "-w", "--check-chars"],
+  iconv: ["-f", "--from-code", "-t", "--to-code"],
+  xxd: ["-c", "-cols", "-g", "-groupsize", "-l", "-len", "-s", "-seek", "-o", "-n", "-name"],
+};
+
+/** Programs whose second operand is the output file (`uniq IN OUT`, `xxd -r IN OUT`). */
+const OUTPUT_OPERAND = new Set(["uniq", "xxd"]);
+
+/**
+ * sort -o F, shuf -o F, iconv -o F, uniq IN OUT and xxd IN OUT write what they read into F: a copy group the
+ * container judges (`sort -o f /dev/null`, `uniq /dev/null f` empty f). With no input file
+ * and no piped input they read nothing; `shuf -n 0` writes nothing. Called by the sort
+ * family (commandOptions) as well.
+ */
+export function outputFileEmpties(inv: Invocation, fx: Effects): void {
+  fx.writer();
+  const valued = OUTPUT_VALUED[inv.name] ?? [];
+  const shuf = inv.name === "shuf";
+  let out: ShellWord | undefined;
+  let zero = false;
+  let echo = false;
+  let range = false;
+  const ops: ShellWord[] = [];
+  let options = true;
+  for (let i = 0; i < inv.args.length; i++) {
+    const w = inv.args[i] as ShellWord;
+    const a = w.text;
+    const next = inv.args[i + 1];
+    if (options && a === "--") options = false;
+    else if (options && valued.includes(a)) i++;
+    else if (options && (/^-[A-Za-z]*o$/.test(a) || a === "--output")) {
+      out = next;
+      i++;
+    } else if (options && a.startsWith("--output=")) out = { ...w, text: a.slice(9) };
+    else if (options && /^-[A-Za-z]*o./.test(a) && !a.startsWith("--"))
+      out = { ...w, text: a.slice(a.indexOf("o") + 1) };
+    else if (shuf && options && (a === "-n" || a === "--head-count")) {
+      zero ||= /^0+$/.test(next?.text ?? "");
+      i++;
+    } else if (shuf && options && (/^-n0+$/.test(a) || /^--head-count=0+$/.test(a))) zero = true;
+    else if (shuf && options && (a === "-e" || a === "--echo")) echo = true;
+    else if (shuf && options && (a === "-i" || a.startsWith("--input-range") || /^-i./.test(a))) {
+      range = true;
+      if (a === "-i" || a === "--input-range") i++;
+    } else if (options && a.startsWith("-") && a.length > 1) continue;
+    else ops.push(w);
+  }
+  if (OUTPUT_OPERAND.has(inv.name) && out === undefined && ops.length >= 2) out = ops.pop();
+  if (out === undefined || out.text.startsWith("/dev/")) return;
+  fx.write(out);
+  const shown = `${inv.name} … ${out.text.slice(0, 80)}`;
+  const inputs = ops.length > 0 ? ops : inv.stdinFile === undefined ? [] : [inv.stdinFile];
+  if (zero) fx.destructive(`${shown} (-n 0 writes nothing into it)`);
+  else if (range || inv.stdin === "pipe") return;
+  else if (echo) {
+    if (ops.length === 0) fx.destructive(`${shown} (-e with no lines writes nothing into it)`);
+  } else if (inputs.length > 0) fx.copies(inputs, out);
+  else if (inv.stdin === undefined) fx.destructive(`${shown} (reads no input: empties it)`);
+}
+
 export const EMPTYING_FAMILIES: ReadonlyMap<string, Family> = new Map<string, Family>([
+  ["uniq", outputFileEmpties],
+  ["iconv", outputFileEmpties],
+  ["xxd", outputFileEmpties],
+  ["shuf", outputFileEmpties],
   ["tee", teeLike],
   ["sponge", teeLike],
   ["ln", ln],

@@ -10,7 +10,12 @@
 import { buildTool } from "./build-tools.ts";
 import { archiverDestroys, DESTROYING_FAMILIES } from "./command-destroys.ts";
 import { type Effects, type Family, type Invocation, withPlaceholder } from "./command-effects.ts";
-import { EMPTY_SOURCES, EMPTYING_FAMILIES, sedInPlaceEmpties } from "./command-empties.ts";
+import {
+  EMPTY_SOURCES,
+  EMPTYING_FAMILIES,
+  outputFileEmpties,
+  sedInPlaceEmpties,
+} from "./command-empties.ts";
 import { WRAPPER_FAMILIES } from "./command-wrappers.ts";
 import { gitCommand } from "./git-command.ts";
 import { interpreterFamily } from "./interpreters.ts";
@@ -260,6 +265,7 @@ function commandOptions(inv: Invocation, fx: Effects): void {
     fx.dynamic(`${inv.name} ${hit} runs a command`);
   });
   if (inv.name !== "man" && inv.name !== "rg") fx.writer();
+  if (inv.name === "sort") outputFileEmpties(inv, fx);
   archiverDestroys(inv, fx);
   if (inv.name === "rsync" && inv.args.some((a) => /^--(delete|remove-source-files)/.test(a.text)))
     fx.destructive("rsync --delete");

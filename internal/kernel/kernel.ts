@@ -57,6 +57,8 @@ import { applyReplacing, needsReplacingProbe, probeReplacing } from "./replace-p
 import { envelopeResult, testSummaryOf } from "./result-envelope.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
 import type { RunWriter } from "./run-writer.ts";
+import { RUNNER_TOOLS, runsRunner } from "./runner-files.ts";
+import { scanRunnerTrees, type TreeScan, treeChanges } from "./runner-trees.ts";
 import { type BaseIndex, changedSinceUpload } from "./script-probe.ts";
 import { containCall, guardTaint, previewTaint } from "./secret-containment.ts";
 import type { TaintedFile } from "./secret-taint.ts";
@@ -107,6 +109,19 @@ export interface KernelRun {
    * it from the log. A call that could read one waits for a person. Undefined: none yet.
    */
   taint?: Map<string, TaintedFile>;
+  /**
+   * The runner trees as last seen at a trusted point (runner-trees.ts): before the run's
+   * first writing call while it was pristine, then after each setup.run, test.run and
+   * lint.run. The kernel sets it; undefined: every entry of the trees counts as run-written.
+   */
+  runnerBaseline?: TreeScan;
+  /**
+   * True when the log shows no call but a runner's could have written the runner trees
+   * since the last runner ended or the upload (runner-trees.ts treesAsLeft): a drive without
+   * a baseline then takes the trees as they are. The kernel sets it to false before a
+   * writing call executes; undefined counts as false.
+   */
+  treesAsLeft?: boolean;
 }
 
 /** Tools that never change the workspace (their calls keep a run pristine). */
@@ -423,7 +438,13 @@ export function createKernel(opts: KernelOptions): Kernel {
       // and at most once: the start is in the log (acknowledged, not just queued) before
       // anything of the call runs, so a worker that takes the run over never runs it again.
       await beginEffect(run, call, recorded);
-      if (!READ_ONLY_TOOLS.has(call.tool)) run.pristine = false;
+      if (!READ_ONLY_TOOLS.has(call.tool)) {
+        // Nothing was written yet: the runner trees as they are now are the upload's.
+        if (run.pristine === true || (run.runnerBaseline === undefined && run.treesAsLeft === true))
+          run.runnerBaseline = await scanRunnerTrees(run.sandbox);
+        run.pristine = false;
+        run.treesAsLeft = false;
+      }
       const tool = toolByName(call.tool) as NonNullable<ReturnType<typeof toolByName>>;
       const ctx = toolContext(run, policy, call.tool, live.push);
       // A preview saw the input without secret values: reuse it only for plain inputs.
@@ -441,6 +462,9 @@ export function createKernel(opts: KernelOptions): Kernel {
     } finally {
       await live.close();
     }
+    // What a runner itself leaves in its trees is the runner's (a failed scan: no baseline).
+    if (RUNNER_TOOLS.has(call.tool) && cancelledBeforeStart === undefined)
+      run.runnerBaseline = await scanRunnerTrees(run.sandbox);
     // What a secret-carrying call wrote is in the log before its output is.
     if (contained !== undefined) await contained();
     const stopped = cancelledBeforeStart
@@ -583,7 +607,10 @@ export function createKernel(opts: KernelOptions): Kernel {
     const analysis = d.assessment.command?.analysis;
     if (analysis === undefined || !needsReplacingProbe(analysis)) return d;
     const policy = opts.policy();
-    const a = applyReplacing(d.assessment, await probeReplacing(run.sandbox, analysis), policy);
+    const base = run.baseIndex === undefined ? undefined : await run.baseIndex();
+    const uploaded = base === undefined ? undefined : (p: string) => base.get(p)?.type === "file";
+    const found = await probeReplacing(run.sandbox, analysis, undefined, uploaded);
+    const a = applyReplacing(d.assessment, found, policy);
     if (a === d.assessment) return d;
     return { ...d, assessment: a, decision: decide(call.tool, a, policy, counters) };
   }
@@ -600,15 +627,34 @@ export function createKernel(opts: KernelOptions): Kernel {
     d: DecidedCall,
     counters: TrustCounters,
   ): Promise<DecidedCall> {
-    const scripts = d.assessment.scripts;
-    if (scripts === undefined || scripts.length === 0 || d.decision.path === "deny") return d;
+    const scripts = d.assessment.scripts ?? [];
+    const trees = runsRunner(call.tool, scripts);
+    if ((scripts.length === 0 && !trees) || d.decision.path === "deny") return d;
     if (run.baseIndex === undefined) return d;
     if (run.pristine === true) return d; // nothing was written since the upload
-    const changed = await changedSinceUpload(run.sandbox, scripts, await run.baseIndex());
+    const changed =
+      scripts.length === 0
+        ? new Set<string>()
+        : await changedSinceUpload(run.sandbox, scripts, await run.baseIndex());
+    // A runner also runs what its PATH and imports reach (node_modules, venvs, caches).
+    const treeWritten = trees ? await runnerTreeWrites(run, call.tool) : [];
     const policy = opts.policy();
-    const a = applyProvenance(d.assessment, changed, policy);
+    const a = applyProvenance(d.assessment, changed, policy, treeWritten);
     if (a === d.assessment) return d;
     return { ...d, assessment: a, decision: decide(call.tool, a, policy, counters) };
+  }
+
+  /**
+   * The runner-tree entries some call other than a runner wrote (runner-trees.ts). A drive
+   * without a baseline takes the trees as they are when the log says only runners wrote
+   * them since; else every entry counts, except for setup.run, which reinstalls them.
+   */
+  async function runnerTreeWrites(run: KernelRun, tool: string): Promise<string[]> {
+    const now = await scanRunnerTrees(run.sandbox);
+    if (run.runnerBaseline === undefined && run.treesAsLeft === true && now !== undefined)
+      run.runnerBaseline = now;
+    if (run.runnerBaseline === undefined && tool === "setup.run" && now !== undefined) return [];
+    return treeChanges(run.runnerBaseline, now);
   }
 
   /** Appends a failed tool.result (message redacted by the caller, clipped here). */

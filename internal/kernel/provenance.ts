@@ -10,6 +10,9 @@
 import type { Policy } from "./policy-schema.ts";
 import { type Assessment, impactFact } from "./risk.ts";
 
+/** Run-written entries of the runner trees a decision names one by one. */
+const MAX_TREE_SHOWN = 20;
+
 /** The approval fact of a command that runs a file the run wrote or changed. */
 export const RUN_WRITTEN_SCRIPT = "risk.approvalWhen.runWrittenScript";
 
@@ -19,15 +22,23 @@ export const RUN_WRITTEN_SCRIPT = "risk.approvalWhen.runWrittenScript";
  * new, modified, deleted, or whose symlink target changed counts). Each such script adds a
  * matched rule `provenance:run-written:PATH`, the fact risk.approvalWhen.runWrittenScript
  * (when the policy enables it) and makes the impact high. A denied assessment, or one
- * whose scripts are all unchanged, is returned as is. Never mutates `a`.
+ * whose scripts are all unchanged, is returned as is. `treeWritten`: entries of the runner
+ * trees (runner-trees.ts) a call other than a runner wrote; each counts as such a script.
+ * Never mutates `a`.
  */
 export function applyProvenance(
   a: Assessment,
   changedByRun: ReadonlySet<string>,
   policy: Policy,
+  treeWritten: readonly string[] = [],
 ): Assessment {
-  if (a.deny !== undefined || a.scripts === undefined) return a;
-  const written = a.scripts.filter((s) => changedByRun.has(s));
+  if (a.deny !== undefined) return a;
+  const listed = (a.scripts ?? []).filter((s) => changedByRun.has(s));
+  // Runner trees (runner-trees.ts) can hold thousands of entries: the first few are named.
+  const shown = treeWritten.slice(0, MAX_TREE_SHOWN);
+  if (treeWritten.length > shown.length)
+    shown.push(`(and ${treeWritten.length - shown.length} more in the runner trees)`);
+  const written = [...new Set([...listed, ...shown])];
   if (written.length === 0) return a;
   const facts = [...a.approvalFacts];
   if (policy.risk.approvalWhen.runWrittenScript) facts.push(RUN_WRITTEN_SCRIPT);

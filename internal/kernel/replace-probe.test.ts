@@ -81,6 +81,37 @@ describe("probeReplacing", () => {
     assert.match((await found("mv dir/full.txt .")).join(), /onto \./, "./full.txt exists");
     assert.equal(needsReplacingProbe(analyzeCommand("ls -la")), false);
   });
+  it("judges sort -o, uniq IN OUT, a source the line made earlier and unseen output", async () => {
+    assert.match((await found("sort -o full.txt /dev/null")).join(), /onto full\.txt/);
+    assert.match((await found("sort --output=full.txt empty.txt")).join(), /onto full\.txt/);
+    assert.deepEqual(await found("sort -o full.txt full.txt"), [], "sorting in place keeps it");
+    assert.match((await found("uniq /dev/null full.txt")).join(), /onto full\.txt/);
+    assert.deepEqual(await found("uniq full.txt new.txt"), []);
+    // The probe runs before the line: what an earlier command of it made is unknown, so empty.
+    assert.match((await found(": > e; cp e full.txt")).join(), /copies e, which is empty/);
+    assert.match(
+      (await found("head -c0 full.txt > /tmp/z; cp /tmp/z full.txt")).join(),
+      /\/tmp\/z/,
+    );
+    assert.match(
+      (await found("cp full.txt /tmp/n && grep -v x /tmp/n > full.txt")).join(),
+      /copies \/tmp\/n/,
+    );
+    assert.deepEqual(await found("cp full.txt /tmp/n && grep -v x /tmp/n > new.txt"), []);
+    assert.match((await found("awk 'BEGIN{}' > full.txt")).join(), /awk … > full\.txt/);
+    assert.match((await found("diff empty.txt empty.txt > full.txt")).join(), /full\.txt/);
+    assert.deepEqual(await found("awk 'BEGIN{}' > empty.txt"), [], "an empty file loses nothing");
+    assert.deepEqual(await found("awk 'BEGIN{}' > new.txt"), [], "a new file loses nothing");
+    assert.deepEqual(await found("echo hi > full.txt"), [], "the line shows what it writes");
+    const onlyUploaded = async (line: string, up: string[]) =>
+      (await probeReplacing(box, analyzeCommand(line), undefined, (p) => up.includes(p))).reasons;
+    assert.deepEqual(
+      await onlyUploaded("awk 'BEGIN{}' > full.txt", []),
+      [],
+      "a file the run made itself is the run's output",
+    );
+    assert.equal((await onlyUploaded("awk 'BEGIN{}' > full.txt", ["full.txt"])).length, 1);
+  });
   it("fails closed when the probe cannot answer", async () => {
     const broken: SandboxHandle = {
       ...box,

@@ -1,7 +1,9 @@
 /**
  * Emptying and replacing that only the container can tell: `cp e f` empties f when e is an
- * empty file (made by an earlier call's `touch e`) and f is not, `cat a b > f` when a and b
- * are empty (or missing),
+ * empty file (made by an earlier call's `touch e`, or by an earlier command of the same line,
+ * which counts as empty whatever it holds now: `: > e; cp e f`) and f is not, `cat a b > f`
+ * when a and b are empty (or missing), `sort -o f a`, `uniq a f` when a is, `awk '…' > f`
+ * (output the line does not show) when f is a non-empty file of the uploaded workspace,
  * and `mv x f` replaces f when f is an existing non-empty file (it is `cp x f && rm x`, and
  * rm asks). The analysis lists the copy groups and moves (CommandAnalysis.copySources,
  * .moves); one exec in the run's container answers for all of them (probeReplacing), and
@@ -49,29 +51,46 @@ done`;
 
 /** True when the analysis lists something only the container can judge. */
 export function needsReplacingProbe(analysis: CommandAnalysis | undefined): boolean {
-  return analysis !== undefined && (analysis.copySources.length > 0 || analysis.moves.length > 0);
+  return (
+    analysis !== undefined &&
+    (analysis.copySources.length > 0 || analysis.moves.length > 0 || analysis.replaced.length > 0)
+  );
 }
 
-/** Asks the container which copy groups are all empty and which moves replace a file. */
+/**
+ * Asks the container which copy groups are all empty, which moves replace a file and which
+ * redirections of unseen output replace a non-empty file. `uploaded`: whether a
+ * workspace-relative path was in the uploaded workspace (a redirection onto a file the run
+ * made itself replaces only the run's own output); undefined counts every file as uploaded.
+ */
 export async function probeReplacing(
   sandbox: SandboxHandle,
   analysis: CommandAnalysis,
   timeoutMs = 10_000,
+  uploaded?: (path: string) => boolean,
 ): Promise<ReplacingFound> {
   const groups = analysis.copySources;
   const moves = analysis.moves;
+  const replaced = analysis.replaced.filter((r) => uploaded === undefined || uploaded(r.to));
   const all = (): ReplacingFound => ({
     reasons: [
       ...groups.map((g) => emptyReason(g.from, g.to)),
       ...moves.map(([s, t]) => moveReason(s, t)),
+      ...replaced.map((r) => unseenReason(r.program, r.to)),
     ],
   });
-  const paths = [...groups.flatMap((g) => [...g.from, g.to]), ...moves.flat()];
-  const queries = groups.reduce((n, g) => n + g.from.length + 1, 0) + moves.length;
+  const paths = [
+    ...groups.flatMap((g) => [...g.from, g.to]),
+    ...moves.flat(),
+    ...replaced.map((r) => r.to),
+  ];
+  const queries =
+    groups.reduce((n, g) => n + g.from.length + 1, 0) + moves.length + replaced.length;
   if (queries > MAX_QUERIES || paths.some((p) => p === "" || /[\n\r\0]/.test(p))) return all();
   const argv = [
     ...groups.flatMap((g) => [...g.from.flatMap((p) => ["e", p]), "m", g.from[0] ?? "", g.to]),
     ...moves.flatMap(([s, t]) => ["m", s, t]),
+    ...replaced.flatMap((r) => ["e", r.to]),
   ];
   let lines: string[];
   try {
@@ -94,12 +113,22 @@ export async function probeReplacing(
     // cp of a missing file fails and leaves the target, `cat missing > f` has emptied f; cp
     // of any device destroys the target (nothing, or zeros without end), while a reader
     // takes a finite part of one (`head -c 1M /dev/zero`).
-    const empty = (a: string | undefined): boolean =>
-      a === "empty" || a === "null" || (g.missingEmpties ? a === "absent" : a === "device");
+    // A source an earlier command of the line writes is unknown now: it counts as empty.
+    const made = new Set(g.made ?? []);
+    const empty = (a: string | undefined, i: number): boolean =>
+      made.has(g.from[i] ?? "") ||
+      a === "empty" ||
+      a === "null" ||
+      (g.missingEmpties ? a === "absent" : a === "device");
     if (target === "replaces" && answers.every(empty)) reasons.push(emptyReason(g.from, g.to));
   }
   for (const [s, t] of moves) if (lines[k++] === "replaces") reasons.push(moveReason(s, t));
+  for (const r of replaced) if (lines[k++] === "full") reasons.push(unseenReason(r.program, r.to));
   return { reasons };
+}
+
+function unseenReason(program: string, target: string): string {
+  return `${program} … > ${target.slice(0, 80)} (replaces an uploaded file with output the line does not show)`;
 }
 
 function emptyReason(group: readonly string[], target: string): string {

@@ -8,9 +8,14 @@
  * change test files (that is what tests are for), not the machinery that runs them unseen.
  * A file that exists neither in the upload nor in the sandbox counts as unchanged.
  *
- * Limits, said plainly: files these configs import by a path of their choosing (a local
- * eslint plugin, a pytest plugin module, conftest.py below the listed directories, packages
- * in node_modules that setup installed) are not followed. Pure data and one join; never I/O.
+ * What the runners reach besides these fixed names (node_modules and what its .bin links
+ * resolve to, Python environments, conftest.py and build.rs in any directory, toolchain
+ * caches) is watched as whole trees (runner-trees.ts) for the runner tools and for any
+ * command that runs one of these files (`npm run lint`, `make` in process.run).
+ *
+ * Limits, said plainly: files these configs import by a workspace path of their choosing (a
+ * local eslint plugin `./rules/x.js`, a pytest plugin module named in pyproject.toml) are
+ * not followed. Pure data and one join; never I/O.
  */
 
 /** Runner files, relative to the directory the command runs in. */
@@ -58,4 +63,20 @@ export function runnerFiles(cwd: string): string[] {
   const dir = cwd.replace(/^(\.\/)+|\/+$/g, "");
   if (dir === "" || dir === ".") return [...RUNNER_FILES];
   return RUNNER_FILES.map((f) => `${dir}/${f}`);
+}
+
+/** The tools that run a runner (their configuration and trees are consulted). */
+export const RUNNER_TOOLS: ReadonlySet<string> = new Set(["test.run", "lint.run", "setup.run"]);
+
+const RUNNER_NAMES: ReadonlySet<string> = new Set(
+  RUNNER_FILES.map((f) => f.slice(f.lastIndexOf("/") + 1)),
+);
+
+/**
+ * True when a call runs a runner: a runner tool, or a command whose scripts include a runner
+ * file (`npm run lint`, `npx eslint`, `make`, `pytest` in process.run: the same PATH).
+ */
+export function runsRunner(tool: string, scripts: readonly string[]): boolean {
+  if (RUNNER_TOOLS.has(tool)) return true;
+  return scripts.some((s) => RUNNER_NAMES.has(s.slice(s.lastIndexOf("/") + 1)));
 }

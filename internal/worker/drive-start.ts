@@ -13,6 +13,7 @@ import { AgentdError, isAgentdError } from "../errors.ts";
 import { type Event, RunResumedSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { READ_ONLY_TOOLS } from "../kernel/kernel.ts";
+import { treesAsLeft } from "../kernel/runner-trees.ts";
 import type { BaseIndex } from "../kernel/script-probe.ts";
 import { taintFromEvents } from "../kernel/secret-taint.ts";
 import type { SandboxHandle, WorkspaceSource } from "../sandbox/port.ts";
@@ -117,6 +118,8 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     commands: config.value.commands,
     // Files a secret-carrying call wrote, as the log records them (a takeover knows them).
     taint: taintFromEvents(d.events),
+    // Whether only runners could have written the runner trees since one last ended.
+    treesAsLeft: treesAsLeft(d.events),
     pristine: !d.events.some(
       (e) => e.payload.case === "toolCall" && !READ_ONLY_TOOLS.has(e.payload.value.tool),
     ),
