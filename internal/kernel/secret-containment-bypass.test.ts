@@ -6,34 +6,20 @@
  * a secret, a later call that could read what it left needs a person, or it is gone.
  */
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
-import { create } from "@bufbuild/protobuf";
-import { RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
-import type { Sandbox, SandboxHandle } from "../sandbox/port.ts";
-import { packWorkspace } from "../sandbox/workspace-archive.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import type { Sandbox } from "../sandbox/port.ts";
+import type { Stack } from "../testing/api-fixtures.ts";
+import { startStack } from "../testing/api-fixtures.ts";
+import {
+  type ContainmentRun,
+  containmentKernel,
+  containmentRun,
+  SECRET,
+} from "../testing/containment-run.ts";
+import { sandboxImage, testSandbox } from "../testing/docker.ts";
 import { importNoShellImage } from "../testing/registry.ts";
-import { type CallOutcome, createKernel, type Kernel, type KernelRun } from "./kernel.ts";
-import { parsePolicy } from "./policy-loader.ts";
-import type { Policy } from "./policy-schema.ts";
+import type { CallOutcome, Kernel } from "./kernel.ts";
 import { withheldReason } from "./secret-taint.ts";
-import { createEnvSecretProvider } from "./secrets.ts";
-
-const SECRET = "tok3n-Containment-Value-97531";
-
-const parsed = parsePolicy(
-  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
-  "policy.yaml",
-);
-if (!parsed.ok) throw new Error("policy.yaml does not parse");
-// The most permissive commands can be: nothing but containment makes an exec ask.
-const policy: Policy = {
-  ...parsed.policy,
-  secrets: { allow: ["DEMO_TOKEN"], providers: [{ type: "env" }] },
-  approvals: { expireAfter: 60 * 60_000 },
-};
 
 let stack: Stack;
 let sandbox: Sandbox;
@@ -42,65 +28,14 @@ let ownImage: string | undefined; // a run's own image, with a VOLUME
 let execSandbox: Sandbox; // without the agent: `docker exec` per call
 let cleanupExec: () => Promise<void>;
 let kernel: Kernel;
-let n = 0;
 
-interface Fresh {
-  run: KernelRun;
-  box: SandboxHandle;
-  approved: (tool: string, input: unknown) => Promise<CallOutcome>;
-  unapproved: (tool: string, input: unknown) => Promise<CallOutcome>;
-  sh: (command: string) => ReturnType<SandboxHandle["exec"]>;
-}
-
-/** A run of its own with a sandbox of the test image holding hello.txt. */
-async function freshRun(
+/** A run of its own with a sandbox of the given image holding hello.txt. */
+const freshRun = (
   on: Sandbox = sandbox,
   image = sandboxImage("test"),
   userImage = false,
-): Promise<Fresh> {
-  const created = await stack.client.createRun({
-    prompt: "containment bypass",
-    labels: { repo: "acme-app" },
-  });
-  const runId = created.run?.runId as string;
-  const sessionId = created.run?.sessionId as string;
-  const box = await on.create({
-    runId,
-    tenantId: "acme",
-    image,
-    ...(userImage ? { userImage: true } : {}),
-    limits: TEST_LIMITS,
-    network: "none",
-    workspaceTar: await packWorkspace([
-      { path: "hello.txt", type: "file", mode: 0o644, data: Buffer.from("hello\n") },
-    ]),
-  });
-  const fence = await stack.log.bumpEpoch(runId);
-  await stack.log.append({
-    runId,
-    sessionId,
-    fence,
-    payload: {
-      case: "runStarted",
-      value: create(RunStartedSchema, { workerId: "test", epoch: BigInt(fence) }),
-    },
-  });
-  const run: KernelRun = { runId, sessionId, fence, sandbox: box, taint: new Map() };
-  return {
-    run,
-    box,
-    // A call a person approves (handle pauses, then the approval runs it).
-    approved: async (tool, input) => {
-      const call = { callId: `a${++n}`, tool, input };
-      const first = await kernel.handle(run, call);
-      if (first.kind !== "paused") return first;
-      return kernel.continueAfterApproval(run, call, { approved: true, reason: "" });
-    },
-    unapproved: (tool, input) => kernel.handle(run, { callId: `u${++n}`, tool, input }),
-    sh: (command) =>
-      box.exec({ argv: ["sh", "-c", command], timeoutMs: 30_000, maxOutputBytes: 1 << 20 }),
-  };
-}
+): Promise<ContainmentRun> =>
+  containmentRun(stack, on, kernel, { image, userImage, prompt: "containment bypass" });
 
 before(async () => {
   stack = await startStack();
@@ -110,11 +45,7 @@ before(async () => {
   const e = await testSandbox({ agent: false });
   execSandbox = e.sandbox;
   cleanupExec = e.cleanup;
-  kernel = createKernel({
-    log: stack.log,
-    policy: () => policy,
-    secretProviders: [createEnvSecretProvider({ DEMO_TOKEN: SECRET })],
-  });
+  kernel = containmentKernel(stack);
 });
 
 after(async () => {
@@ -135,7 +66,7 @@ const leaked = (r: CallOutcome): boolean =>
   JSON.stringify(r).includes(enc(SECRET).slice(0, 16)) || JSON.stringify(r).includes(SECRET);
 const exitOk = (r: CallOutcome): boolean =>
   r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
-const held = (f: Fresh): string[] => [...(f.run.taint?.keys() ?? [])].sort();
+const held = (f: ContainmentRun): string[] => [...(f.run.taint?.keys() ?? [])].sort();
 
 describe("secret containment: the ways around it are closed", () => {
   it("a secret left in /dev/shm is tainted: re-encoding it asks a person", async () => {

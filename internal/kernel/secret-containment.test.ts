@@ -6,54 +6,32 @@
  * file out of the final patch.
  */
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
-import { create } from "@bufbuild/protobuf";
-import { RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
-import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
-import { type CallOutcome, createKernel, type Kernel, type KernelRun } from "./kernel.ts";
-import { parsePolicy } from "./policy-loader.ts";
-import type { Policy } from "./policy-schema.ts";
+import {
+  type ContainmentRun,
+  containmentKernel,
+  containmentRun,
+  SECRET,
+} from "../testing/containment-run.ts";
+import { testSandbox } from "../testing/docker.ts";
+import type { Kernel, KernelRun } from "./kernel.ts";
 import { CONTAINMENT_RULE } from "./secret-containment.ts";
 import { taintFromEvents, withheldReason } from "./secret-taint.ts";
-import { createEnvSecretProvider } from "./secrets.ts";
-
-const SECRET = "tok3n-Containment-Value-97531";
-
-const parsed = parsePolicy(
-  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
-  "policy.yaml",
-);
-if (!parsed.ok) throw new Error("policy.yaml does not parse");
-// The most permissive commands can be: nothing but containment makes an exec ask.
-const policy: Policy = {
-  ...parsed.policy,
-  secrets: { allow: ["DEMO_TOKEN"], providers: [{ type: "env" }] },
-  approvals: { expireAfter: 60 * 60_000 },
-};
 
 let stack: Stack;
 let box: SandboxHandle;
 let cleanupBoxes: () => Promise<void>;
 let kernel: Kernel;
 let run: KernelRun;
-let n = 0;
+let c: ContainmentRun;
 
 /** A call a person approves (handle pauses, then the approval runs it). */
-async function approved(tool: string, input: unknown): Promise<CallOutcome> {
-  const call = { callId: `a${++n}`, tool, input };
-  const first = await kernel.handle(run, call);
-  if (first.kind !== "paused") return first;
-  return kernel.continueAfterApproval(run, call, { approved: true, reason: "" });
-}
-const unapproved = (tool: string, input: unknown) =>
-  kernel.handle(run, { callId: `u${++n}`, tool, input });
-const sh = (command: string) =>
-  box.exec({ argv: ["sh", "-c", command], timeoutMs: 30_000, maxOutputBytes: 1 << 20 });
+const approved = (tool: string, input: unknown) => c.approved(tool, input);
+const unapproved = (tool: string, input: unknown) => c.unapproved(tool, input);
+const sh = (command: string) => c.sh(command);
 
 /** Every form of the value a test could look for (a decoder could get the value back from). */
 function forms(v: string): string[] {
@@ -77,38 +55,10 @@ before(async () => {
   stack = await startStack();
   const t = await testSandbox();
   cleanupBoxes = t.cleanup;
-  const created = await stack.client.createRun({
-    prompt: "containment test",
-    labels: { repo: "acme-app" },
-  });
-  const runId = created.run?.runId as string;
-  const sessionId = created.run?.sessionId as string;
-  box = await t.sandbox.create({
-    runId,
-    tenantId: "acme",
-    image: sandboxImage("test"),
-    limits: TEST_LIMITS,
-    network: "none",
-    workspaceTar: await packWorkspace([
-      { path: "hello.txt", type: "file", mode: 0o644, data: Buffer.from("hello\n") },
-    ]),
-  });
-  const fence = await stack.log.bumpEpoch(runId);
-  await stack.log.append({
-    runId,
-    sessionId,
-    fence,
-    payload: {
-      case: "runStarted",
-      value: create(RunStartedSchema, { workerId: "test", epoch: BigInt(fence) }),
-    },
-  });
-  run = { runId, sessionId, fence, sandbox: box, taint: new Map() };
-  kernel = createKernel({
-    log: stack.log,
-    policy: () => policy,
-    secretProviders: [createEnvSecretProvider({ DEMO_TOKEN: SECRET })],
-  });
+  kernel = containmentKernel(stack);
+  c = await containmentRun(stack, t.sandbox, kernel, { prompt: "containment test" });
+  run = c.run;
+  box = c.box;
 });
 
 after(async () => {
