@@ -19,9 +19,10 @@ import { readPolicyFile } from "../kernel/policy-loader.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import type { Sandbox } from "../sandbox/port.ts";
+import { startChargingStub } from "../testing/charging-stub.ts";
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
-import { type OpenAiStub, type StubReply, startOpenAiStub } from "../testing/openai-stub.ts";
+import type { OpenAiStub, StubReply } from "../testing/openai-stub.ts";
 import { callReply, queueRun, sayReply } from "../testing/worker-fixtures.ts";
 import { driveRun } from "./run-driver.ts";
 
@@ -31,9 +32,6 @@ let stub: OpenAiStub;
 let script: StubReply[] = [];
 /** The prompt tokens the stub charged each request, in order. */
 const charged: number[] = [];
-type UsageChunk = {
-  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
-};
 let sandbox: Sandbox;
 let policy: Policy;
 let artifacts: FsArtifactStore;
@@ -42,18 +40,7 @@ let cleanup: () => Promise<void>;
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "agentd-budget-"));
   log = await openFileEventLog({ dir: join(dir, "log") });
-  stub = await startOpenAiStub((req) => {
-    const r = script.shift() ?? { status: 500, body: {} };
-    // A real provider charges the prompt it got: here ~4 characters of the body a token.
-    const prompt = Math.ceil(JSON.stringify(req.body).length / 4);
-    charged.push(prompt);
-    const u = "chunks" in r ? (r.chunks.at(-1) as UsageChunk) : undefined;
-    if (u?.usage !== undefined) {
-      u.usage.prompt_tokens = prompt;
-      u.usage.total_tokens = prompt + u.usage.completion_tokens;
-    }
-    return r;
-  });
+  stub = await startChargingStub(() => script.shift(), charged);
   artifacts = new FsArtifactStore(join(dir, "artifacts"));
   const loaded = readPolicyFile(join(import.meta.dirname, "..", "..", "policy.yaml"));
   assert.ok(loaded.ok);
