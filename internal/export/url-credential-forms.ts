@@ -1,6 +1,7 @@
 /**
- * The forms a credential takes in a URL, beyond `user:password@`: a query or fragment
- * parameter named like one (token, key, sig, X-Amz-Signature, jwt, hmac, code…), a value
+ * The forms a credential takes in a URL, beyond `user:password@`: a query, fragment or
+ * `;` path parameter named like one (token, key, sig, X-Amz-Signature, jwt, hmac, code, or
+ * any name holding such a word: app_secret, personal_access_token, token[]…), a value
  * shaped like a known token whatever its name (a JWT, an AWS key id, a GitHub or Slack
  * token), and the services that carry their secret in the path (Slack, Discord, Teams,
  * Zapier, Telegram webhooks). For each, where the credential goes instead, in words.
@@ -19,9 +20,49 @@
 const CREDENTIAL_PARAM =
   /^(?:x|aws|amz|goog|google|ms)*(?:access|account|auth|api|bearer|client|id|master|oauth|private|refresh|sas|security|session|shared|signing|subscription)?(?:token|key|secret|password|passwd|pwd|pass|sig|signature|auth|authorization|credentials?|code|sessionid|jwt|hmac|accesskeyid|accessid)$/;
 
-/** True when a query or fragment parameter named `name` carries a credential. */
+/**
+ * Words that make a parameter name a credential wherever they stand in it (`secret_key`,
+ * `personal_access_token`, `apiKey`, `token[]`): a whole word, so `keyword`, `monkey`,
+ * `codec` or `signed` are not.
+ */
+const CREDENTIAL_WORDS = new Set([
+  "secret",
+  "token",
+  "key",
+  "apikey",
+  "password",
+  "passwd",
+  "pwd",
+  "pw",
+  "passphrase",
+  "bearer",
+  "auth",
+  "authorization",
+  "credential",
+  "credentials",
+  "signature",
+  "sig",
+  "session",
+  "jwt",
+  "hmac",
+]);
+
+/** The words of a parameter name: split on `_ - .`, brackets, spaces and camelCase, lowercased. */
+function nameWords(name: string): string[] {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+    .toLowerCase()
+    .split(/[-_.[\]\s]+/)
+    .filter((w) => w !== "");
+}
+
+/** True when a query, fragment or path parameter named `name` (decoded) carries a credential. */
 export function isCredentialParam(name: string): boolean {
-  return CREDENTIAL_PARAM.test(name.toLowerCase().replace(/[-_.]/g, ""));
+  const bare = name.replace(/\[[^\]]*\]$/, "");
+  return (
+    CREDENTIAL_PARAM.test(bare.toLowerCase().replace(/[-_.]/g, "")) ||
+    nameWords(name).some((w) => CREDENTIAL_WORDS.has(w))
+  );
 }
 
 /** Values that are a credential whatever they are called: JWT, AWS key id, GitHub and Slack tokens. */
@@ -34,17 +75,24 @@ export function isTokenValue(value: string): boolean {
 }
 
 /**
- * A path segment that looks random (24+ characters of a base64url alphabet mixing upper- and
- * lower-case letters and digits). Masked in logged text, never refused at load: an ordinary
- * path can look like that.
+ * A path segment that looks random: 24+ characters of a base64url alphabet mixing upper- and
+ * lower-case letters and digits, or 32+ hex digits (a webhook secret, an HMAC). Masked in
+ * logged text, never refused at load: an ordinary path can look like that.
  */
 export function looksRandom(segment: string): boolean {
+  if (/^[0-9a-fA-F]{32,}$/.test(segment)) return true;
   return (
     /^[A-Za-z0-9_~+=-]{24,}$/.test(segment) &&
     /[a-z]/.test(segment) &&
     /[A-Z]/.test(segment) &&
     /[0-9]/.test(segment)
   );
+}
+
+/** The `;name=value` parameters of a URL's path segments (`/a;token=x/b`), as one parameter list. */
+export function pathParams(path: string): URLSearchParams {
+  const params = path.split("/").flatMap((seg) => seg.split(";").slice(1));
+  return new URLSearchParams(params.join("&"));
 }
 
 const RELAY =
@@ -119,8 +167,11 @@ export function maskPath(host: string, path: string): string {
     .map((seg, i) => {
       // segments[0] is "" (the path starts with "/").
       if (service !== undefined && i > service.keep && seg !== "") return "***";
-      const d = safeDecode(seg);
-      return isTokenValue(d) || looksRandom(d) ? "***" : seg;
+      // A segment's `;name=value` parameters are masked with the query's (url-credentials.ts).
+      const semi = seg.indexOf(";");
+      const head = semi < 0 ? seg : seg.slice(0, semi);
+      const d = safeDecode(head);
+      return isTokenValue(d) || looksRandom(d) ? `***${seg.slice(head.length)}` : seg;
     })
     .join("/");
 }

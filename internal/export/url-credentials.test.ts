@@ -170,3 +170,130 @@ it("the export config refuses a path-token URL naming the field, says where the 
   assert.match(code.errors[0]?.message ?? "", /headers as x-functions-key: \$ENV\.NAME/);
   assert.ok(!JSON.stringify(code.errors).includes(SECRET));
 });
+
+// Parameter names services use for a secret beyond the joined forms (`api_key`, `sig`…):
+// any name holding a credential word, decoded and with `[]` stripped.
+const WORD_PARAMS = [
+  "secret_key",
+  "app_secret",
+  "webhook_secret",
+  "bearer",
+  "pw",
+  "passphrase",
+  "personal_access_token",
+  "token[]",
+  "apikey%5B%5D",
+  "clientSecret",
+  "user[password]",
+  "X-Session-Id",
+  "auth.credential",
+];
+
+it("a parameter named with a credential word, array forms included, is refused at load and masked", () => {
+  for (const name of WORD_PARAMS) {
+    const url = `https://hooks.example.com/agentd?${name}=${PASSWORD}`;
+    const r = parseExportConfig(
+      `sinks:\n  - name: s\n    type: webhook\n    url: "${url}"\n    secret: $ENV.HOOK_KEY\n`,
+      "export.yaml",
+      ENV,
+    );
+    assert.ok(!r.ok, `accepted: ${url}`);
+    assert.deepEqual(
+      r.errors.map((e) => e.field),
+      ["sinks.0.url"],
+      url,
+    );
+    assert.ok(!JSON.stringify(r.errors).includes(PASSWORD), `never echoed: ${url}`);
+    const out = redactUrlCredentials(`POST ${url} failed`);
+    assert.equal(out.includes(PASSWORD), false, out);
+    assert.match(out, /failed$/);
+  }
+});
+
+it("a `;name=value` path parameter is checked like a query parameter", () => {
+  for (const url of [
+    `https://hooks.example.com/agentd;token=${PASSWORD}`,
+    `https://hooks.example.com/a;v=1;api_key=${PASSWORD}/b`,
+    `https://hooks.example.com/agentd;x=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.${SECRET}`,
+  ]) {
+    const p = urlCredentialProblem(url);
+    assert.match(p ?? "", /in its path/, url);
+    assert.ok(!p?.includes(PASSWORD) && !p?.includes(SECRET), p);
+    const out = redactUrlCredentials(`POST ${url} failed`);
+    assert.ok(!out.includes(PASSWORD) && !out.includes(SECRET), out);
+  }
+  const plain = "https://hooks.example.com/a;v=1;format=json/b";
+  assert.equal(urlCredentialProblem(plain), undefined);
+  assert.equal(redactUrlCredentials(plain), plain);
+});
+
+it("a long hex path segment (a webhook secret) is masked in logs but not refused", () => {
+  const hex = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+  for (const seg of [hex, hex.toUpperCase(), hex.slice(0, 32), `${hex};v=1`]) {
+    const url = `https://relay.example.com/hook/${seg}`;
+    assert.equal(urlCredentialProblem(url), undefined, url);
+    const out = redactUrlCredentials(`POST ${url} failed: 500`);
+    assert.ok(
+      !out.includes(hex.slice(0, 32)) && !out.includes(hex.slice(0, 32).toUpperCase()),
+      out,
+    );
+    assert.match(out, /^POST https:\/\/relay\.example\.com\/hook\/\*\*\* ?.* failed: 500$/);
+  }
+  // Shorter hex (a commit, an id) stays as it is.
+  const short = "POST https://relay.example.com/hook/9f86d081884c7d659a2feaa0c55ad01 failed";
+  assert.equal(redactUrlCredentials(short), short);
+});
+
+// userinfo in the forms the URL parser reads as `https://user:pass@host`: no slashes, one,
+// backslashes, upper case, and userinfo holding quotes or angle brackets.
+const USERINFO_FORMS = [
+  "https:",
+  "https:/",
+  "https:\\\\",
+  "https:\\",
+  "HTTPS://",
+  "wss:",
+  "http:/\\",
+].flatMap((prefix) =>
+  ["user:", "", "u'x:", 'u"x:'].flatMap((user) =>
+    ["", "pa'ss", 'pa"ss', "pa<ss>", "pa@ss"].map(
+      (pre) => `${prefix}${user}${pre}${PASSWORD}@hooks.example.com/x`,
+    ),
+  ),
+);
+
+it("userinfo in every form the parser accepts is refused and masked alike", () => {
+  for (const url of USERINFO_FORMS) {
+    assert.notEqual(urlCredentialProblem(url), undefined, `the load check refuses ${url}`);
+    const out = redactUrlCredentials(`fetch ${url} failed`);
+    assert.equal(out.includes(PASSWORD), false, out);
+    assert.match(out, /hooks\.example\.com\/x failed$/, out);
+  }
+});
+
+it("the mask hides the credential of every URL the load check refuses in this file's corpus", () => {
+  const corpus = [
+    ...hostile,
+    ...MORE,
+    ...USERINFO_FORMS,
+    ...WORD_PARAMS.map((n) => `https://hooks.example.com/agentd?${n}=${PASSWORD}`),
+    ...WORD_PARAMS.map((n) => `https://hooks.example.com/agentd#${n}=${PASSWORD}`),
+    ...WORD_PARAMS.map((n) => `https://hooks.example.com/agentd;${n}=${PASSWORD}`),
+    `ftp://u:${PASSWORD}@c/`,
+    `foo://u:p\\${PASSWORD}@c/`,
+    `http://[::1]:${PASSWORD}@c/`,
+  ];
+  let refused = 0;
+  for (const url of corpus) {
+    if (urlCredentialProblem(url) === undefined) continue;
+    refused++;
+    for (const line of [url, `POST ${url} failed`, JSON.stringify({ url }), `<${url}>`]) {
+      const out = redactUrlCredentials(line);
+      assert.ok(!out.includes(PASSWORD) && !out.includes(SECRET), `left in clear: ${out}`);
+    }
+  }
+  assert.ok(
+    refused >= corpus.length - 3,
+    `the check refuses the corpus (${refused}/${corpus.length})`,
+  );
+});

@@ -2,7 +2,7 @@
  * Credentials in a sink URL: finding them (so the export config refuses such a URL at load)
  * and masking them in any text that names a URL (so a log line or a stored dead letter
  * never carries them, whatever produced the text). The forms (userinfo, credential-named
- * query and fragment parameters, token-shaped values, secrets in the path of Slack,
+ * query, fragment and `;` path parameters, token-shaped values, secrets in the path of Slack,
  * Discord, Teams, Zapier and Telegram webhooks) are url-credential-forms.ts's; every form
  * refused is also masked. A sink's credentials belong in `headers` (`$ENV.NAME` values) or
  * the webhook `secret`, never in its URL. Must never: return or echo the credential it found.
@@ -13,6 +13,7 @@ import {
   maskPath,
   paramAdvice,
   pathCredentialProblem,
+  pathParams,
 } from "./url-credential-forms.ts";
 
 /** What makes `url` carry a credential, in words without the value; undefined when none. */
@@ -24,6 +25,7 @@ export function urlCredentialProblem(url: string): string | undefined {
   const inPath = pathCredentialProblem(u.hostname.toLowerCase(), u.pathname);
   if (inPath !== undefined) return inPath;
   for (const [where, params] of [
+    ["path", pathParams(u.pathname)],
     ["query", u.searchParams],
     ["fragment", new URLSearchParams(u.hash.slice(1))],
   ] as const) {
@@ -42,12 +44,15 @@ export function urlCredentialProblem(url: string): string | undefined {
   return undefined;
 }
 
-// scheme://userinfo@ — userinfo is everything up to the last "@" before the path.
-const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#"'<>]*@/gi;
+// scheme://userinfo@ — userinfo is everything up to the last "@" before the path. Wider
+// than the URL parser reads it, never narrower: quotes, `<>` and `\` do not end it (text
+// may hold the URL JSON-escaped), and the special schemes (http, ws, ftp…) also take the
+// forms the parser reads as `https://u:p@h`: `https:u:p@h`, `https:/u:p@h`, `https:\\u:p@h`.
+const USERINFO = /\b((?:https?|wss?|ftp|file):[/\\]*|[a-z][a-z0-9+.-]*:\/\/)[^\s/?#]*@/gi;
 // scheme://authority/path — the path up to a query, a fragment or the end of the URL.
 const URL_PATH = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s/?#"'<>]*)(\/[^\s?#"'<>]*)/gi;
-// name=value in a query or fragment, or a bare value.
-const QUERY_PARAM = /([?&#])([^=&#\s"'<>]+)(?:=([^&#\s"'<>]*))?/g;
+// name=value in a query, a fragment or a path segment (`;name=value`), or a bare value.
+const QUERY_PARAM = /([?&#;])([^=&#;\s"'<>]+)(?:=([^&#;\s"'<>]*))?/g;
 
 /** `text` with every URL credential form masked: userinfo, credential paths, parameters. */
 export function redactUrlCredentials(text: string): string {
