@@ -5,8 +5,10 @@
  * (RunBudget of CreateRun; the server bounded it by its maxima), and the cap on each
  * model request's output that keeps a step inside what is left. Every count comes from
  * the log (run-counts.ts): a resume or a takeover restarts none. Time paused for a person
- * does not count. Must never: let a step start past a limit, ask the model for more output
- * than the budget has left, or count a pause as time.
+ * does not count. A cost budget on a model the price table does not know cannot be kept
+ * (its cost would count 0): such a run ends before its first model step. Must never: let a
+ * step start past a limit, ask the model for more output than the budget has left, ask a
+ * model without a price under a cost budget, or count a pause as time.
  */
 import { create } from "@bufbuild/protobuf";
 import { costMicros, priceFor } from "../engine/pricing.ts";
@@ -60,10 +62,29 @@ export function wallSpent(d: Drive): Next {
   };
 }
 
+/**
+ * A failure when the run has a cost budget and its model has no price in the worker's
+ * table (priceFor: an exact name or the name less a date suffix; a fine-tune `ft:BASE:…` is
+ * not priced as its base — it costs more): its cost would count 0 and the budget never bind.
+ */
+export function unpricedCostBudget(d: Drive): Next | undefined {
+  const maxCost = d.run0.budget?.maxCostMicros ?? 0n;
+  if (maxCost <= 0n || priceFor(d.deps.model, d.deps.prices).known) return undefined;
+  const model = JSON.stringify(d.deps.model);
+  const ft = d.deps.model.startsWith("ft:") ? " (a fine-tune is not priced as its base model)" : "";
+  return {
+    to: "fail",
+    code: "ELIMIT_COST",
+    message: `the run's budget: budget.max_cost_micros cannot be enforced for model ${model}: it has no price in the worker's price table${ft}; give it one with --price-table FILE (AGENTD_PRICE_TABLE; {${model}: {inputPerMTok, outputPerMTok}} in micro-USD per million tokens) or run without a cost budget: the model was not asked`,
+  };
+}
+
 /** A failure when the run reached a limit: steps, tokens, cost or wall-clock time. */
 export function overLimit(d: Drive): Next | undefined {
   const { limits } = d.deps;
   const budget = d.run0.budget;
+  const unpriced = unpricedCostBudget(d);
+  if (unpriced !== undefined) return unpriced;
   if (d.steps >= limits.maxSteps)
     return {
       to: "fail",
