@@ -628,7 +628,7 @@ async function requeueOpenRuns(
 /** The model the worker drives runs with, and the id its cost is priced by. */
 interface ModelChoice {
   engine: AgentEngine;
-  /** Model id for pricing and logs ("replay" costs nothing: it is not in the price table). */
+  /** Model id for pricing and logs ("replay" costs nothing: priced at 0 in the table). */
   model: string;
 }
 

@@ -32,6 +32,9 @@ export const DEFAULT_PRICE_TABLE: PriceTable = Object.freeze({
   "gpt-5": { inputPerMTok: 1_250_000, outputPerMTok: 10_000_000 },
   "gpt-5-mini": { inputPerMTok: 250_000, outputPerMTok: 2_000_000 },
   "gpt-5-nano": { inputPerMTok: 50_000, outputPerMTok: 400_000 },
+  // The replay engine (make demo, agentd dev without a model) calls no provider: it is
+  // priced, at nothing, so a cost budget on such a run is a budget that binds, not refused.
+  replay: { inputPerMTok: 0, outputPerMTok: 0 },
 });
 
 export interface Cost {
