@@ -533,10 +533,14 @@ describe("secrets", () => {
           "echo $ENV.DEMO_TOKEN; printf %s $ENV.DEMO_TOKEN | base64; printf 'x=%s' $ENV.DEMO_TOKEN | od -c | head -1",
       },
     };
-    const out = await kernel.handle(run, call);
+    // A taint of its own: the secret exec holds the container's kernel state (every later
+    // exec of that run would wait for a person, secret-containment-kernel-state.test.ts);
+    // this test is about redaction, and the later tests share the run.
+    const own: KernelRun = { ...run, taint: new Map() };
+    const out = await kernel.handle(own, call);
     assert.equal(out.kind, "paused", "touching a secret asks a person");
     await resolve(out.kind === "paused" ? out.approvalId : "", ApprovalDecision.APPROVE);
-    const res = await kernel.continueAfterApproval(run, call, { approved: true, reason: "" });
+    const res = await kernel.continueAfterApproval(own, call, { approved: true, reason: "" });
     assert.equal(res.kind === "result" && res.ok, true, JSON.stringify(res));
     const stdout = res.kind === "result" ? (res.output as { stdout: string }).stdout : "";
     assert.match(stdout, /\[REDACTED\]/);

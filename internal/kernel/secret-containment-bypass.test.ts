@@ -19,7 +19,7 @@ import {
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
 import { importNoShellImage } from "../testing/registry.ts";
 import type { CallOutcome, Kernel } from "./kernel.ts";
-import { withheldReason } from "./secret-taint.ts";
+import { CONTAINER_STATE, withheldReason } from "./secret-taint.ts";
 
 let stack: Stack;
 let sandbox: Sandbox;
@@ -202,11 +202,11 @@ describe("secret containment: the ways around it are closed", () => {
   it("without the agent (docker exec), a HOME entry and /dev/shm are scanned all the same", async () => {
     const f = await freshRun(execSandbox);
     // The scans' own HOMEs and pid files come and go: a secret call that writes nothing
-    // taints nothing here either.
+    // taints no file here either (only the container's kernel state is held).
     const quiet = await f.approved("process.run", { command: 'test -n "$ENV.DEMO_TOKEN"' });
     assert.equal(exitOk(quiet), true, JSON.stringify(quiet));
-    assert.deepEqual(held(f), []);
-    const plant = await f.unapproved("process.run", { command: "mkdir -p /tmp/.agentd-home/s3" });
+    assert.deepEqual(held(f), [CONTAINER_STATE]);
+    const plant = await f.approved("process.run", { command: "mkdir -p /tmp/.agentd-home/s3" });
     assert.equal(exitOk(plant), true, JSON.stringify(plant));
     const w = await f.approved("process.run", {
       command:
@@ -274,7 +274,12 @@ describe("secret containment: the ways around it are closed", () => {
     assert.equal(exitOk(w), true, JSON.stringify(w));
     const rm = await f.approved("process.run", { command: "rm tok.txt" });
     assert.equal(exitOk(rm), true, JSON.stringify(rm));
-    const free = await f.unapproved("process.run", { command: "ls /workspace" });
+    // No file stays held (the container's kernel state does: an exec still waits, naming no
+    // file); a repo.search of the workspace runs without a person.
+    const exec = await f.unapproved("process.run", { command: "ls /workspace" });
+    assert.equal(exec.kind === "paused" && exec.preview.secretFiles?.length === 0, true);
+    assert.deepEqual(held(f), [CONTAINER_STATE]);
+    const free = await f.unapproved("repo.search", { query: "hello" });
     assert.equal(
       free.kind,
       "result",

@@ -3,7 +3,9 @@
  * real Redis log: after a person approves a call that writes a secret, no later call that
  * could read what it wrote runs without a person, whatever encoding it uses; the taint is
  * in the log (a taker knows it), ends only when a scan finds the file gone, and keeps the
- * file out of the final patch.
+ * file out of the final patch. An exec that carried a secret also holds the container's
+ * kernel state: every later exec waits for a person for the rest of the run
+ * (secret-containment-kernel-state.test.ts has the attacks).
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -19,7 +21,7 @@ import {
 import { testSandbox } from "../testing/docker.ts";
 import type { Kernel, KernelRun } from "./kernel.ts";
 import { CONTAINMENT_RULE } from "./secret-containment.ts";
-import { taintFromEvents, withheldReason } from "./secret-taint.ts";
+import { CONTAINER_STATE, heldFiles, taintFromEvents, withheldReason } from "./secret-taint.ts";
 
 let stack: Stack;
 let box: SandboxHandle;
@@ -27,6 +29,7 @@ let cleanupBoxes: () => Promise<void>;
 let kernel: Kernel;
 let run: KernelRun;
 let c: ContainmentRun;
+let sandboxes: Awaited<ReturnType<typeof testSandbox>>["sandbox"];
 
 /** A call a person approves (handle pauses, then the approval runs it). */
 const approved = (tool: string, input: unknown) => c.approved(tool, input);
@@ -56,6 +59,7 @@ before(async () => {
   const t = await testSandbox();
   cleanupBoxes = t.cleanup;
   kernel = containmentKernel(stack);
+  sandboxes = t.sandbox;
   c = await containmentRun(stack, t.sandbox, kernel, { prompt: "containment test" });
   run = c.run;
   box = c.box;
@@ -66,16 +70,26 @@ after(async () => {
   await stack?.stop();
 });
 
+/** The files the run holds a secret in (the container-state entry left out). */
+const files = (): string[] => heldFiles(run.taint ?? new Map());
+
 const logText = async () =>
   (await stack.log.read(run.runId, 0)).map((e) => JSON.stringify(e.json)).join("\n");
 
 describe("secret containment", () => {
-  it("a secret call that writes nothing taints nothing: a later command runs without a person", async () => {
-    const r = await approved("process.run", { command: 'test -n "$ENV.DEMO_TOKEN"' });
+  it("a secret exec that writes nothing holds no file but the container: a later exec waits, a repo.read does not", async () => {
+    const own = await containmentRun(stack, sandboxes, kernel, { prompt: "writes nothing" });
+    const r = await own.approved("process.run", { command: 'test -n "$ENV.DEMO_TOKEN"' });
     assert.equal(r.kind === "result" && r.ok, true, JSON.stringify(r));
-    assert.equal(run.taint?.size, 0);
-    const later = await unapproved("process.run", { command: "echo hi" });
-    assert.equal(later.kind, "result", JSON.stringify(later));
+    assert.deepEqual([...(own.run.taint?.keys() ?? [])], [CONTAINER_STATE]);
+    const later = await own.unapproved("process.run", { command: "echo hi" });
+    assert.equal(later.kind, "paused", JSON.stringify(later));
+    if (later.kind === "paused") {
+      assert.deepEqual(later.preview.secretFiles ?? [], []);
+      assert.match(later.preview.summary, /kernel state \(process and inode counters\)/);
+    }
+    const read = await own.unapproved("repo.read", { path: "hello.txt" });
+    assert.equal(read.kind, "result", JSON.stringify(read));
   });
 
   it("after an approved call writes the secret, every re-encoding asks a person and the preview names the file", async () => {
@@ -83,7 +97,7 @@ describe("secret containment", () => {
       command: 'printf %s "$ENV.DEMO_TOKEN" > tok.txt',
     });
     assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
-    assert.deepEqual([...(run.taint?.keys() ?? [])], ["/workspace/tok.txt"]);
+    assert.deepEqual(files(), ["/workspace/tok.txt"]);
     const encodings = [
       "base32 tok.txt",
       "gzip -c tok.txt | base64",
@@ -126,7 +140,7 @@ describe("secret containment", () => {
   it("the taint is in the log: a drive that takes the run over derives it", async () => {
     const events = (await stack.log.read(run.runId, 0)).map((e) => e.event);
     const derived = taintFromEvents(events);
-    assert.deepEqual([...derived.keys()], ["/workspace/tok.txt"]);
+    assert.deepEqual([...derived.keys()].sort(), ["/workspace/tok.txt", CONTAINER_STATE]);
     const taker: KernelRun = { ...run, taint: derived };
     const r = await kernel.handle(taker, {
       callId: "taker-1",
@@ -152,15 +166,17 @@ describe("secret containment", () => {
       command: 'printf %s "$ENV.DEMO_TOKEN" | rev > /tmp/rev.txt && rm -f tok.txt',
     });
     assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
-    const held = [...(run.taint?.keys() ?? [])].sort();
+    const held = files().sort();
     assert.equal(held.includes("/tmp/rev.txt"), true, JSON.stringify(held));
     const r = await unapproved("process.run", { command: "rev /tmp/rev.txt" });
     assert.equal(r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/rev.txt"), true);
-    // Removed outside any call (a person at the container): the next scan ends the taints.
+    // Removed outside any call (a person at the container): the next scan ends the files'
+    // taints, never the container's (the exec still waits, its preview names no file).
     await sh("rm -f /tmp/rev.txt /tmp/copy /workspace/tok.txt");
-    const free = await unapproved("process.run", { command: "echo free" });
-    assert.equal(free.kind, "result", JSON.stringify(free));
-    assert.equal(run.taint?.size, 0);
+    const still = await unapproved("process.run", { command: "echo free" });
+    assert.equal(still.kind === "paused" && still.preview.secretFiles?.length === 0, true);
+    assert.deepEqual(files(), []);
+    assert.equal(run.taint?.has(CONTAINER_STATE), true);
   });
 
   it("an entry left in the unlistable HOME directory is tainted (the agent lists it)", async () => {
@@ -169,20 +185,17 @@ describe("secret containment", () => {
         'mkdir -p /tmp/.agentd-home/stash && printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/stash/t',
     });
     assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
-    assert.equal(
-      run.taint?.has("/tmp/.agentd-home/stash/t"),
-      true,
-      JSON.stringify([...(run.taint?.keys() ?? [])]),
-    );
+    assert.equal(run.taint?.has("/tmp/.agentd-home/stash/t"), true, JSON.stringify(files()));
     const r = await unapproved("process.run", { command: "base32 /tmp/.agentd-home/stash/t" });
     assert.equal(
       r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/.agentd-home/stash/t"),
       true,
     );
-    // Removing the entry ends the taints (by a scan).
+    // Removing the entry ends the files' taints (by a scan); the container stays held.
     await sh("rm -rf /tmp/.agentd-home/stash");
-    const free = await unapproved("process.run", { command: "echo free" });
-    assert.equal(free.kind, "result", JSON.stringify(free));
+    const still = await unapproved("process.run", { command: "echo free" });
+    assert.equal(still.kind === "paused" && still.preview.secretFiles?.length === 0, true);
+    assert.deepEqual(files(), []);
   });
 
   it("the model's word does not end a taint: a file changed again stays tainted", async () => {
@@ -193,5 +206,12 @@ describe("secret containment", () => {
     await sh("echo overwritten > /workspace/again.txt");
     const r = await unapproved("process.run", { command: "cat again.txt" });
     assert.equal(r.kind, "paused", JSON.stringify(r));
+    // A repo.read (which no kernel counter reaches) asks too: the file is still held.
+    const read = await unapproved("repo.read", { path: "again.txt" });
+    assert.equal(
+      read.kind === "paused" && read.preview.secretFiles?.includes("/workspace/again.txt"),
+      true,
+      JSON.stringify(read),
+    );
   });
 });

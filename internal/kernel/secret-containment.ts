@@ -10,9 +10,11 @@
 import type { EventPayload } from "../eventlog/event-codec.ts";
 import type { DecidedCall, KernelRun, PreviewData, ProposedCall } from "./kernel.ts";
 import {
+  containerState,
   describeTaint,
   EXEC_TOOLS,
   GONE,
+  heldFiles,
   refreshTaint,
   scanWritable,
   secretWrittenEvent,
@@ -27,7 +29,10 @@ export const CONTAINMENT_RULE = "secret.containment";
 
 const REPO_TOOLS: ReadonlySet<string> = new Set(["repo.read", "repo.search", "repo.patch"]);
 
-/** The tainted files a call could read: all of them for an exec, the workspace's for repo.*. */
+/**
+ * The tainted files a call could read: all of them for an exec (and the container's kernel
+ * state, CONTAINER_STATE, once held), the workspace's for repo.*.
+ */
 function readable(run: KernelRun, tool: string): Map<string, TaintedFile> {
   const out = new Map<string, TaintedFile>();
   if (run.taint === undefined || run.taint.size === 0) return out;
@@ -73,7 +78,7 @@ export function previewTaint(
   const out: PreviewData = {
     ...pv,
     summary: `${pv.summary} — ${describeTaint(files)}`,
-    secretFiles: [...files.keys()].slice(0, 1000),
+    secretFiles: heldFiles(files).slice(0, 1000),
   };
   const path = (d.input as { path?: unknown }).path;
   if (call.tool === "repo.patch" && pv.diff !== undefined && typeof path === "string") {
@@ -88,8 +93,9 @@ export function previewTaint(
  * Brackets a call that carries a secret (`usedSecret`: the kernel resolved a placeholder
  * into it; or an exec while the run holds a taint): a first `secret.written` tainting every
  * root (a worker cut off mid-call leaves that), a scan before; the returned finisher kills
- * what the call left running, scans again and records what it wrote. Undefined: the call
- * carries no secret and pays nothing.
+ * what the call left running, scans again and records what it wrote. An exec's records
+ * also hold the container's kernel state (CONTAINER_STATE) for the rest of the run.
+ * Undefined: the call carries no secret and pays nothing.
  */
 export async function containCall(
   run: KernelRun,
@@ -102,7 +108,9 @@ export async function containCall(
     ? call.tool !== "repo.read" && call.tool !== "repo.search"
     : taintedBefore && EXEC_TOOLS.has(call.tool);
   if (!carries) return undefined;
-  await append(secretWrittenEvent(call.callId, unknownRoots(call.callId)));
+  // An exec that carried a secret holds the container itself (kernel state no scan sees).
+  const state = EXEC_TOOLS.has(call.tool) ? [containerState(call.callId)] : [];
+  await append(secretWrittenEvent(call.callId, [...unknownRoots(call.callId), ...state]));
   const before = await scanWritable(run.sandbox, run.signal);
   return async () => {
     // A process the call left behind could write after the scan: nothing of it stays.
@@ -115,6 +123,7 @@ export async function containCall(
     const files = writtenBetween(before, after, call.callId).filter(
       (f) => f.digest !== GONE || taintOf(held, f.path) === undefined,
     );
+    files.push(...state);
     await append(secretWrittenEvent(call.callId, files));
     run.taint ??= new Map();
     for (const f of files) run.taint.set(f.path, f);

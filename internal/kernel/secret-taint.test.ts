@@ -8,7 +8,11 @@ import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { EventSchema } from "../gen/agentd/v1/events_pb.js";
 import {
+  CONTAINER_STATE,
+  containerState,
+  describeTaint,
   GONE,
+  heldFiles,
   holdsSecretUnder,
   isCleared,
   parseScan,
@@ -138,5 +142,28 @@ describe("taintFromEvents", () => {
     assert.equal(withheldReason(t, "dx"), undefined);
     assert.equal(holdsSecretUnder(t, "/cache"), false);
     assert.equal(holdsSecretUnder(t, "/workspace"), true);
+  });
+});
+
+describe("the container-state entry", () => {
+  it("no scan ends it, it is no file, and a taker derives it from the log", () => {
+    const c = containerState("c1");
+    assert.equal(c.path, CONTAINER_STATE);
+    assert.equal(isCleared(c, new Map()), false);
+    assert.equal(isCleared(c, new Map([[CONTAINER_STATE, UNKNOWN]])), false);
+    const taint = new Map([
+      [CONTAINER_STATE, c],
+      ["/workspace/t", { path: "/workspace/t", digest: H1, before: "", callId: "c1" }],
+    ]);
+    assert.deepEqual(heldFiles(taint), ["/workspace/t"]);
+    assert.equal(taintOf(taint, "/workspace/x"), undefined);
+    assert.equal(holdsSecretUnder(taint, "/cache"), false);
+    assert.match(
+      describeTaint(taint),
+      /holds a secret in \/workspace\/t \(call c1\); the container's kernel state/,
+    );
+    assert.doesNotMatch(describeTaint(new Map([[CONTAINER_STATE, c]])), /holds a secret in/);
+    const event = create(EventSchema, { payload: secretWrittenEvent("c1", [c]) });
+    assert.deepEqual([...taintFromEvents([event]).keys()], [CONTAINER_STATE]);
   });
 });

@@ -10,6 +10,10 @@
  * is tainted (`secret.written`, derived from the log by a takeover). A taint ends only when
  * a scan finds the path gone or exactly as before the call — never on the model's word.
  * Encodings cannot escape this: the taint follows the bytes' location, not their form.
+ * An exec that carried a secret also holds the container itself (CONTAINER_STATE): kernel
+ * state no scan sees (the PID counter, a tmpfs's next inode number, the inode numbers of
+ * remade directories) can carry the value to a later program, so every later exec waits
+ * for a person for the rest of the run; no scan ends that entry.
  *
  * Must never: read a file's content out of the sandbox (only digests come back), clear a
  * taint without a scan, or answer "nothing written" when a scan failed (it taints the roots).
@@ -37,6 +41,18 @@ export const EXEC_TOOLS: ReadonlySet<string> = new Set([
 export const UNKNOWN = "unknown";
 /** The digest of a path a secret-carrying call removed (cleared when it is back as before). */
 export const GONE = "gone";
+
+/**
+ * The pseudo-path of the container's kernel state, held once an exec carried a secret:
+ * recorded in `secret.written` like a file (digest UNKNOWN, so no scan ever ends it).
+ * Not a path: it never starts with "/", so only execs (which read every taint) see it.
+ */
+export const CONTAINER_STATE = "container:";
+
+/** The container-state entry of an exec that carried a secret. */
+export function containerState(callId: string): TaintedFile {
+  return { path: CONTAINER_STATE, digest: UNKNOWN, before: "", callId };
+}
 
 export interface TaintedFile {
   path: string;
@@ -158,11 +174,29 @@ export function taintOf(
   return undefined;
 }
 
-/** The preview's line for a person: which files hold a secret, written by which calls. */
+/**
+ * The preview's line for a person: which files hold a secret, written by which calls, and
+ * whether the container's kernel state may carry one.
+ */
 export function describeTaint(taint: ReadonlyMap<string, TaintedFile>): string {
-  const shown = [...taint.values()].slice(0, 20).map((f) => `${f.path} (call ${f.callId})`);
-  const more = taint.size > 20 ? ` and ${taint.size - 20} more` : "";
-  return `the run holds a secret in ${shown.join(", ")}${more}: this call could read it`;
+  const files = [...taint.values()].filter((f) => f.path !== CONTAINER_STATE);
+  const parts: string[] = [];
+  if (files.length > 0) {
+    const shown = files.slice(0, 20).map((f) => `${f.path} (call ${f.callId})`);
+    const more = files.length > 20 ? ` and ${files.length - 20} more` : "";
+    parts.push(`the run holds a secret in ${shown.join(", ")}${more}`);
+  }
+  const state = taint.get(CONTAINER_STATE);
+  if (state !== undefined)
+    parts.push(
+      `the container's kernel state (process and inode counters) may carry a secret since call ${state.callId}, an exec that carried one`,
+    );
+  return `${parts.join("; ")}: this call could read it`;
+}
+
+/** The held paths that are files (the container-state entry left out). */
+export function heldFiles(taint: ReadonlyMap<string, TaintedFile>): string[] {
+  return [...taint.keys()].filter((p) => p !== CONTAINER_STATE);
 }
 
 /** Why a workspace path (relative) is left out of the final patch: it holds a secret. */
