@@ -348,7 +348,9 @@ export declare type SecretWritten = Message<"agentd.v1.SecretWritten"> & {
 export declare const SecretWrittenSchema: GenMessage<SecretWritten>;
 
 /**
- * One file a secret-carrying call wrote, by absolute path in the sandbox.
+ * One file a secret-carrying call wrote, by absolute path in the sandbox; or `container:`
+ * (digest "unknown"): an exec carried a secret, so the container's kernel state (process and
+ * inode counters) may carry it and every later exec of the run waits for a person.
  *
  * @generated from message agentd.v1.SecretFile
  */
