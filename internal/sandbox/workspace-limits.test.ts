@@ -8,6 +8,7 @@ import type Docker from "dockerode";
 import * as tar from "tar-stream";
 import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
+import { detachAndSettle } from "../testing/agent-detach.ts";
 import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { collect } from "./collect.ts";
 import { DockerSandboxHandle } from "./docker-handle.ts";
@@ -103,7 +104,7 @@ describe("workspace export", () => {
       // A file the sandbox user made unreadable for itself still comes out.
       await sh(h, "echo hidden > h.txt && chmod 000 h.txt");
       const viaChannel = await entries(h.exportWorkspace());
-      h.detach?.(); // no channel any more: the exec path serves
+      await detachAndSettle(docker, h); // no channel any more: the exec path serves
       const viaExec = await entries(h.exportWorkspace());
       assert.deepEqual(viaExec, viaChannel);
       assert.equal(viaChannel.get("d/b.bin"), 300_000);
@@ -134,7 +135,7 @@ describe("workspace export", () => {
       const w = await sh(h, "head -c 300000000 /dev/urandom > big && echo ok", 60_000);
       assert.equal(w.stdout, "ok\n", w.stderr);
       for (const path of ["channel", "exec"]) {
-        if (path === "exec") h.detach?.();
+        if (path === "exec") await detachAndSettle(docker, h);
         globalThis.gc?.();
         const rss0 = process.memoryUsage().rss;
         let peak = rss0;
