@@ -70,8 +70,10 @@ interface Entry {
   runId?: string;
   approvalId?: string;
   bytesIn?: number;
-  /** Set when the client left a stream (or the call's signal ended it): CANCELED. */
-  canceled?: boolean;
+  /** The interceptor ran: the call reached its handler. */
+  started?: boolean;
+  /** The handler answered (unary) or its response stream ran to its end. */
+  finished?: boolean;
 }
 
 const kEntry: ContextKey<Entry | undefined> = createContextKey<Entry | undefined>(undefined, {
@@ -112,10 +114,16 @@ export function accessGate(log: AccessLog): (ctx: HandlerContext) => void {
   };
 }
 
-/** OK, the status code's name, or CANCELED for a call its client left. */
-export function resultOf(reason: unknown, entry: { canceled?: boolean }): string {
+/**
+ * OK, the status code's name, or CANCELED for a call its client left: the context was
+ * aborted (client gone: HTTP/1.1 close, HTTP/2 reset) before the handler had finished.
+ */
+export function resultOf(
+  reason: unknown,
+  entry: { started?: boolean; finished?: boolean },
+): string {
   if (reason instanceof ConnectError) return codeName(reason.code);
-  if (entry.canceled === true) return "CANCELED";
+  if (entry.started === true && entry.finished !== true) return "CANCELED";
   return "OK";
 }
 
@@ -143,6 +151,7 @@ export function accessInterceptor(): Interceptor {
   return (next) => async (req) => {
     const entry = req.contextValues.get(kEntry);
     if (entry === undefined) return next(req);
+    entry.started = true;
     if (!req.stream) note(entry, req.message);
     else {
       const inner = req.message;
@@ -157,19 +166,17 @@ export function accessInterceptor(): Interceptor {
       };
     }
     const res = await next(req);
-    if (!res.stream) return res;
+    if (!res.stream) {
+      entry.finished = true;
+      return res;
+    }
     const messages = res.message;
     return {
       ...res,
       message: (async function* () {
-        let done = false;
-        try {
-          yield* messages;
-          done = true;
-        } finally {
-          // Returned early (the client went away) or ended by the call's signal.
-          if (!done || req.signal.aborted) entry.canceled = true;
-        }
+        yield* messages;
+        // Not reached when the stream was returned early (its client went away) or threw.
+        entry.finished = true;
       })(),
     };
   };
