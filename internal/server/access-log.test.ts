@@ -15,7 +15,7 @@ import { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { type Stack, sleep, startStack, TOKENS } from "../testing/api-fixtures.ts";
 import { assertGrpcError, grpc } from "../testing/grpc-run-client.ts";
 import { tarOf } from "../testing/tar.ts";
-import { MAX_ID } from "./access-log.ts";
+import { createAccessLog, MAX_ID } from "./access-log.ts";
 
 let stack: Stack;
 let accessFile: string;
@@ -168,6 +168,11 @@ describe("the access log", { timeout: 180_000 }, () => {
       await sleep(200);
     }
     await lineWhere((x) => x.rpc === "agentd.v1.RunService/ListRuns", "ListRuns after SIGHUP");
+  });
+
+  it("a path that cannot be appended to is refused at start, naming the flag", () => {
+    assert.throws(() => createAccessLog("/dev/null/x/access.log"), /--access-log: .*ENOTDIR/);
+    assert.equal(createAccessLog("off"), undefined);
   });
 
   it("the debug log carries none of the access lines", () => {

@@ -11,6 +11,9 @@
  * (success, error or client gone); the interceptor (`accessInterceptor`) fills in the ids
  * from the request messages and marks a stream the client left.
  */
+
+import { closeSync, mkdirSync, openSync } from "node:fs";
+import { dirname } from "node:path";
 import {
   Code,
   ConnectError,
@@ -46,9 +49,13 @@ export interface AccessLine {
   bytes_in?: number;
 }
 
-/** The access log for `target`, or undefined when it is "off". */
+/**
+ * The access log for `target`, or undefined when it is "off". A file that cannot be opened
+ * is refused here, at start (naming the flag), not found missing later.
+ */
 export function createAccessLog(target: AccessLogTarget): AccessLog | undefined {
   if (target === "off") return undefined;
+  if (target !== "-") checkWritable(target);
   const dest =
     target === "-"
       ? pino.destination({ dest: 1, sync: false })
@@ -63,6 +70,16 @@ export function createAccessLog(target: AccessLogTarget): AccessLog | undefined 
       if (target !== "-") dest.reopen();
     },
   };
+}
+
+function checkWritable(path: string): void {
+  try {
+    mkdirSync(dirname(path), { recursive: true });
+    closeSync(openSync(path, "a"));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? "an error";
+    throw new Error(`--access-log: cannot append to ${JSON.stringify(path)} (${code})`);
+  }
 }
 
 /** What the gate and the interceptor share about one call. */
