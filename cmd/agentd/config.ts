@@ -147,6 +147,11 @@ export const FLAGS = {
     def: DEFAULT_POLICY,
   },
   "log-level": { env: "AGENTD_LOG_LEVEL", help: "trace, debug, info, warn, error", def: "info" },
+  "access-log": {
+    env: "AGENTD_ACCESS_LOG",
+    help: "server, dev: the access log, one JSON line per RPC (docs/operations.md): - for stdout, a file path (appended, reopened on SIGHUP), or off",
+    def: "off",
+  },
   concurrency: { env: "AGENTD_CONCURRENCY", help: "worker: runs driven at once", def: "2" },
   "model-base-url": {
     env: "OPENAI_BASE_URL",
@@ -316,6 +321,7 @@ export const ConfigSchema = z.object({
     .max(1024 * 1024 * 1024),
   policy: z.string().min(1),
   "log-level": z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
+  "access-log": z.string().min(1, "must be -, a file path, or off"),
   "insecure-no-auth": z.boolean(),
   concurrency: z.coerce.number().int().min(1).max(256),
   "model-base-url": z.string().url().optional(),

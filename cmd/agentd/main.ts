@@ -77,6 +77,7 @@ import { RedisWorkerPresence } from "../../internal/scheduler/redis-presence.ts"
 import { RedisRunAdmission } from "../../internal/scheduler/redis-run-admission.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
 import { SequentialRunAdmission } from "../../internal/scheduler/sequential-run-admission.ts";
+import { createAccessLog } from "../../internal/server/access-log.ts";
 import { createApp, logAnswers } from "../../internal/server/app.ts";
 import {
   createDualServer,
@@ -369,10 +370,13 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       uploadIdleMs: cfg["upload-idle-ms"],
       uploadMinBytesPerS: cfg["upload-min-bytes-per-s"],
     };
+    const accessLog = createAccessLog(cfg["access-log"]);
+    if (accessLog !== undefined) reloads.push(() => accessLog.reopen());
     const app = createApp({
       deps,
       auth,
       logger,
+      accessLog,
       maxRequestBytes: cfg["max-request-bytes"],
       policy,
       workspace,

@@ -31,6 +31,7 @@ import { file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
 import type { PolicyStore } from "../kernel/policy-store.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { scrape } from "../telemetry/scrape.ts";
+import { type AccessLog, accessGate, accessInterceptor, kPeer } from "./access-log.ts";
 import { serveConsole } from "./console.ts";
 import { applyCors } from "./cors.ts";
 import type { RequestHandler } from "./dual-protocol.ts";
@@ -55,6 +56,8 @@ export interface AppOptions {
   corsOrigins?: readonly string[];
   /** Where the web console's built files are (default internal/console/dist). */
   consoleDir?: string;
+  /** The access log (--access-log): one line per RPC; undefined: off. */
+  accessLog?: AccessLog;
 }
 
 /**
@@ -90,13 +93,20 @@ export function createApp(opts: AppOptions): RequestHandler {
   const authenticate = authGate(auth);
   // Open RunService streams end with a status when an auth reload changes their token.
   const revocations = createStreamRevocations(auth);
+  const access = opts.accessLog === undefined ? undefined : accessGate(opts.accessLog);
   const api = connectNodeAdapter({
     readMaxBytes: opts.maxRequestBytes ?? 8 * 1024 * 1024,
-    interceptors: [traceInterceptor(), errorInterceptor(logError), revocations.interceptor],
+    interceptors: [
+      ...(access === undefined ? [] : [accessInterceptor()]),
+      traceInterceptor(),
+      errorInterceptor(logError),
+      revocations.interceptor,
+    ],
     // Runs before the body is read: errors connect raises itself (an undecodable body) are
     // made client-safe, and a caller without the right token is refused unread.
     requestGate: (ctx) => {
       watchErrors(ctx);
+      access?.(ctx);
       try {
         authenticate(ctx);
       } catch (err) {
@@ -109,6 +119,7 @@ export function createApp(opts: AppOptions): RequestHandler {
       // StreamEvents' gRPC fast path writes pre-framed messages to the HTTP/2 stream itself.
       if ("stream" in req) values.set(kHttp2Stream, req.stream);
       values.set(kWorkspaceUploader, uploader);
+      values.set(kPeer, req.socket?.remoteAddress ?? null);
       return values;
     },
     routes(router) {
