@@ -158,7 +158,14 @@ describe("the web console", { timeout: 300_000 }, () => {
           encoding: "utf8",
           env: { ...process.env, AGENTD_ADDR: c.dev.url, AGENTD_TOKEN: c.approver },
         });
-        throw new Error(`${err.message}\nruns:\n${runs}\nevents:\n${events.slice(-3000)}`);
+        const shown = await page
+          .locator("body")
+          .textContent()
+          .then((t) => t ?? "")
+          .catch((e: unknown) => `(no page text: ${String(e)})`);
+        throw new Error(
+          `${err.message}\nruns:\n${runs}\nevents:\n${events.slice(-3000)}\npage:\n${shown.slice(0, 3000)}`,
+        );
       });
     assert.equal(await page.getByTestId("approve").count(), 0);
     assert.equal(await page.getByTestId("deny").count(), 0);
