@@ -28,7 +28,7 @@ import {
   type Authenticator,
   createOpenAuthenticator,
   createTokenAuthenticator,
-  parseAuthConfig,
+  parseAuthFile,
 } from "../../internal/auth/tokens.ts";
 import { createFsCacheStore } from "../../internal/depcache/fs-cache-store.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../../internal/engine/ai-sdk-engine.ts";
@@ -795,7 +795,8 @@ function buildAuth(cfg: Config, mode: Mode, logger: Logger): Authenticator {
   // Reloaded on SIGHUP and when the file changes: tokens rotate without a restart.
   if (cfg["auth-file"] !== undefined) return createReloadableAuth(cfg["auth-file"], logger);
   if (cfg["auth-tokens"] !== undefined) {
-    return createTokenAuthenticator(parseAuthConfig(cfg["auth-tokens"], "AGENTD_AUTH_TOKENS"));
+    const file = parseAuthFile(cfg["auth-tokens"], "AGENTD_AUTH_TOKENS");
+    return createTokenAuthenticator(file.tokens, file.tenants);
   }
   if (mode === "dev" || cfg["insecure-no-auth"]) {
     openAuth = createOpenAuthenticator();

@@ -19,15 +19,19 @@ export interface ReloadableAuth extends Authenticator {
 }
 
 export function createReloadableAuth(path: string, logger: Logger): ReloadableAuth {
-  let current = createTokenAuthenticator(loadAuthFile(path));
-  let count = 0;
+  const first = loadAuthFile(path);
+  let current = createTokenAuthenticator(first.tokens, first.tenants);
+  let count = first.tokens.length;
   const listeners: (() => void)[] = [];
   const reload = (): boolean => {
     try {
-      const entries = loadAuthFile(path);
-      current = createTokenAuthenticator(entries);
-      count = entries.length;
-      logger.info({ authFile: path, tokens: count }, "auth file reloaded");
+      const file = loadAuthFile(path);
+      current = createTokenAuthenticator(file.tokens, file.tenants);
+      count = file.tokens.length;
+      logger.info(
+        { authFile: path, tokens: count, tenants: file.tenants.size },
+        "auth file reloaded",
+      );
       for (const l of listeners) l();
       return true;
     } catch (err) {
@@ -41,6 +45,7 @@ export function createReloadableAuth(path: string, logger: Logger): ReloadableAu
   const watcher = watchFile(path, reload);
   return {
     authenticate: (authorization) => current.authenticate(authorization),
+    tenantConfig: (tenantId) => current.tenantConfig(tenantId),
     reload,
     onReload: (l) => void listeners.push(l),
     close: () => watcher?.close(),

@@ -5,9 +5,19 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { AgentdError } from "../errors.ts";
+import {
+  NO_TENANT_CONFIG,
+  type TenantConfig,
+  TenantConfigSchema,
+  type TokenRate,
+  TokenRateSchema,
+  toTenantConfig,
+  toTokenRate,
+} from "./tenant-config.ts";
 
 export const ROLES = ["submit", "read", "approve", "admin"] as const;
 export type Role = (typeof ROLES)[number];
@@ -18,6 +28,10 @@ export interface Principal {
   name: string;
   tenantId: string;
   roles: ReadonlySet<Role>;
+  /** Which token (a short hash of its sha256; never the token): rate limits key on it. */
+  tokenId?: string;
+  /** The token's API rate from the auth file; none: not limited per token. */
+  rate?: TokenRate;
 }
 
 export const TENANT_RE = /^[a-z0-9][a-z0-9_-]{0,62}$/;
@@ -34,10 +48,17 @@ const AuthFileSchema = z
             tenant: z.string().regex(TENANT_RE, "must match [a-z0-9][a-z0-9_-]{0,62}"),
             roles: z.array(z.enum(ROLES)).min(1),
             name: z.string().min(1).max(128).optional(),
+            rate: TokenRateSchema.optional(),
           })
           .strict(),
       )
       .min(1, "at least one token is needed"),
+    tenants: z
+      .record(
+        z.string().regex(TENANT_RE, "must match [a-z0-9][a-z0-9_-]{0,62}"),
+        TenantConfigSchema,
+      )
+      .optional(),
   })
   .strict();
 
@@ -46,8 +67,22 @@ export interface TokenEntry {
   principal: Principal;
 }
 
+/** A parsed auth file: its tokens, and what it says about each tenant. */
+export interface AuthConfig {
+  tokens: TokenEntry[];
+  tenants: ReadonlyMap<string, TenantConfig>;
+}
+
 /** Parses an auth file's YAML text; errors name the source, line and field. */
 export function parseAuthConfig(text: string, source: string): TokenEntry[] {
+  return parseAuthFile(text, source).tokens;
+}
+
+/**
+ * Parses an auth file's YAML text, tenants included; errors name the source, line and
+ * field. Relative policy paths resolve against `baseDir` (the file's directory).
+ */
+export function parseAuthFile(text: string, source: string, baseDir = process.cwd()): AuthConfig {
   const doc = parseDocument(text, { prettyErrors: false });
   if (doc.errors.length > 0) {
     const e = doc.errors[0];
@@ -67,14 +102,28 @@ export function parseAuthConfig(text: string, source: string): TokenEntry[] {
       { field },
     );
   }
-  return parsed.data.tokens.map((t, i) => ({
+  const tokens = parsed.data.tokens.map((t, i) => ({
     digest: Buffer.from(t.sha256.toLowerCase(), "hex"),
-    principal: { name: t.name ?? `${t.tenant}#${i}`, tenantId: t.tenant, roles: new Set(t.roles) },
+    principal: {
+      name: t.name ?? `${t.tenant}#${i}`,
+      tenantId: t.tenant,
+      roles: new Set(t.roles),
+      tokenId: createHash("sha256").update(t.sha256.toLowerCase()).digest("hex").slice(0, 12),
+      ...(t.rate !== undefined ? { rate: toTokenRate(t.rate) } : {}),
+    },
   }));
+  const tenants = new Map<string, TenantConfig>();
+  for (const [id, raw] of Object.entries(parsed.data.tenants ?? {})) {
+    tenants.set(
+      id,
+      toTenantConfig(raw, (p) => resolve(baseDir, p)),
+    );
+  }
+  return { tokens, tenants };
 }
 
 /** Reads and parses an auth file. */
-export function loadAuthFile(path: string): TokenEntry[] {
+export function loadAuthFile(path: string): AuthConfig {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
@@ -83,7 +132,7 @@ export function loadAuthFile(path: string): TokenEntry[] {
       cause: err,
     });
   }
-  return parseAuthConfig(text, path);
+  return parseAuthFile(text, path, dirname(resolve(path)));
 }
 
 function lineOf(text: string, offset: number): number {
@@ -100,11 +149,17 @@ export function hashToken(token: string): string {
 export interface Authenticator {
   /** The principal of an `Authorization` header value; throws EUNAUTHENTICATED. */
   authenticate(authorization: string | null | undefined): Principal;
+  /** What the auth file says about a tenant (its policy, retention, limits); {} if nothing. */
+  tenantConfig(tenantId: string): TenantConfig;
 }
 
 /** Authenticates bearer tokens against hashed entries. */
-export function createTokenAuthenticator(entries: readonly TokenEntry[]): Authenticator {
+export function createTokenAuthenticator(
+  entries: readonly TokenEntry[],
+  tenants: ReadonlyMap<string, TenantConfig> = new Map(),
+): Authenticator {
   return {
+    tenantConfig: (tenantId) => tenants.get(tenantId) ?? NO_TENANT_CONFIG,
     authenticate(authorization) {
       const m = /^Bearer[ \t]+(\S{1,4096})[ \t]*$/i.exec(authorization ?? "");
       if (m === null) {
@@ -132,5 +187,5 @@ export function createTokenAuthenticator(entries: readonly TokenEntry[]): Authen
 /** No authentication (agentd dev on a laptop): every caller is this one principal. */
 export function createOpenAuthenticator(tenantId = "default"): Authenticator {
   const principal: Principal = { name: "local", tenantId, roles: new Set(ROLES) };
-  return { authenticate: () => principal };
+  return { authenticate: () => principal, tenantConfig: () => NO_TENANT_CONFIG };
 }
