@@ -140,7 +140,12 @@ describe("attack: the pause snapshot keeps a file the run holds a secret in", ()
     const dir = mkdtempSync(join(tmpdir(), "agentd-attack-snap-"));
     try {
       const store = new FsArtifactStore(dir);
-      const info = await snapshotWorkspace(store, f.box, createRunSecrets([SECRET]));
+      const info = await snapshotWorkspace(
+        store,
+        f.box,
+        createRunSecrets([SECRET]),
+        f.run.taint ?? new Map(),
+      );
       const chunks: Buffer[] = [];
       for await (const c of store.read(info.digest)) chunks.push(Buffer.from(c));
       const tar = Buffer.concat(chunks).toString("latin1");
