@@ -170,7 +170,7 @@ async function tarEntries(digest: string): Promise<Map<string, string>> {
   const done = new Promise<void>((resolve, reject) => {
     extract.on("entry", (h, stream, next) => {
       const parts: Buffer[] = [];
-      stream.on("data", (c: Buffer) => parts.push(c));
+      stream.on("data", (c: unknown) => parts.push(c as Buffer));
       stream.on("end", () => {
         out.set(
           h.name.replace(/\/$/, ""),
