@@ -79,6 +79,7 @@ bench: build images image
 	node bench/hostile-input.ts
 	node bench/tool-started.ts
 	node bench/secret-containment.ts
+	node bench/runner-trees.ts
 	node bench/observability.ts
 	node bench/image.ts
 	node bench/egress.ts
