@@ -71,6 +71,7 @@ export async function resume(d: Drive): Promise<Next> {
         workerId: d.deps.workerId,
         epoch: BigInt(d.epoch),
         approvalId: lastResolvedApproval(d.events),
+        spanId: d.spanId ?? "",
       }),
     });
   } catch (err) {

@@ -59,6 +59,8 @@ export interface Drive {
   chosenImage?: RunImage;
   /** The drive made the container (not a previous owner's): it holds nothing of /cache. */
   freshBox: boolean;
+  /** This drive's `invoke_agent agentd` span id, recorded in its run.started/run.resumed. */
+  spanId?: string;
   /** The run's egress proxy, when its sandbox has an egress network (drive-egress.ts). */
   egress: RunEgress | undefined;
   kernelRun: KernelRun | undefined;

@@ -32,6 +32,7 @@ import { isTerminal } from "../projections/run-projection.ts";
 import { CACHE_ENV } from "../sandbox/cache-env.ts";
 import type { Sandbox, SandboxShape } from "../sandbox/port.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { emitLostDriveSpan } from "../telemetry/lost-drive-span.ts";
 import { observeQueueWait } from "../telemetry/run-clock.ts";
 import { startRunSpan } from "../telemetry/run-span.ts";
 import { type Drive, openDrive } from "./drive.ts";
@@ -42,6 +43,7 @@ import { rewound } from "./drive-rewound.ts";
 import { setupCalls, setupStep } from "./drive-setup.ts";
 import { start } from "./drive-start.ts";
 import { step } from "./drive-step.ts";
+import { lostDriveOf } from "./lost-drive.ts";
 import { redactError } from "./redacted-error.ts";
 
 export interface RunLimits {
@@ -135,6 +137,11 @@ export interface DriveSignals {
   stop: AbortSignal;
   /** Kill the running call now and release (the grace period ended, the lease is gone). */
   halt?: AbortSignal;
+  /**
+   * The run was taken over: the previous drive's lease lapsed (claim reason "takeover"), so
+   * it never closed its spans. This drive emits a stand-in for it (lost-drive-span.ts).
+   */
+  takeover?: boolean;
 }
 
 /**
@@ -152,14 +159,27 @@ export async function driveRun(
   const d = await openDrive(deps, runId, epoch, s);
   // A run ended while queued (cancelled) never waited for this drive.
   if (!isTerminal(d.run0.state)) observeQueueWait(d.events, claimedAt);
+  const trace = traceParentOf(d);
+  const lost = s.takeover === true ? lostDriveOf(d.events, epoch, claimedAt) : undefined;
+  const standIn =
+    lost === undefined
+      ? undefined
+      : emitLostDriveSpan({ runId, sessionId: d.sessionId, ...trace, ...lost }, claimedAt);
   const span = startRunSpan({
     runId,
     sessionId: d.sessionId,
-    ...traceParentOf(d),
+    ...trace,
     model: deps.model,
     workerId: deps.workerId,
     epoch,
+    ...(standIn === undefined
+      ? {}
+      : {
+          links: [{ context: standIn, attributes: { "agentd.link": "lost_drive" } }],
+          interrupted: lost?.interrupted ?? [],
+        }),
   });
+  d.spanId = span.spanId;
   try {
     if (isTerminal(d.run0.state)) {
       span.end("ended");

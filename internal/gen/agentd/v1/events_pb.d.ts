@@ -665,6 +665,15 @@ export declare type RunStarted = Message<"agentd.v1.RunStarted"> & {
    * @generated from field: string image_source = 8;
    */
   imageSource: string;
+
+  /**
+   * The span id (16 hex digits) of this drive's `invoke_agent agentd` span, in the run's
+   * trace (RunQueued.trace_parent); empty when tracing is off. A worker that takes the run
+   * over after this drive was lost links its own drive span to it.
+   *
+   * @generated from field: string span_id = 9;
+   */
+  spanId: string;
 };
 
 /**
@@ -740,6 +749,13 @@ export declare type RunResumed = Message<"agentd.v1.RunResumed"> & {
    * @generated from field: string approval_id = 3;
    */
   approvalId: string;
+
+  /**
+   * The span id of this drive's `invoke_agent agentd` span (as in RunStarted.span_id).
+   *
+   * @generated from field: string span_id = 4;
+   */
+  spanId: string;
 };
 
 /**
