@@ -117,6 +117,25 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     }
   });
 
+  it("--rate-limit (AGENTD_RATE_LIMIT): listed for server and dev, not worker; a bad rate names the flag", () => {
+    for (const cmd of ["server", "dev"])
+      assert.match(
+        agentd([cmd, "--help"]).stdout,
+        /^ {2}--rate-limit VALUE\n.*\(default off\)\n\s+env: AGENTD_RATE_LIMIT/m,
+        cmd,
+      );
+    assert.doesNotMatch(agentd(["worker", "--help"]).stdout, /--rate-limit/);
+    for (const bad of ["20", "0/s", "20/h", "20/s,burst=0"]) {
+      const r = agentd(["server", "--insecure-no-auth", "--rate-limit", bad]);
+      assert.equal(r.code, 2, `${bad}: ${r.stderr}`);
+      assert.match(
+        r.stderr,
+        /--rate-limit \(AGENTD_RATE_LIMIT\): .*(not a rate|above 0|burst)/,
+        bad,
+      );
+    }
+  });
+
   it("--artifact-store redis needs a Redis event log; a bad retention names the flag", () => {
     const dev = agentd(["dev", "--data-dir", join(dir, "d"), "--artifact-store", "redis"]);
     assert.equal(dev.code, 2, dev.stderr);

@@ -131,6 +131,7 @@ const SERVER_FLAGS: FlagName[] = [
   "export-config",
   "tls-cert",
   "tls-key",
+  "rate-limit",
   "log-level",
   "insecure-no-auth",
 ];
@@ -202,6 +203,7 @@ const DEV_FLAGS: FlagName[] = [
   "export-config",
   "tls-cert",
   "tls-key",
+  "rate-limit",
   "log-level",
 ];
 const FLAGS_OF = { server: SERVER_FLAGS, worker: WORKER_FLAGS, dev: DEV_FLAGS } as const;
@@ -381,6 +383,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       policy,
       workspace,
       corsOrigins: cfg["cors-origins"],
+      ...(cfg["rate-limit"] === undefined ? {} : { rateLimit: cfg["rate-limit"] }),
     });
     if (tls === undefined) server = createDualServer(app);
     else {
