@@ -43,7 +43,7 @@ export const FLAGS = {
   },
   "auth-file": {
     env: "AGENTD_AUTH_FILE",
-    help: "YAML file of sha256-hashed bearer tokens: tokens: [{sha256, tenant, roles}]",
+    help: "YAML file of sha256-hashed bearer tokens: tokens: [{sha256, tenant, roles}], and tenants: (their policy files, limits); a worker reads only its tenants: (docs/policy.md)",
     def: undefined,
   },
   "auth-tokens": {
