@@ -14,7 +14,7 @@ import { toConnectError } from "../api/errors.ts";
 import { authGate } from "../api/interceptors/auth.ts";
 import { edgeErrorGate } from "../api/interceptors/edge-errors.ts";
 import { errorInterceptor } from "../api/interceptors/errors.ts";
-import { rateLimitGate } from "../api/interceptors/rate-limit.ts";
+import { checkRate, rateLimitGate } from "../api/interceptors/rate-limit.ts";
 import { traceInterceptor } from "../api/interceptors/tracing.ts";
 import { registerRunService } from "../api/routes.ts";
 import {
@@ -103,10 +103,18 @@ export function createApp(opts: AppOptions): RequestHandler {
   const revocations = createStreamRevocations(auth);
   const access = opts.accessLog === undefined ? undefined : accessGate(opts.accessLog);
   const buckets = createTokenBuckets();
-  const limit = rateLimitGate({
-    buckets,
-    ...(opts.rateLimit === undefined ? {} : { fallback: opts.rateLimit }),
-  });
+  const rates = { buckets, ...(opts.rateLimit === undefined ? {} : { fallback: opts.rateLimit }) };
+  const limit = rateLimitGate(rates);
+  // The SSE streams are API calls too: limited like a stream's open, right after auth.
+  const sseAuth: Authenticator = {
+    ...auth,
+    authenticate(authorization) {
+      const principal = auth.authenticate(authorization);
+      const refusal = checkRate(rates, principal);
+      if (refusal !== undefined) throw refusal;
+      return principal;
+    },
+  };
   primeTenantSeries(auth.tenantIds?.() ?? []);
   const api = connectNodeAdapter({
     readMaxBytes: opts.maxRequestBytes ?? 8 * 1024 * 1024,
@@ -195,12 +203,12 @@ export function createApp(opts: AppOptions): RequestHandler {
         return;
       }
       if (url.pathname === WATCH_SSE_PATH && req.method === "GET")
-        return void serveWatchSse(deps, auth, req, res as unknown as Res, url, logError);
+        return void serveWatchSse(deps, sseAuth, req, res as unknown as Res, url, logError);
       const m = SSE_PATH.exec(url.pathname);
       if (m !== null && req.method === "GET") {
         void serveSse(
           deps,
-          auth,
+          sseAuth,
           req,
           res as unknown as Res,
           decodeURIComponent(m[1] as string),

@@ -32,6 +32,7 @@ const TOKENS: Record<string, [string, string]> = {
   "tok-web": ["acme", "{perSecond: 2, burst: 2}"],
   "tok-free": ["acme", "{perSecond: 100000, burst: 100000}"],
   "tok-default": ["globex", ""],
+  "tok-sse": ["acme", "{perSecond: 0.01, burst: 1}"],
 };
 
 before(async () => {
@@ -119,6 +120,19 @@ describe("per-token API rate limits, over a real server", { timeout: 240_000 }, 
     assert.equal(r.code, Code.ResourceExhausted);
     const delay = retryDelayMs(r);
     assert.ok(delay > 30_000 && delay <= 60_000, `retry in ≤ 60 s, got ${delay}`);
+  });
+
+  it("SSE streams count too: the second open within the rate is 429 with Retry-After", async () => {
+    const open = (path: string) =>
+      fetch(`${server.url}${path}`, { headers: { authorization: "Bearer tok-sse" } });
+    const first = await open("/v1/runs/01JDX2Q8Z5K3V7M9N1P4R6S8T0/events");
+    assert.equal(first.status, 404, "the first open is served (no such run)");
+    await first.body?.cancel();
+    const second = await open("/v1/events");
+    assert.equal(second.status, 429);
+    assert.equal((await second.json()).code, "resource_exhausted");
+    const after = Number(second.headers.get("retry-after"));
+    assert.ok(after > 50 && after <= 100, `Retry-After ${after} s for 0.01/s`);
   });
 
   it("health is never limited, even for a caller that is", async () => {
