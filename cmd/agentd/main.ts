@@ -516,6 +516,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       createKernel({
         log,
         policy: () => tenantPolicies.forTenant(t).policy,
+        policySource: () => tenantPolicies.forTenant(t).source,
         secretProviders: secretProviders(tenantPolicies.forTenant(t).policy),
         trustCounters,
         artifacts,

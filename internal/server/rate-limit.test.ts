@@ -130,7 +130,7 @@ describe("per-token API rate limits, over a real server", { timeout: 240_000 }, 
     await first.body?.cancel();
     const second = await open("/v1/events");
     assert.equal(second.status, 429);
-    assert.equal((await second.json()).code, "resource_exhausted");
+    assert.equal(((await second.json()) as { code: string }).code, "resource_exhausted");
     const after = Number(second.headers.get("retry-after"));
     assert.ok(after > 50 && after <= 100, `Retry-After ${after} s for 0.01/s`);
   });

@@ -140,15 +140,12 @@ export async function serveSseStream(
     const field = err instanceof AgentdError ? err.field : undefined;
     // A rate limit's RetryInfo is also an HTTP Retry-After (whole seconds, rounded up).
     const delay = ce.findDetails(RetryInfoSchema)[0]?.retryDelay;
-    const retryAfter =
-      delay === undefined
-        ? {}
-        : {
-            "retry-after": String(
-              Math.max(1, Math.ceil(Number(delay.seconds) + delay.nanos / 1e9)),
-            ),
-          };
-    res.writeHead(codeToHttpStatus(ce.code), { "content-type": "application/json", ...retryAfter });
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (delay !== undefined)
+      headers["retry-after"] = String(
+        Math.max(1, Math.ceil(Number(delay.seconds) + delay.nanos / 1e9)),
+      );
+    res.writeHead(codeToHttpStatus(ce.code), headers);
     res.end(JSON.stringify({ code: codeToString(ce.code), message: ce.rawMessage, field }));
   } finally {
     clearInterval(keepalive);
