@@ -122,6 +122,19 @@ describe("per-token API rate limits, over a real server", { timeout: 240_000 }, 
     assert.ok(delay > 30_000 && delay <= 60_000, `retry in ≤ 60 s, got ${delay}`);
   });
 
+  it("the check comes before the body is read: an exhausted token's 9 MiB body is refused for its rate", async () => {
+    const body = Buffer.alloc(9 * 1024 * 1024, 0x20); // whitespace: valid JSON padding
+    const res = await fetch(`${server.url}/agentd.v1.RunService/ListRuns`, {
+      method: "POST",
+      headers: { authorization: "Bearer tok-default", "content-type": "application/json" },
+      body,
+    });
+    assert.equal(res.status, 429);
+    const err = (await res.json()) as { code: string; message: string };
+    assert.equal(err.code, "resource_exhausted");
+    assert.match(err.message, /rate limit/);
+  });
+
   it("SSE streams count too: the second open within the rate is 429 with Retry-After", async () => {
     const open = (path: string) =>
       fetch(`${server.url}${path}`, { headers: { authorization: "Bearer tok-sse" } });
