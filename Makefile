@@ -84,6 +84,7 @@ bench: build images image
 	node bench/image.ts
 	node bench/egress.ts
 	node bench/console.ts
+	node bench/rate-limit.ts
 	node bench/repos.ts --rounds 3
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox

@@ -52,7 +52,7 @@ import { RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
 import { FileIdempotencyStore } from "../../internal/idempotency/file-idempotency.ts";
 import type { IdempotencyStore } from "../../internal/idempotency/port.ts";
 import { RedisIdempotencyStore } from "../../internal/idempotency/redis-idempotency.ts";
-import { createKernel } from "../../internal/kernel/kernel.ts";
+import { createKernel, type Kernel } from "../../internal/kernel/kernel.ts";
 import { formatPolicyIssues, readPolicyFile } from "../../internal/kernel/policy-loader.ts";
 import type { Policy } from "../../internal/kernel/policy-schema.ts";
 import { createPolicyStore } from "../../internal/kernel/policy-store.ts";
@@ -61,6 +61,10 @@ import {
   createFileSecretProvider,
   type SecretProvider,
 } from "../../internal/kernel/secrets.ts";
+import {
+  createTenantPolicies,
+  type TenantPolicies,
+} from "../../internal/kernel/tenant-policies.ts";
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
@@ -94,7 +98,11 @@ import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { registerStoreGauges } from "../../internal/telemetry/store-gauges.ts";
 import { versionLine } from "../../internal/version/version.ts";
 import { type PresenceBeat, startPresenceBeat } from "../../internal/worker/presence-beat.ts";
-import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
+import {
+  DEFAULT_RUN_LIMITS,
+  sandboxShape,
+  type TenantDriverDeps,
+} from "../../internal/worker/run-driver.ts";
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 import { crashPointFrom } from "./crash-at.ts";
@@ -131,12 +139,15 @@ const SERVER_FLAGS: FlagName[] = [
   "export-config",
   "tls-cert",
   "tls-key",
+  "rate-limit",
   "log-level",
   "insecure-no-auth",
 ];
 const WORKER_FLAGS: FlagName[] = [
   "listen",
   "event-log",
+  "auth-file",
+  "auth-tokens",
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
@@ -202,6 +213,7 @@ const DEV_FLAGS: FlagName[] = [
   "export-config",
   "tls-cert",
   "tls-key",
+  "rate-limit",
   "log-level",
 ];
 const FLAGS_OF = { server: SERVER_FLAGS, worker: WORKER_FLAGS, dev: DEV_FLAGS } as const;
@@ -327,6 +339,21 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const tls = tlsFiles(cfg);
   if (auth !== undefined && "reload" in auth)
     reloads.push(() => void (auth as ReloadableAuth).reload());
+  // Tenants' own policy files (the auth file's tenants map): a worker reads the auth file
+  // for them alone. Broken at start: refused, naming the tenant, file and line.
+  const tenantAuth = auth ?? (mode === "worker" ? workerTenantAuth(cfg, logger) : undefined);
+  if (auth === undefined && tenantAuth !== undefined && "reload" in tenantAuth)
+    reloads.push(() => void (tenantAuth as ReloadableAuth).reload());
+  if (mode === "worker" && tenantAuth === undefined)
+    logger.info("no --auth-file: every tenant's runs use the server's policy (--policy)");
+  const tenantPolicies = createTenantPolicies({
+    server: policy,
+    files: () => policyFiles(tenantAuth),
+    logger,
+    watch: (path, onChange) => watchFile(path, onChange),
+  });
+  reloads.push(() => tenantPolicies.reload());
+  (tenantAuth as Partial<ReloadableAuth> | undefined)?.onReload?.(() => tenantPolicies.sync());
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const built = await buildEventLog(eventLogUrl, cfg);
   const { artifactDir, queue, presence, idempotency, closeAll } = built;
@@ -354,7 +381,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       admission,
       idempotency,
       cancelWaitMs: cfg["cancel-wait-ms"],
-      policy: () => policy.current(),
+      policy: (tenantId: string) => tenantPolicies.forTenant(tenantId).policy,
       budgetMax: {
         maxTokens: cfg["max-run-tokens"],
         maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
@@ -381,6 +408,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       policy,
       workspace,
       corsOrigins: cfg["cors-origins"],
+      ...(cfg["rate-limit"] === undefined ? {} : { rateLimit: cfg["rate-limit"] }),
     });
     if (tls === undefined) server = createDualServer(app);
     else {
@@ -484,6 +512,16 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       trustCounters,
       artifacts,
     });
+    const forTenant = tenantDriverDeps(tenantPolicies, (t) =>
+      createKernel({
+        log,
+        policy: () => tenantPolicies.forTenant(t).policy,
+        policySource: () => tenantPolicies.forTenant(t).source,
+        secretProviders: secretProviders(tenantPolicies.forTenant(t).policy),
+        trustCounters,
+        artifacts,
+      }),
+    );
     worker = createWorker({
       queue,
       workerId,
@@ -498,6 +536,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         artifacts,
         policy: () => policy.current(),
         secretProviders: secretProviders(policy.current()),
+        forTenant,
         logger,
         skillsDir: cfg["skills-dir"],
         systemPrompt: SYSTEM_PROMPT,
@@ -569,7 +608,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   });
   process.off("SIGHUP", reloadPolicy);
   policyWatch?.close();
-  if (auth !== undefined && "close" in auth) (auth as ReloadableAuth).close();
+  tenantPolicies.close();
+  if (tenantAuth !== undefined && "close" in tenantAuth) (tenantAuth as ReloadableAuth).close();
   stopping = true; // /readyz of the health port answers 503 from now on
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
@@ -790,6 +830,52 @@ function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Swe
 }
 
 let openAuth: Authenticator | undefined;
+
+/** Each tenant's policy file, as the auth file says now. */
+function policyFiles(auth: Authenticator | undefined): ReadonlyMap<string, string> {
+  const files = new Map<string, string>();
+  for (const id of auth?.tenantIds?.() ?? []) {
+    const path = auth?.tenantConfig(id).policy;
+    if (path !== undefined) files.set(id, path);
+  }
+  return files;
+}
+
+/**
+ * A drive's tenant deps: the tenant's policy and a kernel deciding by it, for tenants with
+ * a policy file of their own (one kernel each, made on first use); undefined otherwise.
+ */
+function tenantDriverDeps(
+  policies: TenantPolicies,
+  kernelFor: (tenantId: string) => Kernel,
+): (tenantId: string) => TenantDriverDeps | undefined {
+  const kernels = new Map<string, Kernel>();
+  return (tenantId) => {
+    const chosen = policies.forTenant(tenantId);
+    if (chosen.source === "server") return undefined;
+    let kernel = kernels.get(tenantId);
+    if (kernel === undefined) {
+      kernel = kernelFor(tenantId);
+      kernels.set(tenantId, kernel);
+    }
+    return {
+      policy: () => policies.forTenant(tenantId).policy,
+      kernel,
+      secretProviders: secretProviders(chosen.policy),
+      describe: { source: chosen.source, path: chosen.path },
+    };
+  };
+}
+
+/** A worker's auth file, read for its tenants' policies only (it serves no API). */
+function workerTenantAuth(cfg: Config, logger: Logger): Authenticator | undefined {
+  if (cfg["auth-file"] !== undefined) return createReloadableAuth(cfg["auth-file"], logger);
+  if (cfg["auth-tokens"] !== undefined) {
+    const file = parseAuthFile(cfg["auth-tokens"], "AGENTD_AUTH_TOKENS");
+    return createTokenAuthenticator(file.tokens, file.tenants);
+  }
+  return undefined;
+}
 
 function buildAuth(cfg: Config, mode: Mode, logger: Logger): Authenticator {
   // Reloaded on SIGHUP and when the file changes: tokens rotate without a restart.

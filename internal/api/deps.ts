@@ -36,10 +36,11 @@ export interface ApiDeps {
    */
   cancelWaitMs?: number;
   /**
-   * The policy in force: CreateRun checks a requested image against its sandbox.images
-   * (INVALID_ARGUMENT naming `image`). Without one, an image is checked by the worker only.
+   * The policy in force for a tenant (its own file, else the server's): CreateRun checks a
+   * requested image against its sandbox.images (INVALID_ARGUMENT naming `image`). Without
+   * one, an image is checked by the worker only.
    */
-  policy?: () => Policy;
+  policy?: (tenantId: string) => Policy;
 }
 
 export interface BudgetMax {

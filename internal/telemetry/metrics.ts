@@ -7,8 +7,9 @@
  *
  * One registry per process (counters are incremented by whoever appends an event, so a
  * process running server and worker counts each event once). Label values are bounded:
- * free-form ones (tool names, policy rules, models) go through `bounded()`. Must never: use a
- * run id, tenant id, path, secret or any input as a label value.
+ * free-form ones (tool names, policy rules, models) go through `bounded()`. Tenant ids are
+ * label values only where the auth file names them (configuration, not input). Must never:
+ * use a run id, path, secret or any input as a label value.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { agentdVersion } from "../version/version.ts";
@@ -195,6 +196,12 @@ export const metrics = {
     name: "agentd_export_lag_seconds",
     help: "Age of the event a sink delivered last, at its delivery; 0 once the sink has read the whole feed. By sink.",
     labelNames: ["sink"],
+    registers: reg,
+  }),
+  apiRequestsLimited: new Counter({
+    name: "agentd_api_requests_limited_total",
+    help: "API calls refused with RESOURCE_EXHAUSTED by this process's per-token rate limit (--rate-limit, a token's rate:), by tenant (the auth file's tenants only).",
+    labelNames: ["tenant"],
     registers: reg,
   }),
 };

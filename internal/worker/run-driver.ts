@@ -84,6 +84,13 @@ export interface DriverDeps {
   sandbox: Sandbox;
   artifacts: ArtifactStore;
   policy: () => Policy;
+  /**
+   * The run's tenant's policy and the kernel that decides by it (a tenant with a policy
+   * file of its own); without it, or when it answers undefined, `policy` and `kernel`.
+   * Asked once per drive, from the run's tenant: any worker that drives the run (a resume,
+   * a takeover) answers the same way.
+   */
+  forTenant?: (tenantId: string) => TenantDriverDeps | undefined;
   /** Where the run's secret values come from (for redaction across the whole run). */
   secretProviders?: SecretProvider[];
   /** Directory of the server's skills. */
@@ -111,6 +118,16 @@ export interface DriverDeps {
   egress?: DriveEgressOptions;
   logger?: Logger;
   now?: () => number;
+}
+
+/** What differs per tenant in a drive: its policy and the kernel deciding by it. */
+export interface TenantDriverDeps {
+  policy: () => Policy;
+  kernel: Kernel;
+  /** Where the run's secret values come from (the tenant policy's providers). */
+  secretProviders?: SecretProvider[];
+  /** Which policy decides ("tenant": the tenant's own file), for the drive's log line. */
+  describe: { source: "tenant" | "server"; path: string };
 }
 
 /** "released": the worker is stopping; the run is left at a step boundary for another worker. */
