@@ -245,6 +245,7 @@ export class RedisEventLog implements EventLog {
     group.forEach((p, i) => {
       const reply = replies[i];
       if (reply?.[0] === "OK") p.resolve({ kind: "ok" });
+      else if (reply?.[0] === "DELETED") p.resolve({ kind: "deleted" });
       else if (reply?.[0] === "ENDED") {
         p.resolve({
           kind: "conflict",
@@ -326,12 +327,18 @@ export class RedisEventLog implements EventLog {
   async heads(runIds: readonly string[]): Promise<(RunHead | undefined)[]> {
     if (runIds.length === 0) return [];
     const pipe = this.#client.pipeline();
-    for (const id of runIds)
+    for (const id of runIds) {
       pipe.hmget(this.#metaKey(id), "tenant", "session", "seq", "hash", "epoch", "ended");
+      pipe.exists(this.#keys.tombstone(id));
+    }
     const results = (await wrap(pipe.exec())) ?? [];
     return runIds.map((runId, i) => {
-      const [err, row] = results[i] ?? [null, null];
+      const [err, row] = results[2 * i] ?? [null, null];
       if (err) throw redisError(err);
+      const [terr, deleted] = results[2 * i + 1] ?? [null, 0];
+      if (terr) throw redisError(terr);
+      // A run whose deletion began is gone for every reader at once (internal/lifecycle).
+      if (deleted === 1) return undefined;
       const [tenant, session, seq, hash, epoch, ended] = (row ?? []) as (string | null)[];
       if (!seq || seq === "0") return undefined;
       const head: RunHead = {
