@@ -62,6 +62,10 @@ import {
   type SecretProvider,
 } from "../../internal/kernel/secrets.ts";
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
+import { finishPending, type RunDeletionDeps } from "../../internal/lifecycle/delete-run.ts";
+import { FileRunDeletion } from "../../internal/lifecycle/file-run-deletion.ts";
+import type { RunDeletionStore } from "../../internal/lifecycle/port.ts";
+import { RedisRunDeletion } from "../../internal/lifecycle/redis-run-deletion.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
 import { connectRedis, createRedisClient } from "../../internal/redisconn/connect.ts";
@@ -341,9 +345,16 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
+  // Run deletion: DeleteRun, PurgeTenant (and the retention sweeper) — internal/lifecycle.
+  const deletion: RunDeletionDeps = {
+    store: built.deletion,
+    artifacts: [artifacts],
+    dropCached: (runId) => runs.drop(runId),
+  };
 
   let server: DualServer | undefined;
   let sweeper: Sweep | undefined;
+  let deletionFinisher: Sweep | undefined;
   let exporter: Exporter | undefined;
   if (auth !== undefined) {
     const deps = {
@@ -353,6 +364,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       queue,
       admission,
       idempotency,
+      deletion,
       cancelWaitMs: cfg["cancel-wait-ms"],
       policy: () => policy.current(),
       budgetMax: {
@@ -417,6 +429,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       "listening",
     );
     sweeper = startApprovalSweep(deps, cfg["approval-sweep-ms"], logger);
+    deletionFinisher = startDeletionFinisher(deletion, logger);
     if (exports.sinks.length > 0) {
       const state = built.exportState;
       exporter = startExporter(exports.sinks, {
@@ -575,6 +588,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   clearInterval(reaper);
   beat?.stop();
   await sweeper?.stop();
+  await deletionFinisher?.stop();
   await exporter?.stop();
   await worker?.stop(cfg["shutdown-grace-ms"]);
   await sandbox?.close();
@@ -755,6 +769,22 @@ interface Sweep {
  * Every `everyMs`, the queue's paused runs are swept (sweepPausedRuns): approvals past their
  * expiry are denied and their runs re-enqueued. One sweep at a time; off when 0.
  */
+/**
+ * Finishes deletions a killed process left half done (a tombstone without its purge): once
+ * at start, then every DELETION_FINISH_MS. Any server may; two at once do the same steps.
+ */
+const DELETION_FINISH_MS = 60_000;
+function startDeletionFinisher(deletion: RunDeletionDeps, logger: Logger): Sweep {
+  const once = () =>
+    finishPending(deletion)
+      .then((n) => n > 0 && logger.info({ runs: n }, "finished interrupted run deletions"))
+      .catch((err: unknown) => logger.warn({ err }, "finishing interrupted run deletions failed"));
+  void once();
+  const timer = setInterval(once, DELETION_FINISH_MS);
+  timer.unref();
+  return { stop: async () => clearInterval(timer) };
+}
+
 function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Sweep {
   if (everyMs <= 0) return { stop: async () => undefined };
   const abort = new AbortController();
@@ -819,6 +849,8 @@ async function buildEventLog(
   /** Which workers are alive (their warm sandboxes are reaped when they are not). */
   presence: WorkerPresence;
   idempotency: IdempotencyStore;
+  /** Run deletion's storage side (lifecycle/): the tombstone, the pieces. */
+  deletion: RunDeletionStore;
   exportState: ExportState;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
   redis?: Redis;
@@ -830,6 +862,9 @@ async function buildEventLog(
     const log = await openFileEventLog({ dir });
     // One process owns the embedded log, so its queue lives in that process too.
     const queue = new MemoryRunQueue({ log, ...schedule });
+    const idempotency = new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` });
+    const deletion = new FileRunDeletion({ log, queue, idempotency });
+    await deletion.expire();
     return {
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
@@ -837,7 +872,8 @@ async function buildEventLog(
       // The queue dies with this process; the next start requeues the log's open runs.
       admission: new SequentialRunAdmission(log, queue),
       presence: new MemoryWorkerPresence(),
-      idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
+      idempotency,
+      deletion,
       exportState: new FileExportState(`${dir}/export`),
       closeAll: async () => {
         await queue.close();
@@ -864,6 +900,7 @@ async function buildEventLog(
   };
   const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"], replicaWait });
   const queue = new RedisRunQueue({ client, prefix: cfg["redis-prefix"], ...schedule });
+  const idempotency = new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] });
   return {
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
@@ -875,7 +912,8 @@ async function buildEventLog(
       ...schedule,
     }),
     presence: new RedisWorkerPresence({ client, prefix: cfg["redis-prefix"] }),
-    idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
+    idempotency,
+    deletion: new RedisRunDeletion({ client, prefix: cfg["redis-prefix"], idempotency }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
     redis: client,
     closeAll: async () => {
