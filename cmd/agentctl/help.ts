@@ -48,6 +48,13 @@ export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
   help: { type: "boolean", short: "h", help: "show this help" },
 };
 
+/** verify and replay: read a run's archive directory instead of a server. */
+const ARCHIVE_FLAG: FlagSpec = {
+  type: "string",
+  arg: "PATH",
+  help: "a run's archive directory (DIR/<tenant>/<run>): work offline from it, verified first",
+};
+
 /** -o/--output, on every command that prints a resource (internal/cli/output/). */
 const OUTPUT_FLAG: FlagSpec = {
   type: "string",
@@ -322,8 +329,12 @@ off a terminal, colors on one), without waiting for anything and without asking:
 show as they were requested and resolved. A run that has not ended is rendered as far as
 it got (exit 3).
 
+--archive PATH renders a run from its archive directory (agentd --archive-dir, DIR/<tenant>/<run>)
+offline: no server, no token; the archive is verified whole first (exit 1 naming the file
+and the problem when it does not verify). RUN may then be left out.
+
 Exit: 0 completed, 1 failed, 2 cancelled, 3 not ended yet, 4 request failed.`,
-    flags: {},
+    flags: { archive: ARCHIVE_FLAG },
   },
   {
     name: "verify",
@@ -340,8 +351,15 @@ the stored log still holds that event: a log that lost events after it (Redis lo
 acknowledged writes) fails, naming the seq after which events were lost. A log holding a
 log.rewound record (the loss recorded by the worker that found it) fails the same way.
 
+--archive PATH verifies a run's archive directory (agentd --archive-dir, DIR/<tenant>/<run>)
+offline: no server, no token. Besides the chain, every file is checked against the
+manifest (sizes, sha256, no symlinks, nothing unlisted, no path outside the directory)
+and the chain must end at head.json's head; the first problem is named by file. RUN may
+then be left out (given, it must be the archive's run).
+
 Exit: 0 the chain holds, 1 it is broken or lost events (the seq is named), 4 request failed.`,
     flags: {
+      archive: ARCHIVE_FLAG,
       head: {
         type: "string",
         arg: "SEQ:HASH",

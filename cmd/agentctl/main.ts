@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve as pathResolve } from "node:path";
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { create, toJson } from "@bufbuild/protobuf";
@@ -23,6 +23,9 @@ import {
 import { sendWorkspace } from "../../clients/typescript/src/upload.ts";
 import { toLabelValue } from "../../internal/api/labels.ts";
 import { RUN_REUSED_HEADER } from "../../internal/api/reused-header.ts";
+import { archiveClient } from "../../internal/archive/archive-client.ts";
+import { ArchiveError } from "../../internal/archive/archive-files.ts";
+import { type OpenedArchive, openArchive } from "../../internal/archive/open-archive.ts";
 import { mayRace, nudgeResume, resolve } from "../../internal/cli/approval.ts";
 import {
   CliError,
@@ -229,6 +232,7 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
     stdout.write(commandHelp(spec));
     return EXIT.OK;
   }
+  if (parsed.values.archive !== undefined) return fromArchive(spec, parsed, signal);
   if (parsed.positionals.length !== spec.args.length) {
     throw new UsageError(
       spec.args.length === 0
@@ -942,6 +946,49 @@ async function artifactGetCmd(c: Ctx): Promise<number> {
   }
   info(`wrote ${meta.name} (${formatBytes(data.byteLength)}, sha256 ${meta.digest}) to ${outFile}`);
   return EXIT.OK;
+}
+
+/**
+ * verify/replay --archive PATH: offline, from a run's archive directory. The archive is
+ * verified whole first (internal/archive/open-archive.ts); a bad one exits 1 naming the
+ * file and the problem. Then the command runs as usual against the archive's RunService,
+ * in process (internal/archive/archive-client.ts).
+ */
+async function fromArchive(
+  spec: CommandSpec,
+  parsed: { values: Values; positionals: string[] },
+  signal: AbortSignal,
+): Promise<number> {
+  const path = pathResolve(str(parsed.values, "archive") as string);
+  if (parsed.positionals.length > 1)
+    throw new UsageError("with --archive give at most the RUN argument", spec.name);
+  let archive: OpenedArchive;
+  try {
+    archive = await openArchive(path);
+  } catch (err) {
+    if (!(err instanceof ArchiveError)) throw err;
+    stdout.write(`${spec.name === "verify" ? "BROKEN: " : ""}${err.message}\n`);
+    return EXIT.FAILED;
+  }
+  const runId = archive.manifest.runId;
+  const given = parsed.positionals[0];
+  if (given !== undefined && given !== runId)
+    throw new UsageError(`the archive holds run ${runId}, not ${given}`, spec.name);
+  about.runId = runId;
+  info(
+    `agentctl: archive ${path}: ${archive.manifest.files.length} files verified against its manifest`,
+  );
+  const ctx: Ctx = {
+    spec,
+    values: parsed.values,
+    args: [runId],
+    ep: { url: `file://${path}`, addrSource: "--addr", token: undefined, tokenSource: undefined },
+    client: archiveClient(archive),
+    signal,
+    about,
+    output: outputFormatOf(parsed.values, spec.name),
+  };
+  return (await HANDLERS[spec.name]?.(ctx)) ?? EXIT.USAGE;
 }
 
 const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {

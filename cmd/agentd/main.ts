@@ -16,6 +16,9 @@ import type { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
+import { ArchiveFallbackLog } from "../../internal/archive/archive-fallback-log.ts";
+import { ArchiveShelf } from "../../internal/archive/archive-shelf.ts";
+import { archiveBeforeDelete } from "../../internal/archive/write-archive.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
 import type { ArtifactStore } from "../../internal/artifacts/port.ts";
 import { RedisArtifactStore } from "../../internal/artifacts/redis-artifact-store.ts";
@@ -111,6 +114,7 @@ const SERVER_FLAGS: FlagName[] = [
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
+  "archive-dir",
   "redis-prefix",
   "cors-origins",
   "max-request-bytes",
@@ -175,6 +179,7 @@ const DEV_FLAGS: FlagName[] = [
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
+  "archive-dir",
   "cors-origins",
   "max-request-bytes",
   "max-workspace-bytes",
@@ -345,11 +350,18 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
+  // --archive-dir: runs are archived before deletion, and the API serves archived runs
+  // read-only for runs the log no longer holds (internal/archive, docs/operations.md).
+  const archive = buildArchive(cfg, log, artifacts);
+  const apiRuns = archive === undefined ? runs : new RunProjectionCache({ log: archive.served });
   // Run deletion: DeleteRun, PurgeTenant (and the retention sweeper) — internal/lifecycle.
   const deletion: RunDeletionDeps = {
     store: built.deletion,
     artifacts: [artifacts],
-    dropCached: (runId) => runs.drop(runId),
+    dropCached: (runId) => {
+      runs.drop(runId);
+      apiRuns.drop(runId);
+    },
   };
 
   let server: DualServer | undefined;
@@ -358,13 +370,16 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   let exporter: Exporter | undefined;
   if (auth !== undefined) {
     const deps = {
-      log,
-      runs,
+      log: archive?.served ?? log,
+      runs: apiRuns,
       artifacts,
       queue,
       admission,
       idempotency,
       deletion,
+      ...(archive === undefined
+        ? {}
+        : { archive: archive.served, beforeDelete: archive.beforeDelete }),
       cancelWaitMs: cfg["cancel-wait-ms"],
       policy: () => policy.current(),
       budgetMax: {
@@ -769,6 +784,26 @@ interface Sweep {
  * Every `everyMs`, the queue's paused runs are swept (sweepPausedRuns): approvals past their
  * expiry are denied and their runs re-enqueued. One sweep at a time; off when 0.
  */
+/**
+ * --archive-dir: the hook that archives a run before its deletion, and the log the API
+ * serves from (the live log, then the archives for runs it no longer holds).
+ */
+function buildArchive(
+  cfg: Config,
+  log: EventLog,
+  artifacts: ArtifactStore,
+):
+  | { served: ArchiveFallbackLog; beforeDelete: (tenantId: string, runId: string) => Promise<void> }
+  | undefined {
+  const raw = cfg["archive-dir"];
+  if (raw === undefined) return undefined;
+  const dir = resolve(raw);
+  return {
+    served: new ArchiveFallbackLog(new ArchiveShelf({ dir }), log),
+    beforeDelete: archiveBeforeDelete({ log, artifacts, dir }),
+  };
+}
+
 /**
  * Finishes deletions a killed process left half done (a tombstone without its purge): once
  * at start, then every DELETION_FINISH_MS. Any server may; two at once do the same steps.

@@ -10,6 +10,7 @@ import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
 import type { CreateRunCrashPoint } from "./crash-points.ts";
+import type { ArchivedRuns } from "./interceptors/archived-read-only.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
 
 export interface ApiDeps {
@@ -45,6 +46,12 @@ export interface ApiDeps {
   deletion?: RunDeletionDeps;
   /** Called before a run is deleted (the archive plugs in here); a throw keeps the run. */
   beforeDelete?: (tenantId: string, runId: string) => Promise<void>;
+  /**
+   * Runs served read-only from their archives (`--archive-dir`): `log` answers from them for
+   * runs it no longer holds; this finds one for GetArtifact and the write refusals. Absent:
+   * no archives are served.
+   */
+  archive?: ArchivedRuns;
 }
 
 export interface BudgetMax {

@@ -16,7 +16,6 @@ import type {
   RunHead,
   RunIdPage,
 } from "../eventlog/port.ts";
-import type { ArchiveShelf } from "./archive-shelf.ts";
 import type { OpenedArchive } from "./open-archive.ts";
 
 /** The error of any write to an archived run, naming the run and what was refused. */
@@ -25,6 +24,12 @@ export function archivedReadOnly(runId: string, what: string): AgentdError {
     "ECONFLICT",
     `run ${runId} is archived and served read-only from its archive: ${what} is refused`,
   );
+}
+
+/** Where a run's archive is found (archive-shelf.ts; one given archive offline). */
+export interface ArchiveFinder {
+  /** The run's verified archive, or undefined; throws when one exists but does not verify. */
+  find(runId: string): Promise<OpenedArchive | undefined>;
 }
 
 function headOf(a: OpenedArchive): RunHead {
@@ -43,10 +48,10 @@ function headOf(a: OpenedArchive): RunHead {
 export class ArchiveFallbackLog implements EventLog {
   readonly kind: string;
   readonly #live: EventLog | undefined;
-  readonly #shelf: ArchiveShelf;
+  readonly #shelf: ArchiveFinder;
 
   /** @param live the live log; undefined: archives only (offline). */
-  constructor(shelf: ArchiveShelf, live?: EventLog) {
+  constructor(shelf: ArchiveFinder, live?: EventLog) {
     this.#live = live;
     this.#shelf = shelf;
     this.kind = live?.kind ?? "archive";

@@ -200,8 +200,8 @@ export async function openArchive(dir: string): Promise<OpenedArchive> {
   for (const p of present)
     if (!listed.has(p)) throw new ArchiveError(dir, p, "is not listed in the manifest");
   const blobs = new Map<string, number>();
-  let eventBytes = Buffer.alloc(0);
-  let headBytes = Buffer.alloc(0);
+  let eventBytes: Buffer = Buffer.alloc(0);
+  let headBytes: Buffer = Buffer.alloc(0);
   for (const f of manifest.files) {
     if (!present.has(f.path))
       throw new ArchiveError(dir, f.path, "is missing (the manifest lists it)");
