@@ -6,7 +6,7 @@
  */
 import { egressProblem } from "../../internal/sandbox/egress-preflight.ts";
 import "./empty-env.ts"; // first: before the AI SDK loads
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { text } from "node:stream/consumers";
@@ -798,6 +798,15 @@ function buildArchive(
   const raw = cfg["archive-dir"];
   if (raw === undefined) return undefined;
   const dir = resolve(raw);
+  // Checked at start, not at the first deletion: a wrong path is a configuration error.
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o750 });
+    if (!statSync(dir).isDirectory()) throw new Error("it is not a directory");
+  } catch (err) {
+    throw new UsageError(
+      `--archive-dir (AGENTD_ARCHIVE_DIR): cannot use ${dir} as the archive directory: ${(err as Error).message}`,
+    );
+  }
   return {
     served: new ArchiveFallbackLog(new ArchiveShelf({ dir }), log),
     beforeDelete: archiveBeforeDelete({ log, artifacts, dir }),

@@ -9,7 +9,7 @@
  * partial archive under the final name.
  */
 import { randomBytes } from "node:crypto";
-import { lstat, mkdir, rename, rm } from "node:fs/promises";
+import { lstat, mkdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { AgentdError } from "../errors.ts";
@@ -58,10 +58,14 @@ export function archivePathOf(dir: string, tenantId: string, runId: string): str
   return join(dir, tenantId, runId);
 }
 
-/** Refuses a path component that exists and is a symlink (it could lead writes elsewhere). */
-async function realDirectory(path: string): Promise<void> {
+/**
+ * Creates a directory when missing and refuses one that is not a directory. `DIR` itself
+ * may be a symlink (the operator's choice); a tenant directory inside it may not (it could
+ * lead writes elsewhere).
+ */
+async function realDirectory(path: string, follow = false): Promise<void> {
   await mkdir(path, { recursive: true, mode: 0o750 });
-  const st = await lstat(path);
+  const st = follow ? await stat(path) : await lstat(path);
   if (st.isSymbolicLink() || !st.isDirectory())
     throw new AgentdError("EIO", `archive directory ${path} is not a directory (a symlink?)`);
 }
@@ -183,7 +187,7 @@ export async function archiveRun(
   if (head.ended === undefined)
     throw new AgentdError("ECONFLICT", `run ${runId} has not ended: only an ended run is archived`);
   const parent = join(deps.dir, tenantId);
-  await realDirectory(deps.dir);
+  await realDirectory(deps.dir, true);
   await realDirectory(parent);
   if ((await lstat(path).catch(() => undefined)) !== undefined) return verifyExisting(path, head);
   const events = await eventsOf(deps.log, head);
