@@ -10,6 +10,7 @@ import { kPrincipal } from "../api/context.ts";
 import { archivedReadOnlyInterceptor } from "../api/interceptors/archived-read-only.ts";
 import { errorInterceptor } from "../api/interceptors/errors.ts";
 import { registerRunService } from "../api/routes.ts";
+import type { Role } from "../auth/tokens.ts";
 import { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { RunProjectionCache } from "../projections/run-cache.ts";
 import { ArchiveBlobStore } from "./archive-blob-store.ts";
@@ -32,7 +33,7 @@ export function archiveClient(archive: OpenedArchive) {
     req.contextValues.set(kPrincipal, {
       name: "archive",
       tenantId: archive.head.tenantId,
-      roles: new Set(["read"]),
+      roles: new Set<Role>(["read"]),
     });
     return next(req);
   };
