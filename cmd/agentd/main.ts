@@ -350,6 +350,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     store: built.deletion,
     artifacts: [artifacts],
     dropCached: (runId) => runs.drop(runId),
+    ...(crashPoint === undefined ? {} : { crashPoint }),
   };
 
   let server: DualServer | undefined;
