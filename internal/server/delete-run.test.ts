@@ -396,7 +396,12 @@ describe("DeleteRun", { timeout: 240_000 }, () => {
     await worker.finish(run.runId);
     await del(run.runId);
     await assert.rejects(
-      log.append({ runId: run.runId, sessionId: run.sessionId, payload: completed() }),
+      log.append({
+        runId: run.runId,
+        sessionId: run.sessionId,
+        tenantId: "acme",
+        payload: completed(),
+      }),
       /was deleted/,
     );
     await assertStreamGone(r, run.runId);
