@@ -383,6 +383,52 @@ a few seconds (agentctl get RUN shows it).`,
     },
   },
   {
+    name: "delete",
+    args: ["RUN"],
+    summary: "delete an ended run for good",
+    details: withOutput(
+      `Deletes an ended run and everything it owns: its events, artifacts and workspace
+snapshots (those no other run uses), its place in listings and its idempotency key. The
+tenant's event feed records run.deleted (who, --reason, when). Irreversible. A live run
+(queued, running, paused, waiting for an approval) is refused: agentctl cancel RUN first.
+Deleting a run again is fine (it finishes a deletion a crash interrupted).
+Needs the submit role (your tenant's runs) or admin (any tenant's).
+
+Exit: 0 deleted, 4 request failed (not found, still live, …).`,
+      "the deletion's answer (runId, tenantId, deletedNow, artifactsRemoved)",
+    ),
+    flags: {
+      reason: {
+        type: "string",
+        arg: "TEXT",
+        help: "why, required (1-1024 characters, one line; recorded in the feed)",
+      },
+      output: OUTPUT_FLAG,
+    },
+  },
+  {
+    name: "purge-tenant",
+    args: ["TENANT"],
+    summary: "delete every ended run of a tenant (admin)",
+    details: withOutput(
+      `Deletes every ended run of TENANT as agentctl delete does, then records tenant.purged
+in the tenant's feed. Refused while the tenant has live runs (the error names some):
+cancel them first. Progress goes to stderr; an interrupted purge is resumed by running it
+again. Needs the admin role.
+
+Exit: 0 purged, 4 request failed (live runs, not admin, …).`,
+      "the last progress message (runsDeleted, lastRunId, done)",
+    ),
+    flags: {
+      reason: {
+        type: "string",
+        arg: "TEXT",
+        help: "why, required (1-1024 characters, one line; recorded in the feed)",
+      },
+      output: OUTPUT_FLAG,
+    },
+  },
+  {
     name: "approvals",
     args: [],
     summary: "list pending approvals with their previews",

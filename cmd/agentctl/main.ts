@@ -68,6 +68,9 @@ import { type Event, EventSchema } from "../../internal/gen/agentd/v1/events_pb.
 import {
   type Approval,
   ApprovalSchema,
+  DeleteRunResponseSchema,
+  type PurgeTenantResponse,
+  PurgeTenantResponseSchema,
   type Run,
   RunSchema,
   RunState,
@@ -804,6 +807,56 @@ async function cancelCmd(c: Ctx): Promise<number> {
   return EXIT.OK;
 }
 
+// --- delete, purge-tenant ---------------------------------------------------------------------
+
+function requiredReason(c: Ctx): string {
+  const reason = str(c.values, "reason");
+  if (reason === undefined || reason.trim() === "")
+    throw new UsageError(
+      `${c.spec.name} needs --reason TEXT (why; recorded in the tenant feed)`,
+      c.spec.name,
+    );
+  return reason;
+}
+
+async function deleteCmd(c: Ctx): Promise<number> {
+  const runId = c.args[0] as string;
+  c.about.runId = runId;
+  const reason = requiredReason(c);
+  const res = await c.client.deleteRun({ runId, reason }, { timeoutMs: 300_000, signal: c.signal });
+  if (c.output !== undefined) {
+    const json = toJson(DeleteRunResponseSchema, res);
+    stdout.write(formatResource(c.output, { kind: "run", id: runId, json }));
+    return EXIT.OK;
+  }
+  stdout.write(
+    res.deletedNow
+      ? `run ${runId}: deleted (tenant ${res.tenantId}; ${res.artifactsRemoved} artifact${res.artifactsRemoved === 1n ? "" : "s"} removed)\n`
+      : `run ${runId}: already deleted (tenant ${res.tenantId}); nothing left to remove\n`,
+  );
+  return EXIT.OK;
+}
+
+async function purgeTenantCmd(c: Ctx): Promise<number> {
+  const tenantId = c.args[0] as string;
+  const reason = requiredReason(c);
+  let last: PurgeTenantResponse | undefined;
+  for await (const p of c.client.purgeTenant({ tenantId, reason }, { signal: c.signal })) {
+    last = p;
+    if (!p.done && c.output === undefined)
+      info(`tenant ${tenantId}: ${p.runsDeleted} runs deleted so far`);
+  }
+  if (last?.done !== true)
+    throw new CliError(`tenant ${tenantId}: the purge stopped before it finished; run it again`);
+  if (c.output !== undefined) {
+    const json = toJson(PurgeTenantResponseSchema, last);
+    stdout.write(formatResource(c.output, { kind: "tenant", id: tenantId, json }));
+    return EXIT.OK;
+  }
+  stdout.write(`tenant ${tenantId}: purged (${last.runsDeleted} runs deleted)\n`);
+  return EXIT.OK;
+}
+
 function approvalBlock(raw: Approval): string {
   const a = escapeMessage(ApprovalSchema, raw);
   const st = makeStyle(wantColor(stdout.isTTY === true));
@@ -1000,6 +1053,8 @@ const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
   replay: replayCmd,
   verify: verifyCmd,
   cancel: cancelCmd,
+  delete: deleteCmd,
+  "purge-tenant": purgeTenantCmd,
   approvals: approvalsCmd,
   approve: (c) => resolveCmd(c, true),
   deny: (c) => resolveCmd(c, false),

@@ -362,6 +362,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       runs.drop(runId);
       apiRuns.drop(runId);
     },
+    ...(crashPoint === undefined ? {} : { crashPoint }),
   };
 
   let server: DualServer | undefined;

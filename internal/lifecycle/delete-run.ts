@@ -25,6 +25,14 @@ import type { DeletionRecord, RunDeletionStore, RunTombstone } from "./port.ts";
 /** How long a finished deletion's tombstone is kept (it refuses stragglers' appends): 7 days. */
 export const TOMBSTONE_KEEP_MS = 7 * 24 * 60 * 60 * 1000;
 
+/**
+ * Where a fault-injection test may stop the deleting process (AGENTD_TEST_CRASH_AT, read by
+ * cmd/agentd only): after the tombstone, and after the artifacts went but before the log's
+ * keys. Production wiring passes no hook.
+ */
+export const DELETE_RUN_CRASH_POINTS = ["deleteRun.afterMark", "deleteRun.afterArtifacts"] as const;
+export type DeleteRunCrashPoint = (typeof DELETE_RUN_CRASH_POINTS)[number];
+
 export interface RunDeletionDeps {
   store: RunDeletionStore;
   /** Every artifact store the run's blobs may be in (the server's; more are allowed). */
@@ -33,6 +41,8 @@ export interface RunDeletionDeps {
   dropCached?: (runId: string) => void;
   /** Default TOMBSTONE_KEEP_MS. */
   tombstoneKeepMs?: number;
+  /** Test builds only: called at each named point (DELETE_RUN_CRASH_POINTS). */
+  crashPoint?: (point: DeleteRunCrashPoint) => void;
 }
 
 export interface DeleteRunRequest {
@@ -85,6 +95,7 @@ export async function deleteRun(
   await opts.beforeDelete?.(probe.tombstone.tenantId, req.runId);
   const marked = await deps.store.mark(req.runId, req.tenantId, rec, runDeletedNotice);
   refuse(req.runId, marked);
+  deps.crashPoint?.("deleteRun.afterMark");
   if (marked.kind === "already") return finishAlready(deps, req, marked.tombstone);
   return {
     tombstone: marked.tombstone,
@@ -135,6 +146,7 @@ async function complete(deps: RunDeletionDeps, t: RunTombstone): Promise<number>
     const receipt = receiptDigest(t.tenantId, d);
     for (const store of deps.artifacts) await store.delete?.(receipt);
   }
+  deps.crashPoint?.("deleteRun.afterArtifacts");
   await deps.store.purge(t);
   deps.dropCached?.(t.runId);
   await deps.store.finish(t, deps.tombstoneKeepMs ?? TOMBSTONE_KEEP_MS);

@@ -10,6 +10,7 @@
  * are gone (`deleting` lists the unfinished ones for any server to finish).
  */
 import type { Redis } from "ioredis";
+import { decodeTime } from "ulid";
 import { FEED_MAX_LEN, RUN_ENDED_LUA } from "../eventlog/append-lua.ts";
 import { wrapRedis } from "../eventlog/redis-error.ts";
 import { logKeys } from "../eventlog/redis-log-keys.ts";
@@ -54,6 +55,9 @@ redis.call('ZADD', KEYS[6], ARGV[3], ARGV[4])
 redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*', 'r', ARGV[4], 't', tenant, 'a', 1, 'b', 1, 'e', ARGV[5])
 return {'MARKED', v}
 `;
+
+/** Clock difference allowed between a feed id (Redis' time) and an event's `ts` (its writer's). */
+const FEED_SLACK_MS = 5 * 60_000;
 
 /** KEYS[1]: a refs set; ARGV[1]: run id. Answers the set's size after removing the run. */
 const RELEASE_LUA = `redis.call('SREM', KEYS[1], ARGV[1])
@@ -181,6 +185,7 @@ export class RedisRunDeletion implements RunDeletionStore {
   }
 
   async purge(t: RunTombstone): Promise<void> {
+    await this.#dropFeedEntries(t);
     const r = t.runId;
     const rec = await wrapRedis(this.#client.hmget(this.#queue.record(r), "member", "session"));
     const member = rec[0];
@@ -191,6 +196,45 @@ export class RedisRunDeletion implements RunDeletionStore {
     m.lrem(this.#queue.session(t.tenantId, t.sessionId), 0, r);
     if (member) m.zrem(this.#queue.queued, member).zrem(this.#queue.paused, member);
     await wrapRedis(m.exec());
+  }
+
+  /**
+   * Removes the run's entries from the log-wide feed (run id, tenant, seq range: pointers to
+   * the deleted events), searching only the run's lifetime: the feed's ids are Redis times,
+   * from its first event's time to its last one's, with FEED_SLACK_MS either side for the
+   * clocks of the servers and workers that wrote them. Readers past a removed entry go on
+   * from the next one (api/tenant-feed.ts). Its `run.deleted` notice stays.
+   */
+  async #dropFeedEntries(t: RunTombstone): Promise<void> {
+    const [from, to] = await this.#lifetime(t);
+    let start = `${Math.max(0, from - FEED_SLACK_MS)}-0`;
+    const end = `${to + FEED_SLACK_MS}-${Number.MAX_SAFE_INTEGER}`;
+    for (;;) {
+      const rows = (await wrapRedis(
+        this.#client.call("XRANGE", this.#log.feed, start, end, "COUNT", 1000),
+      )) as [string, string[]][];
+      const mine = rows
+        .filter(([, f]) => f[0] === "r" && f[1] === t.runId && f.length <= 8)
+        .map(([id]) => id);
+      if (mine.length > 0) await wrapRedis(this.#client.xdel(this.#log.feed, ...mine));
+      if (rows.length < 1000) return;
+      start = `(${rows[rows.length - 1]?.[0]}`;
+    }
+  }
+
+  /** The run's first and last event times (ms); from its id and tombstone once they are gone. */
+  async #lifetime(t: RunTombstone): Promise<[number, number]> {
+    const stream = this.#log.stream(t.runId);
+    const [first, last] = (await Promise.all([
+      wrapRedis(this.#client.call("XRANGE", stream, "-", "+", "COUNT", 1)),
+      wrapRedis(this.#client.call("XREVRANGE", stream, "+", "-", "COUNT", 1)),
+    ])) as [[string, string[]][], [string, string[]][]];
+    const tsOf = (row: [string, string[]] | undefined): number | undefined => {
+      const m = /"ts":"([^"]+)"/.exec(row?.[1][1] ?? "");
+      const ms = m === null ? Number.NaN : Date.parse(m[1] as string);
+      return Number.isFinite(ms) ? ms : undefined;
+    };
+    return [tsOf(first[0]) ?? decodeTime(t.runId), tsOf(last[0]) ?? t.at];
   }
 
   async finish(t: RunTombstone, keepMs: number): Promise<void> {
