@@ -90,7 +90,7 @@ async function eventsOf(log: EventLog, head: RunHead): Promise<LoggedEvent[]> {
     );
   if (v.count !== head.seq || v.headHash !== head.hash)
     throw new AgentdError(
-      "ECONFLICT",
+      "EIO",
       `run ${head.runId}: its head moved while it was archived; not archived`,
     );
   return events;
@@ -160,7 +160,7 @@ async function verifyExisting(path: string, head: RunHead): Promise<ArchivedRun>
   const a = await openArchive(path);
   if (a.head.seq !== head.seq || a.head.hash !== head.hash || a.head.tenantId !== head.tenantId)
     throw new AgentdError(
-      "ECONFLICT",
+      "EIO",
       `archive ${path} holds seq ${a.head.seq} hash ${a.head.hash}, but the run's head is seq ${head.seq} hash ${head.hash}`,
     );
   return { path, written: false, head: a.head };
@@ -169,8 +169,9 @@ async function verifyExisting(path: string, head: RunHead): Promise<ArchivedRun>
 /**
  * Archives the ended run `runId` of `tenantId` under `deps.dir`; a no-op that verifies the
  * archive when it exists. Throws ENOTFOUND (no such run for the tenant), ECONFLICT (the run
- * has not ended, or an existing archive holds another head) or EIO (a broken chain, a
- * damaged existing archive, a write that failed); nothing is left under the final name then.
+ * has not ended) or EIO (a broken chain, an existing archive that is damaged or holds another
+ * head, a write that failed: an operator must look, so never ECONFLICT, which a retention
+ * sweep reads as "live, later"); nothing is left under the final name then.
  */
 export async function archiveRun(
   deps: ArchiveDeps,
