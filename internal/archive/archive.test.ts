@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import {
   cpSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -36,7 +37,7 @@ import {
 import { ArchiveFallbackLog } from "./archive-fallback-log.ts";
 import { ArchiveShelf } from "./archive-shelf.ts";
 import { openArchive } from "./open-archive.ts";
-import { archiveRun } from "./write-archive.ts";
+import { archiveBeforeDelete, archiveRun } from "./write-archive.ts";
 
 const root = mkdtempSync(join(tmpdir(), "agentd-archive-"));
 let log: FileEventLog;
@@ -154,6 +155,21 @@ describe("archiving a run", { timeout: 120_000 }, () => {
     await assert.rejects(archiveRun(deps, "../x", runId), /is not a tenant id/);
     await assert.rejects(archiveRun(deps, "acme", "../../etc"), /is not a run id/);
     assert.equal(existsSync(join(archiveDir, "acme", runId)), false);
+  });
+
+  it("a tenant directory that is a symlink or a file is refused: the hook fails, nothing is written", async () => {
+    const { runId } = await endedRun();
+    const dir = join(root, "archive-hostile-dirs");
+    const elsewhere = join(root, "elsewhere");
+    mkdirSync(dir, { recursive: true });
+    mkdirSync(elsewhere, { recursive: true });
+    symlinkSync(elsewhere, join(dir, "acme"));
+    const hook = archiveBeforeDelete({ log, artifacts, dir });
+    await assert.rejects(hook("acme", runId), /is not a directory \(a symlink\?\)/);
+    assert.deepEqual(readdirSync(elsewhere), [], "nothing written through the symlink");
+    rmSync(join(dir, "acme"));
+    writeFileSync(join(dir, "acme"), "a file");
+    await assert.rejects(hook("acme", runId));
   });
 
   it("an archived run is served read-only: head, events and blobs from the archive, appends refused", async () => {
