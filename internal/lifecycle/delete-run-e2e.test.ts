@@ -18,19 +18,15 @@ import { type StubRequest, textReply, toolCallsReply } from "../testing/openai-s
 import { createRunWatch, type RunWatch } from "../testing/run-watch.ts";
 import { tarOf } from "../testing/tar.ts";
 
-/** rm asks a person; after the answer, done. */
+const call = (id: string, command: string) => ({
+  chunks: toolCallsReply([{ id, name: "process_run", arguments: JSON.stringify({ command }) }]),
+});
+
+/** A write (so the pause has a workspace to snapshot), then rm, which asks a person; done. */
 function model({ body }: StubRequest) {
   const n = ((body?.messages ?? []) as { role: string }[]).filter((m) => m.role === "tool").length;
-  if (n === 0)
-    return {
-      chunks: toolCallsReply([
-        {
-          id: "call_1",
-          name: "process_run",
-          arguments: JSON.stringify({ command: "rm -f a.txt && echo removed > out.txt" }),
-        },
-      ]),
-    };
+  if (n === 0) return call("call_1", "echo written > b.txt");
+  if (n === 1) return call("call_2", "rm -f a.txt && echo removed > out.txt");
   return { chunks: textReply(["done"]) };
 }
 
@@ -64,7 +60,7 @@ it("a run that used an approval, a snapshot, artifacts and an idempotency key le
     stream: c.client.streamEvents({ runId: run.runId }),
   };
   const req = await w.waitEvent(s, "approvalRequested");
-  await w.waitEvent(s, "runPaused", (p) => p.snapshotDigest !== "");
+  await w.waitEvent(s, "runPaused");
   // Paused for an approval: live, refused.
   const refused = await c.client
     .unary(RunService.method.deleteRun, { runId: run.runId, reason: "too early" })
@@ -90,14 +86,29 @@ it("a run that used an approval, a snapshot, artifacts and an idempotency key le
   assert.ok(other);
   c.track(other.runId);
   assert.equal(other.workspaceDigest, run.workspaceDigest);
+  const os = {
+    runId: other.runId,
+    sessionId: other.sessionId,
+    stream: c.client.streamEvents({ runId: other.runId }),
+  };
+  const oreq = await w.waitEvent(os, "approvalRequested");
+  await c.client.unary(RunService.method.resolveApproval, {
+    approvalId: oreq.approvalId,
+    decision: ApprovalDecision.APPROVE,
+    reason: "",
+  });
   const done = await w.waitTerminal(other.runId);
+  os.stream.cancel();
   assert.ok(done.state !== RunState.UNSPECIFIED);
 
   const events = (await c.log.read(run.runId, 0)).map((e) => e.event);
+  // A pause's workspace snapshot: an artifact.emitted "workspace-snapshot" (and/or run.paused's digest).
   const snapshots = events.flatMap((e) =>
-    e.payload.case === "runPaused" && e.payload.value.snapshotDigest !== ""
-      ? [e.payload.value.snapshotDigest]
-      : [],
+    e.payload.case === "artifactEmitted" && e.payload.value.name === "workspace-snapshot"
+      ? [e.payload.value.digest]
+      : e.payload.case === "runPaused" && e.payload.value.snapshotDigest !== ""
+        ? [e.payload.value.snapshotDigest]
+        : [],
   );
   const emitted = events.flatMap((e) =>
     e.payload.case === "artifactEmitted" ? [e.payload.value.digest] : [],

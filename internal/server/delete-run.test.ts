@@ -12,10 +12,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
 import type { Redis } from "ioredis";
 import { ulid } from "ulid";
 import { RedisEventLog } from "../eventlog/redis-event-log.ts";
-import { ApprovalDecision, type Event } from "../gen/agentd/v1/events_pb.js";
+import { ApprovalDecision, type Event, OutputDeltaSchema } from "../gen/agentd/v1/events_pb.js";
 import { type Run, RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { type AgentdProcess, startAgentd, writeAuthFile } from "../testing/agentd-process.ts";
 import {
@@ -500,6 +501,43 @@ describe("DeleteRun", { timeout: 240_000 }, () => {
     await del(run.runId);
     const after = client.streamEvents({ runId: run.runId, historyOnly: true });
     assert.equal((await after.end(30_000)).status.code, grpc.status.NOT_FOUND);
+  });
+});
+
+describe("a stored StreamEvents read while its run is deleted", { timeout: 240_000 }, () => {
+  it("ends NOT_FOUND, or whole if it was all sent first: never short and OK", async () => {
+    const run = await newRun();
+    const c = await worker.claim(run.runId);
+    const text = "x".repeat(2000);
+    const deltas = Array.from({ length: 12_000 }, () => ({
+      case: "outputDelta" as const,
+      value: create(OutputDeltaSchema, { text }),
+    }));
+    await Promise.all(
+      deltas.map((payload) =>
+        log.append({ runId: run.runId, sessionId: run.sessionId, payload, fence: c.lease.epoch }),
+      ),
+    );
+    await worker.append(c, [completed()]);
+    await worker.queue.release(c, { outcome: "terminal" });
+    const total = 12_002 + 1; // queued + deltas + completed (+ the first: queued is seq 1)
+    const call = client.serverStream(RunService.method.streamEvents, { runId: run.runId });
+    let got = 0;
+    const status = new Promise<grpc.StatusObject>((res) => {
+      call.on("data", () => {
+        got++;
+        if (got === 1) call.pause(); // a slow client: the server's pages wait for it
+      });
+      call.on("error", () => undefined);
+      call.on("status", res);
+    });
+    await until("the first event", async () => (got > 0 ? true : undefined));
+    await del(run.runId);
+    call.resume();
+    const end = await status;
+    if (end.code === grpc.status.OK) assert.equal(got, total - 1, "OK only when whole");
+    else assert.equal(end.code, grpc.status.NOT_FOUND, end.details);
+    assert.ok(got < total, `${got} events`);
   });
 });
 
