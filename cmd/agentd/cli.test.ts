@@ -174,6 +174,31 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     );
   });
 
+  it("--archive-dir (AGENTD_ARCHIVE_DIR) is a server and dev flag; a path that is no directory stops the start", () => {
+    for (const cmd of ["server", "dev"])
+      assert.match(
+        agentd([cmd, "--help"]).stdout,
+        /^ {2}--archive-dir VALUE\n.*archive each run.*\n\s+env: AGENTD_ARCHIVE_DIR/m,
+        cmd,
+      );
+    const worker = agentd(["worker", "--archive-dir", join(dir, "a")]);
+    assert.equal(worker.code, 2);
+    assert.match(worker.stderr, /--archive-dir is not a flag of agentd worker/);
+    const file = join(dir, "not-a-dir");
+    writeFileSync(file, "x");
+    for (const args of [
+      ["dev", "--data-dir", join(dir, "dev-archive"), "--archive-dir", file],
+      ["dev", "--data-dir", join(dir, "dev-archive"), "--archive-dir", join(file, "sub")],
+    ]) {
+      const r = agentd(args);
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(
+        r.stderr,
+        /--archive-dir \(AGENTD_ARCHIVE_DIR\): cannot use .*not-a-dir.* as the archive directory/,
+      );
+    }
+  });
+
   it("a broken export config stops the start: every problem by file, line and field", () => {
     const file = join(dir, "export.yaml");
     writeFileSync(

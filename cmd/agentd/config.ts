@@ -71,6 +71,11 @@ export const FLAGS = {
     help: "directory of the artifact store (default: <data-dir>/artifacts, or .data/artifacts with Redis)",
     def: undefined,
   },
+  "archive-dir": {
+    env: "AGENTD_ARCHIVE_DIR",
+    help: 'server, dev: archive each run to DIR/<tenant>/<run_id>/ before it is deleted (a failed archive keeps the run), and serve archived runs read-only (docs/operations.md, "Run archives")',
+    def: undefined,
+  },
   "cache-dir": {
     env: "AGENTD_CACHE_DIR",
     help: "worker: directory of the dependency caches of setup steps, per tenant (default: depcache beside the artifact directory)",
@@ -275,6 +280,11 @@ export const ConfigSchema = z.object({
   "data-dir": z.string().min(1),
   "artifact-dir": z.string().min(1).optional(),
   "artifact-store": z.enum(["fs", "redis"]),
+  "archive-dir": z
+    .string()
+    .min(1)
+    .refine((s) => !s.includes("\0"), "must be a directory path")
+    .optional(),
   "cache-dir": z.string().min(1).optional(),
   "cache-max-bytes": z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
   "artifact-retention": z

@@ -6,7 +6,7 @@
  */
 import { egressProblem } from "../../internal/sandbox/egress-preflight.ts";
 import "./empty-env.ts"; // first: before the AI SDK loads
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { text } from "node:stream/consumers";
@@ -16,6 +16,9 @@ import type { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
+import { ArchiveFallbackLog } from "../../internal/archive/archive-fallback-log.ts";
+import { ArchiveShelf } from "../../internal/archive/archive-shelf.ts";
+import { archiveBeforeDelete } from "../../internal/archive/write-archive.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
 import type { ArtifactStore } from "../../internal/artifacts/port.ts";
 import { RedisArtifactStore } from "../../internal/artifacts/redis-artifact-store.ts";
@@ -66,6 +69,10 @@ import {
   type TenantPolicies,
 } from "../../internal/kernel/tenant-policies.ts";
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
+import { finishPending, type RunDeletionDeps } from "../../internal/lifecycle/delete-run.ts";
+import { FileRunDeletion } from "../../internal/lifecycle/file-run-deletion.ts";
+import type { RunDeletionStore } from "../../internal/lifecycle/port.ts";
+import { RedisRunDeletion } from "../../internal/lifecycle/redis-run-deletion.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
 import { connectRedis, createRedisClient } from "../../internal/redisconn/connect.ts";
@@ -115,6 +122,7 @@ const SERVER_FLAGS: FlagName[] = [
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
+  "archive-dir",
   "redis-prefix",
   "cors-origins",
   "max-request-bytes",
@@ -182,6 +190,7 @@ const DEV_FLAGS: FlagName[] = [
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
+  "archive-dir",
   "cors-origins",
   "max-request-bytes",
   "max-workspace-bytes",
@@ -368,18 +377,37 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
+  // --archive-dir: runs are archived before deletion, and the API serves archived runs
+  // read-only for runs the log no longer holds (internal/archive, docs/operations.md).
+  const archive = buildArchive(cfg, log, artifacts);
+  const apiRuns = archive === undefined ? runs : new RunProjectionCache({ log: archive.served });
+  // Run deletion: DeleteRun, PurgeTenant (and the retention sweeper) — internal/lifecycle.
+  const deletion: RunDeletionDeps = {
+    store: built.deletion,
+    artifacts: [artifacts],
+    dropCached: (runId) => {
+      runs.drop(runId);
+      apiRuns.drop(runId);
+    },
+    ...(crashPoint === undefined ? {} : { crashPoint }),
+  };
 
   let server: DualServer | undefined;
   let sweeper: Sweep | undefined;
+  let deletionFinisher: Sweep | undefined;
   let exporter: Exporter | undefined;
   if (auth !== undefined) {
     const deps = {
-      log,
-      runs,
+      log: archive?.served ?? log,
+      runs: apiRuns,
       artifacts,
       queue,
       admission,
       idempotency,
+      deletion,
+      ...(archive === undefined
+        ? {}
+        : { archive: archive.served, beforeDelete: archive.beforeDelete }),
       cancelWaitMs: cfg["cancel-wait-ms"],
       policy: (tenantId: string) => tenantPolicies.forTenant(tenantId).policy,
       budgetMax: {
@@ -445,6 +473,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       "listening",
     );
     sweeper = startApprovalSweep(deps, cfg["approval-sweep-ms"], logger);
+    deletionFinisher = startDeletionFinisher(deletion, logger);
     if (exports.sinks.length > 0) {
       const state = built.exportState;
       exporter = startExporter(exports.sinks, {
@@ -615,6 +644,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   clearInterval(reaper);
   beat?.stop();
   await sweeper?.stop();
+  await deletionFinisher?.stop();
   await exporter?.stop();
   await worker?.stop(cfg["shutdown-grace-ms"]);
   await sandbox?.close();
@@ -795,6 +825,51 @@ interface Sweep {
  * Every `everyMs`, the queue's paused runs are swept (sweepPausedRuns): approvals past their
  * expiry are denied and their runs re-enqueued. One sweep at a time; off when 0.
  */
+/**
+ * --archive-dir: the hook that archives a run before its deletion, and the log the API
+ * serves from (the live log, then the archives for runs it no longer holds).
+ */
+function buildArchive(
+  cfg: Config,
+  log: EventLog,
+  artifacts: ArtifactStore,
+):
+  | { served: ArchiveFallbackLog; beforeDelete: (tenantId: string, runId: string) => Promise<void> }
+  | undefined {
+  const raw = cfg["archive-dir"];
+  if (raw === undefined) return undefined;
+  const dir = resolve(raw);
+  // Checked at start, not at the first deletion: a wrong path is a configuration error.
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o750 });
+    if (!statSync(dir).isDirectory()) throw new Error("it is not a directory");
+  } catch (err) {
+    throw new UsageError(
+      `--archive-dir (AGENTD_ARCHIVE_DIR): cannot use ${dir} as the archive directory: ${(err as Error).message}`,
+    );
+  }
+  return {
+    served: new ArchiveFallbackLog(new ArchiveShelf({ dir }), log),
+    beforeDelete: archiveBeforeDelete({ log, artifacts, dir }),
+  };
+}
+
+/**
+ * Finishes deletions a killed process left half done (a tombstone without its purge): once
+ * at start, then every DELETION_FINISH_MS. Any server may; two at once do the same steps.
+ */
+const DELETION_FINISH_MS = 60_000;
+function startDeletionFinisher(deletion: RunDeletionDeps, logger: Logger): Sweep {
+  const once = () =>
+    finishPending(deletion)
+      .then((n) => n > 0 && logger.info({ runs: n }, "finished interrupted run deletions"))
+      .catch((err: unknown) => logger.warn({ err }, "finishing interrupted run deletions failed"));
+  void once();
+  const timer = setInterval(once, DELETION_FINISH_MS);
+  timer.unref();
+  return { stop: async () => clearInterval(timer) };
+}
+
 function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Sweep {
   if (everyMs <= 0) return { stop: async () => undefined };
   const abort = new AbortController();
@@ -905,6 +980,8 @@ async function buildEventLog(
   /** Which workers are alive (their warm sandboxes are reaped when they are not). */
   presence: WorkerPresence;
   idempotency: IdempotencyStore;
+  /** Run deletion's storage side (lifecycle/): the tombstone, the pieces. */
+  deletion: RunDeletionStore;
   exportState: ExportState;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
   redis?: Redis;
@@ -916,6 +993,9 @@ async function buildEventLog(
     const log = await openFileEventLog({ dir });
     // One process owns the embedded log, so its queue lives in that process too.
     const queue = new MemoryRunQueue({ log, ...schedule });
+    const idempotency = new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` });
+    const deletion = new FileRunDeletion({ log, queue, idempotency });
+    await deletion.expire();
     return {
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
@@ -923,7 +1003,8 @@ async function buildEventLog(
       // The queue dies with this process; the next start requeues the log's open runs.
       admission: new SequentialRunAdmission(log, queue),
       presence: new MemoryWorkerPresence(),
-      idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
+      idempotency,
+      deletion,
       exportState: new FileExportState(`${dir}/export`),
       closeAll: async () => {
         await queue.close();
@@ -950,6 +1031,7 @@ async function buildEventLog(
   };
   const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"], replicaWait });
   const queue = new RedisRunQueue({ client, prefix: cfg["redis-prefix"], ...schedule });
+  const idempotency = new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] });
   return {
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
@@ -961,7 +1043,8 @@ async function buildEventLog(
       ...schedule,
     }),
     presence: new RedisWorkerPresence({ client, prefix: cfg["redis-prefix"] }),
-    idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
+    idempotency,
+    deletion: new RedisRunDeletion({ client, prefix: cfg["redis-prefix"], idempotency }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
     redis: client,
     closeAll: async () => {

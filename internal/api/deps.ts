@@ -5,10 +5,12 @@ import type { EventLog, RunHead } from "../eventlog/port.ts";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
+import type { RunDeletionDeps } from "../lifecycle/delete-run.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
 import type { CreateRunCrashPoint } from "./crash-points.ts";
+import type { ArchivedRuns } from "./interceptors/archived-read-only.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
 
 export interface ApiDeps {
@@ -41,6 +43,16 @@ export interface ApiDeps {
    * one, an image is checked by the worker only.
    */
   policy?: (tenantId: string) => Policy;
+  /** Run deletion (DeleteRun, PurgeTenant): absent, those answer UNIMPLEMENTED. */
+  deletion?: RunDeletionDeps;
+  /** Called before a run is deleted (the archive plugs in here); a throw keeps the run. */
+  beforeDelete?: (tenantId: string, runId: string) => Promise<void>;
+  /**
+   * Runs served read-only from their archives (`--archive-dir`): `log` answers from them for
+   * runs it no longer holds; this finds one for GetArtifact and the write refusals. Absent:
+   * no archives are served.
+   */
+  archive?: ArchivedRuns;
 }
 
 export interface BudgetMax {

@@ -11,6 +11,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { kHttp2Stream } from "../api/context.ts";
 import type { ApiDeps } from "../api/deps.ts";
 import { toConnectError } from "../api/errors.ts";
+import { archivedReadOnlyInterceptor } from "../api/interceptors/archived-read-only.ts";
 import { authGate } from "../api/interceptors/auth.ts";
 import { edgeErrorGate } from "../api/interceptors/edge-errors.ts";
 import { errorInterceptor } from "../api/interceptors/errors.ts";
@@ -123,6 +124,7 @@ export function createApp(opts: AppOptions): RequestHandler {
       traceInterceptor(),
       errorInterceptor(logError),
       revocations.interceptor,
+      ...(deps.archive === undefined ? [] : [archivedReadOnlyInterceptor(deps.archive)]),
     ],
     // Runs before the body is read: errors connect raises itself (an undecodable body) are
     // made client-safe, and a caller without the right token is refused unread.
