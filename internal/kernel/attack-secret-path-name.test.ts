@@ -109,8 +109,6 @@ after(async () => {
 
 const exitOk = (r: CallOutcome): boolean =>
   r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
-const stdout = (r: CallOutcome): string =>
-  r.kind === "result" ? String((r.output as { stdout?: string }).stdout ?? "") : "";
 const held = (f: Fresh): string[] => [...(f.run.taint?.keys() ?? [])].sort();
 
 const reversed = [...SECRET].reverse().join("");
