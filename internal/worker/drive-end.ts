@@ -18,15 +18,51 @@ import {
   RunFailedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
-import { refreshTaint, withheldReason } from "../kernel/secret-taint.ts";
+import { type NameKey, nameKey } from "../kernel/held-names.ts";
+import { refreshTaint, withheldReasons } from "../kernel/secret-taint.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
+import type { Omission } from "../sandbox/workspace-diff.ts";
 import type { Drive } from "./drive.ts";
 import { boxLost } from "./drive-lost.ts";
 import { costOf, usageOf } from "./drive-usage.ts";
 import { answerOpenCalls } from "./open-calls.ts";
 import { baseArchive, PATCH } from "./run-artifacts.ts";
 import type { DriveOutcome, Next } from "./run-driver.ts";
+
+/** The run's name key (kernel/held-names.ts): the kernel's copy, or the log's. */
+async function runNameKey(d: Drive): Promise<NameKey> {
+  const run = d.kernelRun;
+  if (run?.nameKey !== undefined) return run.nameKey;
+  const key = nameKey(await d.deps.log.runNameKey(d.runId));
+  if (run !== undefined) run.nameKey = key;
+  return key;
+}
+
+/**
+ * The omissions as run.completed may record them: a file whose name a secret-carrying call
+ * made is named by its anchor only (`DIR/[names held]`, once per anchor).
+ */
+function omissionsShown(
+  omitted: readonly Omission[],
+  withheld: ((path: string) => { reason: string; anchor?: string } | undefined) | undefined,
+): Omission[] {
+  const out: Omission[] = [];
+  const anchors = new Set<string>();
+  for (const o of omitted) {
+    const anchor = withheld?.(o.path)?.anchor;
+    if (anchor === undefined) {
+      out.push(o);
+      continue;
+    }
+    const rel = anchor === "/workspace" ? "" : anchor.replace(/^\/workspace\//, "");
+    const path = rel === "" ? "[names held]" : `${rel}/[names held]`;
+    if (anchors.has(path)) continue;
+    anchors.add(path);
+    out.push({ path, reason: o.reason });
+  }
+  return out;
+}
 
 /**
  * The final patch as an artifact, then run.completed; the container goes. Every process is
@@ -42,7 +78,11 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
   // Files the run holds a secret in stay out of the patch (a scan first ends the taints
   // of files deleted or restored since).
   const taint = d.kernelRun?.taint;
-  if (taint !== undefined) await refreshTaint(taint, box, d.cancel.signal);
+  const key = taint === undefined || taint.size === 0 ? undefined : await runNameKey(d);
+  if (taint !== undefined && key !== undefined)
+    await refreshTaint(taint, box, key, d.cancel.signal);
+  const withheld =
+    taint === undefined || key === undefined ? undefined : withheldReasons(taint, key);
   let diff: WorkspaceDiff;
   try {
     const base = await baseArchive(d.deps.artifacts, d.events);
@@ -50,7 +90,7 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
       ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
       ...(taint === undefined || taint.size === 0
         ? {}
-        : { withhold: (path: string) => withheldReason(taint, path) }),
+        : { withhold: (path: string) => withheld?.(path)?.reason }),
       maxPatchBytes: d.deps.policy().limits.maxPatchSize,
       redact: (text) => d.writer.secrets.redactor.text(text),
       signal: d.cancel.signal,
@@ -83,7 +123,9 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
       patchDigest,
       patchRedacted: diff.redactedFiles.length > 0 || secretOmitted,
       patchRedactedFiles: diff.redactedFiles.slice(0, 1000),
-      patchOmitted: diff.omitted.slice(0, 1000).map((o) => create(PatchOmissionSchema, o)),
+      patchOmitted: omissionsShown(diff.omitted, withheld)
+        .slice(0, 1000)
+        .map((o) => create(PatchOmissionSchema, o)),
       patchIgnored: diff.ignored,
     }),
   });
