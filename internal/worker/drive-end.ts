@@ -18,11 +18,10 @@ import {
   RunFailedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
-import { type NameKey, nameKey } from "../kernel/held-names.ts";
+import { type NameKey, nameKey, omissionsShown } from "../kernel/held-names.ts";
 import { refreshTaint, withheldReasons } from "../kernel/secret-taint.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
-import type { Omission } from "../sandbox/workspace-diff.ts";
 import type { Drive } from "./drive.ts";
 import { boxLost } from "./drive-lost.ts";
 import { costOf, usageOf } from "./drive-usage.ts";
@@ -37,31 +36,6 @@ async function runNameKey(d: Drive): Promise<NameKey> {
   const key = nameKey(await d.deps.log.runNameKey(d.runId));
   if (run !== undefined) run.nameKey = key;
   return key;
-}
-
-/**
- * The omissions as run.completed may record them: a file whose name a secret-carrying call
- * made is named by its anchor only (`DIR/[names held]`, once per anchor).
- */
-function omissionsShown(
-  omitted: readonly Omission[],
-  withheld: ((path: string) => { reason: string; anchor?: string } | undefined) | undefined,
-): Omission[] {
-  const out: Omission[] = [];
-  const anchors = new Set<string>();
-  for (const o of omitted) {
-    const anchor = withheld?.(o.path)?.anchor;
-    if (anchor === undefined) {
-      out.push(o);
-      continue;
-    }
-    const rel = anchor === "/workspace" ? "" : anchor.replace(/^\/workspace\//, "");
-    const path = rel === "" ? "[names held]" : `${rel}/[names held]`;
-    if (anchors.has(path)) continue;
-    anchors.add(path);
-    out.push({ path, reason: o.reason });
-  }
-  return out;
 }
 
 /**
