@@ -124,15 +124,29 @@ export function isCleared(
   return now === undefined || (f.before !== "" && sameDigest(f.before, now, key));
 }
 
-/** A scan's digests by the keyed hash of their path (only built when held names exist). */
+/**
+ * A scan's digests by the keyed hash of their path, for the paths under an anchor of a held
+ * name only (a workspace's node_modules is not hashed for a name held in /tmp); undefined
+ * when no held name exists.
+ */
 function scanByMac(
   taint: ReadonlyMap<string, TaintedFile>,
   scan: WritableScan,
   key: NameKey,
 ): Map<string, string> | undefined {
-  if (![...taint.keys()].some((p) => parseHeld(p) !== undefined)) return undefined;
+  const anchors = new Set<string>();
+  for (const p of taint.keys()) {
+    const a = anchorOf(p);
+    if (a !== undefined) anchors.add(a === "/" ? "" : a);
+  }
+  if (anchors.size === 0) return undefined;
   const out = new Map<string, string>();
-  for (const [path, digest] of scan) out.set(key.mac(path), digest);
+  for (const [path, digest] of scan) {
+    let under = false;
+    for (let p = path; !under && p !== ""; p = p.slice(0, Math.max(0, p.lastIndexOf("/"))))
+      under = p !== path && anchors.has(p);
+    if (under || anchors.has("")) out.set(key.mac(path), digest);
+  }
   return out;
 }
 
