@@ -125,7 +125,25 @@ describe("sealWrites", () => {
     assert.equal(JSON.stringify(files).includes(SECRET), false);
   });
 
-  it(`past ${MAX_HELD_NAMES} new names the anchors are held as a whole (UNKNOWN): bounded records`, () => {
+  it(`past ${MAX_HELD_NAMES} records, each new subtree is held whole by its keyed name (npm ci's node_modules)`, () => {
+    const after = new Map(base);
+    after.set("/workspace/node_modules", DIR);
+    for (let i = 0; i <= MAX_HELD_NAMES; i++) after.set(`/workspace/node_modules/p${i}`, D("f"));
+    const files = seal(base, after);
+    assert.equal(files.length, 1, JSON.stringify(files.slice(0, 3)));
+    const [tree] = files;
+    assert.equal(tree?.digest, UNKNOWN);
+    assert.equal(parseHeld(tree?.path ?? "")?.anchor, "/workspace");
+    const taint = asMap(files);
+    assert.equal(heldLookup(taint, KEY)("/workspace/node_modules/p7/index.js"), tree);
+    assert.equal(
+      heldLookup(taint, KEY)("/workspace/a.txt"),
+      undefined,
+      "the rest of the workspace is free",
+    );
+  });
+
+  it(`past ${MAX_HELD_NAMES} new subtrees the anchors are held as a whole (UNKNOWN): bounded records`, () => {
     const after = new Map(base);
     after.set("/workspace/d", DIR);
     base.set("/workspace/d", DIR);
@@ -194,5 +212,33 @@ describe("what a person and the log are shown", () => {
     assert.equal(keyDigest(UNKNOWN, KEY), UNKNOWN);
     assert.equal(JSON.stringify({ KEY }).includes("0101"), false);
     assert.equal(`${KEY}`.includes("0101"), false);
+  });
+});
+
+describe("the bounds keep a record inside one event", () => {
+  it("many changed files with clear names (and new ones): every root written under is held whole", () => {
+    const before = new Map<string, string>([
+      ["/workspace", DIR],
+      ["/data", DIR],
+    ]);
+    for (let i = 0; i < MAX_HELD_NAMES + 10; i++) before.set(`/workspace/f${i}`, D("a"));
+    const after = new Map(before);
+    for (let i = 0; i < MAX_HELD_NAMES + 10; i++) after.set(`/workspace/f${i}`, D("b"));
+    after.set(`/data/${SECRET}`, D("c"));
+    const files = seal(before, after);
+    assert.deepEqual(files.map((f) => [f.path, f.digest]).sort(), [
+      ["/data", UNKNOWN],
+      ["/workspace", UNKNOWN],
+    ]);
+    assert.equal(heldLookup(asMap(files), KEY)(`/data/${SECRET}`)?.path, "/data");
+  });
+
+  it("long names within the count still fit: anchors held whole past the byte bound", () => {
+    const before = new Map([["/tmp", DIR]]);
+    const after = new Map(before);
+    for (let i = 0; i < MAX_HELD_NAMES; i++) after.set(`/tmp/${"n".repeat(200)}${i}`, D("a"));
+    const files = seal(before, after);
+    const bytes = JSON.stringify(files).length;
+    assert.equal(bytes < 512 * 1024, true, `${bytes} bytes`);
   });
 });

@@ -12,8 +12,10 @@
  * and whose name is not held (a name that existed before the call: in clear), and every
  * digest as `k:MAC`. Checks hash the candidate path and each of its ancestors
  * (heldLookup). Keying matters: an unkeyed hash of a one-character name is a table lookup.
- * Past MAX_HELD_NAMES (or MAX_HELD_NAME_BYTES) the anchors are held as a whole instead
- * (digest UNKNOWN: no scan ends it, and every name under them stays held).
+ * Past MAX_HELD_NAMES records (or MAX_HELD_NAME_BYTES) each new subtree (the held path
+ * right under an anchor) is held as a whole by its keyed name instead (digest UNKNOWN: no
+ * scan ends it, every name under it stays held); if that is still too much, each anchor
+ * is; then every root the call wrote under, as after a failed scan.
  *
  * Must never: put a held name, or an unkeyed digest, in a record; log or return the key;
  * report a path as not held because its entry was keyed with a key it cannot check (an
@@ -26,10 +28,15 @@ import type { TaintedFile } from "./secret-taint.ts";
 const UNKNOWN = "unknown";
 const GONE = "gone";
 
-/** More new names than this in one call: their anchors are held as a whole. */
-export const MAX_HELD_NAMES = 2000;
-/** Nor more than this many bytes of records for them. */
-export const MAX_HELD_NAME_BYTES = 512 * 1024;
+/** More records than this in one call: held names' anchors are held as a whole. */
+export const MAX_HELD_NAMES = 1000;
+/**
+ * Nor more than this many bytes of records (an estimate of their JSON): half the log's
+ * 512 KiB event limit (MAX_EVENT_BYTES), so a `secret.written` always fits.
+ */
+export const MAX_HELD_NAME_BYTES = 256 * 1024;
+/** The JSON a record costs beyond its three strings (field names, quotes, the call id). */
+const RECORD_OVERHEAD = 64;
 
 /** The run's name key, ready to use: never printable. */
 export interface NameKey {
@@ -136,11 +143,13 @@ function nameIsHeld(
   return false;
 }
 
-/** The roots of a scan: where a path with no clear ancestor is anchored. */
+/** The root a path with no clear ancestor is anchored at (also: held at past the bounds). */
 function fallbackAnchor(path: string, roots: readonly string[]): string {
-  let best = "/";
+  let best = "";
   for (const r of roots) if (path.startsWith(`${r}/`) && r.length > best.length) best = r;
-  return best;
+  // Another mount (an image's VOLUME): its top-level directory, never "/" (no lookup
+  // walks up to "/").
+  return best !== "" ? best : `/${path.split("/")[1] ?? ""}`;
 }
 
 /**
@@ -160,6 +169,8 @@ export function sealWrites(
     before === undefined || !before.has(p) || nameIsHeld(p, taint, key, ix);
   const clear: TaintedFile[] = [];
   const named = new Map<string, TaintedFile[]>();
+  /** Per anchor, the held paths right under it (subtrees a bound holds whole). */
+  const subtrees = new Map<string, Set<string>>();
   for (const f of writes) {
     const sealed = { ...f, digest: keyDigest(f.digest, key), before: keyDigest(f.before, key) };
     if (f.digest === UNKNOWN || !f.path.startsWith("/") || !held(f.path)) {
@@ -172,14 +183,36 @@ export function sealWrites(
     const group = named.get(anchor) ?? [];
     group.push({ ...sealed, path: `${anchor}//${key.id}.${key.mac(f.path)}` });
     named.set(anchor, group);
+    const top = `${anchor === "/" ? "" : anchor}/${f.path.slice(anchor.length + 1).split("/")[0]}`;
+    subtrees.set(anchor, (subtrees.get(anchor) ?? new Set()).add(top));
   }
-  const all = [...named.values()].flat();
-  const bytes = all.reduce((n, f) => n + f.path.length + f.digest.length + f.before.length, 0);
-  if (all.length <= MAX_HELD_NAMES && bytes <= MAX_HELD_NAME_BYTES) return [...clear, ...all];
-  // Too many to record: each anchor is held as a whole, for the rest of the run.
+  const all = [...clear, ...[...named.values()].flat()];
+  if (fits(all)) return all;
+  // Too many to record: each new subtree (`npm ci`'s node_modules) is held as a whole, by
+  // its keyed name, for the rest of the run.
   const callId = writes[0]?.callId ?? "";
-  const wholes = [...named.keys()].map((a) => ({ path: a, digest: UNKNOWN, before: "", callId }));
-  return [...clear.filter((f) => !named.has(f.path)), ...wholes];
+  const whole = (path: string): TaintedFile => ({ path, digest: UNKNOWN, before: "", callId });
+  const trees = [...subtrees].flatMap(([anchor, tops]) =>
+    [...tops].map((t) => whole(`${anchor}//${key.id}.${key.mac(t)}`)),
+  );
+  if (fits([...clear, ...trees])) return [...clear, ...trees];
+  // Still too many: each anchor is held as a whole.
+  const anchored = [...clear.filter((f) => !named.has(f.path)), ...[...named.keys()].map(whole)];
+  if (fits(anchored)) return anchored;
+  // Still too much: every root the call wrote under, as after a failed scan.
+  const tops = new Set(
+    writes.filter((f) => f.path.startsWith("/")).map((f) => fallbackAnchor(f.path, roots)),
+  );
+  return [...writes.filter((f) => !f.path.startsWith("/")), ...[...tops].map(whole)];
+}
+
+/** Whether records fit one `secret.written` (MAX_HELD_NAMES, MAX_HELD_NAME_BYTES). */
+function fits(files: readonly TaintedFile[]): boolean {
+  if (files.length > MAX_HELD_NAMES) return false;
+  let bytes = 0;
+  for (const f of files)
+    bytes += f.path.length + f.digest.length + f.before.length + RECORD_OVERHEAD;
+  return bytes <= MAX_HELD_NAME_BYTES;
 }
 
 /** The anchor a person is shown for a held-name entry (undefined: a clear path). */
