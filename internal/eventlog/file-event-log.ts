@@ -368,6 +368,7 @@ export class FileEventLog implements EventLog {
 
   async runNameKey(runId: string): Promise<Uint8Array> {
     if (!RUN_ID.test(runId)) throw new AgentdError("EVALIDATION", "runId: not a run id");
+    if (this.#tombstones.has(runId)) throw new AgentdError("ENOTFOUND", `run ${runId} was deleted`);
     // Created exclusively (flag wx, mode 0600): two callers that race both read the winner's.
     const path = join(this.#dir, `${runId}.namekey`);
     try {
@@ -452,6 +453,7 @@ export class FileEventLog implements EventLog {
       this.#runs.delete(runId);
       await rm(join(this.#dir, `${runId}.ndjson`), { force: true });
       await rm(join(this.#dir, `${runId}.meta.json`), { force: true });
+      await rm(join(this.#dir, `${runId}.namekey`), { force: true });
       if (this.#fsync) fsyncDir(this.#dir);
     });
   }

@@ -201,7 +201,13 @@ export class RedisRunDeletion implements RunDeletionStore {
     const rec = await wrapRedis(this.#client.hmget(this.#queue.record(r), "member", "session"));
     const member = rec[0];
     const m = this.#client.multi();
-    m.del(this.#log.stream(r), this.#log.meta(r), this.#queue.lease(r), this.#queue.record(r));
+    m.del(
+      this.#log.stream(r),
+      this.#log.meta(r),
+      this.#log.nameKey(r),
+      this.#queue.lease(r),
+      this.#queue.record(r),
+    );
     m.zrem(this.#log.tenantRuns(t.tenantId), r);
     m.zrem(this.#log.sessionRuns(t.tenantId, t.sessionId), r);
     m.lrem(this.#queue.session(t.tenantId, t.sessionId), 0, r);
