@@ -98,6 +98,7 @@ import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driv
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 import { crashPointFrom } from "./crash-at.ts";
+import { startRetention } from "./retention.ts";
 
 const SERVER_FLAGS: FlagName[] = [
   "listen",
@@ -107,6 +108,8 @@ const SERVER_FLAGS: FlagName[] = [
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
+  "retention",
+  "retention-sweep-ms",
   "redis-prefix",
   "cors-origins",
   "max-request-bytes",
@@ -171,6 +174,8 @@ const DEV_FLAGS: FlagName[] = [
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
+  "retention",
+  "retention-sweep-ms",
   "cors-origins",
   "max-request-bytes",
   "max-workspace-bytes",
@@ -344,6 +349,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
 
   let server: DualServer | undefined;
   let sweeper: Sweep | undefined;
+  let retention: { stop(): Promise<void> } | undefined;
   let exporter: Exporter | undefined;
   if (auth !== undefined) {
     const deps = {
@@ -417,6 +423,18 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       "listening",
     );
     sweeper = startApprovalSweep(deps, cfg["approval-sweep-ms"], logger);
+    // Ended runs past their tenant's retention are deleted (off unless configured).
+    retention = startRetention({
+      retentionMs: cfg.retention,
+      sweepMs: cfg["retention-sweep-ms"],
+      redis: built.redis,
+      prefix: cfg["redis-prefix"],
+      auth,
+      idempotency,
+      artifacts,
+      dropCached: (runId) => runs.drop(runId),
+      logger,
+    });
     if (exports.sinks.length > 0) {
       const state = built.exportState;
       exporter = startExporter(exports.sinks, {
@@ -575,6 +593,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   clearInterval(reaper);
   beat?.stop();
   await sweeper?.stop();
+  await retention?.stop();
   await exporter?.stop();
   await worker?.stop(cfg["shutdown-grace-ms"]);
   await sandbox?.close();
