@@ -84,6 +84,7 @@ bench: build images image
 	node bench/egress.ts
 	node bench/console.ts
 	node bench/repos.ts --rounds 3
+	node bench/retention-soak.ts
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox
 # images built by `images`; the replay model unless OPENAI_API_KEY is set.
