@@ -62,6 +62,10 @@ import {
   type SecretProvider,
 } from "../../internal/kernel/secrets.ts";
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
+import { finishPending, type RunDeletionDeps } from "../../internal/lifecycle/delete-run.ts";
+import { FileRunDeletion } from "../../internal/lifecycle/file-run-deletion.ts";
+import type { RunDeletionStore } from "../../internal/lifecycle/port.ts";
+import { RedisRunDeletion } from "../../internal/lifecycle/redis-run-deletion.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
 import { connectRedis, createRedisClient } from "../../internal/redisconn/connect.ts";
@@ -346,10 +350,17 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
+  // Run deletion: DeleteRun, PurgeTenant (and the retention sweeper) — internal/lifecycle.
+  const deletion: RunDeletionDeps = {
+    store: built.deletion,
+    artifacts: [artifacts],
+    dropCached: (runId) => runs.drop(runId),
+  };
 
   let server: DualServer | undefined;
   let sweeper: Sweep | undefined;
   let retention: { stop(): Promise<void> } | undefined;
+  let deletionFinisher: Sweep | undefined;
   let exporter: Exporter | undefined;
   if (auth !== undefined) {
     const deps = {
@@ -359,6 +370,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       queue,
       admission,
       idempotency,
+      deletion,
       cancelWaitMs: cfg["cancel-wait-ms"],
       policy: () => policy.current(),
       budgetMax: {
@@ -427,14 +439,15 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     retention = startRetention({
       retentionMs: cfg.retention,
       sweepMs: cfg["retention-sweep-ms"],
-      redis: built.redis,
-      prefix: cfg["redis-prefix"],
+      store:
+        built.log instanceof FileEventLog
+          ? { embedded: built.log }
+          : { redis: built.redis as Redis, prefix: cfg["redis-prefix"] },
       auth,
-      idempotency,
-      artifacts,
-      dropCached: (runId) => runs.drop(runId),
+      deletion,
       logger,
     });
+    deletionFinisher = startDeletionFinisher(deletion, logger);
     if (exports.sinks.length > 0) {
       const state = built.exportState;
       exporter = startExporter(exports.sinks, {
@@ -594,6 +607,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   beat?.stop();
   await sweeper?.stop();
   await retention?.stop();
+  await deletionFinisher?.stop();
   await exporter?.stop();
   await worker?.stop(cfg["shutdown-grace-ms"]);
   await sandbox?.close();
@@ -774,6 +788,22 @@ interface Sweep {
  * Every `everyMs`, the queue's paused runs are swept (sweepPausedRuns): approvals past their
  * expiry are denied and their runs re-enqueued. One sweep at a time; off when 0.
  */
+/**
+ * Finishes deletions a killed process left half done (a tombstone without its purge): once
+ * at start, then every DELETION_FINISH_MS. Any server may; two at once do the same steps.
+ */
+const DELETION_FINISH_MS = 60_000;
+function startDeletionFinisher(deletion: RunDeletionDeps, logger: Logger): Sweep {
+  const once = () =>
+    finishPending(deletion)
+      .then((n) => n > 0 && logger.info({ runs: n }, "finished interrupted run deletions"))
+      .catch((err: unknown) => logger.warn({ err }, "finishing interrupted run deletions failed"));
+  void once();
+  const timer = setInterval(once, DELETION_FINISH_MS);
+  timer.unref();
+  return { stop: async () => clearInterval(timer) };
+}
+
 function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Sweep {
   if (everyMs <= 0) return { stop: async () => undefined };
   const abort = new AbortController();
@@ -838,6 +868,8 @@ async function buildEventLog(
   /** Which workers are alive (their warm sandboxes are reaped when they are not). */
   presence: WorkerPresence;
   idempotency: IdempotencyStore;
+  /** Run deletion's storage side (lifecycle/): the tombstone, the pieces. */
+  deletion: RunDeletionStore;
   exportState: ExportState;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
   redis?: Redis;
@@ -849,6 +881,9 @@ async function buildEventLog(
     const log = await openFileEventLog({ dir });
     // One process owns the embedded log, so its queue lives in that process too.
     const queue = new MemoryRunQueue({ log, ...schedule });
+    const idempotency = new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` });
+    const deletion = new FileRunDeletion({ log, queue, idempotency });
+    await deletion.expire();
     return {
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
@@ -856,7 +891,8 @@ async function buildEventLog(
       // The queue dies with this process; the next start requeues the log's open runs.
       admission: new SequentialRunAdmission(log, queue),
       presence: new MemoryWorkerPresence(),
-      idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
+      idempotency,
+      deletion,
       exportState: new FileExportState(`${dir}/export`),
       closeAll: async () => {
         await queue.close();
@@ -883,6 +919,7 @@ async function buildEventLog(
   };
   const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"], replicaWait });
   const queue = new RedisRunQueue({ client, prefix: cfg["redis-prefix"], ...schedule });
+  const idempotency = new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] });
   return {
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
@@ -894,7 +931,8 @@ async function buildEventLog(
       ...schedule,
     }),
     presence: new RedisWorkerPresence({ client, prefix: cfg["redis-prefix"] }),
-    idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
+    idempotency,
+    deletion: new RedisRunDeletion({ client, prefix: cfg["redis-prefix"], idempotency }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
     redis: client,
     closeAll: async () => {

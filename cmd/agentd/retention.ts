@@ -1,18 +1,22 @@
 /**
  * Wiring of the retention sweeper (internal/retention) for `agentd server` and `agentd dev`:
- * the ended-run index and the deletion primitive on the event log's Redis, the tenants'
- * retention from the auth file (re-read with it), the counters. Workers never sweep: they
- * have no auth file, so they cannot know a tenant's override.
+ * the ended-run index (on the event log's Redis, or read from the embedded log), the run
+ * deletion of internal/lifecycle (the one DeleteRun uses), the tenants' retention from the
+ * auth file (re-read with it), the counters. Workers never sweep: they have no auth file, so
+ * they cannot know a tenant's override.
  *
- * Must never: start a sweeper when no retention is configured anywhere (off is the default),
- * or sweep with a retention other than the tenant's override, else the server's.
+ * Must never: sweep with a retention other than the tenant's override, else the server's
+ * (with neither, the tenant's runs are kept: retention is off by default).
  */
 import type { Redis } from "ioredis";
-import type { ArtifactStore } from "../../internal/artifacts/port.ts";
 import type { Authenticator } from "../../internal/auth/tokens.ts";
-import type { IdempotencyStore } from "../../internal/idempotency/port.ts";
-import { RedisRunDeletion } from "../../internal/lifecycle/redis-run-deletion.ts";
+import type { RunDeletionDeps } from "../../internal/lifecycle/delete-run.ts";
 import { deleteForRetention } from "../../internal/retention/delete-for-retention.ts";
+import {
+  type EndedRunSource,
+  FileEndedRunIndex,
+} from "../../internal/retention/file-ended-index.ts";
+import type { EndedRunIndex } from "../../internal/retention/port.ts";
 import { RedisEndedRunIndex } from "../../internal/retention/redis-ended-index.ts";
 import { createRetentionSweeper, startRetentionSweep } from "../../internal/retention/sweeper.ts";
 import type { Logger } from "../../internal/telemetry/logger.ts";
@@ -22,37 +26,27 @@ export interface RetentionWiring {
   /** --retention in ms; undefined: off (tenants' overrides still apply). */
   retentionMs: number | undefined;
   sweepMs: number;
-  /** The event log's Redis; undefined for the embedded log. */
-  redis: Redis | undefined;
-  prefix: string;
+  /** Where ended runs are found: the event log's Redis, else the embedded log. */
+  store: { redis: Redis; prefix: string } | { embedded: EndedRunSource };
   auth: Authenticator;
-  idempotency: IdempotencyStore;
-  artifacts: ArtifactStore;
-  /** Drops a deleted run's cached fold in this process. */
-  dropCached: (runId: string) => void;
+  /** The process's run deletion (internal/lifecycle), as DeleteRun uses it. */
+  deletion: RunDeletionDeps;
   logger: Logger;
 }
 
-/** Starts the sweep (a handle to stop it), or answers undefined when there is nothing to do. */
-export function startRetention(w: RetentionWiring): { stop(): Promise<void> } | undefined {
-  if (w.redis === undefined) {
-    if (w.retentionMs !== undefined)
-      w.logger.warn(
-        "--retention is not applied to the embedded event log (file:): its runs are kept",
-      );
-    return undefined;
-  }
-  // Its own connection: a sweep's scans and deletions never queue ahead of appends.
-  const client = w.redis.duplicate();
-  client.on("error", () => undefined); // reconnects by itself; a failed tick is retried
-  const store = new RedisRunDeletion({ client, prefix: w.prefix, idempotency: w.idempotency });
+/** Starts the sweep; stop() awaits a sweep in progress. */
+export function startRetention(w: RetentionWiring): { stop(): Promise<void> } {
+  let index: EndedRunIndex;
+  let client: Redis | undefined;
+  if ("redis" in w.store) {
+    // Its own connection: a sweep's range reads and backfill scans never queue ahead of appends.
+    client = w.store.redis.duplicate();
+    client.on("error", () => undefined); // reconnects by itself; a failed tick is retried
+    index = new RedisEndedRunIndex({ client, prefix: w.store.prefix });
+  } else index = new FileEndedRunIndex(w.store.embedded);
   const sweeper = createRetentionSweeper({
-    index: new RedisEndedRunIndex({ client, prefix: w.prefix }),
-    deleteRun: deleteForRetention({
-      store,
-      artifacts: [w.artifacts],
-      dropCached: w.dropCached,
-    }),
+    index,
+    deleteRun: deleteForRetention(w.deletion),
     retentionOf: (t) => w.auth.tenantConfig(t).retentionMs ?? w.retentionMs,
     serverRetentionMs: w.retentionMs,
     logger: w.logger,
@@ -67,7 +61,7 @@ export function startRetention(w: RetentionWiring): { stop(): Promise<void> } | 
   return {
     async stop() {
       await sweep.stop();
-      client.disconnect();
+      client?.disconnect();
     },
   };
 }

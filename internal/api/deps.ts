@@ -5,6 +5,7 @@ import type { EventLog, RunHead } from "../eventlog/port.ts";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
+import type { RunDeletionDeps } from "../lifecycle/delete-run.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
@@ -40,6 +41,10 @@ export interface ApiDeps {
    * (INVALID_ARGUMENT naming `image`). Without one, an image is checked by the worker only.
    */
   policy?: () => Policy;
+  /** Run deletion (DeleteRun, PurgeTenant): absent, those answer UNIMPLEMENTED. */
+  deletion?: RunDeletionDeps;
+  /** Called before a run is deleted (the archive plugs in here); a throw keeps the run. */
+  beforeDelete?: (tenantId: string, runId: string) => Promise<void>;
 }
 
 export interface BudgetMax {

@@ -8,7 +8,7 @@
  */
 
 import { AgentdError, invalid } from "../errors.ts";
-import type { LoggedEvent } from "../eventlog/event-codec.ts";
+import { LoggedEvent } from "../eventlog/event-codec.ts";
 import type { FeedEntry } from "../eventlog/port.ts";
 import { createRunOriginCache } from "../eventlog/run-origin.ts";
 import { sleep } from "../sleep.ts";
@@ -189,6 +189,14 @@ async function* follow(
     for (const entry of page) {
       const after = entry.id === from ? skipThrough : 0;
       if (!accept(entry.tenantId) || after >= entry.toSeq) continue;
+      if (entry.event !== undefined) {
+        // A notice (run.deleted, tenant.purged): its event is in the entry, its run is gone,
+        // so no label selector can be matched against it: the type filter alone applies.
+        const ev = new LoggedEvent(entry.runId, 1, entry.event);
+        if (plan.wantType(ev.type)) yield { event: ev, cursor: `${entry.id}:1` };
+        if (signal.aborted) return;
+        continue;
+      }
       if (plan.selector.length > 0 && !matchesSelector(await labels(entry.runId), plan.selector))
         continue;
       for (const ev of await eventsOf(deps, entry, after)) {

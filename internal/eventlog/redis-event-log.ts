@@ -16,7 +16,7 @@ import { Command, type Redis } from "ioredis";
 import { AgentdError } from "../errors.ts";
 import { ReplicaWait, type ReplicaWaitOptions } from "../redisconn/replica-wait.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
-import { APPEND_LUA } from "./append-lua.ts";
+import { APPEND_LUA, FEED_MAX_LEN } from "./append-lua.ts";
 import { LoggedEvent } from "./event-codec.ts";
 import { followLog, followLogBatches, type LiveFeed } from "./follow.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
@@ -264,6 +264,28 @@ export class RedisEventLog implements EventLog {
         });
       } else p.reject(new AgentdError("EIO", `append script answered ${String(reply?.[0])}`));
     });
+  }
+
+  async publish(tenantId: string, runId: string, json: string): Promise<void> {
+    await wrap(
+      this.#client.xadd(
+        this.#feedKey,
+        "MAXLEN",
+        "~",
+        FEED_MAX_LEN,
+        "*",
+        "r",
+        runId,
+        "t",
+        tenantId,
+        "a",
+        "1",
+        "b",
+        "1",
+        "e",
+        json,
+      ),
+    );
   }
 
   async readFeed(from: string, limit: number): Promise<FeedEntry[]> {
@@ -572,11 +594,14 @@ function feedEntryOf([id, fields]: [string, string[]]): FeedEntry {
   const f = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2)
     f.set(fields[i] as string, fields[i + 1] as string);
-  return {
+  const entry: FeedEntry = {
     id,
     runId: f.get("r") ?? "",
     tenantId: f.get("t") ?? "",
     fromSeq: Number(f.get("a") ?? 0),
     toSeq: Number(f.get("b") ?? 0),
   };
+  const e = f.get("e");
+  if (e !== undefined) entry.event = e;
+  return entry;
 }

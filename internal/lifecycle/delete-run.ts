@@ -19,6 +19,7 @@
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { receiptDigest } from "../artifacts/upload-receipt.ts";
 import { AgentdError } from "../errors.ts";
+import { runDeletedNotice } from "./notices.ts";
 import type { DeletionRecord, RunDeletionStore, RunTombstone } from "./port.ts";
 
 /** How long a finished deletion's tombstone is kept (it refuses stragglers' appends): 7 days. */
@@ -77,17 +78,14 @@ export async function deleteRun(
     return { tombstone: prior, began: false, removedBlobs: await complete(deps, prior) };
   }
   const rec: DeletionRecord = { by: req.by, reason: req.reason, at: opts.now ?? Date.now() };
-  if (opts.beforeDelete !== undefined) {
-    // A dry run of the fence first: the hook (an archive) is never run for a live run.
-    const probe = await deps.store.check(req.runId, req.tenantId);
-    refuse(req.runId, probe);
-    if (probe.kind === "already") return finishAlready(deps, req, probe.tombstone);
-    await opts.beforeDelete(probe.tombstone.tenantId, req.runId);
-  }
-  const marked = await deps.store.mark(req.runId, req.tenantId, rec);
+  // A check first, for the hook: it (an archive) is never run for a live or absent run.
+  const probe = await deps.store.check(req.runId, req.tenantId);
+  refuse(req.runId, probe);
+  if (probe.kind === "already") return finishAlready(deps, req, probe.tombstone);
+  await opts.beforeDelete?.(probe.tombstone.tenantId, req.runId);
+  const marked = await deps.store.mark(req.runId, req.tenantId, rec, runDeletedNotice);
   refuse(req.runId, marked);
   if (marked.kind === "already") return finishAlready(deps, req, marked.tombstone);
-  if (marked.kind !== "marked") throw notFound(req.runId);
   return {
     tombstone: marked.tombstone,
     began: true,

@@ -42,9 +42,16 @@ export interface RunDeletionStore {
   /**
    * In ONE atomic step: refuses a run that has not ended, whose lease a worker holds or that
    * the queue still holds in a live state; otherwise writes the tombstone and records the
-   * run as being deleted. `tenantId` undefined: any tenant (an admin, the sweeper).
+   * run as being deleted, and publishes `notice(tombstone)` (run.deleted) in the log-wide
+   * feed — on Redis in the same atomic step. `tenantId` undefined: any tenant (an admin,
+   * the sweeper).
    */
-  mark(runId: string, tenantId: string | undefined, rec: DeletionRecord): Promise<MarkResult>;
+  mark(
+    runId: string,
+    tenantId: string | undefined,
+    rec: DeletionRecord,
+    notice: (t: RunTombstone) => string,
+  ): Promise<MarkResult>;
   /** mark's checks without writing anything ("marked" carries the tombstone it would write, `by` ""). */
   check(runId: string, tenantId: string | undefined): Promise<MarkResult>;
   /** The tombstone of a run whose deletion began (finished or not), if any. */

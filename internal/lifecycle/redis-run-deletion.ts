@@ -10,18 +10,22 @@
  * are gone (`deleting` lists the unfinished ones for any server to finish).
  */
 import type { Redis } from "ioredis";
-import { RUN_ENDED_LUA } from "../eventlog/append-lua.ts";
+import { FEED_MAX_LEN, RUN_ENDED_LUA } from "../eventlog/append-lua.ts";
 import { wrapRedis } from "../eventlog/redis-error.ts";
 import { logKeys } from "../eventlog/redis-log-keys.ts";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import { schedulerKeys } from "../scheduler/redis-keys.ts";
 import type { DeletionRecord, MarkResult, RunDeletionStore, RunTombstone } from "./port.ts";
+import { ensureArtifactRefs } from "./redis-refs-backfill.ts";
 import { digestsOf } from "./run-digests.ts";
 
 /**
- * KEYS: meta, events, lease, queue record, tombstone, deleting (zset).
- * ARGV: tenant ("" = any), record JSON ("" = check only), now ms, run id.
+ * KEYS: meta, events, lease, queue record, tombstone, deleting (zset), feed.
+ * ARGV: tenant ("" = any), record JSON ("" = check only), now ms, run id, the notice (the
+ * run.deleted event; published in the feed in the same step), the feed's cap.
  * Reply: {'DELETED', tombstone} | {'ABSENT'} | {'LIVE', state} | {'MARKED', tombstone}.
+ * The notice is sealed by the caller from a check's tombstone: tenant, session and end
+ * never change once a run ended, so the check's answer is the mark's.
  */
 const MARK_LUA = `${RUN_ENDED_LUA}
 local t = redis.call('GET', KEYS[5])
@@ -47,6 +51,7 @@ local v = cjson.encode(rec)
 if ARGV[2] == '' then return {'MARKED', v} end
 redis.call('SET', KEYS[5], v)
 redis.call('ZADD', KEYS[6], ARGV[3], ARGV[4])
+redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*', 'r', ARGV[4], 't', tenant, 'a', 1, 'b', 1, 'e', ARGV[5])
 return {'MARKED', v}
 `;
 
@@ -72,18 +77,27 @@ export class RedisRunDeletion implements RunDeletionStore {
   readonly #queue: ReturnType<typeof schedulerKeys>;
   readonly #idem: IdempotencyStore | undefined;
   readonly #scripts: ScriptClient;
+  readonly #prefix: string;
+  #refsIndexed = false;
 
   constructor(opts: RedisRunDeletionOptions) {
     this.#client = opts.client;
+    this.#prefix = opts.prefix ?? "agentd:";
     this.#log = logKeys(opts.prefix ?? "agentd:");
     this.#queue = schedulerKeys(opts.prefix ?? "agentd:");
     this.#idem = opts.idempotency;
-    opts.client.defineCommand("agentdMarkDeleted", { numberOfKeys: 6, lua: MARK_LUA });
+    opts.client.defineCommand("agentdMarkDeleted", { numberOfKeys: 7, lua: MARK_LUA });
     opts.client.defineCommand("agentdReleaseRef", { numberOfKeys: 1, lua: RELEASE_LUA });
     this.#scripts = opts.client as unknown as ScriptClient;
   }
 
-  async #mark(runId: string, tenantId: string | undefined, rec: string): Promise<MarkResult> {
+  async #mark(
+    runId: string,
+    tenantId: string | undefined,
+    rec: string,
+    at: number,
+    notice: string,
+  ): Promise<MarkResult> {
     const reply = await wrapRedis(
       this.#scripts.agentdMarkDeleted(
         this.#log.meta(runId),
@@ -92,10 +106,13 @@ export class RedisRunDeletion implements RunDeletionStore {
         this.#queue.record(runId),
         this.#log.tombstone(runId),
         this.#log.deleting,
+        this.#log.feed,
         tenantId ?? "",
         rec,
-        Date.now(),
+        at,
         runId,
+        notice,
+        FEED_MAX_LEN,
       ),
     );
     const [kind, value] = reply;
@@ -105,12 +122,21 @@ export class RedisRunDeletion implements RunDeletionStore {
     return { kind: "marked", tombstone: parse(value) };
   }
 
-  mark(runId: string, tenantId: string | undefined, rec: DeletionRecord): Promise<MarkResult> {
-    return this.#mark(runId, tenantId, JSON.stringify({ by: rec.by, reason: rec.reason }));
+  async mark(
+    runId: string,
+    tenantId: string | undefined,
+    rec: DeletionRecord,
+    notice: (t: RunTombstone) => string,
+  ): Promise<MarkResult> {
+    const probe = await this.check(runId, tenantId);
+    if (probe.kind !== "marked") return probe;
+    const t = { ...probe.tombstone, by: rec.by, reason: rec.reason, at: rec.at };
+    const record = JSON.stringify({ by: rec.by, reason: rec.reason });
+    return this.#mark(runId, tenantId, record, rec.at, notice(t));
   }
 
   check(runId: string, tenantId: string | undefined): Promise<MarkResult> {
-    return this.#mark(runId, tenantId, "");
+    return this.#mark(runId, tenantId, "", Date.now(), "");
   }
 
   async tombstone(runId: string): Promise<RunTombstone | undefined> {
@@ -136,6 +162,10 @@ export class RedisRunDeletion implements RunDeletionStore {
   }
 
   async releaseArtifacts(runId: string, digests: readonly string[]): Promise<string[]> {
+    if (!this.#refsIndexed) {
+      await ensureArtifactRefs(this.#client, this.#prefix);
+      this.#refsIndexed = true;
+    }
     const free: string[] = [];
     for (const d of digests) {
       const left = await wrapRedis(
