@@ -13,6 +13,7 @@ import { queued } from "../eventlog/conformance.ts";
 import { RedisEventLog } from "../eventlog/redis-event-log.ts";
 import { logKeys } from "../eventlog/redis-log-keys.ts";
 import { RunCompletedSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
+import { runDeletedNotice } from "../lifecycle/notices.ts";
 import { RedisRunDeletion } from "../lifecycle/redis-run-deletion.ts";
 import { schedulerKeys } from "../scheduler/redis-keys.ts";
 import { createLogger } from "../telemetry/logger.ts";
@@ -127,6 +128,28 @@ describe("retention sweeper (real Redis)", { timeout: 120_000 }, () => {
     }
     assert.equal(deleted, ids.length);
     for (const id of ids) assert.equal(await w.log.head(id), undefined);
+  });
+
+  it("a sweeper killed mid-deletion: its claimed run is claimed again later and finished", async () => {
+    const w = world(() => 1);
+    const c = redis.client();
+    const id = await endedRun(w.log, "acme");
+    await new Promise((r) => setTimeout(r, 20));
+    // The dead sweeper's part: it claimed the run and wrote the tombstone, then died.
+    const index = new RedisEndedRunIndex({ client: c, prefix: w.prefix });
+    const now = await index.now();
+    assert.deepEqual(await index.claimDue("acme", now - 1, now + 100, 10), [id]);
+    const store = new RedisRunDeletion({ client: c, prefix: w.prefix });
+    const rec = { by: "retention", reason: "r", at: now };
+    const marked = await store.mark(id, undefined, rec, runDeletedNotice);
+    assert.equal(marked.kind, "marked");
+    assert.equal((await w.sweeper().tick()).deleted, 0, "still claimed by the dead sweeper");
+    await new Promise((r) => setTimeout(r, 150)); // the claim runs out
+    const r = await w.sweeper().tick();
+    assert.equal(r.errors, 0);
+    assert.equal(r.gone, 1, "the deletion the dead one began is finished, not begun again");
+    assert.deepEqual(await keysOf(c, w.prefix, id), []);
+    assert.equal(await c.zscore(w.keys.endedRuns("acme"), id), null);
   });
 
   it("finds runs that ended before the index existed, once", async () => {
