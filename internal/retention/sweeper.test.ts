@@ -130,6 +130,17 @@ describe("retention sweeper (real Redis)", { timeout: 120_000 }, () => {
     for (const id of ids) assert.equal(await w.log.head(id), undefined);
   });
 
+  it("a tick's budget is shared in turn: a tenant with a backlog does not starve the others", async () => {
+    const w = world(() => 1);
+    for (const t of ["a", "a", "a", "b", "b", "b"]) await endedRun(w.log, t);
+    await new Promise((r) => setTimeout(r, 20));
+    const s = w.sweeper(redis.client(), 1);
+    for (let i = 0; i < 2; i++) assert.equal((await s.tick()).deleted, 1);
+    const c = redis.client();
+    assert.equal(await c.zcard(w.keys.endedRuns("a")), 2, "one of a's runs went");
+    assert.equal(await c.zcard(w.keys.endedRuns("b")), 2, "and one of b's");
+  });
+
   it("a sweeper killed mid-deletion: its claimed run is claimed again later and finished", async () => {
     const w = world(() => 1);
     const c = redis.client();

@@ -63,6 +63,8 @@ export interface RetentionSweeper {
 export function createRetentionSweeper(opts: RetentionSweeperOptions): RetentionSweeper {
   const batch = opts.batch ?? 200;
   const claimMs = opts.claimMs ?? 5 * 60_000;
+  // Each tick starts at the next tenant: one tenant with a backlog never starves the others.
+  let turn = 0;
   const tick = async (): Promise<SweepReport> => {
     const report: SweepReport = {
       deleted: 0,
@@ -77,8 +79,9 @@ export function createRetentionSweeper(opts: RetentionSweeperOptions): Retention
       report.backfilled = step.added;
       const now = await opts.index.now();
       const tenants = await opts.index.tenants();
+      const start = tenants.length === 0 ? 0 : turn++ % tenants.length;
       let budget = batch;
-      for (const tenantId of tenants) {
+      for (const tenantId of [...tenants.slice(start), ...tenants.slice(0, start)]) {
         if (budget <= 0) break;
         const retention = opts.retentionOf(tenantId);
         if (retention === undefined) continue;
