@@ -23,8 +23,9 @@ before(async () => {
     stack.authFile,
     "tenants:\n  globex:\n    retention: 1h\n  initech:\n    retention: 2s\n",
   );
-  // The stack's own server (retention off) goes: only the servers below sweep.
-  await stack.server.stop();
+  // The stack's own server (retention off) goes: only the servers below sweep. SIGKILL: its
+  // graceful shutdown is not what this file tests.
+  await stack.server.kill();
 });
 after(async () => {
   for (const c of clients) c.close();
@@ -108,8 +109,8 @@ describe("retention (real servers, real Redis)", { timeout: 300_000 }, () => {
     assert.equal(await counter(one, "agentd_retention_sweep_errors_total"), 0);
     assert.equal(await counter(two, "agentd_retention_sweep_errors_total"), 0);
     await acme.cancelRun(live, "done");
-    await one.stop();
-    await two.stop();
+    await one.kill();
+    await two.kill();
   });
 
   it("a tenant's retention shorter than the server's applies; the server's holds for the rest", async () => {
@@ -123,6 +124,6 @@ describe("retention (real servers, real Redis)", { timeout: 300_000 }, () => {
     await waitGone(initech, [last], "the last initech run");
     assert.equal((await acme.getRun(kept)).run?.state, RunState.CANCELLED, "1h server retention");
     await assertGrpcError(initech.getRun(short[0] as string), grpc.status.NOT_FOUND, /not found/);
-    await server.stop();
+    await server.kill();
   });
 });
