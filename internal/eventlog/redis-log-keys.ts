@@ -15,6 +15,12 @@
  *   artifact:refs:{digest}           set     the runs whose events name the blob (the append
  *                                            script adds them; a deletion removes its run)
  *   deleting                         zset    runs whose deletion began and has not finished
+ *   retention:ended:{t}              zset    the tenant's ended runs by end time, ms (the
+ *                                            append script adds a run when it ends; the
+ *                                            retention sweeper removes it once deleted)
+ *   retention:tenants                set     tenants that have a retention:ended:{t}
+ *   retention:backfill               hash    the one-time scan for runs that ended before the
+ *                                            index existed: cursor, done
  */
 export interface LogKeys {
   stream(runId: string): string;
@@ -26,6 +32,9 @@ export interface LogKeys {
   tombstone(runId: string): string;
   artifactRefs(digest: string): string;
   deleting: string;
+  endedRuns(tenantId: string): string;
+  retentionTenants: string;
+  retentionBackfill: string;
 }
 
 export function logKeys(prefix: string): LogKeys {
@@ -39,5 +48,8 @@ export function logKeys(prefix: string): LogKeys {
     tombstone: (r) => `${prefix}run:${r}:deleted`,
     artifactRefs: (d) => `${prefix}artifact:refs:${d}`,
     deleting: `${prefix}deleting`,
+    endedRuns: (t) => `${prefix}retention:ended:${t}`,
+    retentionTenants: `${prefix}retention:tenants`,
+    retentionBackfill: `${prefix}retention:backfill`,
   };
 }
