@@ -17,7 +17,7 @@
  *   deleting                         zset    runs whose deletion began and has not finished
  *   retention:ended:{t}              zset    the tenant's ended runs by end time, ms (the
  *                                            append script adds a run when it ends; the
- *                                            retention sweeper removes it once deleted)
+ *                                            retention sweeper and DeleteRun remove it)
  *   retention:tenants                set     tenants that have a retention:ended:{t}
  *   retention:backfill               hash    the one-time scan for runs that ended before the
  *                                            index existed: cursor, done

@@ -209,6 +209,7 @@ export class RedisRunDeletion implements RunDeletionStore {
       this.#queue.record(r),
     );
     m.zrem(this.#log.tenantRuns(t.tenantId), r);
+    m.zrem(this.#log.endedRuns(t.tenantId), r); // the retention sweeper's index
     m.zrem(this.#log.sessionRuns(t.tenantId, t.sessionId), r);
     m.lrem(this.#queue.session(t.tenantId, t.sessionId), 0, r);
     if (member) m.zrem(this.#queue.queued, member).zrem(this.#queue.paused, member);
