@@ -77,6 +77,11 @@ import { RedisWorkerPresence } from "../../internal/scheduler/redis-presence.ts"
 import { RedisRunAdmission } from "../../internal/scheduler/redis-run-admission.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
 import { SequentialRunAdmission } from "../../internal/scheduler/sequential-run-admission.ts";
+import {
+  publishTenantLimits,
+  type TenantConcurrency,
+  tenantConcurrency,
+} from "../../internal/scheduler/tenant-limits.ts";
 import { createAccessLog } from "../../internal/server/access-log.ts";
 import { createApp, logAnswers } from "../../internal/server/app.ts";
 import {
@@ -92,6 +97,10 @@ import { primeDriverSeries, primeKnownSeries } from "../../internal/telemetry/kn
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { registerStoreGauges } from "../../internal/telemetry/store-gauges.ts";
+import {
+  primeTenantLimitSeries,
+  registerTenantLimitGauges,
+} from "../../internal/telemetry/tenant-limit-gauges.ts";
 import { versionLine } from "../../internal/version/version.ts";
 import { type PresenceBeat, startPresenceBeat } from "../../internal/worker/presence-beat.ts";
 import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
@@ -339,6 +348,9 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   // A run's first event too, which the admission writes itself (agentd_runs_created_total).
   const admission = instrumentAdmission(built.admission, built.log.kind);
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
+  // The auth file's per-tenant concurrentRuns, published to the queue (every worker admits
+  // by them) and shown as gauges; again after each reload (a raise lets held runs start).
+  const limits = auth === undefined ? undefined : await startTenantLimits(auth, queue, cfg, logger);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
 
@@ -355,6 +367,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       idempotency,
       cancelWaitMs: cfg["cancel-wait-ms"],
       policy: () => policy.current(),
+      ...(limits === undefined ? {} : { tenantConcurrency: limits.concurrency }),
       budgetMax: {
         maxTokens: cfg["max-run-tokens"],
         maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
@@ -581,6 +594,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   await server?.close(5000);
   await healthPort?.close();
   unregisterGauges();
+  limits?.stop();
   await closeAll();
   await tracing?.shutdown();
   logger.info("stopped");
@@ -787,6 +801,36 @@ function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Swe
         await Promise.race([running, new Promise((r) => setTimeout(r, 5000).unref())]);
     },
   };
+}
+
+/**
+ * Publishes the auth file's concurrentRuns to the queue and keeps the per-tenant limit
+ * gauges, at start and after every reload of the file. A publish that fails (Redis down)
+ * is logged; the next reload or restart publishes again, and the queue keeps the last set.
+ */
+async function startTenantLimits(
+  auth: Authenticator,
+  queue: RunQueue,
+  cfg: Config,
+  logger: Logger,
+): Promise<{ concurrency: (t: string) => TenantConcurrency; stop: () => void }> {
+  const concurrency = (t: string) => tenantConcurrency(auth, cfg["tenant-limit"], t);
+  const source = { tenantIds: () => auth.tenantIds(), concurrency };
+  const sync = async (): Promise<void> => {
+    primeTenantLimitSeries(source);
+    try {
+      await publishTenantLimits(queue, auth);
+    } catch (err) {
+      logger.error(
+        { err: { message: (err as Error).message } },
+        "publishing the tenants' concurrentRuns to the queue failed: the queue keeps the last published limits",
+      );
+    }
+  };
+  await sync();
+  if ("onReload" in auth) (auth as ReloadableAuth).onReload(() => void sync());
+  const stop = registerTenantLimitGauges(source, queue);
+  return { concurrency, stop };
 }
 
 let openAuth: Authenticator | undefined;

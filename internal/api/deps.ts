@@ -8,6 +8,7 @@ import type { Policy } from "../kernel/policy-schema.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
+import type { TenantConcurrency } from "../scheduler/tenant-limits.ts";
 import type { CreateRunCrashPoint } from "./crash-points.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
 
@@ -40,6 +41,11 @@ export interface ApiDeps {
    * (INVALID_ARGUMENT naming `image`). Without one, an image is checked by the worker only.
    */
   policy?: () => Policy;
+  /**
+   * A tenant's concurrency limit and its source, for the hold reason of its queued runs
+   * (GetRun's held_by). Without one, a run held for a slot says "server.tenantLimit".
+   */
+  tenantConcurrency?: (tenantId: string) => TenantConcurrency;
 }
 
 export interface BudgetMax {

@@ -46,6 +46,7 @@ export function createReloadableAuth(path: string, logger: Logger): ReloadableAu
   return {
     authenticate: (authorization) => current.authenticate(authorization),
     tenantConfig: (tenantId) => current.tenantConfig(tenantId),
+    tenantIds: () => current.tenantIds(),
     reload,
     onReload: (l) => void listeners.push(l),
     close: () => watcher?.close(),

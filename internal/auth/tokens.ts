@@ -151,6 +151,8 @@ export interface Authenticator {
   authenticate(authorization: string | null | undefined): Principal;
   /** What the auth file says about a tenant (its policy, retention, limits); {} if nothing. */
   tenantConfig(tenantId: string): TenantConfig;
+  /** The tenants the auth file names (its `tenants:` map), e.g. for their limit metrics. */
+  tenantIds(): string[];
 }
 
 /** Authenticates bearer tokens against hashed entries. */
@@ -160,6 +162,7 @@ export function createTokenAuthenticator(
 ): Authenticator {
   return {
     tenantConfig: (tenantId) => tenants.get(tenantId) ?? NO_TENANT_CONFIG,
+    tenantIds: () => [...tenants.keys()],
     authenticate(authorization) {
       const m = /^Bearer[ \t]+(\S{1,4096})[ \t]*$/i.exec(authorization ?? "");
       if (m === null) {
@@ -187,5 +190,9 @@ export function createTokenAuthenticator(
 /** No authentication (agentd dev on a laptop): every caller is this one principal. */
 export function createOpenAuthenticator(tenantId = "default"): Authenticator {
   const principal: Principal = { name: "local", tenantId, roles: new Set(ROLES) };
-  return { authenticate: () => principal, tenantConfig: () => NO_TENANT_CONFIG };
+  return {
+    authenticate: () => principal,
+    tenantConfig: () => NO_TENANT_CONFIG,
+    tenantIds: () => [],
+  };
 }

@@ -8,7 +8,8 @@
  * One registry per process (counters are incremented by whoever appends an event, so a
  * process running server and worker counts each event once). Label values are bounded:
  * free-form ones (tool names, policy rules, models) go through `bounded()`. Must never: use a
- * run id, tenant id, path, secret or any input as a label value.
+ * run id, path, secret or any input as a label value; a tenant id only where the operator
+ * named it in the auth file (the per-tenant limit gauges), never one a request carries.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { agentdVersion } from "../version/version.ts";
@@ -85,6 +86,18 @@ export const metrics = {
     name: "agentd_runs_queued",
     help: "Runs waiting in the queue, by priority band (1..10); the same cluster-wide value from every server.",
     labelNames: ["band"],
+    registers: reg,
+  }),
+  tenantLimit: new Gauge({
+    name: "agentd_tenant_limit",
+    help: 'Capacity of each enforced per-tenant limit (limit="concurrentRuns"), for the tenants the auth file names; the server\'s --tenant-limit where the file sets none.',
+    labelNames: ["tenant", "limit"],
+    registers: reg,
+  }),
+  tenantLimitUsed: new Gauge({
+    name: "agentd_tenant_limit_used",
+    help: 'Use of each enforced per-tenant limit (limit="concurrentRuns": runs starting or running, cluster-wide), for the tenants the auth file names.',
+    labelNames: ["tenant", "limit"],
     registers: reg,
   }),
   approvalsPending: new Gauge({
