@@ -78,6 +78,7 @@ import { RedisRunAdmission } from "../../internal/scheduler/redis-run-admission.
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
 import { SequentialRunAdmission } from "../../internal/scheduler/sequential-run-admission.ts";
 import {
+  dayLimitsOf,
   publishTenantLimits,
   type TenantConcurrency,
   tenantConcurrency,
@@ -101,6 +102,10 @@ import {
   primeTenantLimitSeries,
   registerTenantLimitGauges,
 } from "../../internal/telemetry/tenant-limit-gauges.ts";
+import type { TenantDayLedger } from "../../internal/tenancy/day-usage.ts";
+import { type DaySpent, daySpent as daySpentOf, utcDay } from "../../internal/tenancy/day-usage.ts";
+import { MemoryDayLedger } from "../../internal/tenancy/memory-day-usage.ts";
+import { RedisDayLedger } from "../../internal/tenancy/redis-day-usage.ts";
 import { versionLine } from "../../internal/version/version.ts";
 import { type PresenceBeat, startPresenceBeat } from "../../internal/worker/presence-beat.ts";
 import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
@@ -350,7 +355,10 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
   // The auth file's per-tenant concurrentRuns, published to the queue (every worker admits
   // by them) and shown as gauges; again after each reload (a raise lets held runs start).
-  const limits = auth === undefined ? undefined : await startTenantLimits(auth, queue, cfg, logger);
+  const limits =
+    auth === undefined
+      ? undefined
+      : await startTenantLimits(auth, { queue, dayLedger: built.dayLedger }, cfg, logger);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
 
@@ -367,7 +375,9 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       idempotency,
       cancelWaitMs: cfg["cancel-wait-ms"],
       policy: () => policy.current(),
-      ...(limits === undefined ? {} : { tenantConcurrency: limits.concurrency }),
+      ...(limits === undefined
+        ? {}
+        : { tenantConcurrency: limits.concurrency, tenantDay: limits.daySpent }),
       budgetMax: {
         maxTokens: cfg["max-run-tokens"],
         maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
@@ -517,6 +527,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         model: choice.model,
         prices: priceTable(cfg),
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
+        tenantDay: built.dayLedger,
         approvalHoldMs: cfg["approval-hold-ms"],
         trustCounters,
         ...(cfg["cache-max-bytes"] > 0
@@ -810,16 +821,33 @@ function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Swe
  */
 async function startTenantLimits(
   auth: Authenticator,
-  queue: RunQueue,
+  stores: { queue: RunQueue; dayLedger: TenantDayLedger },
   cfg: Config,
   logger: Logger,
-): Promise<{ concurrency: (t: string) => TenantConcurrency; stop: () => void }> {
+): Promise<{
+  concurrency: (t: string) => TenantConcurrency;
+  daySpent: (t: string) => Promise<DaySpent | undefined>;
+  stop: () => void;
+}> {
+  const { queue, dayLedger } = stores;
   const concurrency = (t: string) => tenantConcurrency(auth, cfg["tenant-limit"], t);
-  const source = { tenantIds: () => auth.tenantIds(), concurrency };
+  const source = {
+    tenantIds: () => auth.tenantIds(),
+    concurrency,
+    dayLimits: (t: string) => dayLimitsOf(auth.tenantConfig(t)),
+  };
+  const daySpent = async (t: string) => {
+    const l = source.dayLimits(t);
+    if (l.tokensPerDay === undefined && l.costPerDayMicros === undefined) return undefined;
+    return daySpentOf(t, l, await dayLedger.useOf(t, utcDay(Date.now())));
+  };
   const sync = async (): Promise<void> => {
     primeTenantLimitSeries(source);
     try {
       await publishTenantLimits(queue, auth);
+      await dayLedger.setLimits(
+        new Map(auth.tenantIds().map((t) => [t, source.dayLimits(t)] as const)),
+      );
     } catch (err) {
       logger.error(
         { err: { message: (err as Error).message } },
@@ -829,8 +857,8 @@ async function startTenantLimits(
   };
   await sync();
   if ("onReload" in auth) (auth as ReloadableAuth).onReload(() => void sync());
-  const stop = registerTenantLimitGauges(source, queue);
-  return { concurrency, stop };
+  const stop = registerTenantLimitGauges(source, queue, dayLedger);
+  return { concurrency, daySpent, stop };
 }
 
 let openAuth: Authenticator | undefined;
@@ -864,6 +892,8 @@ async function buildEventLog(
   presence: WorkerPresence;
   idempotency: IdempotencyStore;
   exportState: ExportState;
+  /** The tenants' daily model use and limits, shared by every process on the store. */
+  dayLedger: TenantDayLedger;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
   redis?: Redis;
   closeAll: () => Promise<void>;
@@ -883,6 +913,7 @@ async function buildEventLog(
       presence: new MemoryWorkerPresence(),
       idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
       exportState: new FileExportState(`${dir}/export`),
+      dayLedger: new MemoryDayLedger(),
       closeAll: async () => {
         await queue.close();
         await log.close();
@@ -921,6 +952,7 @@ async function buildEventLog(
     presence: new RedisWorkerPresence({ client, prefix: cfg["redis-prefix"] }),
     idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
+    dayLedger: new RedisDayLedger({ client, prefix: cfg["redis-prefix"] }),
     redis: client,
     closeAll: async () => {
       await queue.close();

@@ -24,6 +24,7 @@ import { annotateRpc, kTraceContext } from "./interceptors/tracing.ts";
 import { validateLabels } from "./labels.ts";
 import { requeueStranded } from "./requeue-stranded.ts";
 import { RUN_REUSED_HEADER } from "./reused-header.ts";
+import { daySpentError } from "./tenant-day-refusal.ts";
 import { uploadedWorkspace } from "./upload-workspace.ts";
 import { SESSION_RE, textField } from "./validate.ts";
 import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
@@ -107,6 +108,12 @@ export function createRunHandler(deps: ApiDeps) {
       }
       ({ runId, release } = claimed);
       deps.crashPoint?.("createRun.afterClaim");
+    }
+    // The tenant's UTC day spent: refused (after the key check: a retry gets its run).
+    const spent = await deps.tenantDay?.(principal.tenantId);
+    if (spent !== undefined) {
+      await release();
+      throw daySpentError(spent);
     }
     const sessionId = req.sessionId || ulid();
     annotateRpc(ctx.values, { "agentd.run.id": runId, "gen_ai.conversation.id": sessionId });

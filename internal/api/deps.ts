@@ -9,6 +9,7 @@ import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
 import type { TenantConcurrency } from "../scheduler/tenant-limits.ts";
+import type { DaySpent } from "../tenancy/day-usage.ts";
 import type { CreateRunCrashPoint } from "./crash-points.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
 
@@ -46,6 +47,11 @@ export interface ApiDeps {
    * (GetRun's held_by). Without one, a run held for a slot says "server.tenantLimit".
    */
   tenantConcurrency?: (tenantId: string) => TenantConcurrency;
+  /**
+   * The daily limit (tokensPerDay, costPerDayUsd) the tenant has spent today, if any:
+   * CreateRun refuses with RESOURCE_EXHAUSTED and RetryInfo. Without one, no daily limit.
+   */
+  tenantDay?: (tenantId: string) => Promise<DaySpent | undefined>;
 }
 
 export interface BudgetMax {

@@ -6,6 +6,7 @@
  * auth file itself (the caller passes what it parsed).
  */
 import type { TenantConfig } from "../auth/tenant-config.ts";
+import type { DayLimits } from "../tenancy/day-usage.ts";
 import type { RunQueue } from "./port.ts";
 
 export interface TenantSource {
@@ -40,4 +41,13 @@ export async function publishTenantLimits(queue: RunQueue, src: TenantSource): P
     if (n !== undefined) limits.set(t, n);
   }
   await queue.setTenantLimits(limits);
+}
+
+/** The auth file's daily limits of a tenant, cost in micro-USD. */
+export function dayLimitsOf(cfg: TenantConfig): DayLimits {
+  const { tokensPerDay, costPerDayUsd } = cfg.limits;
+  return {
+    ...(tokensPerDay === undefined ? {} : { tokensPerDay }),
+    ...(costPerDayUsd === undefined ? {} : { costPerDayMicros: Math.round(costPerDayUsd * 1e6) }),
+  };
 }

@@ -2,23 +2,24 @@
  * The per-tenant limit gauges (agentd_tenant_limit and agentd_tenant_limit_used) of the
  * tenants the auth file names: every series exists from the start (capacity set, use 0) and
  * is rebuilt on each auth-file reload (a tenant removed loses its series, a new one gets
- * them at once); use is read from the queue at scrape time. Must never: make a series for a
- * tenant the auth file does not name (a request's tenant is not a label value), or block a
- * scrape on the queue (scrape.ts bounds it).
+ * them at once); use is read from the shared stores at scrape time. Series per limit:
+ * concurrentRuns for every named tenant (its own or the server's --tenant-limit), and
+ * tokensPerDay / costPerDayUsd (USD) where the tenant has them. Must never: make a series
+ * for a tenant the auth file does not name (a request's tenant is not a label value), or
+ * block a scrape on a store (scrape.ts bounds it).
  */
 
 import type { RunQueue } from "../scheduler/port.ts";
 import type { TenantConcurrency } from "../scheduler/tenant-limits.ts";
+import { type DayLimits, type TenantDayLedger, utcDay } from "../tenancy/day-usage.ts";
 import { metrics } from "./metrics.ts";
 import { onScrape } from "./scrape.ts";
-
-/** The limits agentd enforces today, as the `limit` label says them. */
-export const ENFORCED_LIMITS = ["concurrentRuns"] as const;
 
 export interface TenantLimitGaugeSource {
   /** The tenants the auth file names, now. */
   tenantIds(): string[];
   concurrency(tenantId: string): TenantConcurrency;
+  dayLimits(tenantId: string): DayLimits;
 }
 
 /** Rebuilds every series from the source: call at start and after each reload. */
@@ -26,21 +27,38 @@ export function primeTenantLimitSeries(src: TenantLimitGaugeSource): void {
   metrics.tenantLimit.reset();
   metrics.tenantLimitUsed.reset();
   for (const tenant of src.tenantIds()) {
-    metrics.tenantLimit.set({ tenant, limit: "concurrentRuns" }, src.concurrency(tenant).limit);
-    metrics.tenantLimitUsed.set({ tenant, limit: "concurrentRuns" }, 0);
+    const set = (limit: string, capacity: number) => {
+      metrics.tenantLimit.set({ tenant, limit }, capacity);
+      metrics.tenantLimitUsed.set({ tenant, limit }, 0);
+    };
+    set("concurrentRuns", src.concurrency(tenant).limit);
+    const day = src.dayLimits(tenant);
+    if (day.tokensPerDay !== undefined) set("tokensPerDay", day.tokensPerDay);
+    if (day.costPerDayMicros !== undefined) set("costPerDayUsd", day.costPerDayMicros / 1e6);
   }
 }
 
-/** Reads each named tenant's use from the queue before every scrape; returns the unregister. */
+/** Reads each named tenant's use before every scrape; returns the unregister. */
 export function registerTenantLimitGauges(
   src: TenantLimitGaugeSource,
   queue: RunQueue,
+  ledger: TenantDayLedger,
 ): () => void {
   return onScrape(async () => {
     const tenants = src.tenantIds();
     const used = await queue.tenantSlots(tenants);
-    tenants.forEach((tenant, i) => {
-      metrics.tenantLimitUsed.set({ tenant, limit: "concurrentRuns" }, used[i] ?? 0);
-    });
+    const today = utcDay(Date.now());
+    await Promise.all(
+      tenants.map(async (tenant, i) => {
+        metrics.tenantLimitUsed.set({ tenant, limit: "concurrentRuns" }, used[i] ?? 0);
+        const day = src.dayLimits(tenant);
+        if (day.tokensPerDay === undefined && day.costPerDayMicros === undefined) return;
+        const use = await ledger.useOf(tenant, today);
+        if (day.tokensPerDay !== undefined)
+          metrics.tenantLimitUsed.set({ tenant, limit: "tokensPerDay" }, use.tokens);
+        if (day.costPerDayMicros !== undefined)
+          metrics.tenantLimitUsed.set({ tenant, limit: "costPerDayUsd" }, use.costMicros / 1e6);
+      }),
+    );
   });
 }

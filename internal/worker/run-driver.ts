@@ -34,6 +34,7 @@ import type { Sandbox, SandboxShape } from "../sandbox/port.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { observeQueueWait } from "../telemetry/run-clock.ts";
 import { startRunSpan } from "../telemetry/run-span.ts";
+import type { TenantDayLedger } from "../tenancy/day-usage.ts";
 import { type Drive, openDrive } from "./drive.ts";
 import { CA_ENV, type DriveEgressOptions, networkOf } from "./drive-egress.ts";
 import { cancel, complete, endedElsewhere, fail, outcomeOf } from "./drive-end.ts";
@@ -109,6 +110,12 @@ export interface DriverDeps {
   egress?: DriveEgressOptions;
   logger?: Logger;
   now?: () => number;
+  /**
+   * The tenants' daily use and limits (tokensPerDay, costPerDayUsd) shared by every worker:
+   * a run of a tenant whose day is spent fails before its next model request. Without one,
+   * no daily limit.
+   */
+  tenantDay?: TenantDayLedger;
 }
 
 /** "released": the worker is stopping; the run is left at a step boundary for another worker. */

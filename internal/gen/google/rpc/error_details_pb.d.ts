@@ -7,6 +7,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
+import type { Duration } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file google/rpc/error_details.proto.
@@ -67,4 +68,25 @@ export declare type BadRequest_FieldViolation = Message<"google.rpc.BadRequest.F
  * Use `create(BadRequest_FieldViolationSchema)` to create a new message.
  */
 export declare const BadRequest_FieldViolationSchema: GenMessage<BadRequest_FieldViolation>;
+
+/**
+ * Describes when the client may retry a failed request (google/rpc/error_details.proto).
+ * agentd sends it with RESOURCE_EXHAUSTED when a token's API rate limit is reached.
+ *
+ * @generated from message google.rpc.RetryInfo
+ */
+export declare type RetryInfo = Message<"google.rpc.RetryInfo"> & {
+  /**
+   * Clients should wait at least this long between the failed request and the next one.
+   *
+   * @generated from field: google.protobuf.Duration retry_delay = 1;
+   */
+  retryDelay?: Duration | undefined;
+};
+
+/**
+ * Describes the message google.rpc.RetryInfo.
+ * Use `create(RetryInfoSchema)` to create a new message.
+ */
+export declare const RetryInfoSchema: GenMessage<RetryInfo>;
 

@@ -6,12 +6,13 @@
 /* eslint-disable */
 
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file google/rpc/error_details.proto.
  */
 export const file_google_rpc_error_details = /*@__PURE__*/
-  fileDesc("Ch5nb29nbGUvcnBjL2Vycm9yX2RldGFpbHMucHJvdG8SCmdvb2dsZS5ycGMikwEKCkJhZFJlcXVlc3QSPwoQZmllbGRfdmlvbGF0aW9ucxgBIAMoCzIlLmdvb2dsZS5ycGMuQmFkUmVxdWVzdC5GaWVsZFZpb2xhdGlvbhpECg5GaWVsZFZpb2xhdGlvbhINCgVmaWVsZBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIOCgZyZWFzb24YAyABKAliBnByb3RvMw");
+  fileDesc("Ch5nb29nbGUvcnBjL2Vycm9yX2RldGFpbHMucHJvdG8SCmdvb2dsZS5ycGMikwEKCkJhZFJlcXVlc3QSPwoQZmllbGRfdmlvbGF0aW9ucxgBIAMoCzIlLmdvb2dsZS5ycGMuQmFkUmVxdWVzdC5GaWVsZFZpb2xhdGlvbhpECg5GaWVsZFZpb2xhdGlvbhINCgVmaWVsZBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIOCgZyZWFzb24YAyABKAkiOwoJUmV0cnlJbmZvEi4KC3JldHJ5X2RlbGF5GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uYgZwcm90bzM", [file_google_protobuf_duration]);
 
 /**
  * Describes the message google.rpc.BadRequest.
@@ -26,4 +27,11 @@ export const BadRequestSchema = /*@__PURE__*/
  */
 export const BadRequest_FieldViolationSchema = /*@__PURE__*/
   messageDesc(file_google_rpc_error_details, 0, 0);
+
+/**
+ * Describes the message google.rpc.RetryInfo.
+ * Use `create(RetryInfoSchema)` to create a new message.
+ */
+export const RetryInfoSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 1);
 
