@@ -16,6 +16,7 @@ import type { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
+import { createTenantGate } from "../../internal/api/tenant-gate.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
 import type { ArtifactStore } from "../../internal/artifacts/port.ts";
 import { RedisArtifactStore } from "../../internal/artifacts/redis-artifact-store.ts";
@@ -106,6 +107,8 @@ import type { TenantDayLedger } from "../../internal/tenancy/day-usage.ts";
 import { type DaySpent, daySpent as daySpentOf, utcDay } from "../../internal/tenancy/day-usage.ts";
 import { MemoryDayLedger } from "../../internal/tenancy/memory-day-usage.ts";
 import { RedisDayLedger } from "../../internal/tenancy/redis-day-usage.ts";
+import { RedisRunRate } from "../../internal/tenancy/redis-run-rate.ts";
+import { MemoryRunRate, type RunRateCounter } from "../../internal/tenancy/run-rate.ts";
 import { versionLine } from "../../internal/version/version.ts";
 import { type PresenceBeat, startPresenceBeat } from "../../internal/worker/presence-beat.ts";
 import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
@@ -377,7 +380,14 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       policy: () => policy.current(),
       ...(limits === undefined
         ? {}
-        : { tenantConcurrency: limits.concurrency, tenantDay: limits.daySpent }),
+        : {
+            tenantConcurrency: limits.concurrency,
+            tenantGate: createTenantGate({
+              daySpent: limits.daySpent,
+              runsPerMinute: (t) => auth.tenantConfig(t).limits.runsPerMinute,
+              rate: built.runRate,
+            }),
+          }),
       budgetMax: {
         maxTokens: cfg["max-run-tokens"],
         maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
@@ -894,6 +904,8 @@ async function buildEventLog(
   exportState: ExportState;
   /** The tenants' daily model use and limits, shared by every process on the store. */
   dayLedger: TenantDayLedger;
+  /** The tenants' CreateRuns per minute (runsPerMinute), shared by every server. */
+  runRate: RunRateCounter;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
   redis?: Redis;
   closeAll: () => Promise<void>;
@@ -914,6 +926,7 @@ async function buildEventLog(
       idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
       exportState: new FileExportState(`${dir}/export`),
       dayLedger: new MemoryDayLedger(),
+      runRate: new MemoryRunRate(),
       closeAll: async () => {
         await queue.close();
         await log.close();
@@ -953,6 +966,7 @@ async function buildEventLog(
     idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
     dayLedger: new RedisDayLedger({ client, prefix: cfg["redis-prefix"] }),
+    runRate: new RedisRunRate({ client, prefix: cfg["redis-prefix"] }),
     redis: client,
     closeAll: async () => {
       await queue.close();

@@ -24,7 +24,6 @@ import { annotateRpc, kTraceContext } from "./interceptors/tracing.ts";
 import { validateLabels } from "./labels.ts";
 import { requeueStranded } from "./requeue-stranded.ts";
 import { RUN_REUSED_HEADER } from "./reused-header.ts";
-import { daySpentError } from "./tenant-day-refusal.ts";
 import { uploadedWorkspace } from "./upload-workspace.ts";
 import { SESSION_RE, textField } from "./validate.ts";
 import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
@@ -109,11 +108,12 @@ export function createRunHandler(deps: ApiDeps) {
       ({ runId, release } = claimed);
       deps.crashPoint?.("createRun.afterClaim");
     }
-    // The tenant's UTC day spent: refused (after the key check: a retry gets its run).
-    const spent = await deps.tenantDay?.(principal.tenantId);
-    if (spent !== undefined) {
+    // The tenant's day spent or its minute full: refused (after the key check: a retry
+    // gets its run; tenant-gate.ts).
+    const refusal = await deps.tenantGate?.(principal.tenantId);
+    if (refusal !== undefined) {
       await release();
-      throw daySpentError(spent);
+      throw refusal;
     }
     const sessionId = req.sessionId || ulid();
     annotateRpc(ctx.values, { "agentd.run.id": runId, "gen_ai.conversation.id": sessionId });

@@ -9,7 +9,6 @@ import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
 import type { TenantConcurrency } from "../scheduler/tenant-limits.ts";
-import type { DaySpent } from "../tenancy/day-usage.ts";
 import type { CreateRunCrashPoint } from "./crash-points.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
 
@@ -48,10 +47,10 @@ export interface ApiDeps {
    */
   tenantConcurrency?: (tenantId: string) => TenantConcurrency;
   /**
-   * The daily limit (tokensPerDay, costPerDayUsd) the tenant has spent today, if any:
-   * CreateRun refuses with RESOURCE_EXHAUSTED and RetryInfo. Without one, no daily limit.
+   * CreateRun's per-tenant gate (tenant-gate.ts: a spent day, a full minute): the error to
+   * answer, or undefined. Without one, no such limit.
    */
-  tenantDay?: (tenantId: string) => Promise<DaySpent | undefined>;
+  tenantGate?: (tenantId: string) => Promise<Error | undefined>;
 }
 
 export interface BudgetMax {

@@ -27,6 +27,7 @@ import { tarOf } from "../testing/tar.ts";
 const ACME = "acme-token-0123456789";
 const OTHER = "other-token-0123456789";
 const THRIFTY = "thrifty-token-0123456789";
+const BURSTY = "bursty-token-0123456789";
 /** thrifty's tokens a day: one tool-call step (28 tokens, the stub's usage) spends it. */
 const THRIFTY_TOKENS = 25;
 
@@ -36,6 +37,7 @@ function authYaml(acmeLimit: number | undefined): string {
     [ACME, "acme"],
     [OTHER, "other"],
     [THRIFTY, "thrifty"],
+    [BURSTY, "bursty"],
   ]
     .map(
       ([t, tenant]) =>
@@ -44,7 +46,7 @@ function authYaml(acmeLimit: number | undefined): string {
     .join("");
   const acme =
     acmeLimit === undefined ? "" : `  acme:\n    limits:\n      concurrentRuns: ${acmeLimit}\n`;
-  const tenants = `tenants:\n${acme}  other:\n    retention: 7d\n  thrifty:\n    limits:\n      tokensPerDay: ${THRIFTY_TOKENS}\n`;
+  const tenants = `tenants:\n${acme}  other:\n    retention: 7d\n  thrifty:\n    limits:\n      tokensPerDay: ${THRIFTY_TOKENS}\n  bursty:\n    limits:\n      runsPerMinute: 2\n`;
   return `tokens:\n${tokens}${tenants}`;
 }
 
@@ -204,7 +206,10 @@ it("concurrentRuns 1: the second run is held (and says so) until the first ends,
   assert.match(held.heldMessage, /tenants\.acme\.limits\.concurrentRuns/);
   const listed = (await c.client.listRuns({}, ACME)).runs.find((r) => r.runId === a2);
   assert.equal(listed?.heldBy, "tenant.concurrentRuns", "ListRuns says it too");
-  assert.equal(await metric("agentd_tenant_limit_used", "acme"), 1);
+  // (Scrapes within 500 ms share one refresh: wait for the next.)
+  await until("acme's concurrentRuns use at 1 in the gauge", async () =>
+    (await metric("agentd_tenant_limit_used", "acme")) === 1 ? true : undefined,
+  );
 
   // The other tenant is not held: its runs start and end while a2 waits.
   const o1 = await submit(OTHER, "other-run one");
@@ -240,7 +245,9 @@ it("concurrentRuns 1: the second run is held (and says so) until the first ends,
   await until("the acme limit gauge at 2", async () =>
     (await metric("agentd_tenant_limit", "acme")) === 2 ? true : undefined,
   );
-  assert.equal(await metric("agentd_tenant_limit_used", "acme"), 2);
+  await until("acme's concurrentRuns use at 2 in the gauge", async () =>
+    (await metric("agentd_tenant_limit_used", "acme")) === 2 ? true : undefined,
+  );
 
   // Lowered to 1 while 2 run: both go on, a new run is held.
   writeAuth(authYaml(1));
@@ -305,4 +312,27 @@ it("tokensPerDay spent: the running run's next model request fails naming the te
   // Another tenant is not affected.
   const o = await submit(OTHER, "other-run after thrifty");
   await inState(OTHER, o, RunState.COMPLETED);
+});
+
+it("runsPerMinute 2: a burst of CreateRuns is refused past it with RetryInfo naming the limit; the refused make no run", {
+  timeout: 300_000,
+}, async () => {
+  // 5 creates span at most two minute windows: at most 4 fit, so one is refused.
+  const made: string[] = [];
+  const refusals: { code: number; details: string; metadata: { get(k: string): unknown[] } }[] = [];
+  for (let i = 0; i < 5; i++) {
+    await submit(BURSTY, `bursty-run ${i}`).then(
+      (id) => made.push(id),
+      (e) => refusals.push(e),
+    );
+  }
+  assert.ok(refusals.length >= 1, "a create past runsPerMinute is refused");
+  for (const e of refusals) {
+    assert.equal(e.code, 8, "RESOURCE_EXHAUSTED");
+    assert.match(e.details, /tenants\.bursty\.limits\.runsPerMinute/);
+    assert.equal(e.metadata.get("grpc-status-details-bin").length, 1, "RetryInfo attached");
+  }
+  const listed = (await c.client.listRuns({}, BURSTY)).runs.map((r) => r.runId).sort();
+  assert.deepEqual(listed, [...made].sort(), "only the admitted creates made runs");
+  for (const r of made) await inState(BURSTY, r, RunState.COMPLETED);
 });
