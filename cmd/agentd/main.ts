@@ -387,6 +387,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
               runsPerMinute: (t) => auth.tenantConfig(t).limits.runsPerMinute,
               rate: built.runRate,
             }),
+            tenantUploadBytes: (t: string) => auth.tenantConfig(t).limits.uploadBytes,
           }),
       budgetMax: {
         maxTokens: cfg["max-run-tokens"],

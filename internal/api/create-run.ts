@@ -68,9 +68,11 @@ export function createRunHandler(deps: ApiDeps) {
       // the whole archive passed, and what is stored is the normalised form.
       const uploader = ctx.values.get(kWorkspaceUploader) ?? fallbackUploader;
       // It takes one of the tenant's upload turns, and a slot per chunk, like a stream.
+      const own = deps.tenantUploadBytes?.(principal.tenantId);
       workspace = await uploader.store(req.workspaceTar, {
         signal: ctx.signal,
         tenantId: principal.tenantId,
+        ...(own === undefined ? {} : { tenantMaxBytes: own }),
       });
     }
     let runId = ulid();

@@ -51,6 +51,11 @@ export interface ApiDeps {
    * answer, or undefined. Without one, no such limit.
    */
   tenantGate?: (tenantId: string) => Promise<Error | undefined>;
+  /**
+   * The tenant's own limit on one workspace upload's unpacked bytes (`uploadBytes` in the
+   * auth file), tightening the server's --max-workspace-bytes. Without one, the server's.
+   */
+  tenantUploadBytes?: (tenantId: string) => number | undefined;
 }
 
 export interface BudgetMax {

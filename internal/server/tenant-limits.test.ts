@@ -46,7 +46,7 @@ function authYaml(acmeLimit: number | undefined): string {
     .join("");
   const acme =
     acmeLimit === undefined ? "" : `  acme:\n    limits:\n      concurrentRuns: ${acmeLimit}\n`;
-  const tenants = `tenants:\n${acme}  other:\n    retention: 7d\n  thrifty:\n    limits:\n      tokensPerDay: ${THRIFTY_TOKENS}\n  bursty:\n    limits:\n      runsPerMinute: 2\n`;
+  const tenants = `tenants:\n${acme}  other:\n    retention: 7d\n  thrifty:\n    limits:\n      tokensPerDay: ${THRIFTY_TOKENS}\n  bursty:\n    limits:\n      runsPerMinute: 2\n      uploadBytes: 64KiB\n`;
   return `tokens:\n${tokens}${tenants}`;
 }
 
@@ -335,4 +335,26 @@ it("runsPerMinute 2: a burst of CreateRuns is refused past it with RetryInfo nam
   const listed = (await c.client.listRuns({}, BURSTY)).runs.map((r) => r.runId).sort();
   assert.deepEqual(listed, [...made].sort(), "only the admitted creates made runs");
   for (const r of made) await inState(BURSTY, r, RunState.COMPLETED);
+});
+
+it("uploadBytes 64KiB: a larger workspace, inline or streamed, is refused naming the tenant limit; another tenant's passes", {
+  timeout: 300_000,
+}, async () => {
+  const big = await tarOf([{ name: "big.bin", data: "x".repeat(200 * 1024) }]);
+  const inline = await c.client
+    .createRun({ prompt: "bursty-run big", workspaceTar: big }, BURSTY)
+    .then(
+      () => assert.fail("an inline workspace over uploadBytes must be refused"),
+      (e: { code: number; details: string }) => e,
+    );
+  assert.equal(inline.code, 8, "RESOURCE_EXHAUSTED");
+  assert.match(inline.details, /tenants\.bursty\.limits\.uploadBytes/);
+  const streamed = await c.client.uploadWorkspace([big], { auth: BURSTY }).then(
+    () => assert.fail("a streamed workspace over uploadBytes must be refused"),
+    (e: { code: number; details: string }) => e,
+  );
+  assert.equal(streamed.code, 8, "RESOURCE_EXHAUSTED");
+  assert.match(streamed.details, /tenants\.bursty\.limits\.uploadBytes/);
+  const ok = await c.client.uploadWorkspace([big], { auth: OTHER });
+  assert.ok(ok.digest.length > 0, "the other tenant has no uploadBytes: the server's limit");
 });
