@@ -852,8 +852,7 @@ async function startTenantLimits(
     if (l.tokensPerDay === undefined && l.costPerDayMicros === undefined) return undefined;
     return daySpentOf(t, l, await dayLedger.useOf(t, utcDay(Date.now())));
   };
-  const sync = async (): Promise<void> => {
-    primeTenantLimitSeries(source);
+  const publish = async (): Promise<void> => {
     try {
       await publishTenantLimits(queue, auth);
       await dayLedger.setLimits(
@@ -862,15 +861,33 @@ async function startTenantLimits(
     } catch (err) {
       logger.error(
         { err: { message: (err as Error).message } },
-        "publishing the tenants' concurrentRuns to the queue failed: the queue keeps the last published limits",
+        "publishing the tenants' limits to Redis failed: the last published limits stay until the next try",
       );
     }
   };
+  const sync = async (): Promise<void> => {
+    primeTenantLimitSeries(source);
+    await publish();
+  };
   await sync();
   if ("onReload" in auth) (auth as ReloadableAuth).onReload(() => void sync());
-  const stop = registerTenantLimitGauges(source, queue, dayLedger);
-  return { concurrency, daySpent, stop };
+  // Again every 30 s: a Redis that lost its data (no persistence, a failover to a replica
+  // that missed the write) has the limits back within that, not at the next reload.
+  const again = setInterval(() => void publish(), TENANT_LIMITS_REPUBLISH_MS);
+  again.unref();
+  const unregister = registerTenantLimitGauges(source, queue, dayLedger);
+  return {
+    concurrency,
+    daySpent,
+    stop: () => {
+      clearInterval(again);
+      unregister();
+    },
+  };
 }
+
+/** How often a server publishes the tenants' limits again without a reload, ms. */
+const TENANT_LIMITS_REPUBLISH_MS = 30_000;
 
 let openAuth: Authenticator | undefined;
 
