@@ -78,12 +78,6 @@ import { RedisWorkerPresence } from "../../internal/scheduler/redis-presence.ts"
 import { RedisRunAdmission } from "../../internal/scheduler/redis-run-admission.ts";
 import { RedisRunQueue } from "../../internal/scheduler/redis-run-queue.ts";
 import { SequentialRunAdmission } from "../../internal/scheduler/sequential-run-admission.ts";
-import {
-  dayLimitsOf,
-  publishTenantLimits,
-  type TenantConcurrency,
-  tenantConcurrency,
-} from "../../internal/scheduler/tenant-limits.ts";
 import { createAccessLog } from "../../internal/server/access-log.ts";
 import { createApp, logAnswers } from "../../internal/server/app.ts";
 import {
@@ -99,12 +93,7 @@ import { primeDriverSeries, primeKnownSeries } from "../../internal/telemetry/kn
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { registerStoreGauges } from "../../internal/telemetry/store-gauges.ts";
-import {
-  primeTenantLimitSeries,
-  registerTenantLimitGauges,
-} from "../../internal/telemetry/tenant-limit-gauges.ts";
 import type { TenantDayLedger } from "../../internal/tenancy/day-usage.ts";
-import { type DaySpent, daySpent as daySpentOf, utcDay } from "../../internal/tenancy/day-usage.ts";
 import { MemoryDayLedger } from "../../internal/tenancy/memory-day-usage.ts";
 import { RedisDayLedger } from "../../internal/tenancy/redis-day-usage.ts";
 import { RedisRunRate } from "../../internal/tenancy/redis-run-rate.ts";
@@ -115,6 +104,7 @@ import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driv
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 import { crashPointFrom } from "./crash-at.ts";
+import { startTenantLimits } from "./tenant-limits.ts";
 
 const SERVER_FLAGS: FlagName[] = [
   "listen",
@@ -824,70 +814,6 @@ function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Swe
     },
   };
 }
-
-/**
- * Publishes the auth file's concurrentRuns to the queue and keeps the per-tenant limit
- * gauges, at start and after every reload of the file. A publish that fails (Redis down)
- * is logged; the next reload or restart publishes again, and the queue keeps the last set.
- */
-async function startTenantLimits(
-  auth: Authenticator,
-  stores: { queue: RunQueue; dayLedger: TenantDayLedger },
-  cfg: Config,
-  logger: Logger,
-): Promise<{
-  concurrency: (t: string) => TenantConcurrency;
-  daySpent: (t: string) => Promise<DaySpent | undefined>;
-  stop: () => void;
-}> {
-  const { queue, dayLedger } = stores;
-  const concurrency = (t: string) => tenantConcurrency(auth, cfg["tenant-limit"], t);
-  const source = {
-    tenantIds: () => auth.tenantIds(),
-    concurrency,
-    dayLimits: (t: string) => dayLimitsOf(auth.tenantConfig(t)),
-  };
-  const daySpent = async (t: string) => {
-    const l = source.dayLimits(t);
-    if (l.tokensPerDay === undefined && l.costPerDayMicros === undefined) return undefined;
-    return daySpentOf(t, l, await dayLedger.useOf(t, utcDay(Date.now())));
-  };
-  const publish = async (): Promise<void> => {
-    try {
-      await publishTenantLimits(queue, auth);
-      await dayLedger.setLimits(
-        new Map(auth.tenantIds().map((t) => [t, source.dayLimits(t)] as const)),
-      );
-    } catch (err) {
-      logger.error(
-        { err: { message: (err as Error).message } },
-        "publishing the tenants' limits to Redis failed: the last published limits stay until the next try",
-      );
-    }
-  };
-  const sync = async (): Promise<void> => {
-    primeTenantLimitSeries(source);
-    await publish();
-  };
-  await sync();
-  if ("onReload" in auth) (auth as ReloadableAuth).onReload(() => void sync());
-  // Again every 30 s: a Redis that lost its data (no persistence, a failover to a replica
-  // that missed the write) has the limits back within that, not at the next reload.
-  const again = setInterval(() => void publish(), TENANT_LIMITS_REPUBLISH_MS);
-  again.unref();
-  const unregister = registerTenantLimitGauges(source, queue, dayLedger);
-  return {
-    concurrency,
-    daySpent,
-    stop: () => {
-      clearInterval(again);
-      unregister();
-    },
-  };
-}
-
-/** How often a server publishes the tenants' limits again without a reload, ms. */
-const TENANT_LIMITS_REPUBLISH_MS = 30_000;
 
 let openAuth: Authenticator | undefined;
 
