@@ -79,10 +79,12 @@ bench: build images image
 	node bench/hostile-input.ts
 	node bench/tool-started.ts
 	node bench/secret-containment.ts
+	node bench/runner-trees.ts
 	node bench/observability.ts
 	node bench/image.ts
 	node bench/egress.ts
 	node bench/console.ts
+	node bench/rate-limit.ts
 	node bench/repos.ts --rounds 3
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox

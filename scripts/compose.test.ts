@@ -26,6 +26,14 @@ import { after, it } from "node:test";
 import { parse, stringify } from "yaml";
 import { LABEL_RUN } from "../internal/sandbox/docker-sandbox.ts";
 import { freePort } from "../internal/testing/prometheus.ts";
+import { until } from "../internal/testing/until.ts";
+
+/** True when `url` answers 200 (false on any other status or a refused connection). */
+const answers200 = (url: string): Promise<boolean> =>
+  fetch(url).then(
+    (x) => x.status === 200,
+    () => false,
+  );
 
 const ROOT = join(import.meta.dirname, "..");
 const COMPOSE = join(ROOT, "deploy", "compose", "docker-compose.yml");
@@ -136,19 +144,14 @@ async function up(
   live.add(d);
   const r = compose(d, "up", "-d", ...services);
   assert.equal(r.status, 0, r.stderr);
-  const deadline = Date.now() + 120_000; // generous: only a server that never gets ready fails
-  while (
-    (await fetch(`http://127.0.0.1:${port}/readyz`).then(
-      (x) => x.status,
-      () => 0,
-    )) !== 200
-  ) {
-    assert.ok(
-      Date.now() < deadline,
-      `waited 120 s for the server's /readyz to answer 200:\n${compose(d, "logs", "--tail", "20").stdout}`,
-    );
-    await new Promise((res) => setTimeout(res, 250));
-  }
+  await until(
+    "the server's /readyz answers 200",
+    () => answers200(`http://127.0.0.1:${port}/readyz`),
+    {
+      everyMs: 250,
+      detail: () => compose(d, "logs", "--tail", "20").stdout,
+    },
+  );
   return d;
 }
 
@@ -212,11 +215,10 @@ it("Redis: a password from the environment, maxmemory with noeviction, protected
     compose(d, "exec", "-T", "redis", "sh", "-c", `redis-cli ${args.join(" ")}`).stdout.trim();
   const authed = (...args: string[]) =>
     cli(`--user agentd --pass "$REDIS_PASSWORD" --no-auth-warning`, ...args);
-  const deadline = Date.now() + 120_000; // generous: only a Redis that never answers fails
-  while (authed("ping") !== "PONG") {
-    assert.ok(Date.now() < deadline, `waited 120 s for Redis:\n${compose(d, "logs").stdout}`);
-    await new Promise((res) => setTimeout(res, 250));
-  }
+  await until("Redis answers the agentd user's PING", () => authed("ping") === "PONG", {
+    everyMs: 250,
+    detail: () => compose(d, "logs").stdout,
+  });
   const memory = authed("info", "memory");
   assert.match(memory, /^maxmemory:314572800\r?$/m, "maxmemory 300mb");
   assert.match(memory, /^maxmemory_policy:noeviction\r?$/m);
@@ -234,10 +236,11 @@ it("Redis: a password from the environment, maxmemory with noeviction, protected
     spawnSync("docker", ["inspect", "-f", "{{.State.Health.Status}}", id], {
       encoding: "utf8",
     }).stdout.trim();
-  while (health() !== "healthy") {
-    assert.ok(Date.now() < deadline + 60_000, `waited for the healthcheck: ${health()}`);
-    await new Promise((res) => setTimeout(res, 250));
-  }
+  await until("Redis's healthcheck passes", () => health() === "healthy", {
+    capMs: 180_000,
+    everyMs: 250,
+    detail: () => `health: ${health()}`,
+  });
   const args = spawnSync("docker", ["inspect", "-f", "{{json .Config.Cmd}}", id], {
     encoding: "utf8",
   }).stdout;
@@ -379,19 +382,10 @@ it("an allowlist run through the composed worker: an allowed host answers, anoth
   );
   // The worker checks at start that it can enforce the allowlist, and stops if not.
   const health = `http://127.0.0.1:${d.env.AGENTD_HEALTH_PORT}/readyz`;
-  const deadline = Date.now() + 120_000; // generous: only a worker that never gets ready fails
-  while (
-    (await fetch(health).then(
-      (x) => x.status,
-      () => 0,
-    )) !== 200
-  ) {
-    assert.ok(
-      Date.now() < deadline,
-      `waited 120 s for worker-1's /readyz to answer 200:\n${compose(d, "logs", "--tail", "20", "worker-1").stdout}`,
-    );
-    await new Promise((res) => setTimeout(res, 250));
-  }
+  await until("worker-1's /readyz answers 200", () => answers200(health), {
+    everyMs: 250,
+    detail: () => compose(d, "logs", "--tail", "20", "worker-1").stdout,
+  });
   // Not spawnSync: this process's upstreams must answer while the run goes on.
   const run = await agentctlAsync(
     d.port,

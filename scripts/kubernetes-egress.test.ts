@@ -30,6 +30,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, it } from "node:test";
 import { parseAllDocuments, parse as parseYaml, stringify } from "yaml";
+import { until } from "../internal/testing/until.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const AGENTCTL = join(ROOT, "bin", "agentctl");
@@ -102,14 +103,6 @@ async function upstream(host: string): Promise<{ port: number; hits: () => numbe
   servers.push(s);
   await new Promise<void>((r) => s.listen(0, host, r));
   return { port: (s.address() as { port: number }).port, hits: () => hits };
-}
-
-async function until(what: string, ok: () => Promise<boolean>, detail: () => string) {
-  const deadline = Date.now() + 120_000; // generous: a loaded machine never fails it
-  while (!(await ok())) {
-    assert.ok(Date.now() < deadline, `waited 120 s for ${what}:\n${detail()}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 it("an allowlist run in the worker pod's shape: the engine's namespace shared, the manifest's capabilities", {
@@ -185,7 +178,7 @@ it("an allowlist run in the worker pod's shape: the engine's namespace shared, t
   await until(
     "the pod's engine answers",
     async () => spawnSync("docker", ["-H", `unix://${sock}`, "version"]).status === 0,
-    () => dockerdOutput.slice(-3000),
+    { everyMs: 250, detail: () => dockerdOutput.slice(-3000) },
   );
   execFileSync("sh", ["-c", `docker save ${sandbox} | docker -H unix://${sock} load`], {
     stdio: "ignore",
@@ -273,7 +266,7 @@ it("an allowlist run in the worker pod's shape: the engine's namespace shared, t
         )) === 200
       );
     },
-    logs,
+    { everyMs: 250, detail: logs },
   );
 
   // The run, without blocking this process (its upstreams must answer meanwhile).

@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
+import { until } from "../internal/testing/until.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const AGENTD = join(ROOT, "bin", "agentd");
@@ -329,14 +330,10 @@ it("the rendered Redis starts as rendered (agentd-redis image): its probe passes
     const exec = (...args: string[]) =>
       spawnSync("docker", ["exec", name, ...args], { encoding: "utf8", timeout: 60_000 });
     const probe = c.readinessProbe.exec.command as string[];
-    const deadline = Date.now() + 120_000; // generous: only a Redis that never gets ready fails
-    while (exec(...probe).status !== 0) {
-      assert.ok(
-        Date.now() < deadline,
-        `waited 120 s for the readiness probe: ${spawnSync("docker", ["logs", name], { encoding: "utf8" }).stdout}`,
-      );
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    await until("Redis's readiness probe passes", () => exec(...probe).status === 0, {
+      everyMs: 250,
+      detail: () => spawnSync("docker", ["logs", name], { encoding: "utf8" }).stdout,
+    });
     const authed = exec(
       "sh",
       "-c",

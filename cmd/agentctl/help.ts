@@ -48,6 +48,13 @@ export const GLOBAL_FLAGS: Record<string, FlagSpec> = {
   help: { type: "boolean", short: "h", help: "show this help" },
 };
 
+/** verify and replay: read a run's archive directory instead of a server. */
+const ARCHIVE_FLAG: FlagSpec = {
+  type: "string",
+  arg: "PATH",
+  help: "a run's archive directory (DIR/<tenant>/<run>): work offline from it, verified first",
+};
+
 /** -o/--output, on every command that prints a resource (internal/cli/output/). */
 const OUTPUT_FLAG: FlagSpec = {
   type: "string",
@@ -322,8 +329,12 @@ off a terminal, colors on one), without waiting for anything and without asking:
 show as they were requested and resolved. A run that has not ended is rendered as far as
 it got (exit 3).
 
+--archive PATH renders a run from its archive directory (agentd --archive-dir, DIR/<tenant>/<run>)
+offline: no server, no token; the archive is verified whole first (exit 1 naming the file
+and the problem when it does not verify). RUN may then be left out.
+
 Exit: 0 completed, 1 failed, 2 cancelled, 3 not ended yet, 4 request failed.`,
-    flags: {},
+    flags: { archive: ARCHIVE_FLAG },
   },
   {
     name: "verify",
@@ -340,8 +351,15 @@ the stored log still holds that event: a log that lost events after it (Redis lo
 acknowledged writes) fails, naming the seq after which events were lost. A log holding a
 log.rewound record (the loss recorded by the worker that found it) fails the same way.
 
+--archive PATH verifies a run's archive directory (agentd --archive-dir, DIR/<tenant>/<run>)
+offline: no server, no token. Besides the chain, every file is checked against the
+manifest (sizes, sha256, no symlinks, nothing unlisted, no path outside the directory)
+and the chain must end at head.json's head; the first problem is named by file. RUN may
+then be left out (given, it must be the archive's run).
+
 Exit: 0 the chain holds, 1 it is broken or lost events (the seq is named), 4 request failed.`,
     flags: {
+      archive: ARCHIVE_FLAG,
       head: {
         type: "string",
         arg: "SEQ:HASH",
@@ -361,6 +379,52 @@ a few seconds (agentctl get RUN shows it).`,
     ),
     flags: {
       reason: { type: "string", arg: "TEXT", help: "why (recorded in the event)" },
+      output: OUTPUT_FLAG,
+    },
+  },
+  {
+    name: "delete",
+    args: ["RUN"],
+    summary: "delete an ended run for good",
+    details: withOutput(
+      `Deletes an ended run and everything it owns: its events, artifacts and workspace
+snapshots (those no other run uses), its place in listings and its idempotency key. The
+tenant's event feed records run.deleted (who, --reason, when). Irreversible. A live run
+(queued, running, paused, waiting for an approval) is refused: agentctl cancel RUN first.
+Deleting a run again is fine (it finishes a deletion a crash interrupted).
+Needs the submit role (your tenant's runs) or admin (any tenant's).
+
+Exit: 0 deleted, 4 request failed (not found, still live, …).`,
+      "the deletion's answer (runId, tenantId, deletedNow, artifactsRemoved)",
+    ),
+    flags: {
+      reason: {
+        type: "string",
+        arg: "TEXT",
+        help: "why, required (1-1024 characters, one line; recorded in the feed)",
+      },
+      output: OUTPUT_FLAG,
+    },
+  },
+  {
+    name: "purge-tenant",
+    args: ["TENANT"],
+    summary: "delete every ended run of a tenant (admin)",
+    details: withOutput(
+      `Deletes every ended run of TENANT as agentctl delete does, then records tenant.purged
+in the tenant's feed. Refused while the tenant has live runs (the error names some):
+cancel them first. Progress goes to stderr; an interrupted purge is resumed by running it
+again. Needs the admin role.
+
+Exit: 0 purged, 4 request failed (live runs, not admin, …).`,
+      "the last progress message (runsDeleted, lastRunId, done)",
+    ),
+    flags: {
+      reason: {
+        type: "string",
+        arg: "TEXT",
+        help: "why, required (1-1024 characters, one line; recorded in the feed)",
+      },
       output: OUTPUT_FLAG,
     },
   },

@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve as pathResolve } from "node:path";
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { create, toJson } from "@bufbuild/protobuf";
@@ -23,6 +23,9 @@ import {
 import { sendWorkspace } from "../../clients/typescript/src/upload.ts";
 import { toLabelValue } from "../../internal/api/labels.ts";
 import { RUN_REUSED_HEADER } from "../../internal/api/reused-header.ts";
+import { archiveClient } from "../../internal/archive/archive-client.ts";
+import { ArchiveError } from "../../internal/archive/archive-files.ts";
+import { type OpenedArchive, openArchive } from "../../internal/archive/open-archive.ts";
 import { mayRace, nudgeResume, resolve } from "../../internal/cli/approval.ts";
 import {
   CliError,
@@ -65,6 +68,9 @@ import { type Event, EventSchema } from "../../internal/gen/agentd/v1/events_pb.
 import {
   type Approval,
   ApprovalSchema,
+  DeleteRunResponseSchema,
+  type PurgeTenantResponse,
+  PurgeTenantResponseSchema,
   type Run,
   RunSchema,
   RunState,
@@ -229,6 +235,7 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
     stdout.write(commandHelp(spec));
     return EXIT.OK;
   }
+  if (parsed.values.archive !== undefined) return fromArchive(spec, parsed, signal);
   if (parsed.positionals.length !== spec.args.length) {
     throw new UsageError(
       spec.args.length === 0
@@ -802,6 +809,56 @@ async function cancelCmd(c: Ctx): Promise<number> {
   return EXIT.OK;
 }
 
+// --- delete, purge-tenant ---------------------------------------------------------------------
+
+function requiredReason(c: Ctx): string {
+  const reason = str(c.values, "reason");
+  if (reason === undefined || reason.trim() === "")
+    throw new UsageError(
+      `${c.spec.name} needs --reason TEXT (why; recorded in the tenant feed)`,
+      c.spec.name,
+    );
+  return reason;
+}
+
+async function deleteCmd(c: Ctx): Promise<number> {
+  const runId = c.args[0] as string;
+  c.about.runId = runId;
+  const reason = requiredReason(c);
+  const res = await c.client.deleteRun({ runId, reason }, { timeoutMs: 300_000, signal: c.signal });
+  if (c.output !== undefined) {
+    const json = toJson(DeleteRunResponseSchema, res);
+    stdout.write(formatResource(c.output, { kind: "run", id: runId, json }));
+    return EXIT.OK;
+  }
+  stdout.write(
+    res.deletedNow
+      ? `run ${runId}: deleted (tenant ${res.tenantId}; ${res.artifactsRemoved} artifact${res.artifactsRemoved === 1n ? "" : "s"} removed)\n`
+      : `run ${runId}: already deleted (tenant ${res.tenantId}); nothing left to remove\n`,
+  );
+  return EXIT.OK;
+}
+
+async function purgeTenantCmd(c: Ctx): Promise<number> {
+  const tenantId = c.args[0] as string;
+  const reason = requiredReason(c);
+  let last: PurgeTenantResponse | undefined;
+  for await (const p of c.client.purgeTenant({ tenantId, reason }, { signal: c.signal })) {
+    last = p;
+    if (!p.done && c.output === undefined)
+      info(`tenant ${tenantId}: ${p.runsDeleted} runs deleted so far`);
+  }
+  if (last?.done !== true)
+    throw new CliError(`tenant ${tenantId}: the purge stopped before it finished; run it again`);
+  if (c.output !== undefined) {
+    const json = toJson(PurgeTenantResponseSchema, last);
+    stdout.write(formatResource(c.output, { kind: "tenant", id: tenantId, json }));
+    return EXIT.OK;
+  }
+  stdout.write(`tenant ${tenantId}: purged (${last.runsDeleted} runs deleted)\n`);
+  return EXIT.OK;
+}
+
 function approvalBlock(raw: Approval): string {
   const a = escapeMessage(ApprovalSchema, raw);
   const st = makeStyle(wantColor(stdout.isTTY === true));
@@ -946,6 +1003,49 @@ async function artifactGetCmd(c: Ctx): Promise<number> {
   return EXIT.OK;
 }
 
+/**
+ * verify/replay --archive PATH: offline, from a run's archive directory. The archive is
+ * verified whole first (internal/archive/open-archive.ts); a bad one exits 1 naming the
+ * file and the problem. Then the command runs as usual against the archive's RunService,
+ * in process (internal/archive/archive-client.ts).
+ */
+async function fromArchive(
+  spec: CommandSpec,
+  parsed: { values: Values; positionals: string[] },
+  signal: AbortSignal,
+): Promise<number> {
+  const path = pathResolve(str(parsed.values, "archive") as string);
+  if (parsed.positionals.length > 1)
+    throw new UsageError("with --archive give at most the RUN argument", spec.name);
+  let archive: OpenedArchive;
+  try {
+    archive = await openArchive(path);
+  } catch (err) {
+    if (!(err instanceof ArchiveError)) throw err;
+    stdout.write(`${spec.name === "verify" ? "BROKEN: " : ""}${err.message}\n`);
+    return EXIT.FAILED;
+  }
+  const runId = archive.manifest.runId;
+  const given = parsed.positionals[0];
+  if (given !== undefined && given !== runId)
+    throw new UsageError(`the archive holds run ${runId}, not ${given}`, spec.name);
+  about.runId = runId;
+  info(
+    `agentctl: archive ${path}: ${archive.manifest.files.length} files verified against its manifest`,
+  );
+  const ctx: Ctx = {
+    spec,
+    values: parsed.values,
+    args: [runId],
+    ep: { url: `file://${path}`, addrSource: "--addr", token: undefined, tokenSource: undefined },
+    client: archiveClient(archive),
+    signal,
+    about,
+    output: outputFormatOf(parsed.values, spec.name),
+  };
+  return (await HANDLERS[spec.name]?.(ctx)) ?? EXIT.USAGE;
+}
+
 const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
   run: runCmd,
   runs: runsCmd,
@@ -955,6 +1055,8 @@ const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
   replay: replayCmd,
   verify: verifyCmd,
   cancel: cancelCmd,
+  delete: deleteCmd,
+  "purge-tenant": purgeTenantCmd,
   approvals: approvalsCmd,
   approve: (c) => resolveCmd(c, true),
   deny: (c) => resolveCmd(c, false),

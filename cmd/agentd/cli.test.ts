@@ -117,6 +117,51 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     }
   });
 
+  it("--rate-limit (AGENTD_RATE_LIMIT): listed for server and dev, not worker; a bad rate names the flag", () => {
+    for (const cmd of ["server", "dev"])
+      assert.match(
+        agentd([cmd, "--help"]).stdout,
+        /^ {2}--rate-limit VALUE\n.*\(default off\)\n\s+env: AGENTD_RATE_LIMIT/m,
+        cmd,
+      );
+    assert.doesNotMatch(agentd(["worker", "--help"]).stdout, /--rate-limit/);
+    for (const bad of ["20", "0/s", "20/h", "20/s,burst=0"]) {
+      const r = agentd(["server", "--insecure-no-auth", "--rate-limit", bad]);
+      assert.equal(r.code, 2, `${bad}: ${r.stderr}`);
+      assert.match(
+        r.stderr,
+        /--rate-limit \(AGENTD_RATE_LIMIT\): .*(not a rate|above 0|burst)/,
+        bad,
+      );
+    }
+  });
+
+  it("a tenant's broken or hostile policy file stops the start (dev and worker), naming the tenant, file and line", () => {
+    const bad = join(dir, "tenant-bad.yaml");
+    writeFileSync(bad, "version: 1\ncapabilities:\n  repo.patch: { approval: sometimes }\n");
+    const auth = (policy: string) => {
+      const file = join(dir, "tenant-auth.yaml");
+      writeFileSync(
+        file,
+        `tokens:\n  - { sha256: ${hashToken("t")}, tenant: acme, roles: [read] }\ntenants:\n  acme: { policy: ${policy} }\n`,
+      );
+      return file;
+    };
+    const r = agentd(["dev", "--data-dir", join(dir, "tp"), "--auth-file", auth(bad)]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, new RegExp(`tenant acme: invalid policy ${bad} \\(1 issue\\)`));
+    assert.match(r.stderr, new RegExp(`${bad}:3:27: capabilities\\.repo\\.patch\\.approval`));
+    for (const [path, why] of [
+      ["/dev/zero", /not a regular file/],
+      [dir, /a directory/],
+    ] as const) {
+      const w = agentd(["worker", "--event-log", "redis://127.0.0.1:1", "--auth-file", auth(path)]);
+      assert.equal(w.code, 1, w.stderr);
+      assert.match(w.stderr, new RegExp(`tenant acme: invalid policy ${path}`));
+      assert.match(w.stderr, why);
+    }
+  });
+
   it("--artifact-store redis needs a Redis event log; a bad retention names the flag", () => {
     const dev = agentd(["dev", "--data-dir", join(dir, "d"), "--artifact-store", "redis"]);
     assert.equal(dev.code, 2, dev.stderr);
@@ -127,6 +172,31 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
       bad.stderr,
       /--artifact-retention \(AGENTD_ARTIFACT_RETENTION\): must be a duration/,
     );
+  });
+
+  it("--archive-dir (AGENTD_ARCHIVE_DIR) is a server and dev flag; a path that is no directory stops the start", () => {
+    for (const cmd of ["server", "dev"])
+      assert.match(
+        agentd([cmd, "--help"]).stdout,
+        /^ {2}--archive-dir VALUE\n.*archive each run.*\n\s+env: AGENTD_ARCHIVE_DIR/m,
+        cmd,
+      );
+    const worker = agentd(["worker", "--archive-dir", join(dir, "a")]);
+    assert.equal(worker.code, 2);
+    assert.match(worker.stderr, /--archive-dir is not a flag of agentd worker/);
+    const file = join(dir, "not-a-dir");
+    writeFileSync(file, "x");
+    for (const args of [
+      ["dev", "--data-dir", join(dir, "dev-archive"), "--archive-dir", file],
+      ["dev", "--data-dir", join(dir, "dev-archive"), "--archive-dir", join(file, "sub")],
+    ]) {
+      const r = agentd(args);
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(
+        r.stderr,
+        /--archive-dir \(AGENTD_ARCHIVE_DIR\): cannot use .*not-a-dir.* as the archive directory/,
+      );
+    }
   });
 
   it("a broken export config stops the start: every problem by file, line and field", () => {

@@ -6,6 +6,7 @@
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { parseRate } from "../../internal/config/rate.ts";
 import { parseOrigin } from "../../internal/server/cors.ts";
 
 /** The repository's policy.yaml: the default policy, found from the code, not the cwd. */
@@ -42,7 +43,7 @@ export const FLAGS = {
   },
   "auth-file": {
     env: "AGENTD_AUTH_FILE",
-    help: "YAML file of sha256-hashed bearer tokens: tokens: [{sha256, tenant, roles}]",
+    help: "YAML file of sha256-hashed bearer tokens: tokens: [{sha256, tenant, roles}], and tenants: (their policy files, limits); a worker reads only its tenants: (docs/policy.md)",
     def: undefined,
   },
   "auth-tokens": {
@@ -68,6 +69,11 @@ export const FLAGS = {
   "artifact-dir": {
     env: "AGENTD_ARTIFACT_DIR",
     help: "directory of the artifact store (default: <data-dir>/artifacts, or .data/artifacts with Redis)",
+    def: undefined,
+  },
+  "archive-dir": {
+    env: "AGENTD_ARCHIVE_DIR",
+    help: 'server, dev: archive each run to DIR/<tenant>/<run_id>/ before it is deleted (a failed archive keeps the run), and serve archived runs read-only (docs/operations.md, "Run archives")',
     def: undefined,
   },
   "cache-dir": {
@@ -150,6 +156,11 @@ export const FLAGS = {
   "access-log": {
     env: "AGENTD_ACCESS_LOG",
     help: "server, dev: the access log, one JSON line per RPC (docs/operations.md): - for stdout, a file path (appended, reopened on SIGHUP), or off",
+    def: "off",
+  },
+  "rate-limit": {
+    env: "AGENTD_RATE_LIMIT",
+    help: "server, dev: API requests per token, for tokens without their own rate: in the auth file: N/s or N/m, optionally ,burst=B (20/s,burst=40), or off; each API replica counts on its own (docs/operations.md)",
     def: "off",
   },
   concurrency: { env: "AGENTD_CONCURRENCY", help: "worker: runs driven at once", def: "2" },
@@ -269,6 +280,11 @@ export const ConfigSchema = z.object({
   "data-dir": z.string().min(1),
   "artifact-dir": z.string().min(1).optional(),
   "artifact-store": z.enum(["fs", "redis"]),
+  "archive-dir": z
+    .string()
+    .min(1)
+    .refine((s) => !s.includes("\0"), "must be a directory path")
+    .optional(),
   "cache-dir": z.string().min(1).optional(),
   "cache-max-bytes": z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
   "artifact-retention": z
@@ -323,6 +339,14 @@ export const ConfigSchema = z.object({
   "log-level": z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
   "access-log": z.string().min(1, "must be -, a file path, or off"),
   "insecure-no-auth": z.boolean(),
+  "rate-limit": z.string().transform((v, ctx) => {
+    const r = parseRate(v);
+    if (typeof r === "string") {
+      ctx.addIssue({ code: "custom", message: r });
+      return z.NEVER;
+    }
+    return r;
+  }),
   concurrency: z.coerce.number().int().min(1).max(256),
   "model-base-url": z.string().url().optional(),
   model: z.string().min(1),

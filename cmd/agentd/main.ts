@@ -6,7 +6,7 @@
  */
 import { egressProblem } from "../../internal/sandbox/egress-preflight.ts";
 import "./empty-env.ts"; // first: before the AI SDK loads
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { text } from "node:stream/consumers";
@@ -17,6 +17,9 @@ import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
 import { createTenantGate } from "../../internal/api/tenant-gate.ts";
+import { ArchiveFallbackLog } from "../../internal/archive/archive-fallback-log.ts";
+import { ArchiveShelf } from "../../internal/archive/archive-shelf.ts";
+import { archiveBeforeDelete } from "../../internal/archive/write-archive.ts";
 import { FsArtifactStore } from "../../internal/artifacts/fs-artifact-store.ts";
 import type { ArtifactStore } from "../../internal/artifacts/port.ts";
 import { RedisArtifactStore } from "../../internal/artifacts/redis-artifact-store.ts";
@@ -53,7 +56,7 @@ import { RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
 import { FileIdempotencyStore } from "../../internal/idempotency/file-idempotency.ts";
 import type { IdempotencyStore } from "../../internal/idempotency/port.ts";
 import { RedisIdempotencyStore } from "../../internal/idempotency/redis-idempotency.ts";
-import { createKernel } from "../../internal/kernel/kernel.ts";
+import { createKernel, type Kernel } from "../../internal/kernel/kernel.ts";
 import { formatPolicyIssues, readPolicyFile } from "../../internal/kernel/policy-loader.ts";
 import type { Policy } from "../../internal/kernel/policy-schema.ts";
 import { createPolicyStore } from "../../internal/kernel/policy-store.ts";
@@ -62,7 +65,15 @@ import {
   createFileSecretProvider,
   type SecretProvider,
 } from "../../internal/kernel/secrets.ts";
+import {
+  createTenantPolicies,
+  type TenantPolicies,
+} from "../../internal/kernel/tenant-policies.ts";
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
+import { finishPending, type RunDeletionDeps } from "../../internal/lifecycle/delete-run.ts";
+import { FileRunDeletion } from "../../internal/lifecycle/file-run-deletion.ts";
+import type { RunDeletionStore } from "../../internal/lifecycle/port.ts";
+import { RedisRunDeletion } from "../../internal/lifecycle/redis-run-deletion.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
 import { connectRedis, createRedisClient } from "../../internal/redisconn/connect.ts";
@@ -100,7 +111,11 @@ import { RedisRunRate } from "../../internal/tenancy/redis-run-rate.ts";
 import { MemoryRunRate, type RunRateCounter } from "../../internal/tenancy/run-rate.ts";
 import { versionLine } from "../../internal/version/version.ts";
 import { type PresenceBeat, startPresenceBeat } from "../../internal/worker/presence-beat.ts";
-import { DEFAULT_RUN_LIMITS, sandboxShape } from "../../internal/worker/run-driver.ts";
+import {
+  DEFAULT_RUN_LIMITS,
+  sandboxShape,
+  type TenantDriverDeps,
+} from "../../internal/worker/run-driver.ts";
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 import { crashPointFrom } from "./crash-at.ts";
@@ -114,6 +129,7 @@ const SERVER_FLAGS: FlagName[] = [
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
+  "archive-dir",
   "redis-prefix",
   "cors-origins",
   "max-request-bytes",
@@ -138,12 +154,15 @@ const SERVER_FLAGS: FlagName[] = [
   "export-config",
   "tls-cert",
   "tls-key",
+  "rate-limit",
   "log-level",
   "insecure-no-auth",
 ];
 const WORKER_FLAGS: FlagName[] = [
   "listen",
   "event-log",
+  "auth-file",
+  "auth-tokens",
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
@@ -178,6 +197,7 @@ const DEV_FLAGS: FlagName[] = [
   "artifact-dir",
   "artifact-store",
   "artifact-retention",
+  "archive-dir",
   "cors-origins",
   "max-request-bytes",
   "max-workspace-bytes",
@@ -209,6 +229,7 @@ const DEV_FLAGS: FlagName[] = [
   "export-config",
   "tls-cert",
   "tls-key",
+  "rate-limit",
   "log-level",
 ];
 const FLAGS_OF = { server: SERVER_FLAGS, worker: WORKER_FLAGS, dev: DEV_FLAGS } as const;
@@ -334,6 +355,21 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const tls = tlsFiles(cfg);
   if (auth !== undefined && "reload" in auth)
     reloads.push(() => void (auth as ReloadableAuth).reload());
+  // Tenants' own policy files (the auth file's tenants map): a worker reads the auth file
+  // for them alone. Broken at start: refused, naming the tenant, file and line.
+  const tenantAuth = auth ?? (mode === "worker" ? workerTenantAuth(cfg, logger) : undefined);
+  if (auth === undefined && tenantAuth !== undefined && "reload" in tenantAuth)
+    reloads.push(() => void (tenantAuth as ReloadableAuth).reload());
+  if (mode === "worker" && tenantAuth === undefined)
+    logger.info("no --auth-file: every tenant's runs use the server's policy (--policy)");
+  const tenantPolicies = createTenantPolicies({
+    server: policy,
+    files: () => policyFiles(tenantAuth),
+    logger,
+    watch: (path, onChange) => watchFile(path, onChange),
+  });
+  reloads.push(() => tenantPolicies.reload());
+  (tenantAuth as Partial<ReloadableAuth> | undefined)?.onReload?.(() => tenantPolicies.sync());
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const built = await buildEventLog(eventLogUrl, cfg);
   const { artifactDir, queue, presence, idempotency, closeAll } = built;
@@ -354,20 +390,39 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       : await startTenantLimits(auth, { queue, dayLedger: built.dayLedger }, cfg, logger);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
+  // --archive-dir: runs are archived before deletion, and the API serves archived runs
+  // read-only for runs the log no longer holds (internal/archive, docs/operations.md).
+  const archive = buildArchive(cfg, log, artifacts);
+  const apiRuns = archive === undefined ? runs : new RunProjectionCache({ log: archive.served });
+  // Run deletion: DeleteRun, PurgeTenant (and the retention sweeper) — internal/lifecycle.
+  const deletion: RunDeletionDeps = {
+    store: built.deletion,
+    artifacts: [artifacts],
+    dropCached: (runId) => {
+      runs.drop(runId);
+      apiRuns.drop(runId);
+    },
+    ...(crashPoint === undefined ? {} : { crashPoint }),
+  };
 
   let server: DualServer | undefined;
   let sweeper: Sweep | undefined;
+  let deletionFinisher: Sweep | undefined;
   let exporter: Exporter | undefined;
   if (auth !== undefined) {
     const deps = {
-      log,
-      runs,
+      log: archive?.served ?? log,
+      runs: apiRuns,
       artifacts,
       queue,
       admission,
       idempotency,
+      deletion,
+      ...(archive === undefined
+        ? {}
+        : { archive: archive.served, beforeDelete: archive.beforeDelete }),
       cancelWaitMs: cfg["cancel-wait-ms"],
-      policy: () => policy.current(),
+      policy: (tenantId: string) => tenantPolicies.forTenant(tenantId).policy,
       ...(limits === undefined
         ? {}
         : {
@@ -405,6 +460,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       policy,
       workspace,
       corsOrigins: cfg["cors-origins"],
+      ...(cfg["rate-limit"] === undefined ? {} : { rateLimit: cfg["rate-limit"] }),
     });
     if (tls === undefined) server = createDualServer(app);
     else {
@@ -441,6 +497,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       "listening",
     );
     sweeper = startApprovalSweep(deps, cfg["approval-sweep-ms"], logger);
+    deletionFinisher = startDeletionFinisher(deletion, logger);
     if (exports.sinks.length > 0) {
       const state = built.exportState;
       exporter = startExporter(exports.sinks, {
@@ -508,6 +565,16 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       trustCounters,
       artifacts,
     });
+    const forTenant = tenantDriverDeps(tenantPolicies, (t) =>
+      createKernel({
+        log,
+        policy: () => tenantPolicies.forTenant(t).policy,
+        policySource: () => tenantPolicies.forTenant(t).source,
+        secretProviders: secretProviders(tenantPolicies.forTenant(t).policy),
+        trustCounters,
+        artifacts,
+      }),
+    );
     worker = createWorker({
       queue,
       workerId,
@@ -522,6 +589,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         artifacts,
         policy: () => policy.current(),
         secretProviders: secretProviders(policy.current()),
+        forTenant,
         logger,
         skillsDir: cfg["skills-dir"],
         systemPrompt: SYSTEM_PROMPT,
@@ -594,12 +662,14 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   });
   process.off("SIGHUP", reloadPolicy);
   policyWatch?.close();
-  if (auth !== undefined && "close" in auth) (auth as ReloadableAuth).close();
+  tenantPolicies.close();
+  if (tenantAuth !== undefined && "close" in tenantAuth) (tenantAuth as ReloadableAuth).close();
   stopping = true; // /readyz of the health port answers 503 from now on
   // Stop claiming; active runs stop at their next step boundary and are released.
   clearInterval(reaper);
   beat?.stop();
   await sweeper?.stop();
+  await deletionFinisher?.stop();
   await exporter?.stop();
   await worker?.stop(cfg["shutdown-grace-ms"]);
   await sandbox?.close();
@@ -781,6 +851,51 @@ interface Sweep {
  * Every `everyMs`, the queue's paused runs are swept (sweepPausedRuns): approvals past their
  * expiry are denied and their runs re-enqueued. One sweep at a time; off when 0.
  */
+/**
+ * --archive-dir: the hook that archives a run before its deletion, and the log the API
+ * serves from (the live log, then the archives for runs it no longer holds).
+ */
+function buildArchive(
+  cfg: Config,
+  log: EventLog,
+  artifacts: ArtifactStore,
+):
+  | { served: ArchiveFallbackLog; beforeDelete: (tenantId: string, runId: string) => Promise<void> }
+  | undefined {
+  const raw = cfg["archive-dir"];
+  if (raw === undefined) return undefined;
+  const dir = resolve(raw);
+  // Checked at start, not at the first deletion: a wrong path is a configuration error.
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o750 });
+    if (!statSync(dir).isDirectory()) throw new Error("it is not a directory");
+  } catch (err) {
+    throw new UsageError(
+      `--archive-dir (AGENTD_ARCHIVE_DIR): cannot use ${dir} as the archive directory: ${(err as Error).message}`,
+    );
+  }
+  return {
+    served: new ArchiveFallbackLog(new ArchiveShelf({ dir }), log),
+    beforeDelete: archiveBeforeDelete({ log, artifacts, dir }),
+  };
+}
+
+/**
+ * Finishes deletions a killed process left half done (a tombstone without its purge): once
+ * at start, then every DELETION_FINISH_MS. Any server may; two at once do the same steps.
+ */
+const DELETION_FINISH_MS = 60_000;
+function startDeletionFinisher(deletion: RunDeletionDeps, logger: Logger): Sweep {
+  const once = () =>
+    finishPending(deletion)
+      .then((n) => n > 0 && logger.info({ runs: n }, "finished interrupted run deletions"))
+      .catch((err: unknown) => logger.warn({ err }, "finishing interrupted run deletions failed"));
+  void once();
+  const timer = setInterval(once, DELETION_FINISH_MS);
+  timer.unref();
+  return { stop: async () => clearInterval(timer) };
+}
+
 function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Sweep {
   if (everyMs <= 0) return { stop: async () => undefined };
   const abort = new AbortController();
@@ -817,6 +932,52 @@ function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Swe
 
 let openAuth: Authenticator | undefined;
 
+/** Each tenant's policy file, as the auth file says now. */
+function policyFiles(auth: Authenticator | undefined): ReadonlyMap<string, string> {
+  const files = new Map<string, string>();
+  for (const id of auth?.tenantIds?.() ?? []) {
+    const path = auth?.tenantConfig(id).policy;
+    if (path !== undefined) files.set(id, path);
+  }
+  return files;
+}
+
+/**
+ * A drive's tenant deps: the tenant's policy and a kernel deciding by it, for tenants with
+ * a policy file of their own (one kernel each, made on first use); undefined otherwise.
+ */
+function tenantDriverDeps(
+  policies: TenantPolicies,
+  kernelFor: (tenantId: string) => Kernel,
+): (tenantId: string) => TenantDriverDeps | undefined {
+  const kernels = new Map<string, Kernel>();
+  return (tenantId) => {
+    const chosen = policies.forTenant(tenantId);
+    if (chosen.source === "server") return undefined;
+    let kernel = kernels.get(tenantId);
+    if (kernel === undefined) {
+      kernel = kernelFor(tenantId);
+      kernels.set(tenantId, kernel);
+    }
+    return {
+      policy: () => policies.forTenant(tenantId).policy,
+      kernel,
+      secretProviders: secretProviders(chosen.policy),
+      describe: { source: chosen.source, path: chosen.path },
+    };
+  };
+}
+
+/** A worker's auth file, read for its tenants' policies only (it serves no API). */
+function workerTenantAuth(cfg: Config, logger: Logger): Authenticator | undefined {
+  if (cfg["auth-file"] !== undefined) return createReloadableAuth(cfg["auth-file"], logger);
+  if (cfg["auth-tokens"] !== undefined) {
+    const file = parseAuthFile(cfg["auth-tokens"], "AGENTD_AUTH_TOKENS");
+    return createTokenAuthenticator(file.tokens, file.tenants);
+  }
+  return undefined;
+}
+
 function buildAuth(cfg: Config, mode: Mode, logger: Logger): Authenticator {
   // Reloaded on SIGHUP and when the file changes: tokens rotate without a restart.
   if (cfg["auth-file"] !== undefined) return createReloadableAuth(cfg["auth-file"], logger);
@@ -845,6 +1006,8 @@ async function buildEventLog(
   /** Which workers are alive (their warm sandboxes are reaped when they are not). */
   presence: WorkerPresence;
   idempotency: IdempotencyStore;
+  /** Run deletion's storage side (lifecycle/): the tombstone, the pieces. */
+  deletion: RunDeletionStore;
   exportState: ExportState;
   /** The tenants' daily model use and limits, shared by every process on the store. */
   dayLedger: TenantDayLedger;
@@ -860,6 +1023,9 @@ async function buildEventLog(
     const log = await openFileEventLog({ dir });
     // One process owns the embedded log, so its queue lives in that process too.
     const queue = new MemoryRunQueue({ log, ...schedule });
+    const idempotency = new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` });
+    const deletion = new FileRunDeletion({ log, queue, idempotency });
+    await deletion.expire();
     return {
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
@@ -867,7 +1033,8 @@ async function buildEventLog(
       // The queue dies with this process; the next start requeues the log's open runs.
       admission: new SequentialRunAdmission(log, queue),
       presence: new MemoryWorkerPresence(),
-      idempotency: new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` }),
+      idempotency,
+      deletion,
       exportState: new FileExportState(`${dir}/export`),
       dayLedger: new MemoryDayLedger(),
       runRate: new MemoryRunRate(),
@@ -896,6 +1063,7 @@ async function buildEventLog(
   };
   const log = new RedisEventLog({ client, prefix: cfg["redis-prefix"], replicaWait });
   const queue = new RedisRunQueue({ client, prefix: cfg["redis-prefix"], ...schedule });
+  const idempotency = new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] });
   return {
     log,
     artifactDir: resolve(cfg["artifact-dir"] ?? ".data/artifacts"),
@@ -907,7 +1075,8 @@ async function buildEventLog(
       ...schedule,
     }),
     presence: new RedisWorkerPresence({ client, prefix: cfg["redis-prefix"] }),
-    idempotency: new RedisIdempotencyStore({ client, prefix: cfg["redis-prefix"] }),
+    idempotency,
+    deletion: new RedisRunDeletion({ client, prefix: cfg["redis-prefix"], idempotency }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
     dayLedger: new RedisDayLedger({ client, prefix: cfg["redis-prefix"] }),
     runRate: new RedisRunRate({ client, prefix: cfg["redis-prefix"] }),

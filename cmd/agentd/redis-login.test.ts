@@ -9,6 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { startAgentd } from "../../internal/testing/agentd-process.ts";
 import { startSentinels, type TestSentinels } from "../../internal/testing/redis-sentinel.ts";
 import { startRedis, type TestRedis } from "../../internal/testing/redis-server.ts";
+import { until } from "../../internal/testing/until.ts";
 
 const PASSWORD = "Hunter2-login-9f3e";
 
@@ -98,19 +99,18 @@ describe("agentd server through Redis Sentinel, the primary killed", { timeout: 
       const before = [await create(), await create()];
       const oldPort = primary.port;
       await primary.kill();
-      // Generous waits that say what they wait for: Sentinel's promotion, then a CreateRun
+      // Bounded waits that say what they wait for: Sentinel's promotion, then a CreateRun
       // acknowledged by the new primary and its replica.
-      const deadline = Date.now() + 180_000;
-      while ((await sentinels.primaryPort().catch(() => oldPort)) === oldPort) {
-        assert.ok(Date.now() < deadline, "waited 180 s for Sentinel to promote a replica");
-        await new Promise((r) => setTimeout(r, 200));
-      }
-      let afterKill = "";
-      while (afterKill === "") {
-        assert.ok(Date.now() < deadline, "waited 180 s for a CreateRun after the failover");
-        afterKill = await create().catch(() => "");
-        if (afterKill === "") await new Promise((r) => setTimeout(r, 200));
-      }
+      await until(
+        "Sentinel promotes a replica",
+        async () => (await sentinels.primaryPort().catch(() => oldPort)) !== oldPort,
+        { capMs: 180_000 },
+      );
+      const afterKill = await until(
+        "a CreateRun acknowledged after the failover",
+        () => create().catch(() => undefined),
+        { capMs: 180_000 },
+      );
       for (const runId of [...before, afterKill]) {
         const res = await call("GetRun", { runId });
         assert.equal(res.status, 200, `run ${runId}: ${await res.text()}`);

@@ -47,9 +47,12 @@ export async function startTenantLimits(
   stop: () => void;
 }> {
   const { queue, dayLedger } = stores;
-  const concurrency = (t: string) => tenantConcurrency(auth, cfg["tenant-limit"], t);
+  // The tenants the auth file names (its tokens' and its tenants: map's).
+  const tenantIds = (): string[] => [...(auth.tenantIds?.() ?? [])];
+  const named = { tenantIds, tenantConfig: (t: string) => auth.tenantConfig(t) };
+  const concurrency = (t: string) => tenantConcurrency(named, cfg["tenant-limit"], t);
   const source = {
-    tenantIds: () => auth.tenantIds(),
+    tenantIds,
     concurrency,
     dayLimits: (t: string) => dayLimitsOf(auth.tenantConfig(t)),
   };
@@ -60,10 +63,8 @@ export async function startTenantLimits(
   };
   const publish = async (): Promise<void> => {
     try {
-      await publishTenantLimits(queue, auth);
-      await dayLedger.setLimits(
-        new Map(auth.tenantIds().map((t) => [t, source.dayLimits(t)] as const)),
-      );
+      await publishTenantLimits(queue, named);
+      await dayLedger.setLimits(new Map(tenantIds().map((t) => [t, source.dayLimits(t)] as const)));
     } catch (err) {
       logger.error(
         { err: { message: (err as Error).message } },

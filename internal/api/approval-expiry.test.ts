@@ -21,6 +21,7 @@ import { RunService, RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { RedisRunQueue } from "../scheduler/redis-run-queue.ts";
 import { type Stack, startStack, TOKENS } from "../testing/api-fixtures.ts";
 import { assertGrpcError, grpc } from "../testing/grpc-run-client.ts";
+import { until } from "../testing/until.ts";
 
 let stack: Stack;
 let queue: RedisRunQueue;
@@ -81,14 +82,9 @@ async function pausedOnExpiredApproval(
   return { runId: run.runId, id, sessionId: run.sessionId };
 }
 
-/** Polls `check` for up to `ms` (generous: a loaded machine never fails it). */
-async function waitFor(what: string, check: () => Promise<boolean>, ms = 120_000) {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    assert.ok(Date.now() < deadline, `waited ${ms} ms for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Polls `check` until it holds (a bounded wait that says what it waited for). */
+const waitFor = (what: string, check: () => Promise<boolean>) =>
+  until(what, check, { everyMs: 100 });
 
 function expiryDenials(events: { event: { payload: { case?: string; value?: unknown } } }[]) {
   return events.filter(

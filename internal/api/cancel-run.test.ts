@@ -47,6 +47,7 @@ import { projectRun } from "../projections/run-projection.ts";
 import { type Claim, isLeaseLost } from "../scheduler/port.ts";
 import { RedisRunQueue } from "../scheduler/redis-run-queue.ts";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
+import { until } from "../testing/until.ts";
 import { sweepPausedRuns } from "./approvals.ts";
 import { cancelRunHandler } from "./cancel-run.ts";
 import { kPrincipal } from "./context.ts";
@@ -233,16 +234,9 @@ class SimWorker {
   }
 }
 
-// A fixture wait, generous so that a loaded machine never fails it: it says what it waited for.
-async function waitFor<T>(what: string, check: () => Promise<T | undefined>, ms = 120_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    assert.ok(Date.now() < deadline, `${what} within ${ms} ms`);
-    await sleep(5);
-  }
-}
+// A fixture wait (bounded, generous for a loaded machine): it says what it waited for.
+const waitFor = <T>(what: string, check: () => Promise<T | undefined>) =>
+  until(what, check, { everyMs: 5 });
 
 /** The run's log: exactly one terminal event, the last one; the chain verifies. */
 async function assertEndedOnce(api: Api, runId: string): Promise<string> {

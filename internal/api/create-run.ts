@@ -56,7 +56,7 @@ export function createRunHandler(deps: ApiDeps) {
     validateLabels(req.labels);
     idempotencyKeyField(req.idempotencyKey);
     budgetField(req.budget, deps.budgetMax ?? DEFAULT_BUDGET_MAX);
-    const image = imageField(req.image, deps);
+    const image = imageField(req.image, deps, principal.tenantId);
     let workspace = { digest: "", size: 0 };
     if (req.workspaceDigest !== "") {
       if (req.workspaceTar.byteLength > 0)
@@ -149,10 +149,10 @@ export function createRunHandler(deps: ApiDeps) {
 
 /**
  * The requested image, normalised ("" for none): a reference that does not parse, or that
- * the server's policy does not allow (sandbox.images, sandbox.imageDigests), is
- * INVALID_ARGUMENT naming `image`. The worker checks it again against its own policy.
+ * the tenant's policy (its own, else the server's) does not allow (sandbox.images,
+ * sandbox.imageDigests), is INVALID_ARGUMENT naming `image`. The worker checks it again.
  */
-function imageField(image: string, deps: ApiDeps): string {
+function imageField(image: string, deps: ApiDeps, tenantId: string): string {
   if (image === "") return "";
   // A bare name ("python", "go"): one of agentd's own images, which the worker resolves.
   if (!looksLikeReference(image)) {
@@ -163,7 +163,7 @@ function imageField(image: string, deps: ApiDeps): string {
       );
     return image;
   }
-  const policy = deps.policy?.();
+  const policy = deps.policy?.(tenantId);
   if (policy === undefined) {
     const ref = parseImageReference(image);
     if ("error" in ref) throw invalid("image", ref.error);

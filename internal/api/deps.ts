@@ -5,11 +5,13 @@ import type { EventLog, RunHead } from "../eventlog/port.ts";
 import type { Run } from "../gen/agentd/v1/run_service_pb.js";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
+import type { RunDeletionDeps } from "../lifecycle/delete-run.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
 import type { TenantConcurrency } from "../scheduler/tenant-limits.ts";
 import type { CreateRunCrashPoint } from "./crash-points.ts";
+import type { ArchivedRuns } from "./interceptors/archived-read-only.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
 
 export interface ApiDeps {
@@ -37,10 +39,21 @@ export interface ApiDeps {
    */
   cancelWaitMs?: number;
   /**
-   * The policy in force: CreateRun checks a requested image against its sandbox.images
-   * (INVALID_ARGUMENT naming `image`). Without one, an image is checked by the worker only.
+   * The policy in force for a tenant (its own file, else the server's): CreateRun checks a
+   * requested image against its sandbox.images (INVALID_ARGUMENT naming `image`). Without
+   * one, an image is checked by the worker only.
    */
-  policy?: () => Policy;
+  policy?: (tenantId: string) => Policy;
+  /** Run deletion (DeleteRun, PurgeTenant): absent, those answer UNIMPLEMENTED. */
+  deletion?: RunDeletionDeps;
+  /** Called before a run is deleted (the archive plugs in here); a throw keeps the run. */
+  beforeDelete?: (tenantId: string, runId: string) => Promise<void>;
+  /**
+   * Runs served read-only from their archives (`--archive-dir`): `log` answers from them for
+   * runs it no longer holds; this finds one for GetArtifact and the write refusals. Absent:
+   * no archives are served.
+   */
+  archive?: ArchivedRuns;
   /**
    * A tenant's concurrency limit and its source, for the hold reason of its queued runs
    * (GetRun's held_by). Without one, a run held for a slot says "server.tenantLimit".

@@ -4,6 +4,7 @@
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
+import { ArchiveBlobStore } from "../archive/archive-blob-store.ts";
 import { DIGEST_RE } from "../artifacts/port.ts";
 import { AgentdError, invalid } from "../errors.ts";
 import type {
@@ -61,7 +62,10 @@ export function getArtifactHandler(deps: ApiDeps) {
         `run ${req.runId} has no artifact ${req.digest || `named ${JSON.stringify(req.name)}`}`,
       );
     }
-    const info = await deps.artifacts.stat(match.digest);
+    // An archived run's blobs are served from its archive (the live store may have none).
+    const archived = await deps.archive?.archivedRun(req.runId);
+    const store = archived === undefined ? deps.artifacts : new ArchiveBlobStore(archived);
+    const info = await store.stat(match.digest);
     if (info === undefined)
       throw new AgentdError("ENOTFOUND", `artifact ${match.digest} is no longer stored`);
     yield {
@@ -75,7 +79,7 @@ export function getArtifactHandler(deps: ApiDeps) {
         },
       },
     };
-    for await (const chunk of deps.artifacts.read(match.digest)) {
+    for await (const chunk of store.read(match.digest)) {
       if (ctx.signal.aborted) return;
       yield { part: { case: "chunk", value: chunk } };
     }

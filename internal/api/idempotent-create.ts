@@ -50,6 +50,12 @@ export async function claimRun(
   for (let attempt = 0; attempt < 3; attempt++) {
     const held = await store.claim(tenantId, key, mine);
     if (held === undefined) return { kind: "new", runId, release };
+    if (held.deleted === true)
+      throw new AgentdError(
+        "ENOTFOUND",
+        "idempotency_key: the run this key created was deleted (keys are kept 24 h); use a new key",
+        { field: "idempotency_key" },
+      );
     if (held.digest !== digest)
       throw new AgentdError(
         "EEXISTS",

@@ -5,10 +5,12 @@ import { listApprovalsHandler, resolveApprovalHandler } from "./approvals.ts";
 import { cancelRunHandler } from "./cancel-run.ts";
 import { principalOf } from "./context.ts";
 import { createRunHandler } from "./create-run.ts";
+import { deleteRunHandler } from "./delete-run.ts";
 import type { ApiDeps } from "./deps.ts";
 import { getArtifactHandler } from "./get-artifact.ts";
 import { getRunHandler } from "./get-run.ts";
 import { listRunsHandler } from "./list-runs.ts";
+import { purgeTenantHandler } from "./purge-tenant.ts";
 import { streamEventsHandler } from "./stream-events.ts";
 import { uploadWorkspaceHandler } from "./upload-workspace.ts";
 import { watchEventsHandler } from "./watch-events.ts";
@@ -25,6 +27,8 @@ export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
     getArtifact: getArtifactHandler(deps),
     uploadWorkspace: uploadWorkspaceHandler(deps),
     watchEvents: watchEventsHandler(deps),
+    deleteRun: deleteRunHandler(deps),
+    purgeTenant: purgeTenantHandler(deps),
     whoAmI: (_req, ctx) => {
       const p = principalOf(ctx);
       return { tenantId: p.tenantId, principal: p.name, roles: [...p.roles].sort() };

@@ -25,6 +25,7 @@ import { isTerminal } from "../projections/run-projection.ts";
 import { metrics } from "../telemetry/metrics.ts";
 import { kHttp2Stream, principalOf } from "./context.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
+import { throwIfDeleted, watchRunGone } from "./run-gone.ts";
 
 /**
  * The events a client asked for, as stored: shared by the gRPC stream and the SSE endpoint.
@@ -70,7 +71,11 @@ async function* storedEvents(deps: ApiDeps, runId: string, after: number) {
   for (;;) {
     const page = await deps.log.read(runId, last, 1000);
     for (const ev of page) yield ev;
-    if (page.length < 1000) return;
+    if (page.length < 1000) {
+      // A run deleted while it was read: its stream ends NOT_FOUND, never short and OK.
+      await throwIfDeleted(deps, runId);
+      return;
+    }
     last = page[page.length - 1]?.seq ?? last;
   }
 }
@@ -86,9 +91,15 @@ async function* counted<T>(it: AsyncIterable<T>): AsyncGenerator<T> {
 }
 
 async function* liveEvents(deps: ApiDeps, runId: string, after: number, signal: AbortSignal) {
-  for await (const ev of counted(deps.log.follow(runId, after, signal))) {
-    yield ev;
-    if (TERMINAL_TYPES.has(ev.type)) return;
+  const gone = watchRunGone(deps, runId, signal);
+  try {
+    for await (const ev of counted(deps.log.follow(runId, after, gone.signal))) {
+      yield ev;
+      if (TERMINAL_TYPES.has(ev.type)) return;
+    }
+    gone.throwIfGone();
+  } finally {
+    gone.stop();
   }
 }
 
@@ -139,14 +150,37 @@ function streamRunEvents(deps: ApiDeps) {
       for await (const ev of storedEvents(deps, req.runId, after)) yield toResponse(ev);
       return;
     }
+    const gone = watchRunGone(deps, req.runId, ctx.signal);
+    let ended: boolean;
+    try {
+      ended = yield* followLive(req, ctx, after, binary, toResponse, gone.signal);
+    } finally {
+      gone.stop();
+    }
+    if (ended) return;
+    // The follow stopped before the terminal event: the run was deleted (NOT_FOUND), or
+    // the call's signal fired.
+    gone.throwIfGone();
+    throw stoppedBy(ctx.signal);
+  };
+
+  /** Live events until the terminal one (true) or until `signal` stops the follow (false). */
+  async function* followLive(
+    req: StreamEventsRequest,
+    ctx: HandlerContext,
+    after: number,
+    binary: boolean,
+    toResponse: (ev: LoggedEvent) => MessageInitShape<typeof StreamEventsResponseSchema>,
+    signal: AbortSignal,
+  ): AsyncGenerator<MessageInitShape<typeof StreamEventsResponseSchema>, boolean> {
     const stream = binary && ctx.protocolName === "grpc" ? ctx.values.get(kHttp2Stream) : undefined;
     if (stream === undefined) {
       // Connect, gRPC-Web, JSON, HTTP/1.1: every message through connect.
-      for await (const ev of counted(deps.log.follow(req.runId, after, ctx.signal))) {
+      for await (const ev of counted(deps.log.follow(req.runId, after, signal))) {
         yield toResponse(ev);
-        if (TERMINAL_TYPES.has(ev.type)) return;
+        if (TERMINAL_TYPES.has(ev.type)) return true;
       }
-      throw stoppedBy(ctx.signal);
+      return false;
     }
     // gRPC (binary) over HTTP/2, the hot path of fan-out. The first message goes through
     // connect, which sends the response headers with it; every later one is written to the
@@ -159,28 +193,28 @@ function streamRunEvents(deps: ApiDeps) {
     // otherwise (internal/server/stream-fast-path.test.ts).
     const gzip = ctx.responseHeader.get("grpc-encoding") === "gzip";
     let headersSent = false;
-    for await (const batch of counted(deps.log.followBatches(req.runId, after, ctx.signal))) {
+    for await (const batch of counted(deps.log.followBatches(req.runId, after, signal))) {
       let from = 0;
       if (!headersSent) {
         const first = batch[0] as LoggedEvent;
         yield toResponse(first);
         headersSent = true;
-        if (TERMINAL_TYPES.has(first.type)) return;
+        if (TERMINAL_TYPES.has(first.type)) return true;
         from = 1;
       }
       // A batch goes out in as few writes as the stream's buffer allows: a slow client
       // holds at most about one buffer's worth here (the log's follower bounds the rest).
       while (from < batch.length) {
         if (ctx.signal.aborted) throw stoppedBy(ctx.signal);
-        if (stream.destroyed) return;
+        if (stream.destroyed) return true;
         const next = writeFrames(stream, batch, from, gzip);
-        if (next < 0) return; // wrote the terminal event
+        if (next < 0) return true; // wrote the terminal event
         from = next;
         if (stream.writableNeedDrain) await drained(stream, ctx.signal);
       }
     }
-    throw stoppedBy(ctx.signal);
-  };
+    return false;
+  }
 }
 
 /**

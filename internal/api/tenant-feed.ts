@@ -8,7 +8,7 @@
  */
 
 import { AgentdError, invalid } from "../errors.ts";
-import type { LoggedEvent } from "../eventlog/event-codec.ts";
+import { LoggedEvent } from "../eventlog/event-codec.ts";
 import type { FeedEntry } from "../eventlog/port.ts";
 import { createRunOriginCache } from "../eventlog/run-origin.ts";
 import { sleep } from "../sleep.ts";
@@ -164,8 +164,15 @@ async function startOf(deps: Pick<ApiDeps, "log">, plan: FeedPlan): Promise<Feed
     mustFind: plan.mustFind,
     fromCursor: plan.mustFind,
   };
-  if (start.mustFind && (await deps.log.readFeed(start.from, 1))[0]?.id !== start.from)
-    throw fellBehind(true);
+  if (start.mustFind) {
+    const first = (await deps.log.readFeed(start.from, 1))[0]?.id;
+    // Missing: trimmed (the reader fell behind), past the head (never given out), or the
+    // entry of a run deleted since (its successors are next).
+    if (first !== start.from) {
+      const beyond = compareFeedIds(start.from, (await deps.log.feedHead()) || "0") > 0;
+      if (beyond || (await trimmed(deps, start.from))) throw fellBehind(true);
+    }
+  }
   return start;
 }
 
@@ -185,10 +192,19 @@ async function* follow(
   const labels = async (runId: string) => (await origin(runId))?.labels ?? {};
   while (!signal.aborted) {
     const page = await deps.log.readFeed(from, PAGE);
-    if (mustFind && page[0]?.id !== from) throw fellBehind(start.fromCursor && from === start.from);
+    if (mustFind && page[0]?.id !== from && (await trimmed(deps, from)))
+      throw fellBehind(start.fromCursor && from === start.from);
     for (const entry of page) {
       const after = entry.id === from ? skipThrough : 0;
       if (!accept(entry.tenantId) || after >= entry.toSeq) continue;
+      if (entry.event !== undefined) {
+        // A notice (run.deleted, tenant.purged): its event is in the entry, its run is gone,
+        // so no label selector can be matched against it: the type filter alone applies.
+        const ev = new LoggedEvent(entry.runId, 1, entry.event);
+        if (plan.wantType(ev.type)) yield { event: ev, cursor: `${entry.id}:1` };
+        if (signal.aborted) return;
+        continue;
+      }
       if (plan.selector.length > 0 && !matchesSelector(await labels(entry.runId), plan.selector))
         continue;
       for (const ev of await eventsOf(deps, entry, after)) {
@@ -205,6 +221,24 @@ async function* follow(
     }
     if (page.length < PAGE) await sleep(POLL_MS, signal);
   }
+}
+
+/**
+ * Whether the entry `id`, missing from the feed, was trimmed (older than the oldest entry
+ * kept: the reader fell behind) rather than removed with its deleted run (lifecycle): then
+ * the entries after it are simply next.
+ */
+async function trimmed(deps: Pick<ApiDeps, "log">, id: string): Promise<boolean> {
+  const oldest = (await deps.log.readFeed("", 1))[0]?.id;
+  return oldest !== undefined && compareFeedIds(id, oldest) < 0;
+}
+
+/** Orders feed ids: "ms-n" (Redis stream ids) or "n" (the embedded feed's line numbers). */
+export function compareFeedIds(a: string, b: string): number {
+  const [am = 0n, an = 0n] = a.split("-").map(BigInt);
+  const [bm = 0n, bn = 0n] = b.split("-").map(BigInt);
+  if (am !== bm) return am < bm ? -1 : 1;
+  return an === bn ? 0 : an < bn ? -1 : 1;
 }
 
 async function eventsOf(

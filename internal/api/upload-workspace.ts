@@ -9,10 +9,10 @@
  * Must never: hold the archive in memory, store anything for an upload that stopped half
  * way, or let one tenant name another's workspace.
  */
-import { createHash } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { ArtifactStore } from "../artifacts/port.ts";
+import { receiptDigest, receiptOf } from "../artifacts/upload-receipt.ts";
 import { AgentdError, invalid } from "../errors.ts";
 import type {
   UploadWorkspaceRequest,
@@ -21,12 +21,6 @@ import type {
 import { principalOf } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
 import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
-
-const receiptOf = (tenantId: string, digest: string): Buffer =>
-  Buffer.from(`agentd workspace upload receipt v1\0${tenantId}\0${digest}`);
-
-const receiptDigest = (tenantId: string, digest: string): string =>
-  createHash("sha256").update(receiptOf(tenantId, digest)).digest("hex");
 
 export function uploadWorkspaceHandler(deps: ApiDeps) {
   const fallbackUploader = createWorkspaceUploader(deps.artifacts);

@@ -88,6 +88,18 @@ export class FsArtifactStore implements ArtifactStore {
    * than `olderThanMs` (default an hour: another process sharing the directory may be
    * writing one right now). Returns how many went. Called at start.
    */
+  async delete(digest: string): Promise<boolean> {
+    const path = this.#path(digest);
+    try {
+      await stat(path);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
+      throw new AgentdError("EIO", "artifact store: cannot stat a blob", { cause: err });
+    }
+    await storage(() => rm(path, { force: true }));
+    return true;
+  }
+
   async sweepTemp(olderThanMs = 60 * 60_000, now = Date.now()): Promise<number> {
     const dir = join(this.#dir, "tmp");
     let names: string[];

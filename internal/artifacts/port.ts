@@ -35,6 +35,11 @@ export interface ArtifactStore {
   stat(digest: string): Promise<ArtifactInfo | undefined>;
   /** The content in chunks of at most `chunkSize` bytes. Throws ENOTFOUND when absent. */
   read(digest: string, chunkSize?: number): AsyncIterable<Uint8Array>;
+  /**
+   * Removes a blob (a deletion found no run referencing it: lifecycle/delete-run.ts).
+   * True when it was there. Absent on stores that cannot delete.
+   */
+  delete?(digest: string): Promise<boolean>;
 }
 
 export const DIGEST_RE = /^[0-9a-f]{64}$/;

@@ -143,6 +143,11 @@ export class RedisArtifactStore implements ArtifactStore {
     }
   }
 
+  async delete(digest: string): Promise<boolean> {
+    if (!DIGEST_RE.test(digest)) throw invalid("digest", "must be 64 lowercase hex characters");
+    return (await wrap(this.#client.del(this.#meta(digest), this.#chunks(digest)))) > 0;
+  }
+
   async stat(digest: string): Promise<ArtifactInfo | undefined> {
     if (!DIGEST_RE.test(digest)) throw invalid("digest", "must be 64 lowercase hex digits");
     const size = await wrap(this.#client.hget(this.#meta(digest), "size"));

@@ -46,7 +46,8 @@ export function createReloadableAuth(path: string, logger: Logger): ReloadableAu
   return {
     authenticate: (authorization) => current.authenticate(authorization),
     tenantConfig: (tenantId) => current.tenantConfig(tenantId),
-    tenantIds: () => current.tenantIds(),
+    tenantIds: () => current.tenantIds?.() ?? [],
+    tokenIds: () => current.tokenIds?.() ?? new Set(),
     reload,
     onReload: (l) => void listeners.push(l),
     close: () => watcher?.close(),

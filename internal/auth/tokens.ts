@@ -151,8 +151,10 @@ export interface Authenticator {
   authenticate(authorization: string | null | undefined): Principal;
   /** What the auth file says about a tenant (its policy, retention, limits); {} if nothing. */
   tenantConfig(tenantId: string): TenantConfig;
-  /** The tenants the auth file names (its `tenants:` map), e.g. for their limit metrics. */
-  tenantIds(): string[];
+  /** The tenants the auth file names (its tokens' and its `tenants:` map's). */
+  tenantIds?(): readonly string[];
+  /** The `tokenId` of every token the auth file holds. */
+  tokenIds?(): ReadonlySet<string>;
 }
 
 /** Authenticates bearer tokens against hashed entries. */
@@ -160,9 +162,12 @@ export function createTokenAuthenticator(
   entries: readonly TokenEntry[],
   tenants: ReadonlyMap<string, TenantConfig> = new Map(),
 ): Authenticator {
+  const tenantIds = [...new Set([...entries.map((e) => e.principal.tenantId), ...tenants.keys()])];
+  const tokenIds = new Set(entries.flatMap((e) => e.principal.tokenId ?? []));
   return {
     tenantConfig: (tenantId) => tenants.get(tenantId) ?? NO_TENANT_CONFIG,
-    tenantIds: () => [...tenants.keys()],
+    tenantIds: () => tenantIds,
+    tokenIds: () => tokenIds,
     authenticate(authorization) {
       const m = /^Bearer[ \t]+(\S{1,4096})[ \t]*$/i.exec(authorization ?? "");
       if (m === null) {

@@ -74,7 +74,9 @@ export type CommitOutcome =
   | { kind: "conflict"; head: Head }
   | { kind: "fenced"; epoch: number }
   /** The store does not hold `known`: it lost acknowledged events; `head` is its head now. */
-  | { kind: "rewound"; head: Head };
+  | { kind: "rewound"; head: Head }
+  /** The run was deleted (internal/lifecycle): nothing is ever appended to it again. */
+  | { kind: "deleted" };
 
 export interface AppendBatcherOptions {
   /** Reads the run's head from storage (seq 0 and GENESIS_HASH when empty). */
@@ -227,6 +229,12 @@ export class AppendBatcher {
         const s = sealed[i] as SealedEvent;
         p.resolve(new LoggedEvent(p.req.runId, s.seq, s.json));
       });
+      return;
+    }
+    if (outcome.kind === "deleted") {
+      q.head = undefined;
+      const err = new AgentdError("ENOTFOUND", `run ${firstReq.runId} was deleted`);
+      for (const p of ok) p.reject(err);
       return;
     }
     if (outcome.kind === "fenced") {

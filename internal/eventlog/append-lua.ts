@@ -57,7 +57,7 @@ export const APPEND_BODY_LUA = `
 --       hash of the last event, terminal type of the last event ("" when it does not end the
 --       run; the writer never puts an event after a terminal one), n, then n events' json
 --       (only the last hash is kept: it is the new head; the others live in the events)
--- Reply: per run, {"OK", seq} | {"ENDED", type, seq, hash} | {"REWOUND", seq, hash} |
+-- Reply: per run, {"OK", seq} | {"DELETED"} | {"ENDED", type, seq, hash} | {"REWOUND", seq, hash} |
 -- {"FENCED", epoch} | {"CONFLICT", seq, hash}. Sending the same call again after it was applied answers OK
 -- again and writes nothing.
 -- True when the stream holds the event (kseq, khash): the head itself, or an earlier entry
@@ -83,6 +83,9 @@ for r = 0, ((#KEYS - 1) / 4) - 1 do
   local first = a + 11
   a = first + n
   local meta = KEYS[k + 2]
+  -- The key prefix, from the meta key's name (P .. 'run:' .. id .. ':meta'): the run's
+  -- tombstone and the artifact reference sets live under it (internal/lifecycle).
+  local P = string.sub(meta, 1, #meta - #runId - 9)
   local h = redis.call('HMGET', meta, 'seq', 'hash', 'epoch', 'ended', 'tenant')
   local seq = tonumber(h[1]) or 0
   local hash = h[2] or ''
@@ -102,7 +105,11 @@ for r = 0, ((#KEYS - 1) / 4) - 1 do
     if ended == false then ended = run_ended(meta, KEYS[k + 1])
     elseif ended == '' then ended = false end
   end
-  if landed then
+  if redis.call('EXISTS', P .. 'run:' .. runId .. ':deleted') == 1 then
+    -- A deleted run (internal/lifecycle) is never written again, whoever writes: its id
+    -- must not come back (a straggling writer, a replayed commit).
+    out[#out + 1] = {'DELETED'}
+  elseif landed then
     out[#out + 1] = {'OK', tostring(expected + n)}
   elseif ended then
     -- Terminal is terminal: nothing after run.completed/failed/cancelled, whoever writes
@@ -122,6 +129,11 @@ for r = 0, ((#KEYS - 1) / 4) - 1 do
     for i = first, first + n - 1 do
       seq = seq + 1
       redis.call('XADD', KEYS[k + 1], '0-' .. seq, 'e', ARGV[i])
+      -- Artifact references (lifecycle/artifact-refs.ts): every blob an event names, in the
+      -- same atomic step, so deleting another run never removes a blob this one needs.
+      for d in string.gmatch(ARGV[i], '%aigest":"([0-9a-f]+)"') do
+        if #d == 64 then redis.call('SADD', P .. 'artifact:refs:' .. d, runId) end
+      end
     end
     if n > 0 then hash = lastHash end
     if expected == 0 then

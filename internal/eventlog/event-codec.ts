@@ -40,6 +40,9 @@ export const EVENT_TYPES = {
   "cache.saved": "cacheSaved",
   "log.rewound": "logRewound",
   "secret.written": "secretWritten",
+  // Notices: only in the log-wide feed (EventLog.publish), never in a run's log.
+  "run.deleted": "runDeleted",
+  "tenant.purged": "tenantPurged",
   "sandbox.lost": "sandboxLost",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 

@@ -22,6 +22,7 @@ import {
   readdir,
   readFile,
   rename,
+  rm,
   truncate,
   writeFile,
 } from "node:fs/promises";
@@ -68,6 +69,7 @@ interface FileRun {
 }
 
 const RUN_ID_FILE = /^([0-9A-Za-z_-]{1,128})\.ndjson$/;
+const TOMBSTONE_FILE = /^([0-9A-Za-z_-]{1,128})\.deleted\.json$/;
 
 /** Opens (and recovers) the embedded log in `opts.dir`. */
 export async function openFileEventLog(opts: FileEventLogOptions): Promise<FileEventLog> {
@@ -95,6 +97,12 @@ export class FileEventLog implements EventLog {
   readonly #batcher: AppendBatcher;
   readonly #feed: LiveFeed;
   readonly #wide: FileFeed;
+  /**
+   * Tombstones of deleted runs (internal/lifecycle): run id → the record, stored as
+   * `<run>.deleted.json` beside the run's files. A tombstoned run is absent to readers and
+   * takes no append.
+   */
+  readonly #tombstones = new Map<string, string>();
   /** Set when the feed could not be written: the log refuses appends from then on. */
   #feedBroken: AgentdError | undefined;
   #closed = false;
@@ -119,6 +127,7 @@ export class FileEventLog implements EventLog {
 
   /** Reads every run file (cutting a torn last line left by a crash), then the feed. */
   async load(): Promise<void> {
+    await this.#loadTombstones();
     await this.#loadRuns();
     await this.#wide.load();
     await this.#wide.recover(
@@ -128,6 +137,16 @@ export class FileEventLog implements EventLog {
         seq: r.lines.length,
       })),
     );
+  }
+
+  async #loadTombstones(): Promise<void> {
+    for (const name of await readdir(this.#dir)) {
+      const m = TOMBSTONE_FILE.exec(name);
+      if (m === null) continue;
+      const text = await readFile(join(this.#dir, name), "utf8").catch(() => "");
+      // A torn tombstone (a crash while writing it) still marks the run: it was being deleted.
+      this.#tombstones.set(m[1] as string, text.trim() === "" ? "{}" : text);
+    }
   }
 
   async #loadRuns(): Promise<void> {
@@ -219,6 +238,8 @@ export class FileEventLog implements EventLog {
   }
 
   async #commit(c: Commit): Promise<CommitOutcome> {
+    // A deleted run is never written again, whoever writes (its id must not come back).
+    if (this.#tombstones.has(c.runId)) return { kind: "deleted" };
     const run = this.#runOrEmpty(c.runId);
     if (run.ended !== undefined) {
       // Terminal is terminal, whoever writes: checked before the fence and the head.
@@ -316,7 +337,8 @@ export class FileEventLog implements EventLog {
 
   async head(runId: string): Promise<RunHead | undefined> {
     const run = this.#runs.get(runId);
-    if (run === undefined || run.lines.length === 0) return undefined;
+    if (run === undefined || run.lines.length === 0 || this.#tombstones.has(runId))
+      return undefined;
     const head: RunHead = {
       runId,
       tenantId: run.meta.tenantId,
@@ -346,6 +368,7 @@ export class FileEventLog implements EventLog {
     const ids: string[] = [];
     for (const run of this.#runs.values()) {
       if (run.lines.length === 0 || run.meta.tenantId !== q.tenantId) continue;
+      if (this.#tombstones.has(run.runId)) continue;
       if (q.sessionId !== undefined && run.meta.sessionId !== q.sessionId) continue;
       if (q.before !== undefined && run.runId >= q.before) continue;
       ids.push(run.runId);
@@ -357,7 +380,63 @@ export class FileEventLog implements EventLog {
 
   /** Every run with events (any tenant): for the startup sweep of `agentd dev`. */
   allRunIds(): string[] {
-    return [...this.#runs.values()].filter((r) => r.lines.length > 0).map((r) => r.runId);
+    return [...this.#runs.values()]
+      .filter((r) => r.lines.length > 0 && !this.#tombstones.has(r.runId))
+      .map((r) => r.runId);
+  }
+
+  /** Runs `fn` in the run's commit lock: no append of the run interleaves (lifecycle). */
+  lockRun<T>(runId: string, fn: () => Promise<T>): Promise<T> {
+    return this.#withRunLock(runId, fn);
+  }
+
+  /** The stored tombstone record of a run (lifecycle), if any. */
+  tombstoneOf(runId: string): string | undefined {
+    return this.#tombstones.get(runId);
+  }
+
+  /** Every tombstoned run id. */
+  tombstoneIds(): string[] {
+    return [...this.#tombstones.keys()];
+  }
+
+  /**
+   * Writes (or rewrites) a run's tombstone durably (temp file, fsync, rename). From the
+   * moment this resolves the run is absent to readers and refuses appends. Call it in
+   * lockRun: it must not race the run's commits.
+   */
+  async writeTombstone(runId: string, record: string): Promise<void> {
+    const path = join(this.#dir, `${runId}.deleted.json`);
+    this.#tombstones.set(runId, record);
+    await writeFile(`${path}.tmp`, record, { flush: this.#fsync });
+    await rename(`${path}.tmp`, path);
+    if (this.#fsync) fsyncDir(this.#dir);
+  }
+
+  /** Removes a tombstone whose keep time is over. */
+  async dropTombstone(runId: string): Promise<void> {
+    await rm(join(this.#dir, `${runId}.deleted.json`), { force: true });
+    this.#tombstones.delete(runId);
+  }
+
+  /** Removes a tombstoned run's files and memory (its events, meta). Idempotent. */
+  async purgeRun(runId: string): Promise<void> {
+    if (!this.#tombstones.has(runId))
+      throw new AgentdError("EIO", `run ${runId} is not tombstoned`);
+    await this.#withRunLock(runId, async () => {
+      const run = this.#runs.get(runId);
+      await run?.fh?.close();
+      this.#runs.delete(runId);
+      await rm(join(this.#dir, `${runId}.ndjson`), { force: true });
+      await rm(join(this.#dir, `${runId}.meta.json`), { force: true });
+      if (this.#fsync) fsyncDir(this.#dir);
+    });
+  }
+
+  /** Adds a notice (an event held by the feed itself: run.deleted, tenant.purged). */
+  async publish(tenantId: string, runId: string, json: string): Promise<void> {
+    if (this.#feedBroken !== undefined) throw this.#feedBroken;
+    await this.#wide.add(runId, tenantId, 1, 1, json);
   }
 
   async ping(): Promise<void> {

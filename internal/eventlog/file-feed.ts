@@ -14,6 +14,8 @@ interface Line {
   t: string;
   a: number;
   b: number;
+  /** A notice's own event (run.deleted, tenant.purged): no run log holds it. */
+  e?: string;
 }
 
 export class FileFeed {
@@ -47,6 +49,7 @@ export class FileFeed {
   async recover(runs: Iterable<{ runId: string; tenantId: string; seq: number }>): Promise<void> {
     const covered = new Map<string, [number, number][]>();
     for (const e of this.#entries) {
+      if (e.event !== undefined) continue;
       const list = covered.get(e.runId) ?? [];
       list.push([e.fromSeq, e.toSeq]);
       covered.set(e.runId, list);
@@ -61,8 +64,15 @@ export class FileFeed {
    * Appends one entry (durably when fsync is on); resolves once it is written. Readers see
    * an entry only once it is written: an id a reader saw always survives a crash.
    */
-  add(runId: string, tenantId: string, fromSeq: number, toSeq: number): Promise<void> {
+  add(
+    runId: string,
+    tenantId: string,
+    fromSeq: number,
+    toSeq: number,
+    event?: string,
+  ): Promise<void> {
     const line: Line = { r: runId, t: tenantId, a: fromSeq, b: toSeq };
+    if (event !== undefined) line.e = event;
     const write = this.#chain.then(async () => {
       const fh = this.#fh;
       if (fh === undefined) throw new Error("the feed is not open");
@@ -91,13 +101,15 @@ export class FileFeed {
   }
 
   #push(l: Line): void {
-    this.#entries.push({
+    const entry: FeedEntry = {
       id: String(this.#entries.length + 1),
       runId: l.r,
       tenantId: l.t,
       fromSeq: l.a,
       toSeq: l.b,
-    });
+    };
+    if (typeof l.e === "string") entry.event = l.e;
+    this.#entries.push(entry);
   }
 }
 
@@ -121,7 +133,8 @@ function lineOf(raw: string): Line {
       typeof l.r === "string" &&
       typeof l.t === "string" &&
       Number.isInteger(l.a) &&
-      Number.isInteger(l.b)
+      Number.isInteger(l.b) &&
+      (l.e === undefined || typeof l.e === "string")
     )
       return l as Line;
   } catch {

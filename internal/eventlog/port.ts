@@ -86,6 +86,11 @@ export interface FeedEntry {
   tenantId: string;
   fromSeq: number;
   toSeq: number;
+  /**
+   * A notice: the entry holds its own event (canonical JSON; run.deleted, tenant.purged),
+   * which no run log holds. Its fromSeq and toSeq are 1; its event's seq is 0.
+   */
+  event?: string;
 }
 
 export interface EventLog {
@@ -128,6 +133,11 @@ export interface EventLog {
   readFeed(from: string, limit: number): Promise<FeedEntry[]>;
   /** The newest feed entry's id; "" while the feed is empty. */
   feedHead(): Promise<string>;
+  /**
+   * Adds a notice to the log-wide feed: an event held by the feed entry itself, for what
+   * has no run log to be in (a deleted run's `run.deleted`, a tenant's `tenant.purged`).
+   */
+  publish(tenantId: string, runId: string, json: string): Promise<void>;
   /** Resolves when the log is reachable; throws EUNAVAILABLE otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;

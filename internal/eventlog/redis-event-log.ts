@@ -16,7 +16,7 @@ import { Command, type Redis } from "ioredis";
 import { AgentdError } from "../errors.ts";
 import { ReplicaWait, type ReplicaWaitOptions } from "../redisconn/replica-wait.ts";
 import { AppendBatcher, type Commit, type CommitOutcome, type Head } from "./append-batcher.ts";
-import { APPEND_LUA } from "./append-lua.ts";
+import { APPEND_LUA, FEED_MAX_LEN } from "./append-lua.ts";
 import { LoggedEvent } from "./event-codec.ts";
 import { followLog, followLogBatches, type LiveFeed } from "./follow.ts";
 import { GENESIS_HASH } from "./hash-chain.ts";
@@ -245,6 +245,7 @@ export class RedisEventLog implements EventLog {
     group.forEach((p, i) => {
       const reply = replies[i];
       if (reply?.[0] === "OK") p.resolve({ kind: "ok" });
+      else if (reply?.[0] === "DELETED") p.resolve({ kind: "deleted" });
       else if (reply?.[0] === "ENDED") {
         p.resolve({
           kind: "conflict",
@@ -263,6 +264,28 @@ export class RedisEventLog implements EventLog {
         });
       } else p.reject(new AgentdError("EIO", `append script answered ${String(reply?.[0])}`));
     });
+  }
+
+  async publish(tenantId: string, runId: string, json: string): Promise<void> {
+    await wrap(
+      this.#client.xadd(
+        this.#feedKey,
+        "MAXLEN",
+        "~",
+        FEED_MAX_LEN,
+        "*",
+        "r",
+        runId,
+        "t",
+        tenantId,
+        "a",
+        "1",
+        "b",
+        "1",
+        "e",
+        json,
+      ),
+    );
   }
 
   async readFeed(from: string, limit: number): Promise<FeedEntry[]> {
@@ -326,12 +349,18 @@ export class RedisEventLog implements EventLog {
   async heads(runIds: readonly string[]): Promise<(RunHead | undefined)[]> {
     if (runIds.length === 0) return [];
     const pipe = this.#client.pipeline();
-    for (const id of runIds)
+    for (const id of runIds) {
       pipe.hmget(this.#metaKey(id), "tenant", "session", "seq", "hash", "epoch", "ended");
+      pipe.exists(this.#keys.tombstone(id));
+    }
     const results = (await wrap(pipe.exec())) ?? [];
     return runIds.map((runId, i) => {
-      const [err, row] = results[i] ?? [null, null];
+      const [err, row] = results[2 * i] ?? [null, null];
       if (err) throw redisError(err);
+      const [terr, deleted] = results[2 * i + 1] ?? [null, 0];
+      if (terr) throw redisError(terr);
+      // A run whose deletion began is gone for every reader at once (internal/lifecycle).
+      if (deleted === 1) return undefined;
       const [tenant, session, seq, hash, epoch, ended] = (row ?? []) as (string | null)[];
       if (!seq || seq === "0") return undefined;
       const head: RunHead = {
@@ -565,11 +594,14 @@ function feedEntryOf([id, fields]: [string, string[]]): FeedEntry {
   const f = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2)
     f.set(fields[i] as string, fields[i + 1] as string);
-  return {
+  const entry: FeedEntry = {
     id,
     runId: f.get("r") ?? "",
     tenantId: f.get("t") ?? "",
     fromSeq: Number(f.get("a") ?? 0),
     toSeq: Number(f.get("b") ?? 0),
   };
+  const e = f.get("e");
+  if (e !== undefined) entry.event = e;
+  return entry;
 }

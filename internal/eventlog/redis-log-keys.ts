@@ -8,6 +8,11 @@
  *   tenant:{t}:runs                  zset    the tenant's run ids (ListRuns)
  *   tenant:{t}:session:{s}:runs      zset    a session's run ids
  *   feed                             stream  one entry per applied commit (WatchEvents)
+ *   run:{run}:deleted                string  the run's tombstone (internal/lifecycle): set
+ *                                            first when it is deleted; no append is taken after
+ *   artifact:refs:{digest}           set     the runs whose events name the blob (the append
+ *                                            script adds them; a deletion removes its run)
+ *   deleting                         zset    runs whose deletion began and has not finished
  */
 export interface LogKeys {
   stream(runId: string): string;
@@ -15,6 +20,9 @@ export interface LogKeys {
   tenantRuns(tenantId: string): string;
   sessionRuns(tenantId: string, sessionId: string): string;
   feed: string;
+  tombstone(runId: string): string;
+  artifactRefs(digest: string): string;
+  deleting: string;
 }
 
 export function logKeys(prefix: string): LogKeys {
@@ -24,5 +32,8 @@ export function logKeys(prefix: string): LogKeys {
     tenantRuns: (t) => `${prefix}tenant:${t}:runs`,
     sessionRuns: (t, s) => `${prefix}tenant:${t}:session:${s}:runs`,
     feed: `${prefix}feed`,
+    tombstone: (r) => `${prefix}run:${r}:deleted`,
+    artifactRefs: (d) => `${prefix}artifact:refs:${d}`,
+    deleting: `${prefix}deleting`,
   };
 }

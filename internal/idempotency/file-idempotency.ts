@@ -62,7 +62,12 @@ export class FileIdempotencyStore implements IdempotencyStore {
         typeof c.digest === "string" &&
         Number.isFinite(c.at)
       )
-        this.#claims.set(l.k, { runId: c.runId, digest: c.digest, at: c.at });
+        this.#claims.set(
+          l.k,
+          c.deleted === true
+            ? { runId: "", digest: "", at: c.at, deleted: true }
+            : { runId: c.runId, digest: c.digest, at: c.at },
+        );
     }
     for (const k of [...this.#claims.keys()]) this.#live(k);
     const live = [...this.#claims].map(([k, c]) => `${JSON.stringify({ k, c })}\n`).join("");
@@ -112,6 +117,18 @@ export class FileIdempotencyStore implements IdempotencyStore {
       const claim = { runId: next.runId, digest: next.digest, at: this.#now() };
       this.#claims.set(k, claim);
       return { result: true, line: { k, c: claim } };
+    });
+  }
+
+  forgetRun(_tenantId: string, runId: string): Promise<void> {
+    return this.#change(() => {
+      for (const [k, c] of this.#claims) {
+        if (c.runId !== runId || this.#live(k) === undefined) continue;
+        const claim = { runId: "", digest: "", at: c.at, deleted: true };
+        this.#claims.set(k, claim);
+        return { result: undefined, line: { k, c: claim } };
+      }
+      return { result: undefined };
     });
   }
 

@@ -15,6 +15,11 @@ export interface IdempotencyClaim {
   digest: string;
   /** When the claim was made, ms since the epoch. */
   at: number;
+  /**
+   * The key's run was deleted (lifecycle/delete-run.ts): the claim keeps no run id, and a
+   * request with the key is answered NOT_FOUND until the key expires — never a new run.
+   */
+  deleted?: boolean;
 }
 
 export interface IdempotencyStore {
@@ -33,4 +38,9 @@ export interface IdempotencyStore {
   ): Promise<boolean>;
   /** Drops the claim when it still names `runId` (its CreateRun failed before the run existed). */
   release(tenantId: string, key: string, runId: string): Promise<void>;
+  /**
+   * The run was deleted: its key (if any) becomes a `deleted` claim without the run id, kept
+   * until it would have expired. Idempotent.
+   */
+  forgetRun(tenantId: string, runId: string): Promise<void>;
 }

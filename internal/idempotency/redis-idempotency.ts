@@ -15,6 +15,17 @@ if cjson.decode(v).runId ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
 return 1`;
 
+/**
+ * KEYS[1]: the run's pointer to its key; ARGV[1]: run id, ARGV[2]: the deleted claim.
+ * The key keeps its expiry; the pointer goes.
+ */
+const FORGET = `local k = redis.call('GET', KEYS[1])
+if not k then return 0 end
+local v = redis.call('GET', k)
+if v and cjson.decode(v).runId == ARGV[1] then redis.call('SET', k, ARGV[2], 'KEEPTTL') end
+redis.call('DEL', KEYS[1])
+return 1`;
+
 export class RedisIdempotencyStore implements IdempotencyStore {
   readonly #client: Redis;
   readonly #prefix: string;
@@ -33,11 +44,19 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     return `${this.#prefix}idem:${h}`;
   }
 
+  /** The run's pointer to its key (for forgetRun: keys are hashes, not findable by run). */
+  #pointer(runId: string): string {
+    return `${this.#prefix}idem:run:${runId}`;
+  }
+
   async claim(tenantId: string, key: string, c: { runId: string; digest: string }) {
     const k = this.#key(tenantId, key);
     const value = JSON.stringify({ runId: c.runId, digest: c.digest, at: this.#now() });
     for (let i = 0; i < 3; i++) {
+      // The pointer first: a pointer without its claim is harmless (forgetRun checks the run).
+      await this.#client.set(this.#pointer(c.runId), k, "PX", this.#ttlMs);
       if ((await this.#client.set(k, value, "PX", this.#ttlMs, "NX")) === "OK") return undefined;
+      await this.#client.del(this.#pointer(c.runId));
       const held = await this.#client.get(k);
       if (held !== null) return JSON.parse(held) as IdempotencyClaim;
       // It expired between the two commands: claim again.
@@ -53,7 +72,13 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   ): Promise<boolean> {
     const value = JSON.stringify({ ...next, at: this.#now() });
     const k = this.#key(tenantId, key);
+    await this.#client.set(this.#pointer(next.runId), k, "PX", this.#ttlMs);
     return (await this.#client.eval(CAS, 1, k, prevRunId, value, this.#ttlMs)) === 1;
+  }
+
+  async forgetRun(_tenantId: string, runId: string): Promise<void> {
+    const deleted = JSON.stringify({ runId: "", digest: "", at: this.#now(), deleted: true });
+    await this.#client.eval(FORGET, 1, this.#pointer(runId), runId, deleted);
   }
 
   async release(tenantId: string, key: string, runId: string): Promise<void> {

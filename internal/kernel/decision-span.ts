@@ -1,7 +1,7 @@
 /**
  * The tracing of one kernel decision: the call's `execute_tool {tool}` span is opened by the
  * kernel; this adds its `kernel.decide` child with the decision's attributes (policy path,
- * rule, trust adjustments, risk category and impact, what it touches). Never the call's
+ * rule, whose policy (tenant or server), trust adjustments, risk category and impact, what it touches). Never the call's
  * input, its scope or a secret.
  */
 import { context as otelContext, type Span, trace } from "@opentelemetry/api";
@@ -19,6 +19,8 @@ export function traceDecision(
   d: DecidedCall,
   /** "kernel.recheck": the decision made again when an approved call resumes (no event). */
   name: "kernel.decide" | "kernel.recheck" = "kernel.decide",
+  /** Whose policy decided: the run's tenant's own file, or the server's. */
+  source: "tenant" | "server" = "server",
 ): void {
   const r = d.assessment.risk;
   const decideSpan = tracer().startSpan(name, {}, trace.setSpan(otelContext.active(), callSpan));
@@ -27,6 +29,7 @@ export function traceDecision(
     "gen_ai.tool.call.id": callId,
     "agentd.policy.decision": d.decision.path,
     "agentd.policy.rule": clipText(d.decision.rule, MAX_RULE),
+    "agentd.policy.source": source,
     "agentd.policy.trust_adjustments": d.decision.trustAdjustments,
     "agentd.risk.category": r.category,
     "agentd.risk.estimated_impact": r.estimatedImpact,

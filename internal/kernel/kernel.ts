@@ -158,6 +158,11 @@ export interface KernelOptions {
   log: EventLog;
   /** The current policy (a reload takes effect on the next call). */
   policy: () => Policy;
+  /**
+   * Whose policy `policy()` answers now: "tenant" (the run's tenant's own file) or "server"
+   * (default); on each decision's span as `agentd.policy.source`.
+   */
+  policySource?: () => "tenant" | "server";
   /** Secret providers, in lookup order (environment, mounted files). */
   secretProviders: SecretProvider[];
   /** Adaptive-trust counters of the run's repository. */
@@ -228,6 +233,7 @@ export interface Kernel {
 
 export function createKernel(opts: KernelOptions): Kernel {
   const now = opts.now ?? Date.now;
+  const source = opts.policySource ?? (() => "server" as const);
   let compiledFor: Policy | undefined;
   let compiled: CompiledRisk | undefined;
   const compiledRisk = (p: Policy): CompiledRisk => {
@@ -706,7 +712,7 @@ export function createKernel(opts: KernelOptions): Kernel {
           ? await decideWithTrust(run, call)
           : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" }),
       );
-      traceDecision(callSpan, call.callId, toolName, d);
+      traceDecision(callSpan, call.callId, toolName, d, "kernel.decide", source());
       const r = d.assessment.risk;
       // A call that runs without a person: its start is recorded in the same commit (no
       // round trip of its own); one that waits for a person records it when it runs.
@@ -855,7 +861,14 @@ export function createKernel(opts: KernelOptions): Kernel {
       }
       // Re-decide under the current policy: an approval never unlocks what policy now denies.
       const d = await decideWithTrust(run, call);
-      traceDecision(span, call.callId, clipText(call.tool, MAX_TOOL_NAME), d, "kernel.recheck");
+      traceDecision(
+        span,
+        call.callId,
+        clipText(call.tool, MAX_TOOL_NAME),
+        d,
+        "kernel.recheck",
+        source(),
+      );
       if (d.decision.path === "deny") {
         takePrepared(run, call, call.input);
         const code = d.invalid === undefined ? "EPOLICY" : "EVALIDATION";

@@ -3,8 +3,8 @@
  * the file, line, column and field at fault. Positions come from the YAML document's node
  * ranges, so an error points at the offending value (or, for an unknown key, at the key).
  */
-import { readFileSync } from "node:fs";
 import { dirname, resolve as resolvePath } from "node:path";
+import { readSmallFile } from "../config/read-small-file.ts";
 import {
   formatIssues,
   issueAtOffset,
@@ -144,11 +144,10 @@ function issueAt(layers: Layer[], path: Path, key: boolean, message: string): Po
 
 /** Reads and parses a policy file; an unreadable file is one issue without a position. */
 export function readPolicyFile(path: string): ParsePolicyResult {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (err) {
-    const message = `cannot read the policy: ${(err as Error).message}`;
+  // Bounded: a path naming a directory, a device, a FIFO or a huge file is refused unread.
+  const text = readSmallFile(path);
+  if (typeof text !== "string") {
+    const message = `cannot read the policy: ${text.error}`;
     return { ok: false, errors: [{ file: path, line: 0, column: 0, field: "(file)", message }] };
   }
   return parsePolicy(text, path, resolveRelative);
@@ -157,11 +156,10 @@ export function readPolicyFile(path: string): ParsePolicyResult {
 /** `extends` paths are relative to the file that names them. */
 const resolveRelative: PolicyResolver = (from, ref) => {
   const path = resolvePath(dirname(from), ref);
-  try {
-    return { text: readFileSync(path, "utf8"), source: path };
-  } catch (err) {
-    return { error: `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? "error"}` };
-  }
+  const text = readSmallFile(path);
+  return typeof text === "string"
+    ? { text, source: path }
+    : { error: `cannot read ${path}: ${text.error}` };
 };
 
 /** Loads a policy file or throws EVALIDATION listing every issue, one per line. */

@@ -16,6 +16,7 @@ import { RedisEventLog } from "../eventlog/redis-event-log.ts";
 import { RedisRunAdmission } from "../scheduler/redis-run-admission.ts";
 import { startSentinels, type TestSentinels } from "../testing/redis-sentinel.ts";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
+import { until } from "../testing/until.ts";
 import { connectRedis, createRedisClient } from "./connect.ts";
 import { parseRedisUrl } from "./redis-url.ts";
 
@@ -93,20 +94,17 @@ describe("Redis Sentinel failover under load", { timeout: 600_000 }, () => {
     const oldPort = primary.port;
     killedAt = Date.now();
     await primary.kill();
-    // Generous waits that say what they wait for: the promotion, then writes acknowledged
+    // Bounded waits that say what they wait for: the promotion, then writes acknowledged
     // by the new primary and its remaining replica.
-    const deadline = Date.now() + 180_000;
-    while ((await sentinels.primaryPort().catch(() => oldPort)) === oldPort) {
-      assert.ok(Date.now() < deadline, "waited 180 s for Sentinel to promote a replica");
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    while (ackedAfterKill < 50) {
-      assert.ok(
-        Date.now() < deadline,
-        `waited for writes after the failover (${ackedAfterKill} so far)`,
-      );
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await until(
+      "Sentinel promotes a replica",
+      async () => (await sentinels.primaryPort().catch(() => oldPort)) !== oldPort,
+      { capMs: 180_000 },
+    );
+    await until("50 writes acknowledged after the failover", () => ackedAfterKill >= 50, {
+      capMs: 180_000,
+      detail: () => `${ackedAfterKill} so far`,
+    });
     stop = true;
     await Promise.all(writers);
     const newPort = await sentinels.primaryPort();

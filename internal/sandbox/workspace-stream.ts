@@ -46,8 +46,11 @@ export interface ArchiveEntry extends EntryMeta {
 
 /** How normaliseWorkspaceStream packs entries. */
 export interface NormaliseOptions {
-  /** Rewrites an entry on its way (its content must keep its size). */
-  mapEntry?: (entry: ArchiveEntry) => ArchiveEntry;
+  /**
+   * Rewrites an entry on its way (its content must keep its size); undefined leaves the
+   * entry out (its content is read and dropped).
+   */
+  mapEntry?: (entry: ArchiveEntry) => ArchiveEntry | undefined;
   /**
    * Keep each entry's modification time (snapshots) instead of mtime 0 (uploads), never
    * later than the moment the normalisation started. Default false.
@@ -166,6 +169,7 @@ export async function* normaliseWorkspaceStream(
   const writing = (async () => {
     for await (const entry of readArchiveEntries(source, limits)) {
       const e = mapEntry === undefined ? entry : mapEntry(entry);
+      if (e === undefined) continue;
       await packEntry(pack, e, notAfter === undefined ? EPOCH_TIME : clampTime(e.mtime, notAfter));
     }
     pack.finalize();

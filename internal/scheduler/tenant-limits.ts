@@ -10,7 +10,7 @@ import type { DayLimits } from "../tenancy/day-usage.ts";
 import type { RunQueue } from "./port.ts";
 
 export interface TenantSource {
-  tenantIds(): string[];
+  tenantIds(): readonly string[];
   tenantConfig(tenantId: string): TenantConfig;
 }
 

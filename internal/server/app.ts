@@ -11,9 +11,11 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { kHttp2Stream } from "../api/context.ts";
 import type { ApiDeps } from "../api/deps.ts";
 import { toConnectError } from "../api/errors.ts";
+import { archivedReadOnlyInterceptor } from "../api/interceptors/archived-read-only.ts";
 import { authGate } from "../api/interceptors/auth.ts";
 import { edgeErrorGate } from "../api/interceptors/edge-errors.ts";
 import { errorInterceptor } from "../api/interceptors/errors.ts";
+import { checkRate, rateLimitGate } from "../api/interceptors/rate-limit.ts";
 import { traceInterceptor } from "../api/interceptors/tracing.ts";
 import { registerRunService } from "../api/routes.ts";
 import {
@@ -29,6 +31,8 @@ import { file_agentd_v1_events } from "../gen/agentd/v1/events_pb.js";
 import { file_agentd_v1_run_service } from "../gen/agentd/v1/run_service_pb.js";
 import { file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
 import type { PolicyStore } from "../kernel/policy-store.ts";
+import { createTokenBuckets, type Rate } from "../ratelimit/token-buckets.ts";
+import { primeTenantSeries } from "../telemetry/known-series.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { scrape } from "../telemetry/scrape.ts";
 import { type AccessLog, accessGate, accessInterceptor, kPeer } from "./access-log.ts";
@@ -58,6 +62,11 @@ export interface AppOptions {
   consoleDir?: string;
   /** The access log (--access-log): one line per RPC; undefined: off. */
   accessLog?: AccessLog;
+  /**
+   * The API rate of tokens without their own `rate:` (--rate-limit); undefined: only tokens
+   * with a `rate:` are limited. Buckets are this process's own (each replica has its own).
+   */
+  rateLimit?: Rate;
 }
 
 /**
@@ -94,6 +103,20 @@ export function createApp(opts: AppOptions): RequestHandler {
   // Open RunService streams end with a status when an auth reload changes their token.
   const revocations = createStreamRevocations(auth);
   const access = opts.accessLog === undefined ? undefined : accessGate(opts.accessLog);
+  const buckets = createTokenBuckets();
+  const rates = { buckets, ...(opts.rateLimit === undefined ? {} : { fallback: opts.rateLimit }) };
+  const limit = rateLimitGate(rates);
+  // The SSE streams are API calls too: limited like a stream's open, right after auth.
+  const sseAuth: Authenticator = {
+    ...auth,
+    authenticate(authorization) {
+      const principal = auth.authenticate(authorization);
+      const refusal = checkRate(rates, principal);
+      if (refusal !== undefined) throw refusal;
+      return principal;
+    },
+  };
+  primeTenantSeries(auth.tenantIds?.() ?? []);
   const api = connectNodeAdapter({
     readMaxBytes: opts.maxRequestBytes ?? 8 * 1024 * 1024,
     interceptors: [
@@ -101,6 +124,7 @@ export function createApp(opts: AppOptions): RequestHandler {
       traceInterceptor(),
       errorInterceptor(logError),
       revocations.interceptor,
+      ...(deps.archive === undefined ? [] : [archivedReadOnlyInterceptor(deps.archive)]),
     ],
     // Runs before the body is read: errors connect raises itself (an undecodable body) are
     // made client-safe, and a caller without the right token is refused unread.
@@ -112,6 +136,7 @@ export function createApp(opts: AppOptions): RequestHandler {
       } catch (err) {
         throw toConnectError(err, logError);
       }
+      limit(ctx);
     },
     jsonOptions: STRICT_JSON,
     contextValues: (req) => {
@@ -142,6 +167,10 @@ export function createApp(opts: AppOptions): RequestHandler {
   const live = createLiveStreams(auth);
   const reloadable = auth as Partial<ReloadableAuth>;
   reloadable.onReload?.(() => {
+    // Removed tokens' buckets go; tenants the file now names get their series at 0.
+    const tokens = auth.tokenIds?.();
+    if (tokens !== undefined) buckets.retain((id) => tokens.has(id));
+    primeTenantSeries(auth.tenantIds?.() ?? []);
     const ended = revocations.recheck();
     if (ended > 0) opts.logger.info({ streams: ended }, "ended streams whose token changed");
     const n = live.recheck();
@@ -176,12 +205,12 @@ export function createApp(opts: AppOptions): RequestHandler {
         return;
       }
       if (url.pathname === WATCH_SSE_PATH && req.method === "GET")
-        return void serveWatchSse(deps, auth, req, res as unknown as Res, url, logError);
+        return void serveWatchSse(deps, sseAuth, req, res as unknown as Res, url, logError);
       const m = SSE_PATH.exec(url.pathname);
       if (m !== null && req.method === "GET") {
         void serveSse(
           deps,
-          auth,
+          sseAuth,
           req,
           res as unknown as Res,
           decodeURIComponent(m[1] as string),

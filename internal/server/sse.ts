@@ -14,6 +14,7 @@ import { openRunEvents } from "../api/stream-events.ts";
 import type { Authenticator, Principal } from "../auth/tokens.ts";
 import { AgentdError } from "../errors.ts";
 import { isLogRewound } from "../eventlog/log-rewound-error.ts";
+import { RetryInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { metrics } from "../telemetry/metrics.ts";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
@@ -137,7 +138,14 @@ export async function serveSseStream(
     // The same mapping as the RPCs, in the Connect protocol's JSON error shape.
     const ce = toConnectError(err, onError);
     const field = err instanceof AgentdError ? err.field : undefined;
-    res.writeHead(codeToHttpStatus(ce.code), { "content-type": "application/json" });
+    // A rate limit's RetryInfo is also an HTTP Retry-After (whole seconds, rounded up).
+    const delay = ce.findDetails(RetryInfoSchema)[0]?.retryDelay;
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (delay !== undefined)
+      headers["retry-after"] = String(
+        Math.max(1, Math.ceil(Number(delay.seconds) + delay.nanos / 1e9)),
+      );
+    res.writeHead(codeToHttpStatus(ce.code), headers);
     res.end(JSON.stringify({ code: codeToString(ce.code), message: ce.rawMessage, field }));
   } finally {
     clearInterval(keepalive);

@@ -261,7 +261,7 @@ it("concurrentRuns 1: the second run is held (and says so) until the first ends,
   );
   assert.equal((await get(ACME, a2)).state, RunState.RUNNING, "a lowered limit stops nobody");
 
-  // acme removed from the file: the server's limit (3) applies, a4 starts; the series go.
+  // acme removed from the tenants: map: the server's limit (3) applies, a4 is admitted.
   writeAuth(authYaml(undefined));
   process.kill(c.server.pid, "SIGHUP");
   // (The one live worker's 2 slots run a2 and a3: a4 is admitted, waiting for a slot.)
@@ -269,12 +269,13 @@ it("concurrentRuns 1: the second run is held (and says so) until the first ends,
     const r = await get(ACME, a4);
     return r.heldBy === "" ? r : undefined;
   });
-  await until("acme's series removed", async () =>
-    (await metric("agentd_tenant_limit", "acme")) === undefined ? true : undefined,
+  // acme's tokens still name it: its series stay, at the server's limit.
+  await until("acme's limit gauge at the server's --tenant-limit (3)", async () =>
+    (await metric("agentd_tenant_limit", "acme")) === 3 ? true : undefined,
   );
   for (const g of ["a2", "a3", "a4"]) gate(g).release();
   for (const r of [a2, a3, a4]) await inState(ACME, r, RunState.COMPLETED);
-  assert.equal(await metric("agentd_tenant_limit", "acme"), undefined);
+  assert.equal(await metric("agentd_tenant_limit", "nobody"), undefined, "no unnamed tenant");
 });
 
 it("tokensPerDay spent: the running run's next model request fails naming the tenant limit, a new run is refused with RetryInfo, across a Redis restart; other tenants go on", {

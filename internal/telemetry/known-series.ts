@@ -4,8 +4,9 @@
  * series born at 1 (the first failed run after a pod start) reads as "always 1", so a
  * failure ratio over any window would miss that failure. Every label value here comes from a
  * closed set (outcomes, decisions, agentd's tool names) or the process's own configuration
- * (its model, its event log, its export sinks). Must never: create a series for a tenant,
- * run, policy rule, model output or any other input.
+ * (its model, its event log, its export sinks, the tenants its auth file names). Must never:
+ * create a series for a tenant a caller named, a run, policy rule, model output or any
+ * other input.
  */
 import { TOOLS } from "../tools/registry.ts";
 import { bounded, metrics } from "./metrics.ts";
@@ -86,4 +87,9 @@ export function primeLogSeries(log: string): void {
 export function primeSinkSeries(sink: string): void {
   for (const result of KNOWN.exportResults) metrics.exportDeliveries.inc({ sink, result }, 0);
   metrics.exportDeadLetters.inc({ sink }, 0);
+}
+
+/** The API's per-tenant series, for the tenants the auth file names (again after a reload). */
+export function primeTenantSeries(tenants: Iterable<string>): void {
+  for (const tenant of tenants) metrics.apiRequestsLimited.inc({ tenant }, 0);
 }

@@ -7,9 +7,9 @@
  *
  * One registry per process (counters are incremented by whoever appends an event, so a
  * process running server and worker counts each event once). Label values are bounded:
- * free-form ones (tool names, policy rules, models) go through `bounded()`. Must never: use a
- * run id, path, secret or any input as a label value; a tenant id only where the operator
- * named it in the auth file (the per-tenant limit gauges), never one a request carries.
+ * free-form ones (tool names, policy rules, models) go through `bounded()`. Tenant ids are
+ * label values only where the auth file names them (configuration, not input). Must never:
+ * use a run id, path, secret or any input as a label value.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { agentdVersion } from "../version/version.ts";
@@ -208,6 +208,12 @@ export const metrics = {
     name: "agentd_export_lag_seconds",
     help: "Age of the event a sink delivered last, at its delivery; 0 once the sink has read the whole feed. By sink.",
     labelNames: ["sink"],
+    registers: reg,
+  }),
+  apiRequestsLimited: new Counter({
+    name: "agentd_api_requests_limited_total",
+    help: "API calls refused with RESOURCE_EXHAUSTED by this process's per-token rate limit (--rate-limit, a token's rate:), by tenant (the auth file's tenants only).",
+    labelNames: ["tenant"],
     registers: reg,
   }),
 };

@@ -278,7 +278,8 @@ it("run B, paused, resumed and taken over, is one trace: the caller's", async ()
   assert.equal(create?.parentSpanId, CALLER_SPAN);
   const drives = ofRun.filter((x) => x.name === "invoke_agent agentd");
   for (const d of drives) assert.equal(d.parentSpanId, create?.spanId);
-  // The victim's own drive never ended (no span); the pause and the takeover's did.
+  // The victim's own drive never ended (no span of its own, a stand-in from the taker:
+  // lost-drive-span.test.ts); the pause and the takeover's did.
   assert.ok(drives.length >= 2, `at least two drives: ${drives.length}`);
   const pids = new Set(drives.map((d) => d.resource["process.pid"]));
   const taker = c.workers.find((p) => p !== victim) as AgentdProcess;

@@ -9,11 +9,17 @@
 import {
   type Context,
   context,
+  type Link,
   type Span,
   SpanKind,
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
+import {
+  INTERRUPTED_EVENT,
+  type InterruptedCall,
+  interruptedAttributes,
+} from "./lost-drive-span.ts";
 import { contextOf } from "./trace-context.ts";
 import { tracer } from "./tracing.ts";
 
@@ -25,10 +31,16 @@ export interface RunSpanInfo {
   model: string;
   workerId: string;
   epoch: number;
+  /** A taker's link to the stand-in of the drive it took the run over from. */
+  links?: Link[];
+  /** Calls the lost drive started and never answered (events on this span too). */
+  interrupted?: InterruptedCall[];
 }
 
 export interface RunSpan {
   span: Span;
+  /** The span's id, for the drive's start event; undefined when tracing is off. */
+  spanId: string | undefined;
   /** The drive's context: spans started in `run()` are the drive's children. */
   run<T>(fn: () => Promise<T>): Promise<T>;
   end(outcome: string): void;
@@ -52,12 +64,17 @@ export function startRunSpan(info: RunSpanInfo): RunSpan {
         "agentd.worker.id": info.workerId,
         "agentd.lease.epoch": info.epoch,
       },
+      links: info.links ?? [],
     },
     parent,
   );
+  for (const c of info.interrupted ?? [])
+    span.addEvent(INTERRUPTED_EVENT, interruptedAttributes(c));
   const ctx: Context = trace.setSpan(parent, span);
   return {
     span,
+    // A span that records nothing carries its parent's context: not this drive's id.
+    spanId: span.isRecording() ? span.spanContext().spanId : undefined,
     run: (fn) => context.with(ctx, fn),
     end(outcome) {
       span.setAttribute("agentd.run.outcome", outcome);

@@ -17,7 +17,7 @@ import { onScrape } from "./scrape.ts";
 
 export interface TenantLimitGaugeSource {
   /** The tenants the auth file names, now. */
-  tenantIds(): string[];
+  tenantIds(): readonly string[];
   concurrency(tenantId: string): TenantConcurrency;
   dayLimits(tenantId: string): DayLimits;
 }

@@ -18,6 +18,11 @@ export interface ReceivedSpan {
   attributes: Record<string, AttrValue>;
   resource: Record<string, AttrValue>;
   status: { code?: number; message?: string };
+  /** Decimal nanoseconds since the epoch, as sent. */
+  startTimeUnixNano: string;
+  endTimeUnixNano: string;
+  events: { name: string; timeUnixNano: string; attributes: Record<string, AttrValue> }[];
+  links: { traceId: string; spanId: string; attributes: Record<string, AttrValue> }[];
 }
 
 export interface ReceivedLog {
@@ -115,6 +120,20 @@ function collectSpans(body: any, out: ReceivedSpan[]): void {
           attributes: attrs(s.attributes),
           resource,
           status: s.status ?? {},
+          startTimeUnixNano: String(s.startTimeUnixNano ?? ""),
+          endTimeUnixNano: String(s.endTimeUnixNano ?? ""),
+          // biome-ignore lint/suspicious/noExplicitAny: OTLP/JSON as it arrives
+          events: (s.events ?? []).map((e: any) => ({
+            name: e.name,
+            timeUnixNano: String(e.timeUnixNano ?? ""),
+            attributes: attrs(e.attributes),
+          })),
+          // biome-ignore lint/suspicious/noExplicitAny: OTLP/JSON as it arrives
+          links: (s.links ?? []).map((l: any) => ({
+            traceId: l.traceId,
+            spanId: l.spanId,
+            attributes: attrs(l.attributes),
+          })),
         });
   }
 }

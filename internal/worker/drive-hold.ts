@@ -10,6 +10,7 @@ import { create } from "@bufbuild/protobuf";
 import { isAgentdError } from "../errors.ts";
 import { ArtifactEmittedSchema, RunResumedSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { refreshTaint, taintFromEvents } from "../kernel/secret-taint.ts";
 import { isTerminal, projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { metrics } from "../telemetry/metrics.ts";
@@ -70,6 +71,7 @@ export async function resume(d: Drive): Promise<Next> {
         workerId: d.deps.workerId,
         epoch: BigInt(d.epoch),
         approvalId: lastResolvedApproval(d.events),
+        spanId: d.spanId ?? "",
       }),
     });
   } catch (err) {
@@ -82,14 +84,25 @@ export async function resume(d: Drive): Promise<Next> {
 
 /**
  * The paused run holds no worker: its workspace is kept as an artifact to restore from
- * (streamed, normalised like an upload, secret values masked), the container removed.
+ * (streamed, normalised like an upload, secret values masked, the files the run holds a
+ * secret in left out), the container removed.
  */
 export async function pause(d: Drive): Promise<Next> {
   const box = d.box as SandboxHandle;
   // A lost container has no workspace to keep: the next drive recovers it (drive-lost.ts).
   if (await boxLost(d)) return { to: "release" };
   await box.killAll(); // nothing may change the workspace while it is copied
-  const info = await snapshotWorkspace(d.deps.artifacts, box, d.writer.secrets, d.cancel.signal);
+  // The files the run holds a secret in stay out of the snapshot (a scan first ends the
+  // taints of files gone or back as they were, so those are kept).
+  const taint = d.kernelRun?.taint ?? taintFromEvents(d.events);
+  await refreshTaint(taint, box, d.cancel.signal);
+  const info = await snapshotWorkspace(
+    d.deps.artifacts,
+    box,
+    d.writer.secrets,
+    taint,
+    d.cancel.signal,
+  );
   await d.writer.append({
     case: "artifactEmitted",
     value: create(ArtifactEmittedSchema, {

@@ -22,8 +22,12 @@
  * /cache and /workspace (node_modules, which a snapshot may or may not hold) are complete.
  * Not saved again: only a first setup's state is.
  *
+ * Nothing is saved while the run holds a secret anywhere (cache-save-guard.ts): whatever
+ * tree the archive takes, a held path never reaches the tenant's shared cache.
+ *
  * Must never: save /cache after the model's first step, restore an archive without
- * recording its digest, or let one tenant's archive into another tenant's run.
+ * recording its digest, let one tenant's archive into another tenant's run, or save while
+ * the run holds a secret.
  */
 
 import { create } from "@bufbuild/protobuf";
@@ -34,10 +38,11 @@ import {
   OutputMessageSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import type { KernelRun } from "../kernel/kernel.ts";
-import { holdsSecretUnder } from "../kernel/secret-taint.ts";
+import { CACHE_DIR } from "../sandbox/cache-env.ts";
 import { pickCommands, type SetupSpec } from "../tools/command-spec.ts";
 import { SETUP_TOOL } from "../tools/setup-run.ts";
 import { type CacheKey, type CacheKeyInput, cacheKey } from "./cache-key.ts";
+import { cacheSaveRefusal } from "./cache-save-guard.ts";
 import { type ArchiveFacts, archiveCache, NODE_MODULES, restoreCache } from "./cache-transfer.ts";
 import { usedCallIds } from "./call-id-reuse.ts";
 import { type Drive, WALL_BUDGET_REASON } from "./drive.ts";
@@ -166,9 +171,7 @@ async function runSetupCall(
   const asked = await askForHosts(d, call);
   const ok = out.ok && exitOf(out.output) === 0;
   if (!ok) await tell(d, failureNotice(spec, out));
-  // A /cache the run holds a secret in (secret-taint.ts) is never shared with other runs.
-  else if (saveAs !== undefined && !holdsSecretUnder(d.kernelRun?.taint, "/cache"))
-    await save(d, spec, saveAs);
+  else if (saveAs !== undefined) await save(d, spec, saveAs);
   await d.refresh();
   return asked;
 }
@@ -320,6 +323,13 @@ async function save(d: Drive, spec: SetupSpec, key: CacheKey): Promise<void> {
   try {
     // npm's installed tree is the setup's output too: a later npm ci need not redo it.
     const trees = spec.ecosystem === "npm" ? [NODE_MODULES] : [];
+    // Nothing of a run that holds a secret (kernel/secret-taint.ts), in any tree the
+    // archive takes or anywhere else, is shared with other runs.
+    const refusal = cacheSaveRefusal(d.kernelRun?.taint, [CACHE_DIR, ...trees.map((t) => `/${t}`)]);
+    if (refusal !== undefined) {
+      d.deps.logger?.warn({ runId: d.runId, why: refusal }, "dependency cache not saved");
+      return;
+    }
     const data = await archiveCache(d.box, store.maxBytes, trees, d.callSignal);
     const saved = await store.save(d.run0.tenantId, key.key, data, d.runId);
     await d.writer.append({

@@ -149,6 +149,7 @@ async function recordStart(d: Drive, box: SandboxHandle, chosen: RunImage): Prom
             workerId: d.deps.workerId,
             epoch: BigInt(d.epoch),
             approvalId: lastResolvedApproval(d.events),
+            spanId: d.spanId ?? "",
           }),
         }
       : {
@@ -157,6 +158,7 @@ async function recordStart(d: Drive, box: SandboxHandle, chosen: RunImage): Prom
             workerId: d.deps.workerId,
             epoch: BigInt(d.epoch),
             containerId: box.id,
+            spanId: d.spanId ?? "",
             ...(d.ownImage ?? {
               image: chosen.image,
               imageReason: chosen.reason,

@@ -59,6 +59,8 @@ export interface Drive {
   chosenImage?: RunImage;
   /** The drive made the container (not a previous owner's): it holds nothing of /cache. */
   freshBox: boolean;
+  /** This drive's `invoke_agent agentd` span id, recorded in its run.started/run.resumed. */
+  spanId?: string;
   /** The run's egress proxy, when its sandbox has an egress network (drive-egress.ts). */
   egress: RunEgress | undefined;
   kernelRun: KernelRun | undefined;
@@ -87,14 +89,15 @@ export interface Drive {
 
 /** Opens a drive: reads the run, rebuilds its secrets, starts the cancel watch. */
 export async function openDrive(
-  deps: DriverDeps,
+  given: DriverDeps,
   runId: string,
   epoch: number,
   signals: { stop: AbortSignal; halt?: AbortSignal },
 ): Promise<Drive> {
-  const logged = await deps.log.read(runId, 0);
+  const logged = await given.log.read(runId, 0);
   const events = logged.map((e) => e.event);
   const run0 = projectRun(runId, events);
+  const deps = withTenantPolicy(given, runId, run0.tenantId);
   const secrets = await loadRunSecrets({
     events,
     providers: deps.secretProviders ?? [],
@@ -193,4 +196,20 @@ function watchCancel(
     }
   })();
   return stop;
+}
+
+/** The drive's deps with the run's tenant's policy and kernel, when it has its own. */
+function withTenantPolicy(deps: DriverDeps, runId: string, tenantId: string): DriverDeps {
+  const own = deps.forTenant?.(tenantId);
+  if (own === undefined) return deps;
+  deps.logger?.info(
+    { runId, tenant: tenantId, policySource: own.describe.source, policy: own.describe.path },
+    "drive uses the tenant's policy",
+  );
+  return {
+    ...deps,
+    policy: own.policy,
+    kernel: own.kernel,
+    ...(own.secretProviders === undefined ? {} : { secretProviders: own.secretProviders }),
+  };
 }

@@ -32,6 +32,7 @@ import { isTerminal } from "../projections/run-projection.ts";
 import { CACHE_ENV } from "../sandbox/cache-env.ts";
 import type { Sandbox, SandboxShape } from "../sandbox/port.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { emitLostDriveSpan } from "../telemetry/lost-drive-span.ts";
 import { observeQueueWait } from "../telemetry/run-clock.ts";
 import { startRunSpan } from "../telemetry/run-span.ts";
 import type { TenantDayLedger } from "../tenancy/day-usage.ts";
@@ -43,6 +44,7 @@ import { rewound } from "./drive-rewound.ts";
 import { setupCalls, setupStep } from "./drive-setup.ts";
 import { start } from "./drive-start.ts";
 import { step } from "./drive-step.ts";
+import { lostDriveOf } from "./lost-drive.ts";
 import { redactError } from "./redacted-error.ts";
 
 export interface RunLimits {
@@ -83,6 +85,13 @@ export interface DriverDeps {
   sandbox: Sandbox;
   artifacts: ArtifactStore;
   policy: () => Policy;
+  /**
+   * The run's tenant's policy and the kernel that decides by it (a tenant with a policy
+   * file of its own); without it, or when it answers undefined, `policy` and `kernel`.
+   * Asked once per drive, from the run's tenant: any worker that drives the run (a resume,
+   * a takeover) answers the same way.
+   */
+  forTenant?: (tenantId: string) => TenantDriverDeps | undefined;
   /** Where the run's secret values come from (for redaction across the whole run). */
   secretProviders?: SecretProvider[];
   /** Directory of the server's skills. */
@@ -118,6 +127,16 @@ export interface DriverDeps {
   tenantDay?: TenantDayLedger;
 }
 
+/** What differs per tenant in a drive: its policy and the kernel deciding by it. */
+export interface TenantDriverDeps {
+  policy: () => Policy;
+  kernel: Kernel;
+  /** Where the run's secret values come from (the tenant policy's providers). */
+  secretProviders?: SecretProvider[];
+  /** Which policy decides ("tenant": the tenant's own file), for the drive's log line. */
+  describe: { source: "tenant" | "server"; path: string };
+}
+
 /** "released": the worker is stopping; the run is left at a step boundary for another worker. */
 export type DriveOutcome = "completed" | "failed" | "cancelled" | "paused" | "released";
 
@@ -142,6 +161,11 @@ export interface DriveSignals {
   stop: AbortSignal;
   /** Kill the running call now and release (the grace period ended, the lease is gone). */
   halt?: AbortSignal;
+  /**
+   * The run was taken over: the previous drive's lease lapsed (claim reason "takeover"), so
+   * it never closed its spans. This drive emits a stand-in for it (lost-drive-span.ts).
+   */
+  takeover?: boolean;
 }
 
 /**
@@ -159,14 +183,27 @@ export async function driveRun(
   const d = await openDrive(deps, runId, epoch, s);
   // A run ended while queued (cancelled) never waited for this drive.
   if (!isTerminal(d.run0.state)) observeQueueWait(d.events, claimedAt);
+  const trace = traceParentOf(d);
+  const lost = s.takeover === true ? lostDriveOf(d.events, epoch, claimedAt) : undefined;
+  const standIn =
+    lost === undefined
+      ? undefined
+      : emitLostDriveSpan({ runId, sessionId: d.sessionId, ...trace, ...lost }, claimedAt);
   const span = startRunSpan({
     runId,
     sessionId: d.sessionId,
-    ...traceParentOf(d),
+    ...trace,
     model: deps.model,
     workerId: deps.workerId,
     epoch,
+    ...(standIn === undefined
+      ? {}
+      : {
+          links: [{ context: standIn, attributes: { "agentd.link": "lost_drive" } }],
+          interrupted: lost?.interrupted ?? [],
+        }),
   });
+  d.spanId = span.spanId;
   try {
     if (isTerminal(d.run0.state)) {
       span.end("ended");

@@ -134,6 +134,8 @@ export function createWorker(opts: WorkerOptions): Worker {
           // A lease that is gone (or may be) kills the running call at once: another worker may
           // take the run over from now on.
           halt: AbortSignal.any([halting.signal, lease.lost]),
+          // The previous owner's lease lapsed: its drive never closed its spans.
+          takeover: claim.reason === "takeover",
         },
       );
       log.info({ runId: claim.runId, outcome }, "run released");

@@ -16,7 +16,13 @@
 import { createHash } from "node:crypto";
 import { followEvents } from "./follow.ts";
 import { ApprovalDecision, type Event, type RunBudget } from "./gen/agentd/v1/events_pb.js";
-import type { Approval, CreateRunRequest, Run } from "./gen/agentd/v1/run_service_pb.js";
+import type {
+  Approval,
+  CreateRunRequest,
+  DeleteRunResponse,
+  PurgeTenantResponse,
+  Run,
+} from "./gen/agentd/v1/run_service_pb.js";
 import { packWorkspace } from "./pack.ts";
 import { type ConnectOptions, createRunClient, type RunClient } from "./transport.ts";
 import { sendWorkspace } from "./upload.ts";
@@ -28,7 +34,7 @@ export { PackError, packWorkspace } from "./pack.ts";
 export { type TlsProblem, tlsProblem } from "./tls-problem.ts";
 export { type ConnectOptions, createRunClient, isTransient, type RunClient } from "./transport.ts";
 export { INLINE_WORKSPACE_MAX, sendWorkspace } from "./upload.ts";
-export type { Approval, Event, Run, RunBudget };
+export type { Approval, DeleteRunResponse, Event, PurgeTenantResponse, Run, RunBudget };
 
 export interface CreateRunOptions
   extends Partial<
@@ -134,6 +140,35 @@ export class AgentdClient {
 
   cancel(runId: string, reason = ""): Promise<unknown> {
     return this.rpc.cancelRun({ runId, reason });
+  }
+
+  /**
+   * Deletes an ended run for good (events, artifacts, snapshots, listings, idempotency key);
+   * `reason` is required and recorded in the tenant feed (`run.deleted`). A live run is
+   * refused (FAILED_PRECONDITION: cancel it first). Deleting again finishes an interrupted one.
+   */
+  delete(runId: string, reason: string): Promise<DeleteRunResponse> {
+    return this.rpc.deleteRun({ runId, reason });
+  }
+
+  /**
+   * Deletes every ended run of a tenant (admin); refused while it has live runs. Calls
+   * `onProgress` with each progress message; resolves with the last (`done` set). An
+   * interrupted purge is resumed by calling it again.
+   */
+  async purgeTenant(
+    tenantId: string,
+    reason: string,
+    onProgress?: (p: PurgeTenantResponse) => void,
+  ): Promise<PurgeTenantResponse> {
+    let last: PurgeTenantResponse | undefined;
+    for await (const p of this.rpc.purgeTenant({ tenantId, reason })) {
+      last = p;
+      onProgress?.(p);
+    }
+    if (last?.done !== true)
+      throw new Error(`tenant ${tenantId}: the purge stopped before it finished; call it again`);
+    return last;
   }
 
   /** An artifact of the run ("patch", "workspace"…), whole, checked against its sha256. */

@@ -303,6 +303,23 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: SecretWritten;
     case: "secretWritten";
+  } | {
+    /**
+     * type "run.deleted": only in the tenant feed (WatchEvents), never in a run's log —
+     * the run's log is what was deleted. `run_id` names the run, `seq` is 0.
+     *
+     * @generated from field: agentd.v1.RunDeleted run_deleted = 103;
+     */
+    value: RunDeleted;
+    case: "runDeleted";
+  } | {
+    /**
+     * type "tenant.purged": only in the tenant feed; `run_id` is empty, `seq` is 0.
+     *
+     * @generated from field: agentd.v1.TenantPurged tenant_purged = 104;
+     */
+    value: TenantPurged;
+    case: "tenantPurged";
   } | { case: undefined; value?: undefined };
 };
 
@@ -665,6 +682,15 @@ export declare type RunStarted = Message<"agentd.v1.RunStarted"> & {
    * @generated from field: string image_source = 8;
    */
   imageSource: string;
+
+  /**
+   * The span id (16 hex digits) of this drive's `invoke_agent agentd` span, in the run's
+   * trace (RunQueued.trace_parent); empty when tracing is off. A worker that takes the run
+   * over after this drive was lost links its own drive span to it.
+   *
+   * @generated from field: string span_id = 9;
+   */
+  spanId: string;
 };
 
 /**
@@ -740,6 +766,13 @@ export declare type RunResumed = Message<"agentd.v1.RunResumed"> & {
    * @generated from field: string approval_id = 3;
    */
   approvalId: string;
+
+  /**
+   * The span id of this drive's `invoke_agent agentd` span (as in RunStarted.span_id).
+   *
+   * @generated from field: string span_id = 4;
+   */
+  spanId: string;
 };
 
 /**
@@ -2061,6 +2094,97 @@ export declare type SandboxLost = Message<"agentd.v1.SandboxLost"> & {
  * Use `create(SandboxLostSchema)` to create a new message.
  */
 export declare const SandboxLostSchema: GenMessage<SandboxLost>;
+
+/**
+ * A run was deleted (DeleteRun, a tenant purge or retention): its events, artifacts and
+ * snapshots, indexes, queue record and idempotency key are gone, and its id is NOT_FOUND
+ * from then on. Records who and why, never the run's content.
+ *
+ * @generated from message agentd.v1.RunDeleted
+ */
+export declare type RunDeleted = Message<"agentd.v1.RunDeleted"> & {
+  /**
+   * The principal (token name) that deleted it; "retention" for the sweeper.
+   *
+   * @generated from field: string deleted_by = 1;
+   */
+  deletedBy: string;
+
+  /**
+   * Why, as given (1-1024 characters).
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * When the deletion began (server clock).
+   *
+   * @generated from field: google.protobuf.Timestamp deleted_at = 3;
+   */
+  deletedAt?: Timestamp | undefined;
+
+  /**
+   * How the run had ended: "run.completed", "run.failed" or "run.cancelled".
+   *
+   * @generated from field: string ended = 4;
+   */
+  ended: string;
+};
+
+/**
+ * Describes the message agentd.v1.RunDeleted.
+ * Use `create(RunDeletedSchema)` to create a new message.
+ */
+export declare const RunDeletedSchema: GenMessage<RunDeleted>;
+
+/**
+ * A tenant's ended runs were deleted (PurgeTenant). One `run.deleted` per run precedes it.
+ *
+ * @generated from message agentd.v1.TenantPurged
+ */
+export declare type TenantPurged = Message<"agentd.v1.TenantPurged"> & {
+  /**
+   * The tenant purged.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The admin (token name) that purged it.
+   *
+   * @generated from field: string purged_by = 2;
+   */
+  purgedBy: string;
+
+  /**
+   * Why, as given (1-1024 characters).
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * Runs deleted by this purge.
+   *
+   * @generated from field: uint64 runs_deleted = 4;
+   */
+  runsDeleted: bigint;
+
+  /**
+   * When the purge finished (server clock).
+   *
+   * @generated from field: google.protobuf.Timestamp purged_at = 5;
+   */
+  purgedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.TenantPurged.
+ * Use `create(TenantPurgedSchema)` to create a new message.
+ */
+export declare const TenantPurgedSchema: GenMessage<TenantPurged>;
 
 /**
  * Stream a chunk came from.

@@ -15,6 +15,137 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 export declare const file_agentd_v1_run_service: GenFile;
 
 /**
+ * DeleteRun input.
+ *
+ * @generated from message agentd.v1.DeleteRunRequest
+ */
+export declare type DeleteRunRequest = Message<"agentd.v1.DeleteRunRequest"> & {
+  /**
+   * Id of the run.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * Why; required, 1-1024 characters, no control characters. Recorded in `run.deleted`.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.DeleteRunRequest.
+ * Use `create(DeleteRunRequestSchema)` to create a new message.
+ */
+export declare const DeleteRunRequestSchema: GenMessage<DeleteRunRequest>;
+
+/**
+ * DeleteRun output.
+ *
+ * @generated from message agentd.v1.DeleteRunResponse
+ */
+export declare type DeleteRunResponse = Message<"agentd.v1.DeleteRunResponse"> & {
+  /**
+   * The run deleted.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The tenant it belonged to.
+   *
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * False when an earlier DeleteRun had already begun (or finished) deleting it: this call
+   * finished what was left, if anything.
+   *
+   * @generated from field: bool deleted_now = 3;
+   */
+  deletedNow: boolean;
+
+  /**
+   * Blobs removed from the artifact store (those no other run references).
+   *
+   * @generated from field: uint64 artifacts_removed = 4;
+   */
+  artifactsRemoved: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.DeleteRunResponse.
+ * Use `create(DeleteRunResponseSchema)` to create a new message.
+ */
+export declare const DeleteRunResponseSchema: GenMessage<DeleteRunResponse>;
+
+/**
+ * PurgeTenant input.
+ *
+ * @generated from message agentd.v1.PurgeTenantRequest
+ */
+export declare type PurgeTenantRequest = Message<"agentd.v1.PurgeTenantRequest"> & {
+  /**
+   * The tenant ([a-z0-9][a-z0-9_-]{0,62}).
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * Why; required, 1-1024 characters, no control characters. Recorded in every
+   * `run.deleted` and in `tenant.purged`.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.PurgeTenantRequest.
+ * Use `create(PurgeTenantRequestSchema)` to create a new message.
+ */
+export declare const PurgeTenantRequestSchema: GenMessage<PurgeTenantRequest>;
+
+/**
+ * PurgeTenant progress: one message after every batch of runs, the last with `done` set.
+ *
+ * @generated from message agentd.v1.PurgeTenantResponse
+ */
+export declare type PurgeTenantResponse = Message<"agentd.v1.PurgeTenantResponse"> & {
+  /**
+   * Runs deleted so far by this call.
+   *
+   * @generated from field: uint64 runs_deleted = 1;
+   */
+  runsDeleted: bigint;
+
+  /**
+   * The run deleted last.
+   *
+   * @generated from field: string last_run_id = 2;
+   */
+  lastRunId: string;
+
+  /**
+   * True on the last message: every ended run of the tenant is deleted.
+   *
+   * @generated from field: bool done = 3;
+   */
+  done: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.PurgeTenantResponse.
+ * Use `create(PurgeTenantResponseSchema)` to create a new message.
+ */
+export declare const PurgeTenantResponseSchema: GenMessage<PurgeTenantResponse>;
+
+/**
  * WhoAmI input (none).
  *
  * @generated from message agentd.v1.WhoAmIRequest
@@ -1280,6 +1411,34 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof WhoAmIRequestSchema;
     output: typeof WhoAmIResponseSchema;
+  },
+  /**
+   * Deletes an ended run for good: its events, artifacts and workspace snapshots (those no
+   * other run references), indexes, queue record and idempotency key; records `run.deleted`
+   * (who, why, when) in the tenant feed. A live run (queued, running, paused, waiting for an
+   * approval, held by a worker) is refused with FAILED_PRECONDITION naming its state:
+   * cancel it first. Irreversible. Calling it again for a run whose deletion a crash
+   * interrupted finishes it. Role: submit (the run's tenant) or admin (any tenant).
+   *
+   * @generated from rpc agentd.v1.RunService.DeleteRun
+   */
+  deleteRun: {
+    methodKind: "unary";
+    input: typeof DeleteRunRequestSchema;
+    output: typeof DeleteRunResponseSchema;
+  },
+  /**
+   * Deletes every ended run of a tenant (as DeleteRun, one `run.deleted` each), then
+   * records `tenant.purged`. Refused with FAILED_PRECONDITION while the tenant has live runs
+   * (cancel them first). Streams progress; an interrupted purge is resumed by calling it
+   * again (what was deleted stays deleted). Role: admin.
+   *
+   * @generated from rpc agentd.v1.RunService.PurgeTenant
+   */
+  purgeTenant: {
+    methodKind: "server_streaming";
+    input: typeof PurgeTenantRequestSchema;
+    output: typeof PurgeTenantResponseSchema;
   },
 }>;
 

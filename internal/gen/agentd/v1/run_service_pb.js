@@ -12,182 +12,210 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
  * Describes the file agentd/v1/run_service.proto.
  */
 export const file_agentd_v1_run_service = /*@__PURE__*/
-  fileDesc("ChthZ2VudGQvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWFnZW50ZC52MSIPCg1XaG9BbUlSZXF1ZXN0IkUKDldob0FtSVJlc3BvbnNlEhEKCXRlbmFudF9pZBgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSDQoFcm9sZXMYAyADKAkiYAoSV2F0Y2hFdmVudHNSZXF1ZXN0Eg4KBmN1cnNvchgBIAEoCRITCgtmcm9tX29sZGVzdBgCIAEoCBINCgV0eXBlcxgDIAMoCRIWCg5sYWJlbF9zZWxlY3RvchgEIAEoCSJGChNXYXRjaEV2ZW50c1Jlc3BvbnNlEh8KBWV2ZW50GAEgASgLMhAuYWdlbnRkLnYxLkV2ZW50Eg4KBmN1cnNvchgCIAEoCSInChZVcGxvYWRXb3Jrc3BhY2VSZXF1ZXN0Eg0KBWNodW5rGAEgASgMIj0KF1VwbG9hZFdvcmtzcGFjZVJlc3BvbnNlEg4KBmRpZ2VzdBgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEItcGCgNSdW4SDgoGcnVuX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEiIKBXN0YXRlGAQgASgOMhMuYWdlbnRkLnYxLlJ1blN0YXRlEg4KBnByb21wdBgFIAEoCRIQCghwcmlvcml0eRgGIAEoDRIOCgZza2lsbHMYByADKAkSKgoGbGFiZWxzGAggAygLMhouYWdlbnRkLnYxLlJ1bi5MYWJlbHNFbnRyeRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzdGFydGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIbGFzdF9zZXEYDSABKAQSEwoLZXZlbnRfY291bnQYDiABKAQSFwoPdG9vbF9jYWxsX2NvdW50GA8gASgEEhYKDmFwcHJvdmFsX2NvdW50GBAgASgEEhsKE3BlbmRpbmdfYXBwcm92YWxfaWQYESABKAkSJAoFdXNhZ2UYEiABKAsyFS5hZ2VudGQudjEuVG9rZW5Vc2FnZRITCgtjb3N0X21pY3JvcxgTIAEoBBIPCgdzdW1tYXJ5GBQgASgJEiMKBWVycm9yGBUgASgLMhQuYWdlbnRkLnYxLkVycm9ySW5mbxIYChB3b3Jrc3BhY2VfZGlnZXN0GBYgASgJEhEKCWxhc3RfaGFzaBgXIAEoCRIWCg5xdWV1ZV9wb3NpdGlvbhgYIAEoDRIYChBzZXNzaW9uX3Bvc2l0aW9uGBkgASgNEhgKEGNhbmNlbF9yZXF1ZXN0ZWQYGiABKAgSJAoGYnVkZ2V0GBsgASgLMhQuYWdlbnRkLnYxLlJ1bkJ1ZGdldBIPCgdoZWxkX2J5GBwgASgJEhQKDGhlbGRfbWVzc2FnZRgdIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIr8CChBDcmVhdGVSdW5SZXF1ZXN0Eg4KBnByb21wdBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEhAKCHByaW9yaXR5GAMgASgNEg4KBnNraWxscxgEIAMoCRI3CgZsYWJlbHMYBSADKAsyJy5hZ2VudGQudjEuQ3JlYXRlUnVuUmVxdWVzdC5MYWJlbHNFbnRyeRIVCg13b3Jrc3BhY2VfdGFyGAYgASgMEhcKD2lkZW1wb3RlbmN5X2tleRgHIAEoCRIkCgZidWRnZXQYCCABKAsyFC5hZ2VudGQudjEuUnVuQnVkZ2V0EhgKEHdvcmtzcGFjZV9kaWdlc3QYCSABKAkSDQoFaW1hZ2UYCiABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIwChFDcmVhdGVSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5hZ2VudGQudjEuUnVuIh8KDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIi0KDkdldFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmFnZW50ZC52MS5SdW4iiAEKD0xpc3RSdW5zUmVxdWVzdBIiCgVzdGF0ZRgBIAEoDjITLmFnZW50ZC52MS5SdW5TdGF0ZRISCgpzZXNzaW9uX2lkGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJEhYKDmxhYmVsX3NlbGVjdG9yGAUgASgJIkkKEExpc3RSdW5zUmVzcG9uc2USHAoEcnVucxgBIAMoCzIOLmFnZW50ZC52MS5SdW4SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk4KE1N0cmVhbUV2ZW50c1JlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAxIUCgxoaXN0b3J5X29ubHkYAyABKAgiNwoUU3RyZWFtRXZlbnRzUmVzcG9uc2USHwoFZXZlbnQYASABKAsyEC5hZ2VudGQudjEuRXZlbnQibAoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBITCgthcHByb3ZhbF9pZBgBIAEoCRItCghkZWNpc2lvbhgCIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgDIAEoCSKjAgoIQXBwcm92YWwSEwoLYXBwcm92YWxfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB2NhbGxfaWQYAyABKAkSDAoEdG9vbBgEIAEoCRIjCgdwcmV2aWV3GAUgASgLMhIuYWdlbnRkLnYxLlByZXZpZXcSJwoFc3RhdGUYBiABKA4yGC5hZ2VudGQudjEuQXBwcm92YWxTdGF0ZRIwCgxyZXF1ZXN0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgJIAEoCRITCgtyZXNvbHZlZF9ieRgKIAEoCSJAChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZRIlCghhcHByb3ZhbBgBIAEoCzITLmFnZW50ZC52MS5BcHByb3ZhbCJNChRMaXN0QXBwcm92YWxzUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkiWAoVTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEiYKCWFwcHJvdmFscxgBIAMoCzITLmFnZW50ZC52MS5BcHByb3ZhbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiMgoQQ2FuY2VsUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGcmVhc29uGAIgASgJIjAKEUNhbmNlbFJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmFnZW50ZC52MS5SdW4iQgoSR2V0QXJ0aWZhY3RSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZkaWdlc3QYAiABKAkSDAoEbmFtZRgDIAEoCSJUCgxBcnRpZmFjdEluZm8SDgoGZGlnZXN0GAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAQSEgoKbWVkaWFfdHlwZRgDIAEoCRIMCgRuYW1lGAQgASgJIlcKE0dldEFydGlmYWN0UmVzcG9uc2USJwoEaW5mbxgBIAEoCzIXLmFnZW50ZC52MS5BcnRpZmFjdEluZm9IABIPCgVjaHVuaxgCIAEoDEgAQgYKBHBhcnQqsAEKCFJ1blN0YXRlEhkKFVJVTl9TVEFURV9VTlNQRUNJRklFRBAAEhQKEFJVTl9TVEFURV9RVUVVRUQQARIVChFSVU5fU1RBVEVfUlVOTklORxACEhQKEFJVTl9TVEFURV9QQVVTRUQQAxIXChNSVU5fU1RBVEVfQ09NUExFVEVEEAQSFAoQUlVOX1NUQVRFX0ZBSUxFRBAFEhcKE1JVTl9TVEFURV9DQU5DRUxMRUQQBiqDAQoNQXBwcm92YWxTdGF0ZRIeChpBUFBST1ZBTF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFkFQUFJPVkFMX1NUQVRFX1BFTkRJTkcQARIbChdBUFBST1ZBTF9TVEFURV9BUFBST1ZFRBACEhkKFUFQUFJPVkFMX1NUQVRFX0RFTklFRBADMtwGCgpSdW5TZXJ2aWNlEkYKCUNyZWF0ZVJ1bhIbLmFnZW50ZC52MS5DcmVhdGVSdW5SZXF1ZXN0GhwuYWdlbnRkLnYxLkNyZWF0ZVJ1blJlc3BvbnNlEj0KBkdldFJ1bhIYLmFnZW50ZC52MS5HZXRSdW5SZXF1ZXN0GhkuYWdlbnRkLnYxLkdldFJ1blJlc3BvbnNlEkMKCExpc3RSdW5zEhouYWdlbnRkLnYxLkxpc3RSdW5zUmVxdWVzdBobLmFnZW50ZC52MS5MaXN0UnVuc1Jlc3BvbnNlElEKDFN0cmVhbUV2ZW50cxIeLmFnZW50ZC52MS5TdHJlYW1FdmVudHNSZXF1ZXN0Gh8uYWdlbnRkLnYxLlN0cmVhbUV2ZW50c1Jlc3BvbnNlMAESWAoPUmVzb2x2ZUFwcHJvdmFsEiEuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaIi5hZ2VudGQudjEuUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USUgoNTGlzdEFwcHJvdmFscxIfLmFnZW50ZC52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBogLmFnZW50ZC52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2USRgoJQ2FuY2VsUnVuEhsuYWdlbnRkLnYxLkNhbmNlbFJ1blJlcXVlc3QaHC5hZ2VudGQudjEuQ2FuY2VsUnVuUmVzcG9uc2USTgoLR2V0QXJ0aWZhY3QSHS5hZ2VudGQudjEuR2V0QXJ0aWZhY3RSZXF1ZXN0Gh4uYWdlbnRkLnYxLkdldEFydGlmYWN0UmVzcG9uc2UwARJaCg9VcGxvYWRXb3Jrc3BhY2USIS5hZ2VudGQudjEuVXBsb2FkV29ya3NwYWNlUmVxdWVzdBoiLmFnZW50ZC52MS5VcGxvYWRXb3Jrc3BhY2VSZXNwb25zZSgBEk4KC1dhdGNoRXZlbnRzEh0uYWdlbnRkLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoeLmFnZW50ZC52MS5XYXRjaEV2ZW50c1Jlc3BvbnNlMAESPQoGV2hvQW1JEhguYWdlbnRkLnYxLldob0FtSVJlcXVlc3QaGS5hZ2VudGQudjEuV2hvQW1JUmVzcG9uc2ViBnByb3RvMw", [file_agentd_v1_events, file_google_protobuf_timestamp]);
+  fileDesc("ChthZ2VudGQvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWFnZW50ZC52MSIyChBEZWxldGVSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiZgoRRGVsZXRlUnVuUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRITCgtkZWxldGVkX25vdxgDIAEoCBIZChFhcnRpZmFjdHNfcmVtb3ZlZBgEIAEoBCI3ChJQdXJnZVRlbmFudFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJOChNQdXJnZVRlbmFudFJlc3BvbnNlEhQKDHJ1bnNfZGVsZXRlZBgBIAEoBBITCgtsYXN0X3J1bl9pZBgCIAEoCRIMCgRkb25lGAMgASgIIg8KDVdob0FtSVJlcXVlc3QiRQoOV2hvQW1JUmVzcG9uc2USEQoJdGVuYW50X2lkGAEgASgJEhEKCXByaW5jaXBhbBgCIAEoCRINCgVyb2xlcxgDIAMoCSJgChJXYXRjaEV2ZW50c1JlcXVlc3QSDgoGY3Vyc29yGAEgASgJEhMKC2Zyb21fb2xkZXN0GAIgASgIEg0KBXR5cGVzGAMgAygJEhYKDmxhYmVsX3NlbGVjdG9yGAQgASgJIkYKE1dhdGNoRXZlbnRzUmVzcG9uc2USHwoFZXZlbnQYASABKAsyEC5hZ2VudGQudjEuRXZlbnQSDgoGY3Vyc29yGAIgASgJIicKFlVwbG9hZFdvcmtzcGFjZVJlcXVlc3QSDQoFY2h1bmsYASABKAwiPQoXVXBsb2FkV29ya3NwYWNlUmVzcG9uc2USDgoGZGlnZXN0GAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAQi1wYKA1J1bhIOCgZydW5faWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSIgoFc3RhdGUYBCABKA4yEy5hZ2VudGQudjEuUnVuU3RhdGUSDgoGcHJvbXB0GAUgASgJEhAKCHByaW9yaXR5GAYgASgNEg4KBnNraWxscxgHIAMoCRIqCgZsYWJlbHMYCCADKAsyGi5hZ2VudGQudjEuUnVuLkxhYmVsc0VudHJ5Ei4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghsYXN0X3NlcRgNIAEoBBITCgtldmVudF9jb3VudBgOIAEoBBIXCg90b29sX2NhbGxfY291bnQYDyABKAQSFgoOYXBwcm92YWxfY291bnQYECABKAQSGwoTcGVuZGluZ19hcHByb3ZhbF9pZBgRIAEoCRIkCgV1c2FnZRgSIAEoCzIVLmFnZW50ZC52MS5Ub2tlblVzYWdlEhMKC2Nvc3RfbWljcm9zGBMgASgEEg8KB3N1bW1hcnkYFCABKAkSIwoFZXJyb3IYFSABKAsyFC5hZ2VudGQudjEuRXJyb3JJbmZvEhgKEHdvcmtzcGFjZV9kaWdlc3QYFiABKAkSEQoJbGFzdF9oYXNoGBcgASgJEhYKDnF1ZXVlX3Bvc2l0aW9uGBggASgNEhgKEHNlc3Npb25fcG9zaXRpb24YGSABKA0SGAoQY2FuY2VsX3JlcXVlc3RlZBgaIAEoCBIkCgZidWRnZXQYGyABKAsyFC5hZ2VudGQudjEuUnVuQnVkZ2V0Eg8KB2hlbGRfYnkYHCABKAkSFAoMaGVsZF9tZXNzYWdlGB0gASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEivwIKEENyZWF0ZVJ1blJlcXVlc3QSDgoGcHJvbXB0GAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSEAoIcHJpb3JpdHkYAyABKA0SDgoGc2tpbGxzGAQgAygJEjcKBmxhYmVscxgFIAMoCzInLmFnZW50ZC52MS5DcmVhdGVSdW5SZXF1ZXN0LkxhYmVsc0VudHJ5EhUKDXdvcmtzcGFjZV90YXIYBiABKAwSFwoPaWRlbXBvdGVuY3lfa2V5GAcgASgJEiQKBmJ1ZGdldBgIIAEoCzIULmFnZW50ZC52MS5SdW5CdWRnZXQSGAoQd29ya3NwYWNlX2RpZ2VzdBgJIAEoCRINCgVpbWFnZRgKIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjAKEUNyZWF0ZVJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmFnZW50ZC52MS5SdW4iHwoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLQoOR2V0UnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uYWdlbnRkLnYxLlJ1biKIAQoPTGlzdFJ1bnNSZXF1ZXN0EiIKBXN0YXRlGAEgASgOMhMuYWdlbnRkLnYxLlJ1blN0YXRlEhIKCnNlc3Npb25faWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkSFgoObGFiZWxfc2VsZWN0b3IYBSABKAkiSQoQTGlzdFJ1bnNSZXNwb25zZRIcCgRydW5zGAEgAygLMg4uYWdlbnRkLnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTgoTU3RyZWFtRXZlbnRzUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJYWZ0ZXJfc2VxGAIgASgDEhQKDGhpc3Rvcnlfb25seRgDIAEoCCI3ChRTdHJlYW1FdmVudHNSZXNwb25zZRIfCgVldmVudBgBIAEoCzIQLmFnZW50ZC52MS5FdmVudCJsChZSZXNvbHZlQXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJEi0KCGRlY2lzaW9uGAIgASgOMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb24SDgoGcmVhc29uGAMgASgJIqMCCghBcHByb3ZhbBITCgthcHByb3ZhbF9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSDwoHY2FsbF9pZBgDIAEoCRIMCgR0b29sGAQgASgJEiMKB3ByZXZpZXcYBSABKAsyEi5hZ2VudGQudjEuUHJldmlldxInCgVzdGF0ZRgGIAEoDjIYLmFnZW50ZC52MS5BcHByb3ZhbFN0YXRlEjAKDHJlcXVlc3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAkgASgJEhMKC3Jlc29sdmVkX2J5GAogASgJIkAKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMuYWdlbnRkLnYxLkFwcHJvdmFsIk0KFExpc3RBcHByb3ZhbHNSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJYChVMaXN0QXBwcm92YWxzUmVzcG9uc2USJgoJYXBwcm92YWxzGAEgAygLMhMuYWdlbnRkLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIyChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiMAoRQ2FuY2VsUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uYWdlbnRkLnYxLlJ1biJCChJHZXRBcnRpZmFjdFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBmRpZ2VzdBgCIAEoCRIMCgRuYW1lGAMgASgJIlQKDEFydGlmYWN0SW5mbxIOCgZkaWdlc3QYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBBISCgptZWRpYV90eXBlGAMgASgJEgwKBG5hbWUYBCABKAkiVwoTR2V0QXJ0aWZhY3RSZXNwb25zZRInCgRpbmZvGAEgASgLMhcuYWdlbnRkLnYxLkFydGlmYWN0SW5mb0gAEg8KBWNodW5rGAIgASgMSABCBgoEcGFydCqwAQoIUnVuU3RhdGUSGQoVUlVOX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQUlVOX1NUQVRFX1FVRVVFRBABEhUKEVJVTl9TVEFURV9SVU5OSU5HEAISFAoQUlVOX1NUQVRFX1BBVVNFRBADEhcKE1JVTl9TVEFURV9DT01QTEVURUQQBBIUChBSVU5fU1RBVEVfRkFJTEVEEAUSFwoTUlVOX1NUQVRFX0NBTkNFTExFRBAGKoMBCg1BcHByb3ZhbFN0YXRlEh4KGkFQUFJPVkFMX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWQVBQUk9WQUxfU1RBVEVfUEVORElORxABEhsKF0FQUFJPVkFMX1NUQVRFX0FQUFJPVkVEEAISGQoVQVBQUk9WQUxfU1RBVEVfREVOSUVEEAMy9AcKClJ1blNlcnZpY2USRgoJQ3JlYXRlUnVuEhsuYWdlbnRkLnYxLkNyZWF0ZVJ1blJlcXVlc3QaHC5hZ2VudGQudjEuQ3JlYXRlUnVuUmVzcG9uc2USPQoGR2V0UnVuEhguYWdlbnRkLnYxLkdldFJ1blJlcXVlc3QaGS5hZ2VudGQudjEuR2V0UnVuUmVzcG9uc2USQwoITGlzdFJ1bnMSGi5hZ2VudGQudjEuTGlzdFJ1bnNSZXF1ZXN0GhsuYWdlbnRkLnYxLkxpc3RSdW5zUmVzcG9uc2USUQoMU3RyZWFtRXZlbnRzEh4uYWdlbnRkLnYxLlN0cmVhbUV2ZW50c1JlcXVlc3QaHy5hZ2VudGQudjEuU3RyZWFtRXZlbnRzUmVzcG9uc2UwARJYCg9SZXNvbHZlQXBwcm92YWwSIS5hZ2VudGQudjEuUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBoiLmFnZW50ZC52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZRJSCg1MaXN0QXBwcm92YWxzEh8uYWdlbnRkLnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0GiAuYWdlbnRkLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZRJGCglDYW5jZWxSdW4SGy5hZ2VudGQudjEuQ2FuY2VsUnVuUmVxdWVzdBocLmFnZW50ZC52MS5DYW5jZWxSdW5SZXNwb25zZRJOCgtHZXRBcnRpZmFjdBIdLmFnZW50ZC52MS5HZXRBcnRpZmFjdFJlcXVlc3QaHi5hZ2VudGQudjEuR2V0QXJ0aWZhY3RSZXNwb25zZTABEloKD1VwbG9hZFdvcmtzcGFjZRIhLmFnZW50ZC52MS5VcGxvYWRXb3Jrc3BhY2VSZXF1ZXN0GiIuYWdlbnRkLnYxLlVwbG9hZFdvcmtzcGFjZVJlc3BvbnNlKAESTgoLV2F0Y2hFdmVudHMSHS5hZ2VudGQudjEuV2F0Y2hFdmVudHNSZXF1ZXN0Gh4uYWdlbnRkLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwARI9CgZXaG9BbUkSGC5hZ2VudGQudjEuV2hvQW1JUmVxdWVzdBoZLmFnZW50ZC52MS5XaG9BbUlSZXNwb25zZRJGCglEZWxldGVSdW4SGy5hZ2VudGQudjEuRGVsZXRlUnVuUmVxdWVzdBocLmFnZW50ZC52MS5EZWxldGVSdW5SZXNwb25zZRJOCgtQdXJnZVRlbmFudBIdLmFnZW50ZC52MS5QdXJnZVRlbmFudFJlcXVlc3QaHi5hZ2VudGQudjEuUHVyZ2VUZW5hbnRSZXNwb25zZTABYgZwcm90bzM", [file_agentd_v1_events, file_google_protobuf_timestamp]);
+
+/**
+ * Describes the message agentd.v1.DeleteRunRequest.
+ * Use `create(DeleteRunRequestSchema)` to create a new message.
+ */
+export const DeleteRunRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 0);
+
+/**
+ * Describes the message agentd.v1.DeleteRunResponse.
+ * Use `create(DeleteRunResponseSchema)` to create a new message.
+ */
+export const DeleteRunResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 1);
+
+/**
+ * Describes the message agentd.v1.PurgeTenantRequest.
+ * Use `create(PurgeTenantRequestSchema)` to create a new message.
+ */
+export const PurgeTenantRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 2);
+
+/**
+ * Describes the message agentd.v1.PurgeTenantResponse.
+ * Use `create(PurgeTenantResponseSchema)` to create a new message.
+ */
+export const PurgeTenantResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 3);
 
 /**
  * Describes the message agentd.v1.WhoAmIRequest.
  * Use `create(WhoAmIRequestSchema)` to create a new message.
  */
 export const WhoAmIRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 0);
+  messageDesc(file_agentd_v1_run_service, 4);
 
 /**
  * Describes the message agentd.v1.WhoAmIResponse.
  * Use `create(WhoAmIResponseSchema)` to create a new message.
  */
 export const WhoAmIResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 1);
+  messageDesc(file_agentd_v1_run_service, 5);
 
 /**
  * Describes the message agentd.v1.WatchEventsRequest.
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 2);
+  messageDesc(file_agentd_v1_run_service, 6);
 
 /**
  * Describes the message agentd.v1.WatchEventsResponse.
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 3);
+  messageDesc(file_agentd_v1_run_service, 7);
 
 /**
  * Describes the message agentd.v1.UploadWorkspaceRequest.
  * Use `create(UploadWorkspaceRequestSchema)` to create a new message.
  */
 export const UploadWorkspaceRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 4);
+  messageDesc(file_agentd_v1_run_service, 8);
 
 /**
  * Describes the message agentd.v1.UploadWorkspaceResponse.
  * Use `create(UploadWorkspaceResponseSchema)` to create a new message.
  */
 export const UploadWorkspaceResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 5);
+  messageDesc(file_agentd_v1_run_service, 9);
 
 /**
  * Describes the message agentd.v1.Run.
  * Use `create(RunSchema)` to create a new message.
  */
 export const RunSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 6);
+  messageDesc(file_agentd_v1_run_service, 10);
 
 /**
  * Describes the message agentd.v1.CreateRunRequest.
  * Use `create(CreateRunRequestSchema)` to create a new message.
  */
 export const CreateRunRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 7);
+  messageDesc(file_agentd_v1_run_service, 11);
 
 /**
  * Describes the message agentd.v1.CreateRunResponse.
  * Use `create(CreateRunResponseSchema)` to create a new message.
  */
 export const CreateRunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 8);
+  messageDesc(file_agentd_v1_run_service, 12);
 
 /**
  * Describes the message agentd.v1.GetRunRequest.
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
 export const GetRunRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 9);
+  messageDesc(file_agentd_v1_run_service, 13);
 
 /**
  * Describes the message agentd.v1.GetRunResponse.
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
 export const GetRunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 10);
+  messageDesc(file_agentd_v1_run_service, 14);
 
 /**
  * Describes the message agentd.v1.ListRunsRequest.
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
 export const ListRunsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 11);
+  messageDesc(file_agentd_v1_run_service, 15);
 
 /**
  * Describes the message agentd.v1.ListRunsResponse.
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
 export const ListRunsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 12);
+  messageDesc(file_agentd_v1_run_service, 16);
 
 /**
  * Describes the message agentd.v1.StreamEventsRequest.
  * Use `create(StreamEventsRequestSchema)` to create a new message.
  */
 export const StreamEventsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 13);
+  messageDesc(file_agentd_v1_run_service, 17);
 
 /**
  * Describes the message agentd.v1.StreamEventsResponse.
  * Use `create(StreamEventsResponseSchema)` to create a new message.
  */
 export const StreamEventsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 14);
+  messageDesc(file_agentd_v1_run_service, 18);
 
 /**
  * Describes the message agentd.v1.ResolveApprovalRequest.
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 15);
+  messageDesc(file_agentd_v1_run_service, 19);
 
 /**
  * Describes the message agentd.v1.Approval.
  * Use `create(ApprovalSchema)` to create a new message.
  */
 export const ApprovalSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 16);
+  messageDesc(file_agentd_v1_run_service, 20);
 
 /**
  * Describes the message agentd.v1.ResolveApprovalResponse.
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 17);
+  messageDesc(file_agentd_v1_run_service, 21);
 
 /**
  * Describes the message agentd.v1.ListApprovalsRequest.
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 18);
+  messageDesc(file_agentd_v1_run_service, 22);
 
 /**
  * Describes the message agentd.v1.ListApprovalsResponse.
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 19);
+  messageDesc(file_agentd_v1_run_service, 23);
 
 /**
  * Describes the message agentd.v1.CancelRunRequest.
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 20);
+  messageDesc(file_agentd_v1_run_service, 24);
 
 /**
  * Describes the message agentd.v1.CancelRunResponse.
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 21);
+  messageDesc(file_agentd_v1_run_service, 25);
 
 /**
  * Describes the message agentd.v1.GetArtifactRequest.
  * Use `create(GetArtifactRequestSchema)` to create a new message.
  */
 export const GetArtifactRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 22);
+  messageDesc(file_agentd_v1_run_service, 26);
 
 /**
  * Describes the message agentd.v1.ArtifactInfo.
  * Use `create(ArtifactInfoSchema)` to create a new message.
  */
 export const ArtifactInfoSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 23);
+  messageDesc(file_agentd_v1_run_service, 27);
 
 /**
  * Describes the message agentd.v1.GetArtifactResponse.
  * Use `create(GetArtifactResponseSchema)` to create a new message.
  */
 export const GetArtifactResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 24);
+  messageDesc(file_agentd_v1_run_service, 28);
 
 /**
  * Describes the enum agentd.v1.RunState.

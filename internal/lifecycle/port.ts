@@ -1,0 +1,74 @@
+/**
+ * The storage side of deleting a run (delete-run.ts drives it): a tombstone written in one
+ * atomic step with the check that the run ended and no worker holds it, then the pieces.
+ * Two adapters: redis-run-deletion.ts (Redis log, queue and idempotency keys) and
+ * file-run-deletion.ts (the embedded log of `agentd dev`, its memory queue and key file).
+ *
+ * Must never: mark a run that is live (not ended, leased, or still in the queue), forget a
+ * tombstone before every piece is gone, or let a marked run be read or appended again.
+ */
+
+/** What a deletion records: who, why, when. Never the run's content. */
+export interface DeletionRecord {
+  /** The principal that asked ("retention" for the sweeper). */
+  by: string;
+  /** Why, as given (validated by the caller). */
+  reason: string;
+  /** When the deletion began, ms since the epoch. */
+  at: number;
+}
+
+/** A run's tombstone: the record plus what the purge needs once the run's meta is gone. */
+export interface RunTombstone extends DeletionRecord {
+  runId: string;
+  tenantId: string;
+  sessionId: string;
+  /** The run's terminal event type. */
+  ended: string;
+}
+
+/**
+ * The atomic check-and-mark's answer. "live": not deletable, `state` names why (queued,
+ * running, paused, waiting_approval, leased by …); "absent": no such run for that tenant;
+ * "already": a deletion began before (its tombstone); "marked": this call began it.
+ */
+export type MarkResult =
+  | { kind: "marked"; tombstone: RunTombstone }
+  | { kind: "already"; tombstone: RunTombstone }
+  | { kind: "absent" }
+  | { kind: "live"; state: string };
+
+export interface RunDeletionStore {
+  /**
+   * In ONE atomic step: refuses a run that has not ended, whose lease a worker holds or that
+   * the queue still holds in a live state; otherwise writes the tombstone and records the
+   * run as being deleted, and publishes `notice(tombstone)` (run.deleted) in the log-wide
+   * feed — on Redis in the same atomic step. `tenantId` undefined: any tenant (an admin,
+   * the sweeper).
+   */
+  mark(
+    runId: string,
+    tenantId: string | undefined,
+    rec: DeletionRecord,
+    notice: (t: RunTombstone) => string,
+  ): Promise<MarkResult>;
+  /** mark's checks without writing anything ("marked" carries the tombstone it would write, `by` ""). */
+  check(runId: string, tenantId: string | undefined): Promise<MarkResult>;
+  /** The tombstone of a run whose deletion began (finished or not), if any. */
+  tombstone(runId: string): Promise<RunTombstone | undefined>;
+  /** Runs whose deletion began and has not finished (oldest first), at most `limit`. */
+  pending(limit: number): Promise<string[]>;
+  /** Every digest the run's events name (read before purge removes them). */
+  digests(runId: string): Promise<string[]>;
+  /**
+   * Drops the run's references to `digests`; answers those no other run references now
+   * (the blobs that may go). Idempotent: calling it again answers the same or fewer.
+   */
+  releaseArtifacts(runId: string, digests: readonly string[]): Promise<string[]>;
+  /** Turns the run's idempotency key (if any) into a "deleted" marker without the run id. */
+  forgetIdempotency(t: RunTombstone): Promise<void>;
+  /** Removes the run's stream, meta, lease, queue record and index entries. Idempotent. */
+  purge(t: RunTombstone): Promise<void>;
+  /** The deletion is complete: the tombstone is kept for `keepMs` more, then expires. */
+  finish(t: RunTombstone, keepMs: number): Promise<void>;
+}
