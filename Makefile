@@ -86,6 +86,7 @@ bench: build images image
 	node bench/console.ts
 	node bench/rate-limit.ts
 	node bench/repos.ts --rounds 3
+	node bench/retention-soak.ts
 
 # The example run (scripts/demo.sh): Docker checked (and started as root) and the sandbox
 # images built by `images`; the replay model unless OPENAI_API_KEY is set.

@@ -144,3 +144,30 @@ it("purge-tenant: admin only; refused while runs are live; then every ended run 
       [`${id}.deleted.json`],
     );
 });
+
+it("agentd dev SIGKILLed half way through a deletion: the run is gone at once, its files after the restart", async () => {
+  const runId = await queuedRun();
+  assert.equal((await ctl(["cancel", runId])).code, 0);
+  await dev.stop("SIGTERM");
+  dev = await startAgentd("dev", flags, { env: { AGENTD_TEST_CRASH_AT: "deleteRun.afterMark" } });
+  const res = await ctl(["delete", runId, "--reason", "crash"]);
+  assert.equal(res.code, 4, res.stdout + res.stderr);
+  assert.equal((await dev.exited).signal, "SIGKILL");
+  const runsDir = join(dir, "data", "runs");
+  const before = readdirSync(runsDir)
+    .filter((f) => f.includes(runId))
+    .sort();
+  assert.ok(before.includes(`${runId}.ndjson`), "the pieces are still there");
+  assert.ok(before.includes(`${runId}.deleted.json`), "the tombstone is written");
+  // The next start finishes it (and the run is NOT_FOUND meanwhile).
+  dev = await startAgentd("dev", flags);
+  assert.equal((await ctl(["get", runId])).code, 4);
+  const deadline = Date.now() + 60_000;
+  let left = before;
+  while (Date.now() < deadline) {
+    left = readdirSync(runsDir).filter((f) => f.includes(runId));
+    if (left.length === 1) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.deepEqual(left, [`${runId}.deleted.json`], "the restart finished the deletion");
+});

@@ -199,6 +199,39 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     }
   });
 
+  it("--retention is off by default, takes a duration with a unit, and names the flag and env when bad", () => {
+    for (const cmd of ["server", "dev"]) {
+      const help = agentd([cmd, "--help"]).stdout;
+      assert.match(
+        help,
+        /^ {2}--retention VALUE\n[^\n]*\(default off\)\n\s+env: AGENTD_RETENTION$/m,
+        cmd,
+      );
+      assert.match(help, /^ {2}--retention-sweep-ms VALUE\n/m, cmd);
+    }
+    // Workers never sweep: they have no auth file, so no tenant's override.
+    assert.doesNotMatch(agentd(["worker", "--help"]).stdout, /--retention/);
+    for (const bad of ["30", "-1d", "0s", "7 days", "1.5ms", "999999w", ""]) {
+      const r = agentd(["server", "--insecure-no-auth", `--retention=${bad}`]);
+      assert.equal(r.code, 2, `${bad}: ${r.stderr}`);
+      assert.match(r.stderr, /--retention \(AGENTD_RETENTION\): .*or off/, bad);
+    }
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? "",
+      AGENTD_RETENTION: "forever",
+    };
+    const x = spawnSync(BIN, ["server", "--insecure-no-auth"], {
+      env,
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    assert.equal(x.status, 2, x.stderr);
+    assert.match(x.stderr, /--retention \(AGENTD_RETENTION\): must be a number and a unit/);
+    const slow = agentd(["server", "--insecure-no-auth", "--retention-sweep-ms", "5"]);
+    assert.equal(slow.code, 2);
+    assert.match(slow.stderr, /--retention-sweep-ms \(AGENTD_RETENTION_SWEEP_MS\): /);
+  });
+
   it("a broken export config stops the start: every problem by file, line and field", () => {
     const file = join(dir, "export.yaml");
     writeFileSync(

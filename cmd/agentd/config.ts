@@ -6,6 +6,7 @@
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { parseDuration } from "../../internal/config/duration.ts";
 import { parseRate } from "../../internal/config/rate.ts";
 import { parseOrigin } from "../../internal/server/cors.ts";
 
@@ -65,6 +66,16 @@ export const FLAGS = {
     env: "AGENTD_ARTIFACT_RETENTION",
     help: "with --artifact-store redis: how long a blob is kept after it was last stored (30d, 12h, 90m; 0 keeps them)",
     def: "0",
+  },
+  retention: {
+    env: "AGENTD_RETENTION",
+    help: "server, dev: how long an ended run is kept (7d, 30d, 12h; a tenant's `retention` in the auth file overrides it); past it the run, its artifacts, its idempotency key and its feed entries are deleted (docs/operations.md). off: kept forever",
+    def: "off",
+  },
+  "retention-sweep-ms": {
+    env: "AGENTD_RETENTION_SWEEP_MS",
+    help: "server, dev: how often the retention sweeper looks for ended runs past their retention",
+    def: "60000",
   },
   "artifact-dir": {
     env: "AGENTD_ARTIFACT_DIR",
@@ -296,6 +307,16 @@ export const ConfigSchema = z.object({
         { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[v.replace(/^\d+/, "") || "s"] ?? 1000;
       return n * unit;
     }),
+  retention: z.string().transform((v, ctx) => {
+    if (v.trim() === "off") return undefined;
+    const ms = parseDuration(v);
+    if (typeof ms === "string") {
+      ctx.addIssue({ code: "custom", message: `${ms}, or off` });
+      return z.NEVER;
+    }
+    return ms;
+  }),
+  "retention-sweep-ms": z.coerce.number().int().min(100).max(86_400_000),
   "redis-prefix": z.string().min(1).max(64),
   "cors-origins": z.string().transform((v, ctx) => {
     const out: string[] = [];

@@ -119,6 +119,7 @@ import {
 import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 import { crashPointFrom } from "./crash-at.ts";
+import { startRetention } from "./retention.ts";
 import { startTenantLimits } from "./tenant-limits.ts";
 
 const SERVER_FLAGS: FlagName[] = [
@@ -130,6 +131,8 @@ const SERVER_FLAGS: FlagName[] = [
   "artifact-store",
   "artifact-retention",
   "archive-dir",
+  "retention",
+  "retention-sweep-ms",
   "redis-prefix",
   "cors-origins",
   "max-request-bytes",
@@ -198,6 +201,8 @@ const DEV_FLAGS: FlagName[] = [
   "artifact-store",
   "artifact-retention",
   "archive-dir",
+  "retention",
+  "retention-sweep-ms",
   "cors-origins",
   "max-request-bytes",
   "max-workspace-bytes",
@@ -407,6 +412,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
 
   let server: DualServer | undefined;
   let sweeper: Sweep | undefined;
+  let retention: { stop(): Promise<void> } | undefined;
   let deletionFinisher: Sweep | undefined;
   let exporter: Exporter | undefined;
   if (auth !== undefined) {
@@ -497,6 +503,19 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       "listening",
     );
     sweeper = startApprovalSweep(deps, cfg["approval-sweep-ms"], logger);
+    // Ended runs past their tenant's retention are deleted (off unless configured).
+    retention = startRetention({
+      retentionMs: cfg.retention,
+      sweepMs: cfg["retention-sweep-ms"],
+      store:
+        built.log instanceof FileEventLog
+          ? { embedded: built.log }
+          : { redis: built.redis as Redis, prefix: cfg["redis-prefix"] },
+      auth,
+      deletion,
+      ...(archive === undefined ? {} : { beforeDelete: archive.beforeDelete }),
+      logger,
+    });
     deletionFinisher = startDeletionFinisher(deletion, logger);
     if (exports.sinks.length > 0) {
       const state = built.exportState;
@@ -669,6 +688,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   clearInterval(reaper);
   beat?.stop();
   await sweeper?.stop();
+  await retention?.stop();
   await deletionFinisher?.stop();
   await exporter?.stop();
   await worker?.stop(cfg["shutdown-grace-ms"]);

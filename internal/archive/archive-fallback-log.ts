@@ -123,6 +123,12 @@ export class ArchiveFallbackLog implements EventLog {
     return this.#live.bumpEpoch(runId);
   }
 
+  /** An archived run is never driven again: its name key is the live log's or none. */
+  async runNameKey(runId: string): Promise<Uint8Array> {
+    if (this.#live === undefined) throw archivedReadOnly(runId, "a name key");
+    return this.#live.runNameKey(runId);
+  }
+
   async listRunIds(query: ListRunIdsQuery): Promise<RunIdPage> {
     return this.#live === undefined
       ? { runIds: [], next: undefined }

@@ -30,6 +30,21 @@ async function readAll(s: ArtifactStore, digest: string, chunkSize?: number): Pr
 
 export function runArtifactStoreConformance(name: string, h: ArtifactStoreHarness): void {
   describe(`ArtifactStore conformance: ${name}`, () => {
+    it("delete removes a blob (true), then finds none (false); other blobs stay; a bad digest is refused", async () => {
+      const s = h.store();
+      assert.ok(s.delete !== undefined, "the store can delete");
+      const a = await s.put(Buffer.from(`delete me ${Math.random()}`));
+      const b = await s.put(Buffer.from(`keep me ${Math.random()}`));
+      assert.equal(await s.delete(a.digest), true);
+      assert.equal(await s.stat(a.digest), undefined);
+      assert.equal(await s.delete(a.digest), false);
+      assert.deepEqual(await s.stat(b.digest), b);
+      await assert.rejects(
+        s.delete("../../etc/passwd"),
+        (e: unknown) => isAgentdError(e) && e.code === "EVALIDATION",
+      );
+    });
+
     it("stores under the sha256; reads back whole, in the chunk size asked for", async () => {
       const s = h.store();
       const whole = Buffer.concat([

@@ -142,14 +142,19 @@ for r = 0, ((#KEYS - 1) / 4) - 1 do
       redis.call('ZADD', KEYS[k + 3], 0, runId)
       redis.call('ZADD', KEYS[k + 4], 0, runId)
     end
+    local t = h[5]
+    if expected == 0 or t == false then t = tenant end
     if ends ~= '' and n > 0 then
       redis.call('HSET', meta, 'seq', seq, 'hash', hash, 'ended', ends)
+      -- The retention index (internal/retention/redis-ended-index.ts): ended runs of the
+      -- tenant by end time (ms, Redis's clock), so the sweeper finds what is due without SCAN.
+      local now = redis.call('TIME')
+      redis.call('ZADD', P .. 'retention:ended:' .. t, now[1] * 1000 + math.floor(now[2] / 1000), runId)
+      redis.call('SADD', P .. 'retention:tenants', t)
     else
       redis.call('HSET', meta, 'seq', seq, 'hash', hash)
     end
     if n > 0 then
-      local t = h[5]
-      if expected == 0 or t == false then t = tenant end
       redis.call('XADD', feed, 'MAXLEN', '~', ${FEED_MAX_LEN}, '*', 'r', runId, 't', t, 'a', expected + 1, 'b', seq)
     end
     out[#out + 1] = {'OK', tostring(seq)}

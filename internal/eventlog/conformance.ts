@@ -395,6 +395,23 @@ export function runEventLogConformance(name: string, h: ConformanceHarness): voi
       assert.equal(verifyChain((await log.read(runId, 0)).map((e) => e.json)).ok, true);
     });
 
+    it("a run's name key: one per run, the same for every caller and across a restart, in no event", async () => {
+      const runId = ulid();
+      await log.append(queued(runId, tenant));
+      const [k1, k2] = await Promise.all([log.runNameKey(runId), log.runNameKey(runId)]);
+      assert.equal(k1.length, 32);
+      assert.deepEqual(Buffer.from(k2), Buffer.from(k1), "two racing callers get one key");
+      const other = await log.runNameKey(ulid());
+      assert.notDeepEqual(Buffer.from(other), Buffer.from(k1), "each run has its own");
+      const hex = Buffer.from(k1).toString("hex");
+      log = await h.restart();
+      assert.equal(Buffer.from(await log.runNameKey(runId)).toString("hex"), hex);
+      const stored = (await log.read(runId, 0)).map((e) => e.json).join("\n");
+      assert.equal(stored.includes(hex), false, "the key is in an event");
+      const feed = JSON.stringify(await log.readFeed("", 10_000));
+      assert.equal(feed.includes(hex), false, "the key is in the feed");
+    });
+
     terminalConformance({
       harness: h,
       tenant,

@@ -14,6 +14,7 @@
  *
  * Never rewrites a stored line; the only truncation is of a torn (unterminated) last line.
  */
+import { randomBytes } from "node:crypto";
 import { closeSync, fsyncSync, openSync, unlinkSync } from "node:fs";
 import {
   type FileHandle,
@@ -70,6 +71,7 @@ interface FileRun {
 
 const RUN_ID_FILE = /^([0-9A-Za-z_-]{1,128})\.ndjson$/;
 const TOMBSTONE_FILE = /^([0-9A-Za-z_-]{1,128})\.deleted\.json$/;
+const RUN_ID = /^[0-9A-Za-z_-]{1,128}$/;
 
 /** Opens (and recovers) the embedded log in `opts.dir`. */
 export async function openFileEventLog(opts: FileEventLogOptions): Promise<FileEventLog> {
@@ -364,6 +366,28 @@ export class FileEventLog implements EventLog {
     });
   }
 
+  async runNameKey(runId: string): Promise<Uint8Array> {
+    if (!RUN_ID.test(runId)) throw new AgentdError("EVALIDATION", "runId: not a run id");
+    if (this.#tombstones.has(runId)) throw new AgentdError("ENOTFOUND", `run ${runId} was deleted`);
+    // Created exclusively (flag wx, mode 0600): two callers that race both read the winner's.
+    const path = join(this.#dir, `${runId}.namekey`);
+    try {
+      await writeFile(path, randomBytes(32).toString("hex"), {
+        flag: "wx",
+        mode: 0o600,
+        flush: this.#fsync,
+      });
+      if (this.#fsync) fsyncDir(this.#dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST")
+        throw new AgentdError("EIO", `run ${runId}: cannot store its name key`, { cause: err });
+    }
+    const hex = (await readFile(path, "utf8")).trim();
+    if (!/^[0-9a-f]{64}$/.test(hex))
+      throw new AgentdError("EIO", `run ${runId}: its name key is malformed`);
+    return Buffer.from(hex, "hex");
+  }
+
   async listRunIds(q: ListRunIdsQuery): Promise<RunIdPage> {
     const ids: string[] = [];
     for (const run of this.#runs.values()) {
@@ -429,6 +453,7 @@ export class FileEventLog implements EventLog {
       this.#runs.delete(runId);
       await rm(join(this.#dir, `${runId}.ndjson`), { force: true });
       await rm(join(this.#dir, `${runId}.meta.json`), { force: true });
+      await rm(join(this.#dir, `${runId}.namekey`), { force: true });
       if (this.#fsync) fsyncDir(this.#dir);
     });
   }

@@ -124,6 +124,13 @@ export interface EventLog {
   heads(runIds: readonly string[]): Promise<(RunHead | undefined)[]>;
   /** Increments the run's lease epoch and returns the new value (the new fencing token). */
   bumpEpoch(runId: string): Promise<number>;
+  /**
+   * The run's name key: 32 random bytes made on first use and kept beside the run's log,
+   * never in an event, so no API reader (StreamEvents, WatchEvents, exports) can get it.
+   * The kernel keys the names of paths a secret-carrying call made with it
+   * (kernel/held-names.ts); every worker that drives the run gets the same bytes.
+   */
+  runNameKey(runId: string): Promise<Uint8Array>;
   /** A tenant's run ids, newest first (ids are ULIDs, so newest = greatest). */
   listRunIds(query: ListRunIdsQuery): Promise<RunIdPage>;
   /**

@@ -11,7 +11,7 @@
  * Live tail: one blocking connection per followed run, fanned out to all local subscribers.
  * Never trims a run's stream.
  */
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { Command, type Redis } from "ioredis";
 import { AgentdError } from "../errors.ts";
 import { ReplicaWait, type ReplicaWaitOptions } from "../redisconn/replica-wait.ts";
@@ -378,6 +378,16 @@ export class RedisEventLog implements EventLog {
 
   async bumpEpoch(runId: string): Promise<number> {
     return Number(await wrap(this.#client.hincrby(this.#metaKey(runId), "epoch", 1)));
+  }
+
+  async runNameKey(runId: string): Promise<Uint8Array> {
+    // SET NX then GET: two workers that race both read the one that won.
+    const key = this.#keys.nameKey(runId);
+    await wrap(this.#client.set(key, randomBytes(32).toString("hex"), "NX"));
+    const hex = (await wrap(this.#client.get(key))) as string | null;
+    if (hex === null || !/^[0-9a-f]{64}$/.test(hex))
+      throw new AgentdError("EIO", `run ${runId}: its name key is missing or malformed`);
+    return Buffer.from(hex, "hex");
   }
 
   async listRunIds(q: ListRunIdsQuery): Promise<RunIdPage> {

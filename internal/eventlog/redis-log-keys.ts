@@ -5,6 +5,8 @@
  *
  *   run:{run}:events                 stream  the run's events, entry id 0-{seq}
  *   run:{run}:meta                   hash    seq, hash, epoch, ended, tenant, session
+ *   run:{run}:namekey                string  the run's name key (hex; kernel/held-names.ts),
+ *                                            never served by the API; goes with the run
  *   tenant:{t}:runs                  zset    the tenant's run ids (ListRuns)
  *   tenant:{t}:session:{s}:runs      zset    a session's run ids
  *   feed                             stream  one entry per applied commit (WatchEvents)
@@ -13,27 +15,41 @@
  *   artifact:refs:{digest}           set     the runs whose events name the blob (the append
  *                                            script adds them; a deletion removes its run)
  *   deleting                         zset    runs whose deletion began and has not finished
+ *   retention:ended:{t}              zset    the tenant's ended runs by end time, ms (the
+ *                                            append script adds a run when it ends; the
+ *                                            retention sweeper removes it once deleted)
+ *   retention:tenants                set     tenants that have a retention:ended:{t}
+ *   retention:backfill               hash    the one-time scan for runs that ended before the
+ *                                            index existed: cursor, done
  */
 export interface LogKeys {
   stream(runId: string): string;
   meta(runId: string): string;
+  nameKey(runId: string): string;
   tenantRuns(tenantId: string): string;
   sessionRuns(tenantId: string, sessionId: string): string;
   feed: string;
   tombstone(runId: string): string;
   artifactRefs(digest: string): string;
   deleting: string;
+  endedRuns(tenantId: string): string;
+  retentionTenants: string;
+  retentionBackfill: string;
 }
 
 export function logKeys(prefix: string): LogKeys {
   return {
     stream: (r) => `${prefix}run:${r}:events`,
     meta: (r) => `${prefix}run:${r}:meta`,
+    nameKey: (r) => `${prefix}run:${r}:namekey`,
     tenantRuns: (t) => `${prefix}tenant:${t}:runs`,
     sessionRuns: (t, s) => `${prefix}tenant:${t}:session:${s}:runs`,
     feed: `${prefix}feed`,
     tombstone: (r) => `${prefix}run:${r}:deleted`,
     artifactRefs: (d) => `${prefix}artifact:refs:${d}`,
     deleting: `${prefix}deleting`,
+    endedRuns: (t) => `${prefix}retention:ended:${t}`,
+    retentionTenants: `${prefix}retention:tenants`,
+    retentionBackfill: `${prefix}retention:backfill`,
   };
 }

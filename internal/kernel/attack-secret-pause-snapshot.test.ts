@@ -19,6 +19,7 @@ import { RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { Sandbox, SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { type Stack, startStack } from "../testing/api-fixtures.ts";
+import { holds } from "../testing/containment-run.ts";
 import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { snapshotWorkspace } from "../worker/workspace-snapshot.ts";
 import { type CallOutcome, createKernel, type Kernel, type KernelRun } from "./kernel.ts";
@@ -136,7 +137,7 @@ describe("attack: the pause snapshot keeps a file the run holds a secret in", ()
         'printf %s "$ENV.DEMO_TOKEN" | tr 0-9a-zA-Z 5-90-4k-za-jK-ZA-J > /workspace/setup.cfg',
     });
     assert.equal(exitOk(w), true, JSON.stringify(w));
-    assert.equal(held(f).includes("/workspace/setup.cfg"), true, JSON.stringify(held(f)));
+    assert.equal(holds(f.run, "/workspace/setup.cfg"), true, JSON.stringify(held(f)));
     const dir = mkdtempSync(join(tmpdir(), "agentd-attack-snap-"));
     try {
       const store = new FsArtifactStore(dir);
@@ -145,6 +146,7 @@ describe("attack: the pause snapshot keeps a file the run holds a secret in", ()
         f.box,
         createRunSecrets([SECRET]),
         f.run.taint ?? new Map(),
+        f.run.nameKey,
       );
       const chunks: Buffer[] = [];
       for await (const c of store.read(info.digest)) chunks.push(Buffer.from(c));

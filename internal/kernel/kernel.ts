@@ -49,6 +49,7 @@ import { type ControlPath, type Decision, decide } from "./decide.ts";
 import { traceDecision } from "./decision-span.ts";
 import { EVENT_BUDGET, fitDocument } from "./event-fit.ts";
 import { clipText } from "./head-tail.ts";
+import { type NameKey, nameKey } from "./held-names.ts";
 import { createLiveOutput } from "./live-output.ts";
 import type { Policy } from "./policy-schema.ts";
 import { applyProvenance } from "./provenance.ts";
@@ -109,6 +110,11 @@ export interface KernelRun {
    * it from the log. A call that could read one waits for a person. Undefined: none yet.
    */
   taint?: Map<string, TaintedFile>;
+  /**
+   * The run's name key (held-names.ts: EventLog.runNameKey), fetched by the kernel the
+   * first time containment needs it. Never logged, never sent anywhere.
+   */
+  nameKey?: NameKey;
   /**
    * The runner trees as last seen at a trusted point (runner-trees.ts): before the run's
    * first writing call while it was pristine, then after each setup.run, test.run and
@@ -252,6 +258,12 @@ export function createKernel(opts: KernelOptions): Kernel {
     run.writer !== undefined
       ? run.writer.append(payload)
       : opts.log.append({ runId: run.runId, sessionId: run.sessionId, fence: run.fence, payload });
+
+  /** The run's name key (held-names.ts), from the log once per KernelRun. */
+  const keyOf = async (run: KernelRun): Promise<NameKey> => {
+    run.nameKey ??= nameKey(await opts.log.runNameKey(run.runId));
+    return run.nameKey;
+  };
 
   /** Total: a step that throws (validation, the jail, assessment, decision) is a deny. */
   function decideCall(
@@ -439,7 +451,13 @@ export function createKernel(opts: KernelOptions): Kernel {
     try {
       const { value, used } = await res.resolve(d.input);
       run.writer?.secrets.add(res.knownValues());
-      contained = await containCall(run, call, used.length > 0, (payload) => append(run, payload));
+      contained = await containCall(
+        run,
+        call,
+        used.length > 0,
+        (payload) => append(run, payload),
+        keyOf,
+      );
       // The last check before the effect (nothing starts after a cancel request or the end),
       // and at most once: the start is in the log (acknowledged, not just queued) before
       // anything of the call runs, so a worker that takes the run over never runs it again.
@@ -711,6 +729,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         recorded.refusal === undefined
           ? await decideWithTrust(run, call)
           : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" }),
+        keyOf,
       );
       traceDecision(callSpan, call.callId, toolName, d, "kernel.decide", source());
       const r = d.assessment.risk;

@@ -14,12 +14,14 @@ import {
   type ContainmentRun,
   containmentKernel,
   containmentRun,
+  holds,
   SECRET,
 } from "../testing/containment-run.ts";
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
 import { importNoShellImage } from "../testing/registry.ts";
+import type { NameKey } from "./held-names.ts";
 import type { CallOutcome, Kernel } from "./kernel.ts";
-import { CONTAINER_STATE, withheldReason } from "./secret-taint.ts";
+import { CONTAINER_STATE, withheldReasons } from "./secret-taint.ts";
 
 let stack: Stack;
 let sandbox: Sandbox;
@@ -75,7 +77,7 @@ describe("secret containment: the ways around it are closed", () => {
       command: 'printf %s "$ENV.DEMO_TOKEN" > /dev/shm/t',
     });
     assert.equal(exitOk(w), true, JSON.stringify(w));
-    assert.equal(held(f).includes("/dev/shm/t"), true, JSON.stringify(held(f)));
+    assert.equal(holds(f.run, "/dev/shm/t"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", { command: "base64 -w0 /dev/shm/t" });
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
   });
@@ -104,7 +106,7 @@ describe("secret containment: the ways around it are closed", () => {
     for (const m of writable) {
       const left = await f.sh(`test -e '${m}/agentd-probe'`);
       if (left.exitCode !== 0) continue; // wiped (/dev/mqueue)
-      assert.equal(held(f).includes(`${m}/agentd-probe`), true, `${m}: ${JSON.stringify(held(f))}`);
+      assert.equal(holds(f.run, `${m}/agentd-probe`), true, `${m}: ${JSON.stringify(held(f))}`);
     }
     assert.equal(writable.includes("/dev/shm"), true, JSON.stringify(writable));
   });
@@ -117,13 +119,15 @@ describe("secret containment: the ways around it are closed", () => {
       command: 'ln -sfn "$ENV.DEMO_TOKEN" /workspace/l',
     });
     assert.equal(exitOk(w), true, JSON.stringify(w));
-    assert.equal(held(f).includes("/workspace/l"), true, JSON.stringify(held(f)));
+    assert.equal(holds(f.run, "/workspace/l"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", {
       command: "readlink /workspace/l | tr -d '\\n' | base64 -w0",
     });
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
     const taint = f.run.taint ?? new Map();
-    const diff = await f.box.diff({ withhold: (p) => withheldReason(taint, p) });
+    const diff = await f.box.diff({
+      withhold: (p) => withheldReasons(taint, f.run.nameKey as NameKey)(p)?.reason,
+    });
     assert.equal(diff.patch.includes(SECRET), false, diff.patch.slice(0, 600));
   });
 
@@ -133,7 +137,7 @@ describe("secret containment: the ways around it are closed", () => {
       command: 'touch -d "@$(printf %s "$ENV.DEMO_TOKEN" | od -An -tu4 -N4 | tr -d " ")" hello.txt',
     });
     assert.equal(exitOk(w), true, JSON.stringify(w));
-    assert.equal(held(f).includes("/workspace/hello.txt"), true, JSON.stringify(held(f)));
+    assert.equal(holds(f.run, "/workspace/hello.txt"), true, JSON.stringify(held(f)));
     const want = Buffer.from(SECRET).readUInt32LE(0);
     const r = await f.unapproved("process.run", { command: "stat -c %Y hello.txt" });
     assert.equal(
@@ -151,7 +155,7 @@ describe("secret containment: the ways around it are closed", () => {
         'b=$(printf %s "$ENV.DEMO_TOKEN" | od -An -tu1 -N1 | tr -d " "); chmod $((b % 8))00 hello.txt; touch -d "@$b" /workspace/d',
     });
     assert.equal(exitOk(w), true, JSON.stringify(w));
-    assert.equal(held(f).includes("/workspace/hello.txt"), true, JSON.stringify(held(f)));
+    assert.equal(holds(f.run, "/workspace/hello.txt"), true, JSON.stringify(held(f)));
     const b = Buffer.from(SECRET)[0] as number;
     const t = await f.sh("stat -c %Y /workspace/d");
     assert.notEqual(Number(t.stdout.trim()), b, "the directory kept the time the call set");
@@ -165,7 +169,7 @@ describe("secret containment: the ways around it are closed", () => {
       command: 'printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/s2/t',
     });
     assert.equal(exitOk(w), true, JSON.stringify(w));
-    assert.equal(held(f).includes("/tmp/.agentd-home/s2/t"), true, JSON.stringify(held(f)));
+    assert.equal(holds(f.run, "/tmp/.agentd-home/s2/t"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", { command: "base64 -w0 /tmp/.agentd-home/s2/t" });
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
   });
@@ -214,7 +218,7 @@ describe("secret containment: the ways around it are closed", () => {
     });
     assert.equal(exitOk(w), true, JSON.stringify(w));
     for (const p of ["/tmp/.agentd-home/s3/t", "/dev/shm/u"])
-      assert.equal(held(f).includes(p), true, `${p}: ${JSON.stringify(held(f))}`);
+      assert.equal(holds(f.run, p), true, `${p}: ${JSON.stringify(held(f))}`);
     const r = await f.unapproved("process.run", { command: "base64 -w0 /dev/shm/u" });
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
   });
@@ -233,7 +237,7 @@ describe("secret containment: the ways around it are closed", () => {
     );
     assert.equal(ipc.stdout.trim(), "0", `left: ${ipc.stdout}`);
     for (const p of ["/workspace/l", "/workspace/hello.txt"])
-      assert.equal(held(f).includes(p), true, `${p}: ${JSON.stringify(held(f))}`);
+      assert.equal(holds(f.run, p), true, `${p}: ${JSON.stringify(held(f))}`);
   });
 
   it("a run's own image: its VOLUME (a tmpfs) is scanned like every other writable mount", async () => {
@@ -245,7 +249,7 @@ describe("secret containment: the ways around it are closed", () => {
     const sh = (c: string) => ({ argv: ["/.agentd/bin/sh", "-c", c] });
     const w = await f.approved("process.run", sh('printf %s "$ENV.DEMO_TOKEN" > /data/t'));
     assert.equal(exitOk(w), true, JSON.stringify(w));
-    assert.equal(held(f).includes("/data/t"), true, JSON.stringify(held(f)));
+    assert.equal(holds(f.run, "/data/t"), true, JSON.stringify(held(f)));
     const r = await f.unapproved("process.run", sh("base64 /data/t"));
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
   });
@@ -263,7 +267,7 @@ describe("secret containment: the ways around it are closed", () => {
       .filter((i) => (b >> i) & 1)
       .map((i) => `/workspace/f${i}`);
     for (const p of removed)
-      assert.equal(held(f).includes(p), true, `${p}: ${JSON.stringify(held(f))}`);
+      assert.equal(holds(f.run, p), true, `${p}: ${JSON.stringify(held(f))}`);
     const r = await f.unapproved("process.run", { command: "ls /workspace" });
     assert.equal(r.kind, "paused", JSON.stringify(r).slice(0, 400));
   });

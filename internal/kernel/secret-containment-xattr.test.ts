@@ -180,6 +180,7 @@ describe("a directory's extended attributes and a secret", () => {
         box,
         createRunSecrets([SECRET]),
         run.taint ?? new Map(),
+        run.nameKey,
       );
       const chunks: Buffer[] = [];
       for await (const c of store.read(info.digest)) chunks.push(Buffer.from(c));

@@ -16,12 +16,15 @@ import {
   type ContainmentRun,
   containmentKernel,
   containmentRun,
+  holds,
+  holdsByName,
   SECRET,
 } from "../testing/containment-run.ts";
 import { testSandbox } from "../testing/docker.ts";
+import type { NameKey } from "./held-names.ts";
 import type { Kernel, KernelRun } from "./kernel.ts";
 import { CONTAINMENT_RULE } from "./secret-containment.ts";
-import { CONTAINER_STATE, heldFiles, taintFromEvents, withheldReason } from "./secret-taint.ts";
+import { CONTAINER_STATE, heldFiles, taintFromEvents, withheldReasons } from "./secret-taint.ts";
 
 let stack: Stack;
 let box: SandboxHandle;
@@ -97,7 +100,9 @@ describe("secret containment", () => {
       command: 'printf %s "$ENV.DEMO_TOKEN" > tok.txt',
     });
     assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
-    assert.deepEqual(files(), ["/workspace/tok.txt"]);
+    // tok.txt is a name the secret call made: held by its keyed hash, never shown.
+    assert.deepEqual(files(), ["/workspace/… (1 name held)"]);
+    assert.equal(holdsByName(run, "/workspace/tok.txt"), true);
     const encodings = [
       "base32 tok.txt",
       "gzip -c tok.txt | base64",
@@ -115,8 +120,11 @@ describe("secret containment", () => {
       const r = await unapproved("process.run", { command });
       assert.equal(r.kind, "paused", `${command}: ${JSON.stringify(r)}`);
       if (r.kind !== "paused") continue;
-      assert.deepEqual(r.preview.secretFiles, ["/workspace/tok.txt"], command);
-      assert.match(r.preview.summary, /holds a secret in \/workspace\/tok\.txt \(call a\d+\)/);
+      assert.deepEqual(r.preview.secretFiles, ["/workspace/… (1 name held)"], command);
+      assert.match(
+        r.preview.summary,
+        /holds a secret in 1 new path in \/workspace \(names held; call a\d+\)/,
+      );
     }
     for (const [tool, input] of [
       ["repo.read", { path: "tok.txt" }],
@@ -140,7 +148,9 @@ describe("secret containment", () => {
   it("the taint is in the log: a drive that takes the run over derives it", async () => {
     const events = (await stack.log.read(run.runId, 0)).map((e) => e.event);
     const derived = taintFromEvents(events);
-    assert.deepEqual([...derived.keys()].sort(), ["/workspace/tok.txt", CONTAINER_STATE]);
+    assert.equal(derived.size, 2, JSON.stringify([...derived.keys()]));
+    assert.equal(derived.has(CONTAINER_STATE), true);
+    assert.equal(holds({ ...run, taint: derived }, "/workspace/tok.txt"), true);
     const taker: KernelRun = { ...run, taint: derived };
     const r = await kernel.handle(taker, {
       callId: "taker-1",
@@ -152,7 +162,9 @@ describe("secret containment", () => {
 
   it("the final patch leaves the tainted file out", async () => {
     const taint = run.taint ?? new Map();
-    const diff = await box.diff({ withhold: (p) => withheldReason(taint, p) });
+    const diff = await box.diff({
+      withhold: (p) => withheldReasons(taint, run.nameKey as NameKey)(p)?.reason,
+    });
     assert.equal(diff.patch.includes("tok.txt"), false, diff.patch);
     assert.equal(
       diff.omitted.some((o) => o.path === "tok.txt" && /holds a secret/.test(o.reason)),
@@ -167,9 +179,14 @@ describe("secret containment", () => {
     });
     assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
     const held = files().sort();
-    assert.equal(held.includes("/tmp/rev.txt"), true, JSON.stringify(held));
+    assert.equal(held.includes("/tmp/… (1 name held)"), true, JSON.stringify(held));
+    assert.equal(holdsByName(run, "/tmp/rev.txt"), true);
     const r = await unapproved("process.run", { command: "rev /tmp/rev.txt" });
-    assert.equal(r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/rev.txt"), true);
+    assert.equal(
+      r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/… (1 name held)"),
+      true,
+      JSON.stringify(r).slice(0, 600),
+    );
     // Removed outside any call (a person at the container): the next scan ends the files'
     // taints, never the container's (the exec still waits, its preview names no file).
     await sh("rm -f /tmp/rev.txt /tmp/copy /workspace/tok.txt");
@@ -185,11 +202,12 @@ describe("secret containment", () => {
         'mkdir -p /tmp/.agentd-home/stash && printf %s "$ENV.DEMO_TOKEN" > /tmp/.agentd-home/stash/t',
     });
     assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
-    assert.equal(run.taint?.has("/tmp/.agentd-home/stash/t"), true, JSON.stringify(files()));
+    assert.equal(holdsByName(run, "/tmp/.agentd-home/stash/t"), true, JSON.stringify(files()));
     const r = await unapproved("process.run", { command: "base32 /tmp/.agentd-home/stash/t" });
     assert.equal(
-      r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/.agentd-home/stash/t"),
+      r.kind === "paused" && r.preview.secretFiles?.includes("/tmp/… (2 names held)"),
       true,
+      JSON.stringify(r).slice(0, 600),
     );
     // Removing the entry ends the files' taints (by a scan); the container stays held.
     await sh("rm -rf /tmp/.agentd-home/stash");
@@ -209,7 +227,10 @@ describe("secret containment", () => {
     // A repo.read (which no kernel counter reaches) asks too: the file is still held.
     const read = await unapproved("repo.read", { path: "again.txt" });
     assert.equal(
-      read.kind === "paused" && read.preview.secretFiles?.includes("/workspace/again.txt"),
+      read.kind === "paused" &&
+        (read.preview.secretFiles ?? []).some((p) =>
+          /^\/workspace\/… \(\d+ names? held\)$/.test(p),
+        ),
       true,
       JSON.stringify(read),
     );

@@ -8,6 +8,7 @@
  * let a secret-carrying call's writes go unrecorded when its scan fails (roots are tainted).
  */
 import type { EventPayload } from "../eventlog/event-codec.ts";
+import { heldLookup, type NameKey, sealWrites } from "./held-names.ts";
 import type { DecidedCall, KernelRun, PreviewData, ProposedCall } from "./kernel.ts";
 import {
   containerState,
@@ -21,6 +22,7 @@ import {
   type TaintedFile,
   taintOf,
   unknownRoots,
+  WRITABLE_ROOTS,
   writtenBetween,
 } from "./secret-taint.ts";
 
@@ -45,14 +47,19 @@ function readable(run: KernelRun, tool: string): Map<string, TaintedFile> {
   return out;
 }
 
+/** The run's name key (held-names.ts), fetched once per drive. */
+export type NameKeyOf = (run: KernelRun) => Promise<NameKey>;
+
 /** A call that could read a tainted file needs a person (a fresh scan may end the taint first). */
 export async function guardTaint(
   run: KernelRun,
   call: ProposedCall,
   d: DecidedCall,
+  keyOf: NameKeyOf,
 ): Promise<DecidedCall> {
   if (d.decision.path === "deny" || readable(run, call.tool).size === 0) return d;
-  await refreshTaint(run.taint as Map<string, TaintedFile>, run.sandbox, run.signal);
+  const key = await keyOf(run);
+  await refreshTaint(run.taint as Map<string, TaintedFile>, run.sandbox, key, run.signal);
   const files = readable(run, call.tool);
   if (files.size === 0 || d.decision.path === "preview+approval") return d;
   return {
@@ -83,7 +90,9 @@ export function previewTaint(
   const path = (d.input as { path?: unknown }).path;
   if (call.tool === "repo.patch" && pv.diff !== undefined && typeof path === "string") {
     const abs = path.startsWith("/") ? path : `/workspace/${path}`;
-    if (taintOf(files, abs.replace(/\/+$/, "")) !== undefined)
+    // guardTaint fetched the key; without it, the diff is not shown either.
+    const key = run.nameKey;
+    if (key === undefined || taintOf(files, abs.replace(/\/+$/, ""), key) !== undefined)
       out.diff = "[agentd: the diff is not shown: this file holds a secret]";
   }
   return out;
@@ -102,6 +111,7 @@ export async function containCall(
   call: ProposedCall,
   usedSecret: boolean,
   append: (payload: EventPayload) => Promise<unknown>,
+  keyOf: NameKeyOf,
 ): Promise<(() => Promise<void>) | undefined> {
   const taintedBefore = run.taint !== undefined && run.taint.size > 0;
   const carries = usedSecret
@@ -110,6 +120,8 @@ export async function containCall(
   if (!carries) return undefined;
   // An exec that carried a secret holds the container itself (kernel state no scan sees).
   const state = EXEC_TOOLS.has(call.tool) ? [containerState(call.callId)] : [];
+  // Fetched before the call runs: the record after it must not wait on (or fail for) it.
+  const key = await keyOf(run);
   await append(secretWrittenEvent(call.callId, [...unknownRoots(call.callId), ...state]));
   const before = await scanWritable(run.sandbox, run.signal);
   return async () => {
@@ -120,9 +132,12 @@ export async function containCall(
     // Removing a file that already holds a secret ends its taint (the scan finds it gone):
     // only removals of other paths are the call's writes.
     const held = run.taint ?? new Map<string, TaintedFile>();
-    const files = writtenBetween(before, after, call.callId).filter(
-      (f) => f.digest !== GONE || taintOf(held, f.path) === undefined,
+    const lookup = heldLookup(held, key);
+    const writes = writtenBetween(before, after, call.callId).filter(
+      (f) => f.digest !== GONE || lookup(f.path) === undefined,
     );
+    // Names the call made (and digests) are keyed before they reach the log (held-names.ts).
+    const files = sealWrites(writes, before, held, key, WRITABLE_ROOTS);
     files.push(...state);
     await append(secretWrittenEvent(call.callId, files));
     run.taint ??= new Map();

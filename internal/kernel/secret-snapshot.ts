@@ -12,7 +12,8 @@
  * Must never: keep an entry that is a held path or lies under one, or decide on a name
  * after masking (the taint knows the names as the sandbox has them).
  */
-import { type TaintedFile, taintOf } from "./secret-taint.ts";
+import { heldLookup, type NameKey } from "./held-names.ts";
+import type { TaintedFile } from "./secret-taint.ts";
 
 /** What the filter looks at of an archive entry (paths relative to /workspace). */
 export interface SnapshotEntry {
@@ -28,11 +29,16 @@ export interface SnapshotEntry {
  */
 export function heldEntryFilter(
   taint: ReadonlyMap<string, TaintedFile>,
+  key: NameKey | undefined,
 ): (e: SnapshotEntry) => boolean {
+  if (taint.size === 0) return () => false;
+  if (key === undefined)
+    throw new Error("heldEntryFilter: a run that holds paths needs its name key");
+  const lookup = heldLookup(taint, key);
   const dropped = new Set<string>();
   return (e) => {
     const held =
-      taintOf(taint, `/workspace/${e.path}`) !== undefined ||
+      lookup(`/workspace/${e.path}`) !== undefined ||
       (e.type === "link" && e.linkname !== undefined && dropped.has(e.linkname));
     if (held && (e.type === "file" || e.type === "link")) dropped.add(e.path);
     return held;

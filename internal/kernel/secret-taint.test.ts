@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { EventSchema } from "../gen/agentd/v1/events_pb.js";
+import { nameKey } from "./held-names.ts";
 import {
   CONTAINER_STATE,
   containerState,
@@ -22,10 +23,11 @@ import {
   UNKNOWN,
   unknownRoots,
   WRITABLE_ROOTS,
-  withheldReason,
+  withheldReasons,
   writtenBetween,
 } from "./secret-taint.ts";
 
+const KEY = nameKey(Buffer.alloc(32, 7));
 const H1 = "a".repeat(64);
 const H2 = "b".repeat(64);
 
@@ -84,9 +86,13 @@ describe("writtenBetween and isCleared", () => {
     const t = writtenBetween(before, after, "c3");
     assert.deepEqual(t, [{ path: "/workspace/a", digest: GONE, before: H1, callId: "c3" }]);
     const f = t[0] as (typeof t)[number];
-    assert.equal(isCleared(f, after), false, "still gone");
-    assert.equal(isCleared(f, new Map([["/workspace/a", H2]])), false, "back, but not as before");
-    assert.equal(isCleared(f, new Map([["/workspace/a", H1]])), true);
+    assert.equal(isCleared(f, after, KEY), false, "still gone");
+    assert.equal(
+      isCleared(f, new Map([["/workspace/a", H2]]), KEY),
+      false,
+      "back, but not as before",
+    );
+    assert.equal(isCleared(f, new Map([["/workspace/a", H1]]), KEY), true);
   });
   it("a scan that failed, before or after, taints every root, and no scan ends that", () => {
     const t = writtenBetween(undefined, before, "c2");
@@ -95,17 +101,17 @@ describe("writtenBetween and isCleared", () => {
       [...WRITABLE_ROOTS],
     );
     assert.deepEqual(writtenBetween(before, undefined, "c2"), unknownRoots("c2"));
-    for (const f of t) assert.equal(isCleared(f, new Map()), false);
+    for (const f of t) assert.equal(isCleared(f, new Map(), KEY), false);
     assert.equal(t[0]?.digest, UNKNOWN);
   });
   it("a taint ends when the file is gone or back to its content from before, not when changed again", () => {
     const f = { path: "/workspace/a", digest: H2, before: H1, callId: "c" };
-    assert.equal(isCleared(f, new Map()), true);
-    assert.equal(isCleared(f, new Map([["/workspace/a", H1]])), true);
-    assert.equal(isCleared(f, new Map([["/workspace/a", H2]])), false);
-    assert.equal(isCleared(f, new Map([["/workspace/a", "c".repeat(64)]])), false);
+    assert.equal(isCleared(f, new Map(), KEY), true);
+    assert.equal(isCleared(f, new Map([["/workspace/a", H1]]), KEY), true);
+    assert.equal(isCleared(f, new Map([["/workspace/a", H2]]), KEY), false);
+    assert.equal(isCleared(f, new Map([["/workspace/a", "c".repeat(64)]]), KEY), false);
     const created = { ...f, before: "" };
-    assert.equal(isCleared(created, new Map([["/workspace/a", H1]])), false);
+    assert.equal(isCleared(created, new Map([["/workspace/a", H1]]), KEY), false);
   });
 });
 
@@ -136,10 +142,13 @@ describe("taintFromEvents", () => {
         secretWrittenEvent("c", [{ path: "/workspace/d", digest: "dir", before: "", callId: "c" }]),
       ),
     ]);
-    assert.equal(taintOf(t, "/workspace/d/e/f")?.callId, "c");
-    assert.equal(taintOf(t, "/workspace/de"), undefined);
-    assert.match(withheldReason(t, "d/x") ?? "", /holds a secret \(written by call c/);
-    assert.equal(withheldReason(t, "dx"), undefined);
+    assert.equal(taintOf(t, "/workspace/d/e/f", KEY)?.callId, "c");
+    assert.equal(taintOf(t, "/workspace/de", KEY), undefined);
+    assert.match(
+      withheldReasons(t, KEY)("d/x")?.reason ?? "",
+      /holds a secret \(written by call c/,
+    );
+    assert.equal(withheldReasons(t, KEY)("dx")?.reason, undefined);
     assert.equal(holdsSecretUnder(t, "/cache"), false);
     assert.equal(holdsSecretUnder(t, "/workspace"), true);
   });
@@ -149,14 +158,14 @@ describe("the container-state entry", () => {
   it("no scan ends it, it is no file, and a taker derives it from the log", () => {
     const c = containerState("c1");
     assert.equal(c.path, CONTAINER_STATE);
-    assert.equal(isCleared(c, new Map()), false);
-    assert.equal(isCleared(c, new Map([[CONTAINER_STATE, UNKNOWN]])), false);
+    assert.equal(isCleared(c, new Map(), KEY), false);
+    assert.equal(isCleared(c, new Map([[CONTAINER_STATE, UNKNOWN]]), KEY), false);
     const taint = new Map([
       [CONTAINER_STATE, c],
       ["/workspace/t", { path: "/workspace/t", digest: H1, before: "", callId: "c1" }],
     ]);
     assert.deepEqual(heldFiles(taint), ["/workspace/t"]);
-    assert.equal(taintOf(taint, "/workspace/x"), undefined);
+    assert.equal(taintOf(taint, "/workspace/x", KEY), undefined);
     assert.equal(holdsSecretUnder(taint, "/cache"), false);
     assert.match(
       describeTaint(taint),

@@ -14,6 +14,9 @@
  * state no scan sees (the PID counter, a tmpfs's next inode number, the inode numbers of
  * remade directories) can carry the value to a later program, so every later exec waits
  * for a person for the rest of the run; no scan ends that entry.
+ * The log never holds a name such a call made, nor an unkeyed digest (held-names.ts): the
+ * taint's keys are clear paths that existed before the call, and `ANCHOR//KEYID.MAC` entries
+ * for the rest; every check hashes the candidate path and its ancestors (heldLookup).
  *
  * Must never: read a file's content out of the sandbox (only digests come back), clear a
  * taint without a scan, or answer "nothing written" when a scan failed (it taints the roots).
@@ -22,6 +25,7 @@ import { create } from "@bufbuild/protobuf";
 import type { EventPayload } from "../eventlog/event-codec.ts";
 import { type Event, SecretFileSchema, SecretWrittenSchema } from "../gen/agentd/v1/events_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
+import { anchorOf, heldLookup, type NameKey, parseHeld, sameDigest } from "./held-names.ts";
 import { scanWritable as scanWith, type WritableScan } from "./writable-scan.ts";
 
 /**
@@ -105,11 +109,45 @@ export function unknownRoots(callId: string): TaintedFile[] {
  * Whether a scan shows a tainted file gone or exactly as before its call (content and
  * metadata); a path the call removed, only once it is back exactly as before.
  */
-export function isCleared(f: TaintedFile, scan: WritableScan): boolean {
+export function isCleared(
+  f: TaintedFile,
+  scan: WritableScan,
+  key: NameKey,
+  byMac?: ReadonlyMap<string, string>,
+): boolean {
   if (f.digest === UNKNOWN) return false;
-  const now = scan.get(f.path);
-  if (f.digest === GONE) return now !== undefined && now === f.before;
-  return now === undefined || (f.before !== "" && now === f.before);
+  const held = parseHeld(f.path);
+  // An entry another key made can never be matched: it stays.
+  if (held !== undefined && held.keyId !== key.id) return false;
+  const now = held === undefined ? scan.get(f.path) : byMac?.get(held.mac);
+  if (f.digest === GONE) return now !== undefined && sameDigest(f.before, now, key);
+  return now === undefined || (f.before !== "" && sameDigest(f.before, now, key));
+}
+
+/**
+ * A scan's digests by the keyed hash of their path, for the paths under an anchor of a held
+ * name only (a workspace's node_modules is not hashed for a name held in /tmp); undefined
+ * when no held name exists.
+ */
+function scanByMac(
+  taint: ReadonlyMap<string, TaintedFile>,
+  scan: WritableScan,
+  key: NameKey,
+): Map<string, string> | undefined {
+  const anchors = new Set<string>();
+  for (const p of taint.keys()) {
+    const a = anchorOf(p);
+    if (a !== undefined) anchors.add(a === "/" ? "" : a);
+  }
+  if (anchors.size === 0) return undefined;
+  const out = new Map<string, string>();
+  for (const [path, digest] of scan) {
+    let under = false;
+    for (let p = path; !under && p !== ""; p = p.slice(0, Math.max(0, p.lastIndexOf("/"))))
+      under = p !== path && anchors.has(p);
+    if (under || anchors.has("")) out.set(key.mac(path), digest);
+  }
+  return out;
 }
 
 /**
@@ -119,12 +157,14 @@ export function isCleared(f: TaintedFile, scan: WritableScan): boolean {
 export async function refreshTaint(
   taint: Map<string, TaintedFile>,
   sandbox: SandboxHandle,
+  key: NameKey,
   signal?: AbortSignal,
 ): Promise<void> {
   if (taint.size === 0) return;
   const scan = await scanWritable(sandbox, signal);
   if (scan === undefined) return;
-  for (const [path, f] of taint) if (isCleared(f, scan)) taint.delete(path);
+  const byMac = scanByMac(taint, scan, key);
+  for (const [path, f] of taint) if (isCleared(f, scan, key, byMac)) taint.delete(path);
 }
 
 /** The `secret.written` event of a call. */
@@ -162,16 +202,31 @@ export function taintFromEvents(events: readonly Event[]): Map<string, TaintedFi
   return taint;
 }
 
-/** Whether `path` (absolute) is a tainted path or lies under one. */
+/** Whether `path` (absolute, clear) is a tainted path or lies under one (names hashed). */
 export function taintOf(
   taint: ReadonlyMap<string, TaintedFile>,
   path: string,
+  key: NameKey,
 ): TaintedFile | undefined {
-  for (let p = path; p !== "" && p !== "/"; p = p.slice(0, Math.max(0, p.lastIndexOf("/")))) {
-    const f = taint.get(p);
-    if (f !== undefined) return f;
+  return heldLookup(taint, key)(path);
+}
+
+/** The clear paths and, per anchor, how many held names: what a person may be shown. */
+function shownPaths(files: readonly TaintedFile[]): string[] {
+  const out: string[] = [];
+  const named = new Map<string, Set<string>>();
+  for (const f of files) {
+    const anchor = anchorOf(f.path);
+    if (anchor === undefined) out.push(`${f.path} (call ${f.callId})`);
+    else named.set(anchor, (named.get(anchor) ?? new Set()).add(f.callId));
   }
-  return undefined;
+  for (const [anchor, calls] of named) {
+    const n = files.filter((f) => anchorOf(f.path) === anchor).length;
+    out.push(
+      `${n} new path${n === 1 ? "" : "s"} in ${anchor} (names held; call ${[...calls].join(", ")})`,
+    );
+  }
+  return out;
 }
 
 /**
@@ -182,8 +237,9 @@ export function describeTaint(taint: ReadonlyMap<string, TaintedFile>): string {
   const files = [...taint.values()].filter((f) => f.path !== CONTAINER_STATE);
   const parts: string[] = [];
   if (files.length > 0) {
-    const shown = files.slice(0, 20).map((f) => `${f.path} (call ${f.callId})`);
-    const more = files.length > 20 ? ` and ${files.length - 20} more` : "";
+    const all = shownPaths(files);
+    const shown = all.slice(0, 20);
+    const more = all.length > 20 ? ` and ${all.length - 20} more` : "";
     parts.push(`the run holds a secret in ${shown.join(", ")}${more}`);
   }
   const state = taint.get(CONTAINER_STATE);
@@ -194,20 +250,41 @@ export function describeTaint(taint: ReadonlyMap<string, TaintedFile>): string {
   return `${parts.join("; ")}: this call could read it`;
 }
 
-/** The held paths that are files (the container-state entry left out). */
+/**
+ * The held paths that are files (the container-state entry left out): clear paths as they
+ * are, held names as `ANCHOR/… (N names held)`.
+ */
 export function heldFiles(taint: ReadonlyMap<string, TaintedFile>): string[] {
-  return [...taint.keys()].filter((p) => p !== CONTAINER_STATE);
+  const out: string[] = [];
+  const named = new Map<string, number>();
+  for (const p of taint.keys()) {
+    if (p === CONTAINER_STATE) continue;
+    const anchor = anchorOf(p);
+    if (anchor === undefined) out.push(p);
+    else named.set(anchor, (named.get(anchor) ?? 0) + 1);
+  }
+  for (const [anchor, n] of named) out.push(`${anchor}/… (${n} name${n === 1 ? "" : "s"} held)`);
+  return out;
 }
 
-/** Why a workspace path (relative) is left out of the final patch: it holds a secret. */
-export function withheldReason(
+/**
+ * Why a workspace path (relative, clear) is left out of the final patch: it holds a secret;
+ * `nameHeld` when its name must not be shown either (the omission then names its anchor).
+ */
+export function withheldReasons(
   taint: ReadonlyMap<string, TaintedFile>,
-  path: string,
-): string | undefined {
-  const f = taintOf(taint, `/workspace/${path}`);
-  return f === undefined
-    ? undefined
-    : `holds a secret (written by call ${f.callId}, which carried one); left out of the patch`;
+  key: NameKey,
+): (path: string) => { reason: string; anchor?: string } | undefined {
+  const lookup = heldLookup(taint, key);
+  return (path) => {
+    const f = lookup(`/workspace/${path}`);
+    if (f === undefined) return undefined;
+    const reason = `holds a secret (written by call ${f.callId}, which carried one); left out of the patch`;
+    const anchor =
+      anchorOf(f.path) ??
+      (f.digest === UNKNOWN && f.path !== `/workspace/${path}` ? f.path : undefined);
+    return anchor === undefined ? { reason } : { reason, anchor };
+  };
 }
 
 /** Whether the run holds a secret in `root` or anything under it. */

@@ -57,7 +57,7 @@ return {'MARKED', v}
 `;
 
 /** Clock difference allowed between a feed id (Redis' time) and an event's `ts` (its writer's). */
-const FEED_SLACK_MS = 5 * 60_000;
+const FEED_SLACK_MS = 60_000;
 
 /** KEYS[1]: a refs set; ARGV[1]: run id. Answers the set's size after removing the run. */
 const RELEASE_LUA = `redis.call('SREM', KEYS[1], ARGV[1])
@@ -68,7 +68,16 @@ export interface RedisRunDeletionOptions {
   /** Prefix of every key; the log's and the queue's. Default "agentd:". */
   prefix?: string;
   idempotency?: IdempotencyStore;
+  /**
+   * Most feed entries one deletion looks through for the run's own (default
+   * DEFAULT_FEED_SCAN_LIMIT; 0: none). Bounds a deletion's cost on a busy feed; entries not
+   * reached stay as pointers to nothing (readers skip them) until the feed is trimmed.
+   */
+  feedScanLimit?: number;
 }
+
+/** Feed entries a deletion looks through at most: the run's lifetime on a quiet feed. */
+export const DEFAULT_FEED_SCAN_LIMIT = 5_000;
 
 type ScriptClient = {
   agentdMarkDeleted: (...args: (string | number)[]) => Promise<string[]>;
@@ -82,11 +91,13 @@ export class RedisRunDeletion implements RunDeletionStore {
   readonly #idem: IdempotencyStore | undefined;
   readonly #scripts: ScriptClient;
   readonly #prefix: string;
+  readonly #feedScanLimit: number;
   #refsIndexed = false;
 
   constructor(opts: RedisRunDeletionOptions) {
     this.#client = opts.client;
     this.#prefix = opts.prefix ?? "agentd:";
+    this.#feedScanLimit = opts.feedScanLimit ?? DEFAULT_FEED_SCAN_LIMIT;
     this.#log = logKeys(opts.prefix ?? "agentd:");
     this.#queue = schedulerKeys(opts.prefix ?? "agentd:");
     this.#idem = opts.idempotency;
@@ -190,7 +201,13 @@ export class RedisRunDeletion implements RunDeletionStore {
     const rec = await wrapRedis(this.#client.hmget(this.#queue.record(r), "member", "session"));
     const member = rec[0];
     const m = this.#client.multi();
-    m.del(this.#log.stream(r), this.#log.meta(r), this.#queue.lease(r), this.#queue.record(r));
+    m.del(
+      this.#log.stream(r),
+      this.#log.meta(r),
+      this.#log.nameKey(r),
+      this.#queue.lease(r),
+      this.#queue.record(r),
+    );
     m.zrem(this.#log.tenantRuns(t.tenantId), r);
     m.zrem(this.#log.sessionRuns(t.tenantId, t.sessionId), r);
     m.lrem(this.#queue.session(t.tenantId, t.sessionId), 0, r);
@@ -206,18 +223,21 @@ export class RedisRunDeletion implements RunDeletionStore {
    * from the next one (api/tenant-feed.ts). Its `run.deleted` notice stays.
    */
   async #dropFeedEntries(t: RunTombstone): Promise<void> {
+    if (this.#feedScanLimit <= 0) return;
     const [from, to] = await this.#lifetime(t);
     let start = `${Math.max(0, from - FEED_SLACK_MS)}-0`;
     const end = `${to + FEED_SLACK_MS}-${Number.MAX_SAFE_INTEGER}`;
-    for (;;) {
+    for (let seen = 0; seen < this.#feedScanLimit; ) {
+      const count = Math.min(1000, this.#feedScanLimit - seen);
       const rows = (await wrapRedis(
-        this.#client.call("XRANGE", this.#log.feed, start, end, "COUNT", 1000),
+        this.#client.call("XRANGE", this.#log.feed, start, end, "COUNT", count),
       )) as [string, string[]][];
+      seen += rows.length;
       const mine = rows
         .filter(([, f]) => f[0] === "r" && f[1] === t.runId && f.length <= 8)
         .map(([id]) => id);
       if (mine.length > 0) await wrapRedis(this.#client.xdel(this.#log.feed, ...mine));
-      if (rows.length < 1000) return;
+      if (rows.length < count) return;
       start = `(${rows[rows.length - 1]?.[0]}`;
     }
   }

@@ -48,6 +48,8 @@ it("priming creates every known series at 0, and priming again keeps what was co
           `${tool} ${decision} ${outcome} at 0`,
         );
   assert.match(t, /^agentd_approvals_pending\{where="held"\} 0$/m);
+  assert.match(t, /^agentd_retention_runs_deleted_total 0$/m);
+  assert.match(t, /^agentd_retention_sweep_errors_total 0$/m);
   assert.match(t, /^agentd_worker_slots 3$/m);
   assert.match(t, /^agentd_model_steps_total\{model="gpt-test",outcome="error"\} 0$/m);
   assert.match(t, /^agentd_export_deliveries_total\{sink="hook",result="dead_letter"\} 0$/m);

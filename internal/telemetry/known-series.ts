@@ -55,6 +55,8 @@ export function primeKnownSeries(): void {
   for (const decision of KNOWN.approvalDecisions) metrics.approvalWait.zero({ decision });
   for (const found_by of KNOWN.foundBy) metrics.logRewound.inc({ found_by }, 0);
   for (const kind of KNOWN.streamKinds) metrics.streamsOpen.inc({ kind }, 0);
+  metrics.retentionRunsDeleted.inc(0);
+  metrics.retentionSweepErrors.inc(0);
   for (const tool of toolLabels()) {
     metrics.toolDuration.zero({ tool });
     for (const decision of KNOWN.toolDecisions)

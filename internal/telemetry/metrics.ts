@@ -204,6 +204,16 @@ export const metrics = {
     labelNames: ["sink"],
     registers: reg,
   }),
+  retentionRunsDeleted: new Counter({
+    name: "agentd_retention_runs_deleted_total",
+    help: "Ended runs this process deleted because their tenant's retention passed (--retention, the auth file's tenants.*.retention).",
+    registers: reg,
+  }),
+  retentionSweepErrors: new Counter({
+    name: "agentd_retention_sweep_errors_total",
+    help: "Retention sweeps or run deletions that failed (Redis unreachable, …); each is retried on a later tick.",
+    registers: reg,
+  }),
   exportLag: new Gauge({
     name: "agentd_export_lag_seconds",
     help: "Age of the event a sink delivered last, at its delivery; 0 once the sink has read the whole feed. By sink.",

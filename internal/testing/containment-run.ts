@@ -11,6 +11,7 @@ import { RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import { type CallOutcome, createKernel, type Kernel, type KernelRun } from "../kernel/kernel.ts";
 import { parsePolicy } from "../kernel/policy-loader.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
+import { taintOf } from "../kernel/secret-taint.ts";
 import { createEnvSecretProvider } from "../kernel/secrets.ts";
 import type { Sandbox, SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
@@ -108,4 +109,20 @@ export async function containmentRun(
     sh: (command) =>
       box.exec({ argv: ["sh", "-c", command], timeoutMs: 30_000, maxOutputBytes: 1 << 20 }),
   };
+}
+
+/**
+ * Whether the run holds a secret in `path` (clear): names a secret-carrying call made are
+ * keyed in the taint (kernel/held-names.ts), so tests ask through the run's key.
+ */
+export function holds(run: KernelRun, path: string): boolean {
+  if (run.taint === undefined || run.nameKey === undefined) return false;
+  return taintOf(run.taint, path, run.nameKey)?.path !== undefined;
+}
+
+/** Whether `path` itself (not an ancestor) is recorded by a keyed name, never in clear. */
+export function holdsByName(run: KernelRun, path: string): boolean {
+  if (run.taint === undefined || run.nameKey === undefined) return false;
+  const f = taintOf(run.taint, path, run.nameKey);
+  return (f?.path.includes("//") ?? false) && !run.taint.has(path);
 }

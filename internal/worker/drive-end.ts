@@ -18,7 +18,8 @@ import {
   RunFailedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
-import { refreshTaint, withheldReason } from "../kernel/secret-taint.ts";
+import { omissionsShown } from "../kernel/held-names.ts";
+import { refreshTaint, withheldReasons } from "../kernel/secret-taint.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
@@ -27,6 +28,7 @@ import { costOf, usageOf } from "./drive-usage.ts";
 import { answerOpenCalls } from "./open-calls.ts";
 import { baseArchive, PATCH } from "./run-artifacts.ts";
 import type { DriveOutcome, Next } from "./run-driver.ts";
+import { runNameKey } from "./run-name-key.ts";
 
 /**
  * The final patch as an artifact, then run.completed; the container goes. Every process is
@@ -42,7 +44,11 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
   // Files the run holds a secret in stay out of the patch (a scan first ends the taints
   // of files deleted or restored since).
   const taint = d.kernelRun?.taint;
-  if (taint !== undefined) await refreshTaint(taint, box, d.cancel.signal);
+  const key = taint === undefined || taint.size === 0 ? undefined : await runNameKey(d);
+  if (taint !== undefined && key !== undefined)
+    await refreshTaint(taint, box, key, d.cancel.signal);
+  const withheld =
+    taint === undefined || key === undefined ? undefined : withheldReasons(taint, key);
   let diff: WorkspaceDiff;
   try {
     const base = await baseArchive(d.deps.artifacts, d.events);
@@ -50,7 +56,7 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
       ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
       ...(taint === undefined || taint.size === 0
         ? {}
-        : { withhold: (path: string) => withheldReason(taint, path) }),
+        : { withhold: (path: string) => withheld?.(path)?.reason }),
       maxPatchBytes: d.deps.policy().limits.maxPatchSize,
       redact: (text) => d.writer.secrets.redactor.text(text),
       signal: d.cancel.signal,
@@ -83,7 +89,9 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
       patchDigest,
       patchRedacted: diff.redactedFiles.length > 0 || secretOmitted,
       patchRedactedFiles: diff.redactedFiles.slice(0, 1000),
-      patchOmitted: diff.omitted.slice(0, 1000).map((o) => create(PatchOmissionSchema, o)),
+      patchOmitted: omissionsShown(diff.omitted, withheld)
+        .slice(0, 1000)
+        .map((o) => create(PatchOmissionSchema, o)),
       patchIgnored: diff.ignored,
     }),
   });

@@ -19,6 +19,7 @@ import { boxLost } from "./drive-lost.ts";
 import { lastResolvedApproval } from "./drive-start.ts";
 import { SNAPSHOT } from "./run-artifacts.ts";
 import type { Next } from "./run-driver.ts";
+import { runNameKey } from "./run-name-key.ts";
 import { snapshotWorkspace } from "./workspace-snapshot.ts";
 
 /** Holds the run while its approval waits; where it goes when that ends. */
@@ -95,12 +96,14 @@ export async function pause(d: Drive): Promise<Next> {
   // The files the run holds a secret in stay out of the snapshot (a scan first ends the
   // taints of files gone or back as they were, so those are kept).
   const taint = d.kernelRun?.taint ?? taintFromEvents(d.events);
-  await refreshTaint(taint, box, d.cancel.signal);
+  const key = taint.size === 0 ? undefined : await runNameKey(d);
+  if (key !== undefined) await refreshTaint(taint, box, key, d.cancel.signal);
   const info = await snapshotWorkspace(
     d.deps.artifacts,
     box,
     d.writer.secrets,
     taint,
+    key,
     d.cancel.signal,
   );
   await d.writer.append({

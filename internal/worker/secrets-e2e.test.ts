@@ -188,10 +188,11 @@ describe("a secret resolved in one call", () => {
     const completed = events.at(-1)?.event.payload;
     assert.ok(completed?.case === "runCompleted");
     assert.equal(completed.value.patchRedacted, true);
-    // The file holds a secret (containment): left out of the patch whole.
+    // The file holds a secret (containment): left out of the patch whole; its name, made
+    // by the secret call, is held (docs/policy.md "Names are held too").
     assert.deepEqual(
       completed.value.patchOmitted.map((o) => o.path),
-      ["tok.txt"],
+      ["[names held]"],
     );
   });
 });
@@ -356,7 +357,8 @@ describe("a secret written by an approved call (containment by mechanism)", () =
       ["r1", "r0", ...reads.map((_, i) => `x${i}`)],
       "every later read waited for a person",
     );
-    for (const a of asked) assert.deepEqual(a.files, ["/workspace/tok.txt"], a.callId);
+    // tok.txt was made by the secret call: counted, never named (even across the takeover).
+    for (const a of asked) assert.deepEqual(a.files, ["/workspace/… (1 name held)"], a.callId);
     const events = await log.read(run.runId, 0);
     const b32 = base32(SECRET);
     const forms = [
@@ -382,7 +384,7 @@ describe("a secret written by an approved call (containment by mechanism)", () =
     assert.ok(completed?.case === "runCompleted");
     assert.equal(
       completed.value.patchOmitted.some(
-        (o) => o.path === "tok.txt" && /holds a secret/.test(o.reason),
+        (o) => o.path === "[names held]" && /holds a secret/.test(o.reason),
       ),
       true,
       JSON.stringify(completed.value.patchOmitted),

@@ -18,6 +18,7 @@ import { create } from "@bufbuild/protobuf";
 import * as tarStream from "tar-stream";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
+import { type NameKey, nameKey } from "../kernel/held-names.ts";
 import { type CallOutcome, createKernel, type Kernel, type KernelRun } from "../kernel/kernel.ts";
 import { parsePolicy } from "../kernel/policy-loader.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
@@ -28,6 +29,7 @@ import { createEnvSecretProvider } from "../kernel/secrets.ts";
 import type { Sandbox, SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { type Stack, startStack } from "../testing/api-fixtures.ts";
+import { holds } from "../testing/containment-run.ts";
 import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { snapshotWorkspace } from "./workspace-snapshot.ts";
 
@@ -108,7 +110,12 @@ async function kernelRun(
   box: SandboxHandle,
 ): Promise<Fresh> {
   const events = (await stack.log.read(ids.runId, 0)).map((e) => e.event);
-  const run: KernelRun = { ...ids, sandbox: box, taint: taintFromEvents(events) };
+  const run: KernelRun = {
+    ...ids,
+    sandbox: box,
+    taint: taintFromEvents(events),
+    nameKey: nameKey(await stack.log.runNameKey(ids.runId)),
+  };
   return {
     runId: ids.runId,
     run,
@@ -135,6 +142,8 @@ async function freshRun(): Promise<Fresh> {
   return kernelRun(ids, box);
 }
 
+const key = (f: Fresh): NameKey => f.run.nameKey as NameKey;
+
 /** The paused run's snapshot, then a new container from it (as a resume or a recovery makes). */
 async function pauseAndRestore(f: Fresh): Promise<{ entries: Map<string, string>; next: Fresh }> {
   await f.box.killAll();
@@ -143,6 +152,7 @@ async function pauseAndRestore(f: Fresh): Promise<{ entries: Map<string, string>
     f.box,
     createRunSecrets([SECRET]),
     f.run.taint ?? new Map(),
+    f.run.nameKey,
   );
   const entries = await tarEntries(info.digest);
   await f.box.destroy();
@@ -215,7 +225,7 @@ describe("a workspace snapshot leaves out the paths the run holds a secret in", 
     assert.equal(plain.kind === "result" && plain.ok, true, JSON.stringify(plain));
     const heldBefore = [...(f.run.taint?.keys() ?? [])];
     for (const p of ["/workspace/setup.cfg", "/workspace/keys", "/workspace/twin"])
-      assert.ok(heldBefore.includes(p), `${p} held: ${heldBefore.join(", ")}`);
+      assert.ok(holds(f.run, p), `${p} held: ${heldBefore.join(", ")}`);
 
     const { entries, next } = await pauseAndRestore(f);
     const names = [...entries.keys()].sort();
@@ -232,9 +242,9 @@ describe("a workspace snapshot leaves out the paths the run holds a secret in", 
     // The log still holds them; the first scan finds them gone and ends their taints.
     const held = next.run.taint as Map<string, unknown>;
     assert.ok(held.has("/workspace/setup.cfg"), "the taker's taint comes from the log");
-    await refreshTaint(next.run.taint ?? new Map(), next.box);
+    await refreshTaint(next.run.taint ?? new Map(), next.box, key(next));
     for (const p of ["/workspace/setup.cfg", "/workspace/keys", "/workspace/twin"])
-      assert.equal(held.has(p), false, `${p}'s taint ended: it is gone`);
+      assert.equal(holds(next.run, p), false, `${p}'s taint ended: it is gone`);
     // The container itself stays held (an exec carried the secret): no scan ends that.
     assert.ok(held.has("container:"), [...held.keys()].join(", "));
   });
@@ -270,7 +280,7 @@ describe("a workspace snapshot leaves out the paths the run holds a secret in", 
       before: "",
       callId: "x1",
     });
-    await refreshTaint(next.run.taint ?? new Map(), next.box);
+    await refreshTaint(next.run.taint ?? new Map(), next.box, key(next));
     assert.ok(next.run.taint?.has("/workspace"), "unknown is never ended by a scan");
     // A later read of the workspace still waits for a person.
     const r = await kernel.handle(next.run, {
@@ -291,7 +301,7 @@ describe("a workspace snapshot leaves out the paths the run holds a secret in", 
     const { entries, next } = await pauseAndRestore(f);
     assert.equal(entries.has("hello.txt"), false);
     assert.equal(entries.get("setup.cfg"), "[base]\n", "an unheld uploaded file is kept");
-    await refreshTaint(next.run.taint ?? new Map(), next.box);
+    await refreshTaint(next.run.taint ?? new Map(), next.box, key(next));
     assert.equal(next.run.taint?.get("/workspace/hello.txt")?.digest, "gone");
     const r = await kernel.handle(next.run, {
       callId: `s${++n}`,

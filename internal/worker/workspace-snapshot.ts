@@ -15,6 +15,7 @@
  * of a path the run holds a secret in.
  */
 import type { ArtifactInfo, ArtifactStore } from "../artifacts/port.ts";
+import type { NameKey } from "../kernel/held-names.ts";
 import type { RunSecrets } from "../kernel/run-secrets.ts";
 import { createSecretMask, type SecretMask } from "../kernel/secret-mask.ts";
 import { heldEntryFilter } from "../kernel/secret-snapshot.ts";
@@ -32,10 +33,11 @@ export async function snapshotWorkspace(
   box: SandboxHandle,
   secrets: RunSecrets,
   taint: ReadonlyMap<string, TaintedFile>,
+  key: NameKey | undefined,
   signal?: AbortSignal,
 ): Promise<ArtifactInfo> {
   const mask = createSecretMask(secrets.values());
-  const held = heldEntryFilter(taint);
+  const held = heldEntryFilter(taint, key);
   const limits = { ...SANDBOX_EXPORT_LIMITS, keepHardLinks: true };
   const tar = normaliseWorkspaceStream(box.exportWorkspace(), limits, {
     keepTimes: true,

@@ -373,20 +373,24 @@ export declare const SecretWrittenSchema: GenMessage<SecretWritten>;
  */
 export declare type SecretFile = Message<"agentd.v1.SecretFile"> & {
   /**
+   * The absolute path when it existed before the call; a path the call made reads
+   * "ANCHOR//KEYID.MAC" (its nearest clear ancestor, a keyed hash of the path: its name is
+   * held); "container:" for the container's kernel state.
+   *
    * @generated from field: string path = 1;
    */
   path: string;
 
   /**
-   * sha256 (hex) of the content at the call's end ("dir" for a directory, "link" for a
-   * symlink, "unknown" when the scan could not tell).
+   * The keyed digest ("k:" and 64 hex) of the path's content and metadata at the call's
+   * end; "gone" when the call removed it, "unknown" when the scan could not tell.
    *
    * @generated from field: string digest = 2;
    */
   digest: string;
 
   /**
-   * sha256 of the content before the call; "" when the path did not exist.
+   * The keyed digest before the call; "" when the path did not exist.
    *
    * @generated from field: string before = 3;
    */

@@ -1,0 +1,171 @@
+/**
+ * ATTACK (review of issue #27, secret containment): the path of a file a secret-carrying
+ * call makes was recorded as it is in the log (`secret.written`) and shown in every later
+ * preview. A person approves a call that makes a file in /tmp whose NAME is the secret
+ * reversed (no known form of it); the event log, and the preview of the next call, carried
+ * the secret in a form one `rev` turns back. Now such names are held (held-names.ts): keyed
+ * in the log with the run's name key, counted, never named, in previews and patch
+ * omissions; the checks still find them by hashing the candidate path.
+ *
+ * Must never: fake the sandbox, the kernel or the log (real Docker, real Redis).
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import type { Sandbox } from "../sandbox/port.ts";
+import { type Stack, startStack } from "../testing/api-fixtures.ts";
+import {
+  type ContainmentRun,
+  containmentKernel,
+  containmentRun,
+  holds,
+  holdsByName,
+  SECRET,
+} from "../testing/containment-run.ts";
+import { testSandbox } from "../testing/docker.ts";
+import { MAX_HELD_NAMES, nameKey, omissionsShown } from "./held-names.ts";
+import type { CallOutcome, Kernel } from "./kernel.ts";
+import { taintFromEvents, taintOf, withheldReasons } from "./secret-taint.ts";
+
+let stack: Stack;
+let sandbox: Sandbox;
+let cleanupBoxes: () => Promise<void>;
+let kernel: Kernel;
+
+before(async () => {
+  stack = await startStack();
+  const t = await testSandbox();
+  sandbox = t.sandbox;
+  cleanupBoxes = t.cleanup;
+  kernel = containmentKernel(stack);
+});
+
+after(async () => {
+  await cleanupBoxes?.();
+  await stack?.stop();
+});
+
+const exitOk = (r: CallOutcome): boolean =>
+  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
+const reversed = [...SECRET].reverse().join("");
+const base32 = (s: string): string => {
+  const A = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  let bits = "";
+  for (const b of Buffer.from(s)) bits += b.toString(2).padStart(8, "0");
+  let out = "";
+  for (let i = 0; i < bits.length; i += 5)
+    out += A[Number.parseInt(bits.slice(i, i + 5).padEnd(5, "0"), 2)];
+  return out;
+};
+/** The forms of the secret a name could spell, as the log would hold them. */
+const hex = Buffer.from(SECRET).toString("hex");
+const forms = [SECRET, reversed, base32(SECRET), hex, [...SECRET].join("/")];
+const logText = async (f: ContainmentRun): Promise<string> =>
+  (await stack.log.read(f.run.runId, 0)).map((e) => e.json).join("\n");
+const assertLogFree = async (f: ContainmentRun, what: string): Promise<void> => {
+  const text = await logText(f);
+  for (const form of forms) assert.equal(text.includes(form), false, `${what}: log holds ${form}`);
+};
+
+describe("attack: a secret spelled by a tainted path's name", () => {
+  it("the event log never holds the secret reversed after a call that names a file with it", async () => {
+    const f = await containmentRun(stack, sandbox, kernel);
+    const w = await f.approved("process.run", {
+      command: 'touch "/tmp/$(printf %s "$ENV.DEMO_TOKEN" | rev)"',
+    });
+    assert.equal(exitOk(w), true, JSON.stringify(w));
+    assert.equal(holdsByName(f.run, `/tmp/${reversed}`), true, "the call's file is held");
+    const next = await f.unapproved("process.run", { command: "ls /workspace" });
+    assert.equal(
+      JSON.stringify(next).includes(reversed),
+      false,
+      `the later call's preview spells the secret reversed: ${JSON.stringify(next).slice(0, 400)}`,
+    );
+    assert.equal(
+      next.kind === "paused" && next.preview.secretFiles?.includes("/tmp/… (1 name held)"),
+      true,
+    );
+    assert.match(
+      next.kind === "paused" ? next.preview.summary : "",
+      /1 new path in \/tmp \(names held/,
+    );
+    await assertLogFree(f, "reversed");
+    // A person removes it: a scan finds its keyed name gone and ends the file's hold.
+    await f.sh(`rm -f "/tmp/${reversed}"`);
+    const later = await f.unapproved("process.run", { command: "true" });
+    assert.equal(later.kind === "paused" && later.preview.secretFiles?.length === 0, true);
+    assert.equal(holds(f.run, `/tmp/${reversed}`), false);
+  });
+
+  it("one character per directory level, a hex name by a rename: none in the log; a taker and the patch still hold them", async () => {
+    const f = await containmentRun(stack, sandbox, kernel);
+    const w = await f.approved("process.run", {
+      command: [
+        'mkdir -p "/workspace/lv/$(printf %s "$ENV.DEMO_TOKEN" | sed "s|.|&/|g")"',
+        'touch "/workspace/lv/$(printf %s "$ENV.DEMO_TOKEN" | sed "s|.|&/|g")f"',
+        'mv hello.txt "$(printf %s "$ENV.DEMO_TOKEN" | od -An -tx1 | tr -d " \\n")"',
+      ].join(" && "),
+    });
+    assert.equal(exitOk(w), true, JSON.stringify(w));
+    const deep = `/workspace/lv/${[...SECRET].join("/")}/f`;
+    const renamed = `/workspace/${hex}`;
+    assert.equal(holdsByName(f.run, deep), true, "the deepest file");
+    assert.equal(holdsByName(f.run, renamed), true, "the renamed file");
+    assert.equal(
+      f.run.taint?.get("/workspace/hello.txt")?.digest,
+      "gone",
+      "a removed baseline name stays clear",
+    );
+    await assertLogFree(f, "levels, hex, rename");
+    // A taker derives the taint from the log and checks paths with the key beside it.
+    const events = (await stack.log.read(f.run.runId, 0)).map((e) => e.event);
+    const derived = taintFromEvents(events);
+    const key = nameKey(await stack.log.runNameKey(f.run.runId));
+    assert.equal(taintOf(derived, deep, key) !== undefined, true);
+    assert.equal(taintOf(derived, renamed, key) !== undefined, true);
+    assert.equal(taintOf(derived, "/workspace/other", key), undefined);
+    // The patch leaves them out, and what run.completed records names no held name.
+    const withheld = withheldReasons(derived, key);
+    const diff = await f.box.diff({ withhold: (p) => withheld(p)?.reason });
+    for (const form of forms) assert.equal(diff.patch.includes(form), false, `patch holds ${form}`);
+    const shown = JSON.stringify(omissionsShown(diff.omitted, withheld));
+    for (const form of [...forms, [...SECRET].join("/").slice(0, 9)])
+      assert.equal(shown.includes(form), false, `omissions name ${form}: ${shown}`);
+    assert.match(shown, /\[names held\]/);
+  });
+
+  it("a name with a newline: the scan refuses it and every root is held; the log holds no form", async () => {
+    const f = await containmentRun(stack, sandbox, kernel);
+    const w = await f.approved("process.run", {
+      command: 'touch "/tmp/x\n$(printf %s "$ENV.DEMO_TOKEN" | rev)"',
+    });
+    assert.equal(exitOk(w), true, JSON.stringify(w));
+    assert.equal(
+      f.run.taint?.get("/tmp")?.digest,
+      "unknown",
+      JSON.stringify([...(f.run.taint?.keys() ?? [])]),
+    );
+    await assertLogFree(f, "newline");
+  });
+
+  it(`${MAX_HELD_NAMES + 100} new names: their directory is held as a whole; the record stays small`, async () => {
+    const f = await containmentRun(stack, sandbox, kernel);
+    await f.sh("mkdir -p /tmp/many");
+    const w = await f.approved("process.run", {
+      command: `r=$(printf %s "$ENV.DEMO_TOKEN" | rev); i=0; while [ $i -lt ${MAX_HELD_NAMES + 100} ]; do : > "/tmp/many/$r$i"; i=$((i+1)); done`,
+    });
+    assert.equal(exitOk(w), true, JSON.stringify(w).slice(0, 300));
+    assert.equal(f.run.taint?.get("/tmp/many")?.digest, "unknown");
+    assert.equal(holds(f.run, `/tmp/many/${reversed}7`), true);
+    const written = (await stack.log.read(f.run.runId, 0)).filter(
+      (e) => e.event.payload.case === "secretWritten",
+    );
+    for (const e of written)
+      assert.equal(e.json.length < 64 * 1024, true, `${e.json.length} bytes`);
+    await assertLogFree(f, "many");
+    // Still held after a person removes them (a whole directory's hold no scan ends).
+    await f.sh("rm -rf /tmp/many/*");
+    const later = await f.unapproved("process.run", { command: "true" });
+    assert.equal(later.kind, "paused");
+    assert.equal(f.run.taint?.get("/tmp/many")?.digest, "unknown");
+  });
+});
