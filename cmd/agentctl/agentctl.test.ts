@@ -518,12 +518,14 @@ describe("agentctl against agentd dev without a model (runs stay queued)", () =>
       /position +1st in the queue, 2nd in its session \(waits for 1 earlier run of the session\)/,
     );
     assert.match(shown.stdout, /priority +2/);
+    assert.match(shown.stdout, /held by +session: an earlier run of its session has not ended/);
   });
 
   it("runs lists and pages; events prints canonical NDJSON", async () => {
     const one = await q(["runs", "--state", "queued", "--limit", "1"]);
     assert.equal(one.code, 0, one.stderr);
     assert.ok(one.stdout.includes(second) && !one.stdout.includes(runId), "newest first");
+    assert.match(one.stdout, /\(held by session\) and then this/, "the list marks a held run");
     const token = /--page-token (\S+)/.exec(one.stderr)?.[1];
     assert.ok(token, one.stderr);
     const next = await q(["runs", "--state", "queued", "--limit", "1", "--page-token", token]);

@@ -554,7 +554,7 @@ async function runsCmd(c: Ctx): Promise<number> {
               ? st.yellow
               : (s: string) => s;
       stdoutStyled.write(
-        `${r.runId}  ${color(stateName(r.state).padEnd(9))}  ${age(r).padEnd(8)}  ${oneLine(r.prompt, 70)}\n`,
+        `${r.runId}  ${color(stateName(r.state).padEnd(9))}  ${age(r).padEnd(8)}  ${r.heldBy === "" ? "" : st.yellow(`(held by ${r.heldBy}) `)}${oneLine(r.prompt, 70)}\n`,
       );
     }
   }
@@ -585,6 +585,8 @@ function showRun(raw: Run): string {
       `${ordinal(r.queuePosition)} in the queue, ${ordinal(r.sessionPosition)} in its session${r.sessionPosition > 1 ? ` (waits for ${r.sessionPosition - 1} earlier run${r.sessionPosition === 2 ? "" : "s"} of the session)` : ""}`,
     ]);
   }
+  if (r.state === RunState.QUEUED && r.heldBy !== "")
+    rows.push(["held by", `${st.yellow(r.heldBy)}: ${oneLine(r.heldMessage, 300)}`]);
   if (r.pendingApprovalId !== "")
     rows.push([
       "waiting for",

@@ -16,6 +16,7 @@ import type { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
 import { sweepPausedRuns } from "../../internal/api/approvals.ts";
 import type { ApiDeps } from "../../internal/api/deps.ts";
+import { createTenantGate } from "../../internal/api/tenant-gate.ts";
 import { ArchiveFallbackLog } from "../../internal/archive/archive-fallback-log.ts";
 import { ArchiveShelf } from "../../internal/archive/archive-shelf.ts";
 import { archiveBeforeDelete } from "../../internal/archive/write-archive.ts";
@@ -103,6 +104,11 @@ import { primeDriverSeries, primeKnownSeries } from "../../internal/telemetry/kn
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { registerStoreGauges } from "../../internal/telemetry/store-gauges.ts";
+import type { TenantDayLedger } from "../../internal/tenancy/day-usage.ts";
+import { MemoryDayLedger } from "../../internal/tenancy/memory-day-usage.ts";
+import { RedisDayLedger } from "../../internal/tenancy/redis-day-usage.ts";
+import { RedisRunRate } from "../../internal/tenancy/redis-run-rate.ts";
+import { MemoryRunRate, type RunRateCounter } from "../../internal/tenancy/run-rate.ts";
 import { versionLine } from "../../internal/version/version.ts";
 import { type PresenceBeat, startPresenceBeat } from "../../internal/worker/presence-beat.ts";
 import {
@@ -114,6 +120,7 @@ import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 import { crashPointFrom } from "./crash-at.ts";
 import { startRetention } from "./retention.ts";
+import { startTenantLimits } from "./tenant-limits.ts";
 
 const SERVER_FLAGS: FlagName[] = [
   "listen",
@@ -380,6 +387,12 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   // A run's first event too, which the admission writes itself (agentd_runs_created_total).
   const admission = instrumentAdmission(built.admission, built.log.kind);
   const unregisterGauges = registerStoreGauges(log, auth === undefined ? undefined : queue);
+  // The auth file's per-tenant concurrentRuns, published to the queue (every worker admits
+  // by them) and shown as gauges; again after each reload (a raise lets held runs start).
+  const limits =
+    auth === undefined
+      ? undefined
+      : await startTenantLimits(auth, { queue, dayLedger: built.dayLedger }, cfg, logger);
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
   // --archive-dir: runs are archived before deletion, and the API serves archived runs
@@ -416,6 +429,17 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         : { archive: archive.served, beforeDelete: archive.beforeDelete }),
       cancelWaitMs: cfg["cancel-wait-ms"],
       policy: (tenantId: string) => tenantPolicies.forTenant(tenantId).policy,
+      ...(limits === undefined
+        ? {}
+        : {
+            tenantConcurrency: limits.concurrency,
+            tenantGate: createTenantGate({
+              daySpent: limits.daySpent,
+              runsPerMinute: (t) => auth.tenantConfig(t).limits.runsPerMinute,
+              rate: built.runRate,
+            }),
+            tenantUploadBytes: (t: string) => auth.tenantConfig(t).limits.uploadBytes,
+          }),
       budgetMax: {
         maxTokens: cfg["max-run-tokens"],
         maxCostMicros: Math.round(cfg["max-run-cost-usd"] * 1e6),
@@ -591,6 +615,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         model: choice.model,
         prices: priceTable(cfg),
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
+        tenantDay: built.dayLedger,
         approvalHoldMs: cfg["approval-hold-ms"],
         trustCounters,
         ...(cfg["cache-max-bytes"] > 0
@@ -671,6 +696,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   await server?.close(5000);
   await healthPort?.close();
   unregisterGauges();
+  limits?.stop();
   await closeAll();
   await tracing?.shutdown();
   logger.info("stopped");
@@ -1003,6 +1029,10 @@ async function buildEventLog(
   /** Run deletion's storage side (lifecycle/): the tombstone, the pieces. */
   deletion: RunDeletionStore;
   exportState: ExportState;
+  /** The tenants' daily model use and limits, shared by every process on the store. */
+  dayLedger: TenantDayLedger;
+  /** The tenants' CreateRuns per minute (runsPerMinute), shared by every server. */
+  runRate: RunRateCounter;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
   redis?: Redis;
   closeAll: () => Promise<void>;
@@ -1026,6 +1056,8 @@ async function buildEventLog(
       idempotency,
       deletion,
       exportState: new FileExportState(`${dir}/export`),
+      dayLedger: new MemoryDayLedger(),
+      runRate: new MemoryRunRate(),
       closeAll: async () => {
         await queue.close();
         await log.close();
@@ -1066,6 +1098,8 @@ async function buildEventLog(
     idempotency,
     deletion: new RedisRunDeletion({ client, prefix: cfg["redis-prefix"], idempotency }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
+    dayLedger: new RedisDayLedger({ client, prefix: cfg["redis-prefix"] }),
+    runRate: new RedisRunRate({ client, prefix: cfg["redis-prefix"] }),
     redis: client,
     closeAll: async () => {
       await queue.close();

@@ -68,9 +68,11 @@ export function createRunHandler(deps: ApiDeps) {
       // the whole archive passed, and what is stored is the normalised form.
       const uploader = ctx.values.get(kWorkspaceUploader) ?? fallbackUploader;
       // It takes one of the tenant's upload turns, and a slot per chunk, like a stream.
+      const own = deps.tenantUploadBytes?.(principal.tenantId);
       workspace = await uploader.store(req.workspaceTar, {
         signal: ctx.signal,
         tenantId: principal.tenantId,
+        ...(own === undefined ? {} : { tenantMaxBytes: own }),
       });
     }
     let runId = ulid();
@@ -107,6 +109,13 @@ export function createRunHandler(deps: ApiDeps) {
       }
       ({ runId, release } = claimed);
       deps.crashPoint?.("createRun.afterClaim");
+    }
+    // The tenant's day spent or its minute full: refused (after the key check: a retry
+    // gets its run; tenant-gate.ts).
+    const refusal = await deps.tenantGate?.(principal.tenantId);
+    if (refusal !== undefined) {
+      await release();
+      throw refusal;
     }
     const sessionId = req.sessionId || ulid();
     annotateRpc(ctx.values, { "agentd.run.id": runId, "gen_ai.conversation.id": sessionId });

@@ -9,6 +9,7 @@ import type { RunDeletionDeps } from "../lifecycle/delete-run.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
+import type { TenantConcurrency } from "../scheduler/tenant-limits.ts";
 import type { CreateRunCrashPoint } from "./crash-points.ts";
 import type { ArchivedRuns } from "./interceptors/archived-read-only.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
@@ -53,6 +54,21 @@ export interface ApiDeps {
    * no archives are served.
    */
   archive?: ArchivedRuns;
+  /**
+   * A tenant's concurrency limit and its source, for the hold reason of its queued runs
+   * (GetRun's held_by). Without one, a run held for a slot says "server.tenantLimit".
+   */
+  tenantConcurrency?: (tenantId: string) => TenantConcurrency;
+  /**
+   * CreateRun's per-tenant gate (tenant-gate.ts: a spent day, a full minute): the error to
+   * answer, or undefined. Without one, no such limit.
+   */
+  tenantGate?: (tenantId: string) => Promise<Error | undefined>;
+  /**
+   * The tenant's own limit on one workspace upload's unpacked bytes (`uploadBytes` in the
+   * auth file), tightening the server's --max-workspace-bytes. Without one, the server's.
+   */
+  tenantUploadBytes?: (tenantId: string) => number | undefined;
 }
 
 export interface BudgetMax {

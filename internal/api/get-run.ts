@@ -1,13 +1,10 @@
-/** GetRun: the run's projection, scoped to the caller's tenant; a queued run's position. */
+/** GetRun: the run's projection, scoped to the caller's tenant; a queued run's standing. */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
-import {
-  type GetRunRequest,
-  type GetRunResponseSchema,
-  RunState,
-} from "../gen/agentd/v1/run_service_pb.js";
+import type { GetRunRequest, GetRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
+import { addQueueStanding } from "./queue-standing.ts";
 
 export function getRunHandler(deps: ApiDeps) {
   return async (
@@ -15,14 +12,7 @@ export function getRunHandler(deps: ApiDeps) {
     ctx: HandlerContext,
   ): Promise<MessageInitShape<typeof GetRunResponseSchema>> => {
     const { run } = await runOf(deps, principalOf(ctx), req.runId);
-    if (run.state === RunState.QUEUED && deps.queue !== undefined) {
-      // Where it stands: behind the earlier runs of its session, and among all queued runs.
-      const pos = await deps.queue.positionOf(run.runId);
-      if (pos !== undefined) {
-        run.queuePosition = pos.overall;
-        run.sessionPosition = pos.session;
-      }
-    }
+    await addQueueStanding(deps, run);
     return { run };
   };
 }

@@ -15,6 +15,7 @@ import {
 import { principalOf } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
 import { matchesSelector, parseSelector } from "./labels.ts";
+import { addQueueStanding } from "./queue-standing.ts";
 import { decodePageToken, encodePageToken, pageSizeField, SESSION_RE } from "./validate.ts";
 
 /** Most runs one call looks at when a state filter skips many. */
@@ -63,6 +64,8 @@ export function listRunsHandler(deps: ApiDeps) {
       if (page.next === undefined) break;
       before = page.next;
     }
+    // Queued runs say where they stand and what holds them (one queue read each, in parallel).
+    await Promise.all(runs.map((r) => addQueueStanding(deps, r)));
     return {
       runs,
       nextPageToken: next === undefined ? "" : encodePageToken({ ...binding, b: next }),

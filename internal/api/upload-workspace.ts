@@ -37,9 +37,11 @@ export function uploadWorkspaceHandler(deps: ApiDeps) {
         yield r.chunk;
       }
     }
+    const own = deps.tenantUploadBytes?.(principal.tenantId);
     const info = await uploader.storeStream(bytes(), {
       signal: ctx.signal,
       tenantId: principal.tenantId,
+      ...(own === undefined ? {} : { tenantMaxBytes: own }),
     });
     if (chunks === 0) throw invalid("chunk", "the upload sent no bytes");
     await deps.artifacts.put(receiptOf(principal.tenantId, info.digest));

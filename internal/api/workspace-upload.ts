@@ -71,6 +71,12 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /** The uploading tenant: its streams count against maxUploadsPerTenant. */
   tenantId: string;
+  /**
+   * The tenant's own limit on one upload's unpacked bytes (the auth file's
+   * `tenants.<id>.limits.uploadBytes`): where it is below maxBytes it binds, and a refusal
+   * names it instead of --max-workspace-bytes.
+   */
+  tenantMaxBytes?: number;
 }
 
 export interface WorkspaceUploader {
@@ -138,9 +144,20 @@ export function createWorkspaceUploader(
   };
   const run = async (
     source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
-    lim: typeof archiveLimits,
-    { signal, tenantId }: StreamOptions,
+    serverLimits: typeof archiveLimits,
+    { signal, tenantId, tenantMaxBytes }: StreamOptions,
   ) => {
+    const lim =
+      tenantMaxBytes !== undefined && tenantMaxBytes < serverLimits.maxUnpackedBytes
+        ? {
+            ...serverLimits,
+            maxUnpackedBytes: tenantMaxBytes,
+            settings: {
+              ...serverLimits.settings,
+              unpackedBytes: `tenants.${tenantId}.limits.uploadBytes`,
+            },
+          }
+        : serverLimits;
     const turn = { acquire: (s?: AbortSignal) => slots.acquire(tenantId, s) };
     const paced = slotPerChunk(source, turn, signal);
     try {

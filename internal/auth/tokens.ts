@@ -195,5 +195,9 @@ export function createTokenAuthenticator(
 /** No authentication (agentd dev on a laptop): every caller is this one principal. */
 export function createOpenAuthenticator(tenantId = "default"): Authenticator {
   const principal: Principal = { name: "local", tenantId, roles: new Set(ROLES) };
-  return { authenticate: () => principal, tenantConfig: () => NO_TENANT_CONFIG };
+  return {
+    authenticate: () => principal,
+    tenantConfig: () => NO_TENANT_CONFIG,
+    tenantIds: () => [],
+  };
 }

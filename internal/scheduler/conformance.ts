@@ -120,16 +120,36 @@ export function runRunQueueConformance(name: string, h: RunQueueHarness): void {
         await q.enqueue({ runId: r, tenantId: t, sessionId: s, priority: 5 });
       }
       assert.deepEqual(await q.positionOf(a1), { state: "ready", session: 1, overall: 1 });
-      assert.deepEqual(await q.positionOf(a2), { state: "waiting", session: 2, overall: 2 });
-      assert.deepEqual(await q.positionOf(a3), { state: "waiting", session: 3, overall: 3 });
+      assert.deepEqual(await q.positionOf(a2), {
+        state: "waiting",
+        session: 2,
+        overall: 2,
+        gate: "session",
+      });
+      assert.deepEqual(await q.positionOf(a3), {
+        state: "waiting",
+        session: 3,
+        overall: 3,
+        gate: "session",
+      });
       assert.deepEqual(await q.positionOf(b1), { state: "ready", session: 1, overall: 4 });
       const c1 = await mustClaim(q);
       assert.equal(c1.runId, a1);
       assert.equal((await mustClaim(q)).runId, b1);
       assert.equal(await claimNow(q), undefined, "a2 waits for a1");
       assert.equal(await q.positionOf(a1), undefined, "a claimed run has no position");
-      assert.deepEqual(await q.positionOf(a2), { state: "waiting", session: 2, overall: 1 });
-      assert.deepEqual(await q.positionOf(a3), { state: "waiting", session: 3, overall: 2 });
+      assert.deepEqual(await q.positionOf(a2), {
+        state: "waiting",
+        session: 2,
+        overall: 1,
+        gate: "session",
+      });
+      assert.deepEqual(await q.positionOf(a3), {
+        state: "waiting",
+        session: 3,
+        overall: 2,
+        gate: "session",
+      });
 
       // Paused keeps the session; enqueue (ResolveApproval) makes it claimable again.
       await q.release(c1, { outcome: "paused" });
@@ -150,7 +170,12 @@ export function runRunQueueConformance(name: string, h: RunQueueHarness): void {
       const c2 = await mustClaim(q);
       assert.equal(c2.runId, a2);
       assert.equal(c2.reason, "new");
-      assert.deepEqual(await q.positionOf(a3), { state: "waiting", session: 2, overall: 1 });
+      assert.deepEqual(await q.positionOf(a3), {
+        state: "waiting",
+        session: 2,
+        overall: 1,
+        gate: "session",
+      });
     });
 
     it("a tenant's runs over its limit stay queued; terminal and paused free a slot", async () => {
@@ -190,6 +215,49 @@ export function runRunQueueConformance(name: string, h: RunQueueHarness): void {
       assert.equal(await claimNow(q), undefined);
       await q.release(got[1] as Claim, { outcome: "terminal" });
       assert.equal((await mustClaim(q)).runId, ts[2]);
+    });
+
+    it("published tenant limits: held runs say so, a raise admits them, a tenant dropped falls back; other tenants and queue objects agree", async () => {
+      const t = `t${id()}`;
+      const u = `u${id()}`;
+      const { queue: q } = await open({ agingMs: 60_000, tenantLimit: 3 });
+      const [q2] = (await more(1)) as [RunQueue];
+      await q.setTenantLimits(new Map([[t, 1]]));
+      const ts = [id(), id(), id()];
+      for (const r of ts) await q.enqueue({ runId: r, tenantId: t, sessionId: r, priority: 5 });
+      const us = [id(), id()];
+      for (const r of us) await q.enqueue({ runId: r, tenantId: u, sessionId: r, priority: 5 });
+      assert.equal((await q.positionOf(ts[0] as string))?.gate, undefined, "the first is ready");
+      assert.equal((await q.positionOf(ts[1] as string))?.gate, "tenant");
+      assert.deepEqual(await q.tenantSlots([t, u, `none${id()}`]), [1, 2, 0]);
+      // Another queue object (another worker) admits by the published limit too.
+      const first = await mustClaim(q2, "w2");
+      assert.equal(first.runId, ts[0]);
+      const ran = [(await mustClaim(q)).runId, (await mustClaim(q)).runId].sort();
+      assert.deepEqual(ran, [...us].sort(), "the other tenant is not held");
+      assert.equal(await claimNow(q), undefined, "t is at its published limit of 1");
+      await q2.release(first, { outcome: "terminal" });
+      assert.equal((await q.positionOf(ts[2] as string))?.gate, "tenant");
+      const second = await mustClaim(q);
+      assert.equal(second.runId, ts[1], "the next one starts when the first ends");
+      assert.equal(await claimNow(q), undefined);
+      // A reload that raises the limit releases the held run at once.
+      await q.setTenantLimits(new Map([[t, 2]]));
+      assert.equal((await q.positionOf(ts[2] as string))?.gate, undefined);
+      assert.equal((await mustClaim(q)).runId, ts[2]);
+      // Lowered below use: nobody is stopped, nobody new admitted until below it.
+      await q.setTenantLimits(new Map([[t, 0]]));
+      const late = id();
+      await q.enqueue({ runId: late, tenantId: t, sessionId: late, priority: 5 });
+      await q.release(second, { outcome: "terminal" });
+      assert.equal((await q.positionOf(late))?.gate, "tenant", "1 running, limit 0: held");
+      // The tenant removed from the file: the queue's own limit (3) applies again.
+      await q.setTenantLimits(new Map());
+      assert.equal((await q.positionOf(late))?.gate, undefined);
+      assert.equal((await mustClaim(q2, "w2")).runId, late);
+      await assert.rejects(q.setTenantLimits(new Map([[t, -1]])), (e) =>
+        String((e as Error).message).includes(`tenants.${t}.limits.concurrentRuns`),
+      );
     });
 
     it("enqueue is idempotent per run id and validates its input", async () => {

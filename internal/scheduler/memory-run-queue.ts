@@ -11,6 +11,7 @@
  * re-enqueues from the event log). Every operation runs under one mutex because the epoch
  * bump is async: two claims must not both pick the same run while one awaits the log.
  */
+import { invalid } from "../errors.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import { type Attempt, ClaimLoop } from "./claim-loop.ts";
 import {
@@ -102,6 +103,8 @@ export class MemoryRunQueue implements RunQueue {
   readonly #leases = new Map<string, HeldLease>();
   /** The last epoch this queue got from the log per run. */
   readonly #epochs = new Map<string, number>();
+  /** The tenants' own concurrency limits (setTenantLimits); others get tenantLimit. */
+  #limits = new Map<string, number>();
   #seq = 0;
   #entry = 0;
   #mutex: Promise<unknown> = Promise.resolve();
@@ -291,7 +294,27 @@ export class MemoryRunQueue implements RunQueue {
       state: publicState(r.state) as QueuePosition["state"],
       session: line.indexOf(runId) + 1,
       overall: ahead + 1,
+      ...(r.state === "session" || r.state === "tenant" ? { gate: r.state } : {}),
     };
+  }
+
+  async setTenantLimits(limits: ReadonlyMap<string, number>): Promise<void> {
+    for (const [tenant, n] of limits) {
+      if (!Number.isInteger(n) || n < 0)
+        throw invalid(
+          `tenants.${tenant}.limits.concurrentRuns`,
+          `must be an integer >= 0, got ${n}`,
+        );
+    }
+    await this.#serial(async () => {
+      const touched = new Set([...this.#limits.keys(), ...limits.keys()]);
+      this.#limits = new Map(limits);
+      for (const t of touched) this.#fill(t);
+    });
+  }
+
+  async tenantSlots(tenantIds: readonly string[]): Promise<number[]> {
+    return tenantIds.map((t) => this.#slots.get(t) ?? 0);
   }
 
   /**
@@ -442,7 +465,7 @@ export class MemoryRunQueue implements RunQueue {
   }
 
   #fill(tenantId: string): void {
-    const limit = this.#o.tenantLimit(tenantId);
+    const limit = this.#limits.get(tenantId) ?? this.#o.tenantLimit(tenantId);
     const w = this.#waiting.get(tenantId) ?? [];
     while ((this.#slots.get(tenantId) ?? 0) < limit) {
       const next = w.shift();

@@ -65,6 +65,11 @@ export interface QueuePosition {
    * the order the queue serves them in when no session or tenant gate holds them back.
    */
   overall: number;
+  /**
+   * What holds a waiting run back: "session" (an earlier run of its session is unfinished)
+   * or "tenant" (its tenant's runs fill its concurrency limit); undefined when ready.
+   */
+  gate?: "session" | "tenant";
 }
 
 /** A held lease. Its epoch is the fencing token for every event-log append of the holder. */
@@ -154,6 +159,14 @@ export interface RunQueue {
   pausedRuns(limit: number): Promise<string[]>;
   /** Counts for the metrics: queued runs by priority band, paused runs (bounded work). */
   stats(): Promise<QueueStats>;
+  /**
+   * Publishes the tenants' own concurrency limits (the auth file's concurrentRuns), replacing
+   * the last published set, for every process sharing the queue; tenants not named keep the
+   * queue's tenantLimit. Tenants whose limit changed get their free slots filled at once.
+   */
+  setTenantLimits(limits: ReadonlyMap<string, number>): Promise<void>;
+  /** Each tenant's runs that hold a slot now (ready or claimed), for the limit-use gauges. */
+  tenantSlots(tenantIds: readonly string[]): Promise<number[]>;
   /** The leases of this queue's store (a claim's lease is renewed here). */
   readonly leases: Lease;
   /** Ends pending waits; leaves the stored queue as it is. */

@@ -17,6 +17,8 @@
  *   queue:session:{t}:{s}     list   the session's unfinished runs in enqueue order; head = active
  *   queue:tenant:{t}:slots    int    the tenant's runs that are ready or claimed
  *   queue:tenant:{t}:waiting  zset   the tenant's session heads waiting for a slot, by aging score
+ *   queue:tenant-limits       hash   tenant -> its concurrentRuns from the auth file (setTenantLimits);
+ *                                    a tenant not named here gets the caller's --tenant-limit
  *   queue:queued              zset   every queued run by aging score (for positionOf's `overall`)
  *   queue:paused              zset   runs in state paused, by the time they paused (ms)
  *   queue:seq                 int    enqueue counter: ties of equal score keep enqueue order
@@ -38,6 +40,7 @@ export interface SchedulerKeys {
   session(tenantId: string, sessionId: string): string;
   slots(tenantId: string): string;
   waiting(tenantId: string): string;
+  tenantLimits: string;
   queued: string;
   paused: string;
   seq: string;
@@ -54,6 +57,7 @@ export function schedulerKeys(prefix: string): SchedulerKeys {
     session: (t, s) => `${prefix}queue:session:${t}:${s}`,
     slots: (t) => `${prefix}queue:tenant:${t}:slots`,
     waiting: (t) => `${prefix}queue:tenant:${t}:waiting`,
+    tenantLimits: `${prefix}queue:tenant-limits`,
     queued: `${prefix}queue:queued`,
     paused: `${prefix}queue:paused`,
     seq: `${prefix}queue:seq`,
@@ -77,6 +81,7 @@ local function k_band(p) return P .. 'queue:band:' .. p end
 local function k_session(t, s) return P .. 'queue:session:' .. t .. ':' .. s end
 local function k_slots(t) return P .. 'queue:tenant:' .. t .. ':slots' end
 local function k_waiting(t) return P .. 'queue:tenant:' .. t .. ':waiting' end
+local K_TENANT_LIMITS = P .. 'queue:tenant-limits'
 local K_QUEUED = P .. 'queue:queued'
 local K_PAUSED = P .. 'queue:paused'
 local K_SEQ = P .. 'queue:seq'

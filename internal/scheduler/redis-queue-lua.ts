@@ -56,8 +56,18 @@ local function admit(run, tenant)
   wake()
 end
 
+-- The tenant's concurrentRuns as the servers published it (the auth file, setTenantLimits):
+-- stored, so every process (workers have no auth file) admits by the same number; the
+-- caller's limit (--tenant-limit) for a tenant the file does not limit.
+local function tenant_limit(tenant, limit)
+  local o = redis.call('HGET', K_TENANT_LIMITS, tenant)
+  if o then return tonumber(o) end
+  return limit
+end
+
 -- Fills the tenant's free slots from its waiting set, lowest aging score first.
 local function fill(tenant, limit)
+  limit = tenant_limit(tenant, limit)
   local slots = tonumber(redis.call('GET', k_slots(tenant)) or '0')
   while slots < limit do
     local top = redis.call('ZPOPMIN', k_waiting(tenant))
@@ -329,6 +339,28 @@ if redis.call('GET', k_lease(ARGV[2])) == ARGV[3] .. ' ' .. ARGV[4] then
   redis.call('DEL', k_lease(ARGV[2]))
 end
 return {'OK'}
+`;
+
+/**
+ * ARGV: prefix, default tenant limit, then tenant, limit pairs: the tenants' concurrentRuns
+ * from the auth file, replacing the whole published set in one step. Every tenant whose
+ * limit was or is now published gets its free slots filled (a raised limit lets held runs
+ * start at once; a lowered one lets running runs finish and admits nobody until below it).
+ * Reply {'OK', tenants refilled}.
+ */
+export const SET_LIMITS_LUA = `${COMMON}
+local default = tonumber(ARGV[2])
+local touched = {}
+for _, t in ipairs(redis.call('HKEYS', K_TENANT_LIMITS)) do touched[t] = true end
+redis.call('DEL', K_TENANT_LIMITS)
+for i = 3, #ARGV, 2 do
+  redis.call('HSET', K_TENANT_LIMITS, ARGV[i], ARGV[i + 1])
+  touched[ARGV[i]] = true
+end
+local n = 0
+for t in pairs(touched) do fill(t, default); n = n + 1 end
+wake()
+return {'OK', n}
 `;
 
 /** ARGV: prefix, run. Reply {} | {state, session position, overall rank} (1-based). */

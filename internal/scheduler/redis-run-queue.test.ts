@@ -78,7 +78,12 @@ describe("RedisRunQueue: durability", () => {
     await q2.leases.renew((cb as Claim).lease);
     const epoch = await srv.client().hget(schedulerKeys(prefix).meta(b1), "epoch");
     assert.equal(Number(epoch), cb?.lease.epoch);
-    assert.deepEqual(await q2.positionOf(a2), { state: "waiting", session: 2, overall: 3 });
+    assert.deepEqual(await q2.positionOf(a2), {
+      state: "waiting",
+      session: 2,
+      overall: 3,
+      gate: "session",
+    });
     assert.equal(await q2.stateOf(c1), "waiting", "over the tenant limit of 2 (b1, a1)");
     const got = [await q2.claim("w2", { blockMs: 0 }), await q2.claim("w2", { blockMs: 0 })];
     assert.deepEqual(

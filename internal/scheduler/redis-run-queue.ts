@@ -12,7 +12,7 @@
  * local state is the maxRuns count and the blocking connections of waiting claims.
  */
 import type { Redis } from "ioredis";
-import { AgentdError } from "../errors.ts";
+import { AgentdError, invalid } from "../errors.ts";
 import { wrapRedis } from "../eventlog/redis-error.ts";
 import { type Attempt, ClaimLoop } from "./claim-loop.ts";
 import {
@@ -51,6 +51,7 @@ import {
   POSITION_LUA,
   RELEASE_LUA,
   RENEW_LUA,
+  SET_LIMITS_LUA,
   STATS_LUA,
 } from "./redis-queue-lua.ts";
 
@@ -74,6 +75,7 @@ const SCRIPTS = {
   agentdQueueLeaseRelease: LEASE_RELEASE_LUA,
   agentdQueuePosition: POSITION_LUA,
   agentdQueueStats: STATS_LUA,
+  agentdQueueSetLimits: SET_LIMITS_LUA,
 } as const;
 
 type Reply = (string | number)[];
@@ -235,11 +237,36 @@ export class RedisRunQueue implements RunQueue {
     checkRunId(runId);
     const r = await wrap(this.#scripts.agentdQueuePosition(this.#prefix, runId));
     if (r.length < 3) return undefined;
+    const raw = String(r[0]);
     return {
-      state: publicState(String(r[0])) as QueuePosition["state"],
+      state: publicState(raw) as QueuePosition["state"],
       session: Number(r[1]),
       overall: Number(r[2]),
+      ...(raw === "session" || raw === "tenant" ? { gate: raw } : {}),
     };
+  }
+
+  async setTenantLimits(limits: ReadonlyMap<string, number>): Promise<void> {
+    const pairs: (string | number)[] = [];
+    for (const [tenant, n] of limits) {
+      checkEnqueue({ runId: "x", tenantId: tenant, sessionId: "x", priority: 1 });
+      if (!Number.isInteger(n) || n < 0)
+        throw invalid(
+          `tenants.${tenant}.limits.concurrentRuns`,
+          `must be an integer >= 0, got ${n}`,
+        );
+      pairs.push(tenant, n);
+    }
+    // The default only matters for a tenant dropped from the set: it falls back to it.
+    await wrap(
+      this.#scripts.agentdQueueSetLimits(this.#prefix, this.#o.tenantLimit("default"), ...pairs),
+    );
+  }
+
+  async tenantSlots(tenantIds: readonly string[]): Promise<number[]> {
+    if (tenantIds.length === 0) return [];
+    const v = await wrap(this.#client.mget(...tenantIds.map((t) => this.#keys.slots(t))));
+    return v.map((x) => Number(x ?? 0));
   }
 
   /**

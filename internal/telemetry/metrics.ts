@@ -88,6 +88,18 @@ export const metrics = {
     labelNames: ["band"],
     registers: reg,
   }),
+  tenantLimit: new Gauge({
+    name: "agentd_tenant_limit",
+    help: 'Capacity of each enforced per-tenant limit (limit="concurrentRuns", "tokensPerDay", "costPerDayUsd" in USD), for the tenants the auth file names; the server\'s --tenant-limit where the file sets none.',
+    labelNames: ["tenant", "limit"],
+    registers: reg,
+  }),
+  tenantLimitUsed: new Gauge({
+    name: "agentd_tenant_limit_used",
+    help: "Use of each enforced per-tenant limit, cluster-wide (concurrentRuns: runs starting or running; tokensPerDay, costPerDayUsd: the UTC day so far), for the tenants the auth file names.",
+    labelNames: ["tenant", "limit"],
+    registers: reg,
+  }),
   approvalsPending: new Gauge({
     name: "agentd_approvals_pending",
     help: 'Runs waiting for a person: where="paused" (cluster-wide, from every server) and where="held" (by this worker).',

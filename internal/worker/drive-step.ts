@@ -22,7 +22,15 @@ import { separateReusedIds, usedCallIds } from "./call-id-reuse.ts";
 import type { Drive } from "./drive.ts";
 import { answerMalformed, runCalls, settleOpenCalls } from "./drive-calls.ts";
 import { noteNetworkDecisions } from "./drive-egress.ts";
-import { outputAllowance, overLimit, recordUsage, wallLeftMs, wallSpent } from "./drive-usage.ts";
+import { addTenantDay, tenantDaySpent } from "./drive-tenant-day.ts";
+import {
+  costOf,
+  outputAllowance,
+  overLimit,
+  recordUsage,
+  wallLeftMs,
+  wallSpent,
+} from "./drive-usage.ts";
 import { lastPromptTokens } from "./run-counts.ts";
 import type { DriveContext, Next } from "./run-driver.ts";
 
@@ -61,7 +69,7 @@ export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
     await d.refresh();
     assembled = assembleContext(assembleInput(d, ctx));
   }
-  const limit = overLimit(d);
+  const limit = overLimit(d) ?? (await tenantDaySpent(d));
   if (limit !== undefined) return limit;
   const prompt: EngineRequest = {
     system: assembled.system,
@@ -81,6 +89,8 @@ export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
   const request: EngineRequest =
     allowance.cap === undefined ? prompt : { ...prompt, maxOutputTokens: allowance.cap };
   const inputBefore = d.usage.inputTokens;
+  const tokensBefore = d.usage.inputTokens + d.usage.outputTokens;
+  const costBefore = costOf(d);
   const answer = await askModel(d, request);
   if ("next" in answer) return answer.next;
   // The provider's count of this prompt over the estimate: the next estimate is scaled by
@@ -88,6 +98,11 @@ export async function step(d: Drive, ctx: DriveContext): Promise<Next> {
   const reported = d.usage.inputTokens - inputBefore;
   if (reported > 0 && estimate > 0) d.promptScale = Math.max(1, reported / estimate);
   await recordUsage(d);
+  await addTenantDay(
+    d,
+    d.usage.inputTokens + d.usage.outputTokens - tokensBefore,
+    costOf(d) - costBefore,
+  );
   if (answer.text !== "")
     await d.writer.append({
       case: "outputMessage",

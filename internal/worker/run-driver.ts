@@ -35,6 +35,7 @@ import type { Logger } from "../telemetry/logger.ts";
 import { emitLostDriveSpan } from "../telemetry/lost-drive-span.ts";
 import { observeQueueWait } from "../telemetry/run-clock.ts";
 import { startRunSpan } from "../telemetry/run-span.ts";
+import type { TenantDayLedger } from "../tenancy/day-usage.ts";
 import { type Drive, openDrive } from "./drive.ts";
 import { CA_ENV, type DriveEgressOptions, networkOf } from "./drive-egress.ts";
 import { cancel, complete, endedElsewhere, fail, outcomeOf } from "./drive-end.ts";
@@ -118,6 +119,12 @@ export interface DriverDeps {
   egress?: DriveEgressOptions;
   logger?: Logger;
   now?: () => number;
+  /**
+   * The tenants' daily use and limits (tokensPerDay, costPerDayUsd) shared by every worker:
+   * a run of a tenant whose day is spent fails before its next model request. Without one,
+   * no daily limit.
+   */
+  tenantDay?: TenantDayLedger;
 }
 
 /** What differs per tenant in a drive: its policy and the kernel deciding by it. */

@@ -166,6 +166,11 @@ function RunHeader(props: { run: Run; now: number; canCancel: boolean; onChanged
       <p class="state-line" aria-live="polite">
         <StateBadge state={r.state} testid="run-state" />
         {r.pendingApprovalId && <span class="waits">waits for a person</span>}
+        {r.heldBy && (
+          <span class="waits" data-testid="run-held" title={visibleText(r.heldMessage)}>
+            held by {visibleText(r.heldBy)}
+          </span>
+        )}
         {r.cancelRequested && live && <span class="hint">cancelling…</span>}
         {!live && <span class="ended-note">This run has ended ({stateName(r.state)}).</span>}
       </p>

@@ -508,6 +508,23 @@ export declare type Run = Message<"agentd.v1.Run"> & {
    * @generated from field: agentd.v1.RunBudget budget = 27;
    */
   budget?: RunBudget | undefined;
+
+  /**
+   * QUEUED only: the limit that holds the run back, e.g. "tenant.concurrentRuns" (the
+   * tenant's own concurrentRuns in the auth file), "server.tenantLimit" (the server's
+   * --tenant-limit) or "session" (an earlier run of its session is unfinished). Empty when
+   * nothing holds it (it starts when a worker is free).
+   *
+   * @generated from field: string held_by = 28;
+   */
+  heldBy: string;
+
+  /**
+   * A sentence for people saying what holds the run and when it starts.
+   *
+   * @generated from field: string held_message = 29;
+   */
+  heldMessage: string;
 };
 
 /**
