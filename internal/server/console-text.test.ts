@@ -78,3 +78,23 @@ it("the Command row is the line exactly as it will run (`;`, `&&`, `>`, quotes k
   assert.equal(commandFacts({ summary: "x", argv: [], cwd: "" }), undefined);
   assert.equal(visibleText("a\tb\nc\u200b\u2066d\u00a0e"), "a\tb\nc\\u{200b}\\u{2066}d\\u{a0}e");
 });
+
+it("a link followed before the route listener was attached still shows its page", async () => {
+  const { watchRoute } = await import("../console/src/route.ts");
+  const target = new EventTarget();
+  let hash = "#/runs";
+  const seen: string[] = [];
+  hash = "#/runs/r%201"; // changed between the first render and the effect: no event heard
+  const stop = watchRoute(
+    target,
+    () => hash,
+    (r) => seen.push(r.page === "run" ? r.runId : r.page),
+  );
+  assert.deepEqual(seen, ["r 1"]);
+  hash = "#/approvals";
+  target.dispatchEvent(new Event("hashchange"));
+  stop();
+  hash = "#/runs";
+  target.dispatchEvent(new Event("hashchange"));
+  assert.deepEqual(seen, ["r 1", "approvals"]);
+});

@@ -21,12 +21,20 @@ export function runHref(runId: string): string {
   return `#/runs/${encodeURIComponent(runId)}`;
 }
 
+/**
+ * Calls `set` with the route now and on every later hash change. The hash is read again after
+ * subscribing: a change between the first render and this effect (a link followed while the
+ * page was still starting) fires no event anyone hears, and would leave the old page shown.
+ */
+export function watchRoute(target: EventTarget, read: () => string, set: (r: Route) => void) {
+  const on = () => set(parseHash(read()));
+  target.addEventListener("hashchange", on);
+  on();
+  return () => target.removeEventListener("hashchange", on);
+}
+
 export function useRoute(): Route {
   const [route, setRoute] = useState(() => parseHash(location.hash));
-  useEffect(() => {
-    const on = () => setRoute(parseHash(location.hash));
-    addEventListener("hashchange", on);
-    return () => removeEventListener("hashchange", on);
-  }, []);
+  useEffect(() => watchRoute(window, () => location.hash, setRoute), []);
   return route;
 }
