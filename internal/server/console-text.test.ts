@@ -80,7 +80,7 @@ it("the Command row is the line exactly as it will run (`;`, `&&`, `>`, quotes k
 });
 
 it("a link followed before the route listener was attached still shows its page", async () => {
-  const { watchRoute } = await import("../console/src/route.ts");
+  const { watchRoute } = await import("../console/src/hash-route.ts");
   const target = new EventTarget();
   let hash = "#/runs";
   const seen: string[] = [];
