@@ -4,7 +4,7 @@
  * preview. A person approves a call that makes a file in /tmp whose NAME is the secret
  * reversed (no known form of it); the event log, and the preview of the next call, carried
  * the secret in a form one `rev` turns back. Now such names are held (held-names.ts): keyed
- * in the log with the run's name key, counted, never named, in previews and patch
+ * in the log with the run's name key, never named or counted in previews and patch
  * omissions; the checks still find them by hashing the candidate path.
  *
  * Must never: fake the sandbox, the kernel or the log (real Docker, real Redis).
@@ -22,7 +22,7 @@ import {
   SECRET,
 } from "../testing/containment-run.ts";
 import { testSandbox } from "../testing/docker.ts";
-import { MAX_HELD_NAMES, nameKey, omissionsShown } from "./held-names.ts";
+import { MAX_HELD_NAMES, nameKey, omissionsShown, parseHeld } from "./held-names.ts";
 import type { CallOutcome, Kernel } from "./kernel.ts";
 import { taintFromEvents, taintOf, withheldReasons } from "./secret-taint.ts";
 
@@ -81,12 +81,12 @@ describe("attack: a secret spelled by a tainted path's name", () => {
       `the later call's preview spells the secret reversed: ${JSON.stringify(next).slice(0, 400)}`,
     );
     assert.equal(
-      next.kind === "paused" && next.preview.secretFiles?.includes("/tmp/… (1 name held)"),
+      next.kind === "paused" && next.preview.secretFiles?.includes("/tmp/… (names held)"),
       true,
     );
     assert.match(
       next.kind === "paused" ? next.preview.summary : "",
-      /1 new path in \/tmp \(names held/,
+      /paths in \/tmp \(which and how many: held/,
     );
     await assertLogFree(f, "reversed");
     // A person removes it: a scan finds its keyed name gone and ends the file's hold.
@@ -110,11 +110,10 @@ describe("attack: a secret spelled by a tainted path's name", () => {
     const renamed = `/workspace/${hex}`;
     assert.equal(holdsByName(f.run, deep), true, "the deepest file");
     assert.equal(holdsByName(f.run, renamed), true, "the renamed file");
-    assert.equal(
-      f.run.taint?.get("/workspace/hello.txt")?.digest,
-      "gone",
-      "a removed baseline name stays clear",
-    );
+    // A name that existed before (removed by the rename) is keyed too: which existing
+    // files a secret call touched is the program's choice.
+    assert.equal(f.run.taint?.has("/workspace/hello.txt"), false, "a removed name is in clear");
+    assert.equal(holdsByName(f.run, "/workspace/hello.txt"), true, "the removed name is held");
     await assertLogFree(f, "levels, hex, rename");
     // A taker derives the taint from the log and checks paths with the key beside it.
     const events = (await stack.log.read(f.run.runId, 0)).map((e) => e.event);
@@ -154,7 +153,11 @@ describe("attack: a secret spelled by a tainted path's name", () => {
       command: `r=$(printf %s "$ENV.DEMO_TOKEN" | rev); i=0; while [ $i -lt ${MAX_HELD_NAMES + 100} ]; do : > "/tmp/many/$r$i"; i=$((i+1)); done`,
     });
     assert.equal(exitOk(w), true, JSON.stringify(w).slice(0, 300));
-    assert.equal(f.run.taint?.get("/tmp/many")?.digest, "unknown");
+    const wholes = () =>
+      [...(f.run.taint?.values() ?? [])].filter(
+        (t) => t.digest === "unknown" && parseHeld(t.path)?.anchor === "/tmp",
+      );
+    assert.equal(wholes().length >= 1, true, "/tmp/many is held whole by its keyed name");
     assert.equal(holds(f.run, `/tmp/many/${reversed}7`), true);
     const written = (await stack.log.read(f.run.runId, 0)).filter(
       (e) => e.event.payload.case === "secretWritten",
@@ -166,6 +169,6 @@ describe("attack: a secret spelled by a tainted path's name", () => {
     await f.sh("rm -rf /tmp/many/*");
     const later = await f.unapproved("process.run", { command: "true" });
     assert.equal(later.kind, "paused");
-    assert.equal(f.run.taint?.get("/tmp/many")?.digest, "unknown");
+    assert.equal(holds(f.run, "/tmp/many/new"), true);
   });
 });

@@ -1,22 +1,26 @@
 /**
- * Held names alone (attack-secret-path-name.test.ts runs them against a real sandbox and
- * log): a name a secret-carrying call made reaches a record only keyed, a name that existed
- * before stays clear, a digest is keyed, lookups hash the candidate and its ancestors, and
- * past the bounds the anchors are held as a whole.
+ * Held records alone (attack-secret-path-name.test.ts and attack-secret-record-shape.test.ts
+ * run them against a real sandbox and log): every path of a secret-carrying call reaches a
+ * record only keyed under its root, digests bound to their path, each root's records padded
+ * to a power of two; lookups hash the candidate and its ancestors; past the bounds top-level
+ * entries, then roots, are held as a whole.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
+  bindDigest,
   heldLookup,
   keyDigest,
   MAX_HELD_NAMES,
   nameKey,
+  paddedCount,
   parseHeld,
   sameDigest,
   sealWrites,
 } from "./held-names.ts";
 import {
   describeTaint,
+  GONE,
   heldFiles,
   holdsSecretUnder,
   isCleared,
@@ -33,15 +37,23 @@ const SECRET = "tok3n-Value-97531";
 const D = (c: string): string => `file:${c.repeat(64)}`;
 const DIR = "dir:d";
 
-/** The records of a call from two scans, sealed against `taint`. */
+/** The records of a call from two scans. */
 function seal(
   before: Map<string, string>,
   after: Map<string, string>,
-  taint: Map<string, TaintedFile> = new Map(),
+  callId = "c1",
 ): TaintedFile[] {
-  return sealWrites(writtenBetween(before, after, "c1"), before, taint, KEY, WRITABLE_ROOTS);
+  return sealWrites(writtenBetween(before, after, callId), KEY, WRITABLE_ROOTS);
 }
 const asMap = (files: TaintedFile[]) => new Map(files.map((f) => [f.path, f]));
+/** What a reader of the log sees of a record set: per root, how many and of which form. */
+const shape = (files: TaintedFile[]): string[] =>
+  files
+    .map((f) => {
+      const h = parseHeld(f.path);
+      return `${h?.anchor ?? f.path}|${h?.mac.length ?? 0}|${f.digest.slice(0, 2)}${f.digest.length}|${f.before.slice(0, 2)}${f.before.length}`;
+    })
+    .sort();
 
 describe("sealWrites", () => {
   const base = new Map([
@@ -50,35 +62,74 @@ describe("sealWrites", () => {
     ["/workspace/a.txt", D("a")],
   ]);
 
-  it("keys a name the call made; a name that existed before stays clear; digests are keyed", () => {
+  it("keys every path under its root (made or existing); digests bound; the rest is padding", () => {
     const rev = [...SECRET].reverse().join("");
     const after = new Map([...base, [`/tmp/${rev}`, D("b")], ["/workspace/a.txt", D("c")]]);
     const files = seal(base, after);
     const text = JSON.stringify(files);
     assert.equal(text.includes(rev), false, text);
-    assert.equal(text.includes("b".repeat(64)), false, "an unkeyed digest is recorded");
-    const clear = files.find((f) => f.path === "/workspace/a.txt");
-    assert.equal(clear?.digest, keyDigest(D("c"), KEY));
-    const held = files.find((f) => parseHeld(f.path) !== undefined);
-    assert.equal(parseHeld(held?.path ?? "")?.anchor, "/tmp");
-    assert.equal(heldLookup(asMap(files), KEY)(`/tmp/${rev}`)?.callId, "c1");
-    assert.equal(heldLookup(asMap(files), KEY)(`/tmp/${rev}x`), undefined);
-    // A run key that did not make the entry cannot match it: its anchor is held whole.
+    assert.equal(text.includes("a.txt"), false, "an existing path is recorded in clear");
+    assert.equal(text.includes("b".repeat(64)), false, "an unbound digest is recorded");
+    assert.deepEqual([...new Set(files.map((f) => parseHeld(f.path)?.anchor))].sort(), [
+      "/tmp",
+      "/workspace",
+    ]);
+    assert.equal(files.length, 8, "each root's one record padded to 4");
+    const look = heldLookup(asMap(files), KEY);
+    assert.equal(look(`/tmp/${rev}`)?.callId, "c1");
+    assert.equal(look("/workspace/a.txt")?.callId, "c1");
+    assert.equal(look(`/tmp/${rev}x`), undefined);
+    assert.equal(look("/workspace/b.txt"), undefined);
+    // A run key that did not make the entry cannot match it: its root is held whole.
     assert.equal(heldLookup(asMap(files), OTHER)("/tmp/anything")?.callId, "c1");
-    assert.equal(heldLookup(asMap(files), OTHER)("/workspace/b.txt"), undefined);
   });
 
-  it("one character per directory level: every level keyed, each anchored at the clear parent", () => {
-    const chars = [...SECRET];
+  it("the record's shape does not follow which existing files, or how many names, the value picked", () => {
+    const before = new Map<string, string>([
+      ["/workspace", DIR],
+      ["/workspace/b", DIR],
+    ]);
+    for (let i = 0; i < 16; i++) before.set(`/workspace/b/${i}`, D("a"));
+    const remove = (bits: number[]) => {
+      const after = new Map(before);
+      for (const i of bits) after.delete(`/workspace/b/${i}`);
+      return seal(before, after);
+    };
+    const change = (bits: number[]) => {
+      const after = new Map(before);
+      for (const i of bits) after.set(`/workspace/b/${i}`, D("z"));
+      return seal(before, after);
+    };
+    const make = (n: number) => {
+      const after = new Map(before);
+      for (let i = 0; i < n; i++) after.set(`/workspace/b/new${i}`, D("a"));
+      return seal(before, after);
+    };
+    // Different subsets, removals or changes or new files, counts within one bucket: one shape.
+    const one = shape(remove([1, 3, 5, 7, 9]));
+    assert.deepEqual(shape(remove([0, 2, 4, 6, 8])), one);
+    assert.deepEqual(shape(change([0, 2, 4, 6, 8])), one);
+    assert.deepEqual(shape(remove([0, 1, 2, 3, 4, 5, 6])), one);
+    assert.deepEqual(shape(make(6)), one);
+    // Equal contents do not look equal (a digest is bound to its path).
+    const digests = make(6).map((f) => f.digest);
+    assert.equal(new Set(digests).size, digests.length);
+  });
+
+  it("counts show as their bucket only: a power of two, at least 4", () => {
+    assert.deepEqual([0, 1, 4, 5, 8, 9, 500, 513].map(paddedCount), [0, 4, 4, 8, 8, 16, 512, 1024]);
+  });
+
+  it("one character per directory level: every level keyed under the root", () => {
     const after = new Map(base);
     let p = "/tmp";
-    for (const ch of chars) {
+    for (const ch of SECRET) {
       p = `${p}/${ch}`;
       after.set(p, DIR);
     }
     const files = seal(base, after);
-    assert.equal(files.length, chars.length);
-    for (const f of files) assert.equal(f.path.startsWith("/tmp//"), true, f.path);
+    assert.equal(files.length, paddedCount(SECRET.length));
+    for (const f of files) assert.equal(f.path.startsWith(`/tmp//${KEY.id}.`), true, f.path);
     assert.equal(heldLookup(asMap(files), KEY)(`${p}/deeper`)?.callId, "c1");
     assert.equal(holdsSecretUnder(asMap(files), "/tmp"), true);
     assert.equal(holdsSecretUnder(asMap(files), "/workspace"), false);
@@ -93,130 +144,20 @@ describe("sealWrites", () => {
     for (const f of files) assert.equal(f.path.length < 100, true, f.path.slice(0, 100));
   });
 
-  it("a changed path under a name held by an earlier call stays keyed (a baseline name is not enough)", () => {
-    const first = seal(
-      base,
-      new Map([...base, [`/tmp/${SECRET}`, DIR], [`/tmp/${SECRET}/f`, D("a")]]),
-    );
-    const taint = asMap(first);
-    const now = new Map([...base, [`/tmp/${SECRET}`, DIR], [`/tmp/${SECRET}/f`, D("a")]]);
-    const second = sealWrites(
-      writtenBetween(now, new Map([...now, [`/tmp/${SECRET}/f`, D("b")]]), "c2"),
-      now,
-      taint,
-      KEY,
-      WRITABLE_ROOTS,
-    );
-    assert.equal(JSON.stringify(second).includes(SECRET), false, JSON.stringify(second));
-    assert.equal(second.length, 1);
-    assert.equal(parseHeld(second[0]?.path ?? "")?.anchor, "/tmp");
-  });
-
-  it("names under a root a failed scan holds are keyed: that call's names were never recorded", () => {
-    const taint = new Map([["/tmp", { path: "/tmp", digest: UNKNOWN, before: "", callId: "c0" }]]);
-    const now = new Map([...base, [`/tmp/${SECRET}`, D("a")]]);
-    const files = sealWrites(
-      writtenBetween(now, new Map([...now, [`/tmp/${SECRET}`, D("b")]]), "c2"),
-      now,
-      taint,
-      KEY,
-      WRITABLE_ROOTS,
-    );
-    assert.equal(JSON.stringify(files).includes(SECRET), false);
-  });
-
-  it(`past ${MAX_HELD_NAMES} records, each new subtree is held whole by its keyed name (npm ci's node_modules)`, () => {
+  it(`past ${MAX_HELD_NAMES} records, each top-level entry is held whole by its keyed name (npm ci's node_modules)`, () => {
     const after = new Map(base);
     after.set("/workspace/node_modules", DIR);
     for (let i = 0; i <= MAX_HELD_NAMES; i++) after.set(`/workspace/node_modules/p${i}`, D("f"));
     const files = seal(base, after);
-    assert.equal(files.length, 1, JSON.stringify(files.slice(0, 3)));
-    const [tree] = files;
-    assert.equal(tree?.digest, UNKNOWN);
-    assert.equal(parseHeld(tree?.path ?? "")?.anchor, "/workspace");
+    assert.equal(files.length, 4, JSON.stringify(files.slice(0, 3)));
+    for (const f of files) assert.equal(f.digest, UNKNOWN);
     const taint = asMap(files);
-    assert.equal(heldLookup(taint, KEY)("/workspace/node_modules/p7/index.js"), tree);
-    assert.equal(
-      heldLookup(taint, KEY)("/workspace/a.txt"),
-      undefined,
-      "the rest of the workspace is free",
-    );
+    assert.equal(heldLookup(taint, KEY)("/workspace/node_modules/p7/index.js")?.callId, "c1");
+    assert.equal(heldLookup(taint, KEY)("/workspace/a.txt"), undefined, "the rest is free");
+    assert.equal(JSON.stringify(files).includes("node_modules"), false);
   });
 
-  it(`past ${MAX_HELD_NAMES} new subtrees the anchors are held as a whole (UNKNOWN): bounded records`, () => {
-    const after = new Map(base);
-    after.set("/workspace/d", DIR);
-    base.set("/workspace/d", DIR);
-    for (let i = 0; i <= MAX_HELD_NAMES; i++) after.set(`/workspace/d/${SECRET}${i}`, D("f"));
-    const files = seal(base, after);
-    base.delete("/workspace/d");
-    assert.deepEqual(
-      files.map((f) => [f.path, f.digest]),
-      [["/workspace/d", UNKNOWN]],
-    );
-    const taint = asMap(files);
-    assert.equal(heldLookup(taint, KEY)(`/workspace/d/${SECRET}0`)?.path, "/workspace/d");
-    assert.equal(isCleared(files[0] as TaintedFile, new Map(), KEY), false);
-    // A later call's names under it stay keyed too.
-    const now = new Map([...base, ["/workspace/d", DIR], [`/workspace/d/${SECRET}0`, D("f")]]);
-    const later = sealWrites(
-      writtenBetween(now, new Map([...now, [`/workspace/d/${SECRET}0`, D("g")]]), "c2"),
-      now,
-      taint,
-      KEY,
-      WRITABLE_ROOTS,
-    );
-    assert.equal(JSON.stringify(later).includes(SECRET), false);
-  });
-});
-
-describe("what a person and the log are shown", () => {
-  const base = new Map([
-    ["/workspace", DIR],
-    ["/workspace/src", DIR],
-  ]);
-  const files = seal(base, new Map([...base, [`/workspace/src/${SECRET}`, D("a")]]));
-  const taint = asMap(files);
-
-  it("a preview counts held names per anchor and names none", () => {
-    const line = describeTaint(taint);
-    assert.equal(line.includes(SECRET), false, line);
-    assert.match(line, /1 new path in \/workspace\/src \(names held; call c1\)/);
-    assert.deepEqual(heldFiles(taint), ["/workspace/src/… (1 name held)"]);
-  });
-
-  it("the patch withholds a held name's file and names only its anchor", () => {
-    const w = withheldReasons(taint, KEY)(`src/${SECRET}`);
-    assert.match(w?.reason ?? "", /holds a secret/);
-    assert.equal(w?.anchor, "/workspace/src");
-    assert.equal(withheldReasons(taint, KEY)("src/other"), undefined);
-  });
-
-  it("a held name is cleared only by a scan that finds it gone (found by its keyed hash)", () => {
-    const f = files[0] as TaintedFile;
-    const byMac = new Map([[KEY.mac(`/workspace/src/${SECRET}`), D("a")]]);
-    assert.equal(isCleared(f, new Map(), KEY, byMac), false, "still there");
-    assert.equal(isCleared(f, new Map(), KEY, new Map()), true, "gone");
-    const foreign = { ...f, path: f.path.replace(KEY.id, OTHER.id) };
-    assert.equal(isCleared(foreign, new Map(), KEY, new Map()), false, "another key's entry stays");
-    assert.equal(
-      heldLookup(new Map([[foreign.path, foreign]]), KEY)("/workspace/src/anything")?.callId,
-      "c1",
-    );
-  });
-
-  it("keyed digests compare with scans; the key never prints", () => {
-    assert.equal(sameDigest(keyDigest(D("a"), KEY), D("a"), KEY), true);
-    assert.equal(sameDigest(keyDigest(D("a"), KEY), D("b"), KEY), false);
-    assert.equal(sameDigest(D("a"), D("a"), KEY), true, "a record from before keying");
-    assert.equal(keyDigest(UNKNOWN, KEY), UNKNOWN);
-    assert.equal(JSON.stringify({ KEY }).includes("0101"), false);
-    assert.equal(`${KEY}`.includes("0101"), false);
-  });
-});
-
-describe("the bounds keep a record inside one event", () => {
-  it("many changed files with clear names (and new ones): every root written under is held whole", () => {
+  it("past that, every root written under is held whole (UNKNOWN): bounded records", () => {
     const before = new Map<string, string>([
       ["/workspace", DIR],
       ["/data", DIR],
@@ -231,14 +172,102 @@ describe("the bounds keep a record inside one event", () => {
       ["/workspace", UNKNOWN],
     ]);
     assert.equal(heldLookup(asMap(files), KEY)(`/data/${SECRET}`)?.path, "/data");
+    assert.equal(isCleared(files[0] as TaintedFile, new Map(), KEY), false);
   });
 
-  it("long names within the count still fit: anchors held whole past the byte bound", () => {
+  it("a record always fits one event", () => {
     const before = new Map([["/tmp", DIR]]);
     const after = new Map(before);
-    for (let i = 0; i < MAX_HELD_NAMES; i++) after.set(`/tmp/${"n".repeat(200)}${i}`, D("a"));
-    const files = seal(before, after);
-    const bytes = JSON.stringify(files).length;
+    for (let i = 0; i < 900; i++) after.set(`/tmp/${"n".repeat(200)}${i}`, D("a"));
+    const bytes = JSON.stringify(seal(before, after)).length;
     assert.equal(bytes < 512 * 1024, true, `${bytes} bytes`);
+  });
+});
+
+describe("a sealed record ends only by a scan", () => {
+  const before = new Map([
+    ["/workspace", DIR],
+    ["/workspace/old", D("a")],
+    ["/workspace/gone", D("b")],
+  ]);
+  const after = new Map([
+    ["/workspace", DIR],
+    ["/workspace/old", D("c")],
+    ["/workspace/new", D("d")],
+  ]);
+  const files = seal(before, after);
+  const byPath = (p: string) => files.find((f) => f.path.endsWith(`.${KEY.mac(p)}`)) as TaintedFile;
+  const scanOf = (m: Map<string, string>) => new Map([...m].map(([p, d]) => [KEY.mac(p), d]));
+
+  it("new: cleared when gone; changed: when back as before; removed: only when back as before", () => {
+    const still = scanOf(after);
+    for (const p of ["/workspace/old", "/workspace/new", "/workspace/gone"])
+      assert.equal(isCleared(byPath(p), new Map(), KEY, still), false, p);
+    const restored = scanOf(before);
+    assert.equal(isCleared(byPath("/workspace/old"), new Map(), KEY, restored), true);
+    assert.equal(isCleared(byPath("/workspace/new"), new Map(), KEY, restored), true);
+    assert.equal(isCleared(byPath("/workspace/gone"), new Map(), KEY, restored), true);
+    const other = scanOf(
+      new Map([
+        ["/workspace/gone", D("x")],
+        ["/workspace/old", D("x")],
+      ]),
+    );
+    assert.equal(isCleared(byPath("/workspace/gone"), new Map(), KEY, other), false);
+    assert.equal(isCleared(byPath("/workspace/old"), new Map(), KEY, other), false);
+    assert.equal(
+      byPath("/workspace/gone").digest,
+      bindDigest(KEY.mac("/workspace/gone"), GONE, KEY),
+    );
+  });
+
+  it("padding ends at the first scan; another key's entry never does", () => {
+    const real = new Set(["/workspace/old", "/workspace/new", "/workspace/gone"].map(byPath));
+    const pad = files.filter((f) => !real.has(f));
+    assert.equal(pad.length, 1);
+    assert.equal(isCleared(pad[0] as TaintedFile, new Map(), KEY, scanOf(after)), true);
+    const f = byPath("/workspace/new");
+    const foreign = { ...f, path: f.path.replace(KEY.id, OTHER.id) };
+    assert.equal(isCleared(foreign, new Map(), KEY, new Map()), false);
+  });
+
+  it("records of earlier versions (k: digests, clear paths) still compare; the key never prints", () => {
+    assert.equal(sameDigest(keyDigest(D("a"), KEY), D("a"), KEY), true);
+    assert.equal(sameDigest(keyDigest(D("a"), KEY), D("b"), KEY), false);
+    assert.equal(sameDigest(D("a"), D("a"), KEY), true, "a record from before keying");
+    const old = {
+      path: "/workspace/x",
+      digest: keyDigest(D("b"), KEY),
+      before: keyDigest(D("a"), KEY),
+      callId: "c0",
+    };
+    assert.equal(isCleared(old, new Map([["/workspace/x", D("a")]]), KEY), true);
+    assert.equal(isCleared(old, new Map([["/workspace/x", D("b")]]), KEY), false);
+    assert.equal(JSON.stringify({ KEY }).includes("0101"), false);
+    assert.equal(`${KEY}`.includes("0101"), false);
+  });
+});
+
+describe("what a person and the log are shown", () => {
+  const base = new Map([
+    ["/workspace", DIR],
+    ["/workspace/src", DIR],
+  ]);
+  const files = seal(base, new Map([...base, [`/workspace/src/${SECRET}`, D("a")]]));
+  const taint = asMap(files);
+
+  it("a preview names the roots that hold records, without a count or a name", () => {
+    const line = describeTaint(taint);
+    assert.equal(line.includes(SECRET), false, line);
+    assert.doesNotMatch(line, /\d+ (new )?paths?|names? held\)/);
+    assert.match(line, /paths in \/workspace \(which and how many: held; call c1\)/);
+    assert.deepEqual(heldFiles(taint), ["/workspace/… (names held)"]);
+  });
+
+  it("the patch withholds a held file and names only its root", () => {
+    const w = withheldReasons(taint, KEY)(`src/${SECRET}`);
+    assert.match(w?.reason ?? "", /holds a secret/);
+    assert.equal(w?.anchor, "/workspace");
+    assert.equal(withheldReasons(taint, KEY)("src/other"), undefined);
   });
 });

@@ -1,27 +1,33 @@
 /**
- * Held names: what of a secret-carrying call's writes the log may record in clear.
+ * Held records: what of a secret-carrying call's writes the log may record, and how.
  *
- * A program that holds a secret can spell it in the NAME of a path it makes
- * (`touch "/tmp/$(printf %s "$ENV.T" | rev)"`, one character per directory level, base32
- * …), and in the metadata a digest covers (a directory's digest is its mode and owner: nine
- * mode bits per directory). So a `secret.written` record keys both with the run's name key
- * (HMAC-SHA256; EventLog.runNameKey: kept beside the run's log, never in an event, never
- * served by the API): a path the call made or renamed — one that was not in the scan it
- * took before the call, or that lies under a name already held — is recorded as
- * `ANCHOR//KEYID.MAC`, where ANCHOR is its nearest ancestor the scan before the call saw
- * and whose name is not held (a name that existed before the call: in clear), and every
- * digest as `k:MAC`. Checks hash the candidate path and each of its ancestors
- * (heldLookup). Keying matters: an unkeyed hash of a one-character name is a table lookup.
- * Past MAX_HELD_NAMES records (or MAX_HELD_NAME_BYTES) each new subtree (the held path
- * right under an anchor) is held as a whole by its keyed name instead (digest UNKNOWN: no
- * scan ends it, every name under it stays held); if that is still too much, each anchor
- * is; then every root the call wrote under, as after a failed scan.
+ * A program that holds a secret can spell it in anything it decides: the NAME of a path it
+ * makes (`touch "/tmp/$(printf %s "$ENV.T" | rev)"`), the metadata a digest covers (nine
+ * mode bits per directory), WHICH existing files it changes or removes (one bit per file
+ * of the repository), HOW MANY names it makes in each directory, which of its writes are
+ * removals, and which of them share a content. So the record's shape must not follow the
+ * value: every path of a `secret.written` record (one that existed before the call too) is
+ * `ROOT//KEYID.MAC`, where ROOT is the writable root it lies under (`/workspace`, `/tmp`,
+ * `/cache`, `/dev/shm`, another mount's top: the kernel's choice, not the program's) and MAC
+ * the HMAC-SHA256 of the path under the run's name key (EventLog.runNameKey: kept beside
+ * the run's log, never in an event, never served by the API); every digest is
+ * `h:MAC(pathMAC, digest)` (bound to its path, so equal contents, removals and new files
+ * look alike); and each root's records are padded with random entries of the same form to
+ * a power of two (at least 4), so what a reader learns of the count is its bucket (a few
+ * bits per root and call). Checks hash the candidate path and each of its ancestors
+ * (heldLookup); the scans that end a hold hash the paths under a root that has records.
+ * Keying matters: an unkeyed hash of a one-character name is a table lookup.
+ * Past MAX_HELD_NAMES records (or MAX_HELD_NAME_BYTES) each top-level entry of a root the
+ * call wrote under (`/workspace/node_modules`) is held as a whole by its keyed name
+ * (digest UNKNOWN: no scan ends it), padded the same way; if that is still too much, every
+ * root the call wrote under, as after a failed scan. Records of earlier versions (clear
+ * paths, `ANCHOR//…` names, `k:` digests) are still read and matched.
  *
- * Must never: put a held name, or an unkeyed digest, in a record; log or return the key;
- * report a path as not held because its entry was keyed with a key it cannot check (an
- * entry whose key id differs holds its whole anchor).
+ * Must never: put a path of a secret-carrying call, an unbound digest or an unpadded count
+ * in a record; log or return the key; report a path as not held because its entry was
+ * keyed with a key it cannot check (an entry whose key id differs holds its whole root).
  */
-import { createHmac } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import type { TaintedFile } from "./secret-taint.ts";
 
 /** The sentinels a digest field may hold in clear. */
@@ -125,24 +131,6 @@ export function heldLookup(
   };
 }
 
-/**
- * Whether the name of `path` is held: itself or an ancestor is a held name, or an ancestor
- * is held as a whole or with digest UNKNOWN (a failed scan's root, an anchor past the
- * bounds), under which names of earlier secret-carrying calls were never recorded.
- */
-function nameIsHeld(
-  path: string,
-  taint: ReadonlyMap<string, TaintedFile>,
-  key: NameKey,
-  ix: HeldIndex,
-): boolean {
-  for (const p of selfAndAncestors(path)) {
-    if (ix.macs.size > 0 && ix.macs.has(key.mac(p))) return true;
-    if (p !== path && (ix.wholes.has(p) || taint.get(p)?.digest === UNKNOWN)) return true;
-  }
-  return false;
-}
-
 /** The root a path with no clear ancestor is anchored at (also: held at past the bounds). */
 function fallbackAnchor(path: string, roots: readonly string[]): string {
   let best = "";
@@ -152,58 +140,100 @@ function fallbackAnchor(path: string, roots: readonly string[]): string {
   return best !== "" ? best : `/${path.split("/")[1] ?? ""}`;
 }
 
+/** A digest bound to the keyed name of its path: `h:MAC(pathMAC, digest)` ("" and GONE too). */
+export function bindDigest(pathMac: string, digest: string, key: NameKey): string {
+  return `h:${key.mac(`${pathMac}\0${digest}`)}`;
+}
+
+/** The padded size of `n` records: a power of two, at least 4 (none stays none). */
+export function paddedCount(n: number): number {
+  if (n === 0) return 0;
+  let size = 4;
+  while (size < n) size *= 2;
+  return size;
+}
+
+/** Random records of the sealed form under `root`: no scan ever matches one. */
+function padding(root: string, n: number, key: NameKey, digest?: string): TaintedFile[] {
+  const hex = (): string => randomBytes(32).toString("hex");
+  return Array.from({ length: n }, () => ({
+    path: `${root}//${key.id}.${hex()}`,
+    digest: digest ?? `h:${hex()}`,
+    before: digest === undefined ? `h:${hex()}` : "",
+    callId: "",
+  }));
+}
+
+/** Groups records by root and pads each group (padding's call id set to `callId`). */
+function padByRoot(
+  byRoot: ReadonlyMap<string, TaintedFile[]>,
+  key: NameKey,
+  callId: string,
+  digest?: string,
+): TaintedFile[] {
+  const out: TaintedFile[] = [];
+  for (const [root, group] of byRoot) {
+    out.push(...group);
+    const extra = padding(root, paddedCount(group.length) - group.length, key, digest);
+    out.push(...extra.map((f) => ({ ...f, callId })));
+  }
+  return out;
+}
+
 /**
  * The records of a call's writes (clear paths from writtenBetween) as the log may hold
- * them: new names and names under held ones keyed, digests keyed, past the bounds anchors
- * held as a whole. `before`: the scan before the call (undefined: writes are the roots).
+ * them: every path keyed under its root, digests bound, each root's records padded; past
+ * the bounds each top-level entry held whole, then each root (as after a failed scan).
  */
 export function sealWrites(
   writes: readonly TaintedFile[],
-  before: ReadonlyMap<string, string> | undefined,
-  taint: ReadonlyMap<string, TaintedFile>,
   key: NameKey,
   roots: readonly string[],
 ): TaintedFile[] {
-  const ix = indexOf(taint, key);
-  const held = (p: string): boolean =>
-    before === undefined || !before.has(p) || nameIsHeld(p, taint, key, ix);
+  const callId = writes[0]?.callId ?? "";
   const clear: TaintedFile[] = [];
   const named = new Map<string, TaintedFile[]>();
-  /** Per anchor, the held paths right under it (subtrees a bound holds whole). */
-  const subtrees = new Map<string, Set<string>>();
+  /** Per root, its top-level entries the call wrote under (held whole past the bounds). */
+  const tops = new Map<string, Set<string>>();
   for (const f of writes) {
-    const sealed = { ...f, digest: keyDigest(f.digest, key), before: keyDigest(f.before, key) };
-    if (f.digest === UNKNOWN || !f.path.startsWith("/") || !held(f.path)) {
-      clear.push(sealed);
+    if (f.digest === UNKNOWN || !f.path.startsWith("/")) {
+      clear.push(f);
       continue;
     }
-    let anchor = f.path.slice(0, Math.max(0, f.path.lastIndexOf("/")));
-    while (anchor !== "" && held(anchor)) anchor = anchor.slice(0, anchor.lastIndexOf("/"));
-    if (anchor === "") anchor = fallbackAnchor(f.path, roots);
-    const group = named.get(anchor) ?? [];
-    group.push({ ...sealed, path: `${anchor}//${key.id}.${key.mac(f.path)}` });
-    named.set(anchor, group);
-    const top = `${anchor === "/" ? "" : anchor}/${f.path.slice(anchor.length + 1).split("/")[0]}`;
-    subtrees.set(anchor, (subtrees.get(anchor) ?? new Set()).add(top));
+    const root = fallbackAnchor(f.path, roots);
+    const mac = key.mac(f.path);
+    const group = named.get(root) ?? [];
+    group.push({
+      path: `${root}//${key.id}.${mac}`,
+      digest: bindDigest(mac, f.digest, key),
+      before: bindDigest(mac, f.before, key),
+      callId: f.callId,
+    });
+    named.set(root, group);
+    const top =
+      f.path.length > root.length ? `${root}/${f.path.slice(root.length + 1).split("/")[0]}` : root;
+    tops.set(root, (tops.get(root) ?? new Set()).add(top));
   }
-  const all = [...clear, ...[...named.values()].flat()];
+  const all = [...clear, ...padByRoot(named, key, callId)];
   if (fits(all)) return all;
-  // Too many to record: each new subtree (`npm ci`'s node_modules) is held as a whole, by
-  // its keyed name, for the rest of the run.
-  const callId = writes[0]?.callId ?? "";
+  // Too many to record: each top-level entry (`npm ci`'s node_modules) is held as a whole,
+  // by its keyed name, for the rest of the run.
+  const wholes = new Map(
+    [...tops].map(([root, set]) => [
+      root,
+      [...set].map((t) => ({
+        path: `${root}//${key.id}.${key.mac(t)}`,
+        digest: UNKNOWN,
+        before: "",
+        callId,
+      })),
+    ]),
+  );
+  const trees = [...clear, ...padByRoot(wholes, key, callId, UNKNOWN)];
+  if (fits(trees)) return trees;
+  // Still too many: every root the call wrote under, as after a failed scan.
   const whole = (path: string): TaintedFile => ({ path, digest: UNKNOWN, before: "", callId });
-  const trees = [...subtrees].flatMap(([anchor, tops]) =>
-    [...tops].map((t) => whole(`${anchor}//${key.id}.${key.mac(t)}`)),
-  );
-  if (fits([...clear, ...trees])) return [...clear, ...trees];
-  // Still too many: each anchor is held as a whole.
-  const anchored = [...clear.filter((f) => !named.has(f.path)), ...[...named.keys()].map(whole)];
-  if (fits(anchored)) return anchored;
-  // Still too much: every root the call wrote under, as after a failed scan.
-  const tops = new Set(
-    writes.filter((f) => f.path.startsWith("/")).map((f) => fallbackAnchor(f.path, roots)),
-  );
-  return [...writes.filter((f) => !f.path.startsWith("/")), ...[...tops].map(whole)];
+  return [...clear, ...[...named.keys()].map(whole)];
 }
 
 /** Whether records fit one `secret.written` (MAX_HELD_NAMES, MAX_HELD_NAME_BYTES). */

@@ -136,8 +136,9 @@ export async function containCall(
     const writes = writtenBetween(before, after, call.callId).filter(
       (f) => f.digest !== GONE || lookup(f.path) === undefined,
     );
-    // Names the call made (and digests) are keyed before they reach the log (held-names.ts).
-    const files = sealWrites(writes, before, held, key, WRITABLE_ROOTS);
+    // Every path and digest is keyed, each root's records padded, before they reach the log
+    // (held-names.ts): the shape of what the call wrote is the program's choice too.
+    const files = sealWrites(writes, key, WRITABLE_ROOTS);
     files.push(...state);
     await append(secretWrittenEvent(call.callId, files));
     run.taint ??= new Map();

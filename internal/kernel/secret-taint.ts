@@ -25,7 +25,14 @@ import { create } from "@bufbuild/protobuf";
 import type { EventPayload } from "../eventlog/event-codec.ts";
 import { type Event, SecretFileSchema, SecretWrittenSchema } from "../gen/agentd/v1/events_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
-import { anchorOf, heldLookup, type NameKey, parseHeld, sameDigest } from "./held-names.ts";
+import {
+  anchorOf,
+  bindDigest,
+  heldLookup,
+  type NameKey,
+  parseHeld,
+  sameDigest,
+} from "./held-names.ts";
 import { scanWritable as scanWith, type WritableScan } from "./writable-scan.ts";
 
 /**
@@ -107,7 +114,9 @@ export function unknownRoots(callId: string): TaintedFile[] {
 
 /**
  * Whether a scan shows a tainted file gone or exactly as before its call (content and
- * metadata); a path the call removed, only once it is back exactly as before.
+ * metadata); a path the call removed, only once it is back exactly as before. A sealed
+ * record (`h:` digests, held-names.ts) is matched through the keyed names of the scan's
+ * paths (`byMac`); padding never matches, so it ends at the first scan.
  */
 export function isCleared(
   f: TaintedFile,
@@ -119,9 +128,24 @@ export function isCleared(
   const held = parseHeld(f.path);
   // An entry another key made can never be matched: it stays.
   if (held !== undefined && held.keyId !== key.id) return false;
+  if (held !== undefined && f.digest.startsWith("h:"))
+    return sealedCleared(f, held.mac, key, byMac);
   const now = held === undefined ? scan.get(f.path) : byMac?.get(held.mac);
   if (f.digest === GONE) return now !== undefined && sameDigest(f.before, now, key);
   return now === undefined || (f.before !== "" && sameDigest(f.before, now, key));
+}
+
+/** isCleared for a sealed record: its kind (removed, new, changed) is told by the key only. */
+function sealedCleared(
+  f: TaintedFile,
+  mac: string,
+  key: NameKey,
+  byMac: ReadonlyMap<string, string> | undefined,
+): boolean {
+  const now = byMac?.get(mac);
+  const same = now !== undefined && bindDigest(mac, now, key) === f.before;
+  if (f.digest === bindDigest(mac, GONE, key)) return same;
+  return now === undefined || (f.before !== bindDigest(mac, "", key) && same);
 }
 
 /**
@@ -211,21 +235,20 @@ export function taintOf(
   return heldLookup(taint, key)(path);
 }
 
-/** The clear paths and, per anchor, how many held names: what a person may be shown. */
+/**
+ * The clear paths and, per root, that it holds sealed records: what a person may be shown.
+ * No count: how many paths a call wrote under a root is a number the program chose.
+ */
 function shownPaths(files: readonly TaintedFile[]): string[] {
   const out: string[] = [];
   const named = new Map<string, Set<string>>();
   for (const f of files) {
     const anchor = anchorOf(f.path);
     if (anchor === undefined) out.push(`${f.path} (call ${f.callId})`);
-    else named.set(anchor, (named.get(anchor) ?? new Set()).add(f.callId));
+    else if (f.callId !== "") named.set(anchor, (named.get(anchor) ?? new Set()).add(f.callId));
   }
-  for (const [anchor, calls] of named) {
-    const n = files.filter((f) => anchorOf(f.path) === anchor).length;
-    out.push(
-      `${n} new path${n === 1 ? "" : "s"} in ${anchor} (names held; call ${[...calls].join(", ")})`,
-    );
-  }
+  for (const [anchor, calls] of named)
+    out.push(`paths in ${anchor} (which and how many: held; call ${[...calls].join(", ")})`);
   return out;
 }
 
@@ -252,18 +275,18 @@ export function describeTaint(taint: ReadonlyMap<string, TaintedFile>): string {
 
 /**
  * The held paths that are files (the container-state entry left out): clear paths as they
- * are, held names as `ANCHOR/… (N names held)`.
+ * are, sealed records as `ROOT/… (names held)`, once per root and without a count.
  */
 export function heldFiles(taint: ReadonlyMap<string, TaintedFile>): string[] {
   const out: string[] = [];
-  const named = new Map<string, number>();
+  const roots = new Set<string>();
   for (const p of taint.keys()) {
     if (p === CONTAINER_STATE) continue;
     const anchor = anchorOf(p);
     if (anchor === undefined) out.push(p);
-    else named.set(anchor, (named.get(anchor) ?? 0) + 1);
+    else roots.add(anchor);
   }
-  for (const [anchor, n] of named) out.push(`${anchor}/… (${n} name${n === 1 ? "" : "s"} held)`);
+  for (const root of roots) out.push(`${root}/… (names held)`);
   return out;
 }
 

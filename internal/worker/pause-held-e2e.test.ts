@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
+import { nameKey } from "../kernel/held-names.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import { createEnvSecretProvider } from "../kernel/secrets.ts";
 import type { Sandbox } from "../sandbox/port.ts";
@@ -117,13 +118,20 @@ describe("a run holding a secret pauses and resumes", () => {
     assert.equal(await fenced(), "paused");
     const all2 = await payloads();
     const held = all2.filter((p) => p.case === "secretWritten" && p.value.callId === "w").at(-1);
+    const heldKey = nameKey(await log.runNameKey(run.runId));
     assert.ok(
       held?.case === "secretWritten" &&
-        held.value.files.some((f) => f.path === "/workspace/setup.cfg"),
-      "setup.cfg is held",
+        held.value.files.some(
+          (f) => f.path === `/workspace//${heldKey.id}.${heldKey.mac("/workspace/setup.cfg")}`,
+        ),
+      "setup.cfg is held by its keyed name",
     );
+    assert.equal(JSON.stringify(held?.value).includes("setup.cfg"), false, "a clear path");
     const asked = await approveLast();
-    assert.match(asked.preview?.summary ?? "", /holds a secret in \/workspace\/setup\.cfg/);
+    assert.match(
+      asked.preview?.summary ?? "",
+      /holds a secret in paths in \/workspace \(which and how many: held/,
+    );
     const snapshot = all2
       .filter((p) => p.case === "artifactEmitted" && p.value.name === SNAPSHOT)
       .at(-1);

@@ -359,7 +359,7 @@ describe("a secret written by an approved call (containment by mechanism)", () =
     );
     // tok.txt was made by the secret call: counted, never named. After the resume it is gone
     // (left out of the snapshot): the execs ask for the container the secret call held.
-    assert.deepEqual(asked[0]?.files, ["/workspace/… (1 name held)"], "r1");
+    assert.deepEqual(asked[0]?.files, ["/workspace/… (names held)"], "r1");
     for (const a of asked.slice(1)) assert.deepEqual(a.files, [], a.callId);
     const events = await log.read(run.runId, 0);
     const b32 = base32(SECRET);
