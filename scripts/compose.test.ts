@@ -306,6 +306,119 @@ it("up; a run through it survives its worker killed; down -v leaves nothing", {
   assert.equal(sandboxes.stdout.trim(), "", "no sandbox of the run");
 });
 
+const SENTINEL = join(ROOT, "deploy", "compose", "docker-compose.sentinel.yml");
+
+/** `SENTINEL …` asked of sentinel-1 inside its container (with the sentinels' password). */
+function sentinel(d: Deployment, ...args: string[]): string {
+  const cmd = `REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli -p 26379 sentinel ${args.join(" ")}`;
+  return compose(d, "exec", "-T", "sentinel-1", "sh", "-c", cmd).stdout.trim();
+}
+
+it("Redis with failover (docker-compose.sentinel.yml): the primary killed under a waiting run; the run completes, nothing acknowledged is lost, the chain verifies", {
+  timeout: 500_000,
+}, async () => {
+  const d = await up(
+    "sentinel",
+    {
+      AGENTD_POLICY: join(ROOT, "examples", "fix-failing-test", "agentd-policy.yaml"),
+      AGENTD_SENTINEL_PORT: String(await freePort()),
+      AGENTD_SENTINEL_PORT_2: String(await freePort()),
+      AGENTD_SENTINEL_PORT_3: String(await freePort()),
+      AGENTD_SENTINEL_DOWN_AFTER_MS: "2000",
+    },
+    [SENTINEL],
+  );
+  const port = d.port;
+  await until(
+    "the sentinels know both replicas",
+    () => (sentinel(d, "replicas", "agentd").match(/^flags\s*\n\s*slave\s*$/gm) ?? []).length === 2,
+    { everyMs: 500, detail: () => sentinel(d, "replicas", "agentd") },
+  );
+  const first = sentinel(d, "get-master-addr-by-name", "agentd").split("\n")[0];
+  // agentd's user reaches its own keys only.
+  const denied = compose(
+    d,
+    "exec",
+    "-T",
+    "redis",
+    "sh",
+    "-c",
+    'REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli --user agentd set not-agentd 1',
+  );
+  assert.match(denied.stdout, /NOPERM/, "a key outside agentd: is refused");
+  const run = agentctl(
+    port,
+    "run",
+    "--repo",
+    "examples/fix-failing-test",
+    "--prompt",
+    PROMPT,
+    "--follow",
+    "--no-wait",
+  );
+  assert.equal(
+    run.status,
+    3,
+    `${run.stdout}\n${run.stderr}\n${compose(d, "logs", "--tail", "30").stdout}`,
+  );
+  const approval = /agentctl approve (apr_(\w+)_\w+)/.exec(run.stderr);
+  assert.ok(approval, run.stderr);
+  const runId = approval[2] as string;
+  const before = eventsOf(port, runId);
+  assert.ok(before.length > 5, `events acknowledged before the failover: ${before.length}`);
+  // The primary dies; the sentinels promote a replica.
+  const primary = compose(d, "ps", "-q", "redis").stdout.trim();
+  assert.equal(spawnSync("docker", ["kill", primary]).status, 0);
+  await until(
+    "the sentinels name a new primary",
+    () => {
+      const now = sentinel(d, "get-master-addr-by-name", "agentd").split("\n")[0];
+      return now !== "" && now !== first;
+    },
+    { everyMs: 500, detail: () => compose(d, "logs", "--tail", "20", "sentinel-1").stdout },
+  );
+  // The approval goes through the new primary (retried while the servers reconnect).
+  let approve = { status: -1 as number | null, stderr: "" };
+  await until(
+    "the approval is accepted after the failover",
+    () => {
+      approve = agentctl(port, "approve", approval[1] as string, "--reason", "after failover");
+      return approve.status === 0 || /already|resolved/i.test(approve.stderr);
+    },
+    { everyMs: 1000, detail: () => approve.stderr },
+  );
+  const state = await untilFinished(d, runId);
+  const after = eventsOf(port, runId);
+  assert.match(state, /completed/i, `${state}\n${JSON.stringify(after.slice(-5))}`);
+  // Every event acknowledged before the failover is there, unchanged.
+  assert.deepEqual(
+    after.slice(0, before.length),
+    before,
+    "an acknowledged event was lost or changed",
+  );
+  const verify = agentctl(port, "verify", runId);
+  assert.equal(verify.status, 0, `${verify.stdout}\n${verify.stderr}`);
+  // The old primary, started again, follows the new one.
+  assert.equal(spawnSync("docker", ["start", primary]).status, 0);
+  await until(
+    "the old primary rejoins as a replica",
+    () =>
+      /slave/.test(
+        compose(
+          d,
+          "exec",
+          "-T",
+          "redis",
+          "sh",
+          "-c",
+          'REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli --user sentinel role',
+        ).stdout,
+      ),
+    { everyMs: 1000, detail: () => sentinel(d, "replicas", "agentd") },
+  );
+  down(d);
+});
+
 /** An HTTP server on the host (loopback by default) that answers "hello from HOST" and counts connections. */
 async function upstream(host = "127.0.0.1"): Promise<{ port: number; hits: () => number }> {
   let hits = 0;

@@ -48,7 +48,7 @@ export const APPEND_BODY_LUA = `
 -- independent (one run's conflict never affects another's). Several runs share one call so
 -- that many busy runs cost one script invocation, not one each.
 -- KEYS: per run, 4 keys: stream, meta hash, tenant index (zset), session index (zset)
---       (the two indexes only with a run's first event; "" otherwise); then, last, the
+--       (the two indexes only with a run's first event; PREFIX..unused otherwise); then, last, the
 --       log-wide feed (stream): one entry per applied commit {r: run, t: tenant, a: first
 --       seq, b: last seq}, in the order commits were applied, capped at ~FEED_MAX_LEN.
 -- ARGV: per run: fence ("" = server append, no lease), expected head seq, expected head

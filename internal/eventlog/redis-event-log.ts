@@ -213,8 +213,8 @@ export class RedisEventLog implements EventLog {
       keys.push(
         this.#streamKey(c.runId),
         this.#metaKey(c.runId),
-        first ? this.#tenantKey(tenant) : "",
-        first ? this.#sessionKey(tenant, c.sessionId) : "",
+        first ? this.#tenantKey(tenant) : this.#keys.unused,
+        first ? this.#sessionKey(tenant, c.sessionId) : this.#keys.unused,
       );
       args.push(
         c.fence === undefined ? "" : String(c.fence),

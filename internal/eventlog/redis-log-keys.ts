@@ -21,6 +21,10 @@
  *   retention:tenants                set     tenants that have a retention:ended:{t}
  *   retention:backfill               hash    the one-time scan for runs that ended before the
  *                                            index existed: cursor, done
+ *   unused                           (none)  named in a script's key list where a slot is
+ *                                            not used this time (never read or written): an
+ *                                            empty name would fail an ACL user limited to
+ *                                            the prefix (`~agentd:*`) with NOPERM
  */
 export interface LogKeys {
   stream(runId: string): string;
@@ -35,6 +39,7 @@ export interface LogKeys {
   endedRuns(tenantId: string): string;
   retentionTenants: string;
   retentionBackfill: string;
+  unused: string;
 }
 
 export function logKeys(prefix: string): LogKeys {
@@ -51,5 +56,6 @@ export function logKeys(prefix: string): LogKeys {
     endedRuns: (t) => `${prefix}retention:ended:${t}`,
     retentionTenants: `${prefix}retention:tenants`,
     retentionBackfill: `${prefix}retention:backfill`,
+    unused: `${prefix}unused`,
   };
 }

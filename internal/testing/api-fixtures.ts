@@ -62,14 +62,20 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
+/** The ACL user the stack's agentd processes log in as (deploy/'s: `~agentd:*`, no admin). */
+const SERVICE_USER = { name: "agentd", password: "stackServicePw", keys: "agentd:*" };
+
 /** Temp dir with the auth file, a private Redis, and a real `agentd server` on it. */
 export async function startStack(serverOpts?: AgentdOptions): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), "agentd-it-"));
   const authFile = writeAuthFile(dir, AUTH);
-  const redis = await startRedis();
+  // agentd logs in as the deployments' ACL user does: its own keys only (`~agentd:*`), no
+  // admin commands; a key outside the prefix fails the test with NOPERM. (The password in
+  // the URL keeps `flags` whole for the tests that start more processes with them.)
+  const redis = await startRedis({ serviceUser: SERVICE_USER });
   const flags = [
     "--event-log",
-    redis.url,
+    `redis://${SERVICE_USER.name}:${SERVICE_USER.password}@127.0.0.1:${redis.port}`,
     "--auth-file",
     authFile,
     "--artifact-dir",

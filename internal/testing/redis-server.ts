@@ -63,6 +63,12 @@ export interface StartRedisOptions {
   tls?: boolean;
   /** Start as a replica of the server on this port (127.0.0.1), logging in as `user`. */
   replicaOf?: number;
+  /**
+   * A further ACL user as the deployments in deploy/ make agentd's: only the keys `keys`
+   * matches (`agentd:*`), no admin commands. The test's own clients keep `user` (or the
+   * default user): they read and break whatever they like.
+   */
+  serviceUser?: { name: string; password: string; keys: string };
 }
 
 /** redis-server arguments for the ACL user, TLS and replication of `opts`. */
@@ -79,6 +85,10 @@ function operatorArgs(
     args.push("~*", "&*", "+@all");
     // A replica logs in to its primary as the same user.
     args.push("--masteruser", u.name, "--masterauth", u.password);
+  }
+  if (opts.serviceUser !== undefined) {
+    const u = opts.serviceUser;
+    args.push("--user", u.name, "on", `>${u.password}`, `~${u.keys}`, "&*", "+@all", "-@admin");
   }
   if (certs !== undefined) {
     args.push("--port", "0", "--tls-port", String(port), "--tls-cert-file", certs.cert);
