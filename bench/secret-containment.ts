@@ -59,7 +59,7 @@ const policy = {
 
 /** The kernel without the containment hooks: a copy of kernel.ts with them as no-ops. */
 const HOOKS =
-  /^import \{ containCall, guardTaint, previewTaint \} from "\.\/secret-containment\.ts";$/m;
+  /^import \{ containCall, guardTaint, heldPatchPreview, previewTaint \} from "\.\/secret-containment\.ts";$/m;
 const kernelUrl = new URL("../internal/kernel/kernel.ts", import.meta.url);
 const source = readFileSync(kernelUrl, "utf8");
 if (!HOOKS.test(source)) {
@@ -76,7 +76,8 @@ writeFileSync(
     HOOKS,
     "const guardTaint = async (_r: unknown, _c: unknown, d: any) => d;\n" +
       "const previewTaint = (_r: unknown, _c: unknown, _d: unknown, pv: any) => pv;\n" +
-      "const containCall = async (..._a: unknown[]): Promise<undefined> => undefined;",
+      "const containCall = async (..._a: unknown[]): Promise<undefined> => undefined;\n" +
+      "const heldPatchPreview = (..._a: unknown[]): undefined => undefined;",
   ),
 );
 let createRaw: typeof CreateKernel;

@@ -215,7 +215,7 @@ export function sealWrites(
     tops.set(root, (tops.get(root) ?? new Set()).add(top));
   }
   const all = [...clear, ...padByRoot(named, key, callId)];
-  if (fits(all)) return all;
+  if (fits(all)) return byPath(all);
   // Too many to record: each top-level entry (`npm ci`'s node_modules) is held as a whole,
   // by its keyed name, for the rest of the run.
   const wholes = new Map(
@@ -230,10 +230,20 @@ export function sealWrites(
     ]),
   );
   const trees = [...clear, ...padByRoot(wholes, key, callId, UNKNOWN)];
-  if (fits(trees)) return trees;
+  if (fits(trees)) return byPath(trees);
   // Still too many: every root the call wrote under, as after a failed scan.
   const whole = (path: string): TaintedFile => ({ path, digest: UNKNOWN, before: "", callId });
-  return [...clear, ...[...named.keys()].map(whole)];
+  return byPath([...clear, ...[...named.keys()].map(whole)]);
+}
+
+/**
+ * Records in the order of their recorded path: roots in a fixed order, and within a root
+ * the order of keyed names (random to a reader). The order the scans found them in is the
+ * program's (new and changed paths first, removed ones after), and padding must not sit
+ * where a reader could count it.
+ */
+function byPath(files: TaintedFile[]): TaintedFile[] {
+  return files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
 /** Whether records fit one `secret.written` (MAX_HELD_NAMES, MAX_HELD_NAME_BYTES). */

@@ -61,7 +61,7 @@ import type { RunWriter } from "./run-writer.ts";
 import { RUNNER_TOOLS, runsRunner } from "./runner-files.ts";
 import { scanRunnerTrees, type TreeScan, treeChanges } from "./runner-trees.ts";
 import { type BaseIndex, changedSinceUpload } from "./script-probe.ts";
-import { containCall, guardTaint, previewTaint } from "./secret-containment.ts";
+import { containCall, guardTaint, heldPatchPreview, previewTaint } from "./secret-containment.ts";
 import type { TaintedFile } from "./secret-taint.ts";
 import type { SecretProvider } from "./secrets.ts";
 import { createSecretResolver } from "./secrets.ts";
@@ -773,7 +773,8 @@ export function createKernel(opts: KernelOptions): Kernel {
             run,
             call,
             d,
-            await preview(run, policy, call, d, redactor, contentRedactor),
+            heldPatchPreview(run, call, d) ??
+              (await preview(run, policy, call, d, redactor, contentRedactor)),
           );
         } catch (err) {
           // The dry run shows the call cannot succeed (e.g. a hunk that does not apply):

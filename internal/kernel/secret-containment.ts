@@ -99,6 +99,31 @@ export function previewTaint(
 }
 
 /**
+ * The preview of a repo.patch while the run holds a secret in the workspace, built without
+ * reading the workspace: no dry run, so no diff, no base sha256, no early error. A dry run
+ * reads the file before any person decides, and each of those would carry what a held file
+ * holds to the log or the model (a diff of `./f` where the held name is `f`; which edit did
+ * not apply, a substring oracle; the sha256 of a one-character file; "no such file" for a
+ * held name; where a link leads). After the approval the patch is planned on the file as
+ * it is then. Undefined: the dry run may run.
+ */
+export function heldPatchPreview(
+  run: KernelRun,
+  call: ProposedCall,
+  d: DecidedCall,
+): PreviewData | undefined {
+  if (call.tool !== "repo.patch" || readable(run, call.tool).size === 0) return undefined;
+  const { path, edits } = d.input as { path?: unknown; edits?: unknown };
+  const n = Array.isArray(edits) ? edits.length : 0;
+  const named = typeof path === "string" ? ` ${JSON.stringify(path).slice(0, 300)}` : "";
+  return {
+    summary: `patch${named} with ${n} edit(s), not read before a person decides: the run holds a secret in the workspace, so no diff is shown`,
+    matchedRules: d.assessment.matched,
+    diff: "[agentd: the diff is not shown: the run holds a secret in the workspace]",
+  };
+}
+
+/**
  * Brackets a call that carries a secret (`usedSecret`: the kernel resolved a placeholder
  * into it; or an exec while the run holds a taint): a first `secret.written` tainting every
  * root (a worker cut off mid-call leaves that), a scan before; the returned finisher kills

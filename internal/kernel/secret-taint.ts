@@ -150,7 +150,8 @@ function sealedCleared(
 
 /**
  * A scan's digests by the keyed hash of their path, for the paths under an anchor of a held
- * name only (a workspace's node_modules is not hashed for a name held in /tmp); undefined
+ * name only (a workspace's node_modules is not hashed for a name held in /tmp) and the
+ * anchor itself (a root whose own mode a call changed is a record of that root); undefined
  * when no held name exists.
  */
 function scanByMac(
@@ -168,7 +169,7 @@ function scanByMac(
   for (const [path, digest] of scan) {
     let under = false;
     for (let p = path; !under && p !== ""; p = p.slice(0, Math.max(0, p.lastIndexOf("/"))))
-      under = p !== path && anchors.has(p);
+      under = anchors.has(p);
     if (under || anchors.has("")) out.set(key.mac(path), digest);
   }
   return out;
