@@ -71,6 +71,7 @@ import {
 } from "../../internal/kernel/tenant-policies.ts";
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
 import { finishPending, type RunDeletionDeps } from "../../internal/lifecycle/delete-run.ts";
+import { expireUploadReceipts } from "../../internal/lifecycle/expire-receipts.ts";
 import { FileRunDeletion } from "../../internal/lifecycle/file-run-deletion.ts";
 import type { RunDeletionStore } from "../../internal/lifecycle/port.ts";
 import { RedisRunDeletion } from "../../internal/lifecycle/redis-run-deletion.ts";
@@ -909,11 +910,25 @@ function startDeletionFinisher(deletion: RunDeletionDeps, logger: Logger): Sweep
   const once = () =>
     finishPending(deletion)
       .then((n) => n > 0 && logger.info({ runs: n }, "finished interrupted run deletions"))
-      .catch((err: unknown) => logger.warn({ err }, "finishing interrupted run deletions failed"));
+      .catch((err: unknown) => logger.warn({ err }, "finishing interrupted run deletions failed"))
+      .then(() => expireAllReceipts(deletion, logger));
   void once();
   const timer = setInterval(once, DELETION_FINISH_MS);
   timer.unref();
   return { stop: async () => clearInterval(timer) };
+}
+
+/** Drops every expired upload receipt (and the blobs that were only theirs), 500 at a time. */
+async function expireAllReceipts(deletion: RunDeletionDeps, logger: Logger): Promise<void> {
+  try {
+    for (let round = 0; round < 100; round++) {
+      const r = await expireUploadReceipts(deletion);
+      if (r.expired > 0) logger.info({ ...r }, "expired upload receipts");
+      if (r.expired < 500) return;
+    }
+  } catch (err) {
+    logger.warn({ err }, "expiring upload receipts failed; retrying next minute");
+  }
 }
 
 function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Sweep {
@@ -1044,7 +1059,12 @@ async function buildEventLog(
     // One process owns the embedded log, so its queue lives in that process too.
     const queue = new MemoryRunQueue({ log, ...schedule });
     const idempotency = new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` });
-    const deletion = new FileRunDeletion({ log, queue, idempotency });
+    const deletion = new FileRunDeletion({
+      log,
+      queue,
+      idempotency,
+      receiptsPath: `${dir}/upload-receipts.json`,
+    });
     await deletion.expire();
     return {
       log,

@@ -46,6 +46,12 @@ export interface ApiDeps {
   policy?: (tenantId: string) => Policy;
   /** Run deletion (DeleteRun, PurgeTenant): absent, those answer UNIMPLEMENTED. */
   deletion?: RunDeletionDeps;
+  /**
+   * How long an UploadWorkspace receipt lets CreateRun name its digest, and keeps the blob
+   * from any deletion, ms (default DEFAULT_UPLOAD_RECEIPT_TTL_MS, 24 h; each CreateRun using
+   * it extends it to at least 10 minutes from then).
+   */
+  uploadReceiptTtlMs?: number;
   /** Called before a run is deleted (the archive plugs in here); a throw keeps the run. */
   beforeDelete?: (tenantId: string, runId: string) => Promise<void>;
   /**

@@ -2,7 +2,8 @@
  * Deleting one run: everything it owns goes — its event stream, meta and index entries
  * (ListRuns, the session index, the approvals and run projections built from them), its
  * idempotency key, queue record and lease, the artifacts and workspace snapshots no other
- * run references (and the tenant's upload receipt of its workspace), and the cached fold.
+ * run and no live upload receipt references (port.ts UploadReceiptRefs: another tenant's
+ * upload of the same content keeps the blob until its receipt expires), and the cached fold.
  *
  * Order (crash-safe, idempotent): a precheck for a clear error, the `beforeDelete` hook (the
  * archive: it reads the run while it is still whole), then the tombstone — in one atomic
@@ -14,7 +15,8 @@
  * in its own atomic step), so a deleted id never comes back.
  *
  * Must never: touch a live run (queued, running, paused, waiting for approval, leased);
- * remove anything before `beforeDelete` succeeded; remove a blob another run references.
+ * remove anything before `beforeDelete` succeeded; remove a blob another run or a live upload
+ * receipt references.
  */
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { receiptDigest } from "../artifacts/upload-receipt.ts";
@@ -141,11 +143,13 @@ async function complete(deps: RunDeletionDeps, t: RunTombstone): Promise<number>
       if (await store.delete(d)) removed++;
     }
   }
-  // The tenant's upload receipt of a workspace that is gone: without its blob it names nothing.
+  // A receipt blob left for a workspace that is gone (no live receipt references it, or it
+  // would not be unreferenced): without its blob it names nothing.
   for (const d of unreferenced) {
     const receipt = receiptDigest(t.tenantId, d);
     for (const store of deps.artifacts) await store.delete?.(receipt);
   }
+  await deps.store.receipts.removed(unreferenced);
   deps.crashPoint?.("deleteRun.afterArtifacts");
   await deps.store.purge(t);
   deps.dropCached?.(t.runId);

@@ -18,6 +18,7 @@ import type { IdempotencyStore } from "../idempotency/port.ts";
 import { schedulerKeys } from "../scheduler/redis-keys.ts";
 import type { DeletionRecord, MarkResult, RunDeletionStore, RunTombstone } from "./port.ts";
 import { ensureArtifactRefs } from "./redis-refs-backfill.ts";
+import { REMOVING_MARK_MS, RedisUploadReceipts } from "./redis-upload-receipts.ts";
 import { digestsOf } from "./run-digests.ts";
 
 /**
@@ -59,9 +60,15 @@ return {'MARKED', v}
 /** Clock difference allowed between a feed id (Redis' time) and an event's `ts` (its writer's). */
 const FEED_SLACK_MS = 60_000;
 
-/** KEYS[1]: a refs set; ARGV[1]: run id. Answers the set's size after removing the run. */
+/**
+ * KEYS: a refs set, the blob's removing mark; ARGV: run id, the mark's ms. Answers the set's
+ * size after removing the run (runs and live upload receipts); at 0 the blob is marked
+ * "removing" in the same step, so a receipt taken from now on waits for the removal.
+ */
 const RELEASE_LUA = `redis.call('SREM', KEYS[1], ARGV[1])
-return redis.call('SCARD', KEYS[1])`;
+local n = redis.call('SCARD', KEYS[1])
+if n == 0 then redis.call('SET', KEYS[2], '1', 'PX', ARGV[2]) end
+return n`;
 
 export interface RedisRunDeletionOptions {
   client: Redis;
@@ -81,7 +88,7 @@ export const DEFAULT_FEED_SCAN_LIMIT = 5_000;
 
 type ScriptClient = {
   agentdMarkDeleted: (...args: (string | number)[]) => Promise<string[]>;
-  agentdReleaseRef: (key: string, runId: string) => Promise<number>;
+  agentdReleaseRef: (key: string, mark: string, runId: string, ms: number) => Promise<number>;
 };
 
 export class RedisRunDeletion implements RunDeletionStore {
@@ -93,6 +100,7 @@ export class RedisRunDeletion implements RunDeletionStore {
   readonly #prefix: string;
   readonly #feedScanLimit: number;
   #refsIndexed = false;
+  readonly receipts: RedisUploadReceipts;
 
   constructor(opts: RedisRunDeletionOptions) {
     this.#client = opts.client;
@@ -102,8 +110,15 @@ export class RedisRunDeletion implements RunDeletionStore {
     this.#queue = schedulerKeys(opts.prefix ?? "agentd:");
     this.#idem = opts.idempotency;
     opts.client.defineCommand("agentdMarkDeleted", { numberOfKeys: 7, lua: MARK_LUA });
-    opts.client.defineCommand("agentdReleaseRef", { numberOfKeys: 1, lua: RELEASE_LUA });
+    opts.client.defineCommand("agentdReleaseRef", { numberOfKeys: 2, lua: RELEASE_LUA });
     this.#scripts = opts.client as unknown as ScriptClient;
+    this.receipts = new RedisUploadReceipts(opts.client, this.#prefix, () => this.#ensureRefs());
+  }
+
+  async #ensureRefs(): Promise<void> {
+    if (this.#refsIndexed) return;
+    await ensureArtifactRefs(this.#client, this.#prefix);
+    this.#refsIndexed = true;
   }
 
   async #mark(
@@ -177,14 +192,16 @@ export class RedisRunDeletion implements RunDeletionStore {
   }
 
   async releaseArtifacts(runId: string, digests: readonly string[]): Promise<string[]> {
-    if (!this.#refsIndexed) {
-      await ensureArtifactRefs(this.#client, this.#prefix);
-      this.#refsIndexed = true;
-    }
+    await this.#ensureRefs();
     const free: string[] = [];
     for (const d of digests) {
       const left = await wrapRedis(
-        this.#scripts.agentdReleaseRef(this.#log.artifactRefs(d), runId),
+        this.#scripts.agentdReleaseRef(
+          this.#log.artifactRefs(d),
+          this.#log.artifactRemoving(d),
+          runId,
+          REMOVING_MARK_MS,
+        ),
       );
       if (Number(left) === 0) free.push(d);
     }
