@@ -28,6 +28,7 @@ const ACME = "acme-token-0123456789";
 const OTHER = "other-token-0123456789";
 const THRIFTY = "thrifty-token-0123456789";
 const BURSTY = "bursty-token-0123456789";
+const ADMIN = "admin-token-0123456789";
 /** thrifty's tokens a day: one tool-call step (28 tokens, the stub's usage) spends it. */
 const THRIFTY_TOKENS = 25;
 
@@ -44,10 +45,12 @@ function authYaml(acmeLimit: number | undefined): string {
         `  - sha256: ${sha256Hex(t as string)}\n    tenant: ${tenant}\n    roles: [submit, read]\n`,
     )
     .join("");
+  // The operator's admin token: it reads the per-tenant series (/metrics/tenants).
+  const admin = `  - sha256: ${sha256Hex(ADMIN)}\n    tenant: ops\n    roles: [admin]\n`;
   const acme =
     acmeLimit === undefined ? "" : `  acme:\n    limits:\n      concurrentRuns: ${acmeLimit}\n`;
   const tenants = `tenants:\n${acme}  other:\n    retention: 7d\n  thrifty:\n    limits:\n      tokensPerDay: ${THRIFTY_TOKENS}\n  bursty:\n    limits:\n      runsPerMinute: 2\n      uploadBytes: 64KiB\n`;
-  return `tokens:\n${tokens}${tenants}`;
+  return `tokens:\n${tokens}${admin}${tenants}`;
 }
 
 /** Runs whose prompt says "gate-X" wait in their model request until release("X"). */
@@ -163,7 +166,11 @@ async function metric(
   tenant: string,
   limit = "concurrentRuns",
 ): Promise<number | undefined> {
-  const text = await (await fetch(`${c.server.url}/metrics`)).text();
+  const text = await (
+    await fetch(`${c.server.url}/metrics/tenants`, {
+      headers: { authorization: `Bearer ${ADMIN}` },
+    })
+  ).text();
   const line = text
     .split("\n")
     .find(
