@@ -134,6 +134,7 @@ const SERVER_FLAGS: FlagName[] = [
   "archive-dir",
   "retention",
   "retention-sweep-ms",
+  "upload-receipt-ttl",
   "redis-prefix",
   "cors-origins",
   "max-request-bytes",
@@ -204,6 +205,7 @@ const DEV_FLAGS: FlagName[] = [
   "archive-dir",
   "retention",
   "retention-sweep-ms",
+  "upload-receipt-ttl",
   "cors-origins",
   "max-request-bytes",
   "max-workspace-bytes",
@@ -429,6 +431,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         ? {}
         : { archive: archive.served, beforeDelete: archive.beforeDelete }),
       cancelWaitMs: cfg["cancel-wait-ms"],
+      uploadReceiptTtlMs: cfg["upload-receipt-ttl"],
       policy: (tenantId: string) => tenantPolicies.forTenant(tenantId).policy,
       ...(limits === undefined
         ? {}
