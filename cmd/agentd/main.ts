@@ -105,8 +105,11 @@ import { primeDriverSeries, primeKnownSeries } from "../../internal/telemetry/kn
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { registerStoreGauges } from "../../internal/telemetry/store-gauges.ts";
+import type { TenantArtifactLedger } from "../../internal/tenancy/artifact-bytes.ts";
 import type { TenantDayLedger } from "../../internal/tenancy/day-usage.ts";
+import { MemoryArtifactLedger } from "../../internal/tenancy/memory-artifact-bytes.ts";
 import { MemoryDayLedger } from "../../internal/tenancy/memory-day-usage.ts";
+import { RedisArtifactLedger } from "../../internal/tenancy/redis-artifact-bytes.ts";
 import { RedisDayLedger } from "../../internal/tenancy/redis-day-usage.ts";
 import { RedisRunRate } from "../../internal/tenancy/redis-run-rate.ts";
 import { MemoryRunRate, type RunRateCounter } from "../../internal/tenancy/run-rate.ts";
@@ -395,7 +398,12 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const limits =
     auth === undefined
       ? undefined
-      : await startTenantLimits(auth, { queue, dayLedger: built.dayLedger }, cfg, logger);
+      : await startTenantLimits(
+          auth,
+          { queue, dayLedger: built.dayLedger, artifacts: built.tenantArtifacts },
+          cfg,
+          logger,
+        );
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
   // --archive-dir: runs are archived before deletion, and the API serves archived runs
@@ -406,6 +414,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const deletion: RunDeletionDeps = {
     store: built.deletion,
     artifacts: [artifacts],
+    tenantArtifacts: built.tenantArtifacts,
     dropCached: (runId) => {
       runs.drop(runId);
       apiRuns.drop(runId);
@@ -432,6 +441,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         : { archive: archive.served, beforeDelete: archive.beforeDelete }),
       cancelWaitMs: cfg["cancel-wait-ms"],
       uploadReceiptTtlMs: cfg["upload-receipt-ttl"],
+      tenantArtifacts: built.tenantArtifacts,
       policy: (tenantId: string) => tenantPolicies.forTenant(tenantId).policy,
       ...(limits === undefined
         ? {}
@@ -620,6 +630,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         prices: priceTable(cfg),
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
         tenantDay: built.dayLedger,
+        tenantArtifacts: built.tenantArtifacts,
         approvalHoldMs: cfg["approval-hold-ms"],
         trustCounters,
         ...(cfg["cache-max-bytes"] > 0
@@ -1049,6 +1060,8 @@ async function buildEventLog(
   exportState: ExportState;
   /** The tenants' daily model use and limits, shared by every process on the store. */
   dayLedger: TenantDayLedger;
+  /** The tenants' stored artifact bytes (artifactBytes), shared like the day ledger. */
+  tenantArtifacts: TenantArtifactLedger;
   /** The tenants' CreateRuns per minute (runsPerMinute), shared by every server. */
   runRate: RunRateCounter;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
@@ -1080,6 +1093,7 @@ async function buildEventLog(
       deletion,
       exportState: new FileExportState(`${dir}/export`),
       dayLedger: new MemoryDayLedger(),
+      tenantArtifacts: new MemoryArtifactLedger(),
       runRate: new MemoryRunRate(),
       closeAll: async () => {
         await queue.close();
@@ -1122,6 +1136,7 @@ async function buildEventLog(
     deletion: new RedisRunDeletion({ client, prefix: cfg["redis-prefix"], idempotency }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
     dayLedger: new RedisDayLedger({ client, prefix: cfg["redis-prefix"] }),
+    tenantArtifacts: new RedisArtifactLedger({ client, prefix: cfg["redis-prefix"] }),
     runRate: new RedisRunRate({ client, prefix: cfg["redis-prefix"] }),
     redis: client,
     closeAll: async () => {

@@ -101,6 +101,7 @@ export function createRunHandler(deps: ApiDeps) {
         );
         dropHold = () => releaseHold(deletion, holder, digest).then(() => undefined);
       }
+      await deps.tenantArtifacts?.charge(principal.tenantId, workspace.digest, workspace.size);
     }
     try {
       return await admit(ctx, req, principal, workspace, image);

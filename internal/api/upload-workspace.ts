@@ -61,6 +61,7 @@ export function uploadWorkspaceHandler(deps: ApiDeps) {
         "chunk",
       );
     await deps.artifacts.put(receiptOf(principal.tenantId, info.digest));
+    await deps.tenantArtifacts?.charge(principal.tenantId, info.digest, info.size);
     return { digest: info.digest, sizeBytes: BigInt(info.size) };
   };
 }

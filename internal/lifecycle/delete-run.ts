@@ -21,6 +21,7 @@
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { receiptDigest } from "../artifacts/upload-receipt.ts";
 import { AgentdError } from "../errors.ts";
+import type { TenantArtifactLedger } from "../tenancy/artifact-bytes.ts";
 import { runDeletedNotice } from "./notices.ts";
 import type { DeletionRecord, RunDeletionStore, RunTombstone } from "./port.ts";
 
@@ -41,6 +42,11 @@ export interface RunDeletionDeps {
   artifacts: readonly ArtifactStore[];
   /** Drops a run's cached fold in this process (RunProjectionCache.drop). */
   dropCached?: (runId: string) => void;
+  /**
+   * The tenants' stored artifact bytes (artifactBytes): a blob leaves the tenant's count
+   * when its last reference of the tenant goes. Absent: nothing is counted.
+   */
+  tenantArtifacts?: TenantArtifactLedger;
   /** Default TOMBSTONE_KEEP_MS. */
   tombstoneKeepMs?: number;
   /** Test builds only: called at each named point (DELETE_RUN_CRASH_POINTS). */
@@ -150,11 +156,24 @@ async function complete(deps: RunDeletionDeps, t: RunTombstone): Promise<number>
     for (const store of deps.artifacts) await store.delete?.(receipt);
   }
   await deps.store.receipts.removed(unreferenced);
+  await releaseTenantBlobs(deps, t.tenantId, digests);
   deps.crashPoint?.("deleteRun.afterArtifacts");
   await deps.store.purge(t);
   deps.dropCached?.(t.runId);
   await deps.store.finish(t, deps.tombstoneKeepMs ?? TOMBSTONE_KEEP_MS);
   return removed;
+}
+
+/** Takes the blobs the tenant no longer references out of its artifactBytes count. */
+export async function releaseTenantBlobs(
+  deps: RunDeletionDeps,
+  tenantId: string,
+  digests: readonly string[],
+): Promise<void> {
+  const ledger = deps.tenantArtifacts;
+  if (ledger === undefined) return;
+  for (const d of digests)
+    if (!(await deps.store.tenantReferences(tenantId, d))) await ledger.release(tenantId, d);
 }
 
 /**

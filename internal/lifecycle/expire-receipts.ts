@@ -8,7 +8,7 @@
  * after the removal (a concurrent upload of the same content waits on it).
  */
 import { receiptDigest } from "../artifacts/upload-receipt.ts";
-import type { RunDeletionDeps } from "./delete-run.ts";
+import { type RunDeletionDeps, releaseTenantBlobs } from "./delete-run.ts";
 
 /** How long an UploadWorkspace receipt lets CreateRun name its digest: 24 h by default. */
 export const DEFAULT_UPLOAD_RECEIPT_TTL_MS = 24 * 60 * 60 * 1000;
@@ -37,6 +37,7 @@ export async function expireUploadReceipts(
     }
     for (const d of new Set(free))
       for (const store of deps.artifacts) if (await store.delete?.(d)) removedBlobs++;
+    for (const r of expired) await releaseTenantBlobs(deps, r.tenantId, [r.digest]);
   } finally {
     // On an error the marks go anyway (a blob left is a leak, never a loss): an upload
     // waiting on them must not wait out the mark's TTL.

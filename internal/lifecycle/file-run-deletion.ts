@@ -151,6 +151,18 @@ export class FileRunDeletion implements RunDeletionStore {
     return [...left];
   }
 
+  async tenantReferences(tenantId: string, digest: string): Promise<boolean> {
+    if (this.receipts.heldBy(tenantId, digest)) return true;
+    for (const id of this.#log.allRunIds()) {
+      // A run whose deletion began released its references (its events go next).
+      if (this.#log.tombstoneOf(id) !== undefined) continue;
+      if ((await this.#log.head(id))?.tenantId !== tenantId) continue;
+      for (const ev of await this.#log.read(id, 0))
+        if (digestsOf(ev.json).includes(digest)) return true;
+    }
+    return false;
+  }
+
   async forgetIdempotency(t: RunTombstone): Promise<void> {
     await this.#idem?.forgetRun(t.tenantId, t.runId);
   }

@@ -38,6 +38,11 @@ export class FileUploadReceipts implements UploadReceiptRefs {
     return false;
   }
 
+  /** Whether the tenant holds a receipt on `digest` (expired or not, until swept). */
+  heldBy(tenantId: string, digest: string): boolean {
+    return this.#live.has(digest + tenantId);
+  }
+
   /** A deletion found `digest` unreferenced: it is being removed. */
   markRemoving(digest: string): void {
     this.#removing.add(digest);

@@ -110,6 +110,12 @@ export interface RunDeletionStore {
    * `receipts.removed`. Idempotent: calling it again answers the same or fewer.
    */
   releaseArtifacts(runId: string, digests: readonly string[]): Promise<string[]>;
+  /**
+   * Whether the tenant still references `digest`: one of its runs' events (a run whose
+   * deletion released its references no longer counts) or its live receipt. Decides when a
+   * blob leaves the tenant's artifactBytes count (tenancy/artifact-bytes.ts).
+   */
+  tenantReferences(tenantId: string, digest: string): Promise<boolean>;
   /** Turns the run's idempotency key (if any) into a "deleted" marker without the run id. */
   forgetIdempotency(t: RunTombstone): Promise<void>;
   /** Removes the run's stream, meta, lease, queue record and index entries. Idempotent. */

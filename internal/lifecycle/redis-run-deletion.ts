@@ -57,6 +57,16 @@ redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*', 'r', ARGV[4], 't', tena
 return {'MARKED', v}
 `;
 
+/**
+ * KEYS: a refs set. ARGV: tenant, key prefix. 1 when a member is the tenant's receipt or a
+ * run of the tenant (its meta's tenant). Keys built from the prefix, as the append script's.
+ */
+const TENANT_REFS_LUA = `for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if m == 'u:' .. ARGV[1] then return 1 end
+  if string.sub(m, 1, 2) ~= 'u:' and redis.call('HGET', ARGV[2] .. 'run:' .. m .. ':meta', 'tenant') == ARGV[1] then return 1 end
+end
+return 0`;
+
 /** Clock difference allowed between a feed id (Redis' time) and an event's `ts` (its writer's). */
 const FEED_SLACK_MS = 60_000;
 
@@ -89,6 +99,7 @@ export const DEFAULT_FEED_SCAN_LIMIT = 5_000;
 type ScriptClient = {
   agentdMarkDeleted: (...args: (string | number)[]) => Promise<string[]>;
   agentdReleaseRef: (key: string, mark: string, runId: string, ms: number) => Promise<number>;
+  agentdTenantRefs: (key: string, tenant: string, prefix: string) => Promise<number>;
 };
 
 export class RedisRunDeletion implements RunDeletionStore {
@@ -111,6 +122,7 @@ export class RedisRunDeletion implements RunDeletionStore {
     this.#idem = opts.idempotency;
     opts.client.defineCommand("agentdMarkDeleted", { numberOfKeys: 7, lua: MARK_LUA });
     opts.client.defineCommand("agentdReleaseRef", { numberOfKeys: 2, lua: RELEASE_LUA });
+    opts.client.defineCommand("agentdTenantRefs", { numberOfKeys: 1, lua: TENANT_REFS_LUA });
     this.#scripts = opts.client as unknown as ScriptClient;
     this.receipts = new RedisUploadReceipts(opts.client, this.#prefix, () => this.#ensureRefs());
   }
@@ -206,6 +218,14 @@ export class RedisRunDeletion implements RunDeletionStore {
       if (Number(left) === 0) free.push(d);
     }
     return free;
+  }
+
+  async tenantReferences(tenantId: string, digest: string): Promise<boolean> {
+    await this.#ensureRefs();
+    const r = await wrapRedis(
+      this.#scripts.agentdTenantRefs(this.#log.artifactRefs(digest), tenantId, this.#prefix),
+    );
+    return Number(r) === 1;
   }
 
   async forgetIdempotency(t: RunTombstone): Promise<void> {

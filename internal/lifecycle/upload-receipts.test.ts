@@ -5,7 +5,8 @@
  * them); the same tenant uploading twice keeps the later expiry; CreateRun's renewal extends
  * a live receipt and refuses an expired one; uploads racing deletions of the same content
  * never end with a held receipt on a removed blob; the embedded store keeps receipts across
- * a restart.
+ * a restart; a tenant's artifactBytes count holds a blob once and lets it go with the
+ * tenant's last reference (a run or a receipt), whatever other tenants hold.
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -24,6 +25,8 @@ import { openFileEventLog } from "../eventlog/file-event-log.ts";
 import type { EventLog } from "../eventlog/port.ts";
 import { RedisEventLog } from "../eventlog/redis-event-log.ts";
 import { RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
+import { MemoryArtifactLedger } from "../tenancy/memory-artifact-bytes.ts";
+import { RedisArtifactLedger } from "../tenancy/redis-artifact-bytes.ts";
 import { completed } from "../testing/deletion-fixtures.ts";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
 import { deleteRun, type RunDeletionDeps } from "./delete-run.ts";
@@ -173,6 +176,32 @@ function suite(name: string, open: () => Promise<Env>) {
         assert.equal(await env.deps.store.receipts.removing(digestOf(c)), false, "marks cleared");
     });
 
+    it("artifactBytes: a blob counts once per tenant; it leaves a tenant's count with that tenant's last reference", async () => {
+      const ledger = env.deps.tenantArtifacts;
+      assert.ok(ledger !== undefined);
+      const content = Buffer.from(`counted ${ulid()}`.padEnd(500, "."));
+      const d = digestOf(content);
+      const [a1, a2] = [await endedRun(env, "ta", content), await endedRun(env, "ta", content)];
+      const b1 = await endedRun(env, "tb", content);
+      // What the worker's store does per write: charge the run's tenant.
+      for (const t of ["ta", "ta", "tb"]) await ledger.charge(t, d, content.length);
+      assert.equal(await ledger.bytesOf("ta"), 500, "two runs of one tenant: counted once");
+      assert.equal(await ledger.bytesOf("tb"), 500, "and once for the other tenant");
+      await deleteRun(env.deps, { runId: a1, by: "ta", reason: "r" });
+      assert.equal(await ledger.bytesOf("ta"), 500, "ta's other run still names it");
+      const now = Date.now();
+      await upload(env, "ta", content, now + HOUR);
+      await deleteRun(env.deps, { runId: a2, by: "ta", reason: "r" });
+      assert.equal(await ledger.bytesOf("ta"), 500, "ta's live receipt still holds it");
+      await expireUploadReceipts(env.deps, now + HOUR);
+      assert.equal(await ledger.bytesOf("ta"), 0, "ta's last reference went");
+      assert.equal(await ledger.bytesOf("tb"), 500, "tb's count is its own");
+      assert.ok(await has(env, d), "tb's run still names the blob");
+      await deleteRun(env.deps, { runId: b1, by: "tb", reason: "r" });
+      assert.equal(await ledger.bytesOf("tb"), 0);
+      assert.equal(await has(env, d), false);
+    });
+
     it("a second store over the same data sees the receipts", async () => {
       if (env.reopen === undefined) return;
       const content = Buffer.from(`restart ${ulid()}`);
@@ -198,7 +227,7 @@ suite("embedded log", async () => {
   return {
     log,
     artifacts,
-    deps: { store, artifacts: [artifacts] },
+    deps: { store, artifacts: [artifacts], tenantArtifacts: new MemoryArtifactLedger() },
     reopen: async () => ({
       store: new FileRunDeletion({ log, receiptsPath }),
       artifacts: [artifacts],
@@ -221,7 +250,11 @@ suite("redis", async () => {
   return {
     log,
     artifacts,
-    deps: { store, artifacts: [artifacts] },
+    deps: {
+      store,
+      artifacts: [artifacts],
+      tenantArtifacts: new RedisArtifactLedger({ client, prefix: "agentd:" }),
+    },
     reopen: async () => ({
       store: new RedisRunDeletion({ client: redis?.client() ?? client, prefix: "agentd:" }),
       artifacts: [artifacts],

@@ -95,13 +95,13 @@ export const metrics = {
   }),
   tenantLimit: new Gauge({
     name: "agentd_tenant_limit",
-    help: 'Capacity of each enforced per-tenant limit (limit="concurrentRuns", "tokensPerDay", "costPerDayUsd" in USD), for the tenants the auth file names; the server\'s --tenant-limit where the file sets none.',
+    help: 'Capacity of each enforced per-tenant limit (limit="concurrentRuns", "tokensPerDay", "costPerDayUsd" in USD, "artifactBytes"), for the tenants the auth file names; the server\'s --tenant-limit where the file sets none.',
     labelNames: ["tenant", "limit"],
     registers: tenantReg,
   }),
   tenantLimitUsed: new Gauge({
     name: "agentd_tenant_limit_used",
-    help: "Use of each enforced per-tenant limit, cluster-wide (concurrentRuns: runs starting or running; tokensPerDay, costPerDayUsd: the UTC day so far), for the tenants the auth file names.",
+    help: "Use of each enforced per-tenant limit, cluster-wide (concurrentRuns: runs starting or running; tokensPerDay, costPerDayUsd: the UTC day so far; artifactBytes: the bytes the tenant stores), for the tenants the auth file names.",
     labelNames: ["tenant", "limit"],
     registers: tenantReg,
   }),
