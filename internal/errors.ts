@@ -23,6 +23,7 @@ export type ErrorCode =
   | "EENDED" // the run already ended: the log refuses anything after its terminal event
   | "ECANCELLED" // the run was asked to cancel: nothing more may start
   | "EREWOUND" // the stored log lost acknowledged events: it is behind what the caller saw
+  | "ELIMIT_ARTIFACTS" // the tenant stores its artifactBytes limit or more (auth file)
   | "EIO"; // storage failed or holds corrupt data
 
 export interface AgentdErrorOptions {

@@ -72,6 +72,11 @@ export const FLAGS = {
     help: "server, dev: how long an ended run is kept (7d, 30d, 12h; a tenant's `retention` in the auth file overrides it); past it the run, its artifacts, its idempotency key and its feed entries are deleted (docs/operations.md). off: kept forever",
     def: "off",
   },
+  "upload-receipt-ttl": {
+    env: "AGENTD_UPLOAD_RECEIPT_TTL",
+    help: "server, dev: how long an UploadWorkspace receipt lets CreateRun name its digest and keeps the blob from every deletion (1m to 30d: 30m, 24h, 7d); expired receipts are swept every minute",
+    def: "24h",
+  },
   "retention-sweep-ms": {
     env: "AGENTD_RETENTION_SWEEP_MS",
     help: "server, dev: how often the retention sweeper looks for ended runs past their retention",
@@ -317,6 +322,17 @@ export const ConfigSchema = z.object({
     return ms;
   }),
   "retention-sweep-ms": z.coerce.number().int().min(100).max(86_400_000),
+  "upload-receipt-ttl": z.string().transform((v, ctx) => {
+    const ms = parseDuration(v);
+    if (typeof ms === "string" || ms < 60_000 || ms > 30 * 86_400_000) {
+      ctx.addIssue({
+        code: "custom",
+        message: typeof ms === "string" ? ms : "must be 1m to 30d",
+      });
+      return z.NEVER;
+    }
+    return ms;
+  }),
   "redis-prefix": z.string().min(1).max(64),
   "cors-origins": z.string().transform((v, ctx) => {
     const out: string[] = [];

@@ -71,6 +71,7 @@ import {
 } from "../../internal/kernel/tenant-policies.ts";
 import { createTrustStore } from "../../internal/kernel/trust-store.ts";
 import { finishPending, type RunDeletionDeps } from "../../internal/lifecycle/delete-run.ts";
+import { expireUploadReceipts } from "../../internal/lifecycle/expire-receipts.ts";
 import { FileRunDeletion } from "../../internal/lifecycle/file-run-deletion.ts";
 import type { RunDeletionStore } from "../../internal/lifecycle/port.ts";
 import { RedisRunDeletion } from "../../internal/lifecycle/redis-run-deletion.ts";
@@ -104,8 +105,11 @@ import { primeDriverSeries, primeKnownSeries } from "../../internal/telemetry/kn
 import { createLogger, type Logger } from "../../internal/telemetry/logger.ts";
 import { startTracing } from "../../internal/telemetry/sdk.ts";
 import { registerStoreGauges } from "../../internal/telemetry/store-gauges.ts";
+import type { TenantArtifactLedger } from "../../internal/tenancy/artifact-bytes.ts";
 import type { TenantDayLedger } from "../../internal/tenancy/day-usage.ts";
+import { MemoryArtifactLedger } from "../../internal/tenancy/memory-artifact-bytes.ts";
 import { MemoryDayLedger } from "../../internal/tenancy/memory-day-usage.ts";
+import { RedisArtifactLedger } from "../../internal/tenancy/redis-artifact-bytes.ts";
 import { RedisDayLedger } from "../../internal/tenancy/redis-day-usage.ts";
 import { RedisRunRate } from "../../internal/tenancy/redis-run-rate.ts";
 import { MemoryRunRate, type RunRateCounter } from "../../internal/tenancy/run-rate.ts";
@@ -133,6 +137,7 @@ const SERVER_FLAGS: FlagName[] = [
   "archive-dir",
   "retention",
   "retention-sweep-ms",
+  "upload-receipt-ttl",
   "redis-prefix",
   "cors-origins",
   "max-request-bytes",
@@ -203,6 +208,7 @@ const DEV_FLAGS: FlagName[] = [
   "archive-dir",
   "retention",
   "retention-sweep-ms",
+  "upload-receipt-ttl",
   "cors-origins",
   "max-request-bytes",
   "max-workspace-bytes",
@@ -392,7 +398,12 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const limits =
     auth === undefined
       ? undefined
-      : await startTenantLimits(auth, { queue, dayLedger: built.dayLedger }, cfg, logger);
+      : await startTenantLimits(
+          auth,
+          { queue, dayLedger: built.dayLedger, artifacts: built.tenantArtifacts },
+          cfg,
+          logger,
+        );
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
   const runs = new RunProjectionCache({ log });
   // --archive-dir: runs are archived before deletion, and the API serves archived runs
@@ -403,6 +414,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const deletion: RunDeletionDeps = {
     store: built.deletion,
     artifacts: [artifacts],
+    tenantArtifacts: built.tenantArtifacts,
     dropCached: (runId) => {
       runs.drop(runId);
       apiRuns.drop(runId);
@@ -428,6 +440,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         ? {}
         : { archive: archive.served, beforeDelete: archive.beforeDelete }),
       cancelWaitMs: cfg["cancel-wait-ms"],
+      uploadReceiptTtlMs: cfg["upload-receipt-ttl"],
+      tenantArtifacts: built.tenantArtifacts,
       policy: (tenantId: string) => tenantPolicies.forTenant(tenantId).policy,
       ...(limits === undefined
         ? {}
@@ -616,6 +630,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         prices: priceTable(cfg),
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
         tenantDay: built.dayLedger,
+        tenantArtifacts: built.tenantArtifacts,
         approvalHoldMs: cfg["approval-hold-ms"],
         trustCounters,
         ...(cfg["cache-max-bytes"] > 0
@@ -909,11 +924,25 @@ function startDeletionFinisher(deletion: RunDeletionDeps, logger: Logger): Sweep
   const once = () =>
     finishPending(deletion)
       .then((n) => n > 0 && logger.info({ runs: n }, "finished interrupted run deletions"))
-      .catch((err: unknown) => logger.warn({ err }, "finishing interrupted run deletions failed"));
+      .catch((err: unknown) => logger.warn({ err }, "finishing interrupted run deletions failed"))
+      .then(() => expireAllReceipts(deletion, logger));
   void once();
   const timer = setInterval(once, DELETION_FINISH_MS);
   timer.unref();
   return { stop: async () => clearInterval(timer) };
+}
+
+/** Drops every expired upload receipt (and the blobs that were only theirs), 500 at a time. */
+async function expireAllReceipts(deletion: RunDeletionDeps, logger: Logger): Promise<void> {
+  try {
+    for (let round = 0; round < 100; round++) {
+      const r = await expireUploadReceipts(deletion);
+      if (r.expired > 0) logger.info({ ...r }, "expired upload receipts");
+      if (r.expired < 500) return;
+    }
+  } catch (err) {
+    logger.warn({ err }, "expiring upload receipts failed; retrying next minute");
+  }
 }
 
 function startApprovalSweep(deps: ApiDeps, everyMs: number, logger: Logger): Sweep {
@@ -1031,6 +1060,8 @@ async function buildEventLog(
   exportState: ExportState;
   /** The tenants' daily model use and limits, shared by every process on the store. */
   dayLedger: TenantDayLedger;
+  /** The tenants' stored artifact bytes (artifactBytes), shared like the day ledger. */
+  tenantArtifacts: TenantArtifactLedger;
   /** The tenants' CreateRuns per minute (runsPerMinute), shared by every server. */
   runRate: RunRateCounter;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
@@ -1044,7 +1075,12 @@ async function buildEventLog(
     // One process owns the embedded log, so its queue lives in that process too.
     const queue = new MemoryRunQueue({ log, ...schedule });
     const idempotency = new FileIdempotencyStore({ path: `${dir}/idempotency.jsonl` });
-    const deletion = new FileRunDeletion({ log, queue, idempotency });
+    const deletion = new FileRunDeletion({
+      log,
+      queue,
+      idempotency,
+      receiptsPath: `${dir}/upload-receipts.json`,
+    });
     await deletion.expire();
     return {
       log,
@@ -1057,6 +1093,7 @@ async function buildEventLog(
       deletion,
       exportState: new FileExportState(`${dir}/export`),
       dayLedger: new MemoryDayLedger(),
+      tenantArtifacts: new MemoryArtifactLedger(),
       runRate: new MemoryRunRate(),
       closeAll: async () => {
         await queue.close();
@@ -1099,6 +1136,7 @@ async function buildEventLog(
     deletion: new RedisRunDeletion({ client, prefix: cfg["redis-prefix"], idempotency }),
     exportState: new RedisExportState(client, cfg["redis-prefix"]),
     dayLedger: new RedisDayLedger({ client, prefix: cfg["redis-prefix"] }),
+    tenantArtifacts: new RedisArtifactLedger({ client, prefix: cfg["redis-prefix"] }),
     runRate: new RedisRunRate({ client, prefix: cfg["redis-prefix"] }),
     redis: client,
     closeAll: async () => {

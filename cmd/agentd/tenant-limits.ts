@@ -6,6 +6,7 @@
  * in a worker (workers read the published limits), or stop a server because Redis refused
  * a publish (the last published limits stay; the next try logs again).
  */
+
 import type { ReloadableAuth } from "../../internal/auth/reloadable.ts";
 import type { Authenticator } from "../../internal/auth/tokens.ts";
 import type { RunQueue } from "../../internal/scheduler/port.ts";
@@ -20,6 +21,7 @@ import {
   primeTenantLimitSeries,
   registerTenantLimitGauges,
 } from "../../internal/telemetry/tenant-limit-gauges.ts";
+import type { TenantArtifactLedger } from "../../internal/tenancy/artifact-bytes.ts";
 import {
   type DaySpent,
   daySpent as daySpentOf,
@@ -38,7 +40,7 @@ const TENANT_LIMITS_REPUBLISH_MS = 30_000;
  */
 export async function startTenantLimits(
   auth: Authenticator,
-  stores: { queue: RunQueue; dayLedger: TenantDayLedger },
+  stores: { queue: RunQueue; dayLedger: TenantDayLedger; artifacts?: TenantArtifactLedger },
   cfg: Config,
   logger: Logger,
 ): Promise<{
@@ -82,7 +84,7 @@ export async function startTenantLimits(
   // that missed the write) has the limits back within that, not at the next reload.
   const again = setInterval(() => void publish(), TENANT_LIMITS_REPUBLISH_MS);
   again.unref();
-  const unregister = registerTenantLimitGauges(source, queue, dayLedger);
+  const unregister = registerTenantLimitGauges(source, queue, dayLedger, stores.artifacts);
   return {
     concurrency,
     daySpent,

@@ -14,17 +14,19 @@ import { type RunBudget, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { FileIdempotencyStore } from "../idempotency/file-idempotency.ts";
 import { decideImage } from "../kernel/image-policy.ts";
+import { releaseHold } from "../lifecycle/expire-receipts.ts";
 import { looksLikeReference, parseImageReference } from "../sandbox/image-reference.ts";
 import { traceParentFor } from "../telemetry/trace-context.ts";
 import { admitRun } from "./admit-run.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, type BudgetMax, DEFAULT_BUDGET_MAX } from "./deps.ts";
+import { holdWorkspace } from "./hold-upload.ts";
 import { claimRun, idempotencyKeyField, requestDigest } from "./idempotent-create.ts";
 import { annotateRpc, kTraceContext } from "./interceptors/tracing.ts";
 import { validateLabels } from "./labels.ts";
 import { requeueStranded } from "./requeue-stranded.ts";
 import { RUN_REUSED_HEADER } from "./reused-header.ts";
-import { uploadedWorkspace } from "./upload-workspace.ts";
+import { RECEIPT_USE_GRACE_MS, uploadedWorkspace } from "./upload-workspace.ts";
 import { SESSION_RE, textField } from "./validate.ts";
 import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
 
@@ -58,10 +60,16 @@ export function createRunHandler(deps: ApiDeps) {
     budgetField(req.budget, deps.budgetMax ?? DEFAULT_BUDGET_MAX);
     const image = imageField(req.image, deps, principal.tenantId);
     let workspace = { digest: "", size: 0 };
+    let dropHold: (() => Promise<void>) | undefined;
     if (req.workspaceDigest !== "") {
       if (req.workspaceTar.byteLength > 0)
         throw invalid("workspace_digest", "give workspace_tar or workspace_digest, not both");
-      workspace = await uploadedWorkspace(deps.artifacts, principal.tenantId, req.workspaceDigest);
+      workspace = await uploadedWorkspace(
+        deps.artifacts,
+        principal.tenantId,
+        req.workspaceDigest,
+        deps.deletion?.store.receipts,
+      );
     } else if (req.workspaceTar.byteLength > 0) {
       // Checked entry by entry while it streams into the store (tar-slip, absolute paths,
       // links out of the tree, devices, size and entry limits); the run exists only once
@@ -74,7 +82,41 @@ export function createRunHandler(deps: ApiDeps) {
         tenantId: principal.tenantId,
         ...(own === undefined ? {} : { tenantMaxBytes: own }),
       });
+      // A reference until the run's events name the blob: a deletion of another run with
+      // the same content, deciding meanwhile, cannot remove what this run is about to name.
+      // Its own holder (never a tenant id: NUL-led), dropped once the run's events name the
+      // blob (or the CreateRun failed: then an unreferenced blob goes); a process dying
+      // before leaves it to expire after RECEIPT_USE_GRACE_MS.
+      const deletion = deps.deletion;
+      if (deletion !== undefined) {
+        const holder = `\u0000create:${ulid()}`;
+        const digest = workspace.digest;
+        await holdWorkspace(
+          deletion.store.receipts,
+          deps.artifacts,
+          holder,
+          digest,
+          Date.now() + RECEIPT_USE_GRACE_MS,
+          "workspace_tar",
+        );
+        dropHold = () => releaseHold(deletion, holder, digest).then(() => undefined);
+      }
+      await deps.tenantArtifacts?.charge(principal.tenantId, workspace.digest, workspace.size);
     }
+    try {
+      return await admit(ctx, req, principal, workspace, image);
+    } finally {
+      await dropHold?.();
+    }
+  };
+
+  async function admit(
+    ctx: HandlerContext,
+    req: CreateRunRequest,
+    principal: ReturnType<typeof principalOf>,
+    workspace: { digest: string; size: number },
+    image: string,
+  ): Promise<MessageInitShape<typeof CreateRunResponseSchema>> {
     let runId = ulid();
     let release = async (): Promise<void> => undefined;
     if (req.idempotencyKey !== "") {
@@ -144,7 +186,7 @@ export function createRunHandler(deps: ApiDeps) {
     };
     // The run.queued event and the queue record: one step (admit-run.ts).
     return { run: await admitRun(deps, first, priority, release) };
-  };
+  }
 }
 
 /**

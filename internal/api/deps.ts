@@ -10,6 +10,7 @@ import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
 import type { TenantConcurrency } from "../scheduler/tenant-limits.ts";
+import type { TenantArtifactLedger } from "../tenancy/artifact-bytes.ts";
 import type { CreateRunCrashPoint } from "./crash-points.ts";
 import type { ArchivedRuns } from "./interceptors/archived-read-only.ts";
 import { notFoundRun, runIdField } from "./validate.ts";
@@ -46,6 +47,14 @@ export interface ApiDeps {
   policy?: (tenantId: string) => Policy;
   /** Run deletion (DeleteRun, PurgeTenant): absent, those answer UNIMPLEMENTED. */
   deletion?: RunDeletionDeps;
+  /**
+   * How long an UploadWorkspace receipt lets CreateRun name its digest, and keeps the blob
+   * from any deletion, ms (default DEFAULT_UPLOAD_RECEIPT_TTL_MS, 24 h; each CreateRun using
+   * it extends it to at least 10 minutes from then).
+   */
+  uploadReceiptTtlMs?: number;
+  /** The tenants' stored artifact bytes: uploads are charged to their tenant (artifactBytes). */
+  tenantArtifacts?: TenantArtifactLedger;
   /** Called before a run is deleted (the archive plugs in here); a throw keeps the run. */
   beforeDelete?: (tenantId: string, runId: string) => Promise<void>;
   /**

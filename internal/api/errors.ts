@@ -33,6 +33,7 @@ const CODES: Record<ErrorCode, Code> = {
   // The stored log is behind what the client (or a writer) saw: a client must drop what it
   // holds past the stored head and read the run again (docs/api.md, "Resync").
   EREWOUND: Code.DataLoss,
+  ELIMIT_ARTIFACTS: Code.ResourceExhausted,
   EIO: Code.Internal,
 };
 

@@ -2,7 +2,8 @@
  * UploadWorkspace: a workspace archive of any size (within the server's workspace limits)
  * as a client stream of chunks, checked and stored as it arrives (workspace-upload.ts),
  * then an upload receipt for the tenant: CreateRun accepts `workspace_digest` only with the
- * caller tenant's receipt. The receipt is itself a content-addressed blob (a digest of
+ * caller tenant's receipt, until the receipt expires (`uploadReceiptTtlMs`). A live receipt
+ * is a reference on the blob (lifecycle/port.ts UploadReceiptRefs): no deletion removes it. The receipt is itself a content-addressed blob (a digest of
  * tenant and workspace digest), so every server sees it and none can be forged by a
  * client.
  *
@@ -18,8 +19,11 @@ import type {
   UploadWorkspaceRequest,
   UploadWorkspaceResponseSchema,
 } from "../gen/agentd/v1/run_service_pb.js";
+import { DEFAULT_UPLOAD_RECEIPT_TTL_MS } from "../lifecycle/expire-receipts.ts";
+import type { UploadReceiptRefs } from "../lifecycle/port.ts";
 import { principalOf } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
+import { holdWorkspace } from "./hold-upload.ts";
 import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
 
 export function uploadWorkspaceHandler(deps: ApiDeps) {
@@ -44,27 +48,53 @@ export function uploadWorkspaceHandler(deps: ApiDeps) {
       ...(own === undefined ? {} : { tenantMaxBytes: own }),
     });
     if (chunks === 0) throw invalid("chunk", "the upload sent no bytes");
+    // The receipt is a reference on the blob until it expires: a deletion of another run
+    // (any tenant's) with the same content leaves the blob while the receipt lives.
+    const receipts = deps.deletion?.store.receipts;
+    if (receipts !== undefined)
+      await holdWorkspace(
+        receipts,
+        deps.artifacts,
+        principal.tenantId,
+        info.digest,
+        Date.now() + (deps.uploadReceiptTtlMs ?? DEFAULT_UPLOAD_RECEIPT_TTL_MS),
+        "chunk",
+      );
     await deps.artifacts.put(receiptOf(principal.tenantId, info.digest));
+    await deps.tenantArtifacts?.charge(principal.tenantId, info.digest, info.size);
     return { digest: info.digest, sizeBytes: BigInt(info.size) };
   };
 }
 
-/** The stored workspace `digest` names, when the tenant uploaded it; else NOT_FOUND. */
+/** How long CreateRun's use of a receipt keeps it (and its blob) at least: the run's own
+ * reference (its events) is in place long before. */
+export const RECEIPT_USE_GRACE_MS = 10 * 60_000;
+
+/**
+ * The stored workspace `digest` names, when the tenant uploaded it and its receipt has not
+ * expired; else NOT_FOUND. With `receipts` the receipt's reference decides (and is extended
+ * past this CreateRun, so it cannot expire before the run's events name the blob); without
+ * (in-process routers of tests), the receipt blob does.
+ */
 export async function uploadedWorkspace(
   artifacts: ArtifactStore,
   tenantId: string,
   digest: string,
+  receipts?: UploadReceiptRefs,
 ): Promise<{ digest: string; size: number }> {
   if (!/^[0-9a-f]{64}$/.test(digest))
     throw invalid(
       "workspace_digest",
       "must be a sha256 (64 lowercase hex digits) from UploadWorkspace",
     );
+  const now = Date.now();
   const [receipt, blob] = await Promise.all([
-    artifacts.stat(receiptDigest(tenantId, digest)),
+    receipts === undefined
+      ? artifacts.stat(receiptDigest(tenantId, digest))
+      : receipts.renew(tenantId, digest, now, now + RECEIPT_USE_GRACE_MS),
     artifacts.stat(digest),
   ]);
-  if (receipt === undefined || blob === undefined)
+  if (receipt === undefined || receipt === false || blob === undefined)
     throw new AgentdError(
       "ENOTFOUND",
       `workspace_digest: no workspace of yours has digest ${digest} (upload it with UploadWorkspace first)`,

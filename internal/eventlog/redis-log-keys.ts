@@ -13,7 +13,12 @@
  *   run:{run}:deleted                string  the run's tombstone (internal/lifecycle): set
  *                                            first when it is deleted; no append is taken after
  *   artifact:refs:{digest}           set     the runs whose events name the blob (the append
- *                                            script adds them; a deletion removes its run)
+ *                                            script adds them; a deletion removes its run),
+ *                                            and `u:{tenant}` for each live upload receipt
+ *   artifact:receipts                zset    live upload receipts, member {digest}{tenant},
+ *                                            score their expiry, ms (internal/lifecycle)
+ *   artifact:removing:{digest}       string  a deletion found the blob unreferenced and is
+ *                                            removing it (a minute's TTL)
  *   deleting                         zset    runs whose deletion began and has not finished
  *   retention:ended:{t}              zset    the tenant's ended runs by end time, ms (the
  *                                            append script adds a run when it ends; the
@@ -35,6 +40,8 @@ export interface LogKeys {
   feed: string;
   tombstone(runId: string): string;
   artifactRefs(digest: string): string;
+  artifactReceipts: string;
+  artifactRemoving(digest: string): string;
   deleting: string;
   endedRuns(tenantId: string): string;
   retentionTenants: string;
@@ -52,6 +59,8 @@ export function logKeys(prefix: string): LogKeys {
     feed: `${prefix}feed`,
     tombstone: (r) => `${prefix}run:${r}:deleted`,
     artifactRefs: (d) => `${prefix}artifact:refs:${d}`,
+    artifactReceipts: `${prefix}artifact:receipts`,
+    artifactRemoving: (d) => `${prefix}artifact:removing:${d}`,
     deleting: `${prefix}deleting`,
     endedRuns: (t) => `${prefix}retention:ended:${t}`,
     retentionTenants: `${prefix}retention:tenants`,

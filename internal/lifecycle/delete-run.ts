@@ -2,7 +2,8 @@
  * Deleting one run: everything it owns goes — its event stream, meta and index entries
  * (ListRuns, the session index, the approvals and run projections built from them), its
  * idempotency key, queue record and lease, the artifacts and workspace snapshots no other
- * run references (and the tenant's upload receipt of its workspace), and the cached fold.
+ * run and no live upload receipt references (port.ts UploadReceiptRefs: another tenant's
+ * upload of the same content keeps the blob until its receipt expires), and the cached fold.
  *
  * Order (crash-safe, idempotent): a precheck for a clear error, the `beforeDelete` hook (the
  * archive: it reads the run while it is still whole), then the tombstone — in one atomic
@@ -14,11 +15,13 @@
  * in its own atomic step), so a deleted id never comes back.
  *
  * Must never: touch a live run (queued, running, paused, waiting for approval, leased);
- * remove anything before `beforeDelete` succeeded; remove a blob another run references.
+ * remove anything before `beforeDelete` succeeded; remove a blob another run or a live upload
+ * receipt references.
  */
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { receiptDigest } from "../artifacts/upload-receipt.ts";
 import { AgentdError } from "../errors.ts";
+import type { TenantArtifactLedger } from "../tenancy/artifact-bytes.ts";
 import { runDeletedNotice } from "./notices.ts";
 import type { DeletionRecord, RunDeletionStore, RunTombstone } from "./port.ts";
 
@@ -39,6 +42,11 @@ export interface RunDeletionDeps {
   artifacts: readonly ArtifactStore[];
   /** Drops a run's cached fold in this process (RunProjectionCache.drop). */
   dropCached?: (runId: string) => void;
+  /**
+   * The tenants' stored artifact bytes (artifactBytes): a blob leaves the tenant's count
+   * when its last reference of the tenant goes. Absent: nothing is counted.
+   */
+  tenantArtifacts?: TenantArtifactLedger;
   /** Default TOMBSTONE_KEEP_MS. */
   tombstoneKeepMs?: number;
   /** Test builds only: called at each named point (DELETE_RUN_CRASH_POINTS). */
@@ -141,16 +149,31 @@ async function complete(deps: RunDeletionDeps, t: RunTombstone): Promise<number>
       if (await store.delete(d)) removed++;
     }
   }
-  // The tenant's upload receipt of a workspace that is gone: without its blob it names nothing.
+  // A receipt blob left for a workspace that is gone (no live receipt references it, or it
+  // would not be unreferenced): without its blob it names nothing.
   for (const d of unreferenced) {
     const receipt = receiptDigest(t.tenantId, d);
     for (const store of deps.artifacts) await store.delete?.(receipt);
   }
+  await deps.store.receipts.removed(unreferenced);
+  await releaseTenantBlobs(deps, t.tenantId, digests);
   deps.crashPoint?.("deleteRun.afterArtifacts");
   await deps.store.purge(t);
   deps.dropCached?.(t.runId);
   await deps.store.finish(t, deps.tombstoneKeepMs ?? TOMBSTONE_KEEP_MS);
   return removed;
+}
+
+/** Takes the blobs the tenant no longer references out of its artifactBytes count. */
+export async function releaseTenantBlobs(
+  deps: RunDeletionDeps,
+  tenantId: string,
+  digests: readonly string[],
+): Promise<void> {
+  const ledger = deps.tenantArtifacts;
+  if (ledger === undefined) return;
+  for (const d of digests)
+    if (!(await deps.store.tenantReferences(tenantId, d))) await ledger.release(tenantId, d);
 }
 
 /**

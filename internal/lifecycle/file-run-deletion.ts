@@ -10,6 +10,7 @@
 import type { FileEventLog } from "../eventlog/file-event-log.ts";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import type { RunQueue } from "../scheduler/port.ts";
+import { FileUploadReceipts } from "./file-upload-receipts.ts";
 import type { DeletionRecord, MarkResult, RunDeletionStore, RunTombstone } from "./port.ts";
 import { digestsOf } from "./run-digests.ts";
 
@@ -24,6 +25,8 @@ export interface FileRunDeletionOptions {
   queue?: RunQueue;
   idempotency?: IdempotencyStore;
   now?: () => number;
+  /** Where upload receipts are kept (`<dir>/upload-receipts.json`); undefined: memory only. */
+  receiptsPath?: string;
 }
 
 export class FileRunDeletion implements RunDeletionStore {
@@ -31,9 +34,14 @@ export class FileRunDeletion implements RunDeletionStore {
   readonly #queue: RunQueue | undefined;
   readonly #idem: IdempotencyStore | undefined;
   readonly #now: () => number;
+  readonly receipts: FileUploadReceipts;
 
   constructor(opts: FileRunDeletionOptions) {
     this.#log = opts.log;
+    this.receipts = new FileUploadReceipts(
+      async (d) => (await this.#unreferenced("", [d])).length === 0,
+      opts.receiptsPath,
+    );
     this.#queue = opts.queue;
     this.#idem = opts.idempotency;
     this.#now = opts.now ?? Date.now;
@@ -124,6 +132,15 @@ export class FileRunDeletion implements RunDeletionStore {
   }
 
   async releaseArtifacts(runId: string, digests: readonly string[]): Promise<string[]> {
+    const free = (await this.#unreferenced(runId, digests)).filter(
+      (d) => !this.receipts.references(d),
+    );
+    for (const d of free) this.receipts.markRemoving(d);
+    return free;
+  }
+
+  /** Those of `digests` no run but `runId` names in its events. */
+  async #unreferenced(runId: string, digests: readonly string[]): Promise<string[]> {
     const left = new Set(digests);
     for (const other of this.#log.allRunIds()) {
       if (other === runId || left.size === 0) continue;
@@ -132,6 +149,18 @@ export class FileRunDeletion implements RunDeletionStore {
     }
     // Runs being deleted still hold their events: their references no longer count.
     return [...left];
+  }
+
+  async tenantReferences(tenantId: string, digest: string): Promise<boolean> {
+    if (this.receipts.heldBy(tenantId, digest)) return true;
+    for (const id of this.#log.allRunIds()) {
+      // A run whose deletion began released its references (its events go next).
+      if (this.#log.tombstoneOf(id) !== undefined) continue;
+      if ((await this.#log.head(id))?.tenantId !== tenantId) continue;
+      for (const ev of await this.#log.read(id, 0))
+        if (digestsOf(ev.json).includes(digest)) return true;
+    }
+    return false;
   }
 
   async forgetIdempotency(t: RunTombstone): Promise<void> {

@@ -18,6 +18,7 @@ import type { IdempotencyStore } from "../idempotency/port.ts";
 import { schedulerKeys } from "../scheduler/redis-keys.ts";
 import type { DeletionRecord, MarkResult, RunDeletionStore, RunTombstone } from "./port.ts";
 import { ensureArtifactRefs } from "./redis-refs-backfill.ts";
+import { REMOVING_MARK_MS, RedisUploadReceipts } from "./redis-upload-receipts.ts";
 import { digestsOf } from "./run-digests.ts";
 
 /**
@@ -56,12 +57,28 @@ redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*', 'r', ARGV[4], 't', tena
 return {'MARKED', v}
 `;
 
+/**
+ * KEYS: a refs set. ARGV: tenant, key prefix. 1 when a member is the tenant's receipt or a
+ * run of the tenant (its meta's tenant). Keys built from the prefix, as the append script's.
+ */
+const TENANT_REFS_LUA = `for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if m == 'u:' .. ARGV[1] then return 1 end
+  if string.sub(m, 1, 2) ~= 'u:' and redis.call('HGET', ARGV[2] .. 'run:' .. m .. ':meta', 'tenant') == ARGV[1] then return 1 end
+end
+return 0`;
+
 /** Clock difference allowed between a feed id (Redis' time) and an event's `ts` (its writer's). */
 const FEED_SLACK_MS = 60_000;
 
-/** KEYS[1]: a refs set; ARGV[1]: run id. Answers the set's size after removing the run. */
+/**
+ * KEYS: a refs set, the blob's removing mark; ARGV: run id, the mark's ms. Answers the set's
+ * size after removing the run (runs and live upload receipts); at 0 the blob is marked
+ * "removing" in the same step, so a receipt taken from now on waits for the removal.
+ */
 const RELEASE_LUA = `redis.call('SREM', KEYS[1], ARGV[1])
-return redis.call('SCARD', KEYS[1])`;
+local n = redis.call('SCARD', KEYS[1])
+if n == 0 then redis.call('SET', KEYS[2], '1', 'PX', ARGV[2]) end
+return n`;
 
 export interface RedisRunDeletionOptions {
   client: Redis;
@@ -81,7 +98,8 @@ export const DEFAULT_FEED_SCAN_LIMIT = 5_000;
 
 type ScriptClient = {
   agentdMarkDeleted: (...args: (string | number)[]) => Promise<string[]>;
-  agentdReleaseRef: (key: string, runId: string) => Promise<number>;
+  agentdReleaseRef: (key: string, mark: string, runId: string, ms: number) => Promise<number>;
+  agentdTenantRefs: (key: string, tenant: string, prefix: string) => Promise<number>;
 };
 
 export class RedisRunDeletion implements RunDeletionStore {
@@ -93,6 +111,7 @@ export class RedisRunDeletion implements RunDeletionStore {
   readonly #prefix: string;
   readonly #feedScanLimit: number;
   #refsIndexed = false;
+  readonly receipts: RedisUploadReceipts;
 
   constructor(opts: RedisRunDeletionOptions) {
     this.#client = opts.client;
@@ -102,8 +121,16 @@ export class RedisRunDeletion implements RunDeletionStore {
     this.#queue = schedulerKeys(opts.prefix ?? "agentd:");
     this.#idem = opts.idempotency;
     opts.client.defineCommand("agentdMarkDeleted", { numberOfKeys: 7, lua: MARK_LUA });
-    opts.client.defineCommand("agentdReleaseRef", { numberOfKeys: 1, lua: RELEASE_LUA });
+    opts.client.defineCommand("agentdReleaseRef", { numberOfKeys: 2, lua: RELEASE_LUA });
+    opts.client.defineCommand("agentdTenantRefs", { numberOfKeys: 1, lua: TENANT_REFS_LUA });
     this.#scripts = opts.client as unknown as ScriptClient;
+    this.receipts = new RedisUploadReceipts(opts.client, this.#prefix, () => this.#ensureRefs());
+  }
+
+  async #ensureRefs(): Promise<void> {
+    if (this.#refsIndexed) return;
+    await ensureArtifactRefs(this.#client, this.#prefix);
+    this.#refsIndexed = true;
   }
 
   async #mark(
@@ -177,18 +204,28 @@ export class RedisRunDeletion implements RunDeletionStore {
   }
 
   async releaseArtifacts(runId: string, digests: readonly string[]): Promise<string[]> {
-    if (!this.#refsIndexed) {
-      await ensureArtifactRefs(this.#client, this.#prefix);
-      this.#refsIndexed = true;
-    }
+    await this.#ensureRefs();
     const free: string[] = [];
     for (const d of digests) {
       const left = await wrapRedis(
-        this.#scripts.agentdReleaseRef(this.#log.artifactRefs(d), runId),
+        this.#scripts.agentdReleaseRef(
+          this.#log.artifactRefs(d),
+          this.#log.artifactRemoving(d),
+          runId,
+          REMOVING_MARK_MS,
+        ),
       );
       if (Number(left) === 0) free.push(d);
     }
     return free;
+  }
+
+  async tenantReferences(tenantId: string, digest: string): Promise<boolean> {
+    await this.#ensureRefs();
+    const r = await wrapRedis(
+      this.#scripts.agentdTenantRefs(this.#log.artifactRefs(digest), tenantId, this.#prefix),
+    );
+    return Number(r) === 1;
   }
 
   async forgetIdempotency(t: RunTombstone): Promise<void> {

@@ -45,9 +45,10 @@ export async function publishTenantLimits(queue: RunQueue, src: TenantSource): P
 
 /** The auth file's daily limits of a tenant, cost in micro-USD. */
 export function dayLimitsOf(cfg: TenantConfig): DayLimits {
-  const { tokensPerDay, costPerDayUsd } = cfg.limits;
+  const { tokensPerDay, costPerDayUsd, artifactBytes } = cfg.limits;
   return {
     ...(tokensPerDay === undefined ? {} : { tokensPerDay }),
+    ...(artifactBytes === undefined ? {} : { artifactBytes }),
     ...(costPerDayUsd === undefined ? {} : { costPerDayMicros: Math.round(costPerDayUsd * 1e6) }),
   };
 }

@@ -1,6 +1,7 @@
 /**
  * The HTTP application behind the one port: the Connect/gRPC/gRPC-Web API (RunService,
- * health, reflection), the SSE event stream, /healthz, /readyz and /metrics.
+ * health, reflection), the SSE event stream, /healthz, /readyz, /metrics and the admin-only
+ * /metrics/tenants.
  */
 
 import type http from "node:http";
@@ -44,6 +45,7 @@ import { createLiveStreams } from "./live-streams.ts";
 import { registerReflection } from "./reflection.ts";
 import { type Res, SSE_PATH, serveSse } from "./sse.ts";
 import { serveWatchSse, WATCH_SSE_PATH } from "./sse-watch.ts";
+import { serveTenantMetrics, TENANT_METRICS_PATH } from "./tenant-metrics.ts";
 import { createStreamRevocations } from "./token-revocation.ts";
 
 export interface AppOptions {
@@ -192,6 +194,8 @@ export function createApp(opts: AppOptions): RequestHandler {
         return;
       if (url.pathname === "/healthz") return json(res, 200, { status: "ok" });
       if (url.pathname === "/metrics") return void serveMetrics(res);
+      if (url.pathname === TENANT_METRICS_PATH)
+        return void serveTenantMetrics(auth, req.headers.authorization, res);
       if (url.pathname === "/readyz") {
         void ready().then((ok) =>
           json(
@@ -234,7 +238,10 @@ export async function logAnswers(log: EventLog): Promise<boolean> {
   }
 }
 
-/** GET /metrics: Prometheus text format, unauthenticated like the probes (no ids in it). */
+/**
+ * GET /metrics: Prometheus text format, unauthenticated like the probes (no run id, no
+ * tenant id in it: per-tenant series are at /metrics/tenants, admin only).
+ */
 export async function serveMetrics(
   response: http.ServerResponse | http2.Http2ServerResponse,
 ): Promise<void> {

@@ -3,7 +3,7 @@
  * protocol it serves (gRPC over HTTP/2, Connect, gRPC-Web): a token at 2/s is refused its
  * third immediate call with RESOURCE_EXHAUSTED and a google.rpc.RetryInfo; waiting that delay
  * is enough; another token is unaffected; the server's --rate-limit holds tokens without
- * their own rate; health is never limited; refusals are counted per tenant in /metrics.
+ * their own rate; health is never limited; refusals are counted per tenant in /metrics/tenants (admin).
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -25,6 +25,7 @@ import { type AgentdProcess, sha256Hex, startAgentd } from "../testing/agentd-pr
 const dir = mkdtempSync(join(tmpdir(), "agentd-ratelimit-"));
 let server: AgentdProcess;
 
+const ADMIN = "tok-admin-metrics";
 /** token → [tenant, rate line or ""]. */
 const TOKENS: Record<string, [string, string]> = {
   "tok-grpc": ["acme", "{perSecond: 2, burst: 2}"],
@@ -41,7 +42,9 @@ before(async () => {
     ([token, [tenant, rate]]) =>
       `  - sha256: ${sha256Hex(token)}\n    tenant: ${tenant}\n    roles: [read]\n${rate === "" ? "" : `    rate: ${rate}\n`}`,
   );
-  writeFileSync(auth, `tokens:\n${lines.join("")}tenants:\n  initech: {}\n`);
+  // An admin token of its own (no rate): it reads the per-tenant series (/metrics/tenants).
+  const admin = `  - sha256: ${sha256Hex(ADMIN)}\n    tenant: ops\n    roles: [admin]\n`;
+  writeFileSync(auth, `tokens:\n${lines.join("")}${admin}tenants:\n  initech: {}\n`);
   server = await startAgentd("server", [
     "--event-log",
     `file:${join(dir, "log")}`,
@@ -156,8 +159,12 @@ describe("per-token API rate limits, over a real server", { timeout: 240_000 }, 
     }
   });
 
-  it("/metrics counts refusals per tenant; a tenant named only in tenants: has its series at 0", async () => {
-    const text = await (await fetch(`${server.url}/metrics`)).text();
+  it("/metrics/tenants counts refusals per tenant; a tenant named only in tenants: has its series at 0", async () => {
+    const text = await (
+      await fetch(`${server.url}/metrics/tenants`, {
+        headers: { authorization: `Bearer ${ADMIN}` },
+      })
+    ).text();
     const value = (tenant: string) =>
       Number(
         new RegExp(`^agentd_api_requests_limited_total\\{tenant="${tenant}"\\} (\\d+)`, "m").exec(

@@ -6,14 +6,16 @@
  * free, the other tenant's runs go by, the held run starts when the first ends (also after
  * the worker holding the first was SIGKILLed), never two of acme's runs at once across both
  * workers; a reload of the auth file that raises the limit releases a held run, one that
- * removes the tenant falls back to --tenant-limit; the limit gauges follow the file.
+ * removes the tenant falls back to --tenant-limit; the limit gauges follow the file (read at
+ * /metrics/tenants with an admin token). artifactBytes: a tenant storing more than its limit
+ * has its run's next artifact write fail the run naming the limit; DeleteRun gives it back.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, it } from "node:test";
-import { type Run, RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { type Run, RunService, RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { sha256Hex } from "../testing/agentd-process.ts";
 import { type Cluster, startCluster } from "../testing/cluster.ts";
 import {
@@ -28,6 +30,8 @@ const ACME = "acme-token-0123456789";
 const OTHER = "other-token-0123456789";
 const THRIFTY = "thrifty-token-0123456789";
 const BURSTY = "bursty-token-0123456789";
+const ADMIN = "admin-token-0123456789";
+const HOARDER = "hoarder-token-0123456789";
 /** thrifty's tokens a day: one tool-call step (28 tokens, the stub's usage) spends it. */
 const THRIFTY_TOKENS = 25;
 
@@ -38,16 +42,19 @@ function authYaml(acmeLimit: number | undefined): string {
     [OTHER, "other"],
     [THRIFTY, "thrifty"],
     [BURSTY, "bursty"],
+    [HOARDER, "hoarder"],
   ]
     .map(
       ([t, tenant]) =>
         `  - sha256: ${sha256Hex(t as string)}\n    tenant: ${tenant}\n    roles: [submit, read]\n`,
     )
     .join("");
+  // The operator's admin token: it reads the per-tenant series (/metrics/tenants).
+  const admin = `  - sha256: ${sha256Hex(ADMIN)}\n    tenant: ops\n    roles: [admin]\n`;
   const acme =
     acmeLimit === undefined ? "" : `  acme:\n    limits:\n      concurrentRuns: ${acmeLimit}\n`;
-  const tenants = `tenants:\n${acme}  other:\n    retention: 7d\n  thrifty:\n    limits:\n      tokensPerDay: ${THRIFTY_TOKENS}\n  bursty:\n    limits:\n      runsPerMinute: 2\n      uploadBytes: 64KiB\n`;
-  return `tokens:\n${tokens}${tenants}`;
+  const tenants = `tenants:\n${acme}  other:\n    retention: 7d\n  thrifty:\n    limits:\n      tokensPerDay: ${THRIFTY_TOKENS}\n  bursty:\n    limits:\n      runsPerMinute: 2\n      uploadBytes: 64KiB\n  hoarder:\n    limits:\n      artifactBytes: 1KiB\n`;
+  return `tokens:\n${tokens}${admin}${tenants}`;
 }
 
 /** Runs whose prompt says "gate-X" wait in their model request until release("X"). */
@@ -83,6 +90,20 @@ async function model(req: StubRequest): Promise<StubReply> {
     if (name !== undefined) await gate(name).open;
     // thrifty's runs call a tool first (a second step follows), then end.
     const tools = (req.body?.messages ?? []).filter((m: { role: string }) => m.role === "tool");
+    // hoarder's run edits its file: the run's end stores a patch (an artifact write).
+    if (text.includes("hoarder-run") && tools.length === 0)
+      return {
+        chunks: toolCallsReply([
+          {
+            id: "call_1",
+            name: "repo_patch",
+            arguments: JSON.stringify({
+              path: "a.txt",
+              edits: [{ oldText: "hoard-me", newText: "hoarded" }],
+            }),
+          },
+        ]),
+      };
     if (text.includes("thrifty-run") && tools.length === 0)
       return {
         chunks: toolCallsReply([
@@ -163,7 +184,11 @@ async function metric(
   tenant: string,
   limit = "concurrentRuns",
 ): Promise<number | undefined> {
-  const text = await (await fetch(`${c.server.url}/metrics`)).text();
+  const text = await (
+    await fetch(`${c.server.url}/metrics/tenants`, {
+      headers: { authorization: `Bearer ${ADMIN}` },
+    })
+  ).text();
   const line = text
     .split("\n")
     .find(
@@ -358,4 +383,40 @@ it("uploadBytes 64KiB: a larger workspace, inline or streamed, is refused naming
   assert.match(streamed.details, /tenants\.bursty\.limits\.uploadBytes/);
   const ok = await c.client.uploadWorkspace([big], { auth: OTHER });
   assert.ok(ok.digest.length > 0, "the other tenant has no uploadBytes: the server's limit");
+});
+
+it("artifactBytes 1KiB: the tenant's stored bytes (its 4 KiB workspace) fail its run's next artifact write naming the limit; DeleteRun gives the bytes back", {
+  timeout: 300_000,
+}, async () => {
+  assert.equal(await metric("agentd_tenant_limit", "hoarder", "artifactBytes"), 1024);
+  assert.equal(await metric("agentd_tenant_limit_used", "hoarder", "artifactBytes"), 0);
+  const workspaceTar = await tarOf([{ name: "a.txt", data: `hoard-me\n${"x".repeat(3000)}\n` }]);
+  const { run } = await c.client.createRun({ prompt: "hoarder-run", workspaceTar }, HOARDER);
+  assert.ok(run !== undefined);
+  c.track(run.runId);
+  const failed = await inState(HOARDER, run.runId, RunState.FAILED);
+  assert.equal(failed.error?.code, "ELIMIT_ARTIFACTS", JSON.stringify(failed.error));
+  assert.match(
+    failed.error?.message ?? "",
+    /^tenant limit artifactBytes: tenant hoarder stores \d+ of its 1024 /,
+  );
+  assert.match(failed.error?.message ?? "", /tenants\.hoarder\.limits\.artifactBytes/);
+  const used = await until("hoarder's stored bytes in the gauge", async () => {
+    const v = await metric("agentd_tenant_limit_used", "hoarder", "artifactBytes");
+    return v !== undefined && v > 1024 ? v : undefined;
+  });
+  const queued = (await c.log.read(run.runId, 0, 10))[0]?.event.payload;
+  assert.ok(queued?.case === "runQueued");
+  assert.equal(used, Number(queued.value.workspaceSizeBytes), "the workspace, counted once");
+  // Another tenant is not held by hoarder's bytes.
+  const other = await submit(OTHER, "other-run artifact bytes");
+  await inState(OTHER, other, RunState.COMPLETED);
+  await c.client.unary(
+    RunService.method.deleteRun,
+    { runId: run.runId, reason: "free the bytes" },
+    HOARDER,
+  );
+  await until("hoarder's stored bytes back to 0 after DeleteRun", async () =>
+    (await metric("agentd_tenant_limit_used", "hoarder", "artifactBytes")) === 0 ? true : undefined,
+  );
 });

@@ -8,8 +8,10 @@
  * One registry per process (counters are incremented by whoever appends an event, so a
  * process running server and worker counts each event once). Label values are bounded:
  * free-form ones (tool names, policy rules, models) go through `bounded()`. Tenant ids are
- * label values only where the auth file names them (configuration, not input). Must never:
- * use a run id, path, secret or any input as a label value.
+ * label values only in `tenantRegistry` (served to admin tokens only, /metrics/tenants) and
+ * only where the auth file names them (configuration, not input). Must never: use a run id,
+ * path, secret or any input as a label value, or register a `tenant`-labelled metric in
+ * `registry` (unauthenticated /metrics: anyone reaching the port would list the tenants).
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { agentdVersion } from "../version/version.ts";
@@ -26,6 +28,9 @@ for (const name of [
   registry.removeSingleMetric(name);
 
 const reg = [registry];
+/** Per-tenant series: GET /metrics/tenants, admin tokens only (server/tenant-metrics.ts). */
+export const tenantRegistry = new Registry();
+const tenantReg = [tenantRegistry];
 /** Seconds: 5 ms to 10 min, for tool calls and approvals alike. */
 const LONG_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 /** Seconds: 10 ms to 1 h, for the queue (a backlog is minutes, an idle cluster milliseconds). */
@@ -90,15 +95,15 @@ export const metrics = {
   }),
   tenantLimit: new Gauge({
     name: "agentd_tenant_limit",
-    help: 'Capacity of each enforced per-tenant limit (limit="concurrentRuns", "tokensPerDay", "costPerDayUsd" in USD), for the tenants the auth file names; the server\'s --tenant-limit where the file sets none.',
+    help: 'Capacity of each enforced per-tenant limit (limit="concurrentRuns", "tokensPerDay", "costPerDayUsd" in USD, "artifactBytes"), for the tenants the auth file names; the server\'s --tenant-limit where the file sets none.',
     labelNames: ["tenant", "limit"],
-    registers: reg,
+    registers: tenantReg,
   }),
   tenantLimitUsed: new Gauge({
     name: "agentd_tenant_limit_used",
-    help: "Use of each enforced per-tenant limit, cluster-wide (concurrentRuns: runs starting or running; tokensPerDay, costPerDayUsd: the UTC day so far), for the tenants the auth file names.",
+    help: "Use of each enforced per-tenant limit, cluster-wide (concurrentRuns: runs starting or running; tokensPerDay, costPerDayUsd: the UTC day so far; artifactBytes: the bytes the tenant stores), for the tenants the auth file names.",
     labelNames: ["tenant", "limit"],
-    registers: reg,
+    registers: tenantReg,
   }),
   approvalsPending: new Gauge({
     name: "agentd_approvals_pending",
@@ -224,7 +229,7 @@ export const metrics = {
     name: "agentd_api_requests_limited_total",
     help: "API calls refused with RESOURCE_EXHAUSTED by this process's per-token rate limit (--rate-limit, a token's rate:), by tenant (the auth file's tenants only).",
     labelNames: ["tenant"],
-    registers: reg,
+    registers: tenantReg,
   }),
 };
 

@@ -5,7 +5,7 @@
  * Must never: hang a scrape on a dependency, or fail the scrape because one refresher did.
  */
 import { withDeadline } from "../deadline.ts";
-import { registry } from "./metrics.ts";
+import { registry, tenantRegistry } from "./metrics.ts";
 
 export type Refresher = () => Promise<void>;
 
@@ -51,4 +51,10 @@ function refresh(): Promise<void> {
 export async function scrape(): Promise<{ contentType: string; body: string }> {
   await refresh();
   return { contentType: registry.contentType, body: await registry.metrics() };
+}
+
+/** The per-tenant series (GET /metrics/tenants, admin only), after the same refresh. */
+export async function scrapeTenants(): Promise<{ contentType: string; body: string }> {
+  await refresh();
+  return { contentType: tenantRegistry.contentType, body: await tenantRegistry.metrics() };
 }

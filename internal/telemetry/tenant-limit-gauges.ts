@@ -4,13 +4,14 @@
  * is rebuilt on each auth-file reload (a tenant removed loses its series, a new one gets
  * them at once); use is read from the shared stores at scrape time. Series per limit:
  * concurrentRuns for every named tenant (its own or the server's --tenant-limit), and
- * tokensPerDay / costPerDayUsd (USD) where the tenant has them. Must never: make a series
+ * tokensPerDay / costPerDayUsd (USD) / artifactBytes where the tenant has them. Must never: make a series
  * for a tenant the auth file does not name (a request's tenant is not a label value), or
  * block a scrape on a store (scrape.ts bounds it).
  */
 
 import type { RunQueue } from "../scheduler/port.ts";
 import type { TenantConcurrency } from "../scheduler/tenant-limits.ts";
+import type { TenantArtifactLedger } from "../tenancy/artifact-bytes.ts";
 import { type DayLimits, type TenantDayLedger, utcDay } from "../tenancy/day-usage.ts";
 import { metrics } from "./metrics.ts";
 import { onScrape } from "./scrape.ts";
@@ -35,6 +36,7 @@ export function primeTenantLimitSeries(src: TenantLimitGaugeSource): void {
     const day = src.dayLimits(tenant);
     if (day.tokensPerDay !== undefined) set("tokensPerDay", day.tokensPerDay);
     if (day.costPerDayMicros !== undefined) set("costPerDayUsd", day.costPerDayMicros / 1e6);
+    if (day.artifactBytes !== undefined) set("artifactBytes", day.artifactBytes);
   }
 }
 
@@ -43,6 +45,7 @@ export function registerTenantLimitGauges(
   src: TenantLimitGaugeSource,
   queue: RunQueue,
   ledger: TenantDayLedger,
+  artifacts?: TenantArtifactLedger,
 ): () => void {
   return onScrape(async () => {
     const tenants = src.tenantIds();
@@ -52,6 +55,11 @@ export function registerTenantLimitGauges(
       tenants.map(async (tenant, i) => {
         metrics.tenantLimitUsed.set({ tenant, limit: "concurrentRuns" }, used[i] ?? 0);
         const day = src.dayLimits(tenant);
+        if (day.artifactBytes !== undefined && artifacts !== undefined)
+          metrics.tenantLimitUsed.set(
+            { tenant, limit: "artifactBytes" },
+            await artifacts.bytesOf(tenant),
+          );
         if (day.tokensPerDay === undefined && day.costPerDayMicros === undefined) return;
         const use = await ledger.useOf(tenant, today);
         if (day.tokensPerDay !== undefined)

@@ -11,6 +11,11 @@
 export interface DayLimits {
   tokensPerDay?: number;
   costPerDayMicros?: number;
+  /**
+   * Not a daily limit: the tenant's stored artifact bytes (artifact-bytes.ts), published
+   * with the day's limits so workers, which have no auth file, enforce it too.
+   */
+  artifactBytes?: number;
 }
 
 export interface DayUse {

@@ -20,6 +20,7 @@ import { createRunWriter, type RunWriter } from "../kernel/run-writer.ts";
 import { WALL_BUDGET_REASON as WALL_BUDGET } from "../kernel/stop-reason.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
+import { quotaArtifactStore } from "../tenancy/quota-artifact-store.ts";
 import type { StartedImage } from "./drive-image.ts";
 import { stepsSoFar } from "./run-counts.ts";
 import type { DriverDeps } from "./run-driver.ts";
@@ -97,7 +98,7 @@ export async function openDrive(
   const logged = await given.log.read(runId, 0);
   const events = logged.map((e) => e.event);
   const run0 = projectRun(runId, events);
-  const deps = withTenantPolicy(given, runId, run0.tenantId);
+  const deps = withTenantArtifacts(withTenantPolicy(given, runId, run0.tenantId), run0.tenantId);
   const secrets = await loadRunSecrets({
     events,
     providers: deps.secretProviders ?? [],
@@ -199,6 +200,18 @@ function watchCancel(
 }
 
 /** The drive's deps with the run's tenant's policy and kernel, when it has its own. */
+/** The run's artifact writes charged to its tenant and checked against its artifactBytes. */
+function withTenantArtifacts(deps: DriverDeps, tenantId: string): DriverDeps {
+  const ledger = deps.tenantArtifacts;
+  if (ledger === undefined) return deps;
+  const artifacts = quotaArtifactStore(deps.artifacts, {
+    tenantId,
+    ledger,
+    limitOf: async () => (await deps.tenantDay?.limitsOf(tenantId))?.artifactBytes,
+  });
+  return { ...deps, artifacts };
+}
+
 function withTenantPolicy(deps: DriverDeps, runId: string, tenantId: string): DriverDeps {
   const own = deps.forTenant?.(tenantId);
   if (own === undefined) return deps;

@@ -15,6 +15,7 @@
  * `log.rewound` record on the stored head (drive-rewound.ts).
  * Engine state is never persisted: each step's context is rebuilt from the log.
  */
+
 import type { ArtifactStore } from "../artifacts/port.ts";
 import type { DepCacheStore } from "../depcache/port.ts";
 import type { AssembleInput } from "../engine/context.ts";
@@ -35,6 +36,7 @@ import type { Logger } from "../telemetry/logger.ts";
 import { emitLostDriveSpan } from "../telemetry/lost-drive-span.ts";
 import { observeQueueWait } from "../telemetry/run-clock.ts";
 import { startRunSpan } from "../telemetry/run-span.ts";
+import type { TenantArtifactLedger } from "../tenancy/artifact-bytes.ts";
 import type { TenantDayLedger } from "../tenancy/day-usage.ts";
 import { type Drive, openDrive } from "./drive.ts";
 import { CA_ENV, type DriveEgressOptions, networkOf } from "./drive-egress.ts";
@@ -125,6 +127,13 @@ export interface DriverDeps {
    * no daily limit.
    */
   tenantDay?: TenantDayLedger;
+  /**
+   * The tenants' stored artifact bytes (artifactBytes, its limit published with the day's
+   * limits in `tenantDay`): each blob a run stores is charged to its tenant, and a write
+   * that finds the tenant at or over its limit fails the run (ELIMIT_ARTIFACTS). Without
+   * one, nothing is counted.
+   */
+  tenantArtifacts?: TenantArtifactLedger;
 }
 
 /** What differs per tenant in a drive: its policy and the kernel deciding by it. */
@@ -277,6 +286,9 @@ async function drive(d: Drive): Promise<DriveOutcome> {
     // First: nothing else may be sealed on a store that lost what this drive saw.
     if (isLogRewound(err)) return await rewound(d, err);
     if (isAgentdError(err, "EENDED")) return await endedElsewhere(d);
+    // The tenant's artifactBytes: the write that found it spent fails the run, naming it.
+    if (isAgentdError(err, "ELIMIT_ARTIFACTS"))
+      return await finishSafely(d, { to: "fail", code: err.code, message: err.message });
     if (
       isAgentdError(err, "ECANCELLED") ||
       (d.cancel.signal.aborted && !isAgentdError(err, "EFENCED"))
