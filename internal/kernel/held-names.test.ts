@@ -217,7 +217,7 @@ describe("a sealed record ends only by a scan", () => {
     assert.equal(isCleared(byPath("/workspace/old"), new Map(), KEY, other), false);
     assert.equal(
       byPath("/workspace/gone").digest,
-      bindDigest(KEY.mac("/workspace/gone"), GONE, KEY),
+      bindDigest("c1", KEY.mac("/workspace/gone"), GONE, KEY),
     );
   });
 

@@ -11,8 +11,8 @@
  * `/cache`, `/dev/shm`, another mount's top: the kernel's choice, not the program's) and MAC
  * the HMAC-SHA256 of the path under the run's name key (EventLog.runNameKey: kept beside
  * the run's log, never in an event, never served by the API); every digest is
- * `h:MAC(pathMAC, digest)` (bound to its path, so equal contents, removals and new files
- * look alike); and each root's records are padded with random entries of the same form to
+ * `h:MAC(call, pathMAC, digest)` (bound to its call and path, so equal contents, removals
+ * and new files look alike, and no record joins another); and each root's records are padded with random entries of the same form to
  * a power of two (at least 4), so what a reader learns of the count is its bucket (a few
  * bits per root and call). Checks hash the candidate path and each of its ancestors
  * (heldLookup); the scans that end a hold hash the paths under a root that has records.
@@ -140,9 +140,14 @@ function fallbackAnchor(path: string, roots: readonly string[]): string {
   return best !== "" ? best : `/${path.split("/")[1] ?? ""}`;
 }
 
-/** A digest bound to the keyed name of its path: `h:MAC(pathMAC, digest)` ("" and GONE too). */
-export function bindDigest(pathMac: string, digest: string, key: NameKey): string {
-  return `h:${key.mac(`${pathMac}\0${digest}`)}`;
+/**
+ * A digest bound to the call and the keyed name of its path: `h:MAC(call, pathMAC, digest)`
+ * ("" and GONE too). The call matters: unbound to it, a later call's `before` of a path
+ * equals an earlier record's digest of it, which joins the two records for any reader and
+ * tells the earlier one's real entries from its padding.
+ */
+export function bindDigest(callId: string, pathMac: string, digest: string, key: NameKey): string {
+  return `h:${key.mac(`${callId}\0${pathMac}\0${digest}`)}`;
 }
 
 /** The padded size of `n` records: a power of two, at least 4 (none stays none). */
@@ -205,8 +210,8 @@ export function sealWrites(
     const group = named.get(root) ?? [];
     group.push({
       path: `${root}//${key.id}.${mac}`,
-      digest: bindDigest(mac, f.digest, key),
-      before: bindDigest(mac, f.before, key),
+      digest: bindDigest(f.callId, mac, f.digest, key),
+      before: bindDigest(f.callId, mac, f.before, key),
       callId: f.callId,
     });
     named.set(root, group);

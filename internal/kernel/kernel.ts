@@ -193,6 +193,11 @@ export interface DecidedCall {
    * and `field` names the input field at fault ("input" for the input as a whole).
    */
   invalid?: { field: string };
+  /**
+   * The held files this call could read (set by the containment guard, which asks a person
+   * for it): its preview says so and is built without reading them (secret-containment.ts).
+   */
+  heldReads?: Map<string, TaintedFile>;
 }
 
 /** Longest free text the kernel puts into an event field (reasons, scopes, tool names). */

@@ -11,6 +11,7 @@ import type { EventPayload } from "../eventlog/event-codec.ts";
 import { heldLookup, type NameKey, sealWrites } from "./held-names.ts";
 import type { DecidedCall, KernelRun, PreviewData, ProposedCall } from "./kernel.ts";
 import {
+  CONTAINER_STATE,
   containerState,
   describeTaint,
   EXEC_TOOLS,
@@ -25,6 +26,7 @@ import {
   WRITABLE_ROOTS,
   writtenBetween,
 } from "./secret-taint.ts";
+import { linksLeaveWorkspace } from "./workspace-links.ts";
 
 /** The decision rule a containment ask is recorded under. */
 export const CONTAINMENT_RULE = "secret.containment";
@@ -33,9 +35,11 @@ const REPO_TOOLS: ReadonlySet<string> = new Set(["repo.read", "repo.search", "re
 
 /**
  * The tainted files a call could read: all of them for an exec (and the container's kernel
- * state, CONTAINER_STATE, once held), the workspace's for repo.*.
+ * state, CONTAINER_STATE, once held), the workspace's for repo.* — and, for repo.*, every
+ * held file once the guard found a link out of the workspace (`d.heldReads`).
  */
-function readable(run: KernelRun, tool: string): Map<string, TaintedFile> {
+function readable(run: KernelRun, tool: string, d?: DecidedCall): Map<string, TaintedFile> {
+  if (d?.heldReads !== undefined) return d.heldReads;
   const out = new Map<string, TaintedFile>();
   if (run.taint === undefined || run.taint.size === 0) return out;
   const exec = EXEC_TOOLS.has(tool);
@@ -45,6 +49,26 @@ function readable(run: KernelRun, tool: string): Map<string, TaintedFile> {
   for (const [p, f] of run.taint)
     if (exec || p === "/workspace" || p.startsWith("/workspace/")) out.set(p, f);
   return out;
+}
+
+/** The run's held files (the container's kernel state left out). */
+function heldFilesOf(run: KernelRun): Map<string, TaintedFile> {
+  const out = new Map<string, TaintedFile>();
+  for (const [p, f] of run.taint ?? []) if (p !== CONTAINER_STATE) out.set(p, f);
+  return out;
+}
+
+/**
+ * What a call could read now (after a refresh): readable(), and for a repo.* call while
+ * only files outside the workspace are held, all of them when a link of the workspace
+ * leads out of it (workspace-links.ts): through it the call reaches or probes them.
+ */
+async function readableNow(run: KernelRun, tool: string): Promise<Map<string, TaintedFile>> {
+  const files = readable(run, tool);
+  if (files.size > 0 || !REPO_TOOLS.has(tool)) return files;
+  const outside = heldFilesOf(run);
+  if (outside.size === 0) return files;
+  return (await linksLeaveWorkspace(run.sandbox, run.signal)) ? outside : files;
 }
 
 /** The run's name key (held-names.ts), fetched once per drive. */
@@ -57,13 +81,19 @@ export async function guardTaint(
   d: DecidedCall,
   keyOf: NameKeyOf,
 ): Promise<DecidedCall> {
-  if (d.decision.path === "deny" || readable(run, call.tool).size === 0) return d;
+  if (d.decision.path === "deny" || run.taint === undefined || run.taint.size === 0) return d;
+  const reach = REPO_TOOLS.has(call.tool) ? heldFilesOf(run) : readable(run, call.tool);
+  if (reach.size === 0) return d;
   const key = await keyOf(run);
   await refreshTaint(run.taint as Map<string, TaintedFile>, run.sandbox, key, run.signal);
-  const files = readable(run, call.tool);
-  if (files.size === 0 || d.decision.path === "preview+approval") return d;
+  const files = await readableNow(run, call.tool);
+  if (files.size === 0) return d;
+  // Always the containment rule, even where the policy asked anyway: the policy's own rule
+  // and reason can carry what a probe found in the container before any person decided
+  // (whether a held name exists, replace-probe.ts), and they go to the log.
   return {
     ...d,
+    heldReads: files,
     decision: {
       path: "preview+approval",
       rule: CONTAINMENT_RULE,
@@ -80,7 +110,7 @@ export function previewTaint(
   d: DecidedCall,
   pv: PreviewData,
 ): PreviewData {
-  const files = readable(run, call.tool);
+  const files = readable(run, call.tool, d);
   if (files.size === 0) return pv;
   const out: PreviewData = {
     ...pv,
@@ -112,7 +142,7 @@ export function heldPatchPreview(
   call: ProposedCall,
   d: DecidedCall,
 ): PreviewData | undefined {
-  if (call.tool !== "repo.patch" || readable(run, call.tool).size === 0) return undefined;
+  if (call.tool !== "repo.patch" || readable(run, call.tool, d).size === 0) return undefined;
   const { path, edits } = d.input as { path?: unknown; edits?: unknown };
   const n = Array.isArray(edits) ? edits.length : 0;
   const named = typeof path === "string" ? ` ${JSON.stringify(path).slice(0, 300)}` : "";

@@ -143,9 +143,10 @@ function sealedCleared(
   byMac: ReadonlyMap<string, string> | undefined,
 ): boolean {
   const now = byMac?.get(mac);
-  const same = now !== undefined && bindDigest(mac, now, key) === f.before;
-  if (f.digest === bindDigest(mac, GONE, key)) return same;
-  return now === undefined || (f.before !== bindDigest(mac, "", key) && same);
+  const bind = (digest: string) => bindDigest(f.callId, mac, digest, key);
+  const same = now !== undefined && bind(now) === f.before;
+  if (f.digest === bind(GONE)) return same;
+  return now === undefined || (f.before !== bind("") && same);
 }
 
 /**

@@ -111,13 +111,16 @@ exit "$rc"`;
  * nothing the run wrote is left out of a snapshot or a diff. GNU tar writes the POSIX (pax)
  * format: each entry's mtime to the nanosecond (a snapshot keeps it, so make still sees a
  * target built in the same second as its source's later edit as older), without atime and
- * ctime (nobody restores them). Any other tar (busybox) writes ustar: whole seconds. No
- * `exec` and no `exit`: the control loop runs this inline and reads its status.
+ * ctime (nobody restores them), and in name order (`--sort=name`): never the directories'
+ * listing order, which a program chooses (a directory renamed away and back is listed last)
+ * and which a reader of a snapshot would see. Any other tar (busybox) writes ustar (whole
+ * seconds) in listing order (docs/policy.md says so). No `exec` and no `exit`: the control
+ * loop runs this inline and reads its status.
  */
 export const EXPORT_SCRIPT =
   "chmod u+rwx /workspace 2>/dev/null; chmod -R u+rwX /workspace 2>/dev/null; " +
   'case "$(tar --version 2>/dev/null)" in ' +
-  '*"GNU tar"*) tar --format=posix --pax-option=delete=atime,delete=ctime -c -f - -C /workspace . ;; ' +
+  '*"GNU tar"*) tar --format=posix --pax-option=delete=atime,delete=ctime --sort=name -c -f - -C /workspace . ;; ' +
   "*) tar -c -f - -C /workspace . ;; esac";
 
 /**

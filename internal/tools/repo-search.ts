@@ -47,6 +47,10 @@ export const repoSearch = defineTool({
       String(max),
       "--max-columns",
       "500",
+      // Results in path order, never the directories' listing order: a program can choose
+      // that order (rename a directory away and back) and it must not reach the model.
+      "--sort",
+      "path",
     ];
     argv.push(
       input.caseSensitive === undefined
