@@ -21,43 +21,16 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import * as tar from "tar-stream";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
-import type { Sandbox } from "../sandbox/port.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import {
-  type ContainmentRun,
-  containmentKernel,
-  containmentRun,
-  holds,
-  SECRET,
-} from "../testing/containment-run.ts";
-import { sandboxImage, testSandbox } from "../testing/docker.ts";
+import { type ContainmentRun, containmentRun, holds, SECRET } from "../testing/containment-run.ts";
+import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
+import { sandboxImage } from "../testing/docker.ts";
 import { snapshotWorkspace } from "../worker/workspace-snapshot.ts";
-import type { CallOutcome, Kernel } from "./kernel.ts";
 import { createRunSecrets } from "./run-secrets.ts";
 
-let stack: Stack;
-let sandbox: Sandbox;
-let cleanupBoxes: () => Promise<void>;
-let kernel: Kernel;
-
-before(async () => {
-  stack = await startStack();
-  const t = await testSandbox();
-  sandbox = t.sandbox;
-  cleanupBoxes = t.cleanup;
-  kernel = containmentKernel(stack);
-});
-
-after(async () => {
-  await cleanupBoxes?.();
-  await stack?.stop();
-});
-
-const exitOk = (r: CallOutcome): boolean =>
-  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
+const suite = containmentSuite();
 
 const BITS = SECRET.length * 8;
 
@@ -107,7 +80,12 @@ const decode = (order: readonly string[]): string => spelled(movedIn(order));
 
 /** A run whose approved call moved b/m, then b/N for every 1 bit of the value. */
 async function movedRun(image?: string): Promise<ContainmentRun> {
-  const f = await containmentRun(stack, sandbox, kernel, image === undefined ? {} : { image });
+  const f = await containmentRun(
+    suite.stack,
+    suite.sandbox,
+    suite.kernel,
+    image === undefined ? {} : { image },
+  );
   // The repository's own directories (no secret involved): b/ref, b/0 … b/231, b/m, each
   // with a file in it.
   const made = await f.sh(

@@ -15,40 +15,21 @@
  * Must never: fake the sandbox, the kernel or the log (real Docker, real Redis).
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { Sandbox } from "../sandbox/port.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import { containmentKernel, containmentRun, SECRET } from "../testing/containment-run.ts";
-import { sandboxImage, testSandbox } from "../testing/docker.ts";
-import type { CallOutcome, Kernel } from "./kernel.ts";
+import { describe, it } from "node:test";
+import { containmentRun, SECRET } from "../testing/containment-run.ts";
+import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
+import { sandboxImage } from "../testing/docker.ts";
 
-let stack: Stack;
-let sandbox: Sandbox;
-let cleanupBoxes: () => Promise<void>;
-let kernel: Kernel;
-
-before(async () => {
-  stack = await startStack();
-  const t = await testSandbox();
-  sandbox = t.sandbox;
-  cleanupBoxes = t.cleanup;
-  kernel = containmentKernel(stack);
-});
-
-after(async () => {
-  await cleanupBoxes?.();
-  await stack?.stop();
-});
-
-const exitOk = (r: CallOutcome): boolean =>
-  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
+const suite = containmentSuite();
 
 const BITS = SECRET.length * 8;
 
 describe("attack: the workspace's own link into /tmp steers repo.search", () => {
   it("an ignore file an approved call wrote under /tmp spells the secret in an unapproved search", async () => {
     // The base image has ripgrep (repo.search needs it).
-    const f = await containmentRun(stack, sandbox, kernel, { image: sandboxImage("base") });
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel, {
+      image: sandboxImage("base"),
+    });
     // The repository's own files (no secret involved): b/0 … b/231 and `.ignore → /tmp/ign`.
     const made = await f.sh(
       [

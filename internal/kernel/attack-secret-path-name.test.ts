@@ -10,42 +10,20 @@
  * Must never: fake the sandbox, the kernel or the log (real Docker, real Redis).
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { Sandbox } from "../sandbox/port.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
+import { describe, it } from "node:test";
 import {
   type ContainmentRun,
-  containmentKernel,
   containmentRun,
   holds,
   holdsByName,
   SECRET,
 } from "../testing/containment-run.ts";
-import { testSandbox } from "../testing/docker.ts";
+import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
 import { MAX_HELD_NAMES, nameKey, omissionsShown, parseHeld } from "./held-names.ts";
-import type { CallOutcome, Kernel } from "./kernel.ts";
 import { taintFromEvents, taintOf, withheldReasons } from "./secret-taint.ts";
 
-let stack: Stack;
-let sandbox: Sandbox;
-let cleanupBoxes: () => Promise<void>;
-let kernel: Kernel;
+const suite = containmentSuite();
 
-before(async () => {
-  stack = await startStack();
-  const t = await testSandbox();
-  sandbox = t.sandbox;
-  cleanupBoxes = t.cleanup;
-  kernel = containmentKernel(stack);
-});
-
-after(async () => {
-  await cleanupBoxes?.();
-  await stack?.stop();
-});
-
-const exitOk = (r: CallOutcome): boolean =>
-  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
 const reversed = [...SECRET].reverse().join("");
 const base32 = (s: string): string => {
   const A = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
@@ -60,7 +38,7 @@ const base32 = (s: string): string => {
 const hex = Buffer.from(SECRET).toString("hex");
 const forms = [SECRET, reversed, base32(SECRET), hex, [...SECRET].join("/")];
 const logText = async (f: ContainmentRun): Promise<string> =>
-  (await stack.log.read(f.run.runId, 0)).map((e) => e.json).join("\n");
+  (await suite.stack.log.read(f.run.runId, 0)).map((e) => e.json).join("\n");
 const assertLogFree = async (f: ContainmentRun, what: string): Promise<void> => {
   const text = await logText(f);
   for (const form of forms) assert.equal(text.includes(form), false, `${what}: log holds ${form}`);
@@ -68,7 +46,7 @@ const assertLogFree = async (f: ContainmentRun, what: string): Promise<void> => 
 
 describe("attack: a secret spelled by a tainted path's name", () => {
   it("the event log never holds the secret reversed after a call that names a file with it", async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     const w = await f.approved("process.run", {
       command: 'touch "/tmp/$(printf %s "$ENV.DEMO_TOKEN" | rev)"',
     });
@@ -97,7 +75,7 @@ describe("attack: a secret spelled by a tainted path's name", () => {
   });
 
   it("one character per directory level, a hex name by a rename: none in the log; a taker and the patch still hold them", async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     const w = await f.approved("process.run", {
       command: [
         'mkdir -p "/workspace/lv/$(printf %s "$ENV.DEMO_TOKEN" | sed "s|.|&/|g")"',
@@ -116,9 +94,9 @@ describe("attack: a secret spelled by a tainted path's name", () => {
     assert.equal(holdsByName(f.run, "/workspace/hello.txt"), true, "the removed name is held");
     await assertLogFree(f, "levels, hex, rename");
     // A taker derives the taint from the log and checks paths with the key beside it.
-    const events = (await stack.log.read(f.run.runId, 0)).map((e) => e.event);
+    const events = (await suite.stack.log.read(f.run.runId, 0)).map((e) => e.event);
     const derived = taintFromEvents(events);
-    const key = nameKey(await stack.log.runNameKey(f.run.runId));
+    const key = nameKey(await suite.stack.log.runNameKey(f.run.runId));
     assert.equal(taintOf(derived, deep, key) !== undefined, true);
     assert.equal(taintOf(derived, renamed, key) !== undefined, true);
     assert.equal(taintOf(derived, "/workspace/other", key), undefined);
@@ -133,7 +111,7 @@ describe("attack: a secret spelled by a tainted path's name", () => {
   });
 
   it("a name with a newline: the scan refuses it and every root is held; the log holds no form", async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     const w = await f.approved("process.run", {
       command: 'touch "/tmp/x\n$(printf %s "$ENV.DEMO_TOKEN" | rev)"',
     });
@@ -147,7 +125,7 @@ describe("attack: a secret spelled by a tainted path's name", () => {
   });
 
   it(`${MAX_HELD_NAMES + 100} new names: their directory is held as a whole; the record stays small`, async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     await f.sh("mkdir -p /tmp/many");
     const w = await f.approved("process.run", {
       command: `r=$(printf %s "$ENV.DEMO_TOKEN" | rev); i=0; while [ $i -lt ${MAX_HELD_NAMES + 100} ]; do : > "/tmp/many/$r$i"; i=$((i+1)); done`,
@@ -159,7 +137,7 @@ describe("attack: a secret spelled by a tainted path's name", () => {
       );
     assert.equal(wholes().length >= 1, true, "/tmp/many is held whole by its keyed name");
     assert.equal(holds(f.run, `/tmp/many/${reversed}7`), true);
-    const written = (await stack.log.read(f.run.runId, 0)).filter(
+    const written = (await suite.stack.log.read(f.run.runId, 0)).filter(
       (e) => e.event.payload.case === "secretWritten",
     );
     for (const e of written)

@@ -14,37 +14,15 @@
  * Must never: fake the sandbox, the kernel or the log (real Docker, real Redis).
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { Sandbox } from "../sandbox/port.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import { containmentKernel, containmentRun, SECRET } from "../testing/containment-run.ts";
-import { testSandbox } from "../testing/docker.ts";
-import type { CallOutcome, Kernel } from "./kernel.ts";
+import { describe, it } from "node:test";
+import { containmentRun, SECRET } from "../testing/containment-run.ts";
+import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
 
-let stack: Stack;
-let sandbox: Sandbox;
-let cleanupBoxes: () => Promise<void>;
-let kernel: Kernel;
-
-before(async () => {
-  stack = await startStack();
-  const t = await testSandbox();
-  sandbox = t.sandbox;
-  cleanupBoxes = t.cleanup;
-  kernel = containmentKernel(stack);
-});
-
-after(async () => {
-  await cleanupBoxes?.();
-  await stack?.stop();
-});
-
-const exitOk = (r: CallOutcome): boolean =>
-  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
+const suite = containmentSuite();
 
 describe("attack: the replace probe's finding about a held name, in policy.decision", () => {
   it("whether `mv hello.txt q/N` replaces a file spells a byte in the log", async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     const w = await f.approved("process.run", {
       command: [
         'mkdir -p /workspace/q && c=$(printf %s "$ENV.DEMO_TOKEN" | od -An -N1 -tu1);',
@@ -54,14 +32,14 @@ describe("attack: the replace probe's finding about a held name, in policy.decis
       ].join(" "),
     });
     assert.equal(exitOk(w), true, JSON.stringify(w).slice(0, 600));
-    const before = (await stack.log.read(f.run.runId, 0)).length;
+    const before = (await suite.stack.log.read(f.run.runId, 0)).length;
     for (let j = 0; j < 8; j++) {
       const r = await f.unapproved("process.run", { command: `mv hello.txt q/${j}` });
       assert.equal(r.kind, "paused", JSON.stringify(r).slice(0, 300));
     }
     let byte = 0;
     let n = 0;
-    for (const e of (await stack.log.read(f.run.runId, 0)).slice(before)) {
+    for (const e of (await suite.stack.log.read(f.run.runId, 0)).slice(before)) {
       const p = e.event.payload;
       if (p.case !== "policyDecision") continue;
       n++;

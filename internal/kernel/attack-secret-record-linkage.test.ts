@@ -15,38 +15,16 @@
  * Must never: fake the sandbox, the kernel or the log (real Docker, real Redis).
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { Sandbox } from "../sandbox/port.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import { containmentKernel, containmentRun, SECRET } from "../testing/containment-run.ts";
-import { testSandbox } from "../testing/docker.ts";
+import { describe, it } from "node:test";
+import { containmentRun, SECRET } from "../testing/containment-run.ts";
+import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
 import { parseHeld } from "./held-names.ts";
-import type { CallOutcome, Kernel } from "./kernel.ts";
 
-let stack: Stack;
-let sandbox: Sandbox;
-let cleanupBoxes: () => Promise<void>;
-let kernel: Kernel;
-
-before(async () => {
-  stack = await startStack();
-  const t = await testSandbox();
-  sandbox = t.sandbox;
-  cleanupBoxes = t.cleanup;
-  kernel = containmentKernel(stack);
-});
-
-after(async () => {
-  await cleanupBoxes?.();
-  await stack?.stop();
-});
-
-const exitOk = (r: CallOutcome): boolean =>
-  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
+const suite = containmentSuite();
 
 describe("attack: joining two secret.written records", () => {
   it("a later call's `before` values count the earlier call's real entries", async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     // The hostile approved call: as many files under /tmp/c as the value's first byte.
     const w = await f.approved("process.run", {
       command: [
@@ -62,7 +40,7 @@ describe("attack: joining two secret.written records", () => {
     assert.equal(exitOk(later), true, JSON.stringify(later).slice(0, 600));
     // The log, read without the key.
     const records = new Map<string, { root: string; digest: string; before: string }[]>();
-    for (const e of await stack.log.read(f.run.runId, 0)) {
+    for (const e of await suite.stack.log.read(f.run.runId, 0)) {
       const p = e.event.payload;
       if (p.case !== "secretWritten") continue;
       records.set(

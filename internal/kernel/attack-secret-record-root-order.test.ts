@@ -17,38 +17,16 @@
  * Must never: fake the sandbox, the kernel or the log (real Docker, real Redis).
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { Sandbox } from "../sandbox/port.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import { containmentKernel, containmentRun, SECRET } from "../testing/containment-run.ts";
-import { testSandbox } from "../testing/docker.ts";
+import { describe, it } from "node:test";
+import { containmentRun, SECRET } from "../testing/containment-run.ts";
+import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
 import { parseHeld } from "./held-names.ts";
-import type { CallOutcome, Kernel } from "./kernel.ts";
 
-let stack: Stack;
-let sandbox: Sandbox;
-let cleanupBoxes: () => Promise<void>;
-let kernel: Kernel;
-
-before(async () => {
-  stack = await startStack();
-  const t = await testSandbox();
-  sandbox = t.sandbox;
-  cleanupBoxes = t.cleanup;
-  kernel = containmentKernel(stack);
-});
-
-after(async () => {
-  await cleanupBoxes?.();
-  await stack?.stop();
-});
-
-const exitOk = (r: CallOutcome): boolean =>
-  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
+const suite = containmentSuite();
 
 describe("attack: the order of a secret.written record's roots", () => {
   it("removal-only roots come last: eight calls spell a byte of the value", async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     // The repository's own files (no secret involved): r0 … r7.
     const made = await f.sh("for k in 0 1 2 3 4 5 6 7; do echo $k > /workspace/r$k; done");
     assert.equal(made.exitCode, 0, made.stderr);
@@ -64,7 +42,7 @@ describe("attack: the order of a secret.written record's roots", () => {
     }
     // The log, read without the key: per call, the root of its record's first sealed entry.
     const firstRoot = new Map<string, string>();
-    for (const e of await stack.log.read(f.run.runId, 0)) {
+    for (const e of await suite.stack.log.read(f.run.runId, 0)) {
       const p = e.event.payload;
       if (p.case !== "secretWritten") continue;
       const first = p.value.files.map((x) => parseHeld(x.path)).find((h) => h !== undefined);

@@ -15,39 +15,12 @@
  * Must never: fake the sandbox, the kernel or the log (real Docker, real Redis).
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { Sandbox } from "../sandbox/port.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import {
-  type ContainmentRun,
-  containmentKernel,
-  containmentRun,
-  SECRET,
-} from "../testing/containment-run.ts";
-import { testSandbox } from "../testing/docker.ts";
+import { describe, it } from "node:test";
+import { type ContainmentRun, containmentRun, SECRET } from "../testing/containment-run.ts";
+import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
 import { parseHeld } from "./held-names.ts";
-import type { CallOutcome, Kernel } from "./kernel.ts";
 
-let stack: Stack;
-let sandbox: Sandbox;
-let cleanupBoxes: () => Promise<void>;
-let kernel: Kernel;
-
-before(async () => {
-  stack = await startStack();
-  const t = await testSandbox();
-  sandbox = t.sandbox;
-  cleanupBoxes = t.cleanup;
-  kernel = containmentKernel(stack);
-});
-
-after(async () => {
-  await cleanupBoxes?.();
-  await stack?.stop();
-});
-
-const exitOk = (r: CallOutcome): boolean =>
-  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
+const suite = containmentSuite();
 
 /** The files of the last `secret.written` of `callId`, as the log holds them. */
 async function recorded(
@@ -55,7 +28,7 @@ async function recorded(
   callId: string,
 ): Promise<{ path: string; digest: string }[]> {
   let files: { path: string; digest: string }[] = [];
-  for (const e of await stack.log.read(f.run.runId, 0)) {
+  for (const e of await suite.stack.log.read(f.run.runId, 0)) {
     const p = e.event.payload;
     if (p.case === "secretWritten" && p.value.callId === callId)
       files = p.value.files.map((x) => ({ path: x.path, digest: x.digest }));
@@ -66,7 +39,7 @@ async function recorded(
 /** The call id the fixture gave the last `approved` call (the last secretWritten's). */
 async function lastSecretCall(f: ContainmentRun): Promise<string> {
   let id = "";
-  for (const e of await stack.log.read(f.run.runId, 0))
+  for (const e of await suite.stack.log.read(f.run.runId, 0))
     if (e.event.payload.case === "secretWritten") id = e.event.payload.value.callId;
   return id;
 }
@@ -76,7 +49,7 @@ const NIBBLES = SECRET.length * 2;
 
 describe("attack: the secret in the shape of a secret.written record", () => {
   it("which pre-existing files a secret call removes: recorded in clear, one bit per file", async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     // The repository's own files (existed before; no secret involved): b/0 … b/231.
     const made = await f.sh(
       `mkdir -p /workspace/b && i=0; while [ $i -lt ${BITS} ]; do : > /workspace/b/$i; i=$((i+1)); done`,
@@ -124,7 +97,7 @@ describe("attack: the secret in the shape of a secret.written record", () => {
   });
 
   it("how many names a secret call makes per pre-existing directory: counted in clear", async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     // The repository's own directories (existed before): d/0 … d/57, one per nibble.
     const made = await f.sh(
       `i=0; while [ $i -lt ${NIBBLES} ]; do mkdir -p /workspace/d/$i; i=$((i+1)); done`,

@@ -15,40 +15,18 @@
  * Must never: fake the sandbox, the kernel or the log (real Docker, real Redis).
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { Sandbox } from "../sandbox/port.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import { containmentKernel, containmentRun, holds, SECRET } from "../testing/containment-run.ts";
-import { testSandbox } from "../testing/docker.ts";
-import type { CallOutcome, Kernel } from "./kernel.ts";
+import { describe, it } from "node:test";
+import { containmentRun, holds, SECRET } from "../testing/containment-run.ts";
+import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
 
-let stack: Stack;
-let sandbox: Sandbox;
-let cleanupBoxes: () => Promise<void>;
-let kernel: Kernel;
-
-before(async () => {
-  stack = await startStack();
-  const t = await testSandbox();
-  sandbox = t.sandbox;
-  cleanupBoxes = t.cleanup;
-  kernel = containmentKernel(stack);
-});
-
-after(async () => {
-  await cleanupBoxes?.();
-  await stack?.stop();
-});
-
-const exitOk = (r: CallOutcome): boolean =>
-  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
+const suite = containmentSuite();
 
 /** Bit 0 (the highest) of the value's first byte: 't' = 0x74, so 0. Bit 1: 1. */
 const bitOf = (n: number): number => (SECRET.charCodeAt(0) >> (7 - n)) & 1;
 
 describe("attack: a secret call's change to a writable root itself", () => {
   it("chmod on /workspace stays held until /workspace is as before", async () => {
-    const f = await containmentRun(stack, sandbox, kernel);
+    const f = await containmentRun(suite.stack, suite.sandbox, suite.kernel);
     const owner = await f.sh("stat -c '%u %a' /workspace && id -u");
     assert.equal(owner.exitCode, 0, owner.stderr);
     // The approved program takes the owner's write bit away for a 1 in bit 1 of the value.

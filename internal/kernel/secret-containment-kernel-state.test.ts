@@ -8,41 +8,17 @@
  * counters) of untouched files do not. The three attacks of the issue #27 review are here.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { Sandbox } from "../sandbox/port.ts";
-import { type Stack, startStack } from "../testing/api-fixtures.ts";
-import {
-  type ContainmentRun,
-  containmentKernel,
-  containmentRun,
-  SECRET,
-} from "../testing/containment-run.ts";
-import { testSandbox } from "../testing/docker.ts";
-import type { CallOutcome, Kernel } from "./kernel.ts";
+import { describe, it } from "node:test";
+import { type ContainmentRun, containmentRun, SECRET } from "../testing/containment-run.ts";
+import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
+import type { CallOutcome } from "./kernel.ts";
 import { CONTAINMENT_RULE } from "./secret-containment.ts";
 import { CONTAINER_STATE, taintFromEvents } from "./secret-taint.ts";
 
-let stack: Stack;
-let sandbox: Sandbox;
-let cleanupBoxes: () => Promise<void>;
-let kernel: Kernel;
+const suite = containmentSuite();
 
-before(async () => {
-  stack = await startStack();
-  const t = await testSandbox();
-  sandbox = t.sandbox;
-  cleanupBoxes = t.cleanup;
-  kernel = containmentKernel(stack);
-});
-
-after(async () => {
-  await cleanupBoxes?.();
-  await stack?.stop();
-});
-
-const fresh = () => containmentRun(stack, sandbox, kernel, { prompt: "kernel state" });
-const exitOk = (r: CallOutcome): boolean =>
-  r.kind === "result" && r.ok && (r.output as { exitCode?: number }).exitCode === 0;
+const fresh = () =>
+  containmentRun(suite.stack, suite.sandbox, suite.kernel, { prompt: "kernel state" });
 const stdout = (r: CallOutcome): string =>
   r.kind === "result" ? String((r.output as { stdout?: string }).stdout ?? "") : "";
 const held = (f: ContainmentRun): string[] => [...(f.run.taint?.keys() ?? [])].sort();
@@ -148,7 +124,7 @@ describe("secret containment: the container's kernel state", () => {
     }
     assert.deepEqual(held(f), [CONTAINER_STATE]);
     // A taker derives the hold from the log.
-    const events = (await stack.log.read(f.run.runId, 0)).map((e) => e.event);
+    const events = (await suite.stack.log.read(f.run.runId, 0)).map((e) => e.event);
     assert.deepEqual([...taintFromEvents(events).keys()], [CONTAINER_STATE]);
     const text = events
       .map((e) => JSON.stringify(e.payload.value, (_, v) => (typeof v === "bigint" ? `${v}` : v)))
