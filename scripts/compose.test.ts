@@ -308,10 +308,19 @@ it("up; a run through it survives its worker killed; down -v leaves nothing", {
 
 const SENTINEL = join(ROOT, "deploy", "compose", "docker-compose.sentinel.yml");
 
-/** `SENTINEL …` asked of sentinel-1 inside its container (with the sentinels' password). */
+/** `SENTINEL …` asked of a sentinel inside its container (with the sentinels' password). */
 function sentinel(d: Deployment, ...args: string[]): string {
+  return sentinelOf(d, "sentinel-1", ...args);
+}
+
+function sentinelOf(d: Deployment, service: string, ...args: string[]): string {
   const cmd = `REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli -p 26379 sentinel ${args.join(" ")}`;
-  return compose(d, "exec", "-T", "sentinel-1", "sh", "-c", cmd).stdout.trim();
+  return compose(d, "exec", "-T", service, "sh", "-c", cmd).stdout.trim();
+}
+
+/** How many entries of `kind` (replicas, sentinels) a sentinel lists for the master. */
+function known(d: Deployment, service: string, kind: string): number {
+  return (sentinelOf(d, service, kind, "agentd").match(/^name\s*$/gm) ?? []).length;
 }
 
 it("Redis with failover (docker-compose.sentinel.yml): the primary killed under a waiting run; the run completes, nothing acknowledged is lost, the chain verifies", {
@@ -329,10 +338,18 @@ it("Redis with failover (docker-compose.sentinel.yml): the primary killed under 
     [SENTINEL],
   );
   const port = d.port;
+  // A failover needs a quorum: every sentinel must know both replicas and the two others.
+  const SENTINELS = ["sentinel-1", "sentinel-2", "sentinel-3"];
   await until(
-    "the sentinels know both replicas",
-    () => (sentinel(d, "replicas", "agentd").match(/^flags\s*\n\s*slave\s*$/gm) ?? []).length === 2,
-    { everyMs: 500, detail: () => sentinel(d, "replicas", "agentd") },
+    "every sentinel knows both replicas and the other two sentinels",
+    () => SENTINELS.every((x) => known(d, x, "replicas") === 2 && known(d, x, "sentinels") === 2),
+    {
+      everyMs: 500,
+      detail: () =>
+        SENTINELS.map(
+          (x) => `${x}: ${known(d, x, "replicas")} replicas, ${known(d, x, "sentinels")} sentinels`,
+        ).join("; "),
+    },
   );
   const first = sentinel(d, "get-master-addr-by-name", "agentd").split("\n")[0];
   // agentd's user reaches its own keys only.
@@ -375,7 +392,17 @@ it("Redis with failover (docker-compose.sentinel.yml): the primary killed under 
       const now = sentinel(d, "get-master-addr-by-name", "agentd").split("\n")[0];
       return now !== "" && now !== first;
     },
-    { everyMs: 500, detail: () => compose(d, "logs", "--tail", "20", "sentinel-1").stdout },
+    {
+      everyMs: 500,
+      detail: () =>
+        `${compose(d, "logs", "--no-color", "sentinel-1", "sentinel-2", "sentinel-3")
+          .stdout.split("\n")
+          .filter((l) =>
+            /[+-](sdown|odown|try-failover|vote|elected|failover|switch|sentinel|slave)/.test(l),
+          )
+          .slice(-40)
+          .join("\n")}`,
+    },
   );
   // The approval goes through the new primary (retried while the servers reconnect).
   let approve = { status: -1 as number | null, stderr: "" };
