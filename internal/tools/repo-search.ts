@@ -51,6 +51,11 @@ export const repoSearch = defineTool({
       // that order (rename a directory away and back) and it must not reach the model.
       "--sort",
       "path",
+      // Ignore rules only from the workspace's own ignore files: not a repository's
+      // info/exclude (a `.git` file's gitdir can name any directory, /tmp too) nor a global
+      // excludes file (HOME's git config) — what lies outside must not steer a search.
+      "--no-ignore-exclude",
+      "--no-ignore-global",
     ];
     argv.push(
       input.caseSensitive === undefined
