@@ -31,3 +31,32 @@ it("a listing it cannot pair (cut, odd) counts as leading out", () => {
   assert.equal(anyLinkLeaves("/workspace/a\0b"), true);
   assert.equal(anyLinkLeaves("/workspace/a\0b\0/workspace/c\0"), true);
 });
+
+it("a `..` after a component that is itself a link climbs from where that link leads", () => {
+  // s → . makes s/.. the root, though `s/../tmp/ign` is lexically /workspace/tmp/ign.
+  assert.equal(
+    anyLinkLeaves(list(["/workspace/s", "."], ["/workspace/.ignore", "s/../tmp/ign"])),
+    true,
+  );
+  // The same through a chain of links and from a subdirectory.
+  assert.equal(
+    anyLinkLeaves(
+      list(
+        ["/workspace/a/up", "../b"],
+        ["/workspace/b", "c"],
+        ["/workspace/c", "."],
+        ["/workspace/a/x", "up/../../etc"],
+      ),
+    ),
+    true,
+  );
+  // A link leading into a subdirectory, then `..`: physically still inside.
+  assert.equal(anyLinkLeaves(list(["/workspace/d", "a/b"], ["/workspace/e", "d/../x"])), false);
+});
+
+it("a loop of links or a link path that is not plain counts as leading out", () => {
+  assert.equal(anyLinkLeaves(list(["/workspace/a", "b"], ["/workspace/b", "a"])), true);
+  assert.equal(anyLinkLeaves(list(["/workspace/a", "a/x"])), true);
+  assert.equal(anyLinkLeaves(list(["/workspace/../tmp/a", "b"])), true);
+  assert.equal(anyLinkLeaves(list(["/workspace//a", "b"])), true);
+});

@@ -53,9 +53,12 @@ export const repoSearch = defineTool({
       "path",
       // Ignore rules only from the workspace's own ignore files: not a repository's
       // info/exclude (a `.git` file's gitdir can name any directory, /tmp too) nor a global
-      // excludes file (HOME's git config) — what lies outside must not steer a search.
+      // excludes file (HOME's git config), nor ignore files of the workspace's parents, nor
+      // a config file an environment names — what lies outside must not steer a search.
       "--no-ignore-exclude",
       "--no-ignore-global",
+      "--no-ignore-parent",
+      "--no-config",
     ];
     argv.push(
       input.caseSensitive === undefined
