@@ -4,7 +4,8 @@
  * the tenant has live runs: an operator cancels them first — a purge never ends a run's work
  * on its own. Streams progress after every PROGRESS_EVERY runs; an interrupted purge is
  * resumed by calling it again (what was deleted is gone from the index, what was half
- * deleted is finished). Runs created while a purge runs are not part of it.
+ * deleted is finished). The tenant's upload receipts are dropped last, with their blobs
+ * where nothing else references them. Runs created while a purge runs are not part of it.
  * Must never: delete a live run, or record `tenant.purged` when runs were left behind.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -16,6 +17,7 @@ import type {
   PurgeTenantResponseSchema,
 } from "../gen/agentd/v1/run_service_pb.js";
 import { deleteRun } from "../lifecycle/delete-run.ts";
+import { dropTenantReceipts } from "../lifecycle/expire-receipts.ts";
 import { tenantPurgedNotice } from "../lifecycle/notices.ts";
 import { principalOf } from "./context.ts";
 import { deletionReason } from "./deletion-reason.ts";
@@ -63,6 +65,9 @@ export function purgeTenantHandler(deps: ApiDeps) {
       last = runId;
       if (deleted % PROGRESS_EVERY === 0) yield { runsDeleted: BigInt(deleted), lastRunId: last };
     }
+    // The tenant's upload receipts go too: each kept its workspace blob (and the tenant's
+    // artifactBytes) until its TTL.
+    await dropTenantReceipts(deletion, req.tenantId);
     const notice = tenantPurgedNotice({
       tenantId: req.tenantId,
       by: principal.name,

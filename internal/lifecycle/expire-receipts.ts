@@ -2,7 +2,8 @@
  * The expiry of upload receipts (port.ts UploadReceiptRefs): drops the receipts whose time
  * passed — their receipt blob, and the workspace blob when that was its last reference (no
  * run's events and no other receipt name it). Every server runs it with the deletion
- * finisher; two at once never drop one receipt twice (the store pops each once).
+ * finisher; two at once never drop one receipt twice (the store pops each once). A tenant
+ * purge drops the tenant's receipts at once (dropTenantReceipts).
  *
  * Must never: remove a blob the store did not answer free, or leave a "removing" mark set
  * after the removal (a concurrent upload of the same content waits on it).
@@ -44,6 +45,21 @@ export async function expireUploadReceipts(
     await deps.store.receipts.removed(free);
   }
   return { expired: expired.length, removedBlobs };
+}
+
+/**
+ * Drops every upload receipt of a tenant now, whatever its expiry (PurgeTenant): the receipt
+ * blobs, and each workspace blob whose last reference it was. Answers the receipts dropped.
+ */
+export async function dropTenantReceipts(deps: RunDeletionDeps, tenantId: string): Promise<number> {
+  const digests = await deps.store.receipts.tenantDigests(tenantId);
+  for (const d of digests) {
+    await releaseHold(deps, tenantId, d);
+    const receipt = receiptDigest(tenantId, d);
+    for (const store of deps.artifacts) await store.delete?.(receipt);
+    await releaseTenantBlobs(deps, tenantId, [d]);
+  }
+  return digests.length;
 }
 
 /**

@@ -93,6 +93,12 @@ export class FileUploadReceipts implements UploadReceiptRefs {
     for (const d of digests) this.#removing.delete(d);
   }
 
+  async tenantDigests(tenantId: string): Promise<string[]> {
+    return [...this.#live.keys()]
+      .filter((k) => k.slice(64) === tenantId)
+      .map((k) => k.slice(0, 64));
+  }
+
   #save(): Promise<void> {
     const path = this.#path;
     if (path === undefined) return Promise.resolve();

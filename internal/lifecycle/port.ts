@@ -78,6 +78,8 @@ export interface UploadReceiptRefs {
   expire(now: number, limit: number): Promise<ExpiredReceipt[]>;
   /** These blobs (found unreferenced) are removed now: their "removing" marks go. */
   removed(digests: readonly string[]): Promise<void>;
+  /** The digests the tenant holds receipts on (expired or not, until swept): a purge drops them. */
+  tenantDigests(tenantId: string): Promise<string[]>;
 }
 
 export interface RunDeletionStore {

@@ -167,6 +167,30 @@ export class RedisUploadReceipts implements UploadReceiptRefs {
     return out;
   }
 
+  async tenantDigests(tenantId: string): Promise<string[]> {
+    // Members are {digest}{tenant}; the MATCH narrows, the exact tail decides ("a" is not "ba").
+    const out: string[] = [];
+    let cursor = "0";
+    do {
+      const [next, flat] = await wrapRedis(
+        this.#client.zscan(
+          this.#keys.artifactReceipts,
+          cursor,
+          "MATCH",
+          `*${tenantId}`,
+          "COUNT",
+          1000,
+        ),
+      );
+      for (let i = 0; i < flat.length; i += 2) {
+        const m = flat[i] as string;
+        if (m.slice(64) === tenantId) out.push(m.slice(0, 64));
+      }
+      cursor = next;
+    } while (cursor !== "0");
+    return [...new Set(out)];
+  }
+
   async removed(digests: readonly string[]): Promise<void> {
     if (digests.length === 0) return;
     await wrapRedis(this.#client.del(...digests.map((d) => this.#keys.artifactRemoving(d))));

@@ -6,7 +6,8 @@
  * a live receipt and refuses an expired one; uploads racing deletions of the same content
  * never end with a held receipt on a removed blob; the embedded store keeps receipts across
  * a restart; a tenant's artifactBytes count holds a blob once and lets it go with the
- * tenant's last reference (a run or a receipt), whatever other tenants hold.
+ * tenant's last reference (a run or a receipt), whatever other tenants hold; a tenant purge
+ * drops that tenant's receipts at once.
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -30,7 +31,7 @@ import { RedisArtifactLedger } from "../tenancy/redis-artifact-bytes.ts";
 import { completed } from "../testing/deletion-fixtures.ts";
 import { startRedis, type TestRedis } from "../testing/redis-server.ts";
 import { deleteRun, type RunDeletionDeps } from "./delete-run.ts";
-import { expireUploadReceipts } from "./expire-receipts.ts";
+import { dropTenantReceipts, expireUploadReceipts } from "./expire-receipts.ts";
 import { FileRunDeletion } from "./file-run-deletion.ts";
 import { RedisRunDeletion } from "./redis-run-deletion.ts";
 
@@ -174,6 +175,28 @@ function suite(name: string, open: () => Promise<Env>) {
       assert.ok(held > 0, "at least one upload held its blob");
       for (const c of contents)
         assert.equal(await env.deps.store.receipts.removing(digestOf(c)), false, "marks cleared");
+    });
+
+    it("a tenant purge drops that tenant's receipts now, blobs and counts included; a tenant whose name ends the same keeps its own", async () => {
+      const ledger = env.deps.tenantArtifacts;
+      assert.ok(ledger !== undefined);
+      const mine = Buffer.from(`purged ${ulid()}`.padEnd(300, "."));
+      const shared = Buffer.from(`shared-purge ${ulid()}`);
+      const now = Date.now();
+      const d1 = await upload(env, "pa", mine, now + HOUR);
+      const d2 = await upload(env, "pa", shared, now + HOUR);
+      await upload(env, "xpa", shared, now + HOUR); // "xpa" ends in "pa": not the same tenant
+      await ledger.charge("pa", d1, mine.length);
+      assert.deepEqual((await env.deps.store.receipts.tenantDigests("pa")).sort(), [d1, d2].sort());
+      assert.equal(await dropTenantReceipts(env.deps, "pa"), 2);
+      assert.equal(await has(env, d1), false, "the purged tenant's only reference went");
+      assert.equal(await has(env, receiptDigest("pa", d1)), false, "its receipt blob went");
+      assert.equal(await ledger.bytesOf("pa"), 0, "its artifactBytes let go");
+      assert.ok(await has(env, d2), "another tenant's live receipt keeps the shared blob");
+      assert.equal(await env.deps.store.receipts.renew("xpa", d2, now, now), true);
+      assert.equal(await env.deps.store.receipts.renew("pa", d2, now, now), false);
+      assert.deepEqual(await env.deps.store.receipts.tenantDigests("pa"), []);
+      assert.equal(await env.deps.store.receipts.removing(d1), false, "no mark left behind");
     });
 
     it("artifactBytes: a blob counts once per tenant; it leaves a tenant's count with that tenant's last reference", async () => {

@@ -586,6 +586,12 @@ describe("PurgeTenant", { timeout: 240_000 }, () => {
       new RegExp(`1 live run \\(${live.runId}\\).*cancel them first`),
     );
     await client.cancelRun(live.runId, "offboarding", T.globex);
+    // An upload no run used: its receipt would keep the blob for a day after the purge.
+    const up = await client.uploadWorkspace(
+      [await tarOf([{ name: "u.txt", data: `uploaded ${ulid()}\n` }])],
+      { auth: T.globex },
+    );
+    assert.ok(filesUnder(artifactDir).some((f) => f.endsWith(up.digest)));
     const { msgs, status } = await purge(tenant, "offboarding");
     assert.equal(status.code, grpc.status.OK, status.details);
     const last = msgs.at(-1);
@@ -603,6 +609,14 @@ describe("PurgeTenant", { timeout: 240_000 }, () => {
     }
     assert.equal(feed.events.filter((e) => e.type === "run.deleted").length, 60);
     feed.cancel();
+    assert.ok(
+      !filesUnder(artifactDir).some((f) => f.endsWith(up.digest)),
+      "the tenant's upload receipt went with the purge, and its blob with it",
+    );
+    await assert.rejects(
+      client.createRun({ prompt: "p", workspaceDigest: up.digest }, T.globex),
+      /NOT_FOUND: workspace_digest.*no workspace of yours has digest/,
+    );
     // Again: nothing to do, still done.
     const again = await purge(tenant, "again");
     assert.equal(again.msgs.at(-1)?.runsDeleted, 0n);
