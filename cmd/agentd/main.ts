@@ -109,6 +109,7 @@ import type { TenantArtifactLedger } from "../../internal/tenancy/artifact-bytes
 import type { TenantDayLedger } from "../../internal/tenancy/day-usage.ts";
 import { MemoryArtifactLedger } from "../../internal/tenancy/memory-artifact-bytes.ts";
 import { MemoryDayLedger } from "../../internal/tenancy/memory-day-usage.ts";
+import { rebuildArtifactBytes } from "../../internal/tenancy/rebuild-artifact-bytes.ts";
 import { RedisArtifactLedger } from "../../internal/tenancy/redis-artifact-bytes.ts";
 import { RedisDayLedger } from "../../internal/tenancy/redis-day-usage.ts";
 import { RedisRunRate } from "../../internal/tenancy/redis-run-rate.ts";
@@ -405,6 +406,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
           logger,
         );
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
+  // The embedded log's artifactBytes live in this process: counted again from what is stored.
+  await built.rebuildArtifactBytes?.(artifacts);
   const runs = new RunProjectionCache({ log });
   // --archive-dir: runs are archived before deletion, and the API serves archived runs
   // read-only for runs the log no longer holds (internal/archive, docs/operations.md).
@@ -1062,6 +1065,8 @@ async function buildEventLog(
   dayLedger: TenantDayLedger;
   /** The tenants' stored artifact bytes (artifactBytes), shared like the day ledger. */
   tenantArtifacts: TenantArtifactLedger;
+  /** A one-process ledger counted again from the stored runs and receipts (embedded log). */
+  rebuildArtifactBytes?: (artifacts: ArtifactStore) => Promise<number>;
   /** The tenants' CreateRuns per minute (runsPerMinute), shared by every server. */
   runRate: RunRateCounter;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
@@ -1082,6 +1087,7 @@ async function buildEventLog(
       receiptsPath: `${dir}/upload-receipts.json`,
     });
     await deletion.expire();
+    const tenantArtifacts = new MemoryArtifactLedger();
     return {
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
@@ -1093,7 +1099,9 @@ async function buildEventLog(
       deletion,
       exportState: new FileExportState(`${dir}/export`),
       dayLedger: new MemoryDayLedger(),
-      tenantArtifacts: new MemoryArtifactLedger(),
+      tenantArtifacts,
+      rebuildArtifactBytes: (artifacts) =>
+        rebuildArtifactBytes(tenantArtifacts, deletion.ledgerSource(), artifacts),
       runRate: new MemoryRunRate(),
       closeAll: async () => {
         await queue.close();

@@ -10,6 +10,7 @@
 import type { FileEventLog } from "../eventlog/file-event-log.ts";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import type { RunQueue } from "../scheduler/port.ts";
+import type { LedgerSource } from "../tenancy/rebuild-artifact-bytes.ts";
 import { FileUploadReceipts } from "./file-upload-receipts.ts";
 import type { DeletionRecord, MarkResult, RunDeletionStore, RunTombstone } from "./port.ts";
 import { digestsOf } from "./run-digests.ts";
@@ -45,6 +46,17 @@ export class FileRunDeletion implements RunDeletionStore {
     this.#queue = opts.queue;
     this.#idem = opts.idempotency;
     this.#now = opts.now ?? Date.now;
+  }
+
+  /** What a one-process artifactBytes ledger is counted again from at start (tenancy/). */
+  ledgerSource(): LedgerSource {
+    const log = this.#log;
+    return {
+      runIds: () => log.allRunIds(),
+      tenantOf: async (runId) => (await log.head(runId))?.tenantId,
+      digests: (runId) => this.digests(runId),
+      receipts: () => this.receipts.entries(),
+    };
   }
 
   /** Drops tombstones whose keep time is over (call at start). */

@@ -93,6 +93,11 @@ export class FileUploadReceipts implements UploadReceiptRefs {
     for (const d of digests) this.#removing.delete(d);
   }
 
+  /** Every receipt as [tenant, digest] (expired or not, until swept). */
+  *entries(): Iterable<readonly [string, string]> {
+    for (const k of this.#live.keys()) yield [k.slice(64), k.slice(0, 64)] as const;
+  }
+
   async tenantDigests(tenantId: string): Promise<string[]> {
     return [...this.#live.keys()]
       .filter((k) => k.slice(64) === tenantId)

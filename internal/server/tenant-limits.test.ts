@@ -25,6 +25,7 @@ import {
   toolCallsReply,
 } from "../testing/openai-stub.ts";
 import { tarOf } from "../testing/tar.ts";
+import { tenantMetric } from "../testing/tenant-metrics.ts";
 
 const ACME = "acme-token-0123456789";
 const OTHER = "other-token-0123456789";
@@ -179,26 +180,8 @@ const inState = (token: string, runId: string, state: RunState) =>
     return r.state === state ? r : undefined;
   });
 
-async function metric(
-  name: string,
-  tenant: string,
-  limit = "concurrentRuns",
-): Promise<number | undefined> {
-  const text = await (
-    await fetch(`${c.server.url}/metrics/tenants`, {
-      headers: { authorization: `Bearer ${ADMIN}` },
-    })
-  ).text();
-  const line = text
-    .split("\n")
-    .find(
-      (l) =>
-        l.startsWith(`${name}{`) &&
-        l.includes(`tenant="${tenant}"`) &&
-        l.includes(`limit="${limit}"`),
-    );
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(" ") + 1));
-}
+const metric = (name: string, tenant: string, limit = "concurrentRuns") =>
+  tenantMetric(c.server.url, ADMIN, name, tenant, limit);
 
 /** The worker that started the run last (its run.started). */
 async function ownerOf(runId: string): Promise<string> {
