@@ -8,6 +8,7 @@
  * nothing of another run (same workspace) is touched.
  */
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { after, before, it } from "node:test";
 import { ulid } from "ulid";
 import { ApprovalDecision } from "../gen/agentd/v1/events_pb.js";
@@ -22,10 +23,17 @@ const call = (id: string, command: string) => ({
   chunks: toolCallsReply([{ id, name: "process_run", arguments: JSON.stringify({ command }) }]),
 });
 
-/** A write (so the pause has a workspace to snapshot), then rm, which asks a person; done. */
+/**
+ * A write (so the pause has a workspace to snapshot), then rm, which asks a person; done.
+ * What it writes names the run's prompt: each run's patch and snapshot are its own blobs
+ * (the same bytes in two runs would be one shared blob, which no deletion of one removes).
+ */
 function model({ body }: StubRequest) {
-  const n = ((body?.messages ?? []) as { role: string }[]).filter((m) => m.role === "tool").length;
-  if (n === 0) return call("call_1", "echo written > b.txt");
+  const messages = (body?.messages ?? []) as { role: string; content?: unknown }[];
+  const n = messages.filter((m) => m.role === "tool").length;
+  const prompt = JSON.stringify(messages.find((m) => m.role === "user")?.content ?? "");
+  const tag = createHash("sha256").update(prompt).digest("hex").slice(0, 16);
+  if (n === 0) return call("call_1", `echo written ${tag} > b.txt`);
   if (n === 1) return call("call_2", "rm -f a.txt && echo removed > out.txt");
   return { chunks: textReply(["done"]) };
 }
@@ -123,7 +131,7 @@ it("a run that used an approval, a snapshot, artifacts and an idempotency key le
       .catch(() => undefined),
   );
   assert.equal(res.deletedNow, true);
-  assert.ok(res.artifactsRemoved > 0n);
+  assert.ok(res.artifactsRemoved > 0n, "the run's own patch and snapshot were removed");
 
   const dump = await redisDump(redis);
   assert.deepEqual(mentioning(dump, run.runId).sort(), [
