@@ -110,6 +110,7 @@ import type { TenantDayLedger } from "../../internal/tenancy/day-usage.ts";
 import { MemoryArtifactLedger } from "../../internal/tenancy/memory-artifact-bytes.ts";
 import { MemoryDayLedger } from "../../internal/tenancy/memory-day-usage.ts";
 import { rebuildArtifactBytes } from "../../internal/tenancy/rebuild-artifact-bytes.ts";
+import { rebuildDayUsage } from "../../internal/tenancy/rebuild-day-usage.ts";
 import { RedisArtifactLedger } from "../../internal/tenancy/redis-artifact-bytes.ts";
 import { RedisDayLedger } from "../../internal/tenancy/redis-day-usage.ts";
 import { RedisRunRate } from "../../internal/tenancy/redis-run-rate.ts";
@@ -406,8 +407,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
           logger,
         );
   const artifacts = buildArtifactStore(cfg, built.redis, artifactDir, logger);
-  // The embedded log's artifactBytes live in this process: counted again from what is stored.
-  await built.rebuildArtifactBytes?.(artifacts);
+  // The embedded log's tenant ledgers live in this process: counted again from what is stored.
+  await built.rebuildLedgers?.(artifacts);
   const runs = new RunProjectionCache({ log });
   // --archive-dir: runs are archived before deletion, and the API serves archived runs
   // read-only for runs the log no longer holds (internal/archive, docs/operations.md).
@@ -1065,8 +1066,8 @@ async function buildEventLog(
   dayLedger: TenantDayLedger;
   /** The tenants' stored artifact bytes (artifactBytes), shared like the day ledger. */
   tenantArtifacts: TenantArtifactLedger;
-  /** A one-process ledger counted again from the stored runs and receipts (embedded log). */
-  rebuildArtifactBytes?: (artifacts: ArtifactStore) => Promise<number>;
+  /** One-process ledgers (day use, artifactBytes) counted again from what is stored (embedded log). */
+  rebuildLedgers?: (artifacts: ArtifactStore) => Promise<void>;
   /** The tenants' CreateRuns per minute (runsPerMinute), shared by every server. */
   runRate: RunRateCounter;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
@@ -1088,6 +1089,7 @@ async function buildEventLog(
     });
     await deletion.expire();
     const tenantArtifacts = new MemoryArtifactLedger();
+    const dayLedger = new MemoryDayLedger();
     return {
       log,
       artifactDir: resolve(cfg["artifact-dir"] ?? `${dir}/artifacts`),
@@ -1098,10 +1100,12 @@ async function buildEventLog(
       idempotency,
       deletion,
       exportState: new FileExportState(`${dir}/export`),
-      dayLedger: new MemoryDayLedger(),
+      dayLedger,
       tenantArtifacts,
-      rebuildArtifactBytes: (artifacts) =>
-        rebuildArtifactBytes(tenantArtifacts, deletion.ledgerSource(), artifacts),
+      rebuildLedgers: async (artifacts) => {
+        await rebuildDayUsage(dayLedger, deletion.ledgerSource(), Date.now());
+        await rebuildArtifactBytes(tenantArtifacts, deletion.ledgerSource(), artifacts);
+      },
       runRate: new MemoryRunRate(),
       closeAll: async () => {
         await queue.close();

@@ -10,7 +10,7 @@
 import type { FileEventLog } from "../eventlog/file-event-log.ts";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import type { RunQueue } from "../scheduler/port.ts";
-import type { LedgerSource } from "../tenancy/rebuild-artifact-bytes.ts";
+import type { StoredRuns } from "../tenancy/stored-runs.ts";
 import { FileUploadReceipts } from "./file-upload-receipts.ts";
 import type { DeletionRecord, MarkResult, RunDeletionStore, RunTombstone } from "./port.ts";
 import { digestsOf } from "./run-digests.ts";
@@ -48,13 +48,14 @@ export class FileRunDeletion implements RunDeletionStore {
     this.#now = opts.now ?? Date.now;
   }
 
-  /** What a one-process artifactBytes ledger is counted again from at start (tenancy/). */
-  ledgerSource(): LedgerSource {
+  /** What one-process tenant ledgers are counted again from at start (tenancy/). */
+  ledgerSource(): StoredRuns {
     const log = this.#log;
     return {
       runIds: () => log.allRunIds(),
       tenantOf: async (runId) => (await log.head(runId))?.tenantId,
       digests: (runId) => this.digests(runId),
+      events: (runId) => log.read(runId, 0),
       receipts: () => this.receipts.entries(),
     };
   }

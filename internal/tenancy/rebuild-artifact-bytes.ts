@@ -8,22 +8,12 @@
  */
 import type { ArtifactStore } from "../artifacts/port.ts";
 import type { TenantArtifactLedger } from "./artifact-bytes.ts";
-
-/** What the rebuild reads: the embedded log's runs and the live upload receipts. */
-export interface LedgerSource {
-  /** Every stored run not being deleted. */
-  runIds(): Iterable<string>;
-  tenantOf(runId: string): Promise<string | undefined>;
-  /** The digests the run's events name. */
-  digests(runId: string): Promise<string[]>;
-  /** Every live upload receipt as [tenant, digest]. */
-  receipts(): Iterable<readonly [string, string]>;
-}
+import type { StoredRuns } from "./stored-runs.ts";
 
 /** Charges the ledger with what `src` references; answers the blobs charged. */
 export async function rebuildArtifactBytes(
   ledger: TenantArtifactLedger,
-  src: LedgerSource,
+  src: StoredRuns,
   artifacts: ArtifactStore,
 ): Promise<number> {
   const charge = async (tenantId: string, digest: string): Promise<number> => {
