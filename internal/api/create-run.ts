@@ -14,6 +14,7 @@ import { type RunBudget, RunQueuedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { CreateRunRequest, CreateRunResponseSchema } from "../gen/agentd/v1/run_service_pb.js";
 import { FileIdempotencyStore } from "../idempotency/file-idempotency.ts";
 import { decideImage } from "../kernel/image-policy.ts";
+import { releaseTenantBlobs } from "../lifecycle/delete-run.ts";
 import { releaseHold } from "../lifecycle/expire-receipts.ts";
 import { looksLikeReference, parseImageReference } from "../sandbox/image-reference.ts";
 import { traceParentFor } from "../telemetry/trace-context.ts";
@@ -105,6 +106,12 @@ export function createRunHandler(deps: ApiDeps) {
     }
     try {
       return await admit(ctx, req, principal, workspace, image);
+    } catch (err) {
+      // Refused (a tenant limit, a key's conflict…): no run names the inline workspace, so
+      // its charge goes unless the tenant references the same bytes otherwise.
+      if (req.workspaceTar.byteLength > 0 && deps.deletion !== undefined)
+        await releaseTenantBlobs(deps.deletion, principal.tenantId, [workspace.digest]);
+      throw err;
     } finally {
       await dropHold?.();
     }
