@@ -635,6 +635,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         limits: { ...DEFAULT_RUN_LIMITS, maxSteps: cfg["max-steps"] },
         tenantDay: built.dayLedger,
         tenantArtifacts: built.tenantArtifacts,
+        blobHolds: built.deletion.receipts,
         approvalHoldMs: cfg["approval-hold-ms"],
         trustCounters,
         ...(cfg["cache-max-bytes"] > 0

@@ -20,10 +20,10 @@ import type {
   UploadWorkspaceResponseSchema,
 } from "../gen/agentd/v1/run_service_pb.js";
 import { DEFAULT_UPLOAD_RECEIPT_TTL_MS } from "../lifecycle/expire-receipts.ts";
+import { holdWorkspace } from "../lifecycle/hold-blob.ts";
 import type { UploadReceiptRefs } from "../lifecycle/port.ts";
 import { principalOf } from "./context.ts";
 import type { ApiDeps } from "./deps.ts";
-import { holdWorkspace } from "./hold-upload.ts";
 import { createWorkspaceUploader, kWorkspaceUploader } from "./workspace-upload.ts";
 
 export function uploadWorkspaceHandler(deps: ApiDeps) {

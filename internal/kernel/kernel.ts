@@ -128,6 +128,11 @@ export interface KernelRun {
    * writing call executes; undefined counts as false.
    */
   treesAsLeft?: boolean;
+  /**
+   * Where this run's full tool outputs are stored (the drive's: charged to the run's tenant
+   * and held until named); undefined: the kernel's own store.
+   */
+  artifacts?: ArtifactStore;
 }
 
 /** Tools that never change the workspace (their calls keep a run pristine). */
@@ -580,7 +585,9 @@ export function createKernel(opts: KernelOptions): Kernel {
         ...(call.tool === "test.run" && r.error === undefined
           ? { tests: testSummaryOf(safeOutput) }
           : {}),
-        ...(opts.artifacts === undefined ? {} : { artifacts: opts.artifacts }),
+        ...((run.artifacts ?? opts.artifacts) === undefined
+          ? {}
+          : { artifacts: run.artifacts ?? opts.artifacts }),
       });
     } catch (err) {
       return await envelopeResult({

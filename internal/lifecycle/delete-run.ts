@@ -22,6 +22,7 @@ import type { ArtifactStore } from "../artifacts/port.ts";
 import { receiptDigest } from "../artifacts/upload-receipt.ts";
 import { AgentdError } from "../errors.ts";
 import type { TenantArtifactLedger } from "../tenancy/artifact-bytes.ts";
+import { runHolder } from "./held-artifact-store.ts";
 import { runDeletedNotice } from "./notices.ts";
 import type { DeletionRecord, RunDeletionStore, RunTombstone } from "./port.ts";
 
@@ -141,7 +142,12 @@ const notFound = (runId: string): AgentdError =>
 async function complete(deps: RunDeletionDeps, t: RunTombstone): Promise<number> {
   const digests = await deps.store.digests(t.runId);
   await deps.store.forgetIdempotency(t);
-  const unreferenced = await deps.store.releaseArtifacts(t.runId, digests);
+  // The run's own write holds (held-artifact-store.ts) go first: it has ended.
+  const freedByHold: string[] = [];
+  for (const d of digests)
+    if (await deps.store.receipts.release(runHolder(t.runId), d)) freedByHold.push(d);
+  const released = await deps.store.releaseArtifacts(t.runId, digests);
+  const unreferenced = [...new Set([...released, ...freedByHold])];
   let removed = 0;
   for (const d of unreferenced) {
     for (const store of deps.artifacts) {

@@ -93,9 +93,11 @@ export class FileUploadReceipts implements UploadReceiptRefs {
     for (const d of digests) this.#removing.delete(d);
   }
 
-  /** Every receipt as [tenant, digest] (expired or not, until swept). */
+  /** Every tenant's receipt as [tenant, digest] (expired or not, until swept). */
   *entries(): Iterable<readonly [string, string]> {
-    for (const k of this.#live.keys()) yield [k.slice(64), k.slice(0, 64)] as const;
+    // Holders that are not tenants (a CreateRun's, a run's: NUL-led) are left out.
+    for (const k of this.#live.keys())
+      if (!k.slice(64).startsWith("\u0000")) yield [k.slice(64), k.slice(0, 64)] as const;
   }
 
   async tenantDigests(tenantId: string): Promise<string[]> {

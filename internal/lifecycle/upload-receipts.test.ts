@@ -17,7 +17,6 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { ulid } from "ulid";
-import { holdWorkspace } from "../api/hold-upload.ts";
 import { FsArtifactStore } from "../artifacts/fs-artifact-store.ts";
 import { receiptDigest, receiptOf } from "../artifacts/upload-receipt.ts";
 import { AgentdError } from "../errors.ts";
@@ -33,6 +32,7 @@ import { startRedis, type TestRedis } from "../testing/redis-server.ts";
 import { deleteRun, type RunDeletionDeps } from "./delete-run.ts";
 import { dropTenantReceipts, expireUploadReceipts } from "./expire-receipts.ts";
 import { FileRunDeletion } from "./file-run-deletion.ts";
+import { holdWorkspace } from "./hold-blob.ts";
 import { RedisRunDeletion } from "./redis-run-deletion.ts";
 
 interface Env {

@@ -88,7 +88,9 @@ function operatorArgs(
   }
   if (opts.serviceUser !== undefined) {
     const u = opts.serviceUser;
-    args.push("--user", u.name, "on", `>${u.password}`, `~${u.keys}`, "&*", "+@all", "-@admin");
+    // The rule deploy/ ships (scripts/attack3-redis-acl.test.ts reads it from there).
+    args.push("--user", u.name, "on", `>${u.password}`, `~${u.keys}`, "&*", "+@all");
+    args.push("-@admin", "-@dangerous", "+info");
   }
   if (certs !== undefined) {
     args.push("--port", "0", "--tls-port", String(port), "--tls-cert-file", certs.cert);

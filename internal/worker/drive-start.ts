@@ -129,6 +129,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
       index ??= indexBaseArchive(base);
       return index;
     },
+    ...(d.deps.callArtifacts === undefined ? {} : { artifacts: d.deps.callArtifacts }),
   };
   // Taken over while it waits for a person (its owner died holding it): it stays paused
   // until the approval is resolved (run.resumed is appended then).

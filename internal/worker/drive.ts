@@ -18,6 +18,7 @@ import type { KernelRun } from "../kernel/kernel.ts";
 import { loadRunSecrets } from "../kernel/run-secrets.ts";
 import { createRunWriter, type RunWriter } from "../kernel/run-writer.ts";
 import { WALL_BUDGET_REASON as WALL_BUDGET } from "../kernel/stop-reason.ts";
+import { heldArtifactStore } from "../lifecycle/held-artifact-store.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import { OWNER_CHANGED, type SandboxHandle } from "../sandbox/port.ts";
 import { quotaArtifactStore } from "../tenancy/quota-artifact-store.ts";
@@ -98,7 +99,11 @@ export async function openDrive(
   const logged = await given.log.read(runId, 0);
   const events = logged.map((e) => e.event);
   const run0 = projectRun(runId, events);
-  const deps = withTenantArtifacts(withTenantPolicy(given, runId, run0.tenantId), run0.tenantId);
+  const deps = withRunArtifacts(
+    withTenantPolicy(given, runId, run0.tenantId),
+    runId,
+    run0.tenantId,
+  );
   const secrets = await loadRunSecrets({
     events,
     providers: deps.secretProviders ?? [],
@@ -199,19 +204,27 @@ function watchCancel(
   return stop;
 }
 
-/** The drive's deps with the run's tenant's policy and kernel, when it has its own. */
-/** The run's artifact writes charged to its tenant and checked against its artifactBytes. */
-function withTenantArtifacts(deps: DriverDeps, tenantId: string): DriverDeps {
+/**
+ * The run's artifact writes: each held until the run's events name its blob, charged to
+ * the run's tenant and checked against its artifactBytes; the kernel's tool outputs are
+ * held and charged too, never refused (the drive's next write refuses).
+ */
+function withRunArtifacts(deps: DriverDeps, runId: string, tenantId: string): DriverDeps {
+  const held =
+    deps.blobHolds === undefined
+      ? deps.artifacts
+      : heldArtifactStore(deps.artifacts, deps.blobHolds, runId);
   const ledger = deps.tenantArtifacts;
-  if (ledger === undefined) return deps;
-  const artifacts = quotaArtifactStore(deps.artifacts, {
-    tenantId,
-    ledger,
-    limitOf: async () => (await deps.tenantDay?.limitsOf(tenantId))?.artifactBytes,
-  });
-  return { ...deps, artifacts };
+  if (ledger === undefined) return { ...deps, artifacts: held, callArtifacts: held };
+  const limitOf = async () => (await deps.tenantDay?.limitsOf(tenantId))?.artifactBytes;
+  return {
+    ...deps,
+    artifacts: quotaArtifactStore(held, { tenantId, ledger, limitOf }),
+    callArtifacts: quotaArtifactStore(held, { tenantId, ledger, limitOf: async () => undefined }),
+  };
 }
 
+/** The drive's deps with the run's tenant's policy and kernel, when it has its own. */
 function withTenantPolicy(deps: DriverDeps, runId: string, tenantId: string): DriverDeps {
   const own = deps.forTenant?.(tenantId);
   if (own === undefined) return deps;

@@ -29,6 +29,7 @@ import type { Kernel } from "../kernel/kernel.ts";
 import { type Policy, policyImage } from "../kernel/policy-schema.ts";
 import type { SecretProvider } from "../kernel/secrets.ts";
 import type { TrustCounters } from "../kernel/trust.ts";
+import type { UploadReceiptRefs } from "../lifecycle/port.ts";
 import { isTerminal } from "../projections/run-projection.ts";
 import { CACHE_ENV } from "../sandbox/cache-env.ts";
 import type { Sandbox, SandboxShape } from "../sandbox/port.ts";
@@ -134,6 +135,14 @@ export interface DriverDeps {
    * one, nothing is counted.
    */
   tenantArtifacts?: TenantArtifactLedger;
+  /**
+   * The blob references of the deletion store: each of a run's writes holds its blob until
+   * the run's events name it, so another run's deletion cannot remove it in between
+   * (lifecycle/held-artifact-store.ts). Without it, writes take no reference.
+   */
+  blobHolds?: UploadReceiptRefs;
+  /** Set per drive: the store the kernel keeps the run's full tool outputs in (drive.ts). */
+  callArtifacts?: ArtifactStore;
 }
 
 /** What differs per tenant in a drive: its policy and the kernel deciding by it. */
