@@ -624,8 +624,24 @@ export function createKernel(opts: KernelOptions): Kernel {
         return refusedBy(err, "kernel.trust", "look up the repository's trust counters");
       }
     }
-    const d = await withProvenance(run, call, decideCall(call, counters, run.commands), counters);
-    return withReplacing(run, call, d, counters);
+    const d = decideCall(call, counters, run.commands);
+    // While the run holds a secret, no probe reads the container for a decision: what a
+    // probe finds (a name, whether a file changed or exists) would reach the log before a
+    // person decides. A call a probe would judge asks instead (secret-containment.ts).
+    if (run.taint !== undefined && run.taint.size > 0) return probeFree(run, call, d);
+    return withReplacing(run, call, await withProvenance(run, call, d, counters), counters);
+  }
+
+  /** `d` as it stands, asking a person where a probe of the container would have judged it. */
+  function probeFree(run: KernelRun, call: ProposedCall, d: DecidedCall): DecidedCall {
+    if (d.decision.path === "deny" || d.decision.path === "preview+approval") return d;
+    const scripts = d.assessment.scripts ?? [];
+    const analysis = d.assessment.command?.analysis;
+    const probed =
+      (run.baseIndex !== undefined && (scripts.length > 0 || runsRunner(call.tool, scripts))) ||
+      (analysis !== undefined && needsReplacingProbe(analysis));
+    if (!probed) return d;
+    return { ...d, decision: { ...d.decision, path: "preview+approval" } };
   }
 
   /**
