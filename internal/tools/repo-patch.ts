@@ -4,6 +4,7 @@
  * and the error names the hunk or edit), then written through a temporary file and a
  * rename inside the sandbox, after the jail re-checks the real path.
  */
+import { randomBytes } from "node:crypto";
 import { applyPatch, formatPatch, parsePatch, type StructuredPatch, structuredPatch } from "diff";
 import { z } from "zod";
 import { AgentdError, invalid } from "../errors.ts";
@@ -34,7 +35,7 @@ const WRITE_SH = `${RESOLVE_SH} >/dev/null
 [ "$p" = "$2" ] || exit 7
 ${UNCHANGED_SH}
 d="\${p%/*}"; mkdir -p -- "$d" || exit 6
-t="$d/.agentd-patch-$$"
+t="$d/.agentd-patch-$4"
 cat >"$t" || { rm -f -- "$t"; exit 6; }
 if [ -f "$p" ]; then chmod "$(stat -c %a -- "$p")" "$t" 2>/dev/null; fi
 mv -f -- "$t" "$p" || { rm -f -- "$t"; exit 6; }`;
@@ -95,9 +96,16 @@ export const repoPatch = defineTool({
     const r =
       plan.kind === "delete"
         ? await runScript(ctx, DELETE_SH, [rel, current.abs, expected])
-        : await runScript(ctx, WRITE_SH, [rel, current.abs, expected], {
-            stdin: Buffer.from(plan.content, "utf8"),
-          });
+        : // The temporary file's name is random, never the shell's PID: an error naming it
+          // would tell the model the container's PID counter (secret-containment.ts).
+          await runScript(
+            ctx,
+            WRITE_SH,
+            [rel, current.abs, expected, randomBytes(8).toString("hex")],
+            {
+              stdin: Buffer.from(plan.content, "utf8"),
+            },
+          );
     if (r.exitCode !== 0) throw writeFailed(input.path, r.exitCode, r.stderr);
     return summary;
   },
