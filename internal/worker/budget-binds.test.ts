@@ -162,11 +162,11 @@ describe("budgets that bind", { timeout: 240_000 }, () => {
     );
   });
 
-  it("a budget above the model's output ceiling sends no maximum", async () => {
+  it("a budget above the model's output ceiling sends the ceiling, never no maximum", async () => {
     const { outcome, requests } = await drive(undefined, echoes(1));
     assert.equal(outcome, "completed");
     assert.equal(requests.length, 2);
-    for (const body of requests) assert.equal(maxOut(body), undefined);
+    for (const body of requests) assert.equal(maxOut(body), 16_384);
   });
 
   it("a call still running when the wall budget runs out is killed; the run ends ELIMIT_TIME", async () => {

@@ -187,6 +187,7 @@ async function stream(d: Drive, request: EngineRequest): Promise<Answer | { next
     },
   });
   let finished = false;
+  let reported = { inputTokens: 0, outputTokens: 0 };
   try {
     // A model step is cut at the run's wall budget too, as a tool call is.
     const wall = AbortSignal.timeout(Math.max(1, wallLeftMs(d)));
@@ -200,8 +201,7 @@ async function stream(d: Drive, request: EngineRequest): Promise<Answer | { next
       else if (ev.type === "tool-call-error")
         answer.bad.push({ ...ev, callId: safeCallId(ev.callId) });
       else if (ev.type === "finish") {
-        d.usage.inputTokens += ev.usage.inputTokens;
-        d.usage.outputTokens += ev.usage.outputTokens;
+        reported = ev.usage;
         finished = true;
       } else if (ev.type === "error") {
         if (ev.error.code === "EABORTED" && d.cancel.signal.aborted)
@@ -222,5 +222,23 @@ async function stream(d: Drive, request: EngineRequest): Promise<Answer | { next
         message: "the model step ended without finishing",
       },
     };
+  countStep(d, reported, safe, answer);
   return answer;
+}
+
+/**
+ * Adds the step's tokens to the run's usage: as the provider reported them, or, where it
+ * reported none (a provider that sends no usage), as estimated from the request and the
+ * answer (4 bytes a token): a run's token budget binds whatever the provider tells.
+ */
+function countStep(
+  d: Drive,
+  reported: { inputTokens: number; outputTokens: number },
+  request: EngineRequest,
+  answer: Answer,
+): void {
+  const said = answer.text.length + JSON.stringify(answer.calls).length;
+  d.usage.inputTokens +=
+    reported.inputTokens > 0 ? reported.inputTokens : estimateRequestTokens(request);
+  d.usage.outputTokens += reported.outputTokens > 0 ? reported.outputTokens : Math.ceil(said / 4);
 }

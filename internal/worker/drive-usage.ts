@@ -167,5 +167,7 @@ export function outputAllowance(
       };
     cap = Math.min(cap, byCost);
   }
-  return { cap: cap < ceiling ? cap : undefined };
+  // Never without a maximum: above the ceiling a model's own limit can be far past what
+  // the budget has left (32k to 128k output tokens).
+  return { cap: Math.min(cap, ceiling) };
 }
