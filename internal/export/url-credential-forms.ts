@@ -59,15 +59,23 @@ function nameWords(name: string): string[] {
 /** True when a query, fragment or path parameter named `name` (decoded) carries a credential. */
 export function isCredentialParam(name: string): boolean {
   const bare = name.replace(/\[[^\]]*\]$/, "");
+  const flat = bare.toLowerCase().replace(/[-_.]/g, "");
   return (
-    CREDENTIAL_PARAM.test(bare.toLowerCase().replace(/[-_.]/g, "")) ||
+    CREDENTIAL_PARAM.test(flat) ||
+    // A name that begins or ends with a credential word run together (`secretkey`, `apisecret`).
+    /^(?:secret|token|password|passwd|passphrase|apikey)|(?:secret|token|password|passwd|passphrase|apikey)$/.test(
+      flat,
+    ) ||
     nameWords(name).some((w) => CREDENTIAL_WORDS.has(w))
   );
 }
 
-/** Values that are a credential whatever they are called: JWT, AWS key id, GitHub and Slack tokens. */
+/**
+ * Values that are a credential whatever they are called: JWT, AWS key id, GitHub, Slack,
+ * OpenAI and Anthropic (`sk-…`), GitLab (`glpat-`), npm (`npm_`) and SendGrid (`SG.`) tokens.
+ */
 const TOKEN_VALUE =
-  /^(?:eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*|(?:AKIA|ASIA)[A-Z0-9]{16}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abposr]-[A-Za-z0-9-]{10,})$/;
+  /^(?:eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*|(?:AKIA|ASIA)[A-Z0-9]{16}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abposr]-[A-Za-z0-9-]{10,}|sk-[A-Za-z0-9_-]{20,}|glpat-[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{30,}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})$/;
 
 /** True when `value` (a parameter's value or a path segment, decoded) is shaped like a known token. */
 export function isTokenValue(value: string): boolean {
@@ -134,7 +142,9 @@ const PATH_TOKEN_SERVICES: readonly PathTokenService[] = [
 
 /** The service whose secret is in this URL's path, if any (`host` lowercased, no port). */
 function pathTokenService(host: string, path: string): PathTokenService | undefined {
-  return PATH_TOKEN_SERVICES.find((s) => s.host.test(host) && s.path.test(path));
+  // A fully qualified name (`hooks.slack.com.`) is the same host.
+  const bare = host.replace(/\.+$/, "");
+  return PATH_TOKEN_SERVICES.find((s) => s.host.test(bare) && s.path.test(path));
 }
 
 /** Why a URL with `host` and `path` carries a credential in its path, in words; undefined when not. */
