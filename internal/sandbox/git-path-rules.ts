@@ -17,7 +17,9 @@ export function isGitMetadata(path: string): boolean {
 /** A name some file system would take for `.git` (or its NTFS short name), in any case. */
 export function readsAsDotGit(name: string): boolean {
   const folded = name.replace(HFS_IGNORED, "").toLowerCase();
-  return folded.replace(/[. ]+$/, "") === ".git" || /^git~\d+$/.test(folded);
+  // As git's is_ntfs_dotgit: `.git` then only dots and spaces up to the end or an NTFS
+  // stream's `:` (`.git::$INDEX_ALLOCATION` is the directory .git on Windows).
+  return /^\.git[. ]*(?::|$)/.test(folded) || /^git~\d+(?::|$)/.test(folded);
 }
 
 /**
@@ -28,7 +30,7 @@ export function gitRefusal(path: string, symlink: boolean): string | undefined {
   const parts = path.split("/");
   if (parts.some(readsAsDotGit)) return "git refuses this name (it reads as .git on some systems)";
   const last = (parts.at(-1) ?? "").replace(HFS_IGNORED, "").toLowerCase();
-  if (symlink && (last.replace(/[. ]+$/, "") === ".gitmodules" || /^gitmod~\d+$/.test(last)))
+  if (symlink && (/^\.gitmodules[. ]*(?::|$)/.test(last) || /^gitmod~\d+(?::|$)/.test(last)))
     return "git refuses a symlink named .gitmodules";
   return undefined;
 }
