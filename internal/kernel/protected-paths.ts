@@ -48,7 +48,7 @@ export function createPathGuard(globs: readonly string[]): PathGuard {
     },
     glob(pattern, dots = false) {
       const all = normalise(splitUnescaped(pattern)).map((seg) => compileSegment(seg, dots));
-      for (let i = 0; i < all.length && i < MAX_SUFFIXES; i++) {
+      for (const i of tailStarts(all.length)) {
         const shell = all.slice(i);
         for (const { g, segs: prot } of parsed) if (segmentsMeet(shell, prot)) return g;
       }
@@ -57,20 +57,33 @@ export function createPathGuard(globs: readonly string[]): PathGuard {
   };
 }
 
-/** Every tail of the normalised path at a segment boundary ("a/.git/x" → itself, ".git/x", "x"). */
-export function tails(path: string): string[] {
-  const segs = normalise(path.split("/"));
-  const out: string[] = [];
-  for (let i = 0; i < segs.length && i < MAX_SUFFIXES; i++) out.push(segs.slice(i).join("/"));
+/**
+ * Where the tails tried start: the whole path, then the MAX_SUFFIXES - 1 shortest (a
+ * root-relative glob like `package.json` names a short tail; `**` globs match the whole).
+ * However deep the path, its last segments are always tried.
+ */
+function tailStarts(n: number): number[] {
+  const out = n > 0 ? [0] : [];
+  for (let i = Math.max(1, n - (MAX_SUFFIXES - 1)); i < n; i++) out.push(i);
   return out;
 }
 
-/** Drops empty and `.` segments and resolves `..` where it can ("/workspace/" prefix included). */
+/** Every tail of the normalised path at a segment boundary ("a/.git/x" → itself, ".git/x", "x"). */
+export function tails(path: string): string[] {
+  const segs = normalise(path.split("/"));
+  return tailStarts(segs.length).map((i) => segs.slice(i).join("/"));
+}
+
+/**
+ * Drops empty and `.` segments and resolves `..` where it can ("/workspace/" prefix
+ * included). A `..` with nothing before it is dropped: above the start (the shell's cwd,
+ * or `/`, whose `..` is itself) it names no file, and what follows is the path's tail.
+ */
 function normalise(segs: string[]): string[] {
   const out: string[] = [];
   for (const s of segs) {
     if (s === "" || s === ".") continue;
-    if (s === ".." && out.length > 0 && out[out.length - 1] !== "..") out.pop();
+    if (s === "..") out.pop();
     else out.push(s);
   }
   return out;
