@@ -12,6 +12,7 @@ import { loadSkills, selectSkills } from "../engine/skills.ts";
 import { AgentdError, isAgentdError } from "../errors.ts";
 import { type Event, RunResumedSchema, RunStartedSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
+import { keepHeldAfterRestore } from "../kernel/held-after-restore.ts";
 import { READ_ONLY_TOOLS } from "../kernel/kernel.ts";
 import { treesAsLeft } from "../kernel/runner-trees.ts";
 import type { BaseIndex } from "../kernel/script-probe.ts";
@@ -131,6 +132,8 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     },
     ...(d.deps.callArtifacts === undefined ? {} : { artifacts: d.deps.callArtifacts }),
   };
+  // A fresh container lacks what the held calls wrote: absent is not "cleared".
+  if (d.freshBox) await keepHeldAfterRestore(d.kernelRun.taint, (p) => d.writer.append(p));
   // Taken over while it waits for a person (its owner died holding it): it stays paused
   // until the approval is resolved (run.resumed is appended then).
   if (d.run0.state === RunState.PAUSED && d.run0.pendingApprovalId !== "")
