@@ -238,7 +238,7 @@ describe("Renderer", () => {
       `● run ${RUN} queued · priority 5 · workspace 2.0 KiB`,
       "  fix the test",
       "▶ started on w1 · agentd-sandbox-go:latest (detected go from go.mod (test command: go))",
-      "Let me look.",
+      "  ▎ Let me look.",
       "→ process.run $ npm test",
       "  policy: preview, then run (r1)",
       "  │ line one",
@@ -341,7 +341,7 @@ describe("what a person reads", () => {
       assert.equal(out.split("Fixed.").length - 1, 1, `once (live=${live}): ${out}`);
       assert.doesNotMatch(out, /usage\.updated|\(\w+\.\w+\)/);
     }
-    assert.equal(render(events), "The bug is in max().\nFixed.\n");
+    assert.equal(render(events), "  ▎ The bug is in max().\n  ▎ Fixed.\n");
   });
 
   it("sandbox.lost is shown even in quiet mode: what was restored, each lost call by tool and input, the run's end", () => {
@@ -447,7 +447,7 @@ describe("what a person reads", () => {
     assert.equal(
       render(events),
       [
-        "Plain.",
+        "  ▎ Plain.",
         "  ◇ node cache restored for package-lock.json (exact) 2.0 KiB, saved by 01JOTHER",
         "  ⇄ CONNECT registry.npmjs.org:443 denied (not in the allowlist)",
         "  ✗ pulling node:24 failed: not_found: manifest unknown",

@@ -79,8 +79,11 @@ export function describeCall(tool: string, inputJson: string): string {
     return oneLine(inputJson, 100);
   }
   // Escaped: the input's JSON may hold an escape (\u001b, \u202e) that parsing made raw.
+  // A line break shows as ⏎: a path or cwd holding one would start a line of its own.
   const str = (k: string): string | undefined =>
-    typeof input[k] === "string" ? escapeControls(input[k] as string) : undefined;
+    typeof input[k] === "string"
+      ? escapeControls(input[k] as string).replace(/\r?\n|\r/g, "⏎")
+      : undefined;
   /** A value in JSON quotes (`"a\"b"`), its unsafe characters escaped. */
   const quoted = (k: string): string | undefined =>
     typeof input[k] === "string" ? escapeControls(JSON.stringify(input[k])) : undefined;
@@ -91,7 +94,7 @@ export function describeCall(tool: string, inputJson: string): string {
     }
     case "repo.search": {
       const globs = Array.isArray(input.globs)
-        ? ` in ${escapeControls((input.globs as unknown[]).map(String).join(","))}`
+        ? ` in ${oneLine((input.globs as unknown[]).map(String).join(","), 200)}`
         : "";
       return `${quoted("query") ?? '""'}${globs}`;
     }
@@ -111,6 +114,9 @@ export function describeCall(tool: string, inputJson: string): string {
       return oneLine(inputJson, 100);
   }
 }
+
+/** What starts every line of model text (tool output has `│`). */
+const MODEL_GUTTER = "  ▎ ";
 
 const DECISIONS: Record<number, string> = {
   [Decision.AUTO]: "auto",
@@ -372,7 +378,22 @@ export class Renderer {
     this.#drawStatus();
   }
 
-  /** Model text, as it streams. */
+  /**
+   * Model text, as it streams: each of its lines starts with MODEL_GUTTER, so no model line
+   * reads as one of agentctl's own (`✔ approved by admin`).
+   */
+  #modelText(s: string): void {
+    let out = "";
+    let start = this.#atLineStart;
+    for (const part of s.split(/(?<=\n)/)) {
+      if (part === "") continue;
+      out += (start ? this.#st.dim(MODEL_GUTTER) : "") + part;
+      start = part.endsWith("\n");
+    }
+    this.#text(out);
+  }
+
+  /** Text as it comes (model text goes through #modelText). */
   #text(s: string): void {
     this.#write(s);
     this.#drawStatus();
@@ -513,12 +534,13 @@ export class Renderer {
         break;
       case "outputDelta":
         this.#activity = "writing";
-        if (!quiet) this.#text(p.value.text);
+        if (!quiet) this.#modelText(p.value.text);
         this.#streamed += p.value.text;
         return;
       case "outputMessage":
         if (!quiet && p.value.text !== this.#streamed && p.value.text !== "") {
-          this.line(p.value.text.replace(/\n$/, ""));
+          const lines = p.value.text.replace(/\n$/, "").split("\n");
+          this.line(lines.map((l) => `${this.#st.dim(MODEL_GUTTER)}${l}`).join("\n"));
         }
         this.#lastMessage = p.value.text;
         break;
