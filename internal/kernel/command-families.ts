@@ -16,6 +16,7 @@ import {
   outputFileEmpties,
   sedInPlaceEmpties,
 } from "./command-empties.ts";
+import { UNPACKERS, unpacksInput } from "./command-unpacks.ts";
 import { WRAPPER_FAMILIES } from "./command-wrappers.ts";
 import { gitCommand } from "./git-command.ts";
 import { interpreterFamily } from "./interpreters.ts";
@@ -348,3 +349,13 @@ const FAMILIES = new Map<string, Family>([
 
 /** Build and package tools share the table. */
 for (const name of buildTool.names) FAMILIES.set(name, buildTool.family);
+
+/** Patches and archives: what their input names is written (command-unpacks.ts). */
+for (const name of UNPACKERS) {
+  const before = FAMILIES.get(name);
+  FAMILIES.set(name, (inv, fx) => {
+    if (before === undefined) fx.writer();
+    else before(inv, fx);
+    unpacksInput(inv, fx);
+  });
+}

@@ -163,6 +163,11 @@ function wrapper(inv: Invocation, fx: Effects): void {
       token === undefined || token === ""
         ? rest
         : withPlaceholder(rest, token, "input xargs fills in");
+    // Without a placeholder xargs appends what it reads as operands: which files a writing
+    // command (cp, mv, ln…) gets is its input's doing, not the line's.
+    const name = rest[0]?.text.split("/").pop() ?? "";
+    if ((token === undefined || token === "") && !READ_ONLY.has(name))
+      fx.dynamic(`xargs appends the operands it reads to ${name}`);
     fx.run(words, "pipe");
     return;
   }

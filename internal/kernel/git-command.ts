@@ -136,6 +136,9 @@ export function gitCommand(inv: Invocation, fx: Effects): void {
     fx.dynamic(`git ${sub}: a remote helper command`);
   if (RUNS_COMMANDS.has(sub)) fx.dynamic(`git ${sub} runs commands`);
   if (sub === "config") gitConfig(rest, fx);
+  // The patch names the files it writes, not the line (command-unpacks.ts).
+  if ((sub === "apply" || sub === "am") && !has("--check", "--stat", "--numstat", "--summary"))
+    fx.dynamic(`git ${sub} writes the files its patch names`);
   if (sub === "grep" && rest.some((w) => /^(-O|--open-files-in-pager)/.test(w.text)))
     fx.dynamic("git grep -O runs a pager");
   if (sub === "rebase" && has("-x", "--exec")) fx.dynamic("git rebase --exec runs commands");
