@@ -82,6 +82,16 @@ function npmLike(
   return { positional, after: [] };
 }
 
+/** npm subcommands that rewrite package.json (`pkg set`, `init -y`, `version`…). */
+const NPM_EDITS_MANIFEST = new Set(["pkg", "init", "innit", "create", "version", "set-script"]);
+
+/** `package.json` in the `--prefix` directory (or the command's own), as a literal word. */
+function manifestWord(prefix: ShellWord | undefined): ShellWord {
+  if (prefix === undefined) return word("package.json");
+  const w = word(`${prefix.text.replace(/\/+$/, "")}/package.json`);
+  return { ...w, expansions: [...prefix.expansions] };
+}
+
 function npm(inv: Invocation, fx: Effects): void {
   const prefix = prefixDir(inv.args, ["--prefix", "-C"]);
   const { positional: pos, after } = npmLike(inv, fx);
@@ -93,6 +103,8 @@ function npm(inv: Invocation, fx: Effects): void {
   }
   if ((sub === "init" || sub === "create" || sub === "innit") && pos[1] !== undefined)
     fx.dynamic(`npm ${sub} ${pos[1].text} downloads and runs an initializer`);
+  // They rewrite the manifest itself (a build file: touchesBuild asks).
+  if (NPM_EDITS_MANIFEST.has(sub)) fx.write(manifestWord(prefix));
   if (NPM_RUNS.has(sub)) fx.scriptFiles(prefix, NPM_FILES);
   if (sub === "exec" || sub === "x") execBin(inv, fx, pos.length > 1 ? pos.slice(1) : after);
   if (!["test", "t", "tst", "start", "run", "run-script", "ls", "view", "help"].includes(sub))

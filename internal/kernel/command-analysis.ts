@@ -270,6 +270,8 @@ function effects(s: State, ran: Ran, depth: number, wrapped: number): Effects {
       else s.out.namePatterns.push(w.text);
     },
     write: (target) => {
+      // A path too: protected, config and build paths judge what a program writes.
+      argument(target, s);
       s.out.writes.push(target.text);
       s.writeTargets.push(target);
     },

@@ -15,6 +15,35 @@ describe("emptyingRedirects", () => {
       assert.equal(emptyingRedirects(cmd).reasons.length, 1, line);
     }
   });
+  it("a redirection a later one of the same descriptor overrides, and counts of nothing, empty the file", () => {
+    for (const line of [
+      "echo hi > f > /dev/null",
+      "echo hi > f >&2",
+      "echo hi 1>f 1>&2",
+      "echo hi > f 1>&-",
+      "cat p > f > /dev/null",
+      "head -c 0 /dev/zero > f",
+      "head -n 0 p > f",
+      "tail -c0 p > f",
+      "head --bytes=0 p > f",
+      "printf '%.0s' x > f",
+    ]) {
+      const cmd = parseShell(line).commands.at(-1);
+      assert.ok(cmd);
+      assert.equal(emptyingRedirects(cmd).reasons.length, 1, line);
+    }
+    // Descriptor 2 or 3 of a command that writes: the container tells (the replace probe).
+    for (const line of ["echo hi 2> f", "echo x 3>f"]) {
+      const cmd = parseShell(line).commands.at(-1);
+      assert.ok(cmd);
+      assert.deepEqual(
+        emptyingRedirects(cmd).unseen.map((w) => w.text),
+        ["f"],
+        line,
+      );
+    }
+    assert.ok(destroys("shuf -i 1-0 -o f").length > 0, "an empty range");
+  });
   it("leaves appends, devices, duplications and commands that write alone", () => {
     for (const line of [
       ">> f",

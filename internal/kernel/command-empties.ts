@@ -19,7 +19,7 @@
  */
 import type { Effects, Family, Invocation } from "./command-effects.ts";
 import { sedDeletes } from "./program-text.ts";
-import type { ShellCommand, ShellWord } from "./shell-syntax.ts";
+import type { Redirect, ShellCommand, ShellWord } from "./shell-syntax.ts";
 
 /** Devices that read as empty (or endless zeros): a file made from one loses its content. */
 export const EMPTY_SOURCES: ReadonlySet<string> = new Set(["/dev/null", "/dev/zero"]);
@@ -61,13 +61,20 @@ export function emptyingRedirects(cmd: ShellCommand): {
   let inputs: { from: ShellWord[]; to: ShellWord } | undefined;
   const words = unwrapped(cmd.words);
   const input = stdinFile(cmd);
-  for (const r of cmd.redirects) {
-    if (!TRUNCATING.has(r.op)) continue;
+  cmd.redirects.forEach((r, i) => {
+    if (!TRUNCATING.has(r.op)) return;
     const t = r.target.text;
-    if (t.startsWith("/dev/") || (r.op === ">&" && /^(\d+-?|-)$/.test(t))) continue;
+    if (t.startsWith("/dev/") || (r.op === ">&" && /^(\d+-?|-)$/.test(t))) return;
     const shown = t.slice(0, 80);
-    if (!cmd.group && writesNothing(words, cmd.stdin, input))
+    if (overridden(cmd.redirects, i))
+      reasons.push(
+        `${r.op} ${shown} (a later redirection takes its descriptor: the file is emptied)`,
+      );
+    else if (!cmd.group && writesNothing(words, cmd.stdin, input))
       reasons.push(`${r.op} ${shown} (empties the file)`);
+    else if (!cmd.group && (r.fd ?? 1) !== 1 && r.op !== "&>")
+      // Descriptor 2, 3…: whether the command writes anything there the line cannot show.
+      unseen.push(r.target);
     else if (readsTarget(words, r.target))
       reasons.push(
         `${words[0]?.text ?? ""} … ${r.op} ${shown} (the shell empties it before it is read)`,
@@ -77,8 +84,20 @@ export function emptyingRedirects(cmd: ShellCommand): {
       if (from.length > 0) inputs = { from, to: r.target };
       else if (cmd.group || !showsOutput(words, cmd)) unseen.push(r.target);
     }
-  }
+  });
   return { reasons, unseen, ...(inputs === undefined ? {} : { inputs }) };
+}
+
+/** The descriptor a redirection sets (`2>`: 2; `>`, `>&`: 1; `<`, `<&`: 0). */
+const fdOf = (r: Redirect): number => r.fd ?? (r.op.startsWith("<") ? 0 : 1);
+
+/** Whether a later redirection of the same descriptor takes what the `i`th one would get. */
+function overridden(redirects: readonly Redirect[], i: number): boolean {
+  const r = redirects[i] as Redirect;
+  const fds = r.op === "&>" ? [1, 2] : [fdOf(r)];
+  return fds.every((fd) =>
+    redirects.slice(i + 1).some((x) => fdOf(x) === fd || (x.op === "&>" && fd <= 2)),
+  );
 }
 
 /**
@@ -140,10 +159,12 @@ function writesNothing(
   if (name === "printf")
     return (
       args.length === 0 ||
+      /^(%\.0[sb])+$/.test(args[0] as string) ||
       (/^(%[sb]|\\c)*$/.test(args[0] as string) && args.slice(1).every((a) => a === ""))
     );
   if (name === "dd") return args.includes("if=/dev/null") && !args.some((a) => a.startsWith("of="));
   if (!READERS.has(name)) return false;
+  if ((name === "head" || name === "tail") && zeroCount(args)) return true;
   // Operands: the arguments that are not options nor an option's number (head -n 5).
   const operands = args.filter((a) => !a.startsWith("-") && !/^\d+$/.test(a));
   // /dev/zero is not empty here: `head -c 1M /dev/zero > f` writes a megabyte.
@@ -151,6 +172,16 @@ function writesNothing(
   // No operand: the command reads its standard input, empty unless piped or given text.
   if (input !== undefined) return input === "/dev/null";
   return stdin === undefined;
+}
+
+/** `head -c 0`, `-n0`, `--bytes=0`, `--lines 0`: a count of nothing. */
+function zeroCount(args: readonly string[]): boolean {
+  return args.some(
+    (a, k) =>
+      /^-[cn]\+?0+$/.test(a) ||
+      /^--(bytes|lines)=\+?0+$/.test(a) ||
+      (/^(-[cn]|--bytes|--lines)$/.test(a) && /^\+?0+$/.test(args[k + 1] ?? "")),
+  );
 }
 
 /** `sort f > f`, `grep x f > f`: the command reads the file its redirection empties. */
@@ -288,6 +319,13 @@ export function outputFileEmpties(inv: Invocation, fx: Effects): void {
     else if (shuf && options && (a === "-e" || a === "--echo")) echo = true;
     else if (shuf && options && (a === "-i" || a.startsWith("--input-range") || /^-i./.test(a))) {
       range = true;
+      const spec =
+        a === "-i" || a === "--input-range"
+          ? (next?.text ?? "")
+          : a.replace(/^(-i|--input-range=)/, "");
+      // LO-HI with HI below LO is an empty range: nothing is written.
+      const m = /^(\d+)-(\d+)$/.exec(spec);
+      if (m !== null && Number(m[2]) < Number(m[1])) zero = true;
       if (a === "-i" || a === "--input-range") i++;
     } else if (options && a.startsWith("-") && a.length > 1) continue;
     else ops.push(w);

@@ -163,11 +163,10 @@ function wrapper(inv: Invocation, fx: Effects): void {
       token === undefined || token === ""
         ? rest
         : withPlaceholder(rest, token, "input xargs fills in");
-    // Without a placeholder xargs appends what it reads as operands: which files a writing
-    // command (cp, mv, ln…) gets is its input's doing, not the line's.
+    // xargs appends what it reads as operands (or puts it where its placeholder is): which
+    // files a writing command (cp, mv, ln…) gets is its input's doing, not the line's.
     const name = rest[0]?.text.split("/").pop() ?? "";
-    if ((token === undefined || token === "") && !READ_ONLY.has(name))
-      fx.dynamic(`xargs appends the operands it reads to ${name}`);
+    if (!READ_ONLY.has(name)) fx.dynamic(`xargs gives ${name} the operands it reads`);
     fx.run(words, "pipe");
     return;
   }
