@@ -10,7 +10,7 @@ import { AgentdError } from "../errors.ts";
 import { pickCommands, type RunCommands, testCommandLine } from "../tools/command-spec.ts";
 import { checkPath } from "../tools/jail.ts";
 import { argvLine } from "../tools/run-command.ts";
-import type { CommandAnalysis } from "./command-analysis.ts";
+import { analyzeCommand, type CommandAnalysis } from "./command-analysis.ts";
 import { assessCommand, type Draft } from "./command-risk.ts";
 import type { Policy } from "./policy-schema.ts";
 import { createPathGuard, type PathGuard } from "./protected-paths.ts";
@@ -186,12 +186,44 @@ function assessTool(
       if (refused !== undefined) return deny(d, refused.reason, refused.rule);
       // The runner's configuration decides what these run as much as their line does.
       if (tool !== "process.run")
-        d.scripts = [...new Set([...(d.scripts ?? []), ...runnerFiles(cwd)])];
+        d.scripts = [
+          ...new Set([
+            ...(d.scripts ?? []),
+            ...runnerFiles(cwd),
+            ...scriptRuns(line, commands, cwd),
+          ]),
+        ];
       return undefined;
     }
     default:
       return deny(d, `unknown tool ${JSON.stringify(String(tool)).slice(0, 100)}`, "capabilities");
   }
+}
+
+/**
+ * The files the runner's own script runs (package.json `"lint": "node tools/lint.mjs"`):
+ * what the run wrote there runs as the runner, so provenance judges them too.
+ */
+function scriptRuns(line: string, commands: RunCommands | undefined, cwd: string): string[] {
+  const dir = cwd.replace(/^(\.\/)+|\/+$/g, "");
+  const scripts = commands?.npmScripts;
+  if (scripts === undefined || (dir !== "" && dir !== ".")) return [];
+  const out: string[] = [];
+  for (const c of analyzeCommand(line).commands) {
+    const name = npmScriptName(c.name, c.args);
+    const body = name === undefined ? undefined : scripts[name];
+    if (body !== undefined) out.push(...analyzeCommand(body).scripts);
+  }
+  return out;
+}
+
+/** The package.json script an npm, yarn or pnpm command runs (`npm run lint` → lint). */
+function npmScriptName(tool: string, args: readonly string[]): string | undefined {
+  if (tool !== "npm" && tool !== "yarn" && tool !== "pnpm") return undefined;
+  const [sub, arg] = args.filter((a) => !a.startsWith("-"));
+  if (sub === "test" || sub === "t" || sub === "tst") return "test";
+  if (sub === "run" || sub === "run-script") return arg;
+  return tool === "npm" ? undefined : sub;
 }
 
 /**

@@ -16,6 +16,7 @@ export interface CommandSpec {
   named?: string;
   /** Where the command came from, e.g. "policy tools.test", "package.json scripts.test". */
   source: string;
+
   /**
    * "go-json": the line prints a `go test -json` stream (a detected command agentd wrote
    * so): test.run parses it and shows people and the model the text `go test -v` prints.
@@ -54,6 +55,11 @@ export interface RunCommands {
   setup?: SetupSpec;
   /** Why the workspace's own configuration could not be used (names the file and field). */
   problem?: string;
+  /**
+   * The uploaded package.json's scripts (name → body): what `npm test` or `npm run lint`
+   * runs, whose files provenance judges too (kernel/risk.ts).
+   */
+  npmScripts?: Record<string, string>;
 }
 
 /** Per command, the policy's when set, else the detected one. */
@@ -76,6 +82,7 @@ export function pickCommands(
     };
   else if (detected?.setup !== undefined) out.setup = detected.setup;
   if (detected?.problem !== undefined && (!out.test || !out.lint)) out.problem = detected.problem;
+  if (detected?.npmScripts !== undefined) out.npmScripts = detected.npmScripts;
   return out;
 }
 

@@ -129,7 +129,24 @@ export function detectCommands(facts: WorkspaceFacts): RunCommands {
   if (out.lint === undefined) delete out.lint;
   const setup = fromConfig.setup ?? detectSetup(facts.files);
   if (setup !== undefined) out.setup = setup;
+  const npmScripts = packageScripts(facts);
+  if (npmScripts !== undefined) out.npmScripts = npmScripts;
   return out;
+}
+
+/** The uploaded package.json's string scripts, if it has any. */
+function packageScripts(facts: WorkspaceFacts): Record<string, string> | undefined {
+  const data = facts.files.get("package.json");
+  if (data === undefined) return undefined;
+  try {
+    const doc = JSON.parse(data.toString("utf8")) as { scripts?: unknown };
+    if (doc === null || typeof doc.scripts !== "object" || doc.scripts === null) return undefined;
+    const out: Record<string, string> = {};
+    for (const [k, v] of Object.entries(doc.scripts)) if (typeof v === "string") out[k] = v;
+    return out;
+  } catch {
+    return undefined;
+  }
 }
 
 type Found = {
