@@ -95,11 +95,13 @@ export function planChanges(
   for (const path of gitOrder(all)) {
     const c: Change = { path, old: base.entries.get(path), neu: current.entries.get(path) };
     if (c.old && c.neu && c.old.mode === c.neu.mode && c.old.id === c.neu.id) continue;
-    if (!c.old && (rules.ignores(path) || isDependencyPath(path))) {
+    // Withheld (unfit) before ignored: a held path never counts in `ignored`.
+    const unfit = current.unfit.get(path);
+    if (unfit === undefined && !c.old && (rules.ignores(path) || isDependencyPath(path))) {
       ignored++;
       continue;
     }
-    const reason = current.unfit.get(path) ?? refusal(c, redact);
+    const reason = unfit ?? refusal(c, redact);
     if (reason !== undefined) omitted.push({ path: redact(path), reason });
     else candidates.push(c);
   }

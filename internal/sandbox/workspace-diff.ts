@@ -179,16 +179,33 @@ export async function diffWorkspace(opts: DiffWorkspaceOptions): Promise<Workspa
   const patchOpts = { maxPatchBytes: opts.maxPatchBytes, redact, signal: opts.signal };
   const readNew: ReadContents = (wanted) => readContents(opts.openExport(), wanted, scanOpts);
   const was = "open" in base ? await scanExport(base.open(), scanOpts) : scanFiles(base);
-  if (opts.withhold !== undefined) {
-    for (const path of [...was.entries.keys(), ...current.entries.keys()]) {
-      const reason = opts.withhold(path);
-      if (reason !== undefined) current.unfit.set(path, reason);
-    }
-  }
+  if (opts.withhold !== undefined) withholdFrom(was, current, opts.withhold);
   if (!("open" in base)) return buildPatch(was, current, readNew, patchOpts);
   return buildPatch(was, current, readNew, patchOpts, (w) =>
     readContents(base.open(), w, scanOpts),
   );
+}
+
+/**
+ * Marks the withheld paths unfit, and takes a withheld `.gitignore` as it was in the base
+ * (none when it is new): what a held file holds never decides which other files the patch
+ * carries.
+ */
+function withholdFrom(
+  was: WorkspaceScan,
+  current: WorkspaceScan,
+  withhold: (path: string) => string | undefined,
+): void {
+  for (const path of [...was.entries.keys(), ...current.entries.keys()]) {
+    const reason = withhold(path);
+    if (reason !== undefined) current.unfit.set(path, reason);
+  }
+  for (const dir of [...current.gitignores.keys()]) {
+    if (withhold(dir === "" ? ".gitignore" : `${dir}/.gitignore`) === undefined) continue;
+    const before = was.gitignores.get(dir);
+    if (before === undefined) current.gitignores.delete(dir);
+    else current.gitignores.set(dir, before);
+  }
 }
 
 /**

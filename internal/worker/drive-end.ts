@@ -19,7 +19,7 @@ import {
 } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { omissionsShown } from "../kernel/held-names.ts";
-import { refreshTaint, withheldReasons } from "../kernel/secret-taint.ts";
+import { holdsSecretUnder, refreshTaint, withheldReasons } from "../kernel/secret-taint.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
@@ -92,7 +92,9 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
       patchOmitted: omissionsShown(diff.omitted, withheld)
         .slice(0, 1000)
         .map((o) => create(PatchOmissionSchema, o)),
-      patchIgnored: diff.ignored,
+      // How many new files ignore rules kept out is a count a held call could steer
+      // (files it made or touched): not told while the workspace holds a secret.
+      patchIgnored: holdsSecretUnder(taint, "/workspace") ? 0 : diff.ignored,
     }),
   });
   await box.destroy();
