@@ -22,26 +22,12 @@
  * or package.json and notes.txt stay as they were.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-import { ulid } from "ulid";
-import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
-import type { SandboxHandle } from "../sandbox/port.ts";
-import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
-import { queueRun } from "../testing/worker-fixtures.ts";
-import { createKernel, type KernelRun } from "./kernel.ts";
-import { parsePolicy } from "./policy-loader.ts";
-import { indexWorkspace } from "./script-probe.ts";
+import { describe, it } from "node:test";
+import type { WorkspaceFile } from "../sandbox/workspace-archive.ts";
+import { decisionBox, repoPolicy } from "../testing/decision-box.ts";
+import { createKernel } from "./kernel.ts";
 
-const parsed = parsePolicy(
-  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
-  "policy.yaml",
-);
-if (!parsed.ok) throw new Error("policy.yaml does not parse");
-const policy = parsed.policy;
+const policy = repoPolicy();
 
 const PACKAGE = '{"name":"w","version":"1.0.0","scripts":{"lint":"echo linted"}}\n';
 const HOSTILE = '{"name":"w","version":"1.0.0","scripts":{"lint":"touch pwned"}}\n';
@@ -51,41 +37,8 @@ const FILES: WorkspaceFile[] = [
   { path: "notes.txt", type: "file", mode: 0o644, data: Buffer.from("keep me\n") },
 ];
 
-let dir: string;
-let log: FileEventLog;
-let box: SandboxHandle;
-let cleanup: () => Promise<void>;
-let run: KernelRun;
-
-before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agentd-attack3-apply-"));
-  log = await openFileEventLog({ dir });
-  const t = await testSandbox();
-  cleanup = t.cleanup;
-  box = await t.sandbox.create({
-    runId: ulid(),
-    tenantId: "acme",
-    image: sandboxImage("base"),
-    limits: TEST_LIMITS,
-    network: "none",
-    workspaceTar: await packWorkspace(FILES),
-  });
-  const q = await queueRun(log, { prompt: "p" });
-  run = {
-    ...q,
-    fence: await log.bumpEpoch(q.runId),
-    sandbox: box,
-    baseIndex: async () => indexWorkspace(FILES),
-  };
-});
-after(async () => {
-  await cleanup?.();
-  await log?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const sh = async (cmd: string): Promise<string> =>
-  (await box.exec({ argv: ["sh", "-c", cmd], timeoutMs: 30_000, maxOutputBytes: 4096 })).stdout;
+const t = decisionBox(FILES);
+const sh = (cmd: string) => t.sh(cmd);
 
 const B64 =
   "LS0tIGEvcGFja2FnZS5qc29uCisrKyBiL3BhY2thZ2UuanNvbgpAQCAtMSArMSBAQAoteyJuYW1lIjoidyIsInZlcnNpb24iOiIxLjAuMCIsInNjcmlwdHMiOnsibGludCI6ImVjaG8gbGludGVkIn19Cit7Im5hbWUiOiJ3IiwidmVyc2lvbiI6IjEuMC4wIiwic2NyaXB0cyI6eyJsaW50IjoidG91Y2ggcHduZWQifX0K";
@@ -105,7 +58,7 @@ const BATTERY: string[] = [
 
 describe("a patch or an archive the model wrote, applied in the workspace", () => {
   it("each form waits for a person or changes nothing", async () => {
-    const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
+    const kernel = createKernel({ log: t.log, policy: () => policy, secretProviders: [] });
     const changed: string[] = [];
     let i = 0;
     const reset = () =>
@@ -122,7 +75,7 @@ describe("a patch or an archive the model wrote, applied in the workspace", () =
     };
     for (const command of BATTERY) {
       await reset();
-      const out = await kernel.handle(run, {
+      const out = await kernel.handle(t.run, {
         callId: `p${++i}`,
         tool: "process.run",
         input: { command },
@@ -139,13 +92,13 @@ describe("a patch or an archive the model wrote, applied in the workspace", () =
       ["echo cC50eHQKcGFja2FnZS5qc29uCg== | base64 -d > /tmp/a", "xargs -a /tmp/a cp"],
     ] as const) {
       await reset();
-      const first = await kernel.handle(run, {
+      const first = await kernel.handle(t.run, {
         callId: `w${++i}`,
         tool: "process.run",
         input: { command: write },
       });
       assert.equal(first.kind, "result", `writing under /tmp runs: ${JSON.stringify(first)}`);
-      const out = await kernel.handle(run, {
+      const out = await kernel.handle(t.run, {
         callId: `a${i}`,
         tool: "process.run",
         input: { command: apply },
@@ -155,10 +108,10 @@ describe("a patch or an archive the model wrote, applied in the workspace", () =
     assert.deepEqual(changed, []);
   });
   it("an archive holding .git/hooks/pre-commit, extracted in the workspace, waits or is denied", async () => {
-    const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
+    const kernel = createKernel({ log: t.log, policy: () => policy, secretProviders: [] });
     await sh("cd /workspace && rm -rf .git && git init -q . && rm -rf /tmp/h && mkdir -p /tmp/h");
     // A gzipped tar of .git/hooks/pre-commit (executable), as base64: no .git on the line.
-    const write = await kernel.handle(run, {
+    const write = await kernel.handle(t.run, {
       callId: "h1",
       tool: "process.run",
       input: { command: `echo ${HOOK_TGZ} | base64 -d > /tmp/h.tgz` },
@@ -168,7 +121,7 @@ describe("a patch or an archive the model wrote, applied in the workspace", () =
       "result",
       `building the archive under /tmp runs: ${JSON.stringify(write)}`,
     );
-    const out = await kernel.handle(run, {
+    const out = await kernel.handle(t.run, {
       callId: "h2",
       tool: "process.run",
       input: { command: "tar xzf /tmp/h.tgz" },

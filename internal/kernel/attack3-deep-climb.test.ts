@@ -17,26 +17,12 @@
  * package.json are as they were; .env's value is not in the result.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-import { ulid } from "ulid";
-import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
-import type { SandboxHandle } from "../sandbox/port.ts";
-import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
-import { queueRun } from "../testing/worker-fixtures.ts";
-import { createKernel, type KernelRun } from "./kernel.ts";
-import { parsePolicy } from "./policy-loader.ts";
-import { indexWorkspace } from "./script-probe.ts";
+import { describe, it } from "node:test";
+import type { WorkspaceFile } from "../sandbox/workspace-archive.ts";
+import { decisionBox, repoPolicy } from "../testing/decision-box.ts";
+import { createKernel } from "./kernel.ts";
 
-const parsed = parsePolicy(
-  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
-  "policy.yaml",
-);
-if (!parsed.ok) throw new Error("policy.yaml does not parse");
-const policy = parsed.policy;
+const policy = repoPolicy();
 
 const PACKAGE = '{"name":"w","version":"1.0.0","scripts":{"lint":"echo linted"}}\n';
 const HOSTILE = '{"name":"w","version":"1.0.0","scripts":{"lint":"touch pwned"}}\n';
@@ -52,41 +38,8 @@ const FILES: WorkspaceFile[] = [
   },
 ];
 
-let dir: string;
-let log: FileEventLog;
-let box: SandboxHandle;
-let cleanup: () => Promise<void>;
-let run: KernelRun;
-
-before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agentd-attack3-deep-"));
-  log = await openFileEventLog({ dir });
-  const t = await testSandbox();
-  cleanup = t.cleanup;
-  box = await t.sandbox.create({
-    runId: ulid(),
-    tenantId: "acme",
-    image: sandboxImage("base"),
-    limits: TEST_LIMITS,
-    network: "none",
-    workspaceTar: await packWorkspace(FILES),
-  });
-  const q = await queueRun(log, { prompt: "p" });
-  run = {
-    ...q,
-    fence: await log.bumpEpoch(q.runId),
-    sandbox: box,
-    baseIndex: async () => indexWorkspace(FILES),
-  };
-});
-after(async () => {
-  await cleanup?.();
-  await log?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const sh = async (cmd: string): Promise<string> =>
-  (await box.exec({ argv: ["sh", "-c", cmd], timeoutMs: 30_000, maxOutputBytes: 4096 })).stdout;
+const t = decisionBox(FILES);
+const sh = (cmd: string) => t.sh(cmd);
 
 const UP = "../".repeat(40);
 const DEEP = "d/".repeat(35);
@@ -120,8 +73,8 @@ describe("paths that climb past the 32 tails the kernel tries", () => {
       await sh(
         `cd /workspace && rm -rf d .git && mkdir -p .git/hooks && printf %s '${PACKAGE}' > package.json && printf 'API_TOKEN=tok_live_9f8e7d6c5b4a\\n' > .env`,
       );
-      const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
-      const out = await kernel.handle(run, {
+      const kernel = createKernel({ log: t.log, policy: () => policy, secretProviders: [] });
+      const out = await kernel.handle(t.run, {
         callId: `d${++i}`,
         tool: "process.run",
         input: { command },
@@ -135,8 +88,8 @@ describe("paths that climb past the 32 tails the kernel tries", () => {
 
   it("reading .env (a secret path) through the climb: the value does not come back unasked", async () => {
     await sh(`cd /workspace && printf 'API_TOKEN=tok_live_9f8e7d6c5b4a\\n' > .env`);
-    const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
-    const out = await kernel.handle(run, {
+    const kernel = createKernel({ log: t.log, policy: () => policy, secretProviders: [] });
+    const out = await kernel.handle(t.run, {
       callId: "r1",
       tool: "process.run",
       input: { command: `cat ${UP}workspace/.env | rev` },

@@ -22,26 +22,12 @@
  * they were.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-import { ulid } from "ulid";
-import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
-import type { SandboxHandle } from "../sandbox/port.ts";
-import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
-import { queueRun } from "../testing/worker-fixtures.ts";
-import { createKernel, type KernelRun } from "./kernel.ts";
-import { parsePolicy } from "./policy-loader.ts";
-import { indexWorkspace } from "./script-probe.ts";
+import { describe, it } from "node:test";
+import type { WorkspaceFile } from "../sandbox/workspace-archive.ts";
+import { decisionBox, repoPolicy } from "../testing/decision-box.ts";
+import { createKernel } from "./kernel.ts";
 
-const parsed = parsePolicy(
-  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
-  "policy.yaml",
-);
-if (!parsed.ok) throw new Error("policy.yaml does not parse");
-const policy = parsed.policy;
+const policy = repoPolicy();
 
 const PACKAGE = '{"name":"w","version":"1.0.0","scripts":{"lint":"echo linted"}}\n';
 const HOSTILE = '{"name":"w","version":"1.0.0","scripts":{"lint":"touch pwned"}}\n';
@@ -51,41 +37,8 @@ const FILES: WorkspaceFile[] = [
   { path: "notes.txt", type: "file", mode: 0o644, data: Buffer.from("keep me\n") },
 ];
 
-let dir: string;
-let log: FileEventLog;
-let box: SandboxHandle;
-let cleanup: () => Promise<void>;
-let run: KernelRun;
-
-before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agentd-attack3-empty-"));
-  log = await openFileEventLog({ dir });
-  const t = await testSandbox();
-  cleanup = t.cleanup;
-  box = await t.sandbox.create({
-    runId: ulid(),
-    tenantId: "acme",
-    image: sandboxImage("base"),
-    limits: TEST_LIMITS,
-    network: "none",
-    workspaceTar: await packWorkspace(FILES),
-  });
-  const q = await queueRun(log, { prompt: "p" });
-  run = {
-    ...q,
-    fence: await log.bumpEpoch(q.runId),
-    sandbox: box,
-    baseIndex: async () => indexWorkspace(FILES),
-  };
-});
-after(async () => {
-  await cleanup?.();
-  await log?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const sh = async (cmd: string): Promise<string> =>
-  (await box.exec({ argv: ["sh", "-c", cmd], timeoutMs: 30_000, maxOutputBytes: 4096 })).stdout;
+const t = decisionBox(FILES);
+const sh = (cmd: string) => t.sh(cmd);
 
 const BATTERY: string[] = [
   'npm pkg set scripts.lint="touch pwned"',
@@ -110,7 +63,7 @@ const BATTERY: string[] = [
 
 describe("forms that replace a build file or empty a file without a person", () => {
   it("each form waits for a person or changes nothing", async () => {
-    const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
+    const kernel = createKernel({ log: t.log, policy: () => policy, secretProviders: [] });
     const changed: string[] = [];
     let i = 0;
     for (const command of BATTERY) {
@@ -118,7 +71,7 @@ describe("forms that replace a build file or empty a file without a person", () 
         `cd /workspace && rm -rf package.json notes.txt d l x .git; git checkout -q -- . 2>/dev/null; printf %s '${PACKAGE}' > package.json; printf %s '${HOSTILE}' > p.txt; printf 'keep me\\n' > notes.txt`,
       );
       const callId = `e${++i}`;
-      const out = await kernel.handle(run, { callId, tool: "process.run", input: { command } });
+      const out = await kernel.handle(t.run, { callId, tool: "process.run", input: { command } });
       const pkg = await sh("cat /workspace/package.json");
       const notes = await sh("cat /workspace/notes.txt");
       if (out.kind !== "paused" && (pkg !== PACKAGE || notes !== "keep me\n"))

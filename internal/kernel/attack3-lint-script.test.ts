@@ -18,27 +18,12 @@
  * script package.json names is the machinery, as a Makefile is.)
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-import { ulid } from "ulid";
-import { type FileEventLog, openFileEventLog } from "../eventlog/file-event-log.ts";
-import type { SandboxHandle } from "../sandbox/port.ts";
-import { packWorkspace, type WorkspaceFile } from "../sandbox/workspace-archive.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
-import { queueRun } from "../testing/worker-fixtures.ts";
-import { workspaceConfigFromArchive } from "../worker/workspace-config.ts";
-import { createKernel, type KernelRun } from "./kernel.ts";
-import { parsePolicy } from "./policy-loader.ts";
-import { indexWorkspace } from "./script-probe.ts";
+import { describe, it } from "node:test";
+import type { WorkspaceFile } from "../sandbox/workspace-archive.ts";
+import { decisionBox, repoPolicy } from "../testing/decision-box.ts";
+import { createKernel } from "./kernel.ts";
 
-const parsed = parsePolicy(
-  readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8"),
-  "policy.yaml",
-);
-if (!parsed.ok) throw new Error("policy.yaml does not parse");
-const policy = { ...parsed.policy, tools: { lint: "npm run lint", test: "npm test" } };
+const policy = { ...repoPolicy(), tools: { lint: "npm run lint", test: "npm test" } };
 
 const PACKAGE =
   '{"name":"w","version":"1.0.0","scripts":{"lint":"node tools/lint.mjs","test":"sh tools/test.sh"}}\n';
@@ -50,68 +35,33 @@ const FILES: WorkspaceFile[] = [
   { path: "tools/test.sh", type: "file", mode: 0o644, data: Buffer.from(TEST) },
 ];
 
-let dir: string;
-let log: FileEventLog;
-let box: SandboxHandle;
-let cleanup: () => Promise<void>;
-let run: KernelRun;
-
-before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agentd-attack3-lint-"));
-  log = await openFileEventLog({ dir });
-  const t = await testSandbox();
-  cleanup = t.cleanup;
-  box = await t.sandbox.create({
-    runId: ulid(),
-    tenantId: "acme",
-    image: sandboxImage("base"),
-    limits: TEST_LIMITS,
-    network: "none",
-    workspaceTar: await packWorkspace(FILES),
-  });
-  const q = await queueRun(log, { prompt: "p" });
-  run = {
-    ...q,
-    fence: await log.bumpEpoch(q.runId),
-    sandbox: box,
-    baseIndex: async () => indexWorkspace(FILES),
-    // As the drive sets it: the commands the uploaded workspace implies (drive-start.ts).
-    commands: (await workspaceConfigFromArchive(await packWorkspace(FILES))).commands,
-  };
-});
-after(async () => {
-  await cleanup?.();
-  await log?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const sh = async (cmd: string): Promise<string> =>
-  (await box.exec({ argv: ["sh", "-c", cmd], timeoutMs: 30_000, maxOutputBytes: 4096 })).stdout;
+const t = decisionBox(FILES);
+const sh = (cmd: string) => t.sh(cmd);
 
 describe("lint.run runs the file its package.json script names", () => {
   it("the uploaded lint.mjs runs without a person (control)", async () => {
-    const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
-    const own = await kernel.handle(run, { callId: "l1", tool: "lint.run", input: {} });
+    const kernel = createKernel({ log: t.log, policy: () => policy, secretProviders: [] });
+    const own = await kernel.handle(t.run, { callId: "l1", tool: "lint.run", input: {} });
     assert.equal(own.kind, "result", JSON.stringify(own));
     assert.match(JSON.stringify(own), /linted/);
   });
 
   it("a run-written tools/lint.mjs waits for a person and does not run", async () => {
-    const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
+    const kernel = createKernel({ log: t.log, policy: () => policy, secretProviders: [] });
     // The run's own lint program (written by an approved patch or any earlier call).
     await sh(
       `cd /workspace && printf '%s\\n' 'require("node:fs").writeFileSync("pwned", "x")' > tools/lint.cjs && printf '%s\\n' 'import "./lint.cjs";' > tools/lint.mjs`,
     );
-    const written = await kernel.handle(run, { callId: "l2", tool: "lint.run", input: {} });
+    const written = await kernel.handle(t.run, { callId: "l2", tool: "lint.run", input: {} });
     const pwned = await sh("ls /workspace/pwned 2>/dev/null; true");
     assert.equal(pwned, "", `the run's lint.mjs ran with no person: ${JSON.stringify(written)}`);
     assert.equal(written.kind, "paused");
   });
 
   it("a run-written tools/test.sh waits for a person before test.run runs it", async () => {
-    const kernel = createKernel({ log, policy: () => policy, secretProviders: [] });
+    const kernel = createKernel({ log: t.log, policy: () => policy, secretProviders: [] });
     await sh("cd /workspace && printf 'touch pwned2\\n' > tools/test.sh");
-    const written = await kernel.handle(run, { callId: "t2", tool: "test.run", input: {} });
+    const written = await kernel.handle(t.run, { callId: "t2", tool: "test.run", input: {} });
     const pwned = await sh("ls /workspace/pwned2 2>/dev/null; true");
     assert.equal(pwned, "", `the run's test.sh ran with no person: ${JSON.stringify(written)}`);
     assert.equal(written.kind, "paused");
