@@ -3,7 +3,8 @@
  * left of the run's token and cost budget after its whole prompt (read from the request
  * body the OpenAI-compatible stub recorded; the stub charges ~4 characters of the body a
  * token, as a provider charges the prompt it got), a step whose prompt would pass what is
- * left — a large tool output in it — is never asked, a tool
+ * left — a large tool output in it — is never asked, a request is never without a maximum
+ * (the ceiling above it), a provider that reports no usage is counted by estimate, a tool
  * call running when the wall budget runs out is killed in its real container (its result
  * says ELIMIT_TIME, the line it would print after its sleep never comes) and the run ends
  * ELIMIT_TIME — the setup step's call as any other, and a second drive (a takeover) continues the step count and the token count
@@ -167,6 +168,29 @@ describe("budgets that bind", { timeout: 240_000 }, () => {
     assert.equal(outcome, "completed");
     assert.equal(requests.length, 2);
     for (const body of requests) assert.equal(maxOut(body), 16_384);
+    // A budget 40,000 tokens past the prompt (a model's own limit can be 32k to 128k).
+    const p0 = await firstPrompt();
+    const left = 40_000;
+    const big = await drive({ maxTokens: BigInt(p0 + left) }, []);
+    const max = maxOut(big.requests[0] ?? {});
+    assert.ok(max !== undefined && max <= left, `asked for ${max} with ${left} left`);
+  });
+
+  it("a provider that reports no usage: each step counts by estimate and the token budget binds", async () => {
+    // Replies without the usage chunk (no stream_options.include_usage honoured).
+    const noUsage = (r: StubReply): StubReply =>
+      "chunks" in r
+        ? { chunks: r.chunks.filter((c) => typeof c === "string" || !("usage" in c)) }
+        : r;
+    const budget = 6_000;
+    const { run, requests } = await drive({ maxTokens: BigInt(budget) }, echoes(20).map(noUsage));
+    const sent = requests.reduce<number>((n, b) => n + Math.ceil(JSON.stringify(b).length / 4), 0);
+    assert.ok(
+      sent <= 2 * budget,
+      `${requests.length} prompts of ~${sent} tokens under a ${budget}-token budget; the run ended ${run.error?.code ?? "without error"}`,
+    );
+    assert.equal(run.error?.code, "ELIMIT_TOKENS");
+    assert.ok(usedOf(run) > 0, "the estimate is counted");
   });
 
   it("a call still running when the wall budget runs out is killed; the run ends ELIMIT_TIME", async () => {
