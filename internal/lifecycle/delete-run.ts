@@ -39,6 +39,11 @@ export type DeleteRunCrashPoint = (typeof DELETE_RUN_CRASH_POINTS)[number];
 
 export interface RunDeletionDeps {
   store: RunDeletionStore;
+  /**
+   * False: the run's feed entries are left to the feed's trims (the retention sweeper:
+   * thousands of deletions an hour, each otherwise searching up to 5,000 feed entries).
+   */
+  dropFeedEntries?: boolean;
   /** Every artifact store the run's blobs may be in (the server's; more are allowed). */
   artifacts: readonly ArtifactStore[];
   /** Drops a run's cached fold in this process (RunProjectionCache.drop). */
@@ -164,7 +169,7 @@ async function complete(deps: RunDeletionDeps, t: RunTombstone): Promise<number>
   await deps.store.receipts.removed(unreferenced);
   await releaseTenantBlobs(deps, t.tenantId, digests);
   deps.crashPoint?.("deleteRun.afterArtifacts");
-  await deps.store.purge(t);
+  await deps.store.purge(t, { feedEntries: deps.dropFeedEntries !== false });
   deps.dropCached?.(t.runId);
   await deps.store.finish(t, deps.tombstoneKeepMs ?? TOMBSTONE_KEEP_MS);
   return removed;

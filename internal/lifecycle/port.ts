@@ -82,6 +82,15 @@ export interface UploadReceiptRefs {
   tenantDigests(tenantId: string): Promise<string[]>;
 }
 
+export interface PurgeOptions {
+  /**
+   * False: the run's entries in the log-wide feed are left to the feed's own trims (its
+   * length cap, retention's time trim) instead of searched for (the retention sweeper's
+   * bulk deletions: its `run.deleted` notice names the run anyway). Default true.
+   */
+  feedEntries?: boolean;
+}
+
 export interface RunDeletionStore {
   /** The upload receipts' references, counted with the runs' by releaseArtifacts. */
   readonly receipts: UploadReceiptRefs;
@@ -121,7 +130,7 @@ export interface RunDeletionStore {
   /** Turns the run's idempotency key (if any) into a "deleted" marker without the run id. */
   forgetIdempotency(t: RunTombstone): Promise<void>;
   /** Removes the run's stream, meta, lease, queue record and index entries. Idempotent. */
-  purge(t: RunTombstone): Promise<void>;
+  purge(t: RunTombstone, opts?: PurgeOptions): Promise<void>;
   /** The deletion is complete: the tombstone is kept for `keepMs` more, then expires. */
   finish(t: RunTombstone, keepMs: number): Promise<void>;
 }

@@ -16,7 +16,13 @@ import { wrapRedis } from "../eventlog/redis-error.ts";
 import { logKeys } from "../eventlog/redis-log-keys.ts";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import { schedulerKeys } from "../scheduler/redis-keys.ts";
-import type { DeletionRecord, MarkResult, RunDeletionStore, RunTombstone } from "./port.ts";
+import type {
+  DeletionRecord,
+  MarkResult,
+  PurgeOptions,
+  RunDeletionStore,
+  RunTombstone,
+} from "./port.ts";
 import { ensureArtifactRefs } from "./redis-refs-backfill.ts";
 import { REMOVING_MARK_MS, RedisUploadReceipts } from "./redis-upload-receipts.ts";
 import { digestsOf } from "./run-digests.ts";
@@ -232,8 +238,8 @@ export class RedisRunDeletion implements RunDeletionStore {
     await this.#idem?.forgetRun(t.tenantId, t.runId);
   }
 
-  async purge(t: RunTombstone): Promise<void> {
-    await this.#dropFeedEntries(t);
+  async purge(t: RunTombstone, opts: PurgeOptions = {}): Promise<void> {
+    if (opts.feedEntries !== false) await this.#dropFeedEntries(t);
     const r = t.runId;
     const rec = await wrapRedis(this.#client.hmget(this.#queue.record(r), "member", "session"));
     const member = rec[0];
