@@ -597,6 +597,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     const kernel = createKernel({
       log,
       policy: () => policy.current(),
+      policyPath: () => policy.path,
       secretProviders: secretProviders(policy.current()),
       trustCounters,
       artifacts,
@@ -606,6 +607,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         log,
         policy: () => tenantPolicies.forTenant(t).policy,
         policySource: () => tenantPolicies.forTenant(t).source,
+        policyPath: () => tenantPolicies.forTenant(t).path,
         secretProviders: secretProviders(tenantPolicies.forTenant(t).policy),
         trustCounters,
         artifacts,
