@@ -57,6 +57,7 @@ import { FileIdempotencyStore } from "../../internal/idempotency/file-idempotenc
 import type { IdempotencyStore } from "../../internal/idempotency/port.ts";
 import { RedisIdempotencyStore } from "../../internal/idempotency/redis-idempotency.ts";
 import { createKernel, type Kernel } from "../../internal/kernel/kernel.ts";
+import { createPolicyChanges, type PolicyChanges } from "../../internal/kernel/policy-changes.ts";
 import { formatPolicyIssues, readPolicyFile } from "../../internal/kernel/policy-loader.ts";
 import type { Policy } from "../../internal/kernel/policy-schema.ts";
 import { createPolicyStore } from "../../internal/kernel/policy-store.ts";
@@ -338,10 +339,18 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   // certificate; a broken file is logged and the last good one stays. Installed first: a
   // SIGHUP that came before the handler would end the process.
   const reloads: (() => void)[] = [() => void policy.reload()];
+  // After any reload: a policy.changed notice for each tenant whose digest moved (set once
+  // the log is open; a reload before that has no feed to write to and is the baseline).
+  let policyChanges: PolicyChanges | undefined;
+  const announce = (): void => void policyChanges?.check();
   const reloadPolicy = (): void => {
     for (const r of reloads) r();
+    announce();
   };
-  const policyWatch = watchFile(policy.path, () => void policy.reload());
+  const policyWatch = watchFile(policy.path, () => {
+    policy.reload();
+    announce();
+  });
   // A broken export config refuses the start too, naming the line and field at fault.
   const exports =
     mode === "worker" || cfg["export-config"] === undefined
@@ -378,15 +387,29 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     server: policy,
     files: () => policyFiles(tenantAuth),
     logger,
-    watch: (path, onChange) => watchFile(path, onChange),
+    watch: (path, onChange) =>
+      watchFile(path, () => {
+        onChange();
+        announce();
+      }),
   });
   reloads.push(() => tenantPolicies.reload());
-  (tenantAuth as Partial<ReloadableAuth> | undefined)?.onReload?.(() => tenantPolicies.sync());
+  (tenantAuth as Partial<ReloadableAuth> | undefined)?.onReload?.(() => {
+    tenantPolicies.sync();
+    announce();
+  });
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const built = await buildEventLog(eventLogUrl, cfg);
   const { artifactDir, queue, presence, idempotency, closeAll } = built;
   // Every append measured and counted (agentd_event_log_append_duration_seconds, …).
   const log = instrumentEventLog(built.log);
+  policyChanges = createPolicyChanges({
+    tenants: () => [...(tenantAuth?.tenantIds?.() ?? []), ...policyFiles(tenantAuth).keys()],
+    effective: (t) => tenantPolicies.forTenant(t),
+    publish: (t, runId, json) => log.publish(t, runId, json),
+    reporter: `${mode} ${hostname()}/${process.pid}`,
+    logger,
+  });
   // Every series with known labels at 0 before the first scrape: increase() over a window
   // counts the first event after this start (docs/observability.md).
   primeKnownSeries();
