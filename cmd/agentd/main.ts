@@ -34,6 +34,7 @@ import {
   createTokenAuthenticator,
   parseAuthFile,
 } from "../../internal/auth/tokens.ts";
+import { POLICY_DIFF_HELP, policyDiffCommand } from "../../internal/cli/policy-diff-command.ts";
 import { createFsCacheStore } from "../../internal/depcache/fs-cache-store.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../../internal/engine/ai-sdk-engine.ts";
 import type { AgentEngine } from "../../internal/engine/port.ts";
@@ -264,6 +265,7 @@ Usage:
   agentd worker [flags]    claims runs and drives them (model from OPENAI_API_KEY / OPENAI_BASE_URL,
                            or the replay model: --replay FILE without a key, --model replay:FILE)
   agentd policy check FILE validates a policy file: OK, or each issue as FILE:LINE:COL: field: message
+  agentd policy diff A B   how two policy files differ, by rule (exit 0 same, 1 different, 2 trouble)
   agentd hash-token TOKEN  prints the sha256 to put in an auth file (- reads TOKEN from stdin)
   agentd --version         prints the version
 
@@ -890,6 +892,19 @@ function secretProviders(p: Policy): SecretProvider[] {
 /** `agentd policy check FILE`: exit 0 and `OK FILE`, or 1 and one line per issue. */
 function policyCommand(argv: string[]): number {
   const help = argv.some((a) => a === "--help" || a === "-h");
+  if (argv[0] === "diff") {
+    if (help) {
+      process.stdout.write(POLICY_DIFF_HELP);
+      return 0;
+    }
+    const files = argv.slice(1);
+    if (files.length !== 2 || files.some((f) => f.startsWith("-")))
+      throw new UsageError("usage: agentd policy diff A B");
+    return policyDiffCommand(files[0] as string, files[1] as string, {
+      out: (s) => process.stdout.write(s),
+      err: (s) => process.stderr.write(s),
+    });
+  }
   if (help && (argv[0] === "check" || argv[0]?.startsWith("-"))) {
     process.stdout.write(
       "Usage: agentd policy check FILE\n\nValidates a policy file (docs/policy.md). Prints OK FILE, or every issue as\nFILE:LINE:COL: field: message and exits 1.\n",
@@ -897,7 +912,7 @@ function policyCommand(argv: string[]): number {
     return 0;
   }
   if (argv[0] !== "check" || argv.length !== 2 || (argv[1] as string).startsWith("-")) {
-    throw new UsageError("usage: agentd policy check FILE");
+    throw new UsageError("usage: agentd policy check FILE | agentd policy diff A B");
   }
   const file = argv[1] as string;
   const r = readPolicyFile(file);
