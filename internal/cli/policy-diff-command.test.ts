@@ -149,6 +149,7 @@ version: 1
     );
     const h = diff(good, hostile);
     assert.equal(h.status, 1, h.stderr);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it checks
     assert.doesNotMatch(h.stdout, /[\x1b\x07\u202e]/);
     assert.match(h.stdout, /deny command added: .*\\u001b\]0;pwned\\u0007\\u202e/);
   });

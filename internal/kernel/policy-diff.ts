@@ -113,7 +113,10 @@ function diffValue(field: string, a: unknown, b: unknown, out: PolicyDifference[
       diffValue(field === "" ? k : `${field}.${k}`, a[k], b[k], out);
     return;
   }
-  if (Array.isArray(a) && Array.isArray(b)) return diffList(field, a, b, out);
+  if (Array.isArray(a) && Array.isArray(b)) {
+    diffList(field, a, b, out);
+    return;
+  }
   out.push({ field, text: `${field}: changed from ${show(a)} to ${show(b)}` });
 }
 
