@@ -22,8 +22,8 @@ import {
   type SandboxLost,
   type TestSummary,
 } from "../gen/agentd/v1/events_pb.js";
+import { policyLabel } from "../text/policy-label.ts";
 import { failureLine, testCountsText } from "../tools/test-results/format-summary.ts";
-import { policyLabel } from "./policy-label.ts";
 import { escapeMessage } from "./safe-message.ts";
 import {
   formatCost,

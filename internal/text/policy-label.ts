@@ -1,12 +1,12 @@
 /**
- * Which policy decided a call, as agentctl shows it beside a decision: its source, file
+ * Which policy decided a call, as agentctl and the console show it beside a decision: its source, file
  * and short digest ("server policy.yaml sha256:3f2a9c0d1b7e"). The digest is what
  * `agentd policy diff` and `policy.changed` name, so a person can match them up.
  *
- * Must never: show text from the event unescaped (callers pass an escaped message).
+ * Must never: escape (agentctl passes an escaped message, the console renders text as
+ * text), or import anything a browser cannot load (the console bundles it).
  */
 import { type PolicyDecision, PolicySource } from "../gen/agentd/v1/events_pb.js";
-import { shortDigest } from "../kernel/policy-digest.ts";
 
 const SOURCES: Record<number, string> = {
   [PolicySource.SERVER]: "server",
@@ -21,5 +21,5 @@ export function policyLabel(
   if (v.policyDigest === "") return "";
   const source = SOURCES[v.policySource] ?? "unknown";
   const file = v.policyFile === "" ? "" : ` ${v.policyFile}`;
-  return `${source}${file} sha256:${shortDigest(v.policyDigest)}`;
+  return `${source}${file} sha256:${v.policyDigest.slice(0, 12)}`;
 }
