@@ -30,15 +30,31 @@ export function policySourceName(source: PolicySource): string {
   }
 }
 
-/** The provenance fields of a policy.decision (PolicyDecision fields 7-9). */
+export interface DecisionProvenance {
+  policyDigest: string;
+  policySource: PolicySource;
+  policyFile: string;
+}
+
+/** The last fields made per policy object: a decision reuses them (no per-call work). */
+const made = new WeakMap<
+  Policy,
+  { source: string; path: string | undefined; fields: DecisionProvenance }
+>();
+
+/** The provenance fields of a policy.decision (PolicyDecision fields 7-9); do not mutate. */
 export function decisionProvenance(
   policy: Policy,
   source: "tenant" | "server",
   path: string | undefined,
-): { policyDigest: string; policySource: PolicySource; policyFile: string } {
-  return {
+): DecisionProvenance {
+  const last = made.get(policy);
+  if (last !== undefined && last.source === source && last.path === path) return last.fields;
+  const fields = {
     policyDigest: policyDigest(policy),
     policySource: policySourceEnum(source),
     policyFile: path === undefined ? "" : basename(path),
   };
+  made.set(policy, { source, path, fields });
+  return fields;
 }
