@@ -131,5 +131,5 @@ it("a notice that could not be written is tried again at the next check", async 
   fail = false;
   await changes.check();
   assert.equal(written.length, 1);
-  assert.match(written[0] as string, /"policy\.changed"/);
+  assert.match(String(written[0]), /"policy\.changed"/);
 });

@@ -43,13 +43,11 @@ it("each decided call names the deciding policy's source, file and digest", {
   // Every tool call shown has one (a call and its decision are committed together; the
   // page may fold them a render apart, so wait for them to agree).
   await page.waitForFunction(
-    () => {
+    `(() => {
       const tools = document.querySelectorAll(".ev-tool").length;
-      return (
-        tools > 0 &&
-        document.querySelectorAll(".ev-tool [data-testid=decision-policy]").length === tools
-      );
-    },
+      return tools > 0 &&
+        document.querySelectorAll(".ev-tool [data-testid=decision-policy]").length === tools;
+    })()`,
     undefined,
     { timeout: 60_000 },
   );
