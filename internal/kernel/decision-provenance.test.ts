@@ -110,3 +110,20 @@ it("a kernel without a source or path records the server source and no file", as
   assert.equal(d?.policySource, PolicySource.SERVER);
   assert.equal(d?.policyFile, "");
 });
+
+it("a policy that cannot be read records no digest instead of throwing (the kernel stays total)", async () => {
+  const { decisionProvenance } = await import("./decision-provenance.ts");
+  const p = load("version: 1\n");
+  const broken = {
+    ...p,
+    get risk(): Policy["risk"] {
+      throw new TypeError("boom");
+    },
+  } as Policy;
+  const f = decisionProvenance(broken, "tenant", "/a/b/t.yaml");
+  assert.deepEqual(f, {
+    policyDigest: "",
+    policySource: PolicySource.TENANT,
+    policyFile: "t.yaml",
+  });
+});

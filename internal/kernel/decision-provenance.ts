@@ -4,7 +4,7 @@
  * proto value kept for later) and the file's base name.
  *
  * Must never: record a file's directory (a tenant reads its decisions; the server's
- * filesystem layout is not theirs to see), or compute the digest per decision.
+ * filesystem layout is not theirs to see), compute the digest per decision, or throw.
  */
 import { basename } from "node:path";
 import { PolicySource } from "../gen/agentd/v1/events_pb.js";
@@ -42,6 +42,19 @@ const made = new WeakMap<
   { source: string; path: string | undefined; fields: DecisionProvenance }
 >();
 
+/**
+ * The digest, or "" when the policy cannot be serialised: the kernel is total (a policy
+ * whose reading throws is a refusal by kernel.decide, recorded like any decision), so its
+ * provenance must not throw either. A loaded policy is plain data and always has one; an empty `policy_digest` means unknown.
+ */
+function digestOrNone(policy: Policy): string {
+  try {
+    return policyDigest(policy);
+  } catch {
+    return "";
+  }
+}
+
 /** The provenance fields of a policy.decision (PolicyDecision fields 7-9); do not mutate. */
 export function decisionProvenance(
   policy: Policy,
@@ -51,7 +64,7 @@ export function decisionProvenance(
   const last = made.get(policy);
   if (last !== undefined && last.source === source && last.path === path) return last.fields;
   const fields = {
-    policyDigest: policyDigest(policy),
+    policyDigest: digestOrNone(policy),
     policySource: policySourceEnum(source),
     policyFile: path === undefined ? "" : basename(path),
   };

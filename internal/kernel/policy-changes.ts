@@ -114,7 +114,10 @@ export function createPolicyChanges(opts: PolicyChangesOptions): PolicyChanges {
   };
   return {
     check() {
-      chain = chain.then(checkOnce);
+      // Never rejects: a reload's notice failing must not end the process (callers `void` it).
+      chain = chain.then(checkOnce).catch((err: unknown) => {
+        opts.logger.error({ err }, "policy.changed: comparing the policies in force failed");
+      });
       return chain;
     },
   };
