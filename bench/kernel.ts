@@ -4,12 +4,20 @@
  * decision, over a mix of ordinary and hostile calls under the repository's policy.yaml.
  * The raw baseline is the input validation alone (zod), measured in the same run.
  * Target: p99 <= 1 ms. Run: node bench/kernel.ts
+ *
+ * Provenance (issue #29): the decision with its policy.decision event built and sealed
+ * (canonical JSON, hash) as the kernel appends it, with and without the deciding policy's
+ * digest, source and file; passes alternate in one run and the ratio of the median p50s
+ * is reported. Target: provenance adds <= 5% to decision p50.
  */
 import { readFileSync } from "node:fs";
 import { create } from "@bufbuild/protobuf";
 import type { EventPayload } from "../internal/eventlog/event-codec.ts";
+import { type EventPayload as Payload, sealEvent } from "../internal/eventlog/event-codec.ts";
+import { GENESIS_HASH } from "../internal/eventlog/hash-chain.ts";
 import type { EventLog } from "../internal/eventlog/port.ts";
 import { PolicyDecisionSchema, ToolCallSchema } from "../internal/gen/agentd/v1/events_pb.js";
+import { decisionProvenance } from "../internal/kernel/decision-provenance.ts";
 import { traceDecision } from "../internal/kernel/decision-span.ts";
 import { createKernel, type ProposedCall } from "../internal/kernel/kernel.ts";
 import { parsePolicy } from "../internal/kernel/policy-loader.ts";
@@ -148,6 +156,45 @@ for (const c of CALLS) {
   paths.set(p, (paths.get(p) ?? 0) + 1);
 }
 
+/** The decision and its policy.decision event, sealed as an append seals it. */
+function decideAndRecord(c: ProposedCall, provenance: boolean): void {
+  const d = kernel.decideCall(c, counters);
+  const p = policy; // what the kernel reads once per call (opts.policy())
+  const payload: Payload = {
+    case: "policyDecision",
+    value: create(PolicyDecisionSchema, {
+      callId: c.callId,
+      rule: d.decision.rule,
+      reason: d.decision.reason,
+      trustAdjustments: d.decision.trustAdjustments,
+      ...(provenance ? decisionProvenance(p, "server", "/etc/agentd/policy.yaml") : {}),
+    }),
+  };
+  sealEvent({ runId: "01JBENCH000000000000000000", sessionId: "s", payload }, 2, GENESIS_HASH, 0);
+}
+// Alternating passes in one run: drift (frequency, a neighbour's load) hits both alike.
+const ROUNDS = 11;
+const withoutP50: number[] = [];
+const withP50: number[] = [];
+for (let r = 0; r < ROUNDS; r++) {
+  withoutP50.push(measure("without", 20_000, (c) => decideAndRecord(c, false)).p50);
+  withP50.push(measure("with", 20_000, (c) => decideAndRecord(c, true)).p50);
+}
+// The provenance work alone (digest lookup, source, file), without the event's encoding.
+const bareP50: number[] = [];
+const lookupP50: number[] = [];
+for (let r = 0; r < ROUNDS; r++) {
+  bareP50.push(measure("bare", 20_000, (c) => void kernel.decideCall(c, counters)).p50);
+  lookupP50.push(
+    measure("lookup", 20_000, (c) => {
+      kernel.decideCall(c, counters);
+      decisionProvenance(policy, "server", "/etc/agentd/policy.yaml");
+    }).p50,
+  );
+}
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+const provenanceRatio = median(withP50) / median(withoutP50);
+
 const fmt = (x: number) => `${(x * 1000).toFixed(1)} µs`;
 console.log(
   `bench/kernel — ${CALLS.length} call shapes (${[...paths].map(([k, v]) => `${v} ${k}`).join(", ")}), ${N} decisions each pass`,
@@ -162,8 +209,18 @@ console.log(
   `  decision p99 ${fmt(ours.p99)} (target <= 1 ms): ${met ? "met" : "MISSED"}; ${(ours.p50 / raw.p50).toFixed(2)}x the validation-only p50`,
 );
 console.log(
+  `  decision + policy.decision sealed: p50 ${fmt(median(withoutP50))} without provenance, ${fmt(median(withP50))} with (median of ${ROUNDS} alternating passes): ${((provenanceRatio - 1) * 100).toFixed(1)}% (target <= 5%): ${provenanceRatio <= 1.05 ? "met" : "MISSED"}`,
+);
+console.log(
+  `  decideCall alone: p50 ${fmt(median(bareP50))} without, ${fmt(median(lookupP50))} with the provenance lookup: ${((median(lookupP50) / median(bareP50) - 1) * 100).toFixed(1)}%`,
+);
+console.log(
   JSON.stringify({
     bench: "kernel",
+    provenanceLookupRatio: median(lookupP50) / median(bareP50),
+    provenanceP50Ms: median(withP50),
+    noProvenanceP50Ms: median(withoutP50),
+    provenanceRatio,
     decisionsPerSec: ours.perSec,
     p50Ms: ours.p50,
     p99Ms: ours.p99,

@@ -34,6 +34,7 @@ import {
   createTokenAuthenticator,
   parseAuthFile,
 } from "../../internal/auth/tokens.ts";
+import { POLICY_DIFF_HELP, policyDiffCommand } from "../../internal/cli/policy-diff-command.ts";
 import { createFsCacheStore } from "../../internal/depcache/fs-cache-store.ts";
 import { createAiSdkEngine, createOpenAiModel } from "../../internal/engine/ai-sdk-engine.ts";
 import type { AgentEngine } from "../../internal/engine/port.ts";
@@ -57,6 +58,7 @@ import { FileIdempotencyStore } from "../../internal/idempotency/file-idempotenc
 import type { IdempotencyStore } from "../../internal/idempotency/port.ts";
 import { RedisIdempotencyStore } from "../../internal/idempotency/redis-idempotency.ts";
 import { createKernel, type Kernel } from "../../internal/kernel/kernel.ts";
+import { createPolicyChanges, type PolicyChanges } from "../../internal/kernel/policy-changes.ts";
 import { formatPolicyIssues, readPolicyFile } from "../../internal/kernel/policy-loader.ts";
 import type { Policy } from "../../internal/kernel/policy-schema.ts";
 import { createPolicyStore } from "../../internal/kernel/policy-store.ts";
@@ -264,6 +266,7 @@ Usage:
   agentd worker [flags]    claims runs and drives them (model from OPENAI_API_KEY / OPENAI_BASE_URL,
                            or the replay model: --replay FILE without a key, --model replay:FILE)
   agentd policy check FILE validates a policy file: OK, or each issue as FILE:LINE:COL: field: message
+  agentd policy diff A B   how two policy files differ, by rule (exit 0 same, 1 different, 2 trouble)
   agentd hash-token TOKEN  prints the sha256 to put in an auth file (- reads TOKEN from stdin)
   agentd --version         prints the version
 
@@ -339,10 +342,18 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   // certificate; a broken file is logged and the last good one stays. Installed first: a
   // SIGHUP that came before the handler would end the process.
   const reloads: (() => void)[] = [() => void policy.reload()];
+  // After any reload: a policy.changed notice for each tenant whose digest moved (set once
+  // the log is open; a reload before that has no feed to write to and is the baseline).
+  let policyChanges: PolicyChanges | undefined;
+  const announce = (): void => void policyChanges?.check();
   const reloadPolicy = (): void => {
     for (const r of reloads) r();
+    announce();
   };
-  const policyWatch = watchFile(policy.path, () => void policy.reload());
+  const policyWatch = watchFile(policy.path, () => {
+    policy.reload();
+    announce();
+  });
   // A broken export config refuses the start too, naming the line and field at fault.
   const exports =
     mode === "worker" || cfg["export-config"] === undefined
@@ -379,15 +390,29 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     server: policy,
     files: () => policyFiles(tenantAuth),
     logger,
-    watch: (path, onChange) => watchFile(path, onChange),
+    watch: (path, onChange) =>
+      watchFile(path, () => {
+        onChange();
+        announce();
+      }),
   });
   reloads.push(() => tenantPolicies.reload());
-  (tenantAuth as Partial<ReloadableAuth> | undefined)?.onReload?.(() => tenantPolicies.sync());
+  (tenantAuth as Partial<ReloadableAuth> | undefined)?.onReload?.(() => {
+    tenantPolicies.sync();
+    announce();
+  });
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
   const built = await buildEventLog(eventLogUrl, cfg);
   const { artifactDir, queue, presence, idempotency, closeAll } = built;
   // Every append measured and counted (agentd_event_log_append_duration_seconds, …).
   const log = instrumentEventLog(built.log);
+  policyChanges = createPolicyChanges({
+    tenants: () => [...(tenantAuth?.tenantIds?.() ?? []), ...policyFiles(tenantAuth).keys()],
+    effective: (t) => tenantPolicies.forTenant(t),
+    publish: (t, runId, json) => log.publish(t, runId, json),
+    reporter: `${mode} ${hostname()}/${process.pid}`,
+    logger,
+  });
   // Every series with known labels at 0 before the first scrape: increase() over a window
   // counts the first event after this start (docs/observability.md).
   primeKnownSeries();
@@ -598,6 +623,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     const kernel = createKernel({
       log,
       policy: () => policy.current(),
+      policyPath: () => policy.path,
       secretProviders: secretProviders(policy.current()),
       trustCounters,
       artifacts,
@@ -607,6 +633,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         log,
         policy: () => tenantPolicies.forTenant(t).policy,
         policySource: () => tenantPolicies.forTenant(t).source,
+        policyPath: () => tenantPolicies.forTenant(t).path,
         secretProviders: secretProviders(tenantPolicies.forTenant(t).policy),
         trustCounters,
         artifacts,
@@ -867,6 +894,19 @@ function secretProviders(p: Policy): SecretProvider[] {
 /** `agentd policy check FILE`: exit 0 and `OK FILE`, or 1 and one line per issue. */
 function policyCommand(argv: string[]): number {
   const help = argv.some((a) => a === "--help" || a === "-h");
+  if (argv[0] === "diff") {
+    if (help) {
+      process.stdout.write(POLICY_DIFF_HELP);
+      return 0;
+    }
+    const files = argv.slice(1);
+    if (files.length !== 2 || files.some((f) => f.startsWith("-")))
+      throw new UsageError("usage: agentd policy diff A B");
+    return policyDiffCommand(files[0] as string, files[1] as string, {
+      out: (s) => process.stdout.write(s),
+      err: (s) => process.stderr.write(s),
+    });
+  }
   if (help && (argv[0] === "check" || argv[0]?.startsWith("-"))) {
     process.stdout.write(
       "Usage: agentd policy check FILE\n\nValidates a policy file (docs/policy.md). Prints OK FILE, or every issue as\nFILE:LINE:COL: field: message and exits 1.\n",
@@ -874,7 +914,7 @@ function policyCommand(argv: string[]): number {
     return 0;
   }
   if (argv[0] !== "check" || argv.length !== 2 || (argv[1] as string).startsWith("-")) {
-    throw new UsageError("usage: agentd policy check FILE");
+    throw new UsageError("usage: agentd policy check FILE | agentd policy diff A B");
   }
   const file = argv[1] as string;
   const r = readPolicyFile(file);

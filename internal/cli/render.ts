@@ -22,6 +22,7 @@ import {
   type SandboxLost,
   type TestSummary,
 } from "../gen/agentd/v1/events_pb.js";
+import { policyLabel } from "../text/policy-label.ts";
 import { failureLine, testCountsText } from "../tools/test-results/format-summary.ts";
 import { escapeMessage } from "./safe-message.ts";
 import {
@@ -270,8 +271,13 @@ export function eventLine(raw: Event, st: Style): string {
       detail = `${v.callId} ${status}${exit}${tests} ${v.durationMs}ms`;
       break;
     }
-    case "policyDecision":
-      detail = `${p.value.callId} ${DECISIONS[p.value.decision] ?? "?"} (${p.value.rule})`;
+    case "policyDecision": {
+      const by = policyLabel(p.value);
+      detail = `${p.value.callId} ${DECISIONS[p.value.decision] ?? "?"} (${p.value.rule})${by === "" ? "" : ` policy=${by}`}`;
+      break;
+    }
+    case "policyChanged":
+      detail = `tenant ${p.value.tenantId}: ${p.value.oldDigest.slice(0, 12)} → ${p.value.newDigest.slice(0, 12)} (${policyLabel({ policyDigest: p.value.newDigest, policySource: p.value.source, policyFile: p.value.policyFile })}) by ${p.value.reporter}`;
       break;
     case "approvalRequested":
       detail = `${p.value.approvalId} ${p.value.tool}: ${oneLine(p.value.preview?.summary ?? "", 80)}`;
@@ -609,12 +615,15 @@ export class Renderer {
           v.trustAdjustments.length > 0 ? ` [trust: ${v.trustAdjustments.join(", ")}]` : "";
         // The reason often names the rule already.
         const rule = v.rule === "" || v.reason.includes(v.rule) ? "" : ` (${v.rule})`;
+        // Which policy decided (source, file, digest): what policy.changed and diff name.
+        const label = policyLabel(v);
+        const by = label === "" ? "" : st.dim(` [policy: ${label}]`);
         if (v.decision === Decision.DENY) {
-          this.line(`  ${st.red("⛔ denied by policy")}${rule}: ${v.reason}${trust}`);
+          this.line(`  ${st.red("⛔ denied by policy")}${rule}: ${v.reason}${trust}${by}`);
         } else if (v.decision === Decision.PREVIEW_APPROVAL) {
-          this.line(`  ${st.yellow("policy: needs approval")}${rule}: ${v.reason}${trust}`);
+          this.line(`  ${st.yellow("policy: needs approval")}${rule}: ${v.reason}${trust}${by}`);
         } else {
-          this.line(st.dim(`  policy: ${DECISIONS[v.decision] ?? "?"}${rule}${trust}`));
+          this.line(st.dim(`  policy: ${DECISIONS[v.decision] ?? "?"}${rule}${trust}${by}`));
         }
         break;
       }

@@ -43,6 +43,7 @@ export const EVENT_TYPES = {
   // Notices: only in the log-wide feed (EventLog.publish), never in a run's log.
   "run.deleted": "runDeleted",
   "tenant.purged": "tenantPurged",
+  "policy.changed": "policyChanged",
   "sandbox.lost": "sandboxLost",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 

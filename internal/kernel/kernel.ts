@@ -46,6 +46,7 @@ import type { ToolContext, ToolLimits } from "../tools/tool.ts";
 import { approvalTicket } from "./approval-ticket.ts";
 import { recordCallInput } from "./call-input-record.ts";
 import { type ControlPath, type Decision, decide } from "./decide.ts";
+import { decisionProvenance } from "./decision-provenance.ts";
 import { traceDecision } from "./decision-span.ts";
 import { EVENT_BUDGET, fitDocument } from "./event-fit.ts";
 import { clipText } from "./head-tail.ts";
@@ -174,6 +175,11 @@ export interface KernelOptions {
    * (default); on each decision's span as `agentd.policy.source`.
    */
   policySource?: () => "tenant" | "server";
+  /**
+   * The file `policy()` came from; its base name is recorded on each policy.decision
+   * (`policy_file`) beside the policy's digest and source. Default: none recorded.
+   */
+  policyPath?: () => string;
   /** Secret providers, in lookup order (environment, mounted files). */
   secretProviders: SecretProvider[];
   /** Adaptive-trust counters of the run's repository. */
@@ -785,6 +791,7 @@ export function createKernel(opts: KernelOptions): Kernel {
               scope: clipText(redactor.text(r.scope), MAX_SCOPE),
             }),
             trustAdjustments: d.decision.trustAdjustments,
+            ...decisionProvenance(policy, source(), opts.policyPath?.()),
           }),
         }),
         ...(runsNow ? [append(run, startedOf(run, call))] : []),

@@ -2,6 +2,7 @@
 import { useState } from "preact/hooks";
 import { ApprovalDecision, Decision, type TestSummary } from "../../gen/agentd/v1/events_pb.js";
 import type { Run } from "../../gen/agentd/v1/run_service_pb.js";
+import { policyLabel } from "../../text/policy-label.ts";
 import { failureLocation, safeLine } from "../../tools/test-results/format-summary.ts";
 import { errorText } from "./api.ts";
 import { ApprovalCard } from "./approval-card.tsx";
@@ -87,6 +88,12 @@ function ToolView(props: { item: Extract<Item, { kind: "tool" }> }) {
         )}
       </div>
       {d?.reason && <p class="hint">{visibleText(d.reason)}</p>}
+      {d && policyLabel(d) !== "" && (
+        // Which policy decided: its source, file and digest (what policy.changed names).
+        <p class="hint policy" data-testid="decision-policy" title={`sha256 ${d.policyDigest}`}>
+          policy: {visibleText(policyLabel(d))}
+        </p>
+      )}
       {r?.tests && r.tests.failures.length > 0 && <TestFailures tests={r.tests} />}
       <details>
         <summary>Input</summary>

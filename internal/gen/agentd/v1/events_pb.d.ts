@@ -320,6 +320,15 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: TenantPurged;
     case: "tenantPurged";
+  } | {
+    /**
+     * type "policy.changed": only in the tenant feed; `run_id` is empty, `seq` is 0. Each
+     * process (server, worker) that reloads writes its own: dedupe on (tenant, old, new).
+     *
+     * @generated from field: agentd.v1.PolicyChanged policy_changed = 105;
+     */
+    value: PolicyChanged;
+    case: "policyChanged";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1463,6 +1472,28 @@ export declare type PolicyDecision = Message<"agentd.v1.PolicyDecision"> & {
    * @generated from field: repeated string trust_adjustments = 6;
    */
   trustAdjustments: string[];
+
+  /**
+   * The deciding policy's digest: sha256 (hex) of its canonical JSON, `extends` resolved
+   * and defaults applied (docs/policy.md, "Provenance"). Empty in events written before.
+   *
+   * @generated from field: string policy_digest = 7;
+   */
+  policyDigest: string;
+
+  /**
+   * Whose policy decided.
+   *
+   * @generated from field: agentd.v1.PolicySource policy_source = 8;
+   */
+  policySource: PolicySource;
+
+  /**
+   * The deciding policy file's base name (never its directory), e.g. "policy.yaml".
+   *
+   * @generated from field: string policy_file = 9;
+   */
+  policyFile: string;
 };
 
 /**
@@ -2143,6 +2174,71 @@ export declare type RunDeleted = Message<"agentd.v1.RunDeleted"> & {
 export declare const RunDeletedSchema: GenMessage<RunDeleted>;
 
 /**
+ * A reload changed the policy in force for a tenant (its own file, or the server's for a
+ * tenant without one). Written by every process that reloaded (a server and each worker
+ * read the files themselves), so one change may appear once per process: the same
+ * (tenant_id, old_digest, new_digest) is one change; `reporter` says which process wrote it.
+ *
+ * @generated from message agentd.v1.PolicyChanged
+ */
+export declare type PolicyChanged = Message<"agentd.v1.PolicyChanged"> & {
+  /**
+   * The tenant whose effective policy changed.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The digest in force before the reload (sha256 hex of the canonical JSON).
+   *
+   * @generated from field: string old_digest = 2;
+   */
+  oldDigest: string;
+
+  /**
+   * The digest in force now.
+   *
+   * @generated from field: string new_digest = 3;
+   */
+  newDigest: string;
+
+  /**
+   * Whose policy is in force now.
+   *
+   * @generated from field: agentd.v1.PolicySource source = 4;
+   */
+  source: PolicySource;
+
+  /**
+   * The policy file's base name.
+   *
+   * @generated from field: string policy_file = 5;
+   */
+  policyFile: string;
+
+  /**
+   * Which process reloaded: "server", "worker" or "dev", with its host and pid.
+   *
+   * @generated from field: string reporter = 6;
+   */
+  reporter: string;
+
+  /**
+   * When the reload happened (that process's clock).
+   *
+   * @generated from field: google.protobuf.Timestamp changed_at = 7;
+   */
+  changedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.PolicyChanged.
+ * Use `create(PolicyChangedSchema)` to create a new message.
+ */
+export declare const PolicyChangedSchema: GenMessage<PolicyChanged>;
+
+/**
  * A tenant's ended runs were deleted (PurgeTenant). One `run.deleted` per run precedes it.
  *
  * @generated from message agentd.v1.TenantPurged
@@ -2269,6 +2365,44 @@ export enum Decision {
  * Describes the enum agentd.v1.Decision.
  */
 export declare const DecisionSchema: GenEnum<Decision>;
+
+/**
+ * Whose policy decided a call.
+ *
+ * @generated from enum agentd.v1.PolicySource
+ */
+export enum PolicySource {
+  /**
+   * @generated from enum value: POLICY_SOURCE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The server's policy file (--policy).
+   *
+   * @generated from enum value: POLICY_SOURCE_SERVER = 1;
+   */
+  SERVER = 1,
+
+  /**
+   * The tenant's own policy file (the auth file's tenants.<id>.policy).
+   *
+   * @generated from enum value: POLICY_SOURCE_TENANT = 2;
+   */
+  TENANT = 2,
+
+  /**
+   * A policy given for one run. Reserved: there is no per-run override yet.
+   *
+   * @generated from enum value: POLICY_SOURCE_RUN_OVERRIDE = 3;
+   */
+  RUN_OVERRIDE = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.PolicySource.
+ */
+export declare const PolicySourceSchema: GenEnum<PolicySource>;
 
 /**
  * A person's (or the expiry's) answer to an approval.
