@@ -19,8 +19,11 @@ import {
   SECRET,
 } from "../testing/containment-run.ts";
 import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
-import { MAX_HELD_NAMES, nameKey, omissionsShown, parseHeld } from "./held-names.ts";
+import { nameKey, omissionsShown } from "./held-names.ts";
 import { taintFromEvents, taintOf, withheldReasons } from "./secret-taint.ts";
+
+/** Far more names than a root's records (RECORDS_PER_ROOT) or a top-level entry list hold. */
+const MAX_HELD_NAMES = 1000;
 
 const suite = containmentSuite();
 
@@ -116,11 +119,9 @@ describe("attack: a secret spelled by a tainted path's name", () => {
       command: 'touch "/tmp/x\n$(printf %s "$ENV.DEMO_TOKEN" | rev)"',
     });
     assert.equal(exitOk(w), true, JSON.stringify(w));
-    assert.equal(
-      f.run.taint?.get("/tmp")?.digest,
-      "unknown",
-      JSON.stringify([...(f.run.taint?.keys() ?? [])]),
-    );
+    // Every root held whole, sealed like any record (a failed scan looks like any other).
+    for (const root of ["/tmp", "/workspace", "/cache", "/dev/shm"])
+      assert.equal(holds(f.run, `${root}/never-written`), true, root);
     await assertLogFree(f, "newline");
   });
 
@@ -131,11 +132,8 @@ describe("attack: a secret spelled by a tainted path's name", () => {
       command: `r=$(printf %s "$ENV.DEMO_TOKEN" | rev); i=0; while [ $i -lt ${MAX_HELD_NAMES + 100} ]; do : > "/tmp/many/$r$i"; i=$((i+1)); done`,
     });
     assert.equal(exitOk(w), true, JSON.stringify(w).slice(0, 300));
-    const wholes = () =>
-      [...(f.run.taint?.values() ?? [])].filter(
-        (t) => t.digest === "unknown" && parseHeld(t.path)?.anchor === "/tmp",
-      );
-    assert.equal(wholes().length >= 1, true, "/tmp/many is held whole by its keyed name");
+    assert.equal(holds(f.run, "/tmp/many/never-written"), true, "/tmp/many is held whole");
+    assert.equal(holds(f.run, "/tmp/elsewhere"), false, "by its keyed name: not all of /tmp");
     assert.equal(holds(f.run, `/tmp/many/${reversed}7`), true);
     const written = (await suite.stack.log.read(f.run.runId, 0)).filter(
       (e) => e.event.payload.case === "secretWritten",

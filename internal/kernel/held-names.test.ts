@@ -11,10 +11,10 @@ import {
   bindDigest,
   heldLookup,
   keyDigest,
-  MAX_HELD_NAMES,
   nameKey,
   paddedCount,
   parseHeld,
+  RECORDS_PER_ROOT,
   sameDigest,
   sealWrites,
 } from "./held-names.ts";
@@ -25,7 +25,6 @@ import {
   holdsSecretUnder,
   isCleared,
   type TaintedFile,
-  UNKNOWN,
   WRITABLE_ROOTS,
   withheldReasons,
   writtenBetween,
@@ -43,7 +42,7 @@ function seal(
   after: Map<string, string>,
   callId = "c1",
 ): TaintedFile[] {
-  return sealWrites(writtenBetween(before, after, callId), KEY, WRITABLE_ROOTS);
+  return sealWrites(writtenBetween(before, after, callId), KEY, WRITABLE_ROOTS, callId);
 }
 const asMap = (files: TaintedFile[]) => new Map(files.map((f) => [f.path, f]));
 /** What a reader of the log sees of a record set: per root, how many and of which form. */
@@ -71,10 +70,13 @@ describe("sealWrites", () => {
     assert.equal(text.includes("a.txt"), false, "an existing path is recorded in clear");
     assert.equal(text.includes("b".repeat(64)), false, "an unbound digest is recorded");
     assert.deepEqual([...new Set(files.map((f) => parseHeld(f.path)?.anchor))].sort(), [
+      "/",
+      "/cache",
+      "/dev/shm",
       "/tmp",
       "/workspace",
     ]);
-    assert.equal(files.length, 8, "each root's one record padded to 4");
+    assert.equal(files.length, 5 * RECORDS_PER_ROOT, "every root, written under or not");
     const look = heldLookup(asMap(files), KEY);
     assert.equal(look(`/tmp/${rev}`)?.callId, "c1");
     assert.equal(look("/workspace/a.txt")?.callId, "c1");
@@ -105,19 +107,25 @@ describe("sealWrites", () => {
       for (let i = 0; i < n; i++) after.set(`/workspace/b/new${i}`, D("a"));
       return seal(before, after);
     };
-    // Different subsets, removals or changes or new files, counts within one bucket: one shape.
+    // Different subsets, removals or changes or new files, any count, nothing: one shape.
     const one = shape(remove([1, 3, 5, 7, 9]));
     assert.deepEqual(shape(remove([0, 2, 4, 6, 8])), one);
     assert.deepEqual(shape(change([0, 2, 4, 6, 8])), one);
     assert.deepEqual(shape(remove([0, 1, 2, 3, 4, 5, 6])), one);
     assert.deepEqual(shape(make(6)), one);
+    assert.deepEqual(shape(make(1)), one);
+    assert.deepEqual(shape(make(40)), one, "past the bound: the root held whole, same shape");
+    assert.deepEqual(shape(seal(before, before)), one, "a call that wrote nothing");
+    const elsewhere = new Map([...before, ["/dev/shm/s", D("a")], ["/home/agent/.x", D("a")]]);
+    assert.deepEqual(shape(seal(before, elsewhere)), one, "which roots a call wrote under");
     // Equal contents do not look equal (a digest is bound to its path).
     const digests = make(6).map((f) => f.digest);
     assert.equal(new Set(digests).size, digests.length);
   });
 
-  it("counts show as their bucket only: a power of two, at least 4", () => {
-    assert.deepEqual([0, 1, 4, 5, 8, 9, 500, 513].map(paddedCount), [0, 4, 4, 8, 8, 16, 512, 1024]);
+  it('every root gets RECORDS_PER_ROOT records (its next multiple under "/" only)', () => {
+    const n = RECORDS_PER_ROOT;
+    assert.deepEqual([0, 1, n, n + 1, 2 * n + 1].map(paddedCount), [n, n, n, 2 * n, 3 * n]);
   });
 
   it("one character per directory level: every level keyed under the root", () => {
@@ -128,11 +136,12 @@ describe("sealWrites", () => {
       after.set(p, DIR);
     }
     const files = seal(base, after);
-    assert.equal(files.length, paddedCount(SECRET.length));
-    for (const f of files) assert.equal(f.path.startsWith(`/tmp//${KEY.id}.`), true, f.path);
+    assert.equal(files.length, 5 * RECORDS_PER_ROOT);
+    const tmp = files.filter((f) => f.path.startsWith("/tmp//"));
+    assert.equal(tmp.length, RECORDS_PER_ROOT);
+    for (const f of tmp) assert.equal(f.path.startsWith(`/tmp//${KEY.id}.`), true, f.path);
     assert.equal(heldLookup(asMap(files), KEY)(`${p}/deeper`)?.callId, "c1");
     assert.equal(holdsSecretUnder(asMap(files), "/tmp"), true);
-    assert.equal(holdsSecretUnder(asMap(files), "/workspace"), false);
   });
 
   it("hostile names (control characters, escapes, 4 KiB) never reach a record", () => {
@@ -144,35 +153,42 @@ describe("sealWrites", () => {
     for (const f of files) assert.equal(f.path.length < 100, true, f.path.slice(0, 100));
   });
 
-  it(`past ${MAX_HELD_NAMES} records, each top-level entry is held whole by its keyed name (npm ci's node_modules)`, () => {
+  it(`past ${RECORDS_PER_ROOT} paths, each top-level entry is held whole by its keyed name (npm ci's node_modules)`, () => {
     const after = new Map(base);
     after.set("/workspace/node_modules", DIR);
-    for (let i = 0; i <= MAX_HELD_NAMES; i++) after.set(`/workspace/node_modules/p${i}`, D("f"));
+    for (let i = 0; i <= 1000; i++) after.set(`/workspace/node_modules/p${i}`, D("f"));
     const files = seal(base, after);
-    assert.equal(files.length, 4, JSON.stringify(files.slice(0, 3)));
-    for (const f of files) assert.equal(f.digest, UNKNOWN);
+    assert.equal(files.length, 5 * RECORDS_PER_ROOT, JSON.stringify(files.slice(0, 3)));
     const taint = asMap(files);
     assert.equal(heldLookup(taint, KEY)("/workspace/node_modules/p7/index.js")?.callId, "c1");
     assert.equal(heldLookup(taint, KEY)("/workspace/a.txt"), undefined, "the rest is free");
     assert.equal(JSON.stringify(files).includes("node_modules"), false);
+    // Held whole: gone ends it, "as before" never does.
+    const top = files.find((f) => f.path.endsWith(`.${KEY.mac("/workspace/node_modules")}`));
+    const scan = new Map([["/workspace/node_modules", DIR]]);
+    const byMac = new Map([[KEY.mac("/workspace/node_modules"), DIR]]);
+    assert.equal(isCleared(top as TaintedFile, scan, KEY, byMac), false);
+    assert.equal(isCleared(top as TaintedFile, new Map(), KEY, new Map()), true);
   });
 
-  it("past that, every root written under is held whole (UNKNOWN): bounded records", () => {
+  it('past that, the root itself is held whole; other mounts\' top-level entries under "/"', () => {
     const before = new Map<string, string>([
       ["/workspace", DIR],
       ["/data", DIR],
     ]);
-    for (let i = 0; i < MAX_HELD_NAMES + 10; i++) before.set(`/workspace/f${i}`, D("a"));
+    for (let i = 0; i < 1010; i++) before.set(`/workspace/f${i}`, D("a"));
     const after = new Map(before);
-    for (let i = 0; i < MAX_HELD_NAMES + 10; i++) after.set(`/workspace/f${i}`, D("b"));
+    for (let i = 0; i < 1010; i++) after.set(`/workspace/f${i}`, D("b"));
     after.set(`/data/${SECRET}`, D("c"));
     const files = seal(before, after);
-    assert.deepEqual(files.map((f) => [f.path, f.digest]).sort(), [
-      ["/data", UNKNOWN],
-      ["/workspace", UNKNOWN],
-    ]);
-    assert.equal(heldLookup(asMap(files), KEY)(`/data/${SECRET}`)?.path, "/data");
-    assert.equal(isCleared(files[0] as TaintedFile, new Map(), KEY), false);
+    assert.equal(files.length, 5 * RECORDS_PER_ROOT);
+    assert.equal(JSON.stringify(files).includes(SECRET), false);
+    const look = heldLookup(asMap(files), KEY);
+    assert.equal(look(`/data/${SECRET}`)?.path.startsWith(`//${KEY.id}.`), true);
+    assert.equal(look("/workspace/never-written")?.callId, "c1", "the whole root");
+    const root = look("/workspace/x") as TaintedFile;
+    const byMac = new Map([[KEY.mac("/workspace"), DIR]]);
+    assert.equal(isCleared(root, new Map([["/workspace", DIR]]), KEY, byMac), false);
   });
 
   it("a record always fits one event", () => {
@@ -224,8 +240,8 @@ describe("a sealed record ends only by a scan", () => {
   it("padding ends at the first scan; another key's entry never does", () => {
     const real = new Set(["/workspace/old", "/workspace/new", "/workspace/gone"].map(byPath));
     const pad = files.filter((f) => !real.has(f));
-    assert.equal(pad.length, 1);
-    assert.equal(isCleared(pad[0] as TaintedFile, new Map(), KEY, scanOf(after)), true);
+    assert.equal(pad.length, 5 * RECORDS_PER_ROOT - 3);
+    for (const p of pad) assert.equal(isCleared(p, new Map(), KEY, scanOf(after)), true);
     const f = byPath("/workspace/new");
     const foreign = { ...f, path: f.path.replace(KEY.id, OTHER.id) };
     assert.equal(isCleared(foreign, new Map(), KEY, new Map()), false);
@@ -261,7 +277,14 @@ describe("what a person and the log are shown", () => {
     assert.equal(line.includes(SECRET), false, line);
     assert.doesNotMatch(line, /\d+ (new )?paths?|names? held\)/);
     assert.match(line, /paths in \/workspace \(which and how many: held; call c1\)/);
-    assert.deepEqual(heldFiles(taint), ["/workspace/… (names held)"]);
+    // Every root has records (padding included): which ones a call wrote under is not told.
+    assert.deepEqual(heldFiles(taint).sort(), [
+      "/cache/… (names held)",
+      "/dev/shm/… (names held)",
+      "/tmp/… (names held)",
+      "/workspace/… (names held)",
+      "/… (names held)",
+    ]);
   });
 
   it("the patch withholds a held file and names only its root", () => {

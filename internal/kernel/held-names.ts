@@ -8,22 +8,22 @@
  * removals, and which of them share a content. So the record's shape must not follow the
  * value: every path of a `secret.written` record (one that existed before the call too) is
  * `ROOT//KEYID.MAC`, where ROOT is the writable root it lies under (`/workspace`, `/tmp`,
- * `/cache`, `/dev/shm`, another mount's top: the kernel's choice, not the program's) and MAC
- * the HMAC-SHA256 of the path under the run's name key (EventLog.runNameKey: kept beside
- * the run's log, never in an event, never served by the API); every digest is
- * `h:MAC(call, pathMAC, digest)` (bound to its call and path, so equal contents, removals
- * and new files look alike, and no record joins another); and each root's records are padded with random entries of the same form to
- * a power of two (at least 4), so what a reader learns of the count is its bucket (a few
- * bits per root and call). Checks hash the candidate path and each of its ancestors
- * (heldLookup); the scans that end a hold hash the paths under a root that has records.
- * Keying matters: an unkeyed hash of a one-character name is a table lookup.
- * Past MAX_HELD_NAMES records (or MAX_HELD_NAME_BYTES) each top-level entry of a root the
- * call wrote under (`/workspace/node_modules`) is held as a whole by its keyed name
- * (digest UNKNOWN: no scan ends it), padded the same way; if that is still too much, every
- * root the call wrote under, as after a failed scan. Records of earlier versions (clear
- * paths, `ANCHOR//…` names, `k:` digests) are still read and matched.
+ * `/cache`, `/dev/shm`, or "" for any other path: the kernel's choice, not the program's)
+ * and MAC the HMAC-SHA256 of the path under the run's name key (EventLog.runNameKey: kept
+ * beside the run's log, never in an event, never served by the API); every digest is
+ * `h:MAC(call, pathMAC, digest)` (bound to its call and path, so equal contents, removals,
+ * new files and records held whole look alike, and no record joins another); and every
+ * root gets exactly RECORDS_PER_ROOT records per call, real ones and random ones of the
+ * same form, whether the call wrote there or not: the record's shape tells nothing the
+ * program chose. Past that many paths under a root, each top-level entry it wrote under
+ * (`/workspace/node_modules`) is held whole by its keyed name; past that many of those, the
+ * root itself (held whole: only the path's removal ends such a hold, never "as before").
+ * Checks hash the candidate path and each of its ancestors (heldLookup); the scans that
+ * end a hold hash the paths under a root that has records. Keying matters: an unkeyed hash
+ * of a one-character name is a table lookup. Records of earlier versions (clear paths,
+ * `ANCHOR//…` names, `k:` digests, padded buckets) are still read and matched.
  *
- * Must never: put a path of a secret-carrying call, an unbound digest or an unpadded count
+ * Must never: put a path of a secret-carrying call, an unbound digest or a count
  * in a record; log or return the key; report a path as not held because its entry was
  * keyed with a key it cannot check (an entry whose key id differs holds its whole root).
  */
@@ -33,16 +33,6 @@ import type { TaintedFile } from "./secret-taint.ts";
 /** The sentinels a digest field may hold in clear. */
 const UNKNOWN = "unknown";
 const GONE = "gone";
-
-/** More records than this in one call: held names' anchors are held as a whole. */
-export const MAX_HELD_NAMES = 1000;
-/**
- * Nor more than this many bytes of records (an estimate of their JSON): half the log's
- * 512 KiB event limit (MAX_EVENT_BYTES), so a `secret.written` always fits.
- */
-export const MAX_HELD_NAME_BYTES = 256 * 1024;
-/** The JSON a record costs beyond its three strings (field names, quotes, the call id). */
-const RECORD_OVERHEAD = 64;
 
 /** The run's name key, ready to use: never printable. */
 export interface NameKey {
@@ -131,15 +121,6 @@ export function heldLookup(
   };
 }
 
-/** The root a path with no clear ancestor is anchored at (also: held at past the bounds). */
-function fallbackAnchor(path: string, roots: readonly string[]): string {
-  let best = "";
-  for (const r of roots) if (path.startsWith(`${r}/`) && r.length > best.length) best = r;
-  // Another mount (an image's VOLUME): its top-level directory, never "/" (no lookup
-  // walks up to "/").
-  return best !== "" ? best : `/${path.split("/")[1] ?? ""}`;
-}
-
 /**
  * A digest bound to the call and the keyed name of its path: `h:MAC(call, pathMAC, digest)`
  * ("" and GONE too). The call matters: unbound to it, a later call's `before` of a path
@@ -150,95 +131,134 @@ export function bindDigest(callId: string, pathMac: string, digest: string, key:
   return `h:${key.mac(`${callId}\0${pathMac}\0${digest}`)}`;
 }
 
-/** The padded size of `n` records: a power of two, at least 4 (none stays none). */
+/**
+ * Records per root in every sealed `secret.written`: each root the kernel scans gets
+ * exactly this many (real ones and padding), whatever the call wrote. A count, a bucket or
+ * which roots a call wrote under would be bits the program chose.
+ */
+export const RECORDS_PER_ROOT = 16;
+
+/**
+ * The roots a sealed record is kept under: the writable roots, and "/" for every other
+ * path (another mount, a HOME): a fixed list, never the program's choice.
+ */
+function sealRoots(roots: readonly string[]): string[] {
+  return [...roots.filter((r) => r !== "/"), "/"];
+}
+
+/** The padded size of `n` records: RECORDS_PER_ROOT, or its next multiple past it. */
 export function paddedCount(n: number): number {
-  if (n === 0) return 0;
-  let size = 4;
-  while (size < n) size *= 2;
-  return size;
+  return Math.max(1, Math.ceil(n / RECORDS_PER_ROOT)) * RECORDS_PER_ROOT;
+}
+
+/** A record's path: `ROOT//KEYID.MAC` ("//KEYID.MAC" under "/"). */
+function heldPath(root: string, mac: string, key: NameKey): string {
+  return `${root === "/" ? "" : root}//${key.id}.${mac}`;
+}
+
+/** The padding records this process made (the log holds them; a run's taint need not). */
+const PADDING = new WeakSet<TaintedFile>();
+
+/** Whether `f` is padding sealWrites made: it matches no path, ever. */
+export function isPadding(f: TaintedFile): boolean {
+  return PADDING.has(f);
 }
 
 /** Random records of the sealed form under `root`: no scan ever matches one. */
-function padding(root: string, n: number, key: NameKey, digest?: string): TaintedFile[] {
+function padding(root: string, n: number, key: NameKey, callId: string): TaintedFile[] {
   const hex = (): string => randomBytes(32).toString("hex");
-  return Array.from({ length: n }, () => ({
-    path: `${root}//${key.id}.${hex()}`,
-    digest: digest ?? `h:${hex()}`,
-    before: digest === undefined ? `h:${hex()}` : "",
-    callId: "",
-  }));
+  return Array.from({ length: n }, () => {
+    const f = {
+      path: heldPath(root, hex(), key),
+      digest: `h:${hex()}`,
+      before: `h:${hex()}`,
+      callId,
+    };
+    PADDING.add(f);
+    return f;
+  });
 }
 
-/** Groups records by root and pads each group (padding's call id set to `callId`). */
-function padByRoot(
-  byRoot: ReadonlyMap<string, TaintedFile[]>,
+/**
+ * One path's record: keyed name, digests bound to the call (UNKNOWN too: a record held
+ * whole is told from the others by the key only; `before` "" means no scan's "as before"
+ * ever ends it, only the path's removal does).
+ */
+function sealed(
+  root: string,
+  path: string,
+  digest: string,
+  before: string,
+  callId: string,
+  key: NameKey,
+): TaintedFile {
+  const mac = key.mac(path);
+  return {
+    path: heldPath(root, mac, key),
+    digest: bindDigest(callId, mac, digest, key),
+    before: bindDigest(callId, mac, before, key),
+    callId,
+  };
+}
+
+/**
+ * A root's records, RECORDS_PER_ROOT of them: each path; past that each top-level entry
+ * held whole (`npm ci`'s node_modules); past that the root itself held whole (under "/",
+ * which no lookup reaches, the top-level entries stay, padded to the next multiple).
+ */
+function sealRoot(
+  root: string,
+  writes: readonly TaintedFile[],
   key: NameKey,
   callId: string,
-  digest?: string,
 ): TaintedFile[] {
-  const out: TaintedFile[] = [];
-  for (const [root, group] of byRoot) {
-    out.push(...group);
-    const extra = padding(root, paddedCount(group.length) - group.length, key, digest);
-    out.push(...extra.map((f) => ({ ...f, callId })));
+  let records = writes.map((f) => sealed(root, f.path, f.digest, f.before, callId, key));
+  if (records.length > RECORDS_PER_ROOT) {
+    const tops = new Set(writes.map((f) => topOf(root, f.path)));
+    records = [...tops].map((t) => sealed(root, t, UNKNOWN, "", callId, key));
   }
-  return out;
+  if (records.length > RECORDS_PER_ROOT && root !== "/")
+    records = [sealed(root, root, UNKNOWN, "", callId, key)];
+  return [...records, ...padding(root, paddedCount(records.length) - records.length, key, callId)];
+}
+
+/** The top-level entry of `root` that `path` lies in (the root itself for the root). */
+function topOf(root: string, path: string): string {
+  const base = root === "/" ? "" : root;
+  if (path.length <= base.length + 1) return path;
+  return `${base}/${path.slice(base.length + 1).split("/")[0]}`;
+}
+
+/** The root a path is sealed under: the longest writable root it lies under, else "/". */
+function rootOf(path: string, roots: readonly string[]): string {
+  let best = "/";
+  for (const r of roots)
+    if ((path === r || path.startsWith(`${r}/`)) && r.length > best.length) best = r;
+  return best;
 }
 
 /**
  * The records of a call's writes (clear paths from writtenBetween) as the log may hold
- * them: every path keyed under its root, digests bound, each root's records padded; past
- * the bounds each top-level entry held whole, then each root (as after a failed scan).
+ * them: every root gets RECORDS_PER_ROOT records (keyed names, bound digests, padding),
+ * whatever the call wrote; a path that is not absolute (the container's kernel state)
+ * stays as it is.
  */
 export function sealWrites(
   writes: readonly TaintedFile[],
   key: NameKey,
   roots: readonly string[],
+  callId = writes[0]?.callId ?? "",
 ): TaintedFile[] {
-  const callId = writes[0]?.callId ?? "";
+  const all = sealRoots(roots);
+  const byRoot = new Map<string, TaintedFile[]>(all.map((r) => [r, []]));
   const clear: TaintedFile[] = [];
-  const named = new Map<string, TaintedFile[]>();
-  /** Per root, its top-level entries the call wrote under (held whole past the bounds). */
-  const tops = new Map<string, Set<string>>();
   for (const f of writes) {
-    if (f.digest === UNKNOWN || !f.path.startsWith("/")) {
-      clear.push(f);
-      continue;
-    }
-    const root = fallbackAnchor(f.path, roots);
-    const mac = key.mac(f.path);
-    const group = named.get(root) ?? [];
-    group.push({
-      path: `${root}//${key.id}.${mac}`,
-      digest: bindDigest(f.callId, mac, f.digest, key),
-      before: bindDigest(f.callId, mac, f.before, key),
-      callId: f.callId,
-    });
-    named.set(root, group);
-    const top =
-      f.path.length > root.length ? `${root}/${f.path.slice(root.length + 1).split("/")[0]}` : root;
-    tops.set(root, (tops.get(root) ?? new Set()).add(top));
+    if (!f.path.startsWith("/")) clear.push(f);
+    else byRoot.get(rootOf(f.path, all))?.push(f);
   }
-  const all = [...clear, ...padByRoot(named, key, callId)];
-  if (fits(all)) return byPath(all);
-  // Too many to record: each top-level entry (`npm ci`'s node_modules) is held as a whole,
-  // by its keyed name, for the rest of the run.
-  const wholes = new Map(
-    [...tops].map(([root, set]) => [
-      root,
-      [...set].map((t) => ({
-        path: `${root}//${key.id}.${key.mac(t)}`,
-        digest: UNKNOWN,
-        before: "",
-        callId,
-      })),
-    ]),
-  );
-  const trees = [...clear, ...padByRoot(wholes, key, callId, UNKNOWN)];
-  if (fits(trees)) return byPath(trees);
-  // Still too many: every root the call wrote under, as after a failed scan.
-  const whole = (path: string): TaintedFile => ({ path, digest: UNKNOWN, before: "", callId });
-  return byPath([...clear, ...[...named.keys()].map(whole)]);
+  const out = [...clear];
+  for (const [root, group] of byRoot) out.push(...sealRoot(root, group, key, callId));
+  return byPath(out);
 }
 
 /**
@@ -249,15 +269,6 @@ export function sealWrites(
  */
 function byPath(files: TaintedFile[]): TaintedFile[] {
   return files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-}
-
-/** Whether records fit one `secret.written` (MAX_HELD_NAMES, MAX_HELD_NAME_BYTES). */
-function fits(files: readonly TaintedFile[]): boolean {
-  if (files.length > MAX_HELD_NAMES) return false;
-  let bytes = 0;
-  for (const f of files)
-    bytes += f.path.length + f.digest.length + f.before.length + RECORD_OVERHEAD;
-  return bytes <= MAX_HELD_NAME_BYTES;
 }
 
 /** The anchor a person is shown for a held-name entry (undefined: a clear path). */

@@ -288,7 +288,7 @@ export function heldFiles(taint: ReadonlyMap<string, TaintedFile>): string[] {
     if (anchor === undefined) out.push(p);
     else roots.add(anchor);
   }
-  for (const root of roots) out.push(`${root}/… (names held)`);
+  for (const root of roots) out.push(`${root === "/" ? "" : root}/… (names held)`);
   return out;
 }
 
