@@ -134,6 +134,11 @@ export interface KernelRun {
    * and held until named); undefined: the kernel's own store.
    */
   artifacts?: ArtifactStore;
+  /**
+   * Called before every call that carries a secret, before anything of it runs: the drive
+   * keeps the workspace's diff as it was before the first one (worker/before-secret.ts).
+   */
+  beforeSecret?: () => Promise<void>;
 }
 
 /** Tools that never change the workspace (their calls keep a run pristine). */

@@ -8,7 +8,7 @@
  * let a secret-carrying call's writes go unrecorded when its scan fails (roots are tainted).
  */
 import type { EventPayload } from "../eventlog/event-codec.ts";
-import { heldLookup, type NameKey, sealWrites } from "./held-names.ts";
+import { heldLookup, isPadding, type NameKey, sealWrites } from "./held-names.ts";
 import type { DecidedCall, KernelRun, PreviewData, ProposedCall } from "./kernel.ts";
 import {
   CONTAINER_STATE,
@@ -177,6 +177,8 @@ export async function containCall(
   const state = EXEC_TOOLS.has(call.tool) ? [containerState(call.callId)] : [];
   // Fetched before the call runs: the record after it must not wait on (or fail for) it.
   const key = await keyOf(run);
+  // The last moment the workspace holds nothing the secret decided (the final patch's).
+  await run.beforeSecret?.();
   await append(secretWrittenEvent(call.callId, [...unknownRoots(call.callId), ...state]));
   const before = await scanWritable(run.sandbox, run.signal);
   return async () => {
@@ -191,12 +193,14 @@ export async function containCall(
     const writes = writtenBetween(before, after, call.callId).filter(
       (f) => f.digest !== GONE || lookup(f.path) === undefined,
     );
-    // Every path and digest is keyed, each root's records padded, before they reach the log
-    // (held-names.ts): the shape of what the call wrote is the program's choice too.
-    const files = sealWrites(writes, key, WRITABLE_ROOTS);
+    // Every path and digest is keyed, every root given the same number of records, before
+    // they reach the log (held-names.ts): the shape of what the call wrote is the program's.
+    const files = sealWrites(writes, key, WRITABLE_ROOTS, call.callId);
     files.push(...state);
     await append(secretWrittenEvent(call.callId, files));
     run.taint ??= new Map();
-    for (const f of files) run.taint.set(f.path, f);
+    // Padding matches nothing: the log carries it, the run's taint need not (a taker's
+    // first scan drops it).
+    for (const f of files) if (!isPadding(f)) run.taint.set(f.path, f);
   };
 }

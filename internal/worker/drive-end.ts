@@ -14,26 +14,24 @@ import {
   ArtifactEmittedSchema,
   PatchOmissionSchema,
   RunCancelledSchema,
+  type RunCompleted,
   RunCompletedSchema,
   RunFailedSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
-import { omissionsShown } from "../kernel/held-names.ts";
-import { holdsSecretUnder, refreshTaint, withheldReasons } from "../kernel/secret-taint.ts";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
+import { hadSecretCall, patchBeforeSecret, WITHHELD_AFTER_SECRET } from "./before-secret.ts";
 import type { Drive } from "./drive.ts";
 import { boxLost } from "./drive-lost.ts";
 import { costOf, usageOf } from "./drive-usage.ts";
 import { answerOpenCalls } from "./open-calls.ts";
 import { baseArchive, PATCH } from "./run-artifacts.ts";
 import type { DriveOutcome, Next } from "./run-driver.ts";
-import { runNameKey } from "./run-name-key.ts";
 
 /**
  * The final patch as an artifact, then run.completed; the container goes. Every process is
- * killed first: the workspace must not change between the diff's two reads. Changes larger
- * than limits.maxPatchSize fail the run (ETOOLARGE naming the limit).
+ * killed first: the workspace must not change between the diff's two reads.
  */
 export async function complete(d: Drive, summary: string): Promise<Next> {
   const box = d.box as SandboxHandle;
@@ -41,64 +39,93 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
   // replacement nobody recovered. The next drive recovers it, and the model is asked again.
   if (await boxLost(d)) return { to: "release" };
   await box.killAll();
-  // Files the run holds a secret in stay out of the patch (a scan first ends the taints
-  // of files deleted or restored since).
-  const taint = d.kernelRun?.taint;
-  const key = taint === undefined || taint.size === 0 ? undefined : await runNameKey(d);
-  if (taint !== undefined && key !== undefined)
-    await refreshTaint(taint, box, key, d.cancel.signal);
-  const withheld =
-    taint === undefined || key === undefined ? undefined : withheldReasons(taint, key);
-  let diff: WorkspaceDiff;
-  try {
-    const base = await baseArchive(d.deps.artifacts, d.events);
-    diff = await box.diff({
-      ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
-      ...(taint === undefined || taint.size === 0
-        ? {}
-        : { withhold: (path: string) => withheld?.(path)?.reason }),
-      maxPatchBytes: d.deps.policy().limits.maxPatchSize,
-      redact: (text) => d.writer.secrets.redactor.text(text),
-      signal: d.cancel.signal,
-    });
-  } catch (err) {
-    if (isAgentdError(err, "ETOOLARGE")) return fail(d, err.code, err.message);
-    throw err;
-  }
-  let patchDigest = "";
-  if (diff.patch !== "") {
-    const info = await d.deps.artifacts.put(Buffer.from(diff.patch, "utf8"));
-    patchDigest = info.digest;
-    await d.writer.append({
-      case: "artifactEmitted",
-      value: create(ArtifactEmittedSchema, {
-        name: PATCH,
-        digest: info.digest,
-        sizeBytes: BigInt(info.size),
-        mediaType: "text/x-diff",
-      }),
-    });
-  }
-  const secretOmitted = diff.omitted.some((o) => /secret/.test(o.reason));
+  const final = hadSecretCall(d) ? await patchBeforeSecretCall(d) : await finalDiff(d, box);
+  if ("fail" in final) return fail(d, final.fail.code, final.fail.message);
   await d.writer.append({
     case: "runCompleted",
     value: create(RunCompletedSchema, {
       summary: summary.slice(0, 16 * 1024),
       usage: usageOf(d),
       costMicros: BigInt(costOf(d)),
-      patchDigest,
-      patchRedacted: diff.redactedFiles.length > 0 || secretOmitted,
-      patchRedactedFiles: diff.redactedFiles.slice(0, 1000),
-      patchOmitted: omissionsShown(diff.omitted, withheld)
-        .slice(0, 1000)
-        .map((o) => create(PatchOmissionSchema, o)),
-      // How many new files ignore rules kept out is a count a held call could steer
-      // (files it made or touched): not told while the workspace holds a secret.
-      patchIgnored: holdsSecretUnder(taint, "/workspace") ? 0 : diff.ignored,
+      ...final,
     }),
   });
   await box.destroy();
   return { done: "completed" };
+}
+
+/** run.completed's patch fields, or the failure the final diff met. */
+type FinalPatch =
+  | Pick<
+      RunCompleted,
+      "patchDigest" | "patchRedacted" | "patchRedactedFiles" | "patchOmitted" | "patchIgnored"
+    >
+  | { fail: { code: string; message: string } };
+
+/**
+ * The final patch of a run no secret-carrying call ran in: the workspace's diff against
+ * the upload, emitted as the `patch` artifact. Changes larger than limits.maxPatchSize
+ * fail the run (ETOOLARGE naming the limit).
+ */
+async function finalDiff(d: Drive, box: SandboxHandle): Promise<FinalPatch> {
+  let diff: WorkspaceDiff;
+  try {
+    const base = await baseArchive(d.deps.artifacts, d.events);
+    diff = await box.diff({
+      ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
+      maxPatchBytes: d.deps.policy().limits.maxPatchSize,
+      redact: (text) => d.writer.secrets.redactor.text(text),
+      signal: d.cancel.signal,
+    });
+  } catch (err) {
+    if (isAgentdError(err, "ETOOLARGE")) return { fail: { code: err.code, message: err.message } };
+    throw err;
+  }
+  let patchDigest = "";
+  if (diff.patch !== "") {
+    const info = await d.deps.artifacts.put(Buffer.from(diff.patch, "utf8"));
+    patchDigest = info.digest;
+    await emitPatch(d, info.digest, info.size);
+  }
+  return {
+    patchDigest,
+    patchRedacted: diff.redactedFiles.length > 0,
+    patchRedactedFiles: diff.redactedFiles.slice(0, 1000),
+    patchOmitted: diff.omitted.slice(0, 1000).map((o) => create(PatchOmissionSchema, o)),
+    patchIgnored: diff.ignored,
+  };
+}
+
+/**
+ * The final patch of a run a secret-carrying call ran in (before-secret.ts): the diff
+ * taken right before the first one, and one omission for everything from it on. No diff
+ * of the workspace now: which of its files are held would spell the secret.
+ */
+async function patchBeforeSecretCall(d: Drive): Promise<FinalPatch> {
+  await d.refresh(); // this drive's own capture is read back from the log
+  const digest = patchBeforeSecret(d.events);
+  const info = digest === undefined ? undefined : await d.deps.artifacts.stat(digest);
+  if (digest !== undefined && info !== undefined) await emitPatch(d, digest, info.size);
+  return {
+    patchDigest: info === undefined ? "" : (digest ?? ""),
+    patchRedacted: true,
+    patchRedactedFiles: [],
+    patchOmitted: [create(PatchOmissionSchema, WITHHELD_AFTER_SECRET)],
+    patchIgnored: 0,
+  };
+}
+
+/** The `patch` artifact's event. */
+async function emitPatch(d: Drive, digest: string, size: number): Promise<void> {
+  await d.writer.append({
+    case: "artifactEmitted",
+    value: create(ArtifactEmittedSchema, {
+      name: PATCH,
+      digest,
+      sizeBytes: BigInt(size),
+      mediaType: "text/x-diff",
+    }),
+  });
 }
 
 /**

@@ -10,16 +10,15 @@ import { create } from "@bufbuild/protobuf";
 import { isAgentdError } from "../errors.ts";
 import { ArtifactEmittedSchema, RunResumedSchema } from "../gen/agentd/v1/events_pb.js";
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
-import { refreshTaint, taintFromEvents } from "../kernel/secret-taint.ts";
 import { isTerminal, projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { metrics } from "../telemetry/metrics.ts";
+import { hadSecretCall } from "./before-secret.ts";
 import type { Drive } from "./drive.ts";
 import { boxLost } from "./drive-lost.ts";
 import { lastResolvedApproval } from "./drive-start.ts";
 import { SNAPSHOT } from "./run-artifacts.ts";
 import type { Next } from "./run-driver.ts";
-import { runNameKey } from "./run-name-key.ts";
 import { snapshotWorkspace } from "./workspace-snapshot.ts";
 
 /** Holds the run while its approval waits; where it goes when that ends. */
@@ -85,25 +84,24 @@ export async function resume(d: Drive): Promise<Next> {
 
 /**
  * The paused run holds no worker: its workspace is kept as an artifact to restore from
- * (streamed, normalised like an upload, secret values masked, the files the run holds a
- * secret in left out), the container removed.
+ * (streamed, normalised like an upload, secret values masked), the container removed. A
+ * run a secret-carrying call ran in keeps its container instead (no snapshot).
  */
 export async function pause(d: Drive): Promise<Next> {
   const box = d.box as SandboxHandle;
   // A lost container has no workspace to keep: the next drive recovers it (drive-lost.ts).
   if (await boxLost(d)) return { to: "release" };
   await box.killAll(); // nothing may change the workspace while it is copied
-  // The files the run holds a secret in stay out of the snapshot (a scan first ends the
-  // taints of files gone or back as they were, so those are kept).
-  const taint = d.kernelRun?.taint ?? taintFromEvents(d.events);
-  const key = taint.size === 0 ? undefined : await runNameKey(d);
-  if (key !== undefined) await refreshTaint(taint, box, key, d.cancel.signal);
+  // A snapshot leaving held files out would tell which files a secret-carrying call
+  // touched (before-secret.ts): such a run keeps its container; the next drive finds it.
+  if (hadSecretCall(d)) return { done: "paused" };
+  // No secret-carrying call ran: the run holds no file, the snapshot leaves none out.
   const info = await snapshotWorkspace(
     d.deps.artifacts,
     box,
     d.writer.secrets,
-    taint,
-    key,
+    new Map(),
+    undefined,
     d.cancel.signal,
   );
   await d.writer.append({

@@ -21,6 +21,7 @@ import type { SandboxHandle, WorkspaceSource } from "../sandbox/port.ts";
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
 import { indexBaseArchive } from "./base-index.ts";
+import { captureBeforeSecret } from "./before-secret.ts";
 import type { Drive } from "./drive.ts";
 import { openEgress } from "./drive-egress.ts";
 import { runImage } from "./drive-image.ts";
@@ -131,6 +132,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
       return index;
     },
     ...(d.deps.callArtifacts === undefined ? {} : { artifacts: d.deps.callArtifacts }),
+    beforeSecret: () => captureBeforeSecret(d),
   };
   // A fresh container lacks what the held calls wrote: absent is not "cleared".
   if (d.freshBox) await keepHeldAfterRestore(d.kernelRun.taint, (p) => d.writer.append(p));

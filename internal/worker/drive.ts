@@ -66,6 +66,8 @@ export interface Drive {
   /** The run's egress proxy, when its sandbox has an egress network (drive-egress.ts). */
   egress: RunEgress | undefined;
   kernelRun: KernelRun | undefined;
+  /** A call that carried a secret ran in this drive (before-secret.ts): no diff after it. */
+  secretCalled?: boolean;
   readonly usage: EngineUsage;
   /** Model steps of the run, this drive's and the ones before it (from the log: run-counts.ts). */
   steps: number;

@@ -1,11 +1,12 @@
 /**
  * A run that holds a secret pauses and resumes, end to end (the run driver, the kernel, a
- * file event log, a real artifact store, real containers): a person approves a call that
- * writes the secret (reversed: no form a mask knows) into an uploaded file; the model's next
- * exec waits for a person (secret.containment) and the run pauses — its workspace snapshot
- * leaves that file out; approved, the run resumes in a new container from the snapshot,
- * where the file is absent: the approved exec reads nothing of it, and neither the snapshot,
- * the log nor the final patch holds the value in any form.
+ * file event log, a real artifact store, real containers): the model changes a file, then
+ * a person approves a call that writes the secret (reversed: no form a mask knows) into an
+ * uploaded file; the model's next exec waits for a person (secret.containment) and the run
+ * pauses, without a snapshot (which files one leaves out would tell which ones the secret
+ * call touched): the container stays, and the resumed run finds it. The final patch is the
+ * run's changes up to the secret call; no artifact and no event but the approved read's
+ * result holds the value.
  *
  * Must never: fake the sandbox, the kernel, the log or the artifact store.
  */
@@ -31,6 +32,7 @@ import {
   sayReply,
   testImagePolicy,
 } from "../testing/worker-fixtures.ts";
+import { WITHHELD_AFTER_SECRET } from "./before-secret.ts";
 import { SNAPSHOT } from "./run-artifacts.ts";
 import { driveRun } from "./run-driver.ts";
 
@@ -75,7 +77,7 @@ const readAll = async (digest: string): Promise<string> => {
 };
 
 describe("a run holding a secret pauses and resumes", () => {
-  it("the snapshot leaves the held file out, the resumed run has it absent, and no artifact or event holds the value", async () => {
+  it("keeps its container (no snapshot); the final patch is the run's changes up to the secret call", async () => {
     const ws = await artifacts.put(
       await packWorkspace([
         { path: "setup.cfg", type: "file", mode: 0o644, data: Buffer.from("[base]\n") },
@@ -96,23 +98,40 @@ describe("a run holding a secret pauses and resumes", () => {
       secretProviders: [createEnvSecretProvider({ DEMO_TOKEN: SECRET })],
     });
     const payloads = async () => (await log.read(run.runId, 0)).map((e) => e.event.payload);
+    const pending = async () => {
+      const all = await payloads();
+      const asked = all.filter((p) => p.case === "approvalRequested").at(-1);
+      if (asked?.case !== "approvalRequested") return undefined;
+      const done = all.some(
+        (p) => p.case === "approvalResolved" && p.value.approvalId === asked.value.approvalId,
+      );
+      return done ? undefined : asked.value;
+    };
     const approveLast = async () => {
-      const asked = (await payloads()).filter((p) => p.case === "approvalRequested").at(-1);
-      assert.ok(asked?.case === "approvalRequested", "an approval is pending");
-      await approveInLog(log, run, asked.value.approvalId);
-      return asked.value;
+      const asked = await pending();
+      assert.ok(asked !== undefined, "an approval is pending");
+      await approveInLog(log, run, asked.approvalId);
+      return asked;
     };
     const fenced = async () =>
       driveRun(deps, run.runId, await log.bumpEpoch(run.runId), new AbortController().signal);
 
-    // 1. The secret call asks a person (it touches a secret): the run pauses before it.
+    // 1. The model's own change (approved if the policy asks), then the secret call asks.
     script = [
+      callReply("e", "repo.patch", {
+        path: "hello.txt",
+        edits: [{ oldText: "hello", newText: "hello world" }],
+      }),
       callReply("w", "process.run", {
         command: 'printf %s "$ENV.DEMO_TOKEN" | rev > setup.cfg',
       }),
     ];
     assert.equal(await fenced(), "paused");
-    await approveLast();
+    if ((await pending())?.callId === "e") {
+      await approveLast();
+      assert.equal(await fenced(), "paused");
+    }
+    assert.equal((await approveLast()).callId, "w");
     // 2. It runs; the model's next exec asks (the run holds a secret): the run pauses again.
     script = [callReply("r", "process.run", { command: "cat setup.cfg hello.txt" })];
     assert.equal(await fenced(), "paused");
@@ -132,28 +151,32 @@ describe("a run holding a secret pauses and resumes", () => {
       asked.preview?.summary ?? "",
       /holds a secret in paths in \/workspace \(which and how many: held/,
     );
-    const snapshot = all2
-      .filter((p) => p.case === "artifactEmitted" && p.value.name === SNAPSHOT)
-      .at(-1);
-    assert.ok(snapshot?.case === "artifactEmitted", "the pause stored a snapshot");
-    const tar = await readAll(snapshot.value.digest);
-    assert.ok(tar.includes("hello.txt"), "the rest of the workspace is in the snapshot");
-    assert.equal(tar.includes("setup.cfg"), false, "the held file is not");
-    assert.equal(tar.includes(REVERSED), false, "no held byte is");
-    // 3. Resumed from the snapshot in a new container: the approved exec finds no held byte.
+    assert.equal(
+      all2
+        .slice(all2.findIndex((p) => p.case === "secretWritten"))
+        .some((p) => p.case === "artifactEmitted" && p.value.name === SNAPSHOT),
+      false,
+      "no snapshot once a secret-carrying call ran",
+    );
+    // 3. Resumed in the same container: the exec a person approved reads the held file.
     script = [sayReply("done")];
     assert.equal(await fenced(), "completed");
     const all3 = await payloads();
     const read = all3.find((p) => p.case === "toolResult" && p.value.callId === "r");
     assert.ok(read?.case === "toolResult", "the approved exec ran");
-    assert.match(read.value.outputJson, /hello/);
-    assert.match(read.value.outputJson, /setup\.cfg.*No such file/);
-    const json = JSON.stringify(all3, (_k, v) => (typeof v === "bigint" ? String(v) : v));
-    assert.equal(json.includes(REVERSED), false, "no event holds the value");
-    const patch = all3
-      .filter((p) => p.case === "artifactEmitted" && p.value.name === "patch")
-      .at(-1);
-    if (patch?.case === "artifactEmitted")
-      assert.equal((await readAll(patch.value.digest)).includes(REVERSED), false);
+    assert.match(read.value.outputJson, /hello world/);
+    const others = all3.filter((p) => !(p.case === "toolResult" && p.value.callId === "r"));
+    const json = JSON.stringify(others, (_k, v) => (typeof v === "bigint" ? String(v) : v));
+    assert.equal(json.includes(REVERSED), false, "only the approved read's result holds it");
+    const done = all3.at(-1);
+    assert.ok(done?.case === "runCompleted");
+    assert.deepEqual(
+      done.value.patchOmitted.map((o) => o.path),
+      [WITHHELD_AFTER_SECRET.path],
+    );
+    const patch = await readAll(done.value.patchDigest);
+    assert.match(patch, /\+hello world/, "the change made before the secret call");
+    assert.equal(patch.includes("setup.cfg"), false, "nothing from the secret call on");
+    assert.equal(patch.includes(REVERSED), false);
   });
 });

@@ -32,6 +32,7 @@ import {
   sayReply,
   testImagePolicy,
 } from "../testing/worker-fixtures.ts";
+import { WITHHELD_AFTER_SECRET } from "./before-secret.ts";
 import { type DriverDeps, driveRun } from "./run-driver.ts";
 
 const SECRET = "Sk3leton-Key-4242-tango";
@@ -186,17 +187,17 @@ describe("a secret resolved in one call", () => {
         assert.ok(!text.includes(form), `${JSON.stringify(form)} in ${path}`);
     const completed = events.at(-1)?.event.payload;
     assert.ok(completed?.case === "runCompleted");
-    // The file held a secret: the paused run's snapshot left it out, so the resumed
-    // workspace has no tok.txt and the patch nothing of it (no form of the value above).
+    // A secret-carrying call ran: the patch holds the run's changes up to it (none), and
+    // says everything from it on is withheld (before-secret.ts).
     assert.deepEqual(
       completed.value.patchOmitted.map((o) => o.path),
-      [],
+      [WITHHELD_AFTER_SECRET.path],
     );
   });
 });
 
 describe("a paused run's snapshot", () => {
-  it("holds no secret value: a file the run wrote with one is absent after the resume", async () => {
+  it("is not taken once a secret-carrying call ran: the container stays, the value stays masked", async () => {
     const artifacts = new FsArtifactStore(join(dir, "artifacts"));
     const info = await artifacts.put(await packWorkspace([]));
     const run = await queueRun(log, {
@@ -225,8 +226,9 @@ describe("a paused run's snapshot", () => {
       callReply("c", "process.run", { command: "cat tok.txt; echo; wc -c < tok.txt" }),
       sayReply("ok"),
     ];
-    // The snapshot left the file out (the run holds a secret in it), and the exec still asks
-    // a person: the secret-carrying exec holds the container for the rest of the run.
+    // No snapshot (which files it left out would tell which ones the secret call touched):
+    // the container stays, and the exec still asks a person (the secret-carrying exec holds
+    // the container for the rest of the run).
     assert.equal(await drive(), "paused");
     await approveLast();
     assert.equal(await drive(), "completed");
@@ -240,9 +242,17 @@ describe("a paused run's snapshot", () => {
       stdout?: string;
       stderr?: string;
     };
-    const { stdout = "", stderr = "" } = out.result ?? out;
-    assert.equal(stdout, "\n", "no content: the file is not there");
-    assert.match(stderr, /tok\.txt/, "cat and the redirect say the file is missing");
+    const { stdout = "" } = out.result ?? out;
+    assert.equal(
+      stdout,
+      `[REDACTED]\n${SECRET.length}\n`,
+      "the same container: the file is there, masked",
+    );
+    const all = (await log.read(run.runId, 0)).map((e) => e.event.payload);
+    const names = all
+      .slice(all.findIndex((p) => p.case === "secretWritten"))
+      .flatMap((p) => (p.case === "artifactEmitted" ? [p.value.name] : []));
+    assert.deepEqual(names, [], "after the secret call: no snapshot, no patch (none before)");
     for (const { path, text } of filesUnder(dir))
       for (const form of FORMS)
         assert.ok(!text.includes(form), `${JSON.stringify(form)} in ${path}`);
@@ -357,10 +367,9 @@ describe("a secret written by an approved call (containment by mechanism)", () =
       ["r1", "r0", ...reads.map((_, i) => `x${i}`)],
       "every later call waited for a person",
     );
-    // tok.txt was made by the secret call: counted, never named. After the resume in a new
-    // container it is absent (left out of the snapshot), and still held: its absence is the
-    // restore's doing (held-after-restore.ts), so repo.read of it asks too, and every
-    // approval names it (without its name).
+    // tok.txt was made by the secret call: counted, never named. The run keeps its
+    // container across the pause and the takeover, and tok.txt stays held: repo.read of it
+    // asks too, and every approval names its root (without its name).
     for (const a of asked) assert.deepEqual(a.files, ["/workspace/… (names held)"], a.callId);
     const events = await log.read(run.runId, 0);
     const b32 = base32(SECRET);
@@ -385,9 +394,12 @@ describe("a secret written by an approved call (containment by mechanism)", () =
         assert.ok(!text.includes(form), `${JSON.stringify(form)} in ${path}`);
     const completed = events.at(-1)?.event.payload;
     assert.ok(completed?.case === "runCompleted");
-    // The paused run's snapshot left tok.txt out, so the final workspace has none: nothing of
-    // it is in the patch, and nothing needs naming as omitted (no form of the value above).
-    assert.deepEqual(completed.value.patchOmitted, [], "tok.txt is not in the final workspace");
+    // The patch holds the run's changes up to the secret call (none); the rest is withheld.
+    assert.deepEqual(
+      completed.value.patchOmitted.map((o) => o.path),
+      [WITHHELD_AFTER_SECRET.path],
+    );
+    assert.equal(completed.value.patchDigest, "");
   });
 });
 
