@@ -60,7 +60,7 @@ try {
           maxOutputBytes: 1024,
         });
         t0 = performance.now();
-        await snapshotWorkspace(store, box, createRunSecrets([]), new Map(), undefined);
+        await snapshotWorkspace(store, box, createRunSecrets([]));
         snap.push(performance.now() - t0);
       }
       const r = { files, bytes: tar.byteLength, execMs: median(exec), snapshotMs: median(snap) };

@@ -275,28 +275,3 @@ function byPath(files: TaintedFile[]): TaintedFile[] {
 export function anchorOf(path: string): string | undefined {
   return parseHeld(path)?.anchor;
 }
-
-/**
- * The omissions as run.completed may record them: a file whose name a secret-carrying call
- * made is named by its anchor only (`DIR/[names held]`, once per anchor).
- */
-export function omissionsShown<O extends { path: string; reason: string }>(
-  omitted: readonly O[],
-  withheld: ((path: string) => { reason: string; anchor?: string } | undefined) | undefined,
-): { path: string; reason: string }[] {
-  const out: { path: string; reason: string }[] = [];
-  const anchors = new Set<string>();
-  for (const o of omitted) {
-    const anchor = withheld?.(o.path)?.anchor;
-    if (anchor === undefined) {
-      out.push(o);
-      continue;
-    }
-    const rel = anchor === "/workspace" ? "" : anchor.replace(/^\/workspace\//, "");
-    const path = rel === "" ? "[names held]" : `${rel}/[names held]`;
-    if (anchors.has(path)) continue;
-    anchors.add(path);
-    out.push({ path, reason: o.reason });
-  }
-  return out;
-}

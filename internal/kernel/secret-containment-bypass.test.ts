@@ -19,9 +19,8 @@ import {
 } from "../testing/containment-run.ts";
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
 import { importNoShellImage } from "../testing/registry.ts";
-import type { NameKey } from "./held-names.ts";
 import type { CallOutcome, Kernel } from "./kernel.ts";
-import { CONTAINER_STATE, withheldReasons } from "./secret-taint.ts";
+import { CONTAINER_STATE } from "./secret-taint.ts";
 
 let stack: Stack;
 let sandbox: Sandbox;
@@ -111,7 +110,7 @@ describe("secret containment: the ways around it are closed", () => {
     assert.equal(writable.includes("/dev/shm"), true, JSON.stringify(writable));
   });
 
-  it("a symlink's target is digested: a link replaced in place taints, and stays out of the patch", async () => {
+  it("a symlink's target is digested: a link replaced in place taints", async () => {
     const f = await freshRun();
     const pre = await f.unapproved("process.run", { command: "ln -s placeholder /workspace/l" });
     assert.equal(exitOk(pre), true, JSON.stringify(pre));
@@ -124,11 +123,6 @@ describe("secret containment: the ways around it are closed", () => {
       command: "readlink /workspace/l | tr -d '\\n' | base64 -w0",
     });
     assert.equal(r.kind, "paused", `leaked=${leaked(r)} ${JSON.stringify(r).slice(0, 400)}`);
-    const taint = f.run.taint ?? new Map();
-    const diff = await f.box.diff({
-      withhold: (p) => withheldReasons(taint, f.run.nameKey as NameKey)(p)?.reason,
-    });
-    assert.equal(diff.patch.includes(SECRET), false, diff.patch.slice(0, 600));
   });
 
   it("a file's metadata is digested: an mtime set from the secret taints the file", async () => {

@@ -175,13 +175,7 @@ describe("a directory's extended attributes and a secret", () => {
     const dir = mkdtempSync(join(tmpdir(), "agentd-xattr-snap-"));
     try {
       const store = new FsArtifactStore(dir);
-      const info = await snapshotWorkspace(
-        store,
-        box,
-        createRunSecrets([SECRET]),
-        run.taint ?? new Map(),
-        run.nameKey,
-      );
+      const info = await snapshotWorkspace(store, box, createRunSecrets([SECRET]));
       const chunks: Buffer[] = [];
       for await (const c of store.read(info.digest)) chunks.push(Buffer.from(c));
       const tar = Buffer.concat(chunks).toString("latin1");

@@ -292,26 +292,6 @@ export function heldFiles(taint: ReadonlyMap<string, TaintedFile>): string[] {
   return out;
 }
 
-/**
- * Why a workspace path (relative, clear) is left out of the final patch: it holds a secret;
- * `nameHeld` when its name must not be shown either (the omission then names its anchor).
- */
-export function withheldReasons(
-  taint: ReadonlyMap<string, TaintedFile>,
-  key: NameKey,
-): (path: string) => { reason: string; anchor?: string } | undefined {
-  const lookup = heldLookup(taint, key);
-  return (path) => {
-    const f = lookup(`/workspace/${path}`);
-    if (f === undefined) return undefined;
-    const reason = `holds a secret (written by call ${f.callId}, which carried one); left out of the patch`;
-    const anchor =
-      anchorOf(f.path) ??
-      (f.digest === UNKNOWN && f.path !== `/workspace/${path}` ? f.path : undefined);
-    return anchor === undefined ? { reason } : { reason, anchor };
-  };
-}
-
 /** Whether the run holds a secret in `root` or anything under it. */
 export function holdsSecretUnder(
   taint: ReadonlyMap<string, TaintedFile> | undefined,

@@ -515,7 +515,6 @@ export class DockerSandboxHandle implements SandboxHandle {
       openExport: () => this.exportWorkspace(),
       maxPatchBytes: opts.maxPatchBytes ?? DEFAULT_MAX_PATCH_BYTES,
       ...(opts.redact === undefined ? {} : { redact: opts.redact }),
-      ...(opts.withhold === undefined ? {} : { withhold: opts.withhold }),
       ...(opts.signal === undefined ? {} : { signal: opts.signal }),
     });
   }

@@ -143,8 +143,6 @@ export interface DiffOptions {
   maxPatchBytes?: number;
   /** The run's redactor: every secret value in the patch becomes a marker. */
   redact?: (text: string) => string;
-  /** Paths (relative to /workspace) left out of the patch, with the reason. */
-  withhold?: (path: string) => string | undefined;
   signal?: AbortSignal;
 }
 

@@ -64,11 +64,6 @@ export interface DiffWorkspaceOptions {
   maxPatchBytes: number;
   /** Replaces every secret value in a text with `[REDACTED]` (the run's redactor). */
   redact?: (text: string) => string;
-  /**
-   * Paths (relative to /workspace) left out of the patch whatever they hold, with the
-   * reason (files the run holds a secret in: kernel/secret-taint.ts). Default none.
-   */
-  withhold?: (path: string) => string | undefined;
   signal?: AbortSignal;
   /** Most files and directories the workspace may hold: past it ETOOLARGE. Default 500,000. */
   maxEntries?: number;
@@ -179,33 +174,10 @@ export async function diffWorkspace(opts: DiffWorkspaceOptions): Promise<Workspa
   const patchOpts = { maxPatchBytes: opts.maxPatchBytes, redact, signal: opts.signal };
   const readNew: ReadContents = (wanted) => readContents(opts.openExport(), wanted, scanOpts);
   const was = "open" in base ? await scanExport(base.open(), scanOpts) : scanFiles(base);
-  if (opts.withhold !== undefined) withholdFrom(was, current, opts.withhold);
   if (!("open" in base)) return buildPatch(was, current, readNew, patchOpts);
   return buildPatch(was, current, readNew, patchOpts, (w) =>
     readContents(base.open(), w, scanOpts),
   );
-}
-
-/**
- * Marks the withheld paths unfit, and takes a withheld `.gitignore` as it was in the base
- * (none when it is new): what a held file holds never decides which other files the patch
- * carries.
- */
-function withholdFrom(
-  was: WorkspaceScan,
-  current: WorkspaceScan,
-  withhold: (path: string) => string | undefined,
-): void {
-  for (const path of [...was.entries.keys(), ...current.entries.keys()]) {
-    const reason = withhold(path);
-    if (reason !== undefined) current.unfit.set(path, reason);
-  }
-  for (const dir of [...current.gitignores.keys()]) {
-    if (withhold(dir === "" ? ".gitignore" : `${dir}/.gitignore`) === undefined) continue;
-    const before = was.gitignores.get(dir);
-    if (before === undefined) current.gitignores.delete(dir);
-    else current.gitignores.set(dir, before);
-  }
 }
 
 /**

@@ -95,15 +95,7 @@ export async function pause(d: Drive): Promise<Next> {
   // A snapshot leaving held files out would tell which files a secret-carrying call
   // touched (before-secret.ts): such a run keeps its container; the next drive finds it.
   if (hadSecretCall(d)) return { done: "paused" };
-  // No secret-carrying call ran: the run holds no file, the snapshot leaves none out.
-  const info = await snapshotWorkspace(
-    d.deps.artifacts,
-    box,
-    d.writer.secrets,
-    new Map(),
-    undefined,
-    d.cancel.signal,
-  );
+  const info = await snapshotWorkspace(d.deps.artifacts, box, d.writer.secrets, d.cancel.signal);
   await d.writer.append({
     case: "artifactEmitted",
     value: create(ArtifactEmittedSchema, {
