@@ -79,6 +79,8 @@ describe("commandFamily", () => {
     assert.equal(familyCovers("npm test", "npm test > /workspace/x"), false);
     assert.equal(familyCovers("npm test", "env npm test"), false);
     assert.equal(familyCovers("npm run build", "npm run deploy"), false);
+    assert.equal(familyCovers("make", "make"), true);
+    assert.equal(familyCovers("make", "make deploy"), false);
   });
 });
 

@@ -121,12 +121,18 @@ export function familyText(words: readonly string[]): string {
   return words.join(" ");
 }
 
-/** Whether `line` starts with the words of `rule` (a family as the policy writes it). */
+/**
+ * Whether `line` starts with the words of `rule` (a family as the policy writes it); a
+ * one-word rule covers only that word alone.
+ */
 export function familyCovers(rule: string, line: string): boolean {
   const plain = plainWords(line);
   if ("problem" in plain) return false;
   const ruleWords = rule.split(" ");
   if (!("words" in commandFamily(line))) return false;
+  // A program alone ("make", from a call without arguments) covers only that call: a
+  // program-wide rule would allow every subcommand, wider than what a person saw.
+  if (ruleWords.length === 1 && plain.words.length !== 1) return false;
   return ruleWords.every((w, i) => plain.words[i] === w);
 }
 
