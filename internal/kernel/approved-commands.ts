@@ -16,7 +16,7 @@
  */
 import { argvLine } from "../tools/run-command.ts";
 import { PROGRAM_RE, SUBCOMMAND_RE } from "./approved-command-words.ts";
-import { analyzeCommand } from "./command-analysis.ts";
+import { analyzeCommand, type CommandAnalysis } from "./command-analysis.ts";
 import type { Policy } from "./policy-schema.ts";
 import { RUN_WRITTEN_SCRIPT } from "./provenance.ts";
 import type { Assessment } from "./risk.ts";
@@ -65,7 +65,10 @@ function hasControl(text: string): boolean {
 }
 
 /** The literal words of a line that is exactly one plain command, or why not. */
-function plainWords(line: string): { words: string[] } | { problem: string } {
+function plainWords(
+  line: string,
+  analysis?: CommandAnalysis,
+): { words: string[] } | { problem: string } {
   if (line.length === 0) return { problem: "the command is empty" };
   if (line.length > MAX_LINE) return { problem: "the command is longer than 16 KiB" };
   const parsed = parseShell(line);
@@ -78,7 +81,7 @@ function plainWords(line: string): { words: string[] } | { problem: string } {
   for (const w of c.words)
     if (w.expansions.length > 0 || w.glob || w.brace || w.tilde || hasControl(w.text))
       return { problem: "the command has expansions, globs or control characters" };
-  const a = analyzeCommand(line);
+  const a = analysis ?? analyzeCommand(line);
   if (a.dynamic.length > 0) return { problem: `the command is dynamic (${a.dynamic[0]})` };
   if (a.destructive.length > 0)
     return { problem: `the command is destructive (${a.destructive[0]})` };
@@ -93,8 +96,8 @@ function plainWords(line: string): { words: string[] } | { problem: string } {
  * program alone when it has no arguments (["make"]). A program followed by an option or a
  * path first has no family (a program-wide rule would be wider than what was seen).
  */
-export function commandFamily(line: string): FamilyResult {
-  const plain = plainWords(line);
+export function commandFamily(line: string, analysis?: CommandAnalysis): FamilyResult {
+  const plain = plainWords(line, analysis);
   if ("problem" in plain) return plain;
   const [program = "", sub, script] = plain.words;
   if (!PROGRAM_RE.test(program))
@@ -122,18 +125,31 @@ export function familyText(words: readonly string[]): string {
 }
 
 /**
- * Whether `line` starts with the words of `rule` (a family as the policy writes it); a
- * one-word rule covers only that word alone.
+ * The words of `line` a family rule is matched against: the line's literal words when it
+ * has a family (commandFamily), else undefined (no rule covers it). `analysis`: the line's
+ * analysis when the caller has it (the kernel's assessment), so it is not done twice.
  */
-export function familyCovers(rule: string, line: string): boolean {
-  const plain = plainWords(line);
-  if ("problem" in plain) return false;
+export function coveredWords(line: string, analysis?: CommandAnalysis): string[] | undefined {
+  const plain = plainWords(line, analysis);
+  if ("problem" in plain) return undefined;
+  return "words" in commandFamily(line, analysis) ? plain.words : undefined;
+}
+
+/**
+ * Whether a line of `words` (coveredWords) starts with the words of `rule` (a family as the
+ * policy writes it); a one-word rule covers only that word alone: a program-wide rule
+ * would allow every subcommand, wider than what a person saw ("make" from `make`).
+ */
+export function wordsCovered(rule: string, words: readonly string[]): boolean {
   const ruleWords = rule.split(" ");
-  if (!("words" in commandFamily(line))) return false;
-  // A program alone ("make", from a call without arguments) covers only that call: a
-  // program-wide rule would allow every subcommand, wider than what a person saw.
-  if (ruleWords.length === 1 && plain.words.length !== 1) return false;
-  return ruleWords.every((w, i) => plain.words[i] === w);
+  if (ruleWords.length === 1 && words.length !== 1) return false;
+  return ruleWords.every((w, i) => words[i] === w);
+}
+
+/** Whether `line` is covered by the family `rule` (coveredWords, then wordsCovered). */
+export function familyCovers(rule: string, line: string): boolean {
+  const words = coveredWords(line);
+  return words !== undefined && wordsCovered(rule, words);
 }
 
 /** The facts an approved family may answer for; any other fact still asks a person. */
@@ -167,8 +183,13 @@ export function approvedCommandRule(
   if (a.risk.touchesSecrets || a.approvalFacts.includes(RUN_WRITTEN_SCRIPT)) return undefined;
   // Only what a family rule speaks to: a high-risk command, build/config files, impact.
   if (!a.approvalFacts.every(relaxable)) return undefined;
+  if (!policy.approvedCommands.some((r) => r.repo === scope.repo)) return undefined;
+  // The line's words once (reusing the assessment's analysis), then each entry compared.
+  const same = a.command !== undefined && a.command.line === scope.line;
+  const words = coveredWords(scope.line, same ? a.command?.analysis : undefined);
+  if (words === undefined) return undefined;
   const i = policy.approvedCommands.findIndex(
-    (r) => r.repo === scope.repo && familyCovers(r.command, scope.line as string),
+    (r) => r.repo === scope.repo && wordsCovered(r.command, words),
   );
   if (i < 0) return undefined;
   const r = policy.approvedCommands[i];
