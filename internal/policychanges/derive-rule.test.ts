@@ -19,7 +19,7 @@ import {
   ProposedRuleKind,
   ProposedRuleSchema,
 } from "../gen/agentd/v1/events_pb.js";
-import { loadPolicyFile } from "../kernel/policy-loader.ts";
+import { loadPolicyFile, parsePolicy, resolveRelative } from "../kernel/policy-loader.ts";
 import type { ApprovalState } from "../projections/approvals.ts";
 import { applyChange, rejectChange } from "./apply.ts";
 import type { PolicyChangesDeps } from "./deps.ts";
@@ -245,6 +245,28 @@ describe("propose and apply on real files", () => {
     assert.deepEqual(p.network.allow, ["registry.npmjs.org", "api.example.com:443"]);
     assert.match(readFileSync(own, "utf8"), /^# acme's policy$/m);
     await assert.rejects(applyChange(deps, c.id, "root2"), /already applied by root/);
+  });
+
+  it("a proposer's name cannot write into the policy through the comment", () => {
+    for (const proposedBy of [
+      "x\rnetwork: {allow: ['*.com']}",
+      "x\nsandbox: {cpu: 64}",
+      "x\u2028y\u0085z",
+    ]) {
+      const c = prepareChange(deps, {
+        ...proposal("acme", `apr_H_${proposedBy.length}`, "h.example.com:443"),
+        proposedBy,
+      });
+      const lines = c.newText.split(/\r\n|\r|\n|\u2028|\u2029|\u0085/);
+      const added = lines.filter((l) => l.includes("proposed by x"));
+      assert.equal(added.length, 1, c.newText);
+      assert.match(added[0] as string, /^\s*# pc_[a-f0-9]{20}: proposed by x\?/);
+      const loaded = parsePolicy(c.newText, own, resolveRelative);
+      assert.ok(loaded.ok);
+      assert.equal(loaded.policy.sandbox.cpu, 1);
+      assert.deepEqual(loaded.policy.network.allow.at(-1), "h.example.com:443");
+      assert.ok(!loaded.policy.network.allow.some((h) => h.includes("*")));
+    }
   });
 
   it("a rule the policy already has is not proposed", () => {

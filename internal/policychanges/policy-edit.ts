@@ -77,7 +77,9 @@ export function editPolicy(
       ? { command: rule.command, repo: rule.repo, change: note.changeId }
       : rule.host,
   );
-  item.commentBefore = ` ${note.changeId}: proposed by ${note.proposedBy} approving ${note.approvalId}`;
+  // The names are plain text in a comment: anything but a few safe characters becomes "?"
+  // (a \r or \n would end the comment and put the rest of the name into the policy).
+  item.commentBefore = ` ${note.changeId}: proposed by ${commentSafe(note.proposedBy)} approving ${commentSafe(note.approvalId)}`;
   doc.addIn(listPath, item);
   const newText = doc.toString();
   const parsed = parsePolicy(newText, path, resolveRelative);
@@ -89,6 +91,11 @@ export function editPolicy(
   const name = basename(path);
   const diff = createTwoFilesPatch(name, name, text, newText, "current", `with ${note.changeId}`);
   return { baseSha256: sha256Hex(bytes), newText, diff, policy: parsed.policy };
+}
+
+/** `text` for a YAML comment: letters, digits and ` ._@:/+-` only, at most 128 characters. */
+export function commentSafe(text: string): string {
+  return text.slice(0, 128).replace(/[^A-Za-z0-9 ._@:/+-]/g, "?");
 }
 
 /** The rule in words ("npm test in repo web", "host registry.example.com:443"). */
