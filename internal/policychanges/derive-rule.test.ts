@@ -235,8 +235,8 @@ describe("propose and apply on real files", () => {
       prepareChange(deps, proposal("acme", "apr_R1_a", "api.example.com:443")),
     );
     assert.equal(c.needsTenantFile, false);
-    assert.match(c.diff, /^\+\s+- registry\.npmjs\.org$/m);
-    assert.match(c.diff, /^\+\s+- api\.example\.com:443$/m);
+    assert.match(c.diff, /^\+\s+- "registry\.npmjs\.org"$/m);
+    assert.match(c.diff, /^\+\s+- "api\.example\.com:443"$/m);
     assert.equal(published.length, 1);
     const applied = await applyChange(deps, c.id, "root");
     assert.equal(applied.state, "applied");
