@@ -222,8 +222,8 @@ describe("rules from approvals", { timeout: 900_000 }, () => {
     assert.equal(c.callId, "c1");
     assert.equal(c.policyFile, "acme.yaml");
     assert.equal(c.needsTenantFile, undefined);
-    assert.match(c.diff as string, /^\+\s+- command: echo hello$/m);
-    assert.match(c.diff as string, /^\+\s+repo: web$/m);
+    assert.match(c.diff as string, /^\+\s+- command: "echo hello"$/m);
+    assert.match(c.diff as string, /^\+\s+repo: "web"$/m);
     // Nothing is applied yet: the file is as written.
     assert.equal(readFileSync(tenantPolicy, "utf8"), TENANT_TEXT);
 
@@ -273,8 +273,8 @@ describe("rules from approvals", { timeout: 900_000 }, () => {
     assert.match(loser.stderr, /already applied by root-(one|two)|changed since/);
     const text = readFileSync(tenantPolicy, "utf8");
     assert.match(text, /approvedCommands:/);
-    assert.match(text, /command: echo hello/);
-    assert.match(text, new RegExp(`change: ${changeId}`));
+    assert.match(text, /command: "echo hello"/);
+    assert.match(text, new RegExp(`change: "${changeId}"`));
     const applied = loadPolicyFile(tenantPolicy);
     assert.deepEqual(applied.approvedCommands, [
       { command: "echo hello", repo: "web", change: changeId },
