@@ -60,9 +60,13 @@ async function writeAtomically(path: string, text: string): Promise<void> {
     await rename(tmp, path);
   } catch (err) {
     await unlink(tmp).catch(() => undefined);
-    throw new AgentdError("EIO", `cannot write ${basename(path)}: ${(err as Error).message}`, {
-      cause: err,
-    });
+    // Not EIO: the person applying must learn why (a read-only mount is a setup, not a fault).
+    const code = (err as NodeJS.ErrnoException).code ?? "error";
+    throw new AgentdError(
+      "ECONFLICT",
+      `cannot write ${basename(path)} (${code}): apply the change's diff by hand, or give the server write access to the file`,
+      { cause: err },
+    );
   }
   const dir = await open(dirname(path), "r");
   try {

@@ -7,6 +7,7 @@
  * Must never: let two holders in at once, or wait forever (ETIMEOUT after WAIT_MS).
  */
 import { open, stat, unlink } from "node:fs/promises";
+import { basename } from "node:path";
 import { AgentdError } from "../errors.ts";
 
 /** An apply holds the lock for a read, a store write and a rename: far less than this. */
@@ -24,7 +25,13 @@ export async function withFileLock<T>(path: string, fn: () => Promise<T>): Promi
       await fh.close();
       break;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== "EEXIST")
+        throw new AgentdError(
+          "ECONFLICT",
+          `this server cannot write beside the policy file (${code ?? "error"} on ${basename(lock)}): apply the change's diff by hand, or give the server write access to the file's directory`,
+          { cause: err },
+        );
       const age = await stat(lock).then(
         (s) => Date.now() - s.mtimeMs,
         () => 0,
