@@ -343,3 +343,36 @@ it("a policy directory the server cannot write: refused naming why, the change s
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it("a lock file that cannot be made (its name too long): refused naming why, nothing written", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "agentd-pc-long-"));
+  const own = join(dir, `${"p".repeat(245)}.yaml`); // 250 bytes: the file fits, its lock does not
+  writeFileSync(own, "version: 1\nsandbox: {network: allowlist}\n");
+  const deps: PolicyChangesDeps = {
+    store: new FilePolicyChangeStore(),
+    chosen: () => ({ policy: loadPolicyFile(own), source: "tenant", path: own }),
+    reload: () => undefined,
+    publish: async () => undefined,
+  };
+  try {
+    const c = await storeChange(
+      deps,
+      prepareChange(deps, {
+        tenantId: "acme",
+        rule: { kind: "host", host: "long.example.com:443" },
+        proposedBy: "alice",
+        approvalId: "apr_LONG_c1",
+        runId: "LONG",
+        callId: "c1",
+      }),
+    );
+    await assert.rejects(
+      applyChange(deps, c.id, "root"),
+      /cannot write beside the policy file \(ENAMETOOLONG/,
+    );
+    assert.equal((await deps.store.get(c.id))?.state, "pending");
+    assert.equal(readFileSync(own, "utf8"), "version: 1\nsandbox: {network: allowlist}\n");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
