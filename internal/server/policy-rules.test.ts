@@ -335,6 +335,15 @@ describe("rules from approvals", { timeout: 900_000 }, () => {
     assert.equal(back[0]?.changeId, changeId);
     assert.equal(back[0]?.state, "POLICY_CHANGE_STATE_APPLIED");
     assert.equal(back[0]?.proposedBy, "alice");
+    const text = await ctl(["policy", "changes"], ADMIN2);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(
+      text.stdout,
+      new RegExp(
+        `^${changeId} applied by root-(one|two) · tenant acme · command "echo hello" in repo web · proposed by alice \\(apr_\\S+\\) · acme\\.yaml$`,
+        "m",
+      ),
+    );
   });
 });
 
