@@ -201,6 +201,12 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
       const a = approvals.get(req.approvalId);
       if (a === undefined)
         throw new AgentdError("ENOTFOUND", `approval ${req.approvalId} not found`);
+      // A rule from a call a person did approve may still be proposed once the run ended
+      // (again, after the first went stale): nothing is appended to the run or resumed.
+      if (endedBy !== undefined && rule !== undefined && a.state === "approved") {
+        await finishProposal(rule, await prepareProposal(deps, principal, rule, a));
+        return { approval: toMessage(a) };
+      }
       // Terminal is terminal: nothing is approved for an ended run, whatever was decided.
       if (endedBy !== undefined) throw endedError(req.approvalId, runId, endedBy);
       if (a.state !== "pending") {

@@ -13,7 +13,7 @@ import { REPO_LABEL } from "../kernel/trust-store.ts";
 import type { PolicyChangesDeps } from "../policychanges/deps.ts";
 import { checkProposal, deriveRule } from "../policychanges/derive-rule.ts";
 import type { StoredPolicyChange } from "../policychanges/port.ts";
-import { existingChange, prepareChange, storeChange } from "../policychanges/propose.ts";
+import { prepareChange, storeChange } from "../policychanges/propose.ts";
 import type { ApprovalState } from "../projections/approvals.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
 
@@ -47,9 +47,7 @@ export async function prepareProposal(
   const { run } = await runOf(deps, principal, a.runId);
   const events = (await deps.log.read(a.runId, 0)).map((e) => e.event);
   const rule = deriveRule(r.kind, a, events, run.labels[REPO_LABEL]);
-  const held = await existingChange(r.deps, a.approvalId, rule);
-  if (held !== undefined) return { change: held, stored: true };
-  const change = prepareChange(r.deps, {
+  return prepareChange(r.deps, {
     tenantId: run.tenantId,
     rule,
     proposedBy: principal.name,
@@ -57,7 +55,6 @@ export async function prepareProposal(
     runId: a.runId,
     callId: a.callId,
   });
-  return { change, stored: false };
 }
 
 /** Stores a prepared change (and announces it) unless it was stored already. */
@@ -65,5 +62,5 @@ export async function finishProposal(
   r: RuleRequest,
   p: { change: StoredPolicyChange; stored: boolean },
 ): Promise<void> {
-  if (!p.stored) await storeChange(r.deps, p.change);
+  await storeChange(r.deps, p);
 }

@@ -92,7 +92,7 @@ export async function applyChange(
     if (now !== c.baseSha256)
       throw new AgentdError(
         "ECONFLICT",
-        `the policy file ${basename(c.path)} changed since ${id} was proposed (sha256 ${c.baseSha256.slice(0, 12)} → ${now.slice(0, 12)}): the diff no longer applies; reject it and propose the rule again`,
+        `the policy file ${basename(c.path)} changed since ${id} was proposed (sha256 ${c.baseSha256.slice(0, 12)} → ${now.slice(0, 12)}): the diff no longer applies; reject it (agentctl policy reject ${id}) and propose the rule again (agentctl approve ${c.approvalId} --rule ${c.rule.kind})`,
       );
     const before = parsePolicy(bytes.toString("utf8"), c.path, resolveRelative);
     const after = parsePolicy(c.newText, c.path, resolveRelative);

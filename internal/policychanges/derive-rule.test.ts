@@ -232,7 +232,7 @@ describe("propose and apply on real files", () => {
   it("a host rule: the diff keeps the inherited hosts, apply writes it and reloads", async () => {
     const c = await storeChange(
       deps,
-      prepareChange(deps, proposal("acme", "apr_R1_a", "api.example.com:443")),
+      await prepareChange(deps, proposal("acme", "apr_R1_a", "api.example.com:443")),
     );
     assert.equal(c.needsTenantFile, false);
     assert.match(c.diff, /^\+\s+- "registry\.npmjs\.org"$/m);
@@ -247,13 +247,13 @@ describe("propose and apply on real files", () => {
     await assert.rejects(applyChange(deps, c.id, "root2"), /already applied by root/);
   });
 
-  it("a proposer's name cannot write into the policy through the comment", () => {
+  it("a proposer's name cannot write into the policy through the comment", async () => {
     for (const proposedBy of [
       "x\rnetwork: {allow: ['*.com']}",
       "x\nsandbox: {cpu: 64}",
       "x\u2028y\u0085z",
     ]) {
-      const c = prepareChange(deps, {
+      const { change: c } = await prepareChange(deps, {
         ...proposal("acme", `apr_H_${proposedBy.length}`, "h.example.com:443"),
         proposedBy,
       });
@@ -269,9 +269,9 @@ describe("propose and apply on real files", () => {
     }
   });
 
-  it("a rule the policy already has is not proposed", () => {
-    assert.throws(
-      () => prepareChange(deps, proposal("acme", "apr_R1_b", "registry.npmjs.org:443")),
+  it("a rule the policy already has is not proposed", async () => {
+    await assert.rejects(
+      prepareChange(deps, proposal("acme", "apr_R1_b", "registry.npmjs.org:443")),
       /already has this rule/,
     );
   });
@@ -279,7 +279,7 @@ describe("propose and apply on real files", () => {
   it("a tenant without a file of its own: the diff is against the server's, apply is refused", async () => {
     const c = await storeChange(
       deps,
-      prepareChange(deps, proposal("plain", "apr_R2_a", "x.example.com:443")),
+      await prepareChange(deps, proposal("plain", "apr_R2_a", "x.example.com:443")),
     );
     assert.equal(c.needsTenantFile, true);
     const before = readFileSync(server, "utf8");
@@ -293,7 +293,7 @@ describe("propose and apply on real files", () => {
   it("a file changed since the proposal is refused, naming the file; unchanged, nothing written", async () => {
     const c = await storeChange(
       deps,
-      prepareChange(deps, proposal("acme", "apr_R3_a", "y.example.com:8443")),
+      await prepareChange(deps, proposal("acme", "apr_R3_a", "y.example.com:8443")),
     );
     writeFileSync(own, `${readFileSync(own, "utf8")}# touched\n`);
     const touched = readFileSync(own, "utf8");
@@ -303,6 +303,21 @@ describe("propose and apply on real files", () => {
     );
     assert.equal(readFileSync(own, "utf8"), touched);
     assert.equal((await deps.store.get(c.id))?.state, "pending");
+    // The same approval proposes again against the file as it is now: a new change.
+    const again = await prepareChange(deps, proposal("acme", "apr_R3_a", "y.example.com:8443"));
+    assert.equal(again.stored, false);
+    assert.notEqual(again.change.id, c.id);
+    // …and a retry against the same version finds the change it made.
+    const stored = await storeChange(deps, again);
+    const retry = await prepareChange(deps, proposal("acme", "apr_R3_a", "y.example.com:8443"));
+    assert.equal(retry.stored, true);
+    assert.equal(retry.change.id, stored.id);
+    await assert.rejects(
+      prepareChange(deps, proposal("acme", "apr_R3_a", "z.example.com:443")),
+      /already proposed/,
+    );
+    const applied = await applyChange(deps, stored.id, "root");
+    assert.equal(applied.state, "applied");
   });
 });
 
@@ -322,7 +337,7 @@ it("a policy directory the server cannot write: refused naming why, the change s
   };
   const c = await storeChange(
     deps,
-    prepareChange(deps, {
+    await prepareChange(deps, {
       tenantId: "acme",
       rule: { kind: "host", host: "ro.example.com:443" },
       proposedBy: "alice",
@@ -357,7 +372,7 @@ it("a lock file that cannot be made (its name too long): refused naming why, not
   try {
     const c = await storeChange(
       deps,
-      prepareChange(deps, {
+      await prepareChange(deps, {
         tenantId: "acme",
         rule: { kind: "host", host: "long.example.com:443" },
         proposedBy: "alice",

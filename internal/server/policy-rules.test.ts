@@ -205,6 +205,9 @@ describe("rules from approvals", { timeout: 900_000 }, () => {
     assert.equal(end.code, 0, `${end.stdout}\n${end.stderr}`);
     const runId = /run ([0-9A-HJKMNP-TV-Z]{26}) created/.exec(end.stderr)?.[1] as string;
 
+    // The run ended; approving again with the rule finds the change it made (no second one).
+    const again = await ctl(["approve", approvalId, "--rule", "command"], APPROVER);
+    assert.equal(again.code, 0, again.stderr);
     const changes = await listChanges(APPROVER);
     assert.equal(changes.length, 1, JSON.stringify(changes));
     const c = changes[0] as Record<string, unknown>;
