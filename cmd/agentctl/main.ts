@@ -890,7 +890,7 @@ function approvalBlock(raw: Approval): string {
   const lines = [
     `${st.yellow("┌")} ${st.bold(a.approvalId)} · run ${a.runId} · ${a.tool}${st.dim(`${req}${exp}`)}`,
     ...formatPreview(raw.preview, st).map((l) => `${st.yellow("│")} ${l}`),
-    `${st.yellow("└")} agentctl approve ${a.approvalId}   |   agentctl deny ${a.approvalId} --reason "…"`,
+    `${st.yellow("└")} agentctl approve ${a.approvalId} [--rule command|host]   |   agentctl deny ${a.approvalId} --reason "…"`,
   ];
   return `${lines.join("\n")}\n`;
 }
