@@ -451,11 +451,22 @@ its preview (summary, files and diff, or argv and cwd) and the commands to resol
     details: withOutput(
       `Approves the pending approval ID (apr_…; see agentctl approvals). The paused run goes
 back on the queue and a worker carries out the call. Approving twice is fine; approving
-what was denied (or expired) is refused.`,
+what was denied (or expired) is refused.
+
+--rule also asks for a rule instead of a one-off: "command" (the approved command's
+family, e.g. "npm test", in the run's repository) or "host" (a network approval's host
+and port). The server derives the rule from the call; it becomes a pending policy change
+an admin applies (agentctl policy changes, agentctl policy apply ID). The approval itself
+is still a one-off.`,
       "the approval as resolved",
     ),
     flags: {
       reason: { type: "string", arg: "TEXT", help: "why (recorded in the event)" },
+      rule: {
+        type: "string",
+        arg: "KIND",
+        help: "also propose a rule: command (this command family in this repository) or host",
+      },
       output: OUTPUT_FLAG,
     },
   },
@@ -470,6 +481,48 @@ denial with the reason, so it can change its plan.`,
     ),
     flags: {
       reason: { type: "string", arg: "TEXT", help: "why; the model reads it" },
+      output: OUTPUT_FLAG,
+    },
+  },
+  {
+    name: "policy changes",
+    args: [],
+    summary: "list rules proposed from approvals (pending, applied, rejected)",
+    details: withOutput(
+      `Lists the policy changes people proposed when approving (agentctl approve --rule), newest
+first: the rule, who proposed it, the approval it came from and the diff against the
+tenant's policy file. An admin's token lists every tenant's (--tenant: one).`,
+      "the policy changes",
+    ),
+    flags: {
+      tenant: { type: "string", arg: "TENANT", help: "admin: only this tenant's changes" },
+      pending: { type: "boolean", help: "only pending changes" },
+      output: OUTPUT_FLAG,
+    },
+  },
+  {
+    name: "policy apply",
+    args: ["ID"],
+    summary: "apply a pending policy change to the tenant's policy file (admin)",
+    details: withOutput(
+      `Writes the pending change ID (pc_…) into the tenant's policy file and reloads it; the
+next matching call is decided by the new rule. Refused when the file changed since the
+change was proposed (reject it and propose again), when the tenant has no policy file of
+its own, or when the change is no longer pending. Needs the admin role.`,
+      "the change as applied",
+    ),
+    flags: { output: OUTPUT_FLAG },
+  },
+  {
+    name: "policy reject",
+    args: ["ID"],
+    summary: "reject a pending policy change (admin)",
+    details: withOutput(
+      "Rejects the pending change ID (pc_…): it is never applied. Needs the admin role.",
+      "the change as rejected",
+    ),
+    flags: {
+      reason: { type: "string", arg: "TEXT", help: "why (recorded in the tenant feed)" },
       output: OUTPUT_FLAG,
     },
   },

@@ -43,6 +43,7 @@ import { formatList, formatResource } from "../../internal/cli/output/print.ts";
 import {
   approvalResource,
   eventResource,
+  policyChangeResource,
   principalResource,
   runResource,
 } from "../../internal/cli/output/resources.ts";
@@ -64,11 +65,18 @@ import { stateCode, waitRun } from "../../internal/cli/wait.ts";
 import { approvalHint, outcomeCode, watchRun } from "../../internal/cli/watch.ts";
 import { canonicalJson } from "../../internal/eventlog/canonical-json.ts";
 import { verifyChain } from "../../internal/eventlog/hash-chain.ts";
-import { type Event, EventSchema } from "../../internal/gen/agentd/v1/events_pb.js";
+import {
+  type Event,
+  EventSchema,
+  PolicyChangeState,
+  ProposedRuleKind,
+} from "../../internal/gen/agentd/v1/events_pb.js";
 import {
   type Approval,
   ApprovalSchema,
   DeleteRunResponseSchema,
+  type PolicyChange,
+  PolicyChangeSchema,
   type PurgeTenantResponse,
   PurgeTenantResponseSchema,
   type Run,
@@ -163,7 +171,7 @@ function splitCommand(argv: string[]): { name: string | undefined; rest: string[
     }
     if (a.startsWith("-")) continue;
     const rest = [...argv.slice(0, i), ...argv.slice(i + 1)];
-    if (a === "artifact" || a === "config") {
+    if (a === "artifact" || a === "config" || a === "policy") {
       // Commands with a subcommand: artifact get, config use-context…
       const j = rest.findIndex((x, k) => k >= i && !x.startsWith("-"));
       if (j >= 0 && findCommand(`${a} ${rest[j]}`) !== undefined) {
@@ -199,11 +207,20 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
     return EXIT.OK;
   }
   const spec = findCommand(
-    name === "artifact" ? "artifact get" : name === "config" ? "config use-context" : name,
+    name === "artifact"
+      ? "artifact get"
+      : name === "config"
+        ? "config use-context"
+        : name === "policy"
+          ? "policy changes"
+          : name,
   );
   if (spec === undefined) {
     const known = [...new Set(COMMANDS.map((c) => c.name.split(" ")[0] as string))];
     throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, known)}`);
+  }
+  if (name === "policy" && !(rest.includes("--help") || rest.includes("-h"))) {
+    throw new UsageError("policy needs a subcommand: changes, apply ID, reject ID", spec.name);
   }
   if (name === "artifact" && !(rest.includes("--help") || rest.includes("-h"))) {
     throw new UsageError('artifact needs a subcommand: "artifact get RUN"', spec.name);
@@ -873,7 +890,7 @@ function approvalBlock(raw: Approval): string {
   const lines = [
     `${st.yellow("┌")} ${st.bold(a.approvalId)} · run ${a.runId} · ${a.tool}${st.dim(`${req}${exp}`)}`,
     ...formatPreview(raw.preview, st).map((l) => `${st.yellow("│")} ${l}`),
-    `${st.yellow("└")} agentctl approve ${a.approvalId}   |   agentctl deny ${a.approvalId} --reason "…"`,
+    `${st.yellow("└")} agentctl approve ${a.approvalId} [--rule command|host]   |   agentctl deny ${a.approvalId} --reason "…"`,
   ];
   return `${lines.join("\n")}\n`;
 }
@@ -908,7 +925,18 @@ async function approvalsCmd(c: Ctx): Promise<number> {
 async function resolveCmd(c: Ctx, approve: boolean): Promise<number> {
   const approvalId = c.args[0] as string;
   c.about.approvalId = approvalId;
-  const d = { approvalId, approve, reason: str(c.values, "reason") ?? "" };
+  const rule = str(c.values, "rule");
+  if (rule !== undefined && rule !== "command" && rule !== "host")
+    throw new UsageError(
+      `--rule must be command or host, not ${JSON.stringify(rule)}`,
+      c.spec.name,
+    );
+  const d = {
+    approvalId,
+    approve,
+    reason: str(c.values, "reason") ?? "",
+    ...(rule === undefined ? {} : { rule: rule as "command" | "host" }),
+  };
   const approval = await resolve(c.client, d, c.signal);
   const runId = approval?.runId ?? "?";
   if (c.output !== undefined)
@@ -920,11 +948,73 @@ async function resolveCmd(c: Ctx, approve: boolean): Promise<number> {
     );
   else
     stdout.write(
-      `${approve ? "approved" : "denied"} ${approvalId} (run ${runId}${approval?.tool ? `, ${approval.tool}` : ""}); the run resumes on a worker\n`,
+      `${approve ? "approved" : "denied"} ${approvalId} (run ${runId}${approval?.tool ? `, ${approval.tool}` : ""}); the run resumes on a worker\n${rule === undefined ? "" : `a ${rule} rule was proposed: agentctl policy changes --pending (an admin applies it)\n`}`,
     );
   // A decision right after the request may race the worker's pause (internal/cli/approval.ts).
   if (approval !== undefined && mayRace(approval))
     await nudgeResume(c.client, runId, d, { signal: c.signal, budgetMs: 6000 });
+  return EXIT.OK;
+}
+
+// --- policy changes, apply, reject -----------------------------------------------------------
+
+function policyChangeLine(raw: PolicyChange): string {
+  const c = escapeMessage(PolicyChangeSchema, raw);
+  const rule =
+    c.rule?.kind === ProposedRuleKind.COMMAND
+      ? `command "${c.rule.command}" in repo ${c.rule.repo}`
+      : `host ${c.rule?.host ?? "?"}`;
+  const state = PolicyChangeState[c.state]?.toLowerCase() ?? "?";
+  const settled = c.settledBy === "" ? "" : ` by ${c.settledBy}`;
+  const file = c.needsTenantFile
+    ? `${c.policyFile} (server's: the tenant needs a policy file of its own to apply it)`
+    : c.policyFile;
+  return `${c.changeId} ${state}${settled} · tenant ${c.tenantId} · ${rule} · proposed by ${c.proposedBy} (${c.approvalId}) · ${file}\n${c.state === PolicyChangeState.PENDING ? c.diff.replace(/^/gm, "    ") : ""}`;
+}
+
+async function policyChangesCmd(c: Ctx): Promise<number> {
+  const res = await c.client.listPolicyChanges(
+    { tenantId: str(c.values, "tenant") ?? "", pendingOnly: c.values.pending === true },
+    { timeoutMs: 30_000, signal: c.signal },
+  );
+  if (c.output !== undefined) {
+    stdout.write(formatList(c.output, res.changes.map(policyChangeResource)));
+  } else if (res.changes.length === 0) {
+    info("no policy changes");
+  } else {
+    stdout.write(res.changes.map(policyChangeLine).join("\n"));
+  }
+  return EXIT.OK;
+}
+
+async function policyApplyCmd(c: Ctx): Promise<number> {
+  const changeId = c.args[0] as string;
+  const res = await c.client.applyPolicyChange(
+    { changeId },
+    { timeoutMs: 60_000, signal: c.signal },
+  );
+  if (c.output !== undefined && res.change !== undefined) {
+    stdout.write(formatResource(c.output, policyChangeResource(res.change)));
+    return EXIT.OK;
+  }
+  stdout.write(
+    `${changeId}: applied to ${oneLine(res.change?.policyFile ?? "?", 200)} (tenant ${oneLine(res.change?.tenantId ?? "?", 80)}); policy ${res.newDigest.slice(0, 12)} is in force\n`,
+  );
+  return EXIT.OK;
+}
+
+async function policyRejectCmd(c: Ctx): Promise<number> {
+  const changeId = c.args[0] as string;
+  const reason = str(c.values, "reason") ?? "";
+  const res = await c.client.rejectPolicyChange(
+    { changeId, reason },
+    { timeoutMs: 30_000, signal: c.signal },
+  );
+  if (c.output !== undefined && res.change !== undefined) {
+    stdout.write(formatResource(c.output, policyChangeResource(res.change)));
+    return EXIT.OK;
+  }
+  stdout.write(`${changeId}: rejected\n`);
   return EXIT.OK;
 }
 
@@ -1061,6 +1151,9 @@ const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
   approve: (c) => resolveCmd(c, true),
   deny: (c) => resolveCmd(c, false),
   "artifact get": artifactGetCmd,
+  "policy changes": policyChangesCmd,
+  "policy apply": policyApplyCmd,
+  "policy reject": policyRejectCmd,
   whoami: whoamiCmd,
 };
 

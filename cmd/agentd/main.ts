@@ -77,6 +77,9 @@ import { expireUploadReceipts } from "../../internal/lifecycle/expire-receipts.t
 import { FileRunDeletion } from "../../internal/lifecycle/file-run-deletion.ts";
 import type { RunDeletionStore } from "../../internal/lifecycle/port.ts";
 import { RedisRunDeletion } from "../../internal/lifecycle/redis-run-deletion.ts";
+import { FilePolicyChangeStore } from "../../internal/policychanges/file-store.ts";
+import type { PolicyChangeStore } from "../../internal/policychanges/port.ts";
+import { RedisPolicyChangeStore } from "../../internal/policychanges/redis-store.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { isTerminal } from "../../internal/projections/run-projection.ts";
 import { connectRedis, createRedisClient } from "../../internal/redisconn/connect.ts";
@@ -472,6 +475,17 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       uploadReceiptTtlMs: cfg["upload-receipt-ttl"],
       tenantArtifacts: built.tenantArtifacts,
       policy: (tenantId: string) => tenantPolicies.forTenant(tenantId).policy,
+      // Rules from approvals: written into the tenant's file by ApplyPolicyChange, which
+      // reloads at once (workers see the file change through their own watch).
+      policyChanges: {
+        store: built.policyChanges,
+        chosen: (t: string) => tenantPolicies.forTenant(t),
+        reload: () => {
+          tenantPolicies.reload();
+          announce();
+        },
+        publish: (t: string, runId: string, json: string) => log.publish(t, runId, json),
+      },
       ...(limits === undefined
         ? {}
         : {
@@ -1111,6 +1125,8 @@ async function buildEventLog(
   rebuildLedgers?: (artifacts: ArtifactStore) => Promise<void>;
   /** The tenants' CreateRuns per minute (runsPerMinute), shared by every server. */
   runRate: RunRateCounter;
+  /** Rules proposed from approvals, pending until an admin applies them (internal/policychanges). */
+  policyChanges: PolicyChangeStore;
   /** The Redis client of a Redis event log (the artifact store may use it too). */
   redis?: Redis;
   closeAll: () => Promise<void>;
@@ -1148,6 +1164,7 @@ async function buildEventLog(
         await rebuildArtifactBytes(tenantArtifacts, deletion.ledgerSource(), artifacts);
       },
       runRate: new MemoryRunRate(),
+      policyChanges: new FilePolicyChangeStore({ path: `${dir}/policy-changes.jsonl` }),
       closeAll: async () => {
         await queue.close();
         await log.close();
@@ -1191,6 +1208,7 @@ async function buildEventLog(
     dayLedger: new RedisDayLedger({ client, prefix: cfg["redis-prefix"] }),
     tenantArtifacts: new RedisArtifactLedger({ client, prefix: cfg["redis-prefix"] }),
     runRate: new RedisRunRate({ client, prefix: cfg["redis-prefix"] }),
+    policyChanges: new RedisPolicyChangeStore({ client, prefix: cfg["redis-prefix"] }),
     redis: client,
     closeAll: async () => {
       await queue.close();

@@ -38,6 +38,7 @@ import { observeApprovalWait } from "../telemetry/event-metrics.ts";
 import { principalOf } from "./context.ts";
 import { type ApiDeps, runOf } from "./deps.ts";
 import { annotateRpc } from "./interceptors/tracing.ts";
+import { finishProposal, prepareProposal, ruleRequest } from "./propose-rule.ts";
 import { decodePageToken, encodePageToken, pageSizeField, textField } from "./validate.ts";
 
 const RETRIES = 5;
@@ -183,6 +184,7 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
       throw invalid("decision", "must be APPROVAL_DECISION_APPROVE or APPROVAL_DECISION_DENY");
     }
     textField("reason", req.reason, 4096);
+    const rule = ruleRequest(deps, req.proposeRule, req.decision);
     const wanted = req.decision === ApprovalDecision.APPROVE ? "approved" : "denied";
     annotateRpc(ctx.values, {
       "agentd.run.id": runId,
@@ -199,18 +201,32 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
       const a = approvals.get(req.approvalId);
       if (a === undefined)
         throw new AgentdError("ENOTFOUND", `approval ${req.approvalId} not found`);
+      // A rule from a call a person did approve may still be proposed once the run ended
+      // (again, after the first went stale): nothing is appended to the run or resumed.
+      if (endedBy !== undefined && rule !== undefined && a.state === "approved") {
+        await finishProposal(rule, await prepareProposal(deps, principal, rule, a));
+        return { approval: toMessage(a) };
+      }
       // Terminal is terminal: nothing is approved for an ended run, whatever was decided.
       if (endedBy !== undefined) throw endedError(req.approvalId, runId, endedBy);
       if (a.state !== "pending") {
         // Resolved already (by a person, or by expiry): the run must be able to go on,
         // whatever this caller wanted.
         await requeue(deps, principal, runId);
-        if (a.state === wanted) return { approval: toMessage(a) };
+        if (a.state === wanted) {
+          // A retry after a failure past the append: the change is stored (idempotent).
+          if (rule !== undefined)
+            await finishProposal(rule, await prepareProposal(deps, principal, rule, a));
+          return { approval: toMessage(a) };
+        }
         throw new AgentdError(
           "ECONFLICT",
           `approval ${req.approvalId} was already ${a.state}${a.resolvedBy === "expiry" ? " (it expired)" : ` by ${a.resolvedBy}`}`,
         );
       }
+      // The rule first: a call that cannot give one refuses the request, nothing resolved.
+      const proposal =
+        rule === undefined ? undefined : await prepareProposal(deps, principal, rule, a);
       try {
         await deps.log.append({
           runId,
@@ -223,6 +239,7 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
               decision: req.decision,
               reason: req.reason,
               resolvedBy: principal.name,
+              policyChangeId: proposal?.change.id ?? "",
             }),
           },
         });
@@ -235,6 +252,9 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
       }
       observeApprovalWait(a.requestedAt, req.decision, false, now());
       await requeue(deps, principal, runId);
+      // After the requeue: the run goes on whatever happens to the proposal (a failure
+      // here is answered as an error; a retry finds the approval resolved and stores it).
+      if (rule !== undefined && proposal !== undefined) await finishProposal(rule, proposal);
       return {
         approval: toMessage({
           ...a,

@@ -6,6 +6,7 @@ import type { Run } from "../gen/agentd/v1/run_service_pb.js";
 import type { IdempotencyStore } from "../idempotency/port.ts";
 import type { Policy } from "../kernel/policy-schema.ts";
 import type { RunDeletionDeps } from "../lifecycle/delete-run.ts";
+import type { PolicyChangesDeps } from "../policychanges/deps.ts";
 import type { RunProjectionCache } from "../projections/run-cache.ts";
 import type { RunAdmission } from "../scheduler/admission.ts";
 import type { RunQueue } from "../scheduler/port.ts";
@@ -78,6 +79,12 @@ export interface ApiDeps {
    * auth file), tightening the server's --max-workspace-bytes. Without one, the server's.
    */
   tenantUploadBytes?: (tenantId: string) => number | undefined;
+  /**
+   * Rules proposed from approvals (ResolveApproval propose_rule) and their application
+   * (ListPolicyChanges, ApplyPolicyChange, RejectPolicyChange). Without one, a proposal and
+   * those RPCs answer UNIMPLEMENTED.
+   */
+  policyChanges?: PolicyChangesDeps;
 }
 
 export interface BudgetMax {

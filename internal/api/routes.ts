@@ -10,6 +10,11 @@ import type { ApiDeps } from "./deps.ts";
 import { getArtifactHandler } from "./get-artifact.ts";
 import { getRunHandler } from "./get-run.ts";
 import { listRunsHandler } from "./list-runs.ts";
+import {
+  applyPolicyChangeHandler,
+  listPolicyChangesHandler,
+  rejectPolicyChangeHandler,
+} from "./policy-changes.ts";
 import { purgeTenantHandler } from "./purge-tenant.ts";
 import { streamEventsHandler } from "./stream-events.ts";
 import { uploadWorkspaceHandler } from "./upload-workspace.ts";
@@ -29,6 +34,9 @@ export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
     watchEvents: watchEventsHandler(deps),
     deleteRun: deleteRunHandler(deps),
     purgeTenant: purgeTenantHandler(deps),
+    listPolicyChanges: listPolicyChangesHandler(deps),
+    applyPolicyChange: applyPolicyChangeHandler(deps),
+    rejectPolicyChange: rejectPolicyChangeHandler(deps),
     whoAmI: (_req, ctx) => {
       const p = principalOf(ctx);
       return { tenantId: p.tenantId, principal: p.name, roles: [...p.roles].sort() };

@@ -11,7 +11,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
-import { ApprovalDecision } from "../gen/agentd/v1/events_pb.js";
+import { ApprovalDecision, ProposedRuleKind } from "../gen/agentd/v1/events_pb.js";
 import { type Approval, RunState } from "../gen/agentd/v1/run_service_pb.js";
 import type { RunClient } from "./client.ts";
 
@@ -19,6 +19,8 @@ export interface Decision {
   approvalId: string;
   approve: boolean;
   reason: string;
+  /** Also propose a rule from the approved call (agentctl approve --rule command|host). */
+  rule?: "command" | "host";
 }
 
 export async function resolve(
@@ -31,6 +33,13 @@ export async function resolve(
       approvalId: d.approvalId,
       decision: d.approve ? ApprovalDecision.APPROVE : ApprovalDecision.DENY,
       reason: d.reason,
+      ...(d.rule === undefined
+        ? {}
+        : {
+            proposeRule: {
+              kind: d.rule === "command" ? ProposedRuleKind.COMMAND : ProposedRuleKind.HOST,
+            },
+          }),
     },
     { timeoutMs: 30_000, ...(signal === undefined ? {} : { signal }) },
   );

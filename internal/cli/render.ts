@@ -17,6 +17,7 @@ import {
   type Event,
   EventSchema,
   OutputStream,
+  PolicyChangeState,
   type Preview,
   PreviewSchema,
   type SandboxLost,
@@ -278,6 +279,12 @@ export function eventLine(raw: Event, st: Style): string {
     }
     case "policyChanged":
       detail = `tenant ${p.value.tenantId}: ${p.value.oldDigest.slice(0, 12)} → ${p.value.newDigest.slice(0, 12)} (${policyLabel({ policyDigest: p.value.newDigest, policySource: p.value.source, policyFile: p.value.policyFile })}) by ${p.value.reporter}`;
+      break;
+    case "policyChangeProposed":
+      detail = `${p.value.changeId} by ${p.value.proposedBy} from ${p.value.approvalId}: ${p.value.rule?.command !== "" ? `command "${p.value.rule?.command}" in repo ${p.value.rule?.repo}` : `host ${p.value.rule?.host}`} (${p.value.policyFile}${p.value.needsTenantFile ? ", needs a tenant policy file" : ""})`;
+      break;
+    case "policyChangeApplied":
+      detail = `${p.value.changeId} ${p.value.state === PolicyChangeState.REJECTED ? "rejected" : "applied"} by ${p.value.appliedBy} (proposed by ${p.value.proposedBy})${p.value.newDigest === "" ? "" : ` ${p.value.oldDigest.slice(0, 12)} → ${p.value.newDigest.slice(0, 12)}`}`;
       break;
     case "approvalRequested":
       detail = `${p.value.approvalId} ${p.value.tool}: ${oneLine(p.value.preview?.summary ?? "", 80)}`;

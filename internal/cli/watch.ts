@@ -78,6 +78,7 @@ export function approvalHint(runId: string, approvalId: string): string {
     `run ${runId} waits for approval ${approvalId}.\n` +
     `  approve: agentctl approve ${approvalId}\n` +
     `  deny:    agentctl deny ${approvalId} --reason "…"\n` +
+    `  or approve and propose a rule: agentctl approve ${approvalId} --rule command|host\n` +
     `  preview: agentctl approvals --run ${runId}`
   );
 }

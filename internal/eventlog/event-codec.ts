@@ -44,6 +44,8 @@ export const EVENT_TYPES = {
   "run.deleted": "runDeleted",
   "tenant.purged": "tenantPurged",
   "policy.changed": "policyChanged",
+  "policy.change_proposed": "policyChangeProposed",
+  "policy.change_applied": "policyChangeApplied",
   "sandbox.lost": "sandboxLost",
 } as const satisfies Record<string, NonNullable<Event["payload"]["case"]>>;
 

@@ -4,6 +4,7 @@
  * decision names the rule that made it. Deny is only for invariant or policy violations
  * (the assessment's `deny`); everything else is a question of how much a person sees.
  */
+import { type ApprovedScope, approvedCommandRule } from "./approved-commands.ts";
 import type { Policy } from "./policy-schema.ts";
 import { RUN_WRITTEN_SCRIPT } from "./provenance.ts";
 import type { Assessment } from "./risk.ts";
@@ -32,6 +33,7 @@ export function decide(
   a: Assessment,
   policy: Policy,
   counters: TrustCounters,
+  scope?: ApprovedScope,
 ): Decision {
   if (a.deny !== undefined)
     return { path: "deny", rule: a.deny.rule, reason: a.deny.reason, trustAdjustments: [] };
@@ -86,6 +88,18 @@ export function decide(
       reason: "low risk",
       trustAdjustments: [],
     };
+  }
+  // A command family a person approved into the policy (approvedCommands) answers for the
+  // facts it speaks to, under approval: risk only (approved-commands.ts).
+  if (d.path === "preview+approval" && mode === "risk") {
+    const approved = approvedCommandRule(tool, a, policy, scope);
+    if (approved !== undefined)
+      d = {
+        path: "preview+auto",
+        rule: approved,
+        reason: `allowed by ${approved.replace(":", " ")} (a rule from an approval)`,
+        trustAdjustments: [],
+      };
   }
   // Adaptive trust may relax an approval the risk profile asked for (never one policy
   // demands for every call, never one for secrets or for files the run wrote that decide

@@ -44,6 +44,7 @@ import { toolByName } from "../tools/registry.ts";
 import { planPatch } from "../tools/repo-patch.ts";
 import type { ToolContext, ToolLimits } from "../tools/tool.ts";
 import { approvalTicket } from "./approval-ticket.ts";
+import { type ApprovedScope, commandLineOf } from "./approved-commands.ts";
 import { recordCallInput } from "./call-input-record.ts";
 import { type ControlPath, type Decision, decide } from "./decide.ts";
 import { decisionProvenance } from "./decision-provenance.ts";
@@ -73,6 +74,8 @@ import type { TrustCounters } from "./trust.ts";
 export interface KernelRun {
   runId: string;
   sessionId: string;
+  /** The run's repository (its `repo` label, "default" without one): approvedCommands scope. */
+  repo?: string;
   /** The owner's lease epoch: every append carries it (a stale owner is refused). */
   fence: number;
   sandbox: SandboxHandle;
@@ -255,7 +258,17 @@ export interface Kernel {
    * The decision alone, no I/O but the trust lookup (for previews of policy and the
    * benchmark); `detected`: the run's workspace commands (KernelRun.commands).
    */
-  decideCall(call: ProposedCall, counters: TrustCounters, detected?: RunCommands): DecidedCall;
+  decideCall(
+    call: ProposedCall,
+    counters: TrustCounters,
+    detected?: RunCommands,
+    repo?: string,
+  ): DecidedCall;
+}
+
+/** Where a call runs, for the policy's approvedCommands (none without a repository). */
+function scopeOf(repo: string | undefined, call: ProposedCall): ApprovedScope | undefined {
+  return repo === undefined ? undefined : { repo, line: commandLineOf(call.input) };
 }
 
 export function createKernel(opts: KernelOptions): Kernel {
@@ -291,9 +304,10 @@ export function createKernel(opts: KernelOptions): Kernel {
     call: ProposedCall,
     counters: TrustCounters,
     detected?: RunCommands,
+    repo?: string,
   ): DecidedCall {
     try {
-      return decideStrict(call, counters, detected);
+      return decideStrict(call, counters, detected, repo);
     } catch (err) {
       return refusedBy(err, "kernel.decide", "decide on this call");
     }
@@ -303,6 +317,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     call: ProposedCall,
     counters: TrustCounters,
     detected: RunCommands | undefined,
+    repo: string | undefined,
   ): DecidedCall {
     const policy = opts.policy();
     const tool = toolByName(call.tool);
@@ -321,7 +336,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     const input = parsed.data as Record<string, unknown>;
     const commands = pickCommands(policy.tools, detected);
     const assessment = assess(call.tool, input, policy, compiledRisk(policy), commands);
-    const decision = decide(call.tool, assessment, policy, counters);
+    const decision = decide(call.tool, assessment, policy, counters, scopeOf(repo, call));
     const field = assessment.deny?.field;
     return { input, assessment, decision, ...(field === undefined ? {} : { invalid: { field } }) };
   }
@@ -635,7 +650,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         return refusedBy(err, "kernel.trust", "look up the repository's trust counters");
       }
     }
-    const d = decideCall(call, counters, run.commands);
+    const d = decideCall(call, counters, run.commands, run.repo);
     // While the run holds a secret, no probe reads the container for a decision: what a
     // probe finds (a name, whether a file changed or exists) would reach the log before a
     // person decides. A call a probe would judge asks instead (secret-containment.ts).
@@ -675,7 +690,11 @@ export function createKernel(opts: KernelOptions): Kernel {
     const found = await probeReplacing(run.sandbox, analysis, undefined, uploaded);
     const a = applyReplacing(d.assessment, found, policy);
     if (a === d.assessment) return d;
-    return { ...d, assessment: a, decision: decide(call.tool, a, policy, counters) };
+    return {
+      ...d,
+      assessment: a,
+      decision: decide(call.tool, a, policy, counters, scopeOf(run.repo, call)),
+    };
   }
 
   /**
@@ -704,7 +723,11 @@ export function createKernel(opts: KernelOptions): Kernel {
     const policy = opts.policy();
     const a = applyProvenance(d.assessment, changed, policy, treeWritten);
     if (a === d.assessment) return d;
-    return { ...d, assessment: a, decision: decide(call.tool, a, policy, counters) };
+    return {
+      ...d,
+      assessment: a,
+      decision: decide(call.tool, a, policy, counters, scopeOf(run.repo, call)),
+    };
   }
 
   /**

@@ -325,7 +325,7 @@ describe("broken policies: every issue with its line and field", () => {
         const lines = err.message.split("\n").slice(1);
         assert.deepEqual(lines, [
           `${path}:3:8: sandbox.cpu: expected a number, got "many"`,
-          `${path}:4:1: bogus: unknown key; expected one of version, workspace, capabilities, risk, limits, redaction, secrets, network, sandbox, tools, approvals, trust`,
+          `${path}:4:1: bogus: unknown key; expected one of version, workspace, capabilities, risk, limits, redaction, secrets, network, sandbox, tools, approvals, trust, approvedCommands`,
         ]);
         return true;
       },

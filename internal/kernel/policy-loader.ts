@@ -154,7 +154,7 @@ export function readPolicyFile(path: string): ParsePolicyResult {
 }
 
 /** `extends` paths are relative to the file that names them. */
-const resolveRelative: PolicyResolver = (from, ref) => {
+export const resolveRelative: PolicyResolver = (from, ref) => {
   const path = resolvePath(dirname(from), ref);
   const text = readSmallFile(path);
   return typeof text === "string"

@@ -6,6 +6,7 @@
 
 import picomatch from "picomatch";
 import { z } from "zod";
+import { PROGRAM_RE, REPO_RE, SUBCOMMAND_RE } from "./approved-command-words.ts";
 import { imagePatternProblem } from "./image-policy.ts";
 import { HostEntry, NetworkSchema } from "./network-schema.ts";
 import { Duration, Size } from "./policy-units.ts";
@@ -124,6 +125,35 @@ const TrustRule = z
     /** relax: an approval the risk profile asks for is skipped (preview+auto); tighten: every call needs approval. */
     // biome-ignore lint/suspicious/noThenProperty: the policy's own field name ("when … then …")
     then: z.enum(["relax", "tighten"]),
+  })
+  .strict();
+
+/**
+ * A command family a person approved and an admin applied (ApplyPolicyChange): calls of
+ * process.run in `repo` whose line starts with `command` run without asking where only a
+ * high-risk command, build/config files or impact asked (approved-commands.ts).
+ */
+const ApprovedCommand = z
+  .object({
+    /** The family: a program and its subcommand ("npm test"), at most three words. */
+    command: z.string().refine(
+      (c) => {
+        const [program, ...rest] = c.split(" ");
+        return (
+          PROGRAM_RE.test(program ?? "") &&
+          rest.length <= 2 &&
+          rest.every((w) => SUBCOMMAND_RE.test(w))
+        );
+      },
+      { message: 'must be a program and its subcommand words, e.g. "npm test"' },
+    ),
+    /** The repository (the run's `repo` label; "default" for runs without one). */
+    repo: z.string().regex(REPO_RE, "must be a repo label value (or default)"),
+    /** The policy change it came from (ListPolicyChanges). */
+    change: z
+      .string()
+      .regex(/^pc_[a-f0-9]{20}$/, "must be a policy change id (pc_…)")
+      .optional(),
   })
   .strict();
 
@@ -361,6 +391,8 @@ export const PolicySchema = z
       .object({ rules: z.array(TrustRule).default([]) })
       .strict()
       .default({ rules: [] }),
+    /** Command families approved into the policy (docs/policy.md "Rules from approvals"). */
+    approvedCommands: z.array(ApprovedCommand).max(1024).default([]),
   })
   .strict()
   // Presets widen the egress allowlist; without sandbox.network: allowlist the sandbox has

@@ -17,6 +17,7 @@ import { READ_ONLY_TOOLS } from "../kernel/kernel.ts";
 import { treesAsLeft } from "../kernel/runner-trees.ts";
 import type { BaseIndex } from "../kernel/script-probe.ts";
 import { taintFromEvents } from "../kernel/secret-taint.ts";
+import { REPO_LABEL } from "../kernel/trust-store.ts";
 import type { SandboxHandle, WorkspaceSource } from "../sandbox/port.ts";
 import { TOOLS } from "../tools/registry.ts";
 import { toolJsonSchema } from "../tools/tool.ts";
@@ -111,6 +112,8 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
   d.kernelRun = {
     runId: d.runId,
     sessionId: d.sessionId,
+    // The run's repository (approvedCommands are scoped to it), as trust counters name it.
+    repo: repoOf(d.events),
     fence: d.epoch,
     sandbox: d.box,
     signal: d.callSignal,
@@ -251,4 +254,11 @@ export function lastResolvedApproval(events: readonly Event[]): string {
     if (p?.case === "approvalResolved") return p.value.approvalId;
   }
   return "";
+}
+
+/** The run's `repo` label from its run.queued ("default" without one). */
+function repoOf(events: Drive["events"]): string {
+  for (const e of events)
+    if (e.payload.case === "runQueued") return e.payload.value.labels[REPO_LABEL] ?? "default";
+  return "default";
 }

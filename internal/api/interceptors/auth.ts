@@ -24,6 +24,10 @@ export const METHOD_ROLES: Readonly<Record<string, Role>> = {
   // The handler narrows it: a submit token deletes its tenant's runs, an admin any tenant's.
   DeleteRun: "submit",
   PurgeTenant: "admin",
+  // The handler narrows it: a read token sees its tenant's changes, an admin every tenant's.
+  ListPolicyChanges: "read",
+  ApplyPolicyChange: "admin",
+  RejectPolicyChange: "admin",
 };
 
 /** Methods any valid token may call, whatever its roles. */

@@ -10,6 +10,8 @@ import { type Event, EventSchema } from "../../gen/agentd/v1/events_pb.js";
 import {
   type Approval,
   ApprovalSchema,
+  type PolicyChange,
+  PolicyChangeSchema,
   type Run,
   RunSchema,
   type WhoAmIResponse,
@@ -32,4 +34,8 @@ export function eventResource(e: Event): Resource {
 
 export function principalResource(w: WhoAmIResponse): Resource {
   return { kind: "principal", id: w.principal, json: toJson(WhoAmIResponseSchema, w) };
+}
+
+export function policyChangeResource(c: PolicyChange): Resource {
+  return { kind: "policychange", id: c.changeId, json: toJson(PolicyChangeSchema, c) };
 }

@@ -329,6 +329,25 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: PolicyChanged;
     case: "policyChanged";
+  } | {
+    /**
+     * type "policy.change_proposed": a person approving a call asked for a rule instead
+     * of a one-off (ResolveApproval propose_rule); in the tenant feed, `run_id` the run
+     * whose approval it came from, `seq` 0.
+     *
+     * @generated from field: agentd.v1.PolicyChangeProposed policy_change_proposed = 108;
+     */
+    value: PolicyChangeProposed;
+    case: "policyChangeProposed";
+  } | {
+    /**
+     * type "policy.change_applied": an admin applied (or rejected: `state`) a pending
+     * policy change; in the tenant feed, `run_id` the run it came from, `seq` 0.
+     *
+     * @generated from field: agentd.v1.PolicyChangeApplied policy_change_applied = 109;
+     */
+    value: PolicyChangeApplied;
+    case: "policyChangeApplied";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1687,6 +1706,14 @@ export declare type ApprovalResolved = Message<"agentd.v1.ApprovalResolved"> & {
    * @generated from field: string resolved_by = 4;
    */
   resolvedBy: string;
+
+  /**
+   * The pending policy change this approval proposed (ResolveApproval propose_rule), if
+   * any: the approval itself is still a one-off; the rule needs an admin to apply it.
+   *
+   * @generated from field: string policy_change_id = 5;
+   */
+  policyChangeId: string;
 };
 
 /**
@@ -2287,6 +2314,207 @@ export declare type TenantPurged = Message<"agentd.v1.TenantPurged"> & {
 export declare const TenantPurgedSchema: GenMessage<TenantPurged>;
 
 /**
+ * A rule derived by the server from an approved call (never from text the caller or the
+ * model supplied unchecked). In ResolveApprovalRequest only `kind` is read.
+ *
+ * @generated from message agentd.v1.ProposedRule
+ */
+export declare type ProposedRule = Message<"agentd.v1.ProposedRule"> & {
+  /**
+   * Which rule.
+   *
+   * @generated from field: agentd.v1.ProposedRuleKind kind = 1;
+   */
+  kind: ProposedRuleKind;
+
+  /**
+   * COMMAND: the family, program and subcommand words as they ran ("npm test").
+   *
+   * @generated from field: string command = 2;
+   */
+  command: string;
+
+  /**
+   * COMMAND: the repository it is scoped to (the run's `repo` label; "default" without one).
+   *
+   * @generated from field: string repo = 3;
+   */
+  repo: string;
+
+  /**
+   * HOST: the host and port ("registry.example.com:443").
+   *
+   * @generated from field: string host = 4;
+   */
+  host: string;
+};
+
+/**
+ * Describes the message agentd.v1.ProposedRule.
+ * Use `create(ProposedRuleSchema)` to create a new message.
+ */
+export declare const ProposedRuleSchema: GenMessage<ProposedRule>;
+
+/**
+ * A rule proposed from an approval became a pending policy change.
+ *
+ * @generated from message agentd.v1.PolicyChangeProposed
+ */
+export declare type PolicyChangeProposed = Message<"agentd.v1.PolicyChangeProposed"> & {
+  /**
+   * Id of the change ("pc_…").
+   *
+   * @generated from field: string change_id = 1;
+   */
+  changeId: string;
+
+  /**
+   * The tenant whose policy it would change.
+   *
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * Who approved the call and asked for the rule (token name).
+   *
+   * @generated from field: string proposed_by = 3;
+   */
+  proposedBy: string;
+
+  /**
+   * The approval it came from.
+   *
+   * @generated from field: string approval_id = 4;
+   */
+  approvalId: string;
+
+  /**
+   * The approved call.
+   *
+   * @generated from field: string call_id = 5;
+   */
+  callId: string;
+
+  /**
+   * The rule.
+   *
+   * @generated from field: agentd.v1.ProposedRule rule = 6;
+   */
+  rule?: ProposedRule | undefined;
+
+  /**
+   * The base name of the policy file it changes (the tenant's own, or the server's when
+   * the tenant has none: then `needs_tenant_file`).
+   *
+   * @generated from field: string policy_file = 7;
+   */
+  policyFile: string;
+
+  /**
+   * The tenant has no policy file of its own: applying is refused until the auth file
+   * names one (docs/policy.md "Rules from approvals").
+   *
+   * @generated from field: bool needs_tenant_file = 8;
+   */
+  needsTenantFile: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.PolicyChangeProposed.
+ * Use `create(PolicyChangeProposedSchema)` to create a new message.
+ */
+export declare const PolicyChangeProposedSchema: GenMessage<PolicyChangeProposed>;
+
+/**
+ * A pending policy change was applied or rejected by an admin.
+ *
+ * @generated from message agentd.v1.PolicyChangeApplied
+ */
+export declare type PolicyChangeApplied = Message<"agentd.v1.PolicyChangeApplied"> & {
+  /**
+   * Id of the change.
+   *
+   * @generated from field: string change_id = 1;
+   */
+  changeId: string;
+
+  /**
+   * The tenant.
+   *
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * APPLIED or REJECTED.
+   *
+   * @generated from field: agentd.v1.PolicyChangeState state = 3;
+   */
+  state: PolicyChangeState;
+
+  /**
+   * Who proposed it.
+   *
+   * @generated from field: string proposed_by = 4;
+   */
+  proposedBy: string;
+
+  /**
+   * The admin that applied or rejected it.
+   *
+   * @generated from field: string applied_by = 5;
+   */
+  appliedBy: string;
+
+  /**
+   * The rule.
+   *
+   * @generated from field: agentd.v1.ProposedRule rule = 6;
+   */
+  rule?: ProposedRule | undefined;
+
+  /**
+   * The base name of the policy file written (APPLIED).
+   *
+   * @generated from field: string policy_file = 7;
+   */
+  policyFile: string;
+
+  /**
+   * The policy's digest before and after (APPLIED; canonical form, as policy.decision).
+   *
+   * @generated from field: string old_digest = 8;
+   */
+  oldDigest: string;
+
+  /**
+   * @generated from field: string new_digest = 9;
+   */
+  newDigest: string;
+
+  /**
+   * Why (REJECTED; optional).
+   *
+   * @generated from field: string reason = 10;
+   */
+  reason: string;
+
+  /**
+   * When.
+   *
+   * @generated from field: google.protobuf.Timestamp at = 11;
+   */
+  at?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.PolicyChangeApplied.
+ * Use `create(PolicyChangeAppliedSchema)` to create a new message.
+ */
+export declare const PolicyChangeAppliedSchema: GenMessage<PolicyChangeApplied>;
+
+/**
  * Stream a chunk came from.
  *
  * @generated from enum agentd.v1.OutputStream
@@ -2436,4 +2664,74 @@ export enum ApprovalDecision {
  * Describes the enum agentd.v1.ApprovalDecision.
  */
 export declare const ApprovalDecisionSchema: GenEnum<ApprovalDecision>;
+
+/**
+ * What kind of rule a person asks for when approving a call.
+ *
+ * @generated from enum agentd.v1.ProposedRuleKind
+ */
+export enum ProposedRuleKind {
+  /**
+   * @generated from enum value: PROPOSED_RULE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Allow this command family (program and subcommand, e.g. "npm test") in the run's
+   * repository (its `repo` label).
+   *
+   * @generated from enum value: PROPOSED_RULE_KIND_COMMAND = 1;
+   */
+  COMMAND = 1,
+
+  /**
+   * Allow this host (and port) for egress.
+   *
+   * @generated from enum value: PROPOSED_RULE_KIND_HOST = 2;
+   */
+  HOST = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.ProposedRuleKind.
+ */
+export declare const ProposedRuleKindSchema: GenEnum<ProposedRuleKind>;
+
+/**
+ * The state of a policy change.
+ *
+ * @generated from enum agentd.v1.PolicyChangeState
+ */
+export enum PolicyChangeState {
+  /**
+   * @generated from enum value: POLICY_CHANGE_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Waiting for an admin.
+   *
+   * @generated from enum value: POLICY_CHANGE_STATE_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * Written to the tenant's policy file.
+   *
+   * @generated from enum value: POLICY_CHANGE_STATE_APPLIED = 2;
+   */
+  APPLIED = 2,
+
+  /**
+   * Rejected by an admin; never applied.
+   *
+   * @generated from enum value: POLICY_CHANGE_STATE_REJECTED = 3;
+   */
+  REJECTED = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.PolicyChangeState.
+ */
+export declare const PolicyChangeStateSchema: GenEnum<PolicyChangeState>;
 

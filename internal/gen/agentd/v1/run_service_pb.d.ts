@@ -6,13 +6,274 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { ApprovalDecision, ErrorInfo, Event, Preview, RunBudget, TokenUsage } from "./events_pb.js";
+import type { ApprovalDecision, ErrorInfo, Event, PolicyChangeState, Preview, ProposedRule, RunBudget, TokenUsage } from "./events_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file agentd/v1/run_service.proto.
  */
 export declare const file_agentd_v1_run_service: GenFile;
+
+/**
+ * A rule proposed from an approval, pending or settled.
+ *
+ * @generated from message agentd.v1.PolicyChange
+ */
+export declare type PolicyChange = Message<"agentd.v1.PolicyChange"> & {
+  /**
+   * Id ("pc_…").
+   *
+   * @generated from field: string change_id = 1;
+   */
+  changeId: string;
+
+  /**
+   * The tenant whose policy it changes.
+   *
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * Pending, applied or rejected.
+   *
+   * @generated from field: agentd.v1.PolicyChangeState state = 3;
+   */
+  state: PolicyChangeState;
+
+  /**
+   * The rule.
+   *
+   * @generated from field: agentd.v1.ProposedRule rule = 4;
+   */
+  rule?: ProposedRule | undefined;
+
+  /**
+   * Who approved the call and asked for the rule.
+   *
+   * @generated from field: string proposed_by = 5;
+   */
+  proposedBy: string;
+
+  /**
+   * The approval, run and call it came from.
+   *
+   * @generated from field: string approval_id = 6;
+   */
+  approvalId: string;
+
+  /**
+   * @generated from field: string run_id = 7;
+   */
+  runId: string;
+
+  /**
+   * @generated from field: string call_id = 8;
+   */
+  callId: string;
+
+  /**
+   * Base name of the policy file the diff is against.
+   *
+   * @generated from field: string policy_file = 9;
+   */
+  policyFile: string;
+
+  /**
+   * The tenant has no policy file of its own (the diff is against the server's): applying
+   * is refused until the auth file names one.
+   *
+   * @generated from field: bool needs_tenant_file = 10;
+   */
+  needsTenantFile: boolean;
+
+  /**
+   * Unified diff of the file, as proposed.
+   *
+   * @generated from field: string diff = 11;
+   */
+  diff: string;
+
+  /**
+   * sha256 (hex) of the file the diff was made against: applying checks it still is.
+   *
+   * @generated from field: string base_sha256 = 12;
+   */
+  baseSha256: string;
+
+  /**
+   * When it was proposed, and settled.
+   *
+   * @generated from field: google.protobuf.Timestamp proposed_at = 13;
+   */
+  proposedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp settled_at = 14;
+   */
+  settledAt?: Timestamp | undefined;
+
+  /**
+   * The admin that applied or rejected it.
+   *
+   * @generated from field: string settled_by = 15;
+   */
+  settledBy: string;
+
+  /**
+   * Why it was rejected (optional).
+   *
+   * @generated from field: string reason = 16;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.PolicyChange.
+ * Use `create(PolicyChangeSchema)` to create a new message.
+ */
+export declare const PolicyChangeSchema: GenMessage<PolicyChange>;
+
+/**
+ * ListPolicyChanges input.
+ *
+ * @generated from message agentd.v1.ListPolicyChangesRequest
+ */
+export declare type ListPolicyChangesRequest = Message<"agentd.v1.ListPolicyChangesRequest"> & {
+  /**
+   * Admin only: one tenant's changes (empty: every tenant's for an admin).
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * Only pending ones.
+   *
+   * @generated from field: bool pending_only = 2;
+   */
+  pendingOnly: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.ListPolicyChangesRequest.
+ * Use `create(ListPolicyChangesRequestSchema)` to create a new message.
+ */
+export declare const ListPolicyChangesRequestSchema: GenMessage<ListPolicyChangesRequest>;
+
+/**
+ * ListPolicyChanges output.
+ *
+ * @generated from message agentd.v1.ListPolicyChangesResponse
+ */
+export declare type ListPolicyChangesResponse = Message<"agentd.v1.ListPolicyChangesResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated agentd.v1.PolicyChange changes = 1;
+   */
+  changes: PolicyChange[];
+};
+
+/**
+ * Describes the message agentd.v1.ListPolicyChangesResponse.
+ * Use `create(ListPolicyChangesResponseSchema)` to create a new message.
+ */
+export declare const ListPolicyChangesResponseSchema: GenMessage<ListPolicyChangesResponse>;
+
+/**
+ * ApplyPolicyChange input.
+ *
+ * @generated from message agentd.v1.ApplyPolicyChangeRequest
+ */
+export declare type ApplyPolicyChangeRequest = Message<"agentd.v1.ApplyPolicyChangeRequest"> & {
+  /**
+   * Id of the change.
+   *
+   * @generated from field: string change_id = 1;
+   */
+  changeId: string;
+};
+
+/**
+ * Describes the message agentd.v1.ApplyPolicyChangeRequest.
+ * Use `create(ApplyPolicyChangeRequestSchema)` to create a new message.
+ */
+export declare const ApplyPolicyChangeRequestSchema: GenMessage<ApplyPolicyChangeRequest>;
+
+/**
+ * ApplyPolicyChange output.
+ *
+ * @generated from message agentd.v1.ApplyPolicyChangeResponse
+ */
+export declare type ApplyPolicyChangeResponse = Message<"agentd.v1.ApplyPolicyChangeResponse"> & {
+  /**
+   * The change, applied.
+   *
+   * @generated from field: agentd.v1.PolicyChange change = 1;
+   */
+  change?: PolicyChange | undefined;
+
+  /**
+   * The policy's digest after (as policy.decision records it).
+   *
+   * @generated from field: string new_digest = 2;
+   */
+  newDigest: string;
+};
+
+/**
+ * Describes the message agentd.v1.ApplyPolicyChangeResponse.
+ * Use `create(ApplyPolicyChangeResponseSchema)` to create a new message.
+ */
+export declare const ApplyPolicyChangeResponseSchema: GenMessage<ApplyPolicyChangeResponse>;
+
+/**
+ * RejectPolicyChange input.
+ *
+ * @generated from message agentd.v1.RejectPolicyChangeRequest
+ */
+export declare type RejectPolicyChangeRequest = Message<"agentd.v1.RejectPolicyChangeRequest"> & {
+  /**
+   * Id of the change.
+   *
+   * @generated from field: string change_id = 1;
+   */
+  changeId: string;
+
+  /**
+   * Why (optional, at most 1024 characters).
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.RejectPolicyChangeRequest.
+ * Use `create(RejectPolicyChangeRequestSchema)` to create a new message.
+ */
+export declare const RejectPolicyChangeRequestSchema: GenMessage<RejectPolicyChangeRequest>;
+
+/**
+ * RejectPolicyChange output.
+ *
+ * @generated from message agentd.v1.RejectPolicyChangeResponse
+ */
+export declare type RejectPolicyChangeResponse = Message<"agentd.v1.RejectPolicyChangeResponse"> & {
+  /**
+   * The change, rejected.
+   *
+   * @generated from field: agentd.v1.PolicyChange change = 1;
+   */
+  change?: PolicyChange | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.RejectPolicyChangeResponse.
+ * Use `create(RejectPolicyChangeResponseSchema)` to create a new message.
+ */
+export declare const RejectPolicyChangeResponseSchema: GenMessage<RejectPolicyChangeResponse>;
 
 /**
  * DeleteRun input.
@@ -852,6 +1113,15 @@ export declare type ResolveApprovalRequest = Message<"agentd.v1.ResolveApprovalR
    * @generated from field: string reason = 3;
    */
   reason: string;
+
+  /**
+   * With APPROVE only: also propose a rule (only `kind` is read; the server derives the
+   * rule from the approved call). The approval is still a one-off; the rule becomes a
+   * pending policy change an admin applies (ApplyPolicyChange).
+   *
+   * @generated from field: agentd.v1.ProposedRule propose_rule = 4;
+   */
+  proposeRule?: ProposedRule | undefined;
 };
 
 /**
@@ -1439,6 +1709,41 @@ export declare const RunService: GenService<{
     methodKind: "server_streaming";
     input: typeof PurgeTenantRequestSchema;
     output: typeof PurgeTenantResponseSchema;
+  },
+  /**
+   * Policy changes proposed from approvals, newest first: the caller's tenant's; an admin's
+   * token sees every tenant's (or one: `tenant_id`). Role: read.
+   *
+   * @generated from rpc agentd.v1.RunService.ListPolicyChanges
+   */
+  listPolicyChanges: {
+    methodKind: "unary";
+    input: typeof ListPolicyChangesRequestSchema;
+    output: typeof ListPolicyChangesResponseSchema;
+  },
+  /**
+   * Writes a pending change into the tenant's policy file (atomically) and reloads it.
+   * Refused with FAILED_PRECONDITION when the file changed since the change was proposed,
+   * when the tenant has no policy file of its own, or when the change is no longer pending.
+   * Records `policy.change_applied`. Role: admin.
+   *
+   * @generated from rpc agentd.v1.RunService.ApplyPolicyChange
+   */
+  applyPolicyChange: {
+    methodKind: "unary";
+    input: typeof ApplyPolicyChangeRequestSchema;
+    output: typeof ApplyPolicyChangeResponseSchema;
+  },
+  /**
+   * Rejects a pending change (recorded as `policy.change_applied` with state REJECTED).
+   * Role: admin.
+   *
+   * @generated from rpc agentd.v1.RunService.RejectPolicyChange
+   */
+  rejectPolicyChange: {
+    methodKind: "unary";
+    input: typeof RejectPolicyChangeRequestSchema;
+    output: typeof RejectPolicyChangeResponseSchema;
   },
 }>;
 

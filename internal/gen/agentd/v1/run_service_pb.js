@@ -12,210 +12,259 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
  * Describes the file agentd/v1/run_service.proto.
  */
 export const file_agentd_v1_run_service = /*@__PURE__*/
-  fileDesc("ChthZ2VudGQvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWFnZW50ZC52MSIyChBEZWxldGVSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiZgoRRGVsZXRlUnVuUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRITCgtkZWxldGVkX25vdxgDIAEoCBIZChFhcnRpZmFjdHNfcmVtb3ZlZBgEIAEoBCI3ChJQdXJnZVRlbmFudFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJOChNQdXJnZVRlbmFudFJlc3BvbnNlEhQKDHJ1bnNfZGVsZXRlZBgBIAEoBBITCgtsYXN0X3J1bl9pZBgCIAEoCRIMCgRkb25lGAMgASgIIg8KDVdob0FtSVJlcXVlc3QiRQoOV2hvQW1JUmVzcG9uc2USEQoJdGVuYW50X2lkGAEgASgJEhEKCXByaW5jaXBhbBgCIAEoCRINCgVyb2xlcxgDIAMoCSJgChJXYXRjaEV2ZW50c1JlcXVlc3QSDgoGY3Vyc29yGAEgASgJEhMKC2Zyb21fb2xkZXN0GAIgASgIEg0KBXR5cGVzGAMgAygJEhYKDmxhYmVsX3NlbGVjdG9yGAQgASgJIkYKE1dhdGNoRXZlbnRzUmVzcG9uc2USHwoFZXZlbnQYASABKAsyEC5hZ2VudGQudjEuRXZlbnQSDgoGY3Vyc29yGAIgASgJIicKFlVwbG9hZFdvcmtzcGFjZVJlcXVlc3QSDQoFY2h1bmsYASABKAwiPQoXVXBsb2FkV29ya3NwYWNlUmVzcG9uc2USDgoGZGlnZXN0GAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAQi1wYKA1J1bhIOCgZydW5faWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSIgoFc3RhdGUYBCABKA4yEy5hZ2VudGQudjEuUnVuU3RhdGUSDgoGcHJvbXB0GAUgASgJEhAKCHByaW9yaXR5GAYgASgNEg4KBnNraWxscxgHIAMoCRIqCgZsYWJlbHMYCCADKAsyGi5hZ2VudGQudjEuUnVuLkxhYmVsc0VudHJ5Ei4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghsYXN0X3NlcRgNIAEoBBITCgtldmVudF9jb3VudBgOIAEoBBIXCg90b29sX2NhbGxfY291bnQYDyABKAQSFgoOYXBwcm92YWxfY291bnQYECABKAQSGwoTcGVuZGluZ19hcHByb3ZhbF9pZBgRIAEoCRIkCgV1c2FnZRgSIAEoCzIVLmFnZW50ZC52MS5Ub2tlblVzYWdlEhMKC2Nvc3RfbWljcm9zGBMgASgEEg8KB3N1bW1hcnkYFCABKAkSIwoFZXJyb3IYFSABKAsyFC5hZ2VudGQudjEuRXJyb3JJbmZvEhgKEHdvcmtzcGFjZV9kaWdlc3QYFiABKAkSEQoJbGFzdF9oYXNoGBcgASgJEhYKDnF1ZXVlX3Bvc2l0aW9uGBggASgNEhgKEHNlc3Npb25fcG9zaXRpb24YGSABKA0SGAoQY2FuY2VsX3JlcXVlc3RlZBgaIAEoCBIkCgZidWRnZXQYGyABKAsyFC5hZ2VudGQudjEuUnVuQnVkZ2V0Eg8KB2hlbGRfYnkYHCABKAkSFAoMaGVsZF9tZXNzYWdlGB0gASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEivwIKEENyZWF0ZVJ1blJlcXVlc3QSDgoGcHJvbXB0GAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSEAoIcHJpb3JpdHkYAyABKA0SDgoGc2tpbGxzGAQgAygJEjcKBmxhYmVscxgFIAMoCzInLmFnZW50ZC52MS5DcmVhdGVSdW5SZXF1ZXN0LkxhYmVsc0VudHJ5EhUKDXdvcmtzcGFjZV90YXIYBiABKAwSFwoPaWRlbXBvdGVuY3lfa2V5GAcgASgJEiQKBmJ1ZGdldBgIIAEoCzIULmFnZW50ZC52MS5SdW5CdWRnZXQSGAoQd29ya3NwYWNlX2RpZ2VzdBgJIAEoCRINCgVpbWFnZRgKIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjAKEUNyZWF0ZVJ1blJlc3BvbnNlEhsKA3J1bhgBIAEoCzIOLmFnZW50ZC52MS5SdW4iHwoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiLQoOR2V0UnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uYWdlbnRkLnYxLlJ1biKIAQoPTGlzdFJ1bnNSZXF1ZXN0EiIKBXN0YXRlGAEgASgOMhMuYWdlbnRkLnYxLlJ1blN0YXRlEhIKCnNlc3Npb25faWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkSFgoObGFiZWxfc2VsZWN0b3IYBSABKAkiSQoQTGlzdFJ1bnNSZXNwb25zZRIcCgRydW5zGAEgAygLMg4uYWdlbnRkLnYxLlJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTgoTU3RyZWFtRXZlbnRzUmVxdWVzdBIOCgZydW5faWQYASABKAkSEQoJYWZ0ZXJfc2VxGAIgASgDEhQKDGhpc3Rvcnlfb25seRgDIAEoCCI3ChRTdHJlYW1FdmVudHNSZXNwb25zZRIfCgVldmVudBgBIAEoCzIQLmFnZW50ZC52MS5FdmVudCJsChZSZXNvbHZlQXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJEi0KCGRlY2lzaW9uGAIgASgOMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb24SDgoGcmVhc29uGAMgASgJIqMCCghBcHByb3ZhbBITCgthcHByb3ZhbF9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSDwoHY2FsbF9pZBgDIAEoCRIMCgR0b29sGAQgASgJEiMKB3ByZXZpZXcYBSABKAsyEi5hZ2VudGQudjEuUHJldmlldxInCgVzdGF0ZRgGIAEoDjIYLmFnZW50ZC52MS5BcHByb3ZhbFN0YXRlEjAKDHJlcXVlc3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAkgASgJEhMKC3Jlc29sdmVkX2J5GAogASgJIkAKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEiUKCGFwcHJvdmFsGAEgASgLMhMuYWdlbnRkLnYxLkFwcHJvdmFsIk0KFExpc3RBcHByb3ZhbHNSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJYChVMaXN0QXBwcm92YWxzUmVzcG9uc2USJgoJYXBwcm92YWxzGAEgAygLMhMuYWdlbnRkLnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIyChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiMAoRQ2FuY2VsUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uYWdlbnRkLnYxLlJ1biJCChJHZXRBcnRpZmFjdFJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBmRpZ2VzdBgCIAEoCRIMCgRuYW1lGAMgASgJIlQKDEFydGlmYWN0SW5mbxIOCgZkaWdlc3QYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBBISCgptZWRpYV90eXBlGAMgASgJEgwKBG5hbWUYBCABKAkiVwoTR2V0QXJ0aWZhY3RSZXNwb25zZRInCgRpbmZvGAEgASgLMhcuYWdlbnRkLnYxLkFydGlmYWN0SW5mb0gAEg8KBWNodW5rGAIgASgMSABCBgoEcGFydCqwAQoIUnVuU3RhdGUSGQoVUlVOX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQUlVOX1NUQVRFX1FVRVVFRBABEhUKEVJVTl9TVEFURV9SVU5OSU5HEAISFAoQUlVOX1NUQVRFX1BBVVNFRBADEhcKE1JVTl9TVEFURV9DT01QTEVURUQQBBIUChBSVU5fU1RBVEVfRkFJTEVEEAUSFwoTUlVOX1NUQVRFX0NBTkNFTExFRBAGKoMBCg1BcHByb3ZhbFN0YXRlEh4KGkFQUFJPVkFMX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWQVBQUk9WQUxfU1RBVEVfUEVORElORxABEhsKF0FQUFJPVkFMX1NUQVRFX0FQUFJPVkVEEAISGQoVQVBQUk9WQUxfU1RBVEVfREVOSUVEEAMy9AcKClJ1blNlcnZpY2USRgoJQ3JlYXRlUnVuEhsuYWdlbnRkLnYxLkNyZWF0ZVJ1blJlcXVlc3QaHC5hZ2VudGQudjEuQ3JlYXRlUnVuUmVzcG9uc2USPQoGR2V0UnVuEhguYWdlbnRkLnYxLkdldFJ1blJlcXVlc3QaGS5hZ2VudGQudjEuR2V0UnVuUmVzcG9uc2USQwoITGlzdFJ1bnMSGi5hZ2VudGQudjEuTGlzdFJ1bnNSZXF1ZXN0GhsuYWdlbnRkLnYxLkxpc3RSdW5zUmVzcG9uc2USUQoMU3RyZWFtRXZlbnRzEh4uYWdlbnRkLnYxLlN0cmVhbUV2ZW50c1JlcXVlc3QaHy5hZ2VudGQudjEuU3RyZWFtRXZlbnRzUmVzcG9uc2UwARJYCg9SZXNvbHZlQXBwcm92YWwSIS5hZ2VudGQudjEuUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBoiLmFnZW50ZC52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZRJSCg1MaXN0QXBwcm92YWxzEh8uYWdlbnRkLnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0GiAuYWdlbnRkLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZRJGCglDYW5jZWxSdW4SGy5hZ2VudGQudjEuQ2FuY2VsUnVuUmVxdWVzdBocLmFnZW50ZC52MS5DYW5jZWxSdW5SZXNwb25zZRJOCgtHZXRBcnRpZmFjdBIdLmFnZW50ZC52MS5HZXRBcnRpZmFjdFJlcXVlc3QaHi5hZ2VudGQudjEuR2V0QXJ0aWZhY3RSZXNwb25zZTABEloKD1VwbG9hZFdvcmtzcGFjZRIhLmFnZW50ZC52MS5VcGxvYWRXb3Jrc3BhY2VSZXF1ZXN0GiIuYWdlbnRkLnYxLlVwbG9hZFdvcmtzcGFjZVJlc3BvbnNlKAESTgoLV2F0Y2hFdmVudHMSHS5hZ2VudGQudjEuV2F0Y2hFdmVudHNSZXF1ZXN0Gh4uYWdlbnRkLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwARI9CgZXaG9BbUkSGC5hZ2VudGQudjEuV2hvQW1JUmVxdWVzdBoZLmFnZW50ZC52MS5XaG9BbUlSZXNwb25zZRJGCglEZWxldGVSdW4SGy5hZ2VudGQudjEuRGVsZXRlUnVuUmVxdWVzdBocLmFnZW50ZC52MS5EZWxldGVSdW5SZXNwb25zZRJOCgtQdXJnZVRlbmFudBIdLmFnZW50ZC52MS5QdXJnZVRlbmFudFJlcXVlc3QaHi5hZ2VudGQudjEuUHVyZ2VUZW5hbnRSZXNwb25zZTABYgZwcm90bzM", [file_agentd_v1_events, file_google_protobuf_timestamp]);
+  fileDesc("ChthZ2VudGQvdjEvcnVuX3NlcnZpY2UucHJvdG8SCWFnZW50ZC52MSKrAwoMUG9saWN5Q2hhbmdlEhEKCWNoYW5nZV9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSKwoFc3RhdGUYAyABKA4yHC5hZ2VudGQudjEuUG9saWN5Q2hhbmdlU3RhdGUSJQoEcnVsZRgEIAEoCzIXLmFnZW50ZC52MS5Qcm9wb3NlZFJ1bGUSEwoLcHJvcG9zZWRfYnkYBSABKAkSEwoLYXBwcm92YWxfaWQYBiABKAkSDgoGcnVuX2lkGAcgASgJEg8KB2NhbGxfaWQYCCABKAkSEwoLcG9saWN5X2ZpbGUYCSABKAkSGQoRbmVlZHNfdGVuYW50X2ZpbGUYCiABKAgSDAoEZGlmZhgLIAEoCRITCgtiYXNlX3NoYTI1NhgMIAEoCRIvCgtwcm9wb3NlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc2V0dGxlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2V0dGxlZF9ieRgPIAEoCRIOCgZyZWFzb24YECABKAkiQwoYTGlzdFBvbGljeUNoYW5nZXNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIUCgxwZW5kaW5nX29ubHkYAiABKAgiRQoZTGlzdFBvbGljeUNoYW5nZXNSZXNwb25zZRIoCgdjaGFuZ2VzGAEgAygLMhcuYWdlbnRkLnYxLlBvbGljeUNoYW5nZSItChhBcHBseVBvbGljeUNoYW5nZVJlcXVlc3QSEQoJY2hhbmdlX2lkGAEgASgJIlgKGUFwcGx5UG9saWN5Q2hhbmdlUmVzcG9uc2USJwoGY2hhbmdlGAEgASgLMhcuYWdlbnRkLnYxLlBvbGljeUNoYW5nZRISCgpuZXdfZGlnZXN0GAIgASgJIj4KGVJlamVjdFBvbGljeUNoYW5nZVJlcXVlc3QSEQoJY2hhbmdlX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJFChpSZWplY3RQb2xpY3lDaGFuZ2VSZXNwb25zZRInCgZjaGFuZ2UYASABKAsyFy5hZ2VudGQudjEuUG9saWN5Q2hhbmdlIjIKEERlbGV0ZVJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJmChFEZWxldGVSdW5SZXNwb25zZRIOCgZydW5faWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhMKC2RlbGV0ZWRfbm93GAMgASgIEhkKEWFydGlmYWN0c19yZW1vdmVkGAQgASgEIjcKElB1cmdlVGVuYW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIk4KE1B1cmdlVGVuYW50UmVzcG9uc2USFAoMcnVuc19kZWxldGVkGAEgASgEEhMKC2xhc3RfcnVuX2lkGAIgASgJEgwKBGRvbmUYAyABKAgiDwoNV2hvQW1JUmVxdWVzdCJFCg5XaG9BbUlSZXNwb25zZRIRCgl0ZW5hbnRfaWQYASABKAkSEQoJcHJpbmNpcGFsGAIgASgJEg0KBXJvbGVzGAMgAygJImAKEldhdGNoRXZlbnRzUmVxdWVzdBIOCgZjdXJzb3IYASABKAkSEwoLZnJvbV9vbGRlc3QYAiABKAgSDQoFdHlwZXMYAyADKAkSFgoObGFiZWxfc2VsZWN0b3IYBCABKAkiRgoTV2F0Y2hFdmVudHNSZXNwb25zZRIfCgVldmVudBgBIAEoCzIQLmFnZW50ZC52MS5FdmVudBIOCgZjdXJzb3IYAiABKAkiJwoWVXBsb2FkV29ya3NwYWNlUmVxdWVzdBINCgVjaHVuaxgBIAEoDCI9ChdVcGxvYWRXb3Jrc3BhY2VSZXNwb25zZRIOCgZkaWdlc3QYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBCLXBgoDUnVuEg4KBnJ1bl9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIiCgVzdGF0ZRgEIAEoDjITLmFnZW50ZC52MS5SdW5TdGF0ZRIOCgZwcm9tcHQYBSABKAkSEAoIcHJpb3JpdHkYBiABKA0SDgoGc2tpbGxzGAcgAygJEioKBmxhYmVscxgIIAMoCzIaLmFnZW50ZC52MS5SdW4uTGFiZWxzRW50cnkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGxhc3Rfc2VxGA0gASgEEhMKC2V2ZW50X2NvdW50GA4gASgEEhcKD3Rvb2xfY2FsbF9jb3VudBgPIAEoBBIWCg5hcHByb3ZhbF9jb3VudBgQIAEoBBIbChNwZW5kaW5nX2FwcHJvdmFsX2lkGBEgASgJEiQKBXVzYWdlGBIgASgLMhUuYWdlbnRkLnYxLlRva2VuVXNhZ2USEwoLY29zdF9taWNyb3MYEyABKAQSDwoHc3VtbWFyeRgUIAEoCRIjCgVlcnJvchgVIAEoCzIULmFnZW50ZC52MS5FcnJvckluZm8SGAoQd29ya3NwYWNlX2RpZ2VzdBgWIAEoCRIRCglsYXN0X2hhc2gYFyABKAkSFgoOcXVldWVfcG9zaXRpb24YGCABKA0SGAoQc2Vzc2lvbl9wb3NpdGlvbhgZIAEoDRIYChBjYW5jZWxfcmVxdWVzdGVkGBogASgIEiQKBmJ1ZGdldBgbIAEoCzIULmFnZW50ZC52MS5SdW5CdWRnZXQSDwoHaGVsZF9ieRgcIAEoCRIUCgxoZWxkX21lc3NhZ2UYHSABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASK/AgoQQ3JlYXRlUnVuUmVxdWVzdBIOCgZwcm9tcHQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIQCghwcmlvcml0eRgDIAEoDRIOCgZza2lsbHMYBCADKAkSNwoGbGFiZWxzGAUgAygLMicuYWdlbnRkLnYxLkNyZWF0ZVJ1blJlcXVlc3QuTGFiZWxzRW50cnkSFQoNd29ya3NwYWNlX3RhchgGIAEoDBIXCg9pZGVtcG90ZW5jeV9rZXkYByABKAkSJAoGYnVkZ2V0GAggASgLMhQuYWdlbnRkLnYxLlJ1bkJ1ZGdldBIYChB3b3Jrc3BhY2VfZGlnZXN0GAkgASgJEg0KBWltYWdlGAogASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiMAoRQ3JlYXRlUnVuUmVzcG9uc2USGwoDcnVuGAEgASgLMg4uYWdlbnRkLnYxLlJ1biIfCg1HZXRSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSItCg5HZXRSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5hZ2VudGQudjEuUnVuIogBCg9MaXN0UnVuc1JlcXVlc3QSIgoFc3RhdGUYASABKA4yEy5hZ2VudGQudjEuUnVuU3RhdGUSEgoKc2Vzc2lvbl9pZBgCIAEoCRIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCRIWCg5sYWJlbF9zZWxlY3RvchgFIAEoCSJJChBMaXN0UnVuc1Jlc3BvbnNlEhwKBHJ1bnMYASADKAsyDi5hZ2VudGQudjEuUnVuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJOChNTdHJlYW1FdmVudHNSZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMSFAoMaGlzdG9yeV9vbmx5GAMgASgIIjcKFFN0cmVhbUV2ZW50c1Jlc3BvbnNlEh8KBWV2ZW50GAEgASgLMhAuYWdlbnRkLnYxLkV2ZW50IpsBChZSZXNvbHZlQXBwcm92YWxSZXF1ZXN0EhMKC2FwcHJvdmFsX2lkGAEgASgJEi0KCGRlY2lzaW9uGAIgASgOMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb24SDgoGcmVhc29uGAMgASgJEi0KDHByb3Bvc2VfcnVsZRgEIAEoCzIXLmFnZW50ZC52MS5Qcm9wb3NlZFJ1bGUiowIKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIPCgdjYWxsX2lkGAMgASgJEgwKBHRvb2wYBCABKAkSIwoHcHJldmlldxgFIAEoCzISLmFnZW50ZC52MS5QcmV2aWV3EicKBXN0YXRlGAYgASgOMhguYWdlbnRkLnYxLkFwcHJvdmFsU3RhdGUSMAoMcmVxdWVzdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YCSABKAkSEwoLcmVzb2x2ZWRfYnkYCiABKAkiQAoXUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USJQoIYXBwcm92YWwYASABKAsyEy5hZ2VudGQudjEuQXBwcm92YWwiTQoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoDRISCgpwYWdlX3Rva2VuGAMgASgJIlgKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRImCglhcHByb3ZhbHMYASADKAsyEy5hZ2VudGQudjEuQXBwcm92YWwSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjIKEENhbmNlbFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIwChFDYW5jZWxSdW5SZXNwb25zZRIbCgNydW4YASABKAsyDi5hZ2VudGQudjEuUnVuIkIKEkdldEFydGlmYWN0UmVxdWVzdBIOCgZydW5faWQYASABKAkSDgoGZGlnZXN0GAIgASgJEgwKBG5hbWUYAyABKAkiVAoMQXJ0aWZhY3RJbmZvEg4KBmRpZ2VzdBgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEEhIKCm1lZGlhX3R5cGUYAyABKAkSDAoEbmFtZRgEIAEoCSJXChNHZXRBcnRpZmFjdFJlc3BvbnNlEicKBGluZm8YASABKAsyFy5hZ2VudGQudjEuQXJ0aWZhY3RJbmZvSAASDwoFY2h1bmsYAiABKAxIAEIGCgRwYXJ0KrABCghSdW5TdGF0ZRIZChVSVU5fU1RBVEVfVU5TUEVDSUZJRUQQABIUChBSVU5fU1RBVEVfUVVFVUVEEAESFQoRUlVOX1NUQVRFX1JVTk5JTkcQAhIUChBSVU5fU1RBVEVfUEFVU0VEEAMSFwoTUlVOX1NUQVRFX0NPTVBMRVRFRBAEEhQKEFJVTl9TVEFURV9GQUlMRUQQBRIXChNSVU5fU1RBVEVfQ0FOQ0VMTEVEEAYqgwEKDUFwcHJvdmFsU3RhdGUSHgoaQVBQUk9WQUxfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZBUFBST1ZBTF9TVEFURV9QRU5ESU5HEAESGwoXQVBQUk9WQUxfU1RBVEVfQVBQUk9WRUQQAhIZChVBUFBST1ZBTF9TVEFURV9ERU5JRUQQAzKXCgoKUnVuU2VydmljZRJGCglDcmVhdGVSdW4SGy5hZ2VudGQudjEuQ3JlYXRlUnVuUmVxdWVzdBocLmFnZW50ZC52MS5DcmVhdGVSdW5SZXNwb25zZRI9CgZHZXRSdW4SGC5hZ2VudGQudjEuR2V0UnVuUmVxdWVzdBoZLmFnZW50ZC52MS5HZXRSdW5SZXNwb25zZRJDCghMaXN0UnVucxIaLmFnZW50ZC52MS5MaXN0UnVuc1JlcXVlc3QaGy5hZ2VudGQudjEuTGlzdFJ1bnNSZXNwb25zZRJRCgxTdHJlYW1FdmVudHMSHi5hZ2VudGQudjEuU3RyZWFtRXZlbnRzUmVxdWVzdBofLmFnZW50ZC52MS5TdHJlYW1FdmVudHNSZXNwb25zZTABElgKD1Jlc29sdmVBcHByb3ZhbBIhLmFnZW50ZC52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0GiIuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlElIKDUxpc3RBcHByb3ZhbHMSHy5hZ2VudGQudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaIC5hZ2VudGQudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlEkYKCUNhbmNlbFJ1bhIbLmFnZW50ZC52MS5DYW5jZWxSdW5SZXF1ZXN0GhwuYWdlbnRkLnYxLkNhbmNlbFJ1blJlc3BvbnNlEk4KC0dldEFydGlmYWN0Eh0uYWdlbnRkLnYxLkdldEFydGlmYWN0UmVxdWVzdBoeLmFnZW50ZC52MS5HZXRBcnRpZmFjdFJlc3BvbnNlMAESWgoPVXBsb2FkV29ya3NwYWNlEiEuYWdlbnRkLnYxLlVwbG9hZFdvcmtzcGFjZVJlcXVlc3QaIi5hZ2VudGQudjEuVXBsb2FkV29ya3NwYWNlUmVzcG9uc2UoARJOCgtXYXRjaEV2ZW50cxIdLmFnZW50ZC52MS5XYXRjaEV2ZW50c1JlcXVlc3QaHi5hZ2VudGQudjEuV2F0Y2hFdmVudHNSZXNwb25zZTABEj0KBldob0FtSRIYLmFnZW50ZC52MS5XaG9BbUlSZXF1ZXN0GhkuYWdlbnRkLnYxLldob0FtSVJlc3BvbnNlEkYKCURlbGV0ZVJ1bhIbLmFnZW50ZC52MS5EZWxldGVSdW5SZXF1ZXN0GhwuYWdlbnRkLnYxLkRlbGV0ZVJ1blJlc3BvbnNlEk4KC1B1cmdlVGVuYW50Eh0uYWdlbnRkLnYxLlB1cmdlVGVuYW50UmVxdWVzdBoeLmFnZW50ZC52MS5QdXJnZVRlbmFudFJlc3BvbnNlMAESXgoRTGlzdFBvbGljeUNoYW5nZXMSIy5hZ2VudGQudjEuTGlzdFBvbGljeUNoYW5nZXNSZXF1ZXN0GiQuYWdlbnRkLnYxLkxpc3RQb2xpY3lDaGFuZ2VzUmVzcG9uc2USXgoRQXBwbHlQb2xpY3lDaGFuZ2USIy5hZ2VudGQudjEuQXBwbHlQb2xpY3lDaGFuZ2VSZXF1ZXN0GiQuYWdlbnRkLnYxLkFwcGx5UG9saWN5Q2hhbmdlUmVzcG9uc2USYQoSUmVqZWN0UG9saWN5Q2hhbmdlEiQuYWdlbnRkLnYxLlJlamVjdFBvbGljeUNoYW5nZVJlcXVlc3QaJS5hZ2VudGQudjEuUmVqZWN0UG9saWN5Q2hhbmdlUmVzcG9uc2ViBnByb3RvMw", [file_agentd_v1_events, file_google_protobuf_timestamp]);
+
+/**
+ * Describes the message agentd.v1.PolicyChange.
+ * Use `create(PolicyChangeSchema)` to create a new message.
+ */
+export const PolicyChangeSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 0);
+
+/**
+ * Describes the message agentd.v1.ListPolicyChangesRequest.
+ * Use `create(ListPolicyChangesRequestSchema)` to create a new message.
+ */
+export const ListPolicyChangesRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 1);
+
+/**
+ * Describes the message agentd.v1.ListPolicyChangesResponse.
+ * Use `create(ListPolicyChangesResponseSchema)` to create a new message.
+ */
+export const ListPolicyChangesResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 2);
+
+/**
+ * Describes the message agentd.v1.ApplyPolicyChangeRequest.
+ * Use `create(ApplyPolicyChangeRequestSchema)` to create a new message.
+ */
+export const ApplyPolicyChangeRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 3);
+
+/**
+ * Describes the message agentd.v1.ApplyPolicyChangeResponse.
+ * Use `create(ApplyPolicyChangeResponseSchema)` to create a new message.
+ */
+export const ApplyPolicyChangeResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 4);
+
+/**
+ * Describes the message agentd.v1.RejectPolicyChangeRequest.
+ * Use `create(RejectPolicyChangeRequestSchema)` to create a new message.
+ */
+export const RejectPolicyChangeRequestSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 5);
+
+/**
+ * Describes the message agentd.v1.RejectPolicyChangeResponse.
+ * Use `create(RejectPolicyChangeResponseSchema)` to create a new message.
+ */
+export const RejectPolicyChangeResponseSchema = /*@__PURE__*/
+  messageDesc(file_agentd_v1_run_service, 6);
 
 /**
  * Describes the message agentd.v1.DeleteRunRequest.
  * Use `create(DeleteRunRequestSchema)` to create a new message.
  */
 export const DeleteRunRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 0);
+  messageDesc(file_agentd_v1_run_service, 7);
 
 /**
  * Describes the message agentd.v1.DeleteRunResponse.
  * Use `create(DeleteRunResponseSchema)` to create a new message.
  */
 export const DeleteRunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 1);
+  messageDesc(file_agentd_v1_run_service, 8);
 
 /**
  * Describes the message agentd.v1.PurgeTenantRequest.
  * Use `create(PurgeTenantRequestSchema)` to create a new message.
  */
 export const PurgeTenantRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 2);
+  messageDesc(file_agentd_v1_run_service, 9);
 
 /**
  * Describes the message agentd.v1.PurgeTenantResponse.
  * Use `create(PurgeTenantResponseSchema)` to create a new message.
  */
 export const PurgeTenantResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 3);
+  messageDesc(file_agentd_v1_run_service, 10);
 
 /**
  * Describes the message agentd.v1.WhoAmIRequest.
  * Use `create(WhoAmIRequestSchema)` to create a new message.
  */
 export const WhoAmIRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 4);
+  messageDesc(file_agentd_v1_run_service, 11);
 
 /**
  * Describes the message agentd.v1.WhoAmIResponse.
  * Use `create(WhoAmIResponseSchema)` to create a new message.
  */
 export const WhoAmIResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 5);
+  messageDesc(file_agentd_v1_run_service, 12);
 
 /**
  * Describes the message agentd.v1.WatchEventsRequest.
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 6);
+  messageDesc(file_agentd_v1_run_service, 13);
 
 /**
  * Describes the message agentd.v1.WatchEventsResponse.
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 7);
+  messageDesc(file_agentd_v1_run_service, 14);
 
 /**
  * Describes the message agentd.v1.UploadWorkspaceRequest.
  * Use `create(UploadWorkspaceRequestSchema)` to create a new message.
  */
 export const UploadWorkspaceRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 8);
+  messageDesc(file_agentd_v1_run_service, 15);
 
 /**
  * Describes the message agentd.v1.UploadWorkspaceResponse.
  * Use `create(UploadWorkspaceResponseSchema)` to create a new message.
  */
 export const UploadWorkspaceResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 9);
+  messageDesc(file_agentd_v1_run_service, 16);
 
 /**
  * Describes the message agentd.v1.Run.
  * Use `create(RunSchema)` to create a new message.
  */
 export const RunSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 10);
+  messageDesc(file_agentd_v1_run_service, 17);
 
 /**
  * Describes the message agentd.v1.CreateRunRequest.
  * Use `create(CreateRunRequestSchema)` to create a new message.
  */
 export const CreateRunRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 11);
+  messageDesc(file_agentd_v1_run_service, 18);
 
 /**
  * Describes the message agentd.v1.CreateRunResponse.
  * Use `create(CreateRunResponseSchema)` to create a new message.
  */
 export const CreateRunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 12);
+  messageDesc(file_agentd_v1_run_service, 19);
 
 /**
  * Describes the message agentd.v1.GetRunRequest.
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
 export const GetRunRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 13);
+  messageDesc(file_agentd_v1_run_service, 20);
 
 /**
  * Describes the message agentd.v1.GetRunResponse.
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
 export const GetRunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 14);
+  messageDesc(file_agentd_v1_run_service, 21);
 
 /**
  * Describes the message agentd.v1.ListRunsRequest.
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
 export const ListRunsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 15);
+  messageDesc(file_agentd_v1_run_service, 22);
 
 /**
  * Describes the message agentd.v1.ListRunsResponse.
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
 export const ListRunsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 16);
+  messageDesc(file_agentd_v1_run_service, 23);
 
 /**
  * Describes the message agentd.v1.StreamEventsRequest.
  * Use `create(StreamEventsRequestSchema)` to create a new message.
  */
 export const StreamEventsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 17);
+  messageDesc(file_agentd_v1_run_service, 24);
 
 /**
  * Describes the message agentd.v1.StreamEventsResponse.
  * Use `create(StreamEventsResponseSchema)` to create a new message.
  */
 export const StreamEventsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 18);
+  messageDesc(file_agentd_v1_run_service, 25);
 
 /**
  * Describes the message agentd.v1.ResolveApprovalRequest.
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 19);
+  messageDesc(file_agentd_v1_run_service, 26);
 
 /**
  * Describes the message agentd.v1.Approval.
  * Use `create(ApprovalSchema)` to create a new message.
  */
 export const ApprovalSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 20);
+  messageDesc(file_agentd_v1_run_service, 27);
 
 /**
  * Describes the message agentd.v1.ResolveApprovalResponse.
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 21);
+  messageDesc(file_agentd_v1_run_service, 28);
 
 /**
  * Describes the message agentd.v1.ListApprovalsRequest.
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 22);
+  messageDesc(file_agentd_v1_run_service, 29);
 
 /**
  * Describes the message agentd.v1.ListApprovalsResponse.
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 23);
+  messageDesc(file_agentd_v1_run_service, 30);
 
 /**
  * Describes the message agentd.v1.CancelRunRequest.
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 24);
+  messageDesc(file_agentd_v1_run_service, 31);
 
 /**
  * Describes the message agentd.v1.CancelRunResponse.
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 25);
+  messageDesc(file_agentd_v1_run_service, 32);
 
 /**
  * Describes the message agentd.v1.GetArtifactRequest.
  * Use `create(GetArtifactRequestSchema)` to create a new message.
  */
 export const GetArtifactRequestSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 26);
+  messageDesc(file_agentd_v1_run_service, 33);
 
 /**
  * Describes the message agentd.v1.ArtifactInfo.
  * Use `create(ArtifactInfoSchema)` to create a new message.
  */
 export const ArtifactInfoSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 27);
+  messageDesc(file_agentd_v1_run_service, 34);
 
 /**
  * Describes the message agentd.v1.GetArtifactResponse.
  * Use `create(GetArtifactResponseSchema)` to create a new message.
  */
 export const GetArtifactResponseSchema = /*@__PURE__*/
-  messageDesc(file_agentd_v1_run_service, 28);
+  messageDesc(file_agentd_v1_run_service, 35);
 
 /**
  * Describes the enum agentd.v1.RunState.
