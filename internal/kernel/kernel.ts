@@ -803,6 +803,7 @@ export function createKernel(opts: KernelOptions): Kernel {
               scope: clipText(redactor.text(r.scope), MAX_SCOPE),
             }),
             trustAdjustments: d.decision.trustAdjustments,
+            reviewer: d.decision.reviewer === true,
             ...decisionProvenance(policy, source(), opts.policyPath?.()),
           }),
         }),
