@@ -128,6 +128,7 @@ import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 import { crashPointFrom } from "./crash-at.ts";
 import { startRetention } from "./retention.ts";
+import { reviewerModels } from "./reviewer-model.ts";
 import { startTenantLimits } from "./tenant-limits.ts";
 
 const SERVER_FLAGS: FlagName[] = [
@@ -620,6 +621,12 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       .prewarm(sandboxShape(policy.current()))
       .catch((err: unknown) => logger.warn({ err }, "starting warm sandboxes failed"));
     const trustCounters = createTrustStore({ log, runs });
+    // The model reviewer (approval: reviewer) talks to the agent model's endpoint.
+    const reviewerModel = reviewerModels({
+      apiKey: process.env.OPENAI_API_KEY ?? "",
+      baseURL: cfg["model-base-url"],
+    });
+    const reviewerOpt = reviewerModel === undefined ? {} : { reviewerModel };
     const kernel = createKernel({
       log,
       policy: () => policy.current(),
@@ -627,6 +634,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       secretProviders: secretProviders(policy.current()),
       trustCounters,
       artifacts,
+      ...reviewerOpt,
     });
     const forTenant = tenantDriverDeps(tenantPolicies, (t) =>
       createKernel({
@@ -637,6 +645,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         secretProviders: secretProviders(tenantPolicies.forTenant(t).policy),
         trustCounters,
         artifacts,
+        ...reviewerOpt,
       }),
     );
     worker = createWorker({

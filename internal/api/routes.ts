@@ -10,6 +10,7 @@ import type { ApiDeps } from "./deps.ts";
 import { getArtifactHandler } from "./get-artifact.ts";
 import { getRunHandler } from "./get-run.ts";
 import { listRunsHandler } from "./list-runs.ts";
+import { overrideReviewHandler } from "./override-review.ts";
 import { purgeTenantHandler } from "./purge-tenant.ts";
 import { streamEventsHandler } from "./stream-events.ts";
 import { uploadWorkspaceHandler } from "./upload-workspace.ts";
@@ -23,6 +24,7 @@ export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
     streamEvents: streamEventsHandler(deps),
     resolveApproval: resolveApprovalHandler(deps),
     listApprovals: listApprovalsHandler(deps),
+    overrideReview: overrideReviewHandler(deps),
     cancelRun: cancelRunHandler(deps),
     getArtifact: getArtifactHandler(deps),
     uploadWorkspace: uploadWorkspaceHandler(deps),

@@ -124,6 +124,7 @@ async function exists(run: KernelRun, path: string): Promise<boolean> {
     argv: ["test", "-e", path],
     cwd: "/workspace",
     timeoutMs: 60_000,
+    maxOutputBytes: 1024,
   });
   return r.exitCode === 0;
 }
