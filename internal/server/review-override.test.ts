@@ -10,10 +10,12 @@
  * lands, in the tenant feed (WatchEvents).
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import { status } from "@grpc/grpc-js";
 import { ApprovalDecision, type Event } from "../gen/agentd/v1/events_pb.js";
 import { RunService, RunState } from "../gen/agentd/v1/run_service_pb.js";
@@ -34,6 +36,7 @@ let stub: OpenAiStub;
 let dev: AgentdProcess;
 let client: GrpcRunClient;
 const ADMIN = "approver-token";
+const AGENTCTL = fileURLToPath(new URL("../../bin/agentctl", import.meta.url));
 const READER = "reader-token";
 
 const POLICY = `${readFileSync(new URL("../../policy.yaml", import.meta.url), "utf8")
@@ -140,6 +143,21 @@ async function waitFor<V>(what: string, runId: string, probe: (es: Event[]) => V
   );
 }
 
+/** bin/agentctl against the dev server with the approver token. */
+function agentctl(
+  args: string[],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("AGENTD_")) env[k] = v;
+  Object.assign(env, { AGENTD_ADDR: `http://${dev.addr}`, AGENTD_TOKEN: ADMIN, NO_COLOR: "1" });
+  const child = spawn(AGENTCTL, args, { env, stdio: ["ignore", "pipe", "pipe"], timeout: 120_000 });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+  child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+  return new Promise((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
+}
+
 const override = (init: Record<string, string>, token = ADMIN) =>
   client.unary(RunService.method.overrideReview, init, token);
 
@@ -244,10 +262,40 @@ describe("model reviewer over agentd dev, and OverrideReview", { timeout: 600_00
     );
     const { run: ended } = await client.getRun(runId, ADMIN);
     assert.equal(ended?.state, RunState.COMPLETED);
-    const late = await override({ approvalId, verdict: "deny", reason: "should not have asked" });
-    assert.equal(late.seq, 0n);
-    assert.equal(late.override?.previousVerdict, "ask");
-    assert.equal(late.override?.attention, false);
+    // agentctl review override, with a hostile reason: recorded, and printed escaped.
+    const late = await agentctl([
+      ...["review", "override", approvalId, "--verdict", "deny"],
+      ...["--reason", "should not have asked \u001b[31m"],
+    ]);
+    assert.equal(late.code, 0, late.stderr);
+    assert.match(
+      late.stdout,
+      /reviewer ask → deny, recorded at the tenant feed \(the run had ended\)/,
+    );
+    const json = await agentctl([
+      "review",
+      "override",
+      "c2",
+      "--run",
+      runId,
+      "--verdict",
+      "allow",
+      "--reason",
+      "x",
+      "--json",
+    ]);
+    assert.equal(json.code, 0, json.stderr);
+    assert.equal(JSON.parse(json.stdout).previousVerdict, "ask");
+    // agentctl events shows the verdicts and the override, control characters escaped.
+    const shown = await agentctl(["events", runId]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stdout, /reviewer\.verdict +c1 allow \(stub-reviewer: allow 0\.95\)/);
+    assert.match(shown.stdout, /reviewer\.verdict +c2 ask \(stub-reviewer: ask 0\.90\) apr_/);
+    assert.match(
+      shown.stdout,
+      /reviewer\.overridden +c1 allow → deny by acme#0 ATTENTION: one\.txt was wrong/,
+    );
+    assert.equal(shown.stdout.includes("\u001b"), false);
     const deadline = Date.now() + 60_000;
     while (
       !feed.some(
