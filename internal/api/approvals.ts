@@ -223,6 +223,8 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
               decision: req.decision,
               reason: req.reason,
               resolvedBy: principal.name,
+              // The person answered a call the model reviewer had an opinion on.
+              reviewerVerdict: a.reviewerVerdict ?? "",
             }),
           },
         });

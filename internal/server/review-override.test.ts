@@ -257,6 +257,13 @@ describe("model reviewer over agentd dev, and OverrideReview", { timeout: 600_00
       { approvalId, decision: ApprovalDecision.APPROVE, reason: "ok" },
       ADMIN,
     );
+    const resolved = (await history(runId)).find((e) => e.payload.case === "approvalResolved");
+    assert.ok(resolved?.payload.case === "approvalResolved");
+    assert.equal(
+      resolved.payload.value.reviewerVerdict,
+      "ask",
+      "the person answered over the reviewer's ask",
+    );
     await waitFor("the run's end", runId, (es) =>
       es.find((e) => e.type === "run.completed" || e.type === "run.failed"),
     );
