@@ -71,7 +71,11 @@ export async function askReviewer(
           goal: run.goal ?? "(no goal given)",
           tool: toolName,
           preview: pv,
-          personFacts: personFactsOf(d.assessment, config.personFor),
+          personFacts: personFactsOf(
+            d.assessment,
+            config.personFor,
+            call.tool === "repo.patch" && pv.summary.startsWith("delete "),
+          ),
         });
   const reasoning = clipText(deps.redactor.text(outcome.reasoning), MAX_REVIEWER_TEXT);
   const note = clipText(deps.redactor.text(outcome.note), MAX_REVIEWER_TEXT);

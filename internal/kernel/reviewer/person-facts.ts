@@ -9,9 +9,17 @@
 import type { Assessment } from "../risk.ts";
 import { PERSON_FACTS, type PersonFact } from "./reviewer-schema.ts";
 
-/** The facts of `a` among `personFor` (in PERSON_FACTS order). */
-export function personFactsOf(a: Assessment, personFor: readonly PersonFact[]): PersonFact[] {
+/**
+ * The facts of `a` among `personFor` (in PERSON_FACTS order). `deletes`: the call's preview
+ * says it deletes a file (a repo.patch whose diff ends in /dev/null).
+ */
+export function personFactsOf(
+  a: Assessment,
+  personFor: readonly PersonFact[],
+  deletes = false,
+): PersonFact[] {
   const held = factsOf(a);
+  if (deletes) held.add("deletesFile");
   return PERSON_FACTS.filter((f) => personFor.includes(f) && held.has(f));
 }
 

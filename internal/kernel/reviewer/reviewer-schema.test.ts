@@ -20,8 +20,10 @@ describe("policy: reviewer section", () => {
     assert.ok(r.ok);
     assert.deepEqual(r.policy.reviewer.personFor, [
       "highRiskCommand",
+      "dynamicShell",
       "runWrittenScript",
       "touchesSecrets",
+      "deletesFile",
     ]);
     assert.equal(r.policy.reviewer.model, undefined);
     assert.equal(r.policy.reviewer.minConfidence, 0.8);

@@ -18,14 +18,20 @@ export const PERSON_FACTS = [
   "touchesBuild",
   "highImpact",
   "mentionsDeniedPath",
+  "deletesFile",
 ] as const;
 export type PersonFact = (typeof PERSON_FACTS)[number];
 
 /** What a reviewer may never allow without a person when the policy does not say. */
 export const DEFAULT_PERSON_FOR: PersonFact[] = [
+  // Destructive and outbound commands (rm, find -delete, git reset --hard, curl …).
   "highRiskCommand",
+  // Inline interpreter code and computed command lines: the preview cannot show what runs.
+  "dynamicShell",
   "runWrittenScript",
   "touchesSecrets",
+  // A repo.patch that deletes a file.
+  "deletesFile",
 ];
 
 /** Longest rubric (the policy's instructions to the reviewer). */
