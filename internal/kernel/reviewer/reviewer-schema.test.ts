@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { diffPolicies } from "../policy-diff.ts";
 import { parsePolicy } from "../policy-loader.ts";
 
 function errorsOf(yaml: string): string {
@@ -37,6 +38,24 @@ describe("policy: reviewer section", () => {
     assert.ok(r.ok, JSON.stringify(r));
     assert.equal(r.policy.capabilities["process.run"]?.approval, "reviewer");
     assert.equal(r.policy.reviewer.timeout, 10_000);
+  });
+
+  it("agentd policy diff names a switch to the reviewer and its settings", () => {
+    const a = parsePolicy("version: 1\n", "a.yaml");
+    const b = parsePolicy(
+      `version: 1\n${reviewerCap}reviewer: { model: gpt-x, rubric: r, minConfidence: 0.9 }\n`,
+      "b.yaml",
+    );
+    assert.ok(a.ok && b.ok);
+    const lines = diffPolicies(a.policy, b.policy).map((d) => d.text);
+    assert.ok(
+      lines.includes(
+        "capability process.run: approval changed from risk (the risk rules decide) (not listed: the default) to reviewer (the model reviewer answers first; a person when it asks)",
+      ),
+      lines.join("\n"),
+    );
+    assert.ok(lines.some((l) => l.startsWith("reviewer.minConfidence: changed from 0.8 to 0.9")));
+    assert.ok(lines.some((l) => l.startsWith("reviewer.model: changed from")));
   });
 
   it("approval: reviewer without a model or rubric names the missing field", () => {
