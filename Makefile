@@ -67,6 +67,7 @@ bench: build images image
 	node bench/eventlog.ts
 	node bench/sandbox.ts
 	node bench/kernel.ts
+	node bench/reviewer.ts
 	node bench/e2e.ts --runs 5
 	node bench/e2e.ts --runs 3 --delays
 	node bench/runs.ts --runs 200

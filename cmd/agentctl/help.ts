@@ -527,6 +527,24 @@ its own, or when the change is no longer pending. Needs the admin role.`,
     },
   },
   {
+    name: "review override",
+    args: ["CALL_OR_APPROVAL"],
+    summary: "override the model reviewer's verdict on a call, after the fact (recorded)",
+    details: `Records a person's verdict over the model reviewer's (approval: reviewer) on a call:
+the call id (with --run RUN) or the approval id (apr_…) the reviewer asked a person in.
+Needs the approve role. Nothing runs or is undone: overriding an allow whose call already
+ran marks the run for attention (reviewer.overridden with attention); overriding a deny
+records that the reviewer was wrong, the call stays refused (the model may propose it
+again). An ask still pending is answered with agentctl approve/deny instead. Once the run
+ended, the override is recorded in the tenant feed (agentctl watch shows it).`,
+    flags: {
+      verdict: { type: "string", arg: "allow|deny", help: "the person's verdict" },
+      reason: { type: "string", arg: "TEXT", help: "why (required; recorded)" },
+      run: { type: "string", arg: "RUN", help: "the run, when CALL_OR_APPROVAL is a call id" },
+      json: { type: "boolean", help: "print the recorded override as protobuf-JSON" },
+    },
+  },
+  {
     name: "artifact get",
     args: ["RUN"],
     summary: "download an artifact of a run (the patch, the uploaded workspace…)",

@@ -60,6 +60,7 @@ import {
 } from "../../internal/cli/style.ts";
 import { didYouMean } from "../../internal/cli/suggest.ts";
 import { createTerminalOut } from "../../internal/cli/terminal-out.ts";
+import { escapeControls } from "../../internal/cli/terminal-safe.ts";
 import { headVerdict, parseHead, recordedLoss } from "../../internal/cli/verify-head.ts";
 import { stateCode, waitRun } from "../../internal/cli/wait.ts";
 import { approvalHint, outcomeCode, watchRun } from "../../internal/cli/watch.ts";
@@ -70,6 +71,7 @@ import {
   EventSchema,
   PolicyChangeState,
   ProposedRuleKind,
+  ReviewOverriddenSchema,
 } from "../../internal/gen/agentd/v1/events_pb.js";
 import {
   type Approval,
@@ -171,8 +173,8 @@ function splitCommand(argv: string[]): { name: string | undefined; rest: string[
     }
     if (a.startsWith("-")) continue;
     const rest = [...argv.slice(0, i), ...argv.slice(i + 1)];
-    if (a === "artifact" || a === "config" || a === "policy") {
-      // Commands with a subcommand: artifact get, config use-context…
+    if (a === "artifact" || a === "config" || a === "policy" || a === "review") {
+      // Commands with a subcommand: artifact get, config use-context, policy changes, review override…
       const j = rest.findIndex((x, k) => k >= i && !x.startsWith("-"));
       if (j >= 0 && findCommand(`${a} ${rest[j]}`) !== undefined) {
         const sub = rest[j] as string;
@@ -201,7 +203,9 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
       stdout.write(mainHelp());
       return EXIT.OK;
     }
-    const c = findCommand(topic === "artifact" ? "artifact get" : topic);
+    const c = findCommand(
+      topic === "artifact" ? "artifact get" : topic === "review" ? "review override" : topic,
+    );
     if (c === undefined) throw new UsageError(`no command ${JSON.stringify(topic)}`);
     stdout.write(commandHelp(c));
     return EXIT.OK;
@@ -213,7 +217,9 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
         ? "config use-context"
         : name === "policy"
           ? "policy changes"
-          : name,
+          : name === "review"
+            ? "review override"
+            : name,
   );
   if (spec === undefined) {
     const known = [...new Set(COMMANDS.map((c) => c.name.split(" ")[0] as string))];
@@ -221,6 +227,12 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
   }
   if (name === "policy" && !(rest.includes("--help") || rest.includes("-h"))) {
     throw new UsageError("policy needs a subcommand: changes, apply ID, reject ID", spec.name);
+  }
+  if (name === "review" && !(rest.includes("--help") || rest.includes("-h"))) {
+    throw new UsageError(
+      'review needs a subcommand: "review override CALL_OR_APPROVAL --verdict allow|deny --reason TEXT"',
+      spec.name,
+    );
   }
   if (name === "artifact" && !(rest.includes("--help") || rest.includes("-h"))) {
     throw new UsageError('artifact needs a subcommand: "artifact get RUN"', spec.name);
@@ -1018,6 +1030,52 @@ async function policyRejectCmd(c: Ctx): Promise<number> {
   return EXIT.OK;
 }
 
+// --- review override ----------------------------------------------------------------------------
+
+/** A person overrides the model reviewer's verdict on a call (OverrideReview). */
+async function reviewOverrideCmd(c: Ctx): Promise<number> {
+  const target = c.args[0] as string;
+  const verdict = str(c.values, "verdict") ?? "";
+  const reason = str(c.values, "reason") ?? "";
+  const runId = str(c.values, "run") ?? "";
+  if (verdict !== "allow" && verdict !== "deny")
+    throw new UsageError('--verdict must be "allow" or "deny"', "review override");
+  if (reason.trim() === "") throw new UsageError("--reason is required", "review override");
+  const byApproval = target.startsWith("apr_");
+  if (!byApproval && runId === "")
+    throw new UsageError(
+      "a call id needs --run RUN (or give the approval id apr_…)",
+      "review override",
+    );
+  const res = await c.client.overrideReview(
+    {
+      runId,
+      verdict,
+      reason,
+      ...(byApproval ? { approvalId: target } : { callId: target }),
+    },
+    { timeoutMs: 30_000, signal: c.signal },
+  );
+  if (c.values.json === true) {
+    if (res.override !== undefined)
+      stdout.write(jsonLine(toJson(ReviewOverriddenSchema, res.override)));
+    return EXIT.OK;
+  }
+  // What the server says is shown with its control characters escaped (safe-message.ts).
+  const o =
+    res.override === undefined ? undefined : escapeMessage(ReviewOverriddenSchema, res.override);
+  const where =
+    res.seq > 0n ? `seq ${res.seq} of the run's log` : "the tenant feed (the run had ended)";
+  stdout.write(
+    `overridden ${o?.callId ?? escapeControls(target)}: reviewer ${o?.previousVerdict ?? "?"} → ${o?.verdict ?? verdict}, recorded at ${where}\n`,
+  );
+  if (o?.attention === true)
+    stdout.write(
+      "ATTENTION: the call the reviewer allowed already ran; its effect is in the run's workspace\n",
+    );
+  return EXIT.OK;
+}
+
 // --- whoami -----------------------------------------------------------------------------------
 
 async function whoamiCmd(c: Ctx): Promise<number> {
@@ -1150,6 +1208,7 @@ const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
   approvals: approvalsCmd,
   approve: (c) => resolveCmd(c, true),
   deny: (c) => resolveCmd(c, false),
+  "review override": reviewOverrideCmd,
   "artifact get": artifactGetCmd,
   "policy changes": policyChangesCmd,
   "policy apply": policyApplyCmd,

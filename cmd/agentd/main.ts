@@ -131,6 +131,7 @@ import { createWorker, type Worker } from "../../internal/worker/worker.ts";
 import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from "./config.ts";
 import { crashPointFrom } from "./crash-at.ts";
 import { startRetention } from "./retention.ts";
+import { reviewerModels } from "./reviewer-model.ts";
 import { startTenantLimits } from "./tenant-limits.ts";
 
 const SERVER_FLAGS: FlagName[] = [
@@ -634,6 +635,12 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       .prewarm(sandboxShape(policy.current()))
       .catch((err: unknown) => logger.warn({ err }, "starting warm sandboxes failed"));
     const trustCounters = createTrustStore({ log, runs });
+    // The model reviewer (approval: reviewer) talks to the agent model's endpoint.
+    const reviewerModel = reviewerModels({
+      apiKey: process.env.OPENAI_API_KEY ?? "",
+      baseURL: cfg["model-base-url"],
+    });
+    const reviewerOpt = reviewerModel === undefined ? {} : { reviewerModel };
     const kernel = createKernel({
       log,
       policy: () => policy.current(),
@@ -641,6 +648,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       secretProviders: secretProviders(policy.current()),
       trustCounters,
       artifacts,
+      ...reviewerOpt,
     });
     const forTenant = tenantDriverDeps(tenantPolicies, (t) =>
       createKernel({
@@ -651,6 +659,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
         secretProviders: secretProviders(tenantPolicies.forTenant(t).policy),
         trustCounters,
         artifacts,
+        ...reviewerOpt,
       }),
     );
     worker = createWorker({

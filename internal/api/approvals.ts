@@ -240,6 +240,8 @@ export function resolveApprovalHandler(deps: ApiDeps, now: () => number = Date.n
               reason: req.reason,
               resolvedBy: principal.name,
               policyChangeId: proposal?.change.id ?? "",
+              // The person answered a call the model reviewer had an opinion on.
+              reviewerVerdict: a.reviewerVerdict ?? "",
             }),
           },
         });

@@ -10,6 +10,7 @@ import type { ApiDeps } from "./deps.ts";
 import { getArtifactHandler } from "./get-artifact.ts";
 import { getRunHandler } from "./get-run.ts";
 import { listRunsHandler } from "./list-runs.ts";
+import { overrideReviewHandler } from "./override-review.ts";
 import {
   applyPolicyChangeHandler,
   listPolicyChangesHandler,
@@ -28,6 +29,7 @@ export function registerRunService(router: ConnectRouter, deps: ApiDeps): void {
     streamEvents: streamEventsHandler(deps),
     resolveApproval: resolveApprovalHandler(deps),
     listApprovals: listApprovalsHandler(deps),
+    overrideReview: overrideReviewHandler(deps),
     cancelRun: cancelRunHandler(deps),
     getArtifact: getArtifactHandler(deps),
     uploadWorkspace: uploadWorkspaceHandler(deps),

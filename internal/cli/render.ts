@@ -25,6 +25,7 @@ import {
 } from "../gen/agentd/v1/events_pb.js";
 import { policyLabel } from "../text/policy-label.ts";
 import { failureLine, testCountsText } from "../tools/test-results/format-summary.ts";
+import { overrideDetail, overrideLine, verdictDetail, verdictLine } from "./render-review.ts";
 import { escapeMessage } from "./safe-message.ts";
 import {
   formatCost,
@@ -288,6 +289,12 @@ export function eventLine(raw: Event, st: Style): string {
       break;
     case "approvalRequested":
       detail = `${p.value.approvalId} ${p.value.tool}: ${oneLine(p.value.preview?.summary ?? "", 80)}`;
+      break;
+    case "reviewerVerdict":
+      detail = verdictDetail(p.value);
+      break;
+    case "reviewerOverridden":
+      detail = overrideDetail(p.value);
       break;
     case "approvalResolved":
       detail = `${p.value.approvalId} ${p.value.decision === ApprovalDecision.APPROVE ? "approved" : "denied"} by ${p.value.resolvedBy}${rp.case === "approvalResolved" && rp.value.reason !== "" ? `: ${quoted(rp.value.reason)}` : ""}`;
@@ -644,6 +651,12 @@ export class Renderer {
         this.line(`  ${st.yellow("└")}`);
         break;
       }
+      case "reviewerVerdict":
+        this.line(verdictLine(p.value, st));
+        break;
+      case "reviewerOverridden":
+        this.line(overrideLine(p.value, st));
+        break;
       case "approvalResolved": {
         const v = p.value;
         const ok = v.decision === ApprovalDecision.APPROVE;

@@ -20,6 +20,11 @@ export interface Decision {
   reason: string;
   /** Trust rules applied, as "relax:NAME" or "tighten:NAME". */
   trustAdjustments: string[];
+  /**
+   * Set on a preview+approval under `approval: reviewer`: the model reviewer answers
+   * first (kernel/reviewer/), a person only when it asks.
+   */
+  reviewer?: boolean;
 }
 
 /** Default approval mode of a capability not named in the policy. */
@@ -47,6 +52,14 @@ export function decide(
       rule: `capabilities.${tool}.approval=always`,
       reason: "policy asks a person for every call of this tool",
       trustAdjustments: [],
+    };
+  } else if (mode === "reviewer") {
+    d = {
+      path: "preview+approval",
+      rule: `capabilities.${tool}.approval=reviewer`,
+      reason: "the model reviewer answers for this tool (a person when it asks)",
+      trustAdjustments: [],
+      reviewer: true,
     };
   } else if (mode === "never" && a.risk.touchesSecrets && policy.risk.approvalWhen.touchesSecrets) {
     // Secrets are gated even for tools that otherwise never ask (reading .env with
@@ -118,7 +131,8 @@ export function decide(
         reason: `relaxed by trust rule ${rule.name}`,
         trustAdjustments: [...d.trustAdjustments, `relax:${rule.name}`],
       };
-    } else if (rule.then === "tighten" && d.path !== "preview+approval") {
+    } else if (rule.then === "tighten" && (d.path !== "preview+approval" || d.reviewer === true)) {
+      // Tighten means a person: a reviewer's say is taken away too.
       d = {
         path: "preview+approval",
         rule: `trust.rules:${rule.name}`,

@@ -18,6 +18,7 @@
 
 import { create } from "@bufbuild/protobuf";
 import { type Span, SpanStatusCode } from "@opentelemetry/api";
+import type { LanguageModel } from "ai";
 import type { ArtifactStore } from "../artifacts/port.ts";
 import { isAgentdError } from "../errors.ts";
 import { canonicalJson } from "../eventlog/canonical-json.ts";
@@ -58,6 +59,7 @@ import { applyProvenance } from "./provenance.ts";
 import { createRedactor, type Redactor } from "./redaction.ts";
 import { applyReplacing, needsReplacingProbe, probeReplacing } from "./replace-probe.ts";
 import { envelopeResult, testSummaryOf } from "./result-envelope.ts";
+import { askReviewer } from "./reviewer/ask-reviewer.ts";
 import { type Assessment, assess, type CompiledRisk, compileRisk } from "./risk.ts";
 import type { RunWriter } from "./run-writer.ts";
 import { RUNNER_TOOLS, runsRunner } from "./runner-files.ts";
@@ -142,6 +144,11 @@ export interface KernelRun {
    * keeps the workspace's diff as it was before the first one (worker/before-secret.ts).
    */
   beforeSecret?: () => Promise<void>;
+  /**
+   * The run's goal (its prompt), shown to the model reviewer as untrusted data beside a
+   * call's preview (`approval: reviewer`). Undefined: the reviewer is told none was given.
+   */
+  goal?: string;
 }
 
 /** Tools that never change the workspace (their calls keep a run pristine). */
@@ -200,6 +207,11 @@ export interface KernelOptions {
   artifacts?: ArtifactStore;
   /** Clock, for tests. */
   now?: () => number;
+  /**
+   * The model reviewer for a policy's `reviewer.model` id (`approval: reviewer`);
+   * undefined (or answering undefined): no reviewer, so every such call asks a person.
+   */
+  reviewerModel?: (modelId: string) => LanguageModel | undefined;
 }
 
 /** The decision for a call, with everything that led to it. */
@@ -819,6 +831,7 @@ export function createKernel(opts: KernelOptions): Kernel {
               scope: clipText(redactor.text(r.scope), MAX_SCOPE),
             }),
             trustAdjustments: d.decision.trustAdjustments,
+            reviewer: d.decision.reviewer === true,
             ...decisionProvenance(policy, source(), opts.policyPath?.()),
           }),
         }),
@@ -849,7 +862,21 @@ export function createKernel(opts: KernelOptions): Kernel {
         }
       }
       if (d.decision.path === "preview+approval" && pv !== undefined) {
-        const paused = await requestApproval(run, call, toolName, pv);
+        let extra: ApprovalExtra = {};
+        if (d.decision.reviewer === true) {
+          const r = await askReviewer(reviewerDeps(run, res), run, call, toolName, d, pv);
+          if (r.verdict === "allow") return await execute(run, call, d, callSpan, false, pv);
+          if (r.verdict === "deny")
+            return await fail(
+              run,
+              call,
+              "deny",
+              { code: "EREVIEWER_DENIED", message: r.message },
+              callSpan,
+            );
+          extra = r.approval;
+        }
+        const paused = await requestApproval(run, call, toolName, pv, extra);
         if (paused.kind === "paused")
           callSpan.setAttribute("agentd.approval.id", paused.approvalId);
         return paused;
@@ -875,8 +902,10 @@ export function createKernel(opts: KernelOptions): Kernel {
     call: ProposedCall,
     toolName: string,
     pv: PreviewData,
+    extra: ApprovalExtra,
   ): Promise<CallOutcome> {
-    const ticket = approvalTicket(run.runId, now(), opts.policy().approvals.expireAfter);
+    const ticket =
+      extra.ticket ?? approvalTicket(run.runId, now(), opts.policy().approvals.expireAfter);
     const { approvalId } = ticket;
     const request = (p: PreviewData): EventPayload => ({
       case: "approvalRequested",
@@ -885,6 +914,8 @@ export function createKernel(opts: KernelOptions): Kernel {
         callId: call.callId,
         tool: toolName,
         preview: toPreviewMessage(p),
+        reviewerVerdict: extra.reviewerVerdict ?? "",
+        reviewerNote: extra.reviewerNote ?? "",
       }),
     });
     const shown = fitDocument(pv, {
@@ -965,6 +996,22 @@ export function createKernel(opts: KernelOptions): Kernel {
     }
   }
 
+  /** What the reviewer step needs of the kernel (reviewer/ask-reviewer.ts). */
+  function reviewerDeps(run: KernelRun, res: { knownValues(): readonly string[] }) {
+    const policy = opts.policy();
+    return {
+      policy,
+      model: (id: string) => opts.reviewerModel?.(id),
+      ticket: () => approvalTicket(run.runId, now(), policy.approvals.expireAfter),
+      redactor: createRedactor({
+        secrets: secretsOf(run, res),
+        keys: policy.redaction.keys,
+        patterns: policy.redaction.patterns,
+      }),
+      append: (payload: EventPayload) => append(run, payload),
+    };
+  }
+
   /** The base_sha256 of the preview the call's approval showed ("" when none). */
   async function approvedBaseOf(run: KernelRun, call: ProposedCall): Promise<string> {
     const events = await opts.log.read(run.runId, 0);
@@ -977,6 +1024,13 @@ export function createKernel(opts: KernelOptions): Kernel {
   }
 
   return { handle, continueAfterApproval, decideCall };
+}
+
+/** What approval.requested carries beyond the call when a reviewer asked a person. */
+export interface ApprovalExtra {
+  ticket?: ReturnType<typeof approvalTicket>;
+  reviewerVerdict?: string;
+  reviewerNote?: string;
 }
 
 /**

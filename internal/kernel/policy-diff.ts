@@ -54,6 +54,7 @@ const APPROVAL_WORDS: Record<string, string> = {
   never: "never (runs without a person)",
   always: "always (every call waits for a person)",
   risk: "risk (the risk rules decide)",
+  reviewer: "reviewer (the model reviewer answers first; a person when it asks)",
 };
 
 /** Default approval of a capability the policy does not list (decide.ts). */

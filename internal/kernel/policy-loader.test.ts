@@ -158,7 +158,7 @@ describe("broken policies: every issue with its line and field", () => {
         {
           line: 4,
           field: "capabilities.repo.patch.approval",
-          message: /expected one of never, always, risk, got "sometimes"/,
+          message: /expected one of never, always, risk, reviewer, got "sometimes"/,
         },
       ],
     },
@@ -325,7 +325,7 @@ describe("broken policies: every issue with its line and field", () => {
         const lines = err.message.split("\n").slice(1);
         assert.deepEqual(lines, [
           `${path}:3:8: sandbox.cpu: expected a number, got "many"`,
-          `${path}:4:1: bogus: unknown key; expected one of version, workspace, capabilities, risk, limits, redaction, secrets, network, sandbox, tools, approvals, trust, approvedCommands`,
+          `${path}:4:1: bogus: unknown key; expected one of version, workspace, capabilities, risk, limits, redaction, secrets, network, sandbox, tools, approvals, trust, approvedCommands, reviewer`,
         ]);
         return true;
       },

@@ -10,6 +10,7 @@ import { PROGRAM_RE, REPO_RE, SUBCOMMAND_RE } from "./approved-command-words.ts"
 import { imagePatternProblem } from "./image-policy.ts";
 import { HostEntry, NetworkSchema } from "./network-schema.ts";
 import { Duration, Size } from "./policy-units.ts";
+import { REVIEWER_DEFAULTS, ReviewerSchema } from "./reviewer/reviewer-schema.ts";
 
 export { Duration, Size } from "./policy-units.ts";
 
@@ -90,8 +91,11 @@ export type CapabilityName = (typeof CAPABILITY_NAMES)[number];
 
 const Capability = z
   .object({
-    /** never: no approval; always: every call waits for a person; risk: the risk profile decides. */
-    approval: z.enum(["never", "always", "risk"]),
+    /**
+     * never: no approval; always: every call waits for a person; risk: the risk profile
+     * decides; reviewer: every call goes to the model reviewer first (the `reviewer` section).
+     */
+    approval: z.enum(["never", "always", "risk", "reviewer"]),
     /** Timeout of one call. */
     timeout: Duration.optional(),
   })
@@ -393,8 +397,24 @@ export const PolicySchema = z
       .default({ rules: [] }),
     /** Command families approved into the policy (docs/policy.md "Rules from approvals"). */
     approvedCommands: z.array(ApprovedCommand).max(1024).default([]),
+    /** The model reviewer (`approval: reviewer`); docs/policy.md, "Model reviewer". */
+    reviewer: ReviewerSchema.default(REVIEWER_DEFAULTS),
   })
   .strict()
+  // A capability that says reviewer needs a model to ask and a rubric to ask it with.
+  .superRefine((p, ctx) => {
+    for (const [tool, cap] of Object.entries(p.capabilities)) {
+      if (cap?.approval !== "reviewer") continue;
+      for (const field of ["model", "rubric"] as const) {
+        if (p.reviewer[field] === undefined)
+          ctx.addIssue({
+            code: "custom",
+            message: `is required: capabilities.${tool}.approval is reviewer`,
+            path: ["reviewer", field],
+          });
+      }
+    }
+  })
   // Presets widen the egress allowlist; without sandbox.network: allowlist the sandbox has
   // no network at all, and a preset there is a policy that says one thing and does another.
   .refine((p) => p.network.presets.length === 0 || p.sandbox.network === "allowlist", {
@@ -413,4 +433,4 @@ export function policyImage(p: Policy): string {
   return p.sandbox.image ?? DEFAULT_SANDBOX_IMAGE;
 }
 export type TrustRuleConfig = z.output<typeof TrustRule>;
-export type ApprovalMode = "never" | "always" | "risk";
+export type ApprovalMode = "never" | "always" | "risk" | "reviewer";

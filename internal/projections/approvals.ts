@@ -18,6 +18,8 @@ export interface ApprovalState {
   state: "pending" | "approved" | "denied";
   reason: string;
   resolvedBy: string;
+  /** What the model reviewer said before a person was asked ("" or absent: no reviewer). */
+  reviewerVerdict?: string;
 }
 
 export function projectApprovals(events: Iterable<Event>): Map<string, ApprovalState> {
@@ -37,6 +39,7 @@ export function projectApprovals(events: Iterable<Event>): Map<string, ApprovalS
         state: "pending",
         reason: "",
         resolvedBy: "",
+        reviewerVerdict: p.value.reviewerVerdict,
       });
     } else if (p.case === "approvalResolved") {
       const a = out.get(p.value.approvalId);

@@ -136,6 +136,8 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     },
     ...(d.deps.callArtifacts === undefined ? {} : { artifacts: d.deps.callArtifacts }),
     beforeSecret: () => captureBeforeSecret(d),
+    // The model reviewer sees it (as untrusted data) beside a call's preview.
+    goal: d.run0.prompt,
   };
   // A fresh container lacks what the held calls wrote: absent is not "cleared".
   if (d.freshBox) await keepHeldAfterRestore(d.kernelRun.taint, (p) => d.writer.append(p));

@@ -1,7 +1,7 @@
 /**
  * Refuses, by name, every write to a run served read-only from its archive
- * (`--archive-dir`, archive/archive-fallback-log.ts): ResolveApproval, CancelRun and
- * DeleteRun of an archived run answer FAILED_PRECONDITION saying the run is archived.
+ * (`--archive-dir`, archive/archive-fallback-log.ts): ResolveApproval, OverrideReview,
+ * CancelRun and DeleteRun of an archived run answer FAILED_PRECONDITION saying the run is archived.
  * Another tenant's archived run is left to the handler (NOT_FOUND, as for any foreign run).
  * Must never: refuse a call about a run the live log holds.
  */
@@ -21,6 +21,8 @@ function runOfWrite(method: string, message: Record<string, unknown>): string | 
   switch (method) {
     case "ResolveApproval":
       return runIdOfApproval(String(message.approvalId ?? ""));
+    case "OverrideReview":
+      return runIdOfApproval(String(message.approvalId ?? "")) ?? String(message.runId ?? "");
     case "CancelRun":
     case "DeleteRun":
       return typeof message.runId === "string" ? message.runId : undefined;

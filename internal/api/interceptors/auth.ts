@@ -21,6 +21,7 @@ export const METHOD_ROLES: Readonly<Record<string, Role>> = {
   ListApprovals: "read",
   GetArtifact: "read",
   ResolveApproval: "approve",
+  OverrideReview: "approve",
   // The handler narrows it: a submit token deletes its tenant's runs, an admin any tenant's.
   DeleteRun: "submit",
   PurgeTenant: "admin",

@@ -348,6 +348,23 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: PolicyChangeApplied;
     case: "policyChangeApplied";
+  } | {
+    /**
+     * type "reviewer.verdict": the model reviewer's answer on a call whose policy says
+     * `approval: reviewer` (docs/policy.md, "Model reviewer").
+     *
+     * @generated from field: agentd.v1.ReviewerVerdict reviewer_verdict = 107;
+     */
+    value: ReviewerVerdict;
+    case: "reviewerVerdict";
+  } | {
+    /**
+     * type "reviewer.overridden": a person overrode a reviewer verdict after the fact.
+     *
+     * @generated from field: agentd.v1.ReviewOverridden reviewer_overridden = 110;
+     */
+    value: ReviewOverridden;
+    case: "reviewerOverridden";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1513,6 +1530,14 @@ export declare type PolicyDecision = Message<"agentd.v1.PolicyDecision"> & {
    * @generated from field: string policy_file = 9;
    */
   policyFile: string;
+
+  /**
+   * True when the decision is PREVIEW_APPROVAL under `approval: reviewer`: the model
+   * reviewer answers first (reviewer.verdict), and a person only when it asks.
+   *
+   * @generated from field: bool reviewer = 10;
+   */
+  reviewer: boolean;
 };
 
 /**
@@ -1665,6 +1690,21 @@ export declare type ApprovalRequested = Message<"agentd.v1.ApprovalRequested"> &
    * @generated from field: google.protobuf.Timestamp expires_at = 5;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The model reviewer's verdict when it asked a person ("ask"), empty when no reviewer
+   * was consulted; with why in reviewer_note (e.g. "low confidence 0.4 < 0.8").
+   *
+   * @generated from field: string reviewer_verdict = 6;
+   */
+  reviewerVerdict: string;
+
+  /**
+   * Why the reviewer's answer became a question for a person (redacted, at most 4 KiB).
+   *
+   * @generated from field: string reviewer_note = 7;
+   */
+  reviewerNote: string;
 };
 
 /**
@@ -1714,6 +1754,13 @@ export declare type ApprovalResolved = Message<"agentd.v1.ApprovalResolved"> & {
    * @generated from field: string policy_change_id = 5;
    */
   policyChangeId: string;
+
+  /**
+   * The model reviewer's verdict on the call before the person answered ("" when none).
+   *
+   * @generated from field: string reviewer_verdict = 6;
+   */
+  reviewerVerdict: string;
 };
 
 /**
@@ -2513,6 +2560,150 @@ export declare type PolicyChangeApplied = Message<"agentd.v1.PolicyChangeApplied
  * Use `create(PolicyChangeAppliedSchema)` to create a new message.
  */
 export declare const PolicyChangeAppliedSchema: GenMessage<PolicyChangeApplied>;
+
+/**
+ * The model reviewer's answer on one call (`approval: reviewer`). `model_verdict` is what
+ * the model said ("" when it said nothing usable: a timeout, an error, unparseable output);
+ * `verdict` is what took effect: "allow" (the call ran, auto-approved by the reviewer),
+ * "deny" (refused with the reasoning as the tool error) or "ask" (a person decides, see
+ * approval_id). They differ when `note` says why: low confidence, a timeout, a model error,
+ * unparseable output, or a call the policy marks as needing a person (reviewer.personFor).
+ *
+ * @generated from message agentd.v1.ReviewerVerdict
+ */
+export declare type ReviewerVerdict = Message<"agentd.v1.ReviewerVerdict"> & {
+  /**
+   * The call reviewed.
+   *
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * The approval a person was asked in ("" unless verdict is "ask").
+   *
+   * @generated from field: string approval_id = 2;
+   */
+  approvalId: string;
+
+  /**
+   * The verdict that took effect: allow, deny or ask.
+   *
+   * @generated from field: string verdict = 3;
+   */
+  verdict: string;
+
+  /**
+   * What the model answered: allow, deny, ask, or "" when nothing usable came back.
+   *
+   * @generated from field: string model_verdict = 4;
+   */
+  modelVerdict: string;
+
+  /**
+   * The model's reasoning, redacted like other model text, at most 4 KiB.
+   *
+   * @generated from field: string reasoning = 5;
+   */
+  reasoning: string;
+
+  /**
+   * The model's confidence, 0..1 (0 when nothing usable came back).
+   *
+   * @generated from field: double confidence = 6;
+   */
+  confidence: number;
+
+  /**
+   * The reviewer model's id (the policy's reviewer.model).
+   *
+   * @generated from field: string model = 7;
+   */
+  model: string;
+
+  /**
+   * sha256 (hex) of the exact prompt sent to the model (system and user text).
+   *
+   * @generated from field: string prompt_digest = 8;
+   */
+  promptDigest: string;
+
+  /**
+   * Why `verdict` differs from `model_verdict` ("" when it does not).
+   *
+   * @generated from field: string note = 9;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message agentd.v1.ReviewerVerdict.
+ * Use `create(ReviewerVerdictSchema)` to create a new message.
+ */
+export declare const ReviewerVerdictSchema: GenMessage<ReviewerVerdict>;
+
+/**
+ * A person overrode a model reviewer's verdict after the fact (RunService.OverrideReview).
+ *
+ * @generated from message agentd.v1.ReviewOverridden
+ */
+export declare type ReviewOverridden = Message<"agentd.v1.ReviewOverridden"> & {
+  /**
+   * The call whose verdict was overridden.
+   *
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * Its approval, when the reviewer had asked a person.
+   *
+   * @generated from field: string approval_id = 2;
+   */
+  approvalId: string;
+
+  /**
+   * The reviewer's verdict that took effect (allow, deny or ask).
+   *
+   * @generated from field: string previous_verdict = 3;
+   */
+  previousVerdict: string;
+
+  /**
+   * The person's verdict: allow or deny.
+   *
+   * @generated from field: string verdict = 4;
+   */
+  verdict: string;
+
+  /**
+   * Why (at most 4 KiB).
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+
+  /**
+   * Who overrode it (the principal's name).
+   *
+   * @generated from field: string overridden_by = 6;
+   */
+  overriddenBy: string;
+
+  /**
+   * True when the overridden verdict was an allow whose call already ran (or started):
+   * the run needs a person's attention (its effect is in the workspace).
+   *
+   * @generated from field: bool attention = 7;
+   */
+  attention: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.ReviewOverridden.
+ * Use `create(ReviewOverriddenSchema)` to create a new message.
+ */
+export declare const ReviewOverriddenSchema: GenMessage<ReviewOverridden>;
 
 /**
  * Stream a chunk came from.

@@ -6,7 +6,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { ApprovalDecision, ErrorInfo, Event, PolicyChangeState, Preview, ProposedRule, RunBudget, TokenUsage } from "./events_pb.js";
+import type { ApprovalDecision, ErrorInfo, Event, PolicyChangeState, Preview, ProposedRule, ReviewOverridden, RunBudget, TokenUsage } from "./events_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
@@ -1456,6 +1456,77 @@ export declare type GetArtifactResponse = Message<"agentd.v1.GetArtifactResponse
 export declare const GetArtifactResponseSchema: GenMessage<GetArtifactResponse>;
 
 /**
+ * @generated from message agentd.v1.OverrideReviewRequest
+ */
+export declare type OverrideReviewRequest = Message<"agentd.v1.OverrideReviewRequest"> & {
+  /**
+   * The run (optional with approval_id, which names its run).
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The call reviewed; or give approval_id.
+   *
+   * @generated from field: string call_id = 2;
+   */
+  callId: string;
+
+  /**
+   * The approval the reviewer asked a person in.
+   *
+   * @generated from field: string approval_id = 3;
+   */
+  approvalId: string;
+
+  /**
+   * The person's verdict: "allow" or "deny".
+   *
+   * @generated from field: string verdict = 4;
+   */
+  verdict: string;
+
+  /**
+   * Why; required, at most 4 KiB.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.OverrideReviewRequest.
+ * Use `create(OverrideReviewRequestSchema)` to create a new message.
+ */
+export declare const OverrideReviewRequestSchema: GenMessage<OverrideReviewRequest>;
+
+/**
+ * @generated from message agentd.v1.OverrideReviewResponse
+ */
+export declare type OverrideReviewResponse = Message<"agentd.v1.OverrideReviewResponse"> & {
+  /**
+   * The record appended (reviewer.overridden).
+   *
+   * @generated from field: agentd.v1.ReviewOverridden override = 1;
+   */
+  override?: ReviewOverridden | undefined;
+
+  /**
+   * Its sequence number in the run's log.
+   *
+   * @generated from field: uint64 seq = 2;
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.OverrideReviewResponse.
+ * Use `create(OverrideReviewResponseSchema)` to create a new message.
+ */
+export declare const OverrideReviewResponseSchema: GenMessage<OverrideReviewResponse>;
+
+/**
  * Lifecycle state of a run.
  *
  * @generated from enum agentd.v1.RunState
@@ -1624,6 +1695,17 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof ListApprovalsRequestSchema;
     output: typeof ListApprovalsResponseSchema;
+  },
+  /**
+   * A person overrides the model reviewer's verdict on a call after the fact (records
+   * reviewer.overridden; docs/policy.md, "Model reviewer"). Role: approve.
+   *
+   * @generated from rpc agentd.v1.RunService.OverrideReview
+   */
+  overrideReview: {
+    methodKind: "unary";
+    input: typeof OverrideReviewRequestSchema;
+    output: typeof OverrideReviewResponseSchema;
   },
   /**
    * Stop a run. Role: submit.

@@ -1,0 +1,138 @@
+/**
+ * Asks the model reviewer about one call and turns its answer into the verdict that takes
+ * effect. The model's word is bounded on every side: no model, a timeout, an error, an
+ * unparseable answer or a confidence below `minConfidence` is "ask" (a person decides);
+ * an allow for a call with a `personFor` fact is "ask" too. Both the model's answer and
+ * what took effect are returned (reviewer.verdict records both). Must never throw (every
+ * failure is an ask), never wait past the timeout even for a model that ignores the abort
+ * signal, and never let the model's text change anything but the verdict.
+ */
+import { generateText, type LanguageModel } from "ai";
+import type { PreviewData } from "../kernel.ts";
+import { buildReviewerPrompt } from "./reviewer-prompt.ts";
+import type { PersonFact, ReviewerConfig } from "./reviewer-schema.ts";
+import { type ModelVerdict, parseVerdict } from "./reviewer-verdict.ts";
+
+export type Verdict = "allow" | "deny" | "ask";
+
+export interface ReviewOutcome {
+  /** What takes effect. */
+  verdict: Verdict;
+  /** What the model answered ("" when nothing usable came back). */
+  modelVerdict: Verdict | "";
+  /** The model's reasoning (unredacted: the caller redacts and clips it). */
+  reasoning: string;
+  confidence: number;
+  model: string;
+  promptDigest: string;
+  /** Why `verdict` differs from `modelVerdict` ("" when it does not). */
+  note: string;
+}
+
+export interface ReviewRequest {
+  /** The reviewer model; undefined when none is configured (every review asks). */
+  model: LanguageModel | undefined;
+  config: ReviewerConfig;
+  goal: string;
+  tool: string;
+  /** The preview, already redacted. */
+  preview: PreviewData;
+  /** The call's personFor facts (person-facts.ts). */
+  personFacts: readonly PersonFact[];
+}
+
+export async function reviewCall(r: ReviewRequest): Promise<ReviewOutcome> {
+  const prompt = buildReviewerPrompt({
+    rubric: r.config.rubric ?? "",
+    goal: r.goal,
+    tool: r.tool,
+    preview: r.preview,
+  });
+  const base = {
+    model: r.config.model ?? "",
+    promptDigest: prompt.digest,
+    reasoning: "",
+    confidence: 0,
+  };
+  if (r.model === undefined)
+    return { ...base, verdict: "ask", modelVerdict: "", note: "no reviewer model is configured" };
+  const answer = await askModel(r.model, prompt, r.config.timeout);
+  if (answer.kind !== "text")
+    return { ...base, verdict: "ask", modelVerdict: "", note: answer.note };
+  const parsed = parseVerdict(answer.text);
+  if (parsed === undefined)
+    return {
+      ...base,
+      verdict: "ask",
+      modelVerdict: "",
+      reasoning: answer.text,
+      note: "the reviewer's answer was not a verdict",
+    };
+  return {
+    ...base,
+    ...gate(parsed, r),
+    modelVerdict: parsed.verdict,
+    reasoning: parsed.reasoning,
+    confidence: parsed.confidence,
+  };
+}
+
+/** The verdict that takes effect for a parsed answer, and why it differs. */
+function gate(v: ModelVerdict, r: ReviewRequest): { verdict: Verdict; note: string } {
+  if (v.verdict === "ask") return { verdict: "ask", note: "" };
+  if (v.confidence < r.config.minConfidence)
+    return {
+      verdict: "ask",
+      note: `low confidence ${v.confidence} < reviewer.minConfidence ${r.config.minConfidence}`,
+    };
+  if (v.verdict === "allow" && r.personFacts.length > 0)
+    return {
+      verdict: "ask",
+      note: `the policy needs a person for this call (reviewer.personFor: ${r.personFacts.join(", ")}); the reviewer's allow was not taken`,
+    };
+  return { verdict: v.verdict, note: "" };
+}
+
+type Answer = { kind: "text"; text: string } | { kind: "failed"; note: string };
+
+/** The model's text, or why there is none; never later than `timeoutMs`. */
+async function askModel(
+  model: LanguageModel,
+  prompt: { system: string; user: string },
+  timeoutMs: number,
+): Promise<Answer> {
+  const abort = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<Answer>((resolve) => {
+    timer = setTimeout(() => {
+      abort.abort(new Error("reviewer timeout"));
+      resolve({ kind: "failed", note: `the reviewer did not answer within ${timeoutMs} ms` });
+    }, timeoutMs);
+  });
+  const asked = generateText({
+    model,
+    system: prompt.system,
+    prompt: prompt.user,
+    abortSignal: abort.signal,
+    // One try: a retry would wait past the timeout's meaning; a person is the fallback.
+    maxRetries: 0,
+    temperature: 0,
+  }).then(
+    (res): Answer => ({ kind: "text", text: res.text }),
+    (err: unknown): Answer =>
+      abort.signal.aborted
+        ? { kind: "failed", note: `the reviewer did not answer within ${timeoutMs} ms` }
+        : { kind: "failed", note: `the reviewer model failed (${describe(err)})` },
+  );
+  try {
+    return await Promise.race([asked, timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function describe(err: unknown): string {
+  const text =
+    err instanceof Error ? `${err.name}: ${err.message}` : "a non-error value was thrown";
+  return text.slice(0, 512);
+}
