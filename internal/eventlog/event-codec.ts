@@ -40,6 +40,7 @@ export const EVENT_TYPES = {
   "cache.saved": "cacheSaved",
   "log.rewound": "logRewound",
   "secret.written": "secretWritten",
+  "policy.shadow": "policyShadow",
   // Notices: only in the log-wide feed (EventLog.publish), never in a run's log.
   "run.deleted": "runDeleted",
   "tenant.purged": "tenantPurged",

@@ -48,6 +48,8 @@ export interface TenantPoliciesOptions {
    * `reload()` and `sync()` re-read.
    */
   watch?: (path: string, onChange: () => void) => { close(): void } | undefined;
+  /** The auth file's key that names these files (errors name `tenants.<id>.<key>`); default "policy". */
+  key?: string;
 }
 
 interface Entry {
@@ -95,8 +97,8 @@ export function createTenantPolicies(opts: TenantPoliciesOptions): TenantPolicie
       const n = r.errors.length;
       throw new AgentdError(
         "EVALIDATION",
-        `tenant ${id}: invalid policy ${path} (${n} ${n === 1 ? "issue" : "issues"}):\n${formatPolicyIssues(r.errors)}`,
-        { field: `tenants.${id}.policy` },
+        `tenant ${id}: invalid ${opts.key ?? "policy"} ${path} (${n} ${n === 1 ? "issue" : "issues"}):\n${formatPolicyIssues(r.errors)}`,
+        { field: `tenants.${id}.${opts.key ?? "policy"}` },
       );
     }
     const e: Entry = { path, good: { policy: r.policy, path } };
