@@ -47,6 +47,12 @@ import {
   runResource,
 } from "../../internal/cli/output/resources.ts";
 import { jsonLine, safeJson } from "../../internal/cli/output/serialize.ts";
+import {
+  parseSince,
+  renderReport,
+  type ShadowItem,
+  summariseShadows,
+} from "../../internal/cli/policy-report.ts";
 import { eventLine, formatPreview } from "../../internal/cli/render.ts";
 import { escapeMessage } from "../../internal/cli/safe-message.ts";
 import {
@@ -163,7 +169,7 @@ function splitCommand(argv: string[]): { name: string | undefined; rest: string[
     }
     if (a.startsWith("-")) continue;
     const rest = [...argv.slice(0, i), ...argv.slice(i + 1)];
-    if (a === "artifact" || a === "config") {
+    if (a === "artifact" || a === "config" || a === "policy") {
       // Commands with a subcommand: artifact get, config use-context…
       const j = rest.findIndex((x, k) => k >= i && !x.startsWith("-"));
       if (j >= 0 && findCommand(`${a} ${rest[j]}`) !== undefined) {
@@ -193,13 +199,21 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
       stdout.write(mainHelp());
       return EXIT.OK;
     }
-    const c = findCommand(topic === "artifact" ? "artifact get" : topic);
+    const c = findCommand(
+      topic === "artifact" ? "artifact get" : topic === "policy" ? "policy report" : topic,
+    );
     if (c === undefined) throw new UsageError(`no command ${JSON.stringify(topic)}`);
     stdout.write(commandHelp(c));
     return EXIT.OK;
   }
   const spec = findCommand(
-    name === "artifact" ? "artifact get" : name === "config" ? "config use-context" : name,
+    name === "artifact"
+      ? "artifact get"
+      : name === "config"
+        ? "config use-context"
+        : name === "policy"
+          ? "policy report"
+          : name,
   );
   if (spec === undefined) {
     const known = [...new Set(COMMANDS.map((c) => c.name.split(" ")[0] as string))];
@@ -207,6 +221,9 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
   }
   if (name === "artifact" && !(rest.includes("--help") || rest.includes("-h"))) {
     throw new UsageError('artifact needs a subcommand: "artifact get RUN"', spec.name);
+  }
+  if (name === "policy" && !(rest.includes("--help") || rest.includes("-h"))) {
+    throw new UsageError('policy needs a subcommand: "policy report --since 24h"', spec.name);
   }
   if (name === "config" && !(rest.includes("--help") || rest.includes("-h"))) {
     throw new UsageError(
@@ -947,6 +964,67 @@ async function whoamiCmd(c: Ctx): Promise<number> {
   return EXIT.OK;
 }
 
+// --- policy report ---------------------------------------------------------------------------------
+
+/**
+ * The tenant's policy.shadow events since --since (ListRuns, then each run's stored events
+ * through StreamEvents), summarised (internal/cli/policy-report.ts).
+ */
+async function policyReportCmd(c: Ctx): Promise<number> {
+  const v = c.values;
+  const sinceText = str(v, "since");
+  if (sinceText === undefined)
+    throw new UsageError("give --since (24h, 7d, or a timestamp)", c.spec.name);
+  const sinceMs = parseSince(sinceText, Date.now());
+  if (typeof sinceMs === "string") throw new UsageError(sinceMs, c.spec.name);
+  const examples = intFlag(v, "examples", 0, 100, c.spec.name) ?? 3;
+  const maxRuns = intFlag(v, "max-runs", 1, 1_000_000, c.spec.name) ?? 10_000;
+  const only = str(v, "run");
+  const runIds: string[] = [];
+  if (only !== undefined) runIds.push(only);
+  else {
+    let pageToken = "";
+    for (;;) {
+      const res = await c.client.listRuns(
+        { pageSize: 500, pageToken },
+        { timeoutMs: 30_000, signal: c.signal },
+      );
+      for (const r of res.runs) {
+        // A run whose last change is older than --since holds no event since then.
+        const updated = r.updatedAt === undefined ? Date.now() : timestampMs(r.updatedAt);
+        if (updated >= sinceMs && runIds.length < maxRuns) runIds.push(r.runId);
+      }
+      if (res.nextPageToken === "" || runIds.length >= maxRuns) break;
+      pageToken = res.nextPageToken;
+    }
+  }
+  const items: ShadowItem[] = [];
+  for (const runId of runIds) {
+    c.about.runId = runId;
+    await followEvents({
+      client: c.client,
+      runId,
+      afterSeq: 0n,
+      historyOnly: true,
+      signal: c.signal,
+      onEvent: (ev) => {
+        if (ev.payload.case === "policyShadow")
+          items.push({
+            runId,
+            seq: ev.seq,
+            tsMs: ev.ts === undefined ? 0 : timestampMs(ev.ts),
+            shadow: ev.payload.value,
+          });
+        return undefined;
+      },
+    });
+  }
+  const report = summariseShadows(items, { sinceMs, examples });
+  if (v.json === true) stdout.write(jsonLine(report));
+  else stdoutStyled.write(renderReport(report, makeStyle(wantColor(stdout.isTTY === true))));
+  return EXIT.OK;
+}
+
 // --- artifact get -------------------------------------------------------------------------------
 
 async function artifactGetCmd(c: Ctx): Promise<number> {
@@ -1061,6 +1139,7 @@ const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
   approve: (c) => resolveCmd(c, true),
   deny: (c) => resolveCmd(c, false),
   "artifact get": artifactGetCmd,
+  "policy report": policyReportCmd,
   whoami: whoamiCmd,
 };
 
