@@ -177,7 +177,7 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
       "/dev/zero",
     ]);
     assert.equal(w.code, 1, w.stderr);
-    assert.match(w.stderr, /--shadow-policy: invalid policy \/dev\/zero[^]*not a regular file/);
+    assert.match(w.stderr, /--shadow-policy: invalid policy \/dev\/zero[\s\S]*not a regular file/);
     const file = join(dir, "shadow-auth.yaml");
     writeFileSync(
       file,
