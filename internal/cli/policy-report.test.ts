@@ -7,9 +7,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { Decision, PolicyShadowSchema } from "../gen/agentd/v1/events_pb.js";
+import { Decision, EventSchema, PolicyShadowSchema } from "../gen/agentd/v1/events_pb.js";
 import { jsonLine } from "./output/serialize.ts";
 import { parseSince, renderReport, type ShadowItem, summariseShadows } from "./policy-report.ts";
+import { eventLine } from "./render.ts";
 import { makeStyle } from "./style.ts";
 import { UNSAFE_CHARS } from "./terminal-safe.ts";
 
@@ -129,6 +130,43 @@ describe("policy report summary", () => {
     const json = jsonLine(r);
     assert.equal(json.match(UNSAFE_CHARS), null);
     assert.equal(JSON.parse(json).transitions[0].rules[0].examples[0].summary, hostile);
+  });
+});
+
+describe("agentctl events: the policy.shadow line", () => {
+  it("shows both decisions, rules and the candidate's file, escaped", () => {
+    const hostile = "\u001b]0;pwned\u0007\u009b2J\u202e\nFAKE";
+    const ev = create(EventSchema, {
+      seq: 7n,
+      type: "policy.shadow",
+      payload: {
+        case: "policyShadow",
+        value: {
+          callId: "c1",
+          tool: "process.run",
+          summary: `run ${hostile}`,
+          enforced: {
+            decision: Decision.AUTO,
+            rule: `r${hostile}`,
+            policyDigest: "ab".repeat(32),
+            policyFile: "policy.yaml",
+          },
+          candidate: {
+            decision: Decision.DENY,
+            rule: "risk.denyCommands:echo",
+            policyDigest: "cd".repeat(32),
+            policyFile: `c${hostile}.yaml`,
+          },
+        },
+      },
+    });
+    const line = eventLine(ev, plain);
+    assert.equal(line.match(UNSAFE_CHARS), null, line);
+    assert.equal(line.includes("\n"), false, "one line");
+    assert.match(
+      line,
+      /c1 auto \(r.*\) → candidate denied \(risk\.denyCommands:echo\) policy=unknown c.*FAKE/,
+    );
   });
 });
 
