@@ -132,6 +132,16 @@ function agentctl(
   );
 }
 
+/** Waits (generously: a loaded machine) until the server logged a line matching `re`. */
+async function waitForLog(re: RegExp): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (re.test(dev.output())) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`no ${re} in the server's log within 60 s\n${dev.output().slice(-3000)}`);
+}
+
 const shadowsOf = (events: Event[]) =>
   events.flatMap((e) =>
     e.payload.case === "policyShadow" ? [{ seq: e.seq, v: e.payload.value }] : [],
@@ -201,5 +211,17 @@ describe("shadow mode over agentd dev", { timeout: 1_200_000 }, () => {
     const bad = await agentctl("own-token", ["policy", "report", "--since", "soon"]);
     assert.equal(bad.code, 64, "a bad flag is a usage error");
     assert.match(bad.err, /--since/);
+  });
+
+  it("the candidate reloads like the enforced policy: a broken file keeps the last good one, a new one applies to the next call", async () => {
+    const candidate = join(dir, "own-candidate.yaml");
+    writeFileSync(candidate, "version: 1\ncapabilities:\n  repo.read: { approval: sometimes }\n");
+    await waitForLog(/tenant own: shadowPolicy reload failed; keeping its last good shadowPolicy/);
+    const kept = await finishedRun("own-token");
+    assert.equal(shadowsOf(kept.events).length, 2, "the last good candidate still asks for both");
+    writeFileSync(candidate, BASE);
+    await waitForLog(/"msg":"tenant shadowPolicy loaded"/);
+    const same = await finishedRun("own-token");
+    assert.equal(shadowsOf(same.events).length, 0, "the new candidate decides as enforced");
   });
 });
