@@ -6,7 +6,7 @@
  * Every own run completes as the enforced policy says (nobody is asked), each of its calls
  * has a policy.shadow after its policy.decision, plain's runs have none, and `agentctl
  * policy report` counts exactly what the logs hold (per transition and rule, all runs and
- * one run).
+ * one run), and agentd_policy_shadow_differences_total{tenant="own"} counts the same.
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -67,6 +67,7 @@ before(async () => {
     `tokens:
   - { sha256: ${sha256Hex("own-token")}, tenant: own, roles: [submit, read] }
   - { sha256: ${sha256Hex("plain-token")}, tenant: plain, roles: [submit, read] }
+  - { sha256: ${sha256Hex("admin-token")}, tenant: ops, roles: [admin] }
 tenants:
   own:
     shadowPolicy: own-candidate.yaml
@@ -170,6 +171,28 @@ describe("shadow mode over agentd dev", { timeout: 1_200_000 }, () => {
       assert.ok(r.events.some((e) => e.payload.case === "toolResult" && e.payload.value.ok));
       assert.ok(!r.events.some((e) => e.payload.case === "approvalRequested"), "nobody asked");
     }
+
+    // The metric counts the same differences, under the tenant's label (admin-only series).
+    const text = await (
+      await fetch(`${dev.url}/metrics/tenants`, {
+        headers: { authorization: "Bearer admin-token" },
+      })
+    ).text();
+    const counted = [
+      ...text.matchAll(/^agentd_policy_shadow_differences_total\{([^}]*)\} (\d+)/gm),
+    ].filter((m) => m[1]?.includes('tenant="own"'));
+    assert.equal(
+      counted.reduce((n, m) => n + Number(m[2]), 0),
+      4,
+      text
+        .split("\n")
+        .filter((l) => l.includes("shadow"))
+        .join("\n"),
+    );
+    assert.ok(
+      !/^agentd_policy_shadow_differences_total\{[^}]*tenant="plain"/m.test(text),
+      "no difference for plain, no series",
+    );
 
     const all = await agentctl("own-token", ["policy", "report", "--since", "1h", "--json"]);
     assert.equal(all.code, 0, all.err);
