@@ -17,13 +17,14 @@ import { Decision, PolicySource } from "../gen/agentd/v1/events_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { metrics } from "../telemetry/metrics.ts";
-import { sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
+import { countingExecs, sandboxImage, TEST_LIMITS, testSandbox } from "../testing/docker.ts";
 import { queueRun } from "../testing/worker-fixtures.ts";
 import { createKernel, type KernelOptions } from "./kernel.ts";
 import { policyDigest } from "./policy-digest.ts";
 import { parsePolicy } from "./policy-loader.ts";
 import type { Policy } from "./policy-schema.ts";
 import { createPolicyStore } from "./policy-store.ts";
+import { indexWorkspace } from "./script-probe.ts";
 import { createShadowPolicies } from "./shadow-policies.ts";
 
 const load = (text: string): Policy => {
@@ -166,6 +167,61 @@ describe("shadow mode", () => {
       assert.equal(s?.candidate?.rule, "risk.denyCommands:echo");
       assert.equal(s?.candidate?.policySource, PolicySource.TENANT);
       assert.ok((await types(run.runId)).includes("toolStarted"));
+    } finally {
+      await t.cleanup();
+    }
+  });
+
+  it("the candidate reuses the enforced path's container probe: the same execs with a candidate as without (real container)", async () => {
+    const t = await testSandbox();
+    try {
+      const files = [
+        {
+          path: "s.sh",
+          type: "file" as const,
+          mode: 0o644,
+          data: Buffer.from("echo from-script\n"),
+        },
+      ];
+      const box = await t.sandbox.create({
+        runId: ulid(),
+        tenantId: "t",
+        image: sandboxImage("test"),
+        limits: TEST_LIMITS,
+        network: "none",
+        workspaceTar: await packWorkspace(files),
+      });
+      const lenient = load(
+        "version: 1\nrisk: {denyCommands: [curl]}\ncapabilities:\n  process.run: { approval: never }\n",
+      );
+      const execsOf = async (shadow: KernelOptions["shadow"]) => {
+        const counting = countingExecs(box);
+        const run = {
+          ...(await freshRun(counting.handle)),
+          baseIndex: async () => indexWorkspace(files),
+          pristine: false,
+        };
+        const out = await kernelWith(shadow).handle(run, {
+          callId: "s1",
+          tool: "process.run",
+          input: { command: "sh s.sh" },
+        });
+        assert.equal(out.kind === "result" && out.ok, true, JSON.stringify(out));
+        return { execs: counting.execs(), shadows: await shadows(run.runId) };
+      };
+      const without = await execsOf(undefined);
+      const withShadow = await execsOf(() => ({
+        policy: lenient,
+        source: "server",
+        path: "a.yaml",
+      }));
+      assert.ok(without.execs >= 2, "the enforced path probed, then ran the call");
+      assert.equal(withShadow.execs, without.execs, "no probe of the candidate's own");
+      assert.equal(without.shadows.length, 0);
+      const [s] = withShadow.shadows;
+      // Without the probe's facts it would ask (shadow.unprobed): the script is as uploaded.
+      assert.equal(s?.candidate?.decision, Decision.PREVIEW_AUTO);
+      assert.equal(s?.candidate?.rule, "capabilities.process.run.approval=never", "facts reused");
     } finally {
       await t.cleanup();
     }
