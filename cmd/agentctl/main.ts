@@ -1001,6 +1001,7 @@ async function policyReportCmd(c: Ctx): Promise<number> {
   const items: ShadowItem[] = [];
   for (const runId of runIds) {
     c.about.runId = runId;
+    // A run deleted since ListRuns named it has nothing left to count (with --run: an error).
     await followEvents({
       client: c.client,
       runId,
@@ -1017,6 +1018,9 @@ async function policyReportCmd(c: Ctx): Promise<number> {
           });
         return undefined;
       },
+    }).catch((err: unknown) => {
+      if (only === undefined && err instanceof ConnectError && err.code === Code.NotFound) return;
+      throw err;
     });
   }
   const report = summariseShadows(items, { sinceMs, examples });

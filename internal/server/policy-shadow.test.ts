@@ -231,6 +231,12 @@ describe("shadow mode over agentd dev", { timeout: 1_200_000 }, () => {
     assert.equal(none.code, 0, none.err);
     assert.match(none.out, /^no policy\.shadow events since/);
 
+    // Another tenant's run is not found: the request failed (exit 4), as for other commands.
+    const foreign = await agentctl("plain-token", [
+      ...["policy", "report", "--since", "1h", "--run", own[0]?.runId as string],
+    ]);
+    assert.equal(foreign.code, 4, foreign.err);
+
     const bad = await agentctl("own-token", ["policy", "report", "--since", "soon"]);
     assert.equal(bad.code, 64, "a bad flag is a usage error");
     assert.match(bad.err, /--since/);
