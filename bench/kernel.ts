@@ -9,6 +9,12 @@
  * (canonical JSON, hash) as the kernel appends it, with and without the deciding policy's
  * digest, source and file; passes alternate in one run and the ratio of the median p50s
  * is reported. Target: provenance adds <= 5% to decision p50.
+ *
+ * Shadow mode (issue #29): the same decision and sealed policy.decision, with and without
+ * a stricter candidate policy evaluated beside it as the kernel does in handle() (its
+ * decision from the enforced call's facts, the comparison, and the policy.shadow event
+ * built and sealed when they differ); alternating passes, the ratio of the median p99s.
+ * Target: decision p99 with a shadow policy <= 2x without.
  */
 import { readFileSync } from "node:fs";
 import { create } from "@bufbuild/protobuf";
@@ -19,8 +25,12 @@ import type { EventLog } from "../internal/eventlog/port.ts";
 import { PolicyDecisionSchema, ToolCallSchema } from "../internal/gen/agentd/v1/events_pb.js";
 import { decisionProvenance } from "../internal/kernel/decision-provenance.ts";
 import { traceDecision } from "../internal/kernel/decision-span.ts";
-import { createKernel, type ProposedCall } from "../internal/kernel/kernel.ts";
+import { createKernel, type DecidedCall, type ProposedCall } from "../internal/kernel/kernel.ts";
 import { parsePolicy } from "../internal/kernel/policy-loader.ts";
+import type { Policy } from "../internal/kernel/policy-schema.ts";
+import { type CompiledRisk, compileRisk } from "../internal/kernel/risk.ts";
+import { candidateDecision, decisionsDiffer } from "../internal/kernel/shadow-decision.ts";
+import { shadowEvent } from "../internal/kernel/shadow-record.ts";
 import type { TrustCounters } from "../internal/kernel/trust.ts";
 import { observeEvent } from "../internal/telemetry/event-metrics.ts";
 import { startTracing } from "../internal/telemetry/sdk.ts";
@@ -157,7 +167,7 @@ for (const c of CALLS) {
 }
 
 /** The decision and its policy.decision event, sealed as an append seals it. */
-function decideAndRecord(c: ProposedCall, provenance: boolean): void {
+function decideAndRecord(c: ProposedCall, provenance: boolean): DecidedCall {
   const d = kernel.decideCall(c, counters);
   const p = policy; // what the kernel reads once per call (opts.policy())
   const payload: Payload = {
@@ -171,6 +181,7 @@ function decideAndRecord(c: ProposedCall, provenance: boolean): void {
     }),
   };
   sealEvent({ runId: "01JBENCH000000000000000000", sessionId: "s", payload }, 2, GENESIS_HASH, 0);
+  return d;
 }
 // Alternating passes in one run: drift (frequency, a neighbour's load) hits both alike.
 const ROUNDS = 11;
@@ -192,8 +203,56 @@ for (let r = 0; r < ROUNDS; r++) {
     }).p50,
   );
 }
+// Shadow mode: a stricter candidate (every process.run asks, git and npm denied).
+const candidate: Policy = {
+  ...policy,
+  capabilities: { ...policy.capabilities, "process.run": { approval: "always" } },
+  risk: { ...policy.risk, denyCommands: [...policy.risk.denyCommands, "git", "npm"] },
+};
+const compiledBy = new WeakMap<Policy, CompiledRisk>();
+const compiled = (p: Policy): CompiledRisk => {
+  let c = compiledBy.get(p);
+  if (c === undefined) {
+    c = compileRisk(p);
+    compiledBy.set(p, c);
+  }
+  return c;
+};
+let shadowDiffs = 0;
+function decideWithShadow(c: ProposedCall): void {
+  const d = decideAndRecord(c, true);
+  const cand = candidateDecision(
+    {
+      tool: c.tool,
+      input: c.input,
+      decision: d.decision,
+      invalid: d.invalid !== undefined,
+      probes: {},
+    },
+    { policy: candidate, compiled, counters, tainted: false, hasBase: false },
+  );
+  if (!decisionsDiffer(d.decision, cand)) return;
+  shadowDiffs++;
+  const payload = shadowEvent({
+    callId: c.callId,
+    tool: c.tool,
+    enforced: { decision: d.decision, policy, source: "server", path: "/etc/agentd/policy.yaml" },
+    candidate: { decision: cand, policy: candidate, source: "server", path: "/c/candidate.yaml" },
+    summary: `${c.tool} ${JSON.stringify(c.input).slice(0, 500)}`,
+    redact: (x) => x,
+    tenant: "",
+  });
+  sealEvent({ runId: "01JBENCH000000000000000000", sessionId: "s", payload }, 3, GENESIS_HASH, 0);
+}
+const noShadowP99: number[] = [];
+const shadowP99: number[] = [];
+for (let r = 0; r < ROUNDS; r++) {
+  noShadowP99.push(measure("no shadow", 20_000, (c) => decideAndRecord(c, true)).p99);
+  shadowP99.push(measure("shadow", 20_000, decideWithShadow).p99);
+}
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 const provenanceRatio = median(withP50) / median(withoutP50);
+const shadowRatio = median(shadowP99) / median(noShadowP99);
 
 const fmt = (x: number) => `${(x * 1000).toFixed(1)} µs`;
 console.log(
@@ -215,8 +274,14 @@ console.log(
   `  decideCall alone: p50 ${fmt(median(bareP50))} without, ${fmt(median(lookupP50))} with the provenance lookup: ${((median(lookupP50) / median(bareP50) - 1) * 100).toFixed(1)}%`,
 );
 console.log(
+  `  decision + policy.decision sealed: p99 ${fmt(median(noShadowP99))} without a shadow policy, ${fmt(median(shadowP99))} with (${Math.round((shadowDiffs / (ROUNDS * 20_000 + 2000 * ROUNDS)) * 100)}% of calls differ and get a sealed policy.shadow): ${shadowRatio.toFixed(2)}x (target <= 2x): ${shadowRatio <= 2 ? "met" : "MISSED"}`,
+);
+console.log(
   JSON.stringify({
     bench: "kernel",
+    shadowP99Ms: median(shadowP99),
+    noShadowP99Ms: median(noShadowP99),
+    shadowRatio,
     provenanceLookupRatio: median(lookupP50) / median(bareP50),
     provenanceP50Ms: median(withP50),
     noProvenanceP50Ms: median(withoutP50),

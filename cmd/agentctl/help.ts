@@ -545,6 +545,34 @@ ended, the override is recorded in the tenant feed (agentctl watch shows it).`,
     },
   },
   {
+    name: "policy report",
+    args: [],
+    summary: "what the candidate (shadow) policy would have allowed, asked or denied differently",
+    details: `Reads the policy.shadow events of your tenant's runs (or of --run) written since
+--since, and counts each enforced → candidate transition (auto, preview_auto, ask, deny)
+and, within it, each pair of rules, with up to --examples examples each (run, seq, tool,
+what the call did). A candidate is set with agentd --shadow-policy or the auth file's
+tenants.<id>.shadowPolicy (docs/policy.md, "Shadow mode").
+
+Exit: 0 once printed (also when there is no difference), 64 for a bad flag, the usual
+codes for a server error.`,
+    flags: {
+      since: {
+        type: "string",
+        arg: "WHEN",
+        help: "a duration back from now (90m, 24h, 7d) or a timestamp (2026-11-28T10:00:00Z); required",
+      },
+      run: { type: "string", arg: "RUN", help: "only this run's events" },
+      examples: { type: "string", arg: "N", help: "examples per rule pair, 0-100 (default 3)" },
+      "max-runs": {
+        type: "string",
+        arg: "N",
+        help: "read at most N runs, newest first (default 10000)",
+      },
+      json: { type: "boolean", help: "the report as one JSON object" },
+    },
+  },
+  {
     name: "artifact get",
     args: ["RUN"],
     summary: "download an artifact of a run (the patch, the uploaded workspace…)",

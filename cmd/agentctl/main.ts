@@ -48,6 +48,12 @@ import {
   runResource,
 } from "../../internal/cli/output/resources.ts";
 import { jsonLine, safeJson } from "../../internal/cli/output/serialize.ts";
+import {
+  parseSince,
+  renderReport,
+  type ShadowItem,
+  summariseShadows,
+} from "../../internal/cli/policy-report.ts";
 import { eventLine, formatPreview } from "../../internal/cli/render.ts";
 import { escapeMessage } from "../../internal/cli/safe-message.ts";
 import {
@@ -204,7 +210,13 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
       return EXIT.OK;
     }
     const c = findCommand(
-      topic === "artifact" ? "artifact get" : topic === "review" ? "review override" : topic,
+      topic === "artifact"
+        ? "artifact get"
+        : topic === "review"
+          ? "review override"
+          : topic === "policy"
+            ? "policy changes"
+            : topic,
     );
     if (c === undefined) throw new UsageError(`no command ${JSON.stringify(topic)}`);
     stdout.write(commandHelp(c));
@@ -226,7 +238,10 @@ async function main(argv: string[], signal: AbortSignal): Promise<number> {
     throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, known)}`);
   }
   if (name === "policy" && !(rest.includes("--help") || rest.includes("-h"))) {
-    throw new UsageError("policy needs a subcommand: changes, apply ID, reject ID", spec.name);
+    throw new UsageError(
+      "policy needs a subcommand: changes, apply ID, reject ID, report --since WHEN",
+      spec.name,
+    );
   }
   if (name === "review" && !(rest.includes("--help") || rest.includes("-h"))) {
     throw new UsageError(
@@ -1095,6 +1110,71 @@ async function whoamiCmd(c: Ctx): Promise<number> {
   return EXIT.OK;
 }
 
+// --- policy report ---------------------------------------------------------------------------------
+
+/**
+ * The tenant's policy.shadow events since --since (ListRuns, then each run's stored events
+ * through StreamEvents), summarised (internal/cli/policy-report.ts).
+ */
+async function policyReportCmd(c: Ctx): Promise<number> {
+  const v = c.values;
+  const sinceText = str(v, "since");
+  if (sinceText === undefined)
+    throw new UsageError("give --since (24h, 7d, or a timestamp)", c.spec.name);
+  const sinceMs = parseSince(sinceText, Date.now());
+  if (typeof sinceMs === "string") throw new UsageError(sinceMs, c.spec.name);
+  const examples = intFlag(v, "examples", 0, 100, c.spec.name) ?? 3;
+  const maxRuns = intFlag(v, "max-runs", 1, 1_000_000, c.spec.name) ?? 10_000;
+  const only = str(v, "run");
+  const runIds: string[] = [];
+  if (only !== undefined) runIds.push(only);
+  else {
+    let pageToken = "";
+    for (;;) {
+      const res = await c.client.listRuns(
+        { pageSize: 500, pageToken },
+        { timeoutMs: 30_000, signal: c.signal },
+      );
+      for (const r of res.runs) {
+        // A run whose last change is older than --since holds no event since then.
+        const updated = r.updatedAt === undefined ? Date.now() : timestampMs(r.updatedAt);
+        if (updated >= sinceMs && runIds.length < maxRuns) runIds.push(r.runId);
+      }
+      if (res.nextPageToken === "" || runIds.length >= maxRuns) break;
+      pageToken = res.nextPageToken;
+    }
+  }
+  const items: ShadowItem[] = [];
+  for (const runId of runIds) {
+    c.about.runId = runId;
+    // A run deleted since ListRuns named it has nothing left to count (with --run: an error).
+    await followEvents({
+      client: c.client,
+      runId,
+      afterSeq: 0n,
+      historyOnly: true,
+      signal: c.signal,
+      onEvent: (ev) => {
+        if (ev.payload.case === "policyShadow")
+          items.push({
+            runId,
+            seq: ev.seq,
+            tsMs: ev.ts === undefined ? 0 : timestampMs(ev.ts),
+            shadow: ev.payload.value,
+          });
+        return undefined;
+      },
+    }).catch((err: unknown) => {
+      if (only === undefined && err instanceof ConnectError && err.code === Code.NotFound) return;
+      throw err;
+    });
+  }
+  const report = summariseShadows(items, { sinceMs, examples });
+  if (v.json === true) stdout.write(jsonLine(report));
+  else stdoutStyled.write(renderReport(report, makeStyle(wantColor(stdout.isTTY === true))));
+  return EXIT.OK;
+}
+
 // --- artifact get -------------------------------------------------------------------------------
 
 async function artifactGetCmd(c: Ctx): Promise<number> {
@@ -1213,6 +1293,7 @@ const HANDLERS: Record<string, (c: Ctx) => Promise<number>> = {
   "policy changes": policyChangesCmd,
   "policy apply": policyApplyCmd,
   "policy reject": policyRejectCmd,
+  "policy report": policyReportCmd,
   whoami: whoamiCmd,
 };
 

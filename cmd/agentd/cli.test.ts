@@ -162,6 +162,32 @@ describe("agentd's command line", { timeout: 90_000 }, () => {
     }
   });
 
+  it("a broken or hostile candidate (--shadow-policy, tenants.<id>.shadowPolicy) stops the start, naming the flag or field and the file", () => {
+    const bad = join(dir, "shadow-bad.yaml");
+    writeFileSync(bad, "version: 1\ncapabilities:\n  repo.patch: { approval: sometimes }\n");
+    const flag = agentd(["dev", "--data-dir", join(dir, "sp"), "--shadow-policy", bad]);
+    assert.equal(flag.code, 1, flag.stderr);
+    assert.match(flag.stderr, new RegExp(`--shadow-policy: .*${bad}`));
+    assert.match(flag.stderr, /capabilities\.repo\.patch\.approval/);
+    const w = agentd([
+      "worker",
+      "--event-log",
+      "redis://127.0.0.1:1",
+      "--shadow-policy",
+      "/dev/zero",
+    ]);
+    assert.equal(w.code, 1, w.stderr);
+    assert.match(w.stderr, /--shadow-policy: invalid policy \/dev\/zero[\s\S]*not a regular file/);
+    const file = join(dir, "shadow-auth.yaml");
+    writeFileSync(
+      file,
+      `tokens:\n  - { sha256: ${hashToken("t")}, tenant: acme, roles: [read] }\ntenants:\n  acme: { shadowPolicy: ${bad} }\n`,
+    );
+    const t = agentd(["dev", "--data-dir", join(dir, "sp2"), "--auth-file", file]);
+    assert.equal(t.code, 1, t.stderr);
+    assert.match(t.stderr, new RegExp(`tenant acme: invalid shadowPolicy ${bad} \\(1 issue\\)`));
+  });
+
   it("--artifact-store redis needs a Redis event log; a bad retention names the flag", () => {
     const dev = agentd(["dev", "--data-dir", join(dir, "d"), "--artifact-store", "redis"]);
     assert.equal(dev.code, 2, dev.stderr);

@@ -168,6 +168,11 @@ export const FLAGS = {
     help: "the policy file (docs/policy.md); re-read on SIGHUP, a broken reload keeps the last good one",
     def: DEFAULT_POLICY,
   },
+  "shadow-policy": {
+    env: "AGENTD_SHADOW_POLICY",
+    help: "a candidate policy evaluated beside --policy on every call without effect; each call it would decide differently is a policy.shadow event (docs/policy.md, Shadow mode); re-read like --policy",
+    def: undefined,
+  },
   "log-level": { env: "AGENTD_LOG_LEVEL", help: "trace, debug, info, warn, error", def: "info" },
   "access-log": {
     env: "AGENTD_ACCESS_LOG",
@@ -373,6 +378,7 @@ export const ConfigSchema = z.object({
     .min(0)
     .max(1024 * 1024 * 1024),
   policy: z.string().min(1),
+  "shadow-policy": z.string().min(1).optional(),
   "log-level": z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
   "access-log": z.string().min(1, "must be -, a file path, or off"),
   "insecure-no-auth": z.boolean(),

@@ -61,12 +61,16 @@ import { createKernel, type Kernel } from "../../internal/kernel/kernel.ts";
 import { createPolicyChanges, type PolicyChanges } from "../../internal/kernel/policy-changes.ts";
 import { formatPolicyIssues, readPolicyFile } from "../../internal/kernel/policy-loader.ts";
 import type { Policy } from "../../internal/kernel/policy-schema.ts";
-import { createPolicyStore } from "../../internal/kernel/policy-store.ts";
+import { createPolicyStore, type PolicyStore } from "../../internal/kernel/policy-store.ts";
 import {
   createEnvSecretProvider,
   createFileSecretProvider,
   type SecretProvider,
 } from "../../internal/kernel/secrets.ts";
+import {
+  createShadowPolicies,
+  type ShadowPolicies,
+} from "../../internal/kernel/shadow-policies.ts";
 import {
   createTenantPolicies,
   type TenantPolicies,
@@ -156,6 +160,7 @@ const SERVER_FLAGS: FlagName[] = [
   "upload-idle-ms",
   "upload-min-bytes-per-s",
   "policy",
+  "shadow-policy",
   "approval-sweep-ms",
   "cancel-wait-ms",
   "lease-ttl-ms",
@@ -184,6 +189,7 @@ const WORKER_FLAGS: FlagName[] = [
   "artifact-retention",
   "redis-prefix",
   "policy",
+  "shadow-policy",
   "concurrency",
   "model-base-url",
   "model",
@@ -226,6 +232,7 @@ const DEV_FLAGS: FlagName[] = [
   "upload-idle-ms",
   "upload-min-bytes-per-s",
   "policy",
+  "shadow-policy",
   "concurrency",
   "model-base-url",
   "model",
@@ -342,10 +349,16 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   const logger = createLogger({ level: cfg["log-level"], name: `agentd-${mode}` });
   // First, so a broken policy refuses the start before anything is opened.
   const policy = createPolicyStore(cfg.policy, { logger });
+  // The candidate evaluated beside it (shadow mode, docs/policy.md): broken, refused too.
+  const shadowServer = shadowStore(cfg["shadow-policy"], logger);
   // SIGHUP (or a change of the file): re-read the policy, the auth file and the TLS
   // certificate; a broken file is logged and the last good one stays. Installed first: a
   // SIGHUP that came before the handler would end the process.
   const reloads: (() => void)[] = [() => void policy.reload()];
+  const shadowWatch =
+    shadowServer === undefined
+      ? undefined
+      : watchFile(shadowServer.path, () => void shadowServer.reload());
   // After any reload: a policy.changed notice for each tenant whose digest moved (set once
   // the log is open; a reload before that has no feed to write to and is the baseline).
   let policyChanges: PolicyChanges | undefined;
@@ -401,8 +414,18 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       }),
   });
   reloads.push(() => tenantPolicies.reload());
+  // Candidate policies (the auth file's tenants.<id>.shadowPolicy, --shadow-policy).
+  const shadowPolicies = createShadowPolicies({
+    server: shadowServer,
+    enforced: policy,
+    files: () => shadowFiles(tenantAuth),
+    logger,
+    watch: (path, onChange) => watchFile(path, onChange),
+  });
+  reloads.push(() => shadowPolicies.reload());
   (tenantAuth as Partial<ReloadableAuth> | undefined)?.onReload?.(() => {
     tenantPolicies.sync();
+    shadowPolicies.sync();
     announce();
   });
   const choice = mode === "server" ? undefined : buildEngine(cfg, mode, logger);
@@ -645,17 +668,20 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       log,
       policy: () => policy.current(),
       policyPath: () => policy.path,
+      shadow: () => shadowPolicies.forTenant("", "server"),
       secretProviders: secretProviders(policy.current()),
       trustCounters,
       artifacts,
       ...reviewerOpt,
     });
-    const forTenant = tenantDriverDeps(tenantPolicies, (t) =>
+    const forTenant = tenantDriverDeps(tenantPolicies, shadowPolicies, (t) =>
       createKernel({
         log,
         policy: () => tenantPolicies.forTenant(t).policy,
         policySource: () => tenantPolicies.forTenant(t).source,
         policyPath: () => tenantPolicies.forTenant(t).path,
+        shadow: () => shadowPolicies.forTenant(t, tenantPolicies.forTenant(t).source),
+        shadowTenant: t,
         secretProviders: secretProviders(tenantPolicies.forTenant(t).policy),
         trustCounters,
         artifacts,
@@ -752,6 +778,8 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   process.off("SIGHUP", reloadPolicy);
   policyWatch?.close();
   tenantPolicies.close();
+  shadowPolicies.close();
+  shadowWatch?.close();
   if (tenantAuth !== undefined && "close" in tenantAuth) (tenantAuth as ReloadableAuth).close();
   stopping = true; // /readyz of the health port answers 503 from now on
   // Stop claiming; active runs stop at their next step boundary and are released.
@@ -1059,18 +1087,44 @@ function policyFiles(auth: Authenticator | undefined): ReadonlyMap<string, strin
   return files;
 }
 
+/** Each tenant's candidate (shadow) policy file, as the auth file says now. */
+function shadowFiles(auth: Authenticator | undefined): ReadonlyMap<string, string> {
+  const files = new Map<string, string>();
+  for (const id of auth?.tenantIds?.() ?? []) {
+    const path = auth?.tenantConfig(id).shadowPolicy;
+    if (path !== undefined) files.set(id, path);
+  }
+  return files;
+}
+
+/** The server's candidate policy (--shadow-policy), or a start refused naming the flag and file. */
+function shadowStore(path: string | undefined, logger: Logger): PolicyStore | undefined {
+  if (path === undefined) return undefined;
+  try {
+    return createPolicyStore(path, { logger });
+  } catch (err) {
+    throw new AgentdError(
+      "EVALIDATION",
+      `--shadow-policy: ${err instanceof Error ? err.message : String(err)}`,
+      { field: "shadow-policy", cause: err },
+    );
+  }
+}
+
 /**
  * A drive's tenant deps: the tenant's policy and a kernel deciding by it, for tenants with
- * a policy file of their own (one kernel each, made on first use); undefined otherwise.
+ * a policy file of their own or a candidate of their own (one kernel each, made on first
+ * use; its shadow metric carries the tenant); undefined otherwise.
  */
 function tenantDriverDeps(
   policies: TenantPolicies,
+  shadows: ShadowPolicies,
   kernelFor: (tenantId: string) => Kernel,
 ): (tenantId: string) => TenantDriverDeps | undefined {
   const kernels = new Map<string, Kernel>();
   return (tenantId) => {
     const chosen = policies.forTenant(tenantId);
-    if (chosen.source === "server") return undefined;
+    if (chosen.source === "server" && !shadows.hasOwn(tenantId)) return undefined;
     let kernel = kernels.get(tenantId);
     if (kernel === undefined) {
       kernel = kernelFor(tenantId);

@@ -29,6 +29,15 @@ test("tenants: policy, retention and limits parse; relative policy paths resolve
   assert.deepEqual(createOpenAuthenticator().tenantConfig("default"), { limits: {} });
 });
 
+test("tenants: a candidate (shadowPolicy) resolves like policy", () => {
+  const yaml = `tokens:\n${TOKEN}tenants:\n  acme:\n    shadowPolicy: candidates/acme.yaml\n`;
+  const file = parseAuthFile(yaml, "auth.yaml", "/etc/agentd");
+  assert.deepEqual(file.tenants.get("acme"), {
+    shadowPolicy: "/etc/agentd/candidates/acme.yaml",
+    limits: {},
+  });
+});
+
 test("hostile tenant entries are refused naming the field and line", () => {
   const cases: [string, RegExp][] = [
     ["  Acme!:\n    retention: 1d\n", /tenants\.Acme!/],
@@ -49,6 +58,10 @@ test("hostile tenant entries are refused naming the field and line", () => {
     ["  acme:\n    limits: { tokensPerDy: 5 }\n", /tenants\.acme\.limits/],
     ["  acme:\n    polcy: x.yaml\n", /tenants\.acme/],
     ["  acme:\n    policy: ''\n", /tenants\.acme\.policy/],
+    ["  acme:\n    shadowPolicy: ''\n", /tenants\.acme\.shadowPolicy/],
+    ["  acme:\n    shadowPolicy: [a.yaml]\n", /tenants\.acme\.shadowPolicy/],
+    [`  acme:\n    shadowPolicy: ${"x".repeat(5000)}\n`, /tenants\.acme\.shadowPolicy/],
+    ["  acme:\n    shadowPolicies: a.yaml\n", /tenants\.acme/],
   ];
   for (const [tenants, re] of cases) {
     assert.throws(

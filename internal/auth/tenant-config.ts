@@ -22,6 +22,11 @@ export interface TenantLimits {
 export interface TenantConfig {
   /** Absolute path of the tenant's policy file (relative paths resolve against the auth file's directory). */
   policy?: string;
+  /**
+   * Absolute path of the tenant's candidate (shadow) policy: evaluated beside the enforced
+   * one on every call, without effect (docs/policy.md, "Shadow mode").
+   */
+  shadowPolicy?: string;
   /** How long an ended run is kept, in ms (overrides `--retention`). */
   retentionMs?: number;
   limits: TenantLimits;
@@ -59,6 +64,7 @@ export const TenantLimitsSchema = z
 export const TenantConfigSchema = z
   .object({
     policy: z.string().min(1).max(4096).optional(),
+    shadowPolicy: z.string().min(1).max(4096).optional(),
     retention: duration.optional(),
     limits: TenantLimitsSchema.optional(),
   })
@@ -78,6 +84,7 @@ export function toTenantConfig(
 ): TenantConfig {
   return {
     ...(raw.policy !== undefined ? { policy: resolvePath(raw.policy) } : {}),
+    ...(raw.shadowPolicy !== undefined ? { shadowPolicy: resolvePath(raw.shadowPolicy) } : {}),
     ...(raw.retention !== undefined ? { retentionMs: raw.retention } : {}),
     limits: { ...(raw.limits ?? {}) },
   };

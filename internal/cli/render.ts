@@ -278,6 +278,13 @@ export function eventLine(raw: Event, st: Style): string {
       detail = `${p.value.callId} ${DECISIONS[p.value.decision] ?? "?"} (${p.value.rule})${by === "" ? "" : ` policy=${by}`}`;
       break;
     }
+    case "policyShadow": {
+      const e = p.value.enforced;
+      const c = p.value.candidate;
+      const label = c === undefined ? "" : oneLine(policyLabel(c), 120);
+      detail = `${p.value.callId} ${DECISIONS[e?.decision ?? 0] ?? "?"} (${oneLine(e?.rule ?? "", 120)}) → candidate ${DECISIONS[c?.decision ?? 0] ?? "?"} (${oneLine(c?.rule ?? "", 120)})${label === "" ? "" : ` policy=${label}`}: ${oneLine(p.value.summary, 80)}`;
+      break;
+    }
     case "policyChanged":
       detail = `tenant ${p.value.tenantId}: ${p.value.oldDigest.slice(0, 12)} → ${p.value.newDigest.slice(0, 12)} (${policyLabel({ policyDigest: p.value.newDigest, policySource: p.value.source, policyFile: p.value.policyFile })}) by ${p.value.reporter}`;
       break;

@@ -42,6 +42,7 @@ export const EVENT_TYPES = {
   "secret.written": "secretWritten",
   "reviewer.verdict": "reviewerVerdict",
   "reviewer.overridden": "reviewerOverridden",
+  "policy.shadow": "policyShadow",
   // Notices: only in the log-wide feed (EventLog.publish), never in a run's log.
   "run.deleted": "runDeleted",
   "tenant.purged": "tenantPurged",

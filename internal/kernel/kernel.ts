@@ -69,6 +69,8 @@ import { containCall, guardTaint, heldPatchPreview, previewTaint } from "./secre
 import type { TaintedFile } from "./secret-taint.ts";
 import type { SecretProvider } from "./secrets.ts";
 import { createSecretResolver } from "./secrets.ts";
+import { candidateDecision, decisionsDiffer, type ProbeFacts } from "./shadow-decision.ts";
+import { shadowEvent } from "./shadow-record.ts";
 import { WALL_BUDGET_ERROR, WALL_BUDGET_REASON } from "./stop-reason.ts";
 import type { TrustCounters } from "./trust.ts";
 
@@ -195,6 +197,14 @@ export interface KernelOptions {
    * (`policy_file`) beside the policy's digest and source. Default: none recorded.
    */
   policyPath?: () => string;
+  /**
+   * The candidate (shadow) policy in force now, if any (docs/policy.md, "Shadow mode"): it
+   * is evaluated beside `policy()` on every call, without effect; a call it would decide
+   * differently gets a policy.shadow event. Read per call (a reload replaces it).
+   */
+  shadow?: () => { policy: Policy; source: "tenant" | "server"; path: string } | undefined;
+  /** The tenant label of agentd_policy_shadow_differences_total (default ""). */
+  shadowTenant?: string;
   /** Secret providers, in lookup order (environment, mounted files). */
   secretProviders: SecretProvider[];
   /** Adaptive-trust counters of the run's repository. */
@@ -229,6 +239,10 @@ export interface DecidedCall {
    * for it): its preview says so and is built without reading them (secret-containment.ts).
    */
   heldReads?: Map<string, TaintedFile>;
+  /** The trust counters the decision used (for the shadow policy's decision). */
+  counters?: TrustCounters;
+  /** What the provenance and replace probes found (reused by shadow mode, never probed again). */
+  probes?: ProbeFacts;
 }
 
 /** Longest free text the kernel puts into an event field (reasons, scopes, tool names). */
@@ -286,14 +300,16 @@ function scopeOf(repo: string | undefined, call: ProposedCall): ApprovedScope | 
 export function createKernel(opts: KernelOptions): Kernel {
   const now = opts.now ?? Date.now;
   const source = opts.policySource ?? (() => "server" as const);
-  let compiledFor: Policy | undefined;
-  let compiled: CompiledRisk | undefined;
+  // Per policy object (the enforced one and a shadow candidate alternate on every call; a
+  // reload makes a new object and the old entry goes with it).
+  const compiledBy = new WeakMap<Policy, CompiledRisk>();
   const compiledRisk = (p: Policy): CompiledRisk => {
-    if (compiledFor !== p || compiled === undefined) {
-      compiled = compileRisk(p);
-      compiledFor = p;
+    let c = compiledBy.get(p);
+    if (c === undefined) {
+      c = compileRisk(p);
+      compiledBy.set(p, c);
     }
-    return compiled;
+    return c;
   };
   const resolver = () => {
     const p = opts.policy();
@@ -662,7 +678,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         return refusedBy(err, "kernel.trust", "look up the repository's trust counters");
       }
     }
-    const d = decideCall(call, counters, run.commands, run.repo);
+    const d = { ...decideCall(call, counters, run.commands, run.repo), counters };
     // While the run holds a secret, no probe reads the container for a decision: what a
     // probe finds (a name, whether a file changed or exists) would reach the log before a
     // person decides. A call a probe would judge asks instead (secret-containment.ts).
@@ -700,10 +716,12 @@ export function createKernel(opts: KernelOptions): Kernel {
     const base = run.baseIndex === undefined ? undefined : await run.baseIndex();
     const uploaded = base === undefined ? undefined : (p: string) => base.get(p)?.type === "file";
     const found = await probeReplacing(run.sandbox, analysis, undefined, uploaded);
+    const probes = { ...d.probes, replacing: { line: d.assessment.command?.line ?? "", found } };
     const a = applyReplacing(d.assessment, found, policy);
-    if (a === d.assessment) return d;
+    if (a === d.assessment) return { ...d, probes };
     return {
       ...d,
+      probes,
       assessment: a,
       decision: decide(call.tool, a, policy, counters, scopeOf(run.repo, call)),
     };
@@ -725,18 +743,28 @@ export function createKernel(opts: KernelOptions): Kernel {
     const trees = runsRunner(call.tool, scripts);
     if ((scripts.length === 0 && !trees) || d.decision.path === "deny") return d;
     if (run.baseIndex === undefined) return d;
-    if (run.pristine === true) return d; // nothing was written since the upload
+    // Nothing was written since the upload.
+    if (run.pristine === true) return { ...d, probes: { provenance: { pristine: true } } };
     const changed =
       scripts.length === 0
         ? new Set<string>()
         : await changedSinceUpload(run.sandbox, scripts, await run.baseIndex());
     // A runner also runs what its PATH and imports reach (node_modules, venvs, caches).
     const treeWritten = trees ? await runnerTreeWrites(run, call.tool) : [];
+    const probes: ProbeFacts = {
+      provenance: {
+        pristine: false,
+        scripts: new Set(scripts),
+        changed,
+        ...(trees ? { treeWritten } : {}),
+      },
+    };
     const policy = opts.policy();
     const a = applyProvenance(d.assessment, changed, policy, treeWritten);
-    if (a === d.assessment) return d;
+    if (a === d.assessment) return { ...d, probes };
     return {
       ...d,
+      probes,
       assessment: a,
       decision: decide(call.tool, a, policy, counters, scopeOf(run.repo, call)),
     };
@@ -753,6 +781,66 @@ export function createKernel(opts: KernelOptions): Kernel {
       run.runnerBaseline = now;
     if (run.runnerBaseline === undefined && tool === "setup.run" && now !== undefined) return [];
     return treeChanges(run.runnerBaseline, now);
+  }
+
+  /**
+   * The policy.shadow event of the call when a candidate policy is set and decides it
+   * differently; undefined otherwise, and whenever anything about it fails (shadow mode
+   * never affects the enforced path).
+   */
+  function shadowOf(
+    run: KernelRun,
+    call: ProposedCall,
+    toolName: string,
+    d: DecidedCall,
+    unguarded: boolean,
+    redactor: Redactor,
+    enforcedPolicy: Policy,
+  ): EventPayload | undefined {
+    try {
+      const cand = opts.shadow?.();
+      if (cand === undefined) return undefined;
+      const decision = candidateDecision(
+        {
+          tool: call.tool,
+          input: call.input,
+          decision: d.decision,
+          invalid: d.invalid !== undefined || d.counters === undefined,
+          ...(unguarded ? {} : { contained: d.decision }),
+          probes: d.probes ?? {},
+        },
+        {
+          policy: cand.policy,
+          compiled: compiledRisk,
+          counters: d.counters ?? {},
+          ...(run.commands === undefined ? {} : { detected: run.commands }),
+          tainted: run.taint !== undefined && run.taint.size > 0,
+          hasBase: run.baseIndex !== undefined,
+        },
+      );
+      if (!decisionsDiffer(d.decision, decision)) return undefined;
+      const cmd = d.assessment.command;
+      const summary =
+        cmd !== undefined
+          ? `run ${JSON.stringify(redactor.text(cmd.line))} in ${cmd.cwd}`
+          : `${toolName} ${redactor.text(canonicalJson(d.input))}`;
+      return shadowEvent({
+        callId: call.callId,
+        tool: toolName,
+        enforced: {
+          decision: d.decision,
+          policy: enforcedPolicy,
+          source: source(),
+          path: opts.policyPath?.(),
+        },
+        candidate: { decision, policy: cand.policy, source: cand.source, path: cand.path },
+        summary: summary.slice(0, 600),
+        redact: (s) => redactor.text(s),
+        tenant: opts.shadowTenant ?? "",
+      });
+    } catch {
+      return undefined;
+    }
   }
 
   /** Appends a failed tool.result (message redacted by the caller, clipped here). */
@@ -797,14 +885,13 @@ export function createKernel(opts: KernelOptions): Kernel {
       // first (nothing the decision does changes anything: the provenance probe only reads)
       // and the call and its decision are committed together, in that order: one round trip.
       const recorded = recordCallInput(place, call.callId, toolName, call.input, redactor.json);
-      const d = await guardTaint(
-        run,
-        call,
+      const unguarded =
         recorded.refusal === undefined
           ? await decideWithTrust(run, call)
-          : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" }),
-        keyOf,
-      );
+          : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" });
+      const d = await guardTaint(run, call, unguarded, keyOf);
+      // After the decision is final, and from its facts only: the candidate never changes it.
+      const shadow = shadowOf(run, call, toolName, d, d === unguarded, redactor, policy);
       traceDecision(callSpan, call.callId, toolName, d, "kernel.decide", source());
       const r = d.assessment.risk;
       // A call that runs without a person: its start is recorded in the same commit (no
@@ -835,6 +922,7 @@ export function createKernel(opts: KernelOptions): Kernel {
             ...decisionProvenance(policy, source(), opts.policyPath?.()),
           }),
         }),
+        ...(shadow === undefined ? [] : [append(run, shadow)]),
         ...(runsNow ? [append(run, startedOf(run, call))] : []),
       ]);
       if (d.decision.path === "deny") {

@@ -48,6 +48,8 @@ export interface TenantPoliciesOptions {
    * `reload()` and `sync()` re-read.
    */
   watch?: (path: string, onChange: () => void) => { close(): void } | undefined;
+  /** The auth file's key that names these files (errors name `tenants.<id>.<key>`); default "policy". */
+  key?: string;
 }
 
 interface Entry {
@@ -60,6 +62,8 @@ interface Entry {
 
 /** Loads every tenant's file (throws EVALIDATION naming the tenant, file and line). */
 export function createTenantPolicies(opts: TenantPoliciesOptions): TenantPolicies {
+  /** The auth file's key, in messages ("policy", "shadowPolicy"). */
+  const key = opts.key ?? "policy";
   const entries = new Map<string, Entry>();
   const watchEntry = (id: string, e: Entry): void => {
     e.watcher?.close();
@@ -71,19 +75,19 @@ export function createTenantPolicies(opts: TenantPoliciesOptions): TenantPolicie
     const r = readPolicyFile(e.path);
     if (r.ok) {
       e.good = { policy: r.policy, path: e.path };
-      opts.logger.info({ tenant: id, policy: e.path }, "tenant policy loaded");
+      opts.logger.info({ tenant: id, policy: e.path }, `tenant ${key} loaded`);
       return true;
     }
     for (const i of r.errors)
       opts.logger.error(
         { tenant: id, policy: i.file, line: i.line, column: i.column, field: i.field },
-        `tenant ${id} policy: ${i.field}: ${i.message}`,
+        `tenant ${id} ${key}: ${i.field}: ${i.message}`,
       );
     opts.logger.error(
       { tenant: id, policy: e.path, issues: r.errors.length, keeps: e.good?.path ?? "server" },
       e.good === undefined
-        ? `tenant ${id}: its policy ${e.path} did not load; its runs use the server's policy until it does`
-        : `tenant ${id}: policy reload failed; keeping its last good policy (${e.good.path})`,
+        ? `tenant ${id}: its ${key} ${e.path} did not load; its runs use the server's ${key} until it does`
+        : `tenant ${id}: ${key} reload failed; keeping its last good ${key} (${e.good.path})`,
     );
     return false;
   };
@@ -95,8 +99,8 @@ export function createTenantPolicies(opts: TenantPoliciesOptions): TenantPolicie
       const n = r.errors.length;
       throw new AgentdError(
         "EVALIDATION",
-        `tenant ${id}: invalid policy ${path} (${n} ${n === 1 ? "issue" : "issues"}):\n${formatPolicyIssues(r.errors)}`,
-        { field: `tenants.${id}.policy` },
+        `tenant ${id}: invalid ${key} ${path} (${n} ${n === 1 ? "issue" : "issues"}):\n${formatPolicyIssues(r.errors)}`,
+        { field: `tenants.${id}.${key}` },
       );
     }
     const e: Entry = { path, good: { policy: r.policy, path } };
@@ -116,7 +120,7 @@ export function createTenantPolicies(opts: TenantPoliciesOptions): TenantPolicie
         if (files.has(id)) continue;
         e.watcher?.close();
         entries.delete(id);
-        opts.logger.info({ tenant: id }, "tenant policy dropped: the tenant uses the server's");
+        opts.logger.info({ tenant: id }, `tenant ${key} dropped: the tenant uses the server's`);
       }
       for (const [id, path] of files) {
         const was = entries.get(id);

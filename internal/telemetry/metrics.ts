@@ -131,6 +131,12 @@ export const metrics = {
     buckets: LONG_BUCKETS,
     registers: reg,
   }),
+  policyShadowDifferences: new Counter({
+    name: "agentd_policy_shadow_differences_total",
+    help: 'Calls whose candidate (shadow) policy would have decided differently from the enforced one (policy.shadow events), by tenant ("" for runs on the server\'s policy without files of their own), enforced and candidate decision.',
+    labelNames: ["tenant", "enforced", "candidate"],
+    registers: tenantReg,
+  }),
   policyDecisions: new Counter({
     name: "agentd_policy_decisions_total",
     help: "Kernel decisions, by decision (auto, preview_auto, preview_approval, deny) and rule.",

@@ -365,6 +365,15 @@ export declare type Event = Message<"agentd.v1.Event"> & {
      */
     value: ReviewOverridden;
     case: "reviewerOverridden";
+  } | {
+    /**
+     * type "policy.shadow": in the run's log, right after the call's policy.decision, only
+     * when the candidate (shadow) policy would have decided the call differently.
+     *
+     * @generated from field: agentd.v1.PolicyShadow policy_shadow = 106;
+     */
+    value: PolicyShadow;
+    case: "policyShadow";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1545,6 +1554,111 @@ export declare type PolicyDecision = Message<"agentd.v1.PolicyDecision"> & {
  * Use `create(PolicyDecisionSchema)` to create a new message.
  */
 export declare const PolicyDecisionSchema: GenMessage<PolicyDecision>;
+
+/**
+ * A candidate (shadow) policy, evaluated beside the enforced one without effect, would have
+ * decided a call differently (docs/policy.md, "Shadow mode"). Never changes what the call did:
+ * the call's policy.decision is what was enforced.
+ *
+ * @generated from message agentd.v1.PolicyShadow
+ */
+export declare type PolicyShadow = Message<"agentd.v1.PolicyShadow"> & {
+  /**
+   * The call decided on.
+   *
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * The tool the call named (clipped to 256 characters).
+   *
+   * @generated from field: string tool = 2;
+   */
+  tool: string;
+
+  /**
+   * What the enforced policy decided (the call's policy.decision).
+   *
+   * @generated from field: agentd.v1.PolicyShadowSide enforced = 3;
+   */
+  enforced?: PolicyShadowSide | undefined;
+
+  /**
+   * What the candidate policy would have decided.
+   *
+   * @generated from field: agentd.v1.PolicyShadowSide candidate = 4;
+   */
+  candidate?: PolicyShadowSide | undefined;
+
+  /**
+   * A short, redacted summary of the call (a command line, a path), at most 512 characters.
+   *
+   * @generated from field: string summary = 5;
+   */
+  summary: string;
+};
+
+/**
+ * Describes the message agentd.v1.PolicyShadow.
+ * Use `create(PolicyShadowSchema)` to create a new message.
+ */
+export declare const PolicyShadowSchema: GenMessage<PolicyShadow>;
+
+/**
+ * One policy's decision on a call, in a policy.shadow event.
+ *
+ * @generated from message agentd.v1.PolicyShadowSide
+ */
+export declare type PolicyShadowSide = Message<"agentd.v1.PolicyShadowSide"> & {
+  /**
+   * The control path.
+   *
+   * @generated from field: agentd.v1.Decision decision = 1;
+   */
+  decision: Decision;
+
+  /**
+   * The rule that decided.
+   *
+   * @generated from field: string rule = 2;
+   */
+  rule: string;
+
+  /**
+   * Why, in words (redacted, clipped).
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * The policy's digest (sha256 hex of its canonical JSON); empty: unknown.
+   *
+   * @generated from field: string policy_digest = 4;
+   */
+  policyDigest: string;
+
+  /**
+   * Whose file: the server's (--policy / --shadow-policy) or the tenant's.
+   *
+   * @generated from field: agentd.v1.PolicySource policy_source = 5;
+   */
+  policySource: PolicySource;
+
+  /**
+   * The policy file's base name.
+   *
+   * @generated from field: string policy_file = 6;
+   */
+  policyFile: string;
+};
+
+/**
+ * Describes the message agentd.v1.PolicyShadowSide.
+ * Use `create(PolicyShadowSideSchema)` to create a new message.
+ */
+export declare const PolicyShadowSideSchema: GenMessage<PolicyShadowSide>;
 
 /**
  * What a call would do, shown before it runs.
