@@ -81,11 +81,11 @@ import { expireUploadReceipts } from "../../internal/lifecycle/expire-receipts.t
 import { FileRunDeletion } from "../../internal/lifecycle/file-run-deletion.ts";
 import type { RunDeletionStore } from "../../internal/lifecycle/port.ts";
 import { RedisRunDeletion } from "../../internal/lifecycle/redis-run-deletion.ts";
+import { runIsLive } from "../../internal/lifecycle/run-live.ts";
 import { FilePolicyChangeStore } from "../../internal/policychanges/file-store.ts";
 import type { PolicyChangeStore } from "../../internal/policychanges/port.ts";
 import { RedisPolicyChangeStore } from "../../internal/policychanges/redis-store.ts";
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
-import { isTerminal } from "../../internal/projections/run-projection.ts";
 import { connectRedis, createRedisClient } from "../../internal/redisconn/connect.ts";
 import { parseRedisUrl } from "../../internal/redisconn/redis-url.ts";
 import { connectDocker } from "../../internal/sandbox/docker-connect.ts";
@@ -740,12 +740,9 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
     const reap = (): void =>
       void boxes
         .reap(
-          async (runId) => {
-            const run = await runs.get(runId);
-            // A run this log does not know belongs to another deployment on the same Docker
-            // engine (another Redis, prefix or data dir): never ours to remove.
-            return run === undefined || !isTerminal(run.state);
-          },
+          // A run this log does not know belongs to another deployment on the same Docker
+          // engine (another Redis, prefix or data dir) unless this one deleted it.
+          runIsLive(runs, built.deletion),
           {
             // A dead worker's warm containers: gone within its ttl plus this reaper's minute.
             poolOwnerDead: async (owner) => (await presence.stateOf(owner)) === "dead",

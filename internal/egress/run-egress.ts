@@ -86,6 +86,7 @@ export async function startRunEgress(opts: RunEgressOptions): Promise<RunEgress>
   const asks = new Map<string, HostAsk>();
   let call: CallInfo | undefined;
   let recorded = 0;
+  let closing: Promise<void> | undefined;
   const maxRecords = opts.limits.connections + 100;
 
   const admit = (host: string, port: number): Admission & { tag: string } => {
@@ -149,7 +150,11 @@ export async function startRunEgress(opts: RunEgressOptions): Promise<RunEgress>
       denied.add(key);
       approved.delete(key);
     },
-    close: () => proxy.close(),
+    // Once: the drive's end settles it before run.completed, the driver again when it stops.
+    close: () => {
+      closing ??= proxy.close();
+      return closing;
+    },
   };
 }
 

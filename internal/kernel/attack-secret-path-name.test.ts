@@ -20,7 +20,7 @@ import {
 } from "../testing/containment-run.ts";
 import { containmentSuite, exitOk } from "../testing/containment-suite.ts";
 import { nameKey } from "./held-names.ts";
-import { taintFromEvents, taintOf } from "./secret-taint.ts";
+import { SEALED_SHOWN, taintFromEvents, taintOf } from "./secret-taint.ts";
 
 /** Far more names than a root's records (RECORDS_PER_ROOT) or a top-level entry list hold. */
 const MAX_HELD_NAMES = 1000;
@@ -67,13 +67,13 @@ describe("attack: a secret spelled by a tainted path's name", () => {
     );
     assert.match(
       next.kind === "paused" ? next.preview.summary : "",
-      /paths in \/tmp \(which and how many: held/,
+      /paths in \/workspace, \/tmp, \/cache, \/dev\/shm and elsewhere \(which, where and how many: held\)/,
     );
     await assertLogFree(f, "reversed");
     // A person removes it: a scan finds its keyed name gone and ends the file's hold.
     await f.sh(`rm -f "/tmp/${reversed}"`);
     const later = await f.unapproved("process.run", { command: "true" });
-    assert.equal(later.kind === "paused" && later.preview.secretFiles?.length === 0, true);
+    assert.deepEqual(later.kind === "paused" && later.preview.secretFiles, [...SEALED_SHOWN]);
     assert.equal(holds(f.run, `/tmp/${reversed}`), false);
   });
 

@@ -12,7 +12,6 @@ import {
   heldLookup,
   keyDigest,
   nameKey,
-  paddedCount,
   parseHeld,
   RECORDS_PER_ROOT,
   sameDigest,
@@ -122,9 +121,17 @@ describe("sealWrites", () => {
     assert.equal(new Set(digests).size, digests.length);
   });
 
-  it('every root gets RECORDS_PER_ROOT records (its next multiple under "/" only)', () => {
-    const n = RECORDS_PER_ROOT;
-    assert.deepEqual([0, 1, n, n + 1, 2 * n + 1].map(paddedCount), [n, n, n, 2 * n, 3 * n]);
+  it('every root gets RECORDS_PER_ROOT records, "/" too, however many top-level entries', () => {
+    const before = new Map([["/workspace", DIR]]);
+    for (const n of [0, 1, RECORDS_PER_ROOT, RECORDS_PER_ROOT + 1, 40]) {
+      const after = new Map(before);
+      for (let i = 0; i < n; i++) after.set(`/vol${i}/f`, D("a"));
+      const files = seal(before, after);
+      const under = files.filter((f) => parseHeld(f.path)?.anchor === "/");
+      assert.equal(under.length, RECORDS_PER_ROOT, `${n} volumes`);
+      assert.equal(files.length, 5 * RECORDS_PER_ROOT);
+      if (n > 0) assert.equal(heldLookup(asMap(files), KEY)(`/vol${n - 1}/f`)?.callId, "c1");
+    }
   });
 
   it("one character per directory level: every level keyed under the root", () => {
@@ -162,12 +169,13 @@ describe("sealWrites", () => {
     assert.equal(heldLookup(taint, KEY)("/workspace/node_modules/p7/index.js")?.callId, "c1");
     assert.equal(heldLookup(taint, KEY)("/workspace/a.txt"), undefined, "the rest is free");
     assert.equal(JSON.stringify(files).includes("node_modules"), false);
-    // Held whole: gone ends it, "as before" never does.
+    // Held whole: no scan ends it, not even its absence (which of its paths the call
+    // removed is the program's choice).
     const top = files.find((f) => f.path.endsWith(`.${KEY.mac("/workspace/node_modules")}`));
     const scan = new Map([["/workspace/node_modules", DIR]]);
     const byMac = new Map([[KEY.mac("/workspace/node_modules"), DIR]]);
     assert.equal(isCleared(top as TaintedFile, scan, KEY, byMac), false);
-    assert.equal(isCleared(top as TaintedFile, new Map(), KEY, new Map()), true);
+    assert.equal(isCleared(top as TaintedFile, new Map(), KEY, new Map()), false);
   });
 
   it('past that, the root itself is held whole; other mounts\' top-level entries under "/"', () => {
@@ -275,7 +283,10 @@ describe("what a person and the log are shown", () => {
     const line = describeTaint(taint);
     assert.equal(line.includes(SECRET), false, line);
     assert.doesNotMatch(line, /\d+ (new )?paths?|names? held\)/);
-    assert.match(line, /paths in \/workspace \(which and how many: held; call c1\)/);
+    assert.match(
+      line,
+      /paths in \/workspace, \/tmp, \/cache, \/dev\/shm and elsewhere \(which, where and how many: held\)/,
+    );
     // Every root has records (padding included): which ones a call wrote under is not told.
     assert.deepEqual(heldFiles(taint).sort(), [
       "/cache/… (names held)",

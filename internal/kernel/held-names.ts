@@ -77,10 +77,11 @@ export function sameDigest(recorded: string, scanned: string, key: NameKey): boo
   return recorded.startsWith("k:") ? recorded === keyDigest(scanned, key) : recorded === scanned;
 }
 
-/** Each ancestor of `path`, itself first, "/" left out. */
+/** Each ancestor of `path`, itself first, "/" last (a whole "/" record holds every path). */
 function* selfAndAncestors(path: string): Generator<string> {
   for (let p = path; p !== "" && p !== "/"; p = p.slice(0, Math.max(0, p.lastIndexOf("/"))))
     yield p;
+  yield "/";
 }
 
 interface HeldIndex {
@@ -146,11 +147,6 @@ function sealRoots(roots: readonly string[]): string[] {
   return [...roots.filter((r) => r !== "/"), "/"];
 }
 
-/** The padded size of `n` records: RECORDS_PER_ROOT, or its next multiple past it. */
-export function paddedCount(n: number): number {
-  return Math.max(1, Math.ceil(n / RECORDS_PER_ROOT)) * RECORDS_PER_ROOT;
-}
-
 /** A record's path: `ROOT//KEYID.MAC` ("//KEYID.MAC" under "/"). */
 function heldPath(root: string, mac: string, key: NameKey): string {
   return `${root === "/" ? "" : root}//${key.id}.${mac}`;
@@ -180,9 +176,8 @@ function padding(root: string, n: number, key: NameKey, callId: string): Tainted
 }
 
 /**
- * One path's record: keyed name, digests bound to the call (UNKNOWN too: a record held
- * whole is told from the others by the key only; `before` "" means no scan's "as before"
- * ever ends it, only the path's removal does).
+ * One path's record: keyed name, digests bound to the call (GONE and "" too: a removal, a
+ * new path and a record held whole are told from the others by the key only).
  */
 function sealed(
   root: string,
@@ -203,8 +198,9 @@ function sealed(
 
 /**
  * A root's records, RECORDS_PER_ROOT of them: each path; past that each top-level entry
- * held whole (`npm ci`'s node_modules); past that the root itself held whole (under "/",
- * which no lookup reaches, the top-level entries stay, padded to the next multiple).
+ * held whole (`npm ci`'s node_modules); past that the root itself held whole ("/" too).
+ * A record held whole stands for paths it no longer names (which of them the call removed
+ * is the program's choice): no scan ever ends it, not even its path's absence.
  */
 function sealRoot(
   root: string,
@@ -212,14 +208,27 @@ function sealRoot(
   key: NameKey,
   callId: string,
 ): TaintedFile[] {
-  let records = writes.map((f) => sealed(root, f.path, f.digest, f.before, callId, key));
+  // A path a scan could not tell about (a failed scan: its root) is held whole.
+  let records = writes.map((f) =>
+    f.digest === UNKNOWN
+      ? whole(root, f.path, callId, key)
+      : sealed(root, f.path, f.digest, f.before, callId, key),
+  );
   if (records.length > RECORDS_PER_ROOT) {
     const tops = new Set(writes.map((f) => topOf(root, f.path)));
-    records = [...tops].map((t) => sealed(root, t, UNKNOWN, "", callId, key));
+    records = [...tops].map((t) => whole(root, t, callId, key));
   }
-  if (records.length > RECORDS_PER_ROOT && root !== "/")
-    records = [sealed(root, root, UNKNOWN, "", callId, key)];
-  return [...records, ...padding(root, paddedCount(records.length) - records.length, key, callId)];
+  if (records.length > RECORDS_PER_ROOT) records = [whole(root, root, callId, key)];
+  return [...records, ...padding(root, RECORDS_PER_ROOT - records.length, key, callId)];
+}
+
+/**
+ * A record that holds `path` and everything under it for the rest of the run: its digest a
+ * bound GONE, its `before` a bound "" (secret-taint.ts sealedCleared: cleared only when the
+ * path is back as "", which no scan reports).
+ */
+function whole(root: string, path: string, callId: string, key: NameKey): TaintedFile {
+  return sealed(root, path, GONE, "", callId, key);
 }
 
 /** The top-level entry of `root` that `path` lies in (the root itself for the root). */

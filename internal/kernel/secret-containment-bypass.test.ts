@@ -20,7 +20,7 @@ import {
 import { sandboxImage, testSandbox } from "../testing/docker.ts";
 import { importNoShellImage } from "../testing/registry.ts";
 import type { CallOutcome, Kernel } from "./kernel.ts";
-import { CONTAINER_STATE } from "./secret-taint.ts";
+import { CONTAINER_STATE, SEALED_SHOWN } from "./secret-taint.ts";
 
 let stack: Stack;
 let sandbox: Sandbox;
@@ -272,10 +272,10 @@ describe("secret containment: the ways around it are closed", () => {
     assert.equal(exitOk(w), true, JSON.stringify(w));
     const rm = await f.approved("process.run", { command: "rm tok.txt" });
     assert.equal(exitOk(rm), true, JSON.stringify(rm));
-    // No file stays held (the container's kernel state does: an exec still waits, naming no
-    // file); a repo.search of the workspace runs without a person.
+    // No file stays held (the container's kernel state does: an exec still waits, naming
+    // every root alike); a repo.search of the workspace runs without a person.
     const exec = await f.unapproved("process.run", { command: "ls /workspace" });
-    assert.equal(exec.kind === "paused" && exec.preview.secretFiles?.length === 0, true);
+    assert.deepEqual(exec.kind === "paused" && exec.preview.secretFiles, [...SEALED_SHOWN]);
     assert.deepEqual(held(f), [CONTAINER_STATE]);
     const free = await f.unapproved("repo.search", { query: "hello" });
     assert.equal(

@@ -23,7 +23,7 @@ import {
 import { testSandbox } from "../testing/docker.ts";
 import type { Kernel, KernelRun } from "./kernel.ts";
 import { CONTAINMENT_RULE } from "./secret-containment.ts";
-import { CONTAINER_STATE, heldFiles, taintFromEvents } from "./secret-taint.ts";
+import { CONTAINER_STATE, heldFiles, SEALED_SHOWN, taintFromEvents } from "./secret-taint.ts";
 
 let stack: Stack;
 let _box: SandboxHandle;
@@ -74,6 +74,9 @@ after(async () => {
 
 /** The files the run holds a secret in (the container-state entry left out). */
 const files = (): string[] => heldFiles(run.taint ?? new Map());
+/** The run's held paths, the container's state left out (what a scan can end). */
+const clearHeld = (): string[] =>
+  [...(run.taint?.keys() ?? [])].filter((p) => p !== CONTAINER_STATE);
 
 const logText = async () =>
   (await stack.log.read(run.runId, 0)).map((e) => JSON.stringify(e.json)).join("\n");
@@ -87,7 +90,7 @@ describe("secret containment", () => {
     const later = await own.unapproved("process.run", { command: "echo hi" });
     assert.equal(later.kind, "paused", JSON.stringify(later));
     if (later.kind === "paused") {
-      assert.deepEqual(later.preview.secretFiles ?? [], []);
+      assert.deepEqual(later.preview.secretFiles, [...SEALED_SHOWN]);
       assert.match(later.preview.summary, /kernel state \(process and inode counters\)/);
     }
     const read = await own.unapproved("repo.read", { path: "hello.txt" });
@@ -100,7 +103,7 @@ describe("secret containment", () => {
     });
     assert.equal(w.kind === "result" && w.ok, true, JSON.stringify(w));
     // tok.txt is a path the secret call wrote: held by its keyed hash, never shown or counted.
-    assert.deepEqual(files(), ["/workspace/… (names held)"]);
+    assert.deepEqual(files(), [...SEALED_SHOWN]);
     assert.equal(holdsByName(run, "/workspace/tok.txt"), true);
     const encodings = [
       "base32 tok.txt",
@@ -119,10 +122,10 @@ describe("secret containment", () => {
       const r = await unapproved("process.run", { command });
       assert.equal(r.kind, "paused", `${command}: ${JSON.stringify(r)}`);
       if (r.kind !== "paused") continue;
-      assert.deepEqual(r.preview.secretFiles, ["/workspace/… (names held)"], command);
+      assert.deepEqual(r.preview.secretFiles, [...SEALED_SHOWN], command);
       assert.match(
         r.preview.summary,
-        /holds a secret in paths in \/workspace \(which and how many: held; call a\d+\)/,
+        /paths in \/workspace, \/tmp, \/cache, \/dev\/shm and elsewhere \(which, where and how many: held\)/,
       );
     }
     for (const [tool, input] of [
@@ -177,8 +180,8 @@ describe("secret containment", () => {
     // taints, never the container's (the exec still waits, its preview names no file).
     await sh("rm -f /tmp/rev.txt /tmp/copy /workspace/tok.txt");
     const still = await unapproved("process.run", { command: "echo free" });
-    assert.equal(still.kind === "paused" && still.preview.secretFiles?.length === 0, true);
-    assert.deepEqual(files(), []);
+    assert.deepEqual(still.kind === "paused" && still.preview.secretFiles, [...SEALED_SHOWN]);
+    assert.deepEqual(clearHeld(), []);
     assert.equal(run.taint?.has(CONTAINER_STATE), true);
   });
 
@@ -198,8 +201,8 @@ describe("secret containment", () => {
     // Removing the entry ends the files' taints (by a scan); the container stays held.
     await sh("rm -rf /tmp/.agentd-home/stash");
     const still = await unapproved("process.run", { command: "echo free" });
-    assert.equal(still.kind === "paused" && still.preview.secretFiles?.length === 0, true);
-    assert.deepEqual(files(), []);
+    assert.deepEqual(still.kind === "paused" && still.preview.secretFiles, [...SEALED_SHOWN]);
+    assert.deepEqual(clearHeld(), []);
   });
 
   it("the model's word does not end a taint: a file changed again stays tainted", async () => {

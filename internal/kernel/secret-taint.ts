@@ -238,34 +238,43 @@ export function taintOf(
 }
 
 /**
- * The clear paths and, per root, that it holds sealed records: what a person may be shown.
- * No count: how many paths a call wrote under a root is a number the program chose.
+ * Where sealed records are kept, as a person is shown them: every root, always all of them.
+ * Which roots hold a record, and whether any does once an exec carried a secret, are the
+ * program's choice: a preview or reason naming only some would tell it.
  */
-function shownPaths(files: readonly TaintedFile[]): string[] {
-  const out: string[] = [];
-  const named = new Map<string, Set<string>>();
-  for (const f of files) {
-    const anchor = anchorOf(f.path);
-    if (anchor === undefined) out.push(`${f.path} (call ${f.callId})`);
-    else if (f.callId !== "") named.set(anchor, (named.get(anchor) ?? new Set()).add(f.callId));
-  }
-  for (const [anchor, calls] of named)
-    out.push(`paths in ${anchor} (which and how many: held; call ${[...calls].join(", ")})`);
-  return out;
+export const SEALED_SHOWN: readonly string[] = [
+  ...WRITABLE_ROOTS.map((r) => `${r}/… (names held)`),
+  "/… (names held)",
+];
+
+/** Whether `taint` holds sealed records or the container's state (the fixed list is shown). */
+function showsSealed(taint: ReadonlyMap<string, TaintedFile>): boolean {
+  for (const p of taint.keys()) if (p === CONTAINER_STATE || anchorOf(p) !== undefined) return true;
+  return false;
+}
+
+/** The clear paths, with their calls (records of earlier versions): shown as they are. */
+function clearPaths(taint: ReadonlyMap<string, TaintedFile>): TaintedFile[] {
+  return [...taint.values()].filter(
+    (f) => f.path !== CONTAINER_STATE && anchorOf(f.path) === undefined,
+  );
 }
 
 /**
- * The preview's line for a person: which files hold a secret, written by which calls, and
- * whether the container's kernel state may carry one.
+ * The preview's line for a person: which files hold a secret and whether the container's
+ * kernel state may carry one. Sealed records are named by the fixed list of roots, without
+ * a count or a call: never which roots the program wrote under.
  */
 export function describeTaint(taint: ReadonlyMap<string, TaintedFile>): string {
-  const files = [...taint.values()].filter((f) => f.path !== CONTAINER_STATE);
   const parts: string[] = [];
-  if (files.length > 0) {
-    const all = shownPaths(files);
-    const shown = all.slice(0, 20);
-    const more = all.length > 20 ? ` and ${all.length - 20} more` : "";
-    parts.push(`the run holds a secret in ${shown.join(", ")}${more}`);
+  const clear = clearPaths(taint).map((f) => `${f.path} (call ${f.callId})`);
+  if (showsSealed(taint))
+    clear.push(
+      `paths in ${WRITABLE_ROOTS.join(", ")} and elsewhere (which, where and how many: held)`,
+    );
+  if (clear.length > 0) {
+    const more = clear.length > 20 ? ` and ${clear.length - 20} more` : "";
+    parts.push(`the run may hold a secret in ${clear.slice(0, 20).join(", ")}${more}`);
   }
   const state = taint.get(CONTAINER_STATE);
   if (state !== undefined)
@@ -276,19 +285,12 @@ export function describeTaint(taint: ReadonlyMap<string, TaintedFile>): string {
 }
 
 /**
- * The held paths that are files (the container-state entry left out): clear paths as they
- * are, sealed records as `ROOT/… (names held)`, once per root and without a count.
+ * The held paths that are files: clear paths as they are, and the fixed list of roots as
+ * `ROOT/… (names held)` whenever a sealed record or the container's state is held.
  */
 export function heldFiles(taint: ReadonlyMap<string, TaintedFile>): string[] {
-  const out: string[] = [];
-  const roots = new Set<string>();
-  for (const p of taint.keys()) {
-    if (p === CONTAINER_STATE) continue;
-    const anchor = anchorOf(p);
-    if (anchor === undefined) out.push(p);
-    else roots.add(anchor);
-  }
-  for (const root of roots) out.push(`${root === "/" ? "" : root}/… (names held)`);
+  const out = clearPaths(taint).map((f) => f.path);
+  if (showsSealed(taint)) out.push(...SEALED_SHOWN);
   return out;
 }
 

@@ -19,7 +19,7 @@ import { isAgentdError } from "../errors.ts";
 import { ArtifactEmittedSchema, type Event } from "../gen/agentd/v1/events_pb.js";
 import type { SandboxHandle } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
-import { baseArchive, lastArtifact } from "./run-artifacts.ts";
+import { baseArchive } from "./run-artifacts.ts";
 
 /** The artifact holding the run's changes up to its first secret-carrying call. */
 export const PATCH_BEFORE_SECRET = "patch-before-secret";
@@ -37,49 +37,69 @@ export function hadSecretCall(d: Pick<Drive, "events" | "secretCalled">): boolea
 }
 
 /**
- * Called before each secret-carrying call: the first one of the run takes the diff of the
- * workspace as it is (nothing of a secret in it yet) into `patch-before-secret`. A diff
- * past limits.maxPatchSize is not kept (the final patch is then empty; the withheld note
- * says why). Later calls do nothing.
+ * Called before each secret-carrying call, before anything of it (its first
+ * `secret.written` included) is recorded: until a secret-carrying call is in the log, it
+ * takes the diff of the workspace as it is (nothing of a secret in it yet) into
+ * `patch-before-secret` (a drive that died between a capture and its call leaves an older
+ * one: the last is the one that counts). A diff past limits.maxPatchSize is kept as a note
+ * (text/plain) that run.completed repeats. A capture that fails fails the call.
  */
 export async function captureBeforeSecret(d: Drive): Promise<void> {
-  if (hadSecretCall(d) || lastArtifact(d.events, PATCH_BEFORE_SECRET) !== undefined) {
-    d.secretCalled = true;
-    return;
+  if (hadSecretCall(d)) return;
+  const taken = await diffNow(d, d.box as SandboxHandle);
+  const bytes = Buffer.from("patch" in taken ? taken.patch : `${taken.note}\n`, "utf8");
+  if (bytes.length > 0) {
+    const info = await d.deps.artifacts.put(bytes);
+    await d.writer.append({
+      case: "artifactEmitted",
+      value: create(ArtifactEmittedSchema, {
+        name: PATCH_BEFORE_SECRET,
+        digest: info.digest,
+        sizeBytes: BigInt(info.size),
+        mediaType: "patch" in taken ? DIFF : NOTE,
+      }),
+    });
   }
   d.secretCalled = true;
-  const patch = await diffNow(d, d.box as SandboxHandle);
-  if (patch === "") return;
-  const info = await d.deps.artifacts.put(Buffer.from(patch, "utf8"));
-  await d.writer.append({
-    case: "artifactEmitted",
-    value: create(ArtifactEmittedSchema, {
-      name: PATCH_BEFORE_SECRET,
-      digest: info.digest,
-      sizeBytes: BigInt(info.size),
-      mediaType: "text/x-diff",
-    }),
-  });
 }
 
-/** The workspace's diff against the upload ("" when too large: ETOOLARGE is not the call's). */
-async function diffNow(d: Drive, box: SandboxHandle): Promise<string> {
+const DIFF = "text/x-diff";
+const NOTE = "text/plain";
+
+/** The workspace's diff against the upload, or why it is not kept (past the limit). */
+async function diffNow(
+  d: Drive,
+  box: SandboxHandle,
+): Promise<{ patch: string } | { note: string }> {
+  const max = d.deps.policy().limits.maxPatchSize;
   try {
     const base = await baseArchive(d.deps.artifacts, d.events);
     const diff = await box.diff({
       ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
-      maxPatchBytes: d.deps.policy().limits.maxPatchSize,
+      maxPatchBytes: max,
       redact: (text) => d.writer.secrets.redactor.text(text),
       signal: d.cancel.signal,
     });
-    return diff.patch;
+    return { patch: diff.patch };
   } catch (err) {
-    if (isAgentdError(err, "ETOOLARGE")) return "";
-    throw err;
+    if (!isAgentdError(err, "ETOOLARGE")) throw err;
+    return {
+      note: `the run's changes before its first secret-carrying call were larger than limits.maxPatchSize (${max} bytes): no patch was kept`,
+    };
   }
 }
 
-/** The digest and size of the patch taken before the first secret-carrying call, if any. */
-export function patchBeforeSecret(events: readonly Event[]): string | undefined {
-  return lastArtifact(events, PATCH_BEFORE_SECRET);
+/**
+ * The patch taken before the first secret-carrying call: its digest, or why there is none
+ * (`note`: it was too large); undefined when nothing had changed then.
+ */
+export function patchBeforeSecret(
+  events: readonly Event[],
+): { digest: string } | { noteDigest: string } | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const p = events[i]?.payload;
+    if (p?.case !== "artifactEmitted" || p.value.name !== PATCH_BEFORE_SECRET) continue;
+    return p.value.mediaType === NOTE ? { noteDigest: p.value.digest } : { digest: p.value.digest };
+  }
+  return undefined;
 }

@@ -62,6 +62,26 @@ export function networkOf(p: Policy): NetworkPolicy {
   return { ...p.network, allow: [...p.network.allow, ...presets, ...p.sandbox.allowlist] };
 }
 
+/** The network.request appends of each drive still in flight. */
+const inFlight = new WeakMap<Drive, Set<Promise<unknown>>>();
+
+function track(d: Drive, p: Promise<unknown>): void {
+  const set = inFlight.get(d) ?? new Set();
+  inFlight.set(d, set);
+  set.add(p);
+  void p.finally(() => set.delete(p));
+}
+
+/**
+ * Before the run's last event: the proxy closes (every connection ends, each recorded) and
+ * every network.request still being appended lands first, so the log holds each of them
+ * (a record appended after run.completed would be refused and lost).
+ */
+export async function settleEgress(d: Drive): Promise<void> {
+  await d.egress?.close();
+  await Promise.all([...(inFlight.get(d) ?? [])]);
+}
+
 /** Starts the drive's egress when its sandbox has an egress network. */
 export async function openEgress(d: Drive): Promise<void> {
   const at = d.box?.egress;
@@ -107,9 +127,10 @@ export async function openEgress(d: Drive): Promise<void> {
         tls: r.tls,
         callId: r.callId,
       });
-      d.writer.append({ case: "networkRequest", value }).catch((err) => {
+      const appended = d.writer.append({ case: "networkRequest", value }).catch((err) => {
         d.deps.logger?.warn({ runId: d.runId, err }, "network.request not recorded");
       });
+      track(d, appended);
     },
   });
 }

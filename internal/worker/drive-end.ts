@@ -23,6 +23,7 @@ import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import { hadSecretCall, patchBeforeSecret, WITHHELD_AFTER_SECRET } from "./before-secret.ts";
 import type { Drive } from "./drive.ts";
+import { settleEgress } from "./drive-egress.ts";
 import { boxLost } from "./drive-lost.ts";
 import { costOf, usageOf } from "./drive-usage.ts";
 import { answerOpenCalls } from "./open-calls.ts";
@@ -41,6 +42,7 @@ export async function complete(d: Drive, summary: string): Promise<Next> {
   await box.killAll();
   const final = hadSecretCall(d) ? await patchBeforeSecretCall(d) : await finalDiff(d, box);
   if ("fail" in final) return fail(d, final.fail.code, final.fail.message);
+  await settleEgress(d);
   await d.writer.append({
     case: "runCompleted",
     value: create(RunCompletedSchema, {
@@ -103,16 +105,36 @@ async function finalDiff(d: Drive, box: SandboxHandle): Promise<FinalPatch> {
  */
 async function patchBeforeSecretCall(d: Drive): Promise<FinalPatch> {
   await d.refresh(); // this drive's own capture is read back from the log
-  const digest = patchBeforeSecret(d.events);
+  const taken = patchBeforeSecret(d.events);
+  const omitted = [create(PatchOmissionSchema, WITHHELD_AFTER_SECRET)];
+  if (taken !== undefined && "noteDigest" in taken)
+    omitted.push(
+      create(PatchOmissionSchema, {
+        path: "[changes before the first secret-carrying call]",
+        reason: await noteOf(d, taken.noteDigest),
+      }),
+    );
+  const digest = taken !== undefined && "digest" in taken ? taken.digest : undefined;
   const info = digest === undefined ? undefined : await d.deps.artifacts.stat(digest);
   if (digest !== undefined && info !== undefined) await emitPatch(d, digest, info.size);
   return {
     patchDigest: info === undefined ? "" : (digest ?? ""),
     patchRedacted: true,
     patchRedactedFiles: [],
-    patchOmitted: [create(PatchOmissionSchema, WITHHELD_AFTER_SECRET)],
+    patchOmitted: omitted,
     patchIgnored: 0,
   };
+}
+
+/** The text of a capture's note (a few hundred bytes), or a fallback when it is gone. */
+async function noteOf(d: Drive, digest: string): Promise<string> {
+  const chunks: Buffer[] = [];
+  try {
+    for await (const c of d.deps.artifacts.read(digest)) chunks.push(Buffer.from(c));
+  } catch {
+    return "the run's changes before its first secret-carrying call were not kept";
+  }
+  return Buffer.concat(chunks).toString("utf8").trim().slice(0, 1000);
 }
 
 /** The `patch` artifact's event. */

@@ -149,7 +149,7 @@ describe("a run holding a secret pauses and resumes", () => {
     const asked = await approveLast();
     assert.match(
       asked.preview?.summary ?? "",
-      /holds a secret in paths in \/workspace \(which and how many: held/,
+      /paths in \/workspace, \/tmp, \/cache, \/dev\/shm and elsewhere \(which, where and how many: held\)/,
     );
     assert.equal(
       all2

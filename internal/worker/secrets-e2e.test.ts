@@ -20,6 +20,7 @@ import {
   ToolCallSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import type { Policy } from "../kernel/policy-schema.ts";
+import { SEALED_SHOWN } from "../kernel/secret-taint.ts";
 import { createEnvSecretProvider } from "../kernel/secrets.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { testSandbox } from "../testing/docker.ts";
@@ -370,7 +371,7 @@ describe("a secret written by an approved call (containment by mechanism)", () =
     // tok.txt was made by the secret call: counted, never named. The run keeps its
     // container across the pause and the takeover, and tok.txt stays held: repo.read of it
     // asks too, and every approval names its root (without its name).
-    for (const a of asked) assert.deepEqual(a.files, ["/workspace/… (names held)"], a.callId);
+    for (const a of asked) assert.deepEqual(a.files, [...SEALED_SHOWN], a.callId);
     const events = await log.read(run.runId, 0);
     const b32 = base32(SECRET);
     const forms = [
