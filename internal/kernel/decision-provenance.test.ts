@@ -127,3 +127,35 @@ it("a policy that cannot be read records no digest instead of throwing (the kern
     policyFile: "t.yaml",
   });
 });
+
+it("a reload while the call is being decided: the decision and its digest come from one policy", async () => {
+  // The old policy denies wget; the new one (a tenant file) allows it with no person.
+  const before = load("version: 1\nrisk: {denyCommands: [wget]}\n");
+  const after = load("version: 1\nrisk: {denyCommands: []}\n");
+  let current = { policy: before, source: "server" as "server" | "tenant", path: "/p/a.yaml" };
+  const kernel = createKernel({
+    log,
+    policy: () => current.policy,
+    policySource: () => current.source,
+    policyPath: () => current.path,
+    secretProviders: [],
+    // The reload lands while the kernel awaits the trust lookup.
+    trustCounters: async () => {
+      current = { policy: after, source: "tenant", path: "/p/b.yaml" };
+      return {};
+    },
+  });
+  const q = await queueRun(log, { prompt: "p" });
+  const run = { ...q, fence: await log.bumpEpoch(q.runId), sandbox: untouchable };
+  const out = await kernel.handle(run, {
+    callId: "r1",
+    tool: "process.run",
+    input: { command: "wget https://x" },
+  });
+  assert.equal(out.kind, "result", "denied by the policy read when the call came in");
+  const [d] = await decisions(q.runId);
+  assert.match(d?.rule ?? "", /wget/);
+  assert.equal(d?.policyDigest, policyDigest(before), "the digest of the policy that decided");
+  assert.equal(d?.policySource, PolicySource.SERVER);
+  assert.equal(d?.policyFile, "a.yaml");
+});

@@ -153,6 +153,13 @@ export interface KernelRun {
   goal?: string;
 }
 
+/** A policy as one call's decision read it: the policy, whose it is, its file. */
+interface PolicyView {
+  policy: Policy;
+  source: "tenant" | "server";
+  path: string | undefined;
+}
+
 /** Tools that never change the workspace (their calls keep a run pristine). */
 export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(["repo.read", "repo.search"]);
 
@@ -300,6 +307,12 @@ function scopeOf(repo: string | undefined, call: ProposedCall): ApprovedScope | 
 export function createKernel(opts: KernelOptions): Kernel {
   const now = opts.now ?? Date.now;
   const source = opts.policySource ?? (() => "server" as const);
+  /** The policy in force, whose it is and its file, read together. */
+  const viewNow = (): PolicyView => ({
+    policy: opts.policy(),
+    source: source(),
+    path: opts.policyPath?.(),
+  });
   // Per policy object (the enforced one and a shadow candidate alternate on every call; a
   // reload makes a new object and the old entry goes with it).
   const compiledBy = new WeakMap<Policy, CompiledRisk>();
@@ -333,9 +346,10 @@ export function createKernel(opts: KernelOptions): Kernel {
     counters: TrustCounters,
     detected?: RunCommands,
     repo?: string,
+    policy: Policy = opts.policy(),
   ): DecidedCall {
     try {
-      return decideStrict(call, counters, detected, repo);
+      return decideStrict(call, counters, detected, repo, policy);
     } catch (err) {
       return refusedBy(err, "kernel.decide", "decide on this call");
     }
@@ -346,8 +360,8 @@ export function createKernel(opts: KernelOptions): Kernel {
     counters: TrustCounters,
     detected: RunCommands | undefined,
     repo: string | undefined,
+    policy: Policy,
   ): DecidedCall {
-    const policy = opts.policy();
     const tool = toolByName(call.tool);
     if (tool === undefined)
       return deniedCall("capabilities", `unknown tool ${JSON.stringify(call.tool)}`);
@@ -668,7 +682,11 @@ export function createKernel(opts: KernelOptions): Kernel {
   }
 
   /** The trust counters, then the decision. A failed lookup refuses the call (fail closed), except the log's errors, which propagate. */
-  async function decideWithTrust(run: KernelRun, call: ProposedCall): Promise<DecidedCall> {
+  async function decideWithTrust(
+    run: KernelRun,
+    call: ProposedCall,
+    policy: Policy,
+  ): Promise<DecidedCall> {
     let counters: TrustCounters = {};
     if (opts.trustCounters !== undefined) {
       try {
@@ -678,12 +696,13 @@ export function createKernel(opts: KernelOptions): Kernel {
         return refusedBy(err, "kernel.trust", "look up the repository's trust counters");
       }
     }
-    const d = { ...decideCall(call, counters, run.commands, run.repo), counters };
+    const d = { ...decideCall(call, counters, run.commands, run.repo, policy), counters };
     // While the run holds a secret, no probe reads the container for a decision: what a
     // probe finds (a name, whether a file changed or exists) would reach the log before a
     // person decides. A call a probe would judge asks instead (secret-containment.ts).
     if (run.taint !== undefined && run.taint.size > 0) return probeFree(run, call, d);
-    return withReplacing(run, call, await withProvenance(run, call, d, counters), counters);
+    const proven = await withProvenance(run, call, d, counters, policy);
+    return withReplacing(run, call, proven, counters, policy);
   }
 
   /** `d` as it stands, asking a person where a probe of the container would have judged it. */
@@ -708,11 +727,11 @@ export function createKernel(opts: KernelOptions): Kernel {
     call: ProposedCall,
     d: DecidedCall,
     counters: TrustCounters,
+    policy: Policy,
   ): Promise<DecidedCall> {
     if (d.decision.path === "deny" || d.decision.path === "preview+approval") return d;
     const analysis = d.assessment.command?.analysis;
     if (analysis === undefined || !needsReplacingProbe(analysis)) return d;
-    const policy = opts.policy();
     const base = run.baseIndex === undefined ? undefined : await run.baseIndex();
     const uploaded = base === undefined ? undefined : (p: string) => base.get(p)?.type === "file";
     const found = await probeReplacing(run.sandbox, analysis, undefined, uploaded);
@@ -738,6 +757,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     call: ProposedCall,
     d: DecidedCall,
     counters: TrustCounters,
+    policy: Policy,
   ): Promise<DecidedCall> {
     const scripts = d.assessment.scripts ?? [];
     const trees = runsRunner(call.tool, scripts);
@@ -759,7 +779,6 @@ export function createKernel(opts: KernelOptions): Kernel {
         ...(trees ? { treeWritten } : {}),
       },
     };
-    const policy = opts.policy();
     const a = applyProvenance(d.assessment, changed, policy, treeWritten);
     if (a === d.assessment) return { ...d, probes };
     return {
@@ -795,7 +814,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     d: DecidedCall,
     unguarded: boolean,
     redactor: Redactor,
-    enforcedPolicy: Policy,
+    enforced: PolicyView,
   ): EventPayload | undefined {
     try {
       const cand = opts.shadow?.();
@@ -829,9 +848,9 @@ export function createKernel(opts: KernelOptions): Kernel {
         tool: toolName,
         enforced: {
           decision: d.decision,
-          policy: enforcedPolicy,
-          source: source(),
-          path: opts.policyPath?.(),
+          policy: enforced.policy,
+          source: enforced.source,
+          path: enforced.path,
         },
         candidate: { decision, policy: cand.policy, source: cand.source, path: cand.path },
         summary: summary.slice(0, 600),
@@ -860,7 +879,10 @@ export function createKernel(opts: KernelOptions): Kernel {
   }
 
   async function handle(run: KernelRun, call: ProposedCall): Promise<CallOutcome> {
-    const policy = opts.policy();
+    // One reading of the policy for the whole decision: a reload while a probe or the trust
+    // lookup is awaited must not decide by one policy and record another's digest.
+    const view = viewNow();
+    const policy = view.policy;
     const res = resolver();
     // What describes the call (its record, the decision, a command's preview) hides secret
     // values only. Key and pattern rules are guesses for outputs: on the record they would
@@ -887,12 +909,12 @@ export function createKernel(opts: KernelOptions): Kernel {
       const recorded = recordCallInput(place, call.callId, toolName, call.input, redactor.json);
       const unguarded =
         recorded.refusal === undefined
-          ? await decideWithTrust(run, call)
+          ? await decideWithTrust(run, call, policy)
           : deniedCall(recorded.refusal.rule, recorded.refusal.reason, { field: "input" });
       const d = await guardTaint(run, call, unguarded, keyOf);
       // After the decision is final, and from its facts only: the candidate never changes it.
-      const shadow = shadowOf(run, call, toolName, d, d === unguarded, redactor, policy);
-      traceDecision(callSpan, call.callId, toolName, d, "kernel.decide", source());
+      const shadow = shadowOf(run, call, toolName, d, d === unguarded, redactor, view);
+      traceDecision(callSpan, call.callId, toolName, d, "kernel.decide", view.source);
       const r = d.assessment.risk;
       // A call that runs without a person: its start is recorded in the same commit (no
       // round trip of its own); one that waits for a person records it when it runs.
@@ -919,7 +941,7 @@ export function createKernel(opts: KernelOptions): Kernel {
             }),
             trustAdjustments: d.decision.trustAdjustments,
             reviewer: d.decision.reviewer === true,
-            ...decisionProvenance(policy, source(), opts.policyPath?.()),
+            ...decisionProvenance(policy, view.source, view.path),
           }),
         }),
         ...(shadow === undefined ? [] : [append(run, shadow)]),
@@ -1062,7 +1084,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         );
       }
       // Re-decide under the current policy: an approval never unlocks what policy now denies.
-      const d = await decideWithTrust(run, call);
+      const d = await decideWithTrust(run, call, opts.policy());
       traceDecision(
         span,
         call.callId,
