@@ -707,14 +707,25 @@ export function createKernel(opts: KernelOptions): Kernel {
 
   /** `d` as it stands, asking a person where a probe of the container would have judged it. */
   function probeFree(run: KernelRun, call: ProposedCall, d: DecidedCall): DecidedCall {
-    if (d.decision.path === "deny" || d.decision.path === "preview+approval") return d;
+    if (settled(d)) return d;
     const scripts = d.assessment.scripts ?? [];
     const analysis = d.assessment.command?.analysis;
     const probed =
       (run.baseIndex !== undefined && (scripts.length > 0 || runsRunner(call.tool, scripts))) ||
       (analysis !== undefined && needsReplacingProbe(analysis));
     if (!probed) return d;
-    return { ...d, decision: { ...d.decision, path: "preview+approval" } };
+    const { reviewer: _reviewer, ...decision } = d.decision;
+    return { ...d, decision: { ...decision, path: "preview+approval" } };
+  }
+
+  /**
+   * A decision no probe can change: a deny, or a person's approval. A call the model
+   * reviewer answers first is not settled: what a probe finds (a file emptied or replaced)
+   * is what keeps the reviewer from allowing it (reviewer/person-facts.ts).
+   */
+  function settled(d: DecidedCall): boolean {
+    if (d.decision.path === "deny") return true;
+    return d.decision.path === "preview+approval" && d.decision.reviewer !== true;
   }
 
   /**
@@ -729,7 +740,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     counters: TrustCounters,
     policy: Policy,
   ): Promise<DecidedCall> {
-    if (d.decision.path === "deny" || d.decision.path === "preview+approval") return d;
+    if (settled(d)) return d;
     const analysis = d.assessment.command?.analysis;
     if (analysis === undefined || !needsReplacingProbe(analysis)) return d;
     const base = run.baseIndex === undefined ? undefined : await run.baseIndex();
