@@ -846,6 +846,7 @@ export function createKernel(opts: KernelOptions): Kernel {
           ...(run.commands === undefined ? {} : { detected: run.commands }),
           tainted: run.taint !== undefined && run.taint.size > 0,
           hasBase: run.baseIndex !== undefined,
+          ...(run.repo === undefined ? {} : { scope: scopeOf(run.repo, call) }),
         },
       );
       if (!decisionsDiffer(d.decision, decision)) return undefined;

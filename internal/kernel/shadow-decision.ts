@@ -12,6 +12,7 @@
  */
 import { pickCommands, type RunCommands } from "../tools/command-spec.ts";
 import { toolByName } from "../tools/registry.ts";
+import type { ApprovedScope } from "./approved-commands.ts";
 import { type Decision, decide } from "./decide.ts";
 import type { Policy } from "./policy-schema.ts";
 import { applyProvenance } from "./provenance.ts";
@@ -62,6 +63,8 @@ export interface CandidateContext {
   tainted: boolean;
   /** The run's base index exists (a drive, not a bare KernelRun): provenance applies. */
   hasBase: boolean;
+  /** The run's repository and the call's line: the candidate's approvedCommands match it. */
+  scope?: ApprovedScope;
 }
 
 /** The candidate's decision for the call. Total. */
@@ -86,14 +89,14 @@ function candidateStrict(e: EnforcedCall, c: CandidateContext): Decision {
   const input = parsed.data as Record<string, unknown>;
   const commands = pickCommands(c.policy.tools, c.detected);
   let a = assess(e.tool, input, c.policy, c.compiled(c.policy), commands);
-  let d = decide(e.tool, a, c.policy, c.counters);
+  let d = decide(e.tool, a, c.policy, c.counters, c.scope);
   if (c.tainted) d = probeFree(e.tool, a, d, c.hasBase);
   else if (d.path !== "deny") {
     const judged = withFacts(e, c, a);
     if (typeof judged === "string") return unprobed(d, judged);
     if (judged !== a) {
       a = judged;
-      d = decide(e.tool, a, c.policy, c.counters);
+      d = decide(e.tool, a, c.policy, c.counters, c.scope);
     }
   }
   if (e.contained !== undefined && d.path !== "deny") return e.contained;
