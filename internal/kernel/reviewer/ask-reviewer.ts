@@ -74,7 +74,7 @@ export async function askReviewer(
           personFacts: personFactsOf(
             d.assessment,
             config.personFor,
-            call.tool === "repo.patch" && pv.summary.startsWith("delete "),
+            call.tool === "repo.patch" && destroysFile(pv),
           ),
         });
   const reasoning = clipText(deps.redactor.text(outcome.reasoning), MAX_REVIEWER_TEXT);
@@ -102,4 +102,13 @@ export async function askReviewer(
         ? {}
         : { ticket, reviewerVerdict: outcome.modelVerdict, reviewerNote: note },
   };
+}
+
+/**
+ * A repo.patch that deletes a file, or empties one (its diff leaves the file with no line:
+ * a hunk `+0,0`, as `: > f` or `truncate -s0` do for a command): destructive.
+ */
+function destroysFile(pv: { summary: string; diff?: string }): boolean {
+  if (pv.summary.startsWith("delete ")) return true;
+  return /^@@ -\d+(?:,\d+)? \+0,0 @@/m.test(pv.diff ?? "");
 }
