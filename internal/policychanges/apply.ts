@@ -17,7 +17,7 @@ import { parsePolicy, resolveRelative } from "../kernel/policy-loader.ts";
 import type { PolicyChangesDeps } from "./deps.ts";
 import { withFileLock } from "./file-lock.ts";
 import { appliedNotice } from "./messages.ts";
-import { sha256Hex } from "./policy-edit.ts";
+import { sha256Hex, stillOneEntry } from "./policy-edit.ts";
 import type { Settlement, StoredPolicyChange } from "./port.ts";
 
 async function pending(deps: PolicyChangesDeps, id: string): Promise<StoredPolicyChange> {
@@ -100,6 +100,13 @@ export async function applyChange(
       throw new AgentdError(
         "ECONFLICT",
         `${id} no longer loads (${after.errors[0]?.field}: ${after.errors[0]?.message}): reject it and propose the rule again`,
+      );
+    // What the file extends may have changed since: the change must still add exactly its
+    // entry to the policy in force now, never bring back what a base has since dropped.
+    if (!before.ok || !stillOneEntry(c.path, c.newText, before.policy, c.rule, c.id))
+      throw new AgentdError(
+        "ECONFLICT",
+        `${id} would change more than its rule: the policy ${basename(c.path)} is built on has changed since it was proposed (what it extends); reject it (agentctl policy reject ${id}) and propose the rule again (agentctl approve ${c.approvalId} --rule ${c.rule.kind})`,
       );
     const s: Settlement = {
       state: "applied",

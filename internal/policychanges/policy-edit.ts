@@ -180,10 +180,7 @@ export function editPolicy(
     rule.kind === "command"
       ? current.approvedCommands.map((r) => ({ ...r }))
       : [...current.network.allow];
-  const added: Entry =
-    rule.kind === "command"
-      ? { command: rule.command, repo: rule.repo, change: note.changeId }
-      : rule.host;
+  const added = entryOf(rule, note.changeId);
   // The names are plain text in a comment: anything but a few safe characters becomes "?"
   // (a \r or \n would end the comment and put the rest of the name into the policy).
   const comment = `# ${note.changeId}: proposed by ${commentSafe(note.proposedBy)} approving ${commentSafe(note.approvalId)}`;
@@ -202,6 +199,28 @@ export function editPolicy(
   const name = basename(path);
   const diff = createTwoFilesPatch(name, name, text, newText, "current", `with ${note.changeId}`);
   return { baseSha256: sha256Hex(bytes), newText, diff, policy };
+}
+
+/** The entry a rule adds to its list (approvedCommands or network.allow). */
+function entryOf(rule: StoredRule, changeId: string): Entry {
+  return rule.kind === "command"
+    ? { command: rule.command, repo: rule.repo, change: changeId }
+    : rule.host;
+}
+
+/**
+ * Whether `newText` (a change's file) is still exactly the policy in force now (`current`,
+ * loaded from the file as it is, with whatever it extends as it is now) plus the change's
+ * entry: a base that dropped or changed something since the proposal would be undone.
+ */
+export function stillOneEntry(
+  path: string,
+  newText: string,
+  current: Policy,
+  rule: StoredRule,
+  changeId: string,
+): boolean {
+  return checked(path, newText, current, rule, entryOf(rule, changeId)) !== undefined;
 }
 
 /** The rule in words ("npm test in repo web", "host registry.example.com:443"). */
