@@ -40,6 +40,33 @@ const GLOBAL = {
 const SAFE_CONFIG =
   /^(user\.(name|email|signingkey)|color\..+|advice\..+|init\.defaultbranch|(commit|tag)\.gpgsign|core\.(quotepath|autocrlf|filemode|ignorecase|safecrlf|eol)|safe\.directory|log\..+|pull\.(rebase|ff)|push\.default|merge\.conflictstyle|diff\.(renames|algorithm|context)|status\..+|column\..+|i18n\..+|help\.autocorrect|rerere\.enabled|fetch\.prune|branch\.autosetupmerge)$/i;
 
+/** Subcommands whose -o / --output names a file they write. */
+const OUTPUT_OPTION = new Set([
+  "log",
+  "diff",
+  "show",
+  "format-patch",
+  "archive",
+  "bundle",
+  "diff-tree",
+  "diff-files",
+  "diff-index",
+  "whatchanged",
+  "range-diff",
+]);
+
+/** Why a push discards a remote's history or refs (force, delete, mirror, prune), if it does. */
+function pushDiscards(words: readonly string[]): string | undefined {
+  for (const w of words) {
+    if (/^--(force|force-with-lease|force-if-includes|delete|mirror|prune)(=.*)?$/.test(w))
+      return `git push ${w.split("=")[0]}`;
+    if (/^-[a-zA-Z]*[fd]/.test(w) && !w.startsWith("--")) return "git push -f/-d";
+    if (!w.startsWith("-") && (w.startsWith("+") || /^:/.test(w) || /:\+/.test(w)))
+      return "git push +REF / :REF (forces or deletes a ref)";
+  }
+  return undefined;
+}
+
 /** Subcommands that never write the work tree. */
 const READ_ONLY = new Set(
   (
@@ -134,6 +161,12 @@ export function gitCommand(inv: Invocation, fx: Effects): void {
     rest.some((w) => opts.some((o) => w.text === o || w.text.startsWith(`${o}=`)));
   if (has("--upload-pack", "-u", "--receive-pack", "--exec") && !READ_ONLY.has(sub))
     fx.dynamic(`git ${sub}: a remote helper command`);
+  // Read-only subcommands too: `git fetch --upload-pack=./x.sh .` runs the run's script.
+  if (has("--upload-pack", "--receive-pack", "--exec") || (sub === "ls-remote" && has("-u")))
+    fx.dynamic(`git ${sub}: a remote helper command`);
+  // A file the option names is written (overwritten) whatever the subcommand reads.
+  if (OUTPUT_OPTION.has(sub) && rest.some((w) => /^(-o|--output(-directory)?)(=.*)?$/.test(w.text)))
+    fx.dynamic(`git ${sub} --output writes a file the line names`);
   if (RUNS_COMMANDS.has(sub)) fx.dynamic(`git ${sub} runs commands`);
   if (sub === "config") gitConfig(rest, fx);
   // The patch names the files it writes, not the line (command-unpacks.ts).
@@ -235,6 +268,8 @@ function destructive(sub: string, rest: readonly ShellWord[]): string | undefine
     case "branch":
     case "tag":
       return has("-D", "-d", "--delete") ? `git ${sub} --delete` : undefined;
+    case "push":
+      return pushDiscards(words);
     case "update-ref":
       return has("-d", "--stdin") ? "git update-ref -d" : undefined;
     case "reflog":
