@@ -7,6 +7,7 @@
  * when the run itself wrote or changed one of them. Pure.
  */
 import type { Effects, Family, Invocation } from "./command-effects.ts";
+import { insideWorkspace } from "./inside-workspace.ts";
 import { scanOptions } from "./option-scan.ts";
 import type { ShellWord } from "./shell-syntax.ts";
 
@@ -296,6 +297,15 @@ function fixedFiles(inv: Invocation, fx: Effects): void {
   const files = BUILD_FILES[ALIASES[inv.name] ?? inv.name] ?? [];
   if (inv.name === "cargo" && inv.args.some((a) => /^--config(=|$)/.test(a.text)))
     fx.dynamic("cargo --config can set the program cargo runs");
+  if (inv.name === "cargo") {
+    // The manifest it names decides what builds and runs (its build.rs), not the workspace's.
+    const manifest = prefixDir(inv.args, ["--manifest-path"]);
+    if (manifest !== undefined && !insideWorkspace(manifest))
+      fx.dynamic(
+        `cargo --manifest-path ${manifest.text.slice(0, 80)}: a project outside the workspace`,
+      );
+    else if (manifest !== undefined) fx.script(manifest);
+  }
   if (inv.name === "cmake") {
     const p = inv.args.findIndex((a) => a.text === "-P");
     const script = inv.args[p + 1];
