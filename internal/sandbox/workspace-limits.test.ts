@@ -148,7 +148,9 @@ describe("workspace export", () => {
         }
         assert.ok(bytes > 300_000_000, `${path}: the whole workspace came out (${bytes})`);
         const grew = (peak - rss0) / MiB;
-        assert.ok(grew < 100, `${path}: RSS grew ${grew.toFixed(0)} MiB for a 300 MB export`);
+        // Buffering the export would grow RSS by its size (~286 MiB); half of that is the
+        // bound (RSS counts freed memory the allocator keeps, more so on a loaded machine).
+        assert.ok(grew < 150, `${path}: RSS grew ${grew.toFixed(0)} MiB for a 300 MB export`);
       }
     } finally {
       await h.destroy();
