@@ -165,9 +165,12 @@ describe("the runner's PATH and trees, with a real sandbox", () => {
   });
 
   it("test.run asks when a call wrote conftest.py in a subdirectory or a venv's sitecustomize.py", async () => {
-    const { run } = await create();
+    const { run, box } = await create();
     const k = kernel();
-    await write(k, run, "w1", "printf 'import os\\n' > tests/unit/conftest.py");
+    // Writing conftest.py is itself a build file (risk.buildPaths: a person approves it):
+    // here a recorded call makes the run not pristine, and the file is written beside it.
+    await write(k, run, "w1", "echo notes > notes.txt");
+    await sh(box, "printf 'import os\\n' > /workspace/tests/unit/conftest.py");
     const t = await k.handle(run, { callId: "t1", tool: "test.run", input: {} });
     assert.equal(t.kind, "paused", JSON.stringify(t));
     assert.ok((await lastMatched(run)).includes("tests/unit/conftest.py"));
