@@ -17,7 +17,7 @@
 import { create } from "@bufbuild/protobuf";
 import { isAgentdError } from "../errors.ts";
 import { ArtifactEmittedSchema, type Event } from "../gen/agentd/v1/events_pb.js";
-import type { SandboxHandle } from "../sandbox/port.ts";
+import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
 import type { Drive } from "./drive.ts";
 import { baseArchive } from "./run-artifacts.ts";
 
@@ -66,6 +66,20 @@ export async function captureBeforeSecret(d: Drive): Promise<void> {
 const DIFF = "text/x-diff";
 const NOTE = "text/plain";
 
+/**
+ * The workspace's diff against the run's upload, as the final patch is taken: capped at
+ * limits.maxPatchSize (ETOOLARGE past it), the run's secret values masked.
+ */
+export async function diffAgainstUpload(d: Drive, box: SandboxHandle): Promise<WorkspaceDiff> {
+  const base = await baseArchive(d.deps.artifacts, d.events);
+  return box.diff({
+    ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
+    maxPatchBytes: d.deps.policy().limits.maxPatchSize,
+    redact: (text) => d.writer.secrets.redactor.text(text),
+    signal: d.cancel.signal,
+  });
+}
+
 /** The workspace's diff against the upload, or why it is not kept (past the limit). */
 async function diffNow(
   d: Drive,
@@ -73,14 +87,7 @@ async function diffNow(
 ): Promise<{ patch: string } | { note: string }> {
   const max = d.deps.policy().limits.maxPatchSize;
   try {
-    const base = await baseArchive(d.deps.artifacts, d.events);
-    const diff = await box.diff({
-      ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
-      maxPatchBytes: max,
-      redact: (text) => d.writer.secrets.redactor.text(text),
-      signal: d.cancel.signal,
-    });
-    return { patch: diff.patch };
+    return { patch: (await diffAgainstUpload(d, box)).patch };
   } catch (err) {
     if (!isAgentdError(err, "ETOOLARGE")) throw err;
     return {

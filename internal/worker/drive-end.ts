@@ -21,13 +21,18 @@ import {
 import { RunState } from "../gen/agentd/v1/run_service_pb.js";
 import { projectRun } from "../projections/run-projection.ts";
 import type { SandboxHandle, WorkspaceDiff } from "../sandbox/port.ts";
-import { hadSecretCall, patchBeforeSecret, WITHHELD_AFTER_SECRET } from "./before-secret.ts";
+import {
+  diffAgainstUpload,
+  hadSecretCall,
+  patchBeforeSecret,
+  WITHHELD_AFTER_SECRET,
+} from "./before-secret.ts";
 import type { Drive } from "./drive.ts";
 import { settleEgress } from "./drive-egress.ts";
 import { boxLost } from "./drive-lost.ts";
 import { costOf, usageOf } from "./drive-usage.ts";
 import { answerOpenCalls } from "./open-calls.ts";
-import { baseArchive, PATCH } from "./run-artifacts.ts";
+import { PATCH } from "./run-artifacts.ts";
 import type { DriveOutcome, Next } from "./run-driver.ts";
 
 /**
@@ -72,13 +77,7 @@ type FinalPatch =
 async function finalDiff(d: Drive, box: SandboxHandle): Promise<FinalPatch> {
   let diff: WorkspaceDiff;
   try {
-    const base = await baseArchive(d.deps.artifacts, d.events);
-    diff = await box.diff({
-      ...(base === undefined ? { baseTar: new Uint8Array() } : { base }),
-      maxPatchBytes: d.deps.policy().limits.maxPatchSize,
-      redact: (text) => d.writer.secrets.redactor.text(text),
-      signal: d.cancel.signal,
-    });
+    diff = await diffAgainstUpload(d, box);
   } catch (err) {
     if (isAgentdError(err, "ETOOLARGE")) return { fail: { code: err.code, message: err.message } };
     throw err;
