@@ -12,7 +12,9 @@
  *
  * Timeouts are enforced here too (the whole process group is killed at the deadline, even
  * when agentd is gone), output is capped, and when a call ends with no other call running
- * every process of the sandbox user is killed: nothing a call started outlives it.
+ * every process of the sandbox user is killed: nothing a call started outlives it — by
+ * the agent that owns the container (the newest: see claim_container), never by an old
+ * owner's agent, whose worker lost the run while a new owner's calls run.
  *
  * Must never: run anything of a call as root, read a file or follow a path on behalf of
  * a call (the child does that after dropping to uid 1000), block on a pipe the sandbox
@@ -50,6 +52,7 @@
 #define STDIN_WINDOW (256 * 1024) /* stdin bytes agentd may send a call before credit */
 #define DRAIN_MS 200              /* after a call's leader ended: how long its pipes may stay open */
 #define HOME_ROOT "/tmp/.agentd-home"
+#define OWNER_DIR "/tmp/.agentd-root" /* root's, 0700: which agent owns the container */
 
 enum { F_TIMEOUT = 1, F_CAPPED = 2, F_FAILED = 4, F_KILLED = 8, F_CLEAN = 16 };
 enum { S_STDIN = 1, S_CONFINE = 2, S_PRIVATE = 4, S_HOMES = 8 };
@@ -78,6 +81,7 @@ static unsigned char *outq;
 static size_t oq_len, oq_off, oq_cap;
 static int out_open = 1;
 static int exit_on_eof;      /* a second agent (docker exec): it goes when its pipe closes */
+static int owner_dir = -1;   /* OWNER_DIR, once found root's and closed to others */
 static char **base_env;
 
 static int64_t now_ms(void) {
@@ -246,6 +250,49 @@ static int kill_all(void) {
   return -1;
 }
 
+/* ---------------------------------------------------------------- ownership */
+
+/*
+ * The newest agent owns the container: a worker that takes a run over starts a second
+ * agent, while the first owner's agent may live on (its worker frozen, or slow to notice
+ * its lost lease). Only the owner kills every process of the sandbox user on its own (a
+ * call that ended alone, agentd gone): an old owner's kill-all would cut the new owner's
+ * calls short. Each agent writes its pid to OWNER_DIR/owner at start (a rename, so a
+ * reader sees one whole pid). OWNER_DIR must be root's and closed to others, else no agent
+ * trusts it and each behaves as the only one (uid 1000 cannot make it root's).
+ */
+static void claim_container(void) {
+  mkdir(OWNER_DIR, 0700);
+  int fd = open(OWNER_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077) != 0) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  char tmp[32], pid[24];
+  snprintf(tmp, sizeof tmp, "owner.%d", (int)getpid());
+  int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
+  int f = openat(fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (f < 0) { close(fd); return; }
+  int ok = write(f, pid, (size_t)n) == n;
+  close(f);
+  if (!ok || renameat(fd, tmp, fd, "owner") != 0) { unlinkat(fd, tmp, 0); close(fd); return; }
+  owner_dir = fd;
+}
+
+/* 1 unless OWNER_DIR/owner names another agent (a later one: it owns the container now). */
+static int owns_container(void) {
+  if (owner_dir < 0) return 1;
+  int f = openat(owner_dir, "owner", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (f < 0) return 1;
+  char buf[24];
+  ssize_t r = read(f, buf, sizeof buf - 1);
+  close(f);
+  if (r <= 0) return 1;
+  buf[r] = 0;
+  return atoi(buf) == (int)getpid();
+}
+
 /* ---------------------------------------------------------------- calls */
 
 static struct call *call_of(uint32_t id) {
@@ -339,7 +386,7 @@ static void leader_ended(struct call *c, int status) {
   c->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   kill_as_sandbox(-c->pid);
   c->pid = 0;
-  if (active_calls() == 0 && kill_all() == 0) c->flags |= F_CLEAN;
+  if (active_calls() == 0 && owns_container() && kill_all() == 0) c->flags |= F_CLEAN;
   c->drain_until = now_ms() + DRAIN_MS;
 }
 
@@ -714,7 +761,7 @@ static void agentd_gone(void) {
   out_open = 0;
   oq_off = oq_len = 0;
   for (int i = 0; i < MAX_CALLS; i++) if (calls[i].used) kill_call(&calls[i], F_KILLED);
-  kill_all();
+  if (owns_container()) kill_all(); /* else the new owner's calls run: only ours go */
   if (exit_on_eof) exit(0);
 }
 
@@ -772,6 +819,7 @@ int main(int argc, char **argv, char **envp) {
    */
   mkdir(HOME_ROOT, 01733);
   chmod(HOME_ROOT, 01733);
+  claim_container();
   inbuf = malloc(HDR + MAX_FRAME);
   if (!inbuf) die("out of memory");
   for (int i = 0; i < MAX_CALLS; i++) calls[i].out = calls[i].err = calls[i].in = -1;
