@@ -36,6 +36,7 @@ import {
 } from "./exec-scripts.ts";
 import type { DiffOptions, ExecRequest, ExecResult, SandboxHandle, WorkspaceDiff } from "./port.ts";
 import { OWNER_CHANGED, WORKSPACE } from "./port.ts";
+import { type MarkName, type MarkOp, rootMark } from "./root-marks.ts";
 import { readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "./workspace-archive.ts";
 import { DEFAULT_MAX_PATCH_BYTES, diffWorkspace } from "./workspace-diff.ts";
 
@@ -545,6 +546,10 @@ export class DockerSandboxHandle implements SandboxHandle {
       if ((err as { statusCode?: number }).statusCode === 404) return true;
       throw dockerError(err, `look at the sandbox of run ${this.runId}`);
     }
+  }
+
+  mark(name: MarkName, op: MarkOp): Promise<boolean> {
+    return rootMark(this.#container, this.toolEnv ?? {}, name, op);
   }
 
   detach(): void {

@@ -3,6 +3,7 @@
  * Each test's containers carry a label unique to this file and are removed at the end.
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,6 +24,7 @@ import {
   LABEL_TENANT,
 } from "./docker-sandbox.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "./port.ts";
+import { MARK_DIR } from "./root-marks.ts";
 import {
   normaliseWorkspaceArchive,
   packWorkspace,
@@ -503,7 +505,7 @@ describe("warm containers", () => {
     const runId = ulid();
     const h = await sandbox.create({ ...shape(), runId, tenantId: "acme" });
     // As a worker dying between the name and the end of the fill leaves it.
-    await run(h, "rm -f /tmp/.agentd-filled");
+    execFileSync("docker", ["exec", "-u", "0:0", h.id, "rm", `${MARK_DIR}/filled`]);
     h.detach?.();
     assert.equal(await sandbox.find(runId), undefined);
     await assert.rejects(docker.getContainer(h.id).inspect(), /no such container/i);

@@ -43,7 +43,7 @@ import {
   removeEgressNetwork,
 } from "./egress-network.ts";
 import { CONTROL_LOOP } from "./exec-scripts.ts";
-import { isFilled, LABEL_FILL_MARK, markFilled } from "./fill-mark.ts";
+import { isFilled, LABEL_FILL_MARK, MARK_ROOT, markFilled } from "./fill-mark.ts";
 import { ensureImage } from "./image-pull.ts";
 import type {
   ReapOptions,
@@ -219,7 +219,7 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       Labels: {
         ...labels,
         [LABEL_MANAGED]: managed,
-        [LABEL_FILL_MARK]: "1",
+        [LABEL_FILL_MARK]: MARK_ROOT,
         ...(main.kind === "bundle" ? { [LABEL_AGENT]: "injected" } : {}),
       },
       NetworkDisabled: shape.network === "none",
@@ -529,7 +529,8 @@ export function createDockerSandbox(opts: DockerSandboxOptions): DockerSandbox {
       });
       // Restarted since its fill (its tmpfs empty again), or named before the fill ended:
       // no workspace of the run's. The caller starts over from the last snapshot.
-      if (info.Config.Labels[LABEL_FILL_MARK] === "1" && !(await isFilled(h))) {
+      const fillLabel = info.Config.Labels[LABEL_FILL_MARK];
+      if (fillLabel !== undefined && !(await isFilled(h, fillLabel))) {
         await h.destroy().catch(() => undefined);
         return undefined;
       }

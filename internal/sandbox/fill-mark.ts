@@ -1,47 +1,53 @@
 /**
- * A run's container says, by a file in its /tmp, that its workspace was filled in this boot
+ * A run's container says, by a mark in its /tmp, that its workspace was filled in this boot
  * of the container: the mark is written once the workspace is unpacked, and a tmpfs is empty
  * after any restart (`docker restart`, stop and start, the engine's restart policy). A found
  * container without it (restarted, or named for its run before its fill finished) holds no
  * workspace of the run's and must never be taken for one: find() removes it, and the next
  * drive recovers the workspace from the log (workspace-recovery.ts).
  *
- * The mark is written by the sandbox's user, like the recovery marker: a run's process can
- * remove it, which only gets its own container replaced and its effects recorded lost at
- * the next takeover; it cannot make a restarted container look filled (nothing of the run
- * runs there before the check). Only containers labelled as marked are checked, so the
- * containers of runs in flight across an upgrade are found as before.
+ * The mark is agentd's own, in a directory of root's the sandbox user can neither write nor
+ * list (root-marks.ts): a run's process cannot remove it to get its container replaced on
+ * purpose (a bit told across a takeover), nor make a restarted container look filled.
+ * Containers made before that (label value "1") kept it as a file the sandbox user wrote,
+ * and are checked there, so the runs in flight across an upgrade are found as before;
+ * containers without the label are not checked.
  * Must never: report a container filled whose /tmp it could not read, or call one unfilled
  * on a doubt (it would be given up with the run's workspace in it).
  */
 import { AgentdError } from "../errors.ts";
 import type { SandboxHandle } from "./port.ts";
 
-/** Containers created by a version that writes the mark carry this label (value "1"). */
+/**
+ * Containers created by a version that writes the mark carry this label: "2" (MARK_ROOT)
+ * when the mark is a root mark, "1" when it is the file LEGACY_FILL_MARK.
+ */
 export const LABEL_FILL_MARK = "agentd.fill-mark";
-export const FILL_MARK = "/tmp/.agentd-filled";
+export const MARK_ROOT = "2";
+export const LEGACY_FILL_MARK = "/tmp/.agentd-filled";
 
-const sh = (box: SandboxHandle, script: string) =>
-  box.exec({
-    argv: ["sh", "-c", script],
+/** The handle's mark operation: root marks (docker-handle.ts `mark`). */
+type Marked = Pick<SandboxHandle, "exec" | "runId" | "toolEnv"> &
+  Required<Pick<SandboxHandle, "mark">>;
+
+/** Writes the mark; a container that cannot take it is not handed out. */
+export async function markFilled(box: Marked): Promise<void> {
+  await box.mark("filled", "set");
+}
+
+/**
+ * Whether the container still holds the mark (`label`: its LABEL_FILL_MARK); throws when it
+ * cannot tell (the engine did not answer, the look itself failed): a container is never
+ * given up on a doubt.
+ */
+export async function isFilled(box: Marked, label: string): Promise<boolean> {
+  if (label === MARK_ROOT) return box.mark("filled", "test");
+  const r = await box.exec({
+    argv: ["test", "-e", LEGACY_FILL_MARK],
     timeoutMs: 30_000,
     maxOutputBytes: 4096,
     env: { ...box.toolEnv },
   });
-
-/** Writes the mark; a container that cannot take it is not handed out. */
-export async function markFilled(box: SandboxHandle): Promise<void> {
-  const r = await sh(box, `: > ${FILL_MARK}`);
-  if (r.exitCode !== 0)
-    throw new Error(`cannot mark the workspace filled: ${r.stderr.slice(0, 300)}`);
-}
-
-/**
- * Whether the container still holds the mark; throws when it cannot tell (the engine did
- * not answer, the look itself failed): a container is never given up on a doubt.
- */
-export async function isFilled(box: SandboxHandle): Promise<boolean> {
-  const r = await sh(box, `test -e ${FILL_MARK}`);
   if (r.exitCode === 0) return true;
   if (r.exitCode === 1) return false;
   throw new AgentdError(

@@ -192,6 +192,13 @@ export interface SandboxHandle {
    * frees what this handle holds open. Idempotent; the handle still works, slower.
    */
   detach?(): void;
+  /**
+   * agentd's marks in the container (the workspace filled, a recovery under way), where the
+   * sandbox user can neither make, remove nor see them (root-marks.ts), gone with the
+   * container's tmpfs on a restart. `test`: whether the mark is there. Throws when it cannot
+   * tell. Absent: the adapter keeps them as files in /tmp (fill-mark.ts, recovery-marker.ts).
+   */
+  mark?(name: "filled" | "recovering", op: "set" | "clear" | "test"): Promise<boolean>;
 }
 
 export interface Sandbox {

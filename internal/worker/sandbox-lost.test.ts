@@ -30,6 +30,7 @@ import {
 import type { Policy } from "../kernel/policy-schema.ts";
 import { containerName } from "../sandbox/docker-sandbox.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "../sandbox/port.ts";
+import { MARK_DIR } from "../sandbox/root-marks.ts";
 import { packWorkspace } from "../sandbox/workspace-archive.ts";
 import { testSandbox } from "../testing/docker.ts";
 import { stubDriverDeps } from "../testing/driver-deps.ts";
@@ -46,7 +47,6 @@ import {
   sayReply,
   testImagePolicy,
 } from "../testing/worker-fixtures.ts";
-import { RECOVERY_MARKER } from "./recovery-marker.ts";
 import { PATCH } from "./run-artifacts.ts";
 import { type DriveOutcome, driveRun } from "./run-driver.ts";
 
@@ -195,18 +195,21 @@ async function loseContainer(how: Loss, runId: string): Promise<void> {
 }
 
 /**
- * The run's container as a drive that died mid-recovery leaves it: the marker in /tmp and
- * a workspace that lacks a recorded patch (hello.txt back as uploaded).
+ * The run's container as a drive that died mid-recovery leaves it: the root mark
+ * (sandbox/root-marks.ts) and a workspace that lacks a recorded patch (hello.txt back as
+ * uploaded).
  */
 async function leftMidRecovery(runId: string): Promise<void> {
+  const name = containerName(label, runId);
+  execFileSync("docker", ["exec", "-u", "0:0", name, "touch", `${MARK_DIR}/recovering`]);
   execFileSync("docker", [
     "exec",
     "-u",
     "1000:1000",
-    containerName(label, runId),
+    name,
     "sh",
     "-c",
-    "touch /tmp/.agentd-recovering && printf 'helo\\n' > /workspace/hello.txt",
+    "printf 'helo\\n' > /workspace/hello.txt",
   ]);
 }
 
@@ -554,6 +557,12 @@ function cancelMidRecovery(inner: Sandbox, runId: string): Sandbox {
     let marked = false;
     return new Proxy(h, {
       get(t, k) {
+        if (k === "mark")
+          return async (name: "filled" | "recovering", op: "set" | "clear" | "test") => {
+            const r = await t.mark?.(name, op);
+            if (name === "recovering" && op === "set") marked = true;
+            return r;
+          };
         if (k === "exec")
           return async (req: ExecRequest) => {
             if (marked && req.signal !== undefined && !req.signal.aborted) {
@@ -573,9 +582,7 @@ function cancelMidRecovery(inner: Sandbox, runId: string): Sandbox {
               const signal = req.signal;
               await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
             }
-            const r = await t.exec(req);
-            if (req.argv[0] === "touch" && req.argv.includes(RECOVERY_MARKER)) marked = true;
-            return r;
+            return t.exec(req);
           };
         const v = Reflect.get(t, k, t);
         return typeof v === "function" ? v.bind(t) : v;
