@@ -19,6 +19,7 @@ import {
   type PolicyIssue,
   parsePolicy,
 } from "./policy-loader.ts";
+import { compilePolicyRegex } from "./policy-regex.ts";
 import { createPolicyStore } from "./policy-store.ts";
 
 const DEFAULT_POLICY = fileURLToPath(new URL("../../policy.yaml", import.meta.url));
@@ -74,7 +75,7 @@ describe("the repository's policy.yaml", () => {
 
   it("its denyCommandPatterns catch the hostile lines and leave ordinary ones alone", () => {
     assert.ok(r.ok);
-    const patterns = r.policy.risk.denyCommandPatterns.map((p) => new RegExp(p));
+    const patterns = r.policy.risk.denyCommandPatterns.map(compilePolicyRegex);
     const denied = (line: string): boolean => patterns.some((p) => p.test(line));
     for (const line of [
       "rm -rf /",
@@ -186,6 +187,14 @@ describe("broken policies: every issue with its line and field", () => {
           field: "risk.denyCommandPatterns.1",
           message: /^is not a valid regular expression/,
         },
+      ],
+    },
+    {
+      name: "regex outside RE2 (lookbehind, backreference)",
+      text: "version: 1\nrisk:\n  denyCommandPatterns:\n    - '(?<=sudo )rm'\n    - '(a)\\1'\n",
+      want: [
+        { line: 4, field: "risk.denyCommandPatterns.0", message: /RE2 syntax.*no lookaround/ },
+        { line: 5, field: "risk.denyCommandPatterns.1", message: /RE2 syntax.*no backreferences/ },
       ],
     },
     {

@@ -9,6 +9,7 @@ import { z } from "zod";
 import { PROGRAM_RE, REPO_RE, SUBCOMMAND_RE } from "./approved-command-words.ts";
 import { imagePatternProblem } from "./image-policy.ts";
 import { HostEntry, NetworkSchema } from "./network-schema.ts";
+import { policyRegexProblem } from "./policy-regex.ts";
 import { Duration, Size } from "./policy-units.ts";
 import { REVIEWER_DEFAULTS, ReviewerSchema } from "./reviewer/reviewer-schema.ts";
 
@@ -34,19 +35,13 @@ export const Glob = z
       ctx.addIssue({ code: "custom", message: `is not a valid glob (${why})` });
   });
 
-/** A regular expression (JavaScript syntax, no flags) that must compile. */
+/** A regular expression (RE2 syntax, no flags: kernel/policy-regex.ts) that must compile. */
 export const Regex = z
   .string()
   .min(1)
   .superRefine((r, ctx) => {
-    try {
-      new RegExp(r);
-    } catch (err) {
-      ctx.addIssue({
-        code: "custom",
-        message: `is not a valid regular expression (${(err as Error).message})`,
-      });
-    }
+    const why = policyRegexProblem(r);
+    if (why !== undefined) ctx.addIssue({ code: "custom", message: why });
   });
 
 /** A sandbox.images pattern (kernel/image-policy.ts). */

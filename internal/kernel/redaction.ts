@@ -47,6 +47,7 @@
  * however the output is split, with a `flush` for timers.
  */
 import { AgentdError } from "../errors.ts";
+import { compilePolicyRegex } from "./policy-regex.ts";
 import { createKeyFinder } from "./redaction-keys.ts";
 import { apply, type Holds, merge, REDACTED, type Span } from "./redaction-spans.ts";
 import { registerScanner } from "./redaction-stream.ts";
@@ -83,11 +84,11 @@ export function createRedactor(options: RedactorOptions): Redactor {
   const keys = createKeyFinder(options.keys ?? []);
   const patterns = (options.patterns ?? []).map((p, i) => {
     try {
-      return new RegExp(p, "g");
-    } catch {
+      return compilePolicyRegex(p);
+    } catch (err) {
       throw new AgentdError(
         "EVALIDATION",
-        `redaction.patterns[${i}]: is not a valid regular expression`,
+        `redaction.patterns[${i}]: is not a valid regular expression in RE2 syntax (${(err as Error).message})`,
         { field: `redaction.patterns[${i}]` },
       );
     }
@@ -99,14 +100,9 @@ export function createRedactor(options: RedactorOptions): Redactor {
     const hold = values()?.scan(s, spans, partialFirstLine, holds) ?? s.length;
     keys?.scan(s, spans);
     for (const p of patterns) {
-      p.lastIndex = 0;
-      for (let m = p.exec(s); m !== null; m = p.exec(s)) {
-        if (m[0].length === 0) {
-          p.lastIndex = m.index + 1; // an empty match redacts nothing and must not loop
-          continue;
-        }
-        const end = m.index + m[0].length;
-        spans.push({ start: m.index, end, from: m.index, open: end === s.length });
+      for (const { start, end } of p.matches(s)) {
+        if (end === start) continue; // an empty match redacts nothing
+        spans.push({ start, end, from: start, open: end === s.length });
       }
     }
     return { spans: merge(spans), hold };

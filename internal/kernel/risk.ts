@@ -12,6 +12,7 @@ import { checkPath } from "../tools/jail.ts";
 import { argvLine } from "../tools/run-command.ts";
 import { analyzeCommand, type CommandAnalysis } from "./command-analysis.ts";
 import { assessCommand, type Draft } from "./command-risk.ts";
+import { compilePolicyRegex, type PolicyRegex } from "./policy-regex.ts";
 import type { Policy } from "./policy-schema.ts";
 import { createPathGuard, type PathGuard } from "./protected-paths.ts";
 import { runnerFiles } from "./runner-files.ts";
@@ -56,7 +57,7 @@ export interface CompiledRisk {
   secret: PathGuard;
   config: PathGuard;
   build: PathGuard;
-  denyPatterns: RegExp[];
+  denyPatterns: PolicyRegex[];
 }
 
 export function compileRisk(policy: Policy): CompiledRisk {
@@ -65,7 +66,7 @@ export function compileRisk(policy: Policy): CompiledRisk {
     secret: createPathGuard(policy.risk.secretPaths),
     config: createPathGuard(policy.risk.configPaths),
     build: createPathGuard(policy.risk.buildPaths),
-    denyPatterns: policy.risk.denyCommandPatterns.map((r) => new RegExp(r)),
+    denyPatterns: policy.risk.denyCommandPatterns.map(compilePolicyRegex),
   };
 }
 
