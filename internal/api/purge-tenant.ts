@@ -5,7 +5,7 @@
  * on its own. Streams progress after every PROGRESS_EVERY runs; an interrupted purge is
  * resumed by calling it again (what was deleted is gone from the index, what was half
  * deleted is finished). The tenant's upload receipts are dropped last, with their blobs
- * where nothing else references them. Runs created while a purge runs are not part of it.
+ * where nothing else references them, and its policy changes (pending or settled). Runs created while a purge runs are not part of it.
  * Must never: delete a live run, or record `tenant.purged` when runs were left behind.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -68,6 +68,8 @@ export function purgeTenantHandler(deps: ApiDeps) {
     // The tenant's upload receipts go too: each kept its workspace blob (and the tenant's
     // artifactBytes) until its TTL.
     await dropTenantReceipts(deletion, req.tenantId);
+    // Pending and settled policy changes hold the tenant's commands and run ids.
+    await deps.policyChanges?.store.dropTenant(req.tenantId);
     const notice = tenantPurgedNotice({
       tenantId: req.tenantId,
       by: principal.name,

@@ -98,6 +98,25 @@ export function runPolicyChangeConformance(name: string, h: ConformanceHarness):
       assert.equal(back?.newDigest, undefined);
     });
 
+    it("drops one tenant's changes, whatever their state, and no other's; across a restart too", async () => {
+      const s = await h.open();
+      const gone = [
+        await s.propose(sampleChange({ tenantId: "t-drop" })),
+        await s.propose(sampleChange({ tenantId: "t-drop" })),
+      ];
+      await s.settle(gone[0]?.id ?? "", { state: "rejected", by: "root", at: 7_000 });
+      const kept = await s.propose(sampleChange({ tenantId: "t-drop-other" }));
+      assert.equal(await s.dropTenant("t-drop"), 2);
+      assert.deepEqual(await s.list("t-drop"), []);
+      for (const c of gone) assert.equal(await s.get(c.id), undefined);
+      assert.ok(!(await s.list(undefined)).some((c) => c.tenantId === "t-drop"));
+      assert.deepEqual(await s.get(kept.id), kept);
+      assert.equal(await s.dropTenant("t-drop"), 0, "idempotent");
+      const r = await h.reopen();
+      assert.deepEqual(await r.list("t-drop"), []);
+      assert.deepEqual(await r.get(kept.id), kept);
+    });
+
     it("keeps every acknowledged change across a restart", async () => {
       const s = await h.open();
       const c = await s.propose(sampleChange({ tenantId: "t-restart" }));

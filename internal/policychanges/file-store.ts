@@ -7,7 +7,15 @@
  *
  * Must never: answer before the line is on disk, or load a malformed line as a change.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+} from "node:fs";
 import { appendFile, open } from "node:fs/promises";
 import { dirname } from "node:path";
 import {
@@ -46,8 +54,19 @@ export class FilePolicyChangeStore implements PolicyChangeStore {
       const c = parseStored(v);
       if (c !== undefined) this.#changes.set(c.id, c);
     }
+    this.#compact(path);
+  }
+
+  /** Writes the file anew from the map (a temporary file, fsynced, renamed over it). */
+  #compact(path: string): void {
     const all = [...this.#changes.values()].map((c) => `${JSON.stringify(c)}\n`).join("");
-    writeFileSync(`${path}.tmp`, all);
+    const fd = openSync(`${path}.tmp`, "w");
+    try {
+      writeFileSync(fd, all);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
     renameSync(`${path}.tmp`, path);
   }
 
@@ -101,6 +120,15 @@ export class FilePolicyChangeStore implements PolicyChangeStore {
       const next = settled(c, s);
       this.#changes.set(id, next);
       return { result: { ...next }, write: next };
+    });
+  }
+
+  dropTenant(tenantId: string): Promise<number> {
+    return this.#change(() => {
+      const ids = [...this.#changes.values()].filter((c) => c.tenantId === tenantId);
+      for (const c of ids) this.#changes.delete(c.id);
+      if (ids.length > 0 && this.#path !== undefined) this.#compact(this.#path);
+      return { result: ids.length };
     });
   }
 

@@ -73,6 +73,11 @@ export interface PolicyChangeStore {
    * file write failed after it won). Answers whether it did.
    */
   reopen(id: string, s: Settlement): Promise<boolean>;
+  /**
+   * Removes every change of the tenant, whatever its state (PurgeTenant: a change holds a
+   * command and run ids of the tenant's). Answers how many went. Idempotent.
+   */
+  dropTenant(tenantId: string): Promise<number>;
 }
 
 /** The stored change with `s` applied. */

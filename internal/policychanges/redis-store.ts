@@ -93,6 +93,21 @@ export class RedisPolicyChangeStore implements PolicyChangeStore {
     return won === 1 ? next : undefined;
   }
 
+  async dropTenant(tenantId: string): Promise<number> {
+    const index = this.#index(tenantId);
+    const ids = await this.#client.zrange(index, "0", "-1");
+    for (let i = 0; i < ids.length; i += 500) {
+      const batch = ids.slice(i, i + 500);
+      await this.#client
+        .multi()
+        .del(...batch.map((id) => this.#key(id)))
+        .zrem(this.#index(undefined), ...batch)
+        .zrem(index, ...batch)
+        .exec();
+    }
+    return ids.length;
+  }
+
   async reopen(id: string, s: Settlement): Promise<boolean> {
     const c = await this.get(id);
     if (c === undefined || c.state !== s.state || c.settledAt !== s.at) return false;

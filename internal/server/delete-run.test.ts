@@ -18,6 +18,8 @@ import { ulid } from "ulid";
 import { RedisEventLog } from "../eventlog/redis-event-log.ts";
 import { ApprovalDecision, type Event, OutputDeltaSchema } from "../gen/agentd/v1/events_pb.js";
 import { type Run, RunService } from "../gen/agentd/v1/run_service_pb.js";
+import { sampleChange } from "../policychanges/conformance.ts";
+import { RedisPolicyChangeStore } from "../policychanges/redis-store.ts";
 import { type AgentdProcess, startAgentd, writeAuthFile } from "../testing/agentd-process.ts";
 import {
   assertStreamGone,
@@ -592,8 +594,14 @@ describe("PurgeTenant", { timeout: 240_000 }, () => {
       { auth: T.globex },
     );
     assert.ok(filesUnder(artifactDir).some((f) => f.endsWith(up.digest)));
+    // Policy changes people proposed in the tenant's runs (they hold its commands).
+    const changes = new RedisPolicyChangeStore({ client: r, prefix: "agentd:" });
+    const ours = await changes.propose(sampleChange({ tenantId: tenant }));
+    const theirs = await changes.propose(sampleChange({ tenantId: "acme" }));
     const { msgs, status } = await purge(tenant, "offboarding");
     assert.equal(status.code, grpc.status.OK, status.details);
+    assert.equal(await changes.get(ours.id), undefined, "the tenant's policy changes went");
+    assert.deepEqual(await changes.get(theirs.id), theirs, "another tenant's stayed");
     const last = msgs.at(-1);
     assert.equal(last?.done, true);
     assert.equal(last?.runsDeleted, 60n);
