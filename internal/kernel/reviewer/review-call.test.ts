@@ -45,6 +45,22 @@ describe("reviewCall (scripted model)", () => {
     assert.equal(deny.reasoning, "deletes the repo");
   });
 
+  it("an allow of a preview too long to send whole asks a person; a deny of it stands", async () => {
+    // A patch whose first 32 KiB are harmless and whose tail is what matters.
+    const diff = `${"+// padding\n".repeat(4000)}+rm -rf /workspace/src\n`;
+    const long: PreviewData = { ...preview, summary: "patch src/a.ts", diff };
+    const allow = await reviewCall(
+      request(scriptedReviewer(verdictText("allow", 0.99)).model, { preview: long }),
+    );
+    assert.equal(allow.verdict, "ask");
+    assert.equal(allow.modelVerdict, "allow");
+    assert.match(allow.note, /too long for the reviewer to see whole \(\d+ characters left out\)/);
+    const deny = await reviewCall(
+      request(scriptedReviewer(verdictText("deny", 0.99)).model, { preview: long }),
+    );
+    assert.equal(deny.verdict, "deny");
+  });
+
   it("asks a person when the model says ask", async () => {
     const r = await reviewCall(request(scriptedReviewer(verdictText("ask", 0.99)).model));
     assert.equal(r.verdict, "ask");

@@ -2,7 +2,8 @@
  * Asks the model reviewer about one call and turns its answer into the verdict that takes
  * effect. The model's word is bounded on every side: no model, a timeout, an error, an
  * unparseable answer or a confidence below `minConfidence` is "ask" (a person decides);
- * an allow for a call with a `personFor` fact is "ask" too. Both the model's answer and
+ * an allow for a call with a `personFor` fact, or whose preview was too long to be sent
+ * whole, is "ask" too. Both the model's answer and
  * what took effect are returned (reviewer.verdict records both). Must never throw (every
  * failure is an ask), never wait past the timeout even for a model that ignores the abort
  * signal, and never let the model's text change anything but the verdict.
@@ -70,15 +71,22 @@ export async function reviewCall(r: ReviewRequest): Promise<ReviewOutcome> {
     };
   return {
     ...base,
-    ...gate(parsed, r),
+    ...gate(parsed, r, prompt.previewLeftOut),
     modelVerdict: parsed.verdict,
     reasoning: parsed.reasoning,
     confidence: parsed.confidence,
   };
 }
 
-/** The verdict that takes effect for a parsed answer, and why it differs. */
-function gate(v: ModelVerdict, r: ReviewRequest): { verdict: Verdict; note: string } {
+/**
+ * The verdict that takes effect for a parsed answer, and why it differs. `leftOut`: the
+ * preview's characters the reviewer did not see (an allow of what it did not see is not one).
+ */
+function gate(
+  v: ModelVerdict,
+  r: ReviewRequest,
+  leftOut: number,
+): { verdict: Verdict; note: string } {
   if (v.verdict === "ask") return { verdict: "ask", note: "" };
   if (v.confidence < r.config.minConfidence)
     return {
@@ -89,6 +97,11 @@ function gate(v: ModelVerdict, r: ReviewRequest): { verdict: Verdict; note: stri
     return {
       verdict: "ask",
       note: `the policy needs a person for this call (reviewer.personFor: ${r.personFacts.join(", ")}); the reviewer's allow was not taken`,
+    };
+  if (v.verdict === "allow" && leftOut > 0)
+    return {
+      verdict: "ask",
+      note: `the preview was too long for the reviewer to see whole (${leftOut} characters left out); the reviewer's allow was not taken`,
     };
   return { verdict: v.verdict, note: "" };
 }

@@ -9,7 +9,10 @@
 import { createHash } from "node:crypto";
 import type { PreviewData } from "../kernel.ts";
 
-/** Longest goal and preview text sent (head kept; the reviewer is told it was cut). */
+/**
+ * Longest goal and preview text sent (head kept; the reviewer is told it was cut). A cut
+ * preview was not seen whole: the reviewer's allow does not take effect (review-call.ts).
+ */
 const MAX_GOAL = 8 * 1024;
 const MAX_PREVIEW = 32 * 1024;
 
@@ -18,6 +21,8 @@ export interface ReviewerPrompt {
   user: string;
   /** sha256 (hex) of system + "\n\n" + user: exactly what was sent. */
   digest: string;
+  /** Characters of the preview left out (0: the reviewer saw all of it). */
+  previewLeftOut: number;
 }
 
 const INSTRUCTIONS = `You review one tool call an AI coding agent proposed, inside a sandbox, for a platform team.
@@ -37,14 +42,15 @@ export function buildReviewerPrompt(o: {
   preview: PreviewData;
 }): ReviewerPrompt {
   const system = `${INSTRUCTIONS}\n\nRubric (from the policy):\n${o.rubric}`;
+  const preview = previewText(o.preview);
   const user = [
     `Tool: ${fence(o.tool.slice(0, 256))}`,
     block("untrusted-goal", cut(o.goal, MAX_GOAL)),
-    block("untrusted-preview", cut(previewText(o.preview), MAX_PREVIEW)),
+    block("untrusted-preview", cut(preview, MAX_PREVIEW)),
     "Your verdict, as the JSON object described:",
   ].join("\n\n");
   const digest = createHash("sha256").update(`${system}\n\n${user}`, "utf8").digest("hex");
-  return { system, user, digest };
+  return { system, user, digest, previewLeftOut: Math.max(0, preview.length - MAX_PREVIEW) };
 }
 
 function previewText(p: PreviewData): string {
