@@ -70,7 +70,7 @@ import type { TaintedFile } from "./secret-taint.ts";
 import type { SecretProvider } from "./secrets.ts";
 import { createSecretResolver } from "./secrets.ts";
 import { candidateDecision, decisionsDiffer, type ProbeFacts } from "./shadow-decision.ts";
-import { shadowEvent } from "./shadow-record.ts";
+import { countShadow, type ShadowRecord, shadowEvent } from "./shadow-record.ts";
 import { WALL_BUDGET_ERROR, WALL_BUDGET_REASON } from "./stop-reason.ts";
 import type { TrustCounters } from "./trust.ts";
 
@@ -814,8 +814,8 @@ export function createKernel(opts: KernelOptions): Kernel {
   }
 
   /**
-   * The policy.shadow event of the call when a candidate policy is set and decides it
-   * differently; undefined otherwise, and whenever anything about it fails (shadow mode
+   * The policy.shadow event of the call (and the record countShadow counts once it is
+   * appended) when a candidate policy is set and decides it differently; undefined otherwise, and whenever anything about it fails (shadow mode
    * never affects the enforced path).
    */
   function shadowOf(
@@ -826,7 +826,7 @@ export function createKernel(opts: KernelOptions): Kernel {
     unguarded: boolean,
     redactor: Redactor,
     enforced: PolicyView,
-  ): EventPayload | undefined {
+  ): { record: ShadowRecord; payload: EventPayload } | undefined {
     try {
       const cand = opts.shadow?.();
       if (cand === undefined) return undefined;
@@ -855,7 +855,7 @@ export function createKernel(opts: KernelOptions): Kernel {
         cmd !== undefined
           ? `run ${JSON.stringify(redactor.text(cmd.line))} in ${cmd.cwd}`
           : `${toolName} ${redactor.text(canonicalJson(d.input))}`;
-      return shadowEvent({
+      const record: ShadowRecord = {
         callId: call.callId,
         tool: toolName,
         enforced: {
@@ -868,7 +868,8 @@ export function createKernel(opts: KernelOptions): Kernel {
         summary: summary.slice(0, 600),
         redact: (s) => redactor.text(s),
         tenant: opts.shadowTenant ?? "",
-      });
+      };
+      return { record, payload: shadowEvent(record) };
     } catch {
       return undefined;
     }
@@ -956,9 +957,10 @@ export function createKernel(opts: KernelOptions): Kernel {
             ...decisionProvenance(policy, view.source, view.path),
           }),
         }),
-        ...(shadow === undefined ? [] : [append(run, shadow)]),
+        ...(shadow === undefined ? [] : [append(run, shadow.payload)]),
         ...(runsNow ? [append(run, startedOf(run, call))] : []),
       ]);
+      if (shadow !== undefined) countShadow(shadow.record);
       if (d.decision.path === "deny") {
         const code = d.invalid === undefined ? "EPOLICY" : "EVALIDATION";
         const reason = redactor.text(d.decision.reason);

@@ -116,6 +116,27 @@ describe("shadow mode", () => {
     assert.equal(count(after) - count(before), 1, "one difference counted");
   });
 
+  it("counts nothing when the log refuses the record (a stale owner's call)", async () => {
+    const kernel = kernelWith(() => ({
+      policy: load("version: 1\nrisk: {denyCommands: []}\n"),
+      source: "server",
+      path: "/etc/agentd/candidate.yaml",
+    }));
+    const run = await freshRun();
+    await log.bumpEpoch(run.runId); // another owner took the run: this fence is stale
+    const count = async () =>
+      (await metrics.policyShadowDifferences.get()).values
+        .filter((x) => x.labels.tenant === "acme")
+        .reduce((n, x) => n + x.value, 0);
+    const before = await count();
+    await assert.rejects(
+      kernel.handle(run, { callId: "c1", tool: "process.run", input: { command: "curl x" } }),
+      (err) => isAgentdError(err, "EFENCED"),
+    );
+    assert.deepEqual(await shadows(run.runId), []);
+    assert.equal(await count(), before, "no difference counted for a record not in the log");
+  });
+
   it("writes nothing when the candidate decides the same, and nothing without a candidate", async () => {
     const same = load("version: 1\nrisk: {denyCommands: [curl]}\n");
     const run = await freshRun();

@@ -59,13 +59,20 @@ export interface ShadowRecord {
   tenant: string;
 }
 
-/** The policy.shadow payload, counted once. */
-export function shadowEvent(r: ShadowRecord): EventPayload {
+/**
+ * Counts a difference (agentd_policy_shadow_differences_total): once its policy.shadow is in
+ * the log, so the metric never counts a record an append lost.
+ */
+export function countShadow(r: ShadowRecord): void {
   metrics.policyShadowDifferences.inc({
     tenant: r.tenant,
     enforced: LABEL[r.enforced.decision.path],
     candidate: LABEL[r.candidate.decision.path],
   });
+}
+
+/** The policy.shadow payload (pure: countShadow counts it once appended). */
+export function shadowEvent(r: ShadowRecord): EventPayload {
   const side = (s: ShadowSide) =>
     create(PolicyShadowSideSchema, {
       decision: ENUM[s.decision.path],
