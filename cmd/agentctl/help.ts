@@ -567,7 +567,7 @@ codes for a server error.`,
       "max-runs": {
         type: "string",
         arg: "N",
-        help: "read at most N runs, newest first (default 10000)",
+        help: "read at most N runs, newest first (default 10000); the report says how many more were left unread",
       },
       json: { type: "boolean", help: "the report as one JSON object" },
     },

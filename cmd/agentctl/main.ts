@@ -1127,6 +1127,7 @@ async function policyReportCmd(c: Ctx): Promise<number> {
   const maxRuns = intFlag(v, "max-runs", 1, 1_000_000, c.spec.name) ?? 10_000;
   const only = str(v, "run");
   const runIds: string[] = [];
+  let runsNotRead = 0;
   if (only !== undefined) runIds.push(only);
   else {
     let pageToken = "";
@@ -1138,9 +1139,12 @@ async function policyReportCmd(c: Ctx): Promise<number> {
       for (const r of res.runs) {
         // A run whose last change is older than --since holds no event since then.
         const updated = r.updatedAt === undefined ? Date.now() : timestampMs(r.updatedAt);
-        if (updated >= sinceMs && runIds.length < maxRuns) runIds.push(r.runId);
+        if (updated < sinceMs) continue;
+        if (runIds.length < maxRuns) runIds.push(r.runId);
+        else runsNotRead++;
       }
-      if (res.nextPageToken === "" || runIds.length >= maxRuns) break;
+      // Past --max-runs the listing goes on (ids only) to say how many were left unread.
+      if (res.nextPageToken === "") break;
       pageToken = res.nextPageToken;
     }
   }
@@ -1169,7 +1173,7 @@ async function policyReportCmd(c: Ctx): Promise<number> {
       throw err;
     });
   }
-  const report = summariseShadows(items, { sinceMs, examples });
+  const report = summariseShadows(items, { sinceMs, examples, runsNotRead });
   if (v.json === true) stdout.write(jsonLine(report));
   else stdoutStyled.write(renderReport(report, makeStyle(wantColor(stdout.isTTY === true))));
   return EXIT.OK;

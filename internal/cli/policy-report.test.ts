@@ -103,6 +103,48 @@ describe("policy report summary", () => {
     assert.match(text, /r1 #3 process\.run: run "cmd 3"/);
   });
 
+  it("a candidate that changed in the window is counted apart, by digest; unread runs are said", () => {
+    const withDigest = (it: ShadowItem, digest: string, file: string): ShadowItem => {
+      if (it.shadow.candidate !== undefined) {
+        it.shadow.candidate.policyDigest = digest;
+        it.shadow.candidate.policyFile = file;
+      }
+      return it;
+    };
+    const a = "a".repeat(64);
+    const b = "b".repeat(64);
+    const r = summariseShadows(
+      [
+        withDigest(item("r1", 1, [AUTO, "x"], [DENY, "risk.denyCommands:rm"]), a, "v1.yaml"),
+        withDigest(item("r1", 2, [AUTO, "x"], [DENY, "risk.denyCommands:rm"]), b, "v2.yaml"),
+        withDigest(item("r2", 1, [AUTO, "x"], [DENY, "risk.denyCommands:rm"]), b, "v2.yaml"),
+      ],
+      { sinceMs: 1_000, examples: 3, runsNotRead: 7 },
+    );
+    assert.deepEqual(
+      r.candidates.map((c) => `${c.digest.slice(0, 1)}:${c.count}`),
+      ["b:2", "a:1"],
+    );
+    assert.deepEqual(
+      r.transitions.map(
+        (t) => `${t.candidateDigest.slice(0, 1)} ${t.enforced}>${t.candidate}:${t.count}`,
+      ),
+      ["b auto>deny:2", "a auto>deny:1"],
+      "never merged into one count",
+    );
+    assert.equal(r.runsNotRead, 7);
+    const text = renderReport(r, plain);
+    assert.match(text, /7 older run\(s\) changed since .* were not read \(--max-runs\)/);
+    assert.match(text, /the candidate changed in this window: 2 candidate policies/);
+    assert.match(text, /bbbbbbbbbbbb v2\.yaml: 2 difference\(s\)/);
+    assert.match(text, /auto → deny {2}1 {2}\(would deny\) {2}\[candidate aaaaaaaaaaaa\]/);
+    const none = renderReport(
+      summariseShadows([], { sinceMs: 0, examples: 3, runsNotRead: 2 }),
+      plain,
+    );
+    assert.match(none, /^2 older run\(s\) .* not read/);
+  });
+
   it("says so when there is nothing to report", () => {
     const text = renderReport(summariseShadows([], { sinceMs: 0, examples: 3 }), plain);
     assert.match(text, /^no policy\.shadow events since/);

@@ -2,7 +2,9 @@
  * `agentctl policy report`: what a candidate (shadow) policy would have done differently,
  * from the policy.shadow events of a tenant's runs (docs/policy.md, "Shadow mode"). The
  * summary counts each enforced→candidate transition and, within it, each pair of rules,
- * with up to N examples each (run, seq, tool, summary); the text form escapes every
+ * with up to N examples each (run, seq, tool, summary), per candidate policy digest (a
+ * candidate changed in the window is reported apart), and says how many runs --max-runs
+ * left unread; the text form escapes every
  * character a terminal would act on (terminal-safe.ts), the JSON form is data.
  *
  * Must never: print server text unescaped, or count an event twice (a run's events are
@@ -38,6 +40,8 @@ export interface RuleCount {
 }
 
 export interface TransitionCount {
+  /** The candidate policy's digest ("" when the event names none). */
+  candidateDigest: string;
   /** "deny → auto": enforced decision → candidate decision. */
   enforced: string;
   candidate: string;
@@ -47,11 +51,26 @@ export interface TransitionCount {
   rules: RuleCount[];
 }
 
+/** One candidate policy seen in the window (it may change while a rollout is tried). */
+export interface CandidateSeen {
+  digest: string;
+  /** Its file's base name as the events give it. */
+  file: string;
+  count: number;
+}
+
 export interface PolicyReport {
   sinceMs: number;
   total: number;
   runs: number;
+  /** Every candidate the differences came from, most differences first. */
+  candidates: CandidateSeen[];
   transitions: TransitionCount[];
+  /**
+   * Runs that changed since --since but were not read (past --max-runs): their differences
+   * are not counted. 0 when every such run was read.
+   */
+  runsNotRead: number;
 }
 
 const NAMES: Record<number, string> = {
@@ -89,13 +108,18 @@ export function parseSince(text: string, now: number): number | string {
   return now - d;
 }
 
-/** Counts per transition and rule, with up to `examples` examples each (in log order). */
+/**
+ * Counts per candidate, transition and rule, with up to `examples` examples each (in log
+ * order). A candidate that changed in the window (another digest) is counted apart: one
+ * candidate's differences are never merged into another's. `runsNotRead`: see PolicyReport.
+ */
 export function summariseShadows(
   items: readonly ShadowItem[],
-  opts: { sinceMs: number; examples: number },
+  opts: { sinceMs: number; examples: number; runsNotRead?: number },
 ): PolicyReport {
   const seen = new Set<string>();
   const byTransition = new Map<string, TransitionCount>();
+  const candidates = new Map<string, CandidateSeen>();
   const runs = new Set<string>();
   let total = 0;
   for (const it of items) {
@@ -105,12 +129,17 @@ export function summariseShadows(
     total++;
     runs.add(it.runId);
     const s = it.shadow;
+    const digest = s.candidate?.policyDigest ?? "";
+    const c = candidates.get(digest) ?? { digest, file: s.candidate?.policyFile ?? "", count: 0 };
+    c.count++;
+    candidates.set(digest, c);
     const enforced = nameOf(s.enforced?.decision);
     const candidate = nameOf(s.candidate?.decision);
-    const tKey = `${enforced}\u0000${candidate}`;
+    const tKey = `${digest}\u0000${enforced}\u0000${candidate}`;
     let t = byTransition.get(tKey);
     if (t === undefined) {
       t = {
+        candidateDigest: digest,
         enforced,
         candidate,
         effect: effectOf(s.enforced?.decision, s.candidate?.decision),
@@ -133,8 +162,18 @@ export function summariseShadows(
   }
   const transitions = [...byTransition.values()].sort((a, b) => b.count - a.count);
   for (const t of transitions) t.rules.sort((a, b) => b.count - a.count);
-  return { sinceMs: opts.sinceMs, total, runs: runs.size, transitions };
+  return {
+    sinceMs: opts.sinceMs,
+    total,
+    runs: runs.size,
+    candidates: [...candidates.values()].sort((a, b) => b.count - a.count),
+    transitions,
+    runsNotRead: opts.runsNotRead ?? 0,
+  };
 }
+
+/** A digest as the report shows it: its first 12 hex digits. */
+const short = (digest: string): string => (digest === "" ? "(no digest)" : digest.slice(0, 12));
 
 /** One line of server text, escaped and cut to `max` characters. */
 function safe(s: string, max: number): string {
@@ -145,16 +184,28 @@ function safe(s: string, max: number): string {
 /** The report as text for a person; every server string escaped. */
 export function renderReport(r: PolicyReport, st: Style): string {
   const since = new Date(r.sinceMs).toISOString().replace(/\.\d+Z$/, "Z");
+  const notRead =
+    r.runsNotRead > 0
+      ? `${st.bold(`${r.runsNotRead} older run(s) changed since ${since} were not read (--max-runs): their differences are not counted`)}\n`
+      : "";
   if (r.total === 0)
-    return `no policy.shadow events since ${since}: the candidate decided every call as the enforced policy did (or no candidate is set)\n`;
+    return `${notRead}no policy.shadow events since ${since}: the candidate decided every call as the enforced policy did (or no candidate is set)\n`;
   const out = [
     st.bold(
       `${r.total} call(s) in ${r.runs} run(s) since ${since} where the candidate policy decides differently`,
     ),
   ];
+  if (notRead !== "") out.push(notRead.trimEnd());
+  const several = r.candidates.length > 1;
+  if (several) {
+    out.push(`the candidate changed in this window: ${r.candidates.length} candidate policies`);
+    for (const c of r.candidates)
+      out.push(`  ${short(c.digest)} ${safe(c.file, 80)}: ${c.count} difference(s)`);
+  }
   for (const t of r.transitions) {
     out.push("");
-    out.push(`${st.bold(`${t.enforced} → ${t.candidate}`)}  ${t.count}  (${t.effect})`);
+    const which = several ? `  [candidate ${short(t.candidateDigest)}]` : "";
+    out.push(`${st.bold(`${t.enforced} → ${t.candidate}`)}  ${t.count}  (${t.effect})${which}`);
     for (const rule of t.rules) {
       out.push(
         `  ${rule.count}× enforced ${safe(rule.enforcedRule, 200)} → candidate ${safe(rule.candidateRule, 200)}`,
