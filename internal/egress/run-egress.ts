@@ -4,7 +4,8 @@
  * person approved or denied in this run), the call each connection belongs to, the hosts
  * waiting for a person, and credentials added at the proxy for their hosts (TLS
  * terminated there with the run's CA). Every connection is handed to `record` (the
- * drive appends it as a network.request event).
+ * drive appends it as a network.request event), and, in shadow mode, judged by the
+ * candidate policy too (`shadow`: a different outcome is handed to `differs`).
  *
  * Must never: admit a host the policy does not allow and no person approved, pass a
  * credential value to anything but the upstream it belongs to, or record more than the
@@ -65,6 +66,27 @@ export interface RunEgressOptions {
   upstreamCa?: string | string[];
   idleTimeoutMs?: number;
   connectTimeoutMs?: number;
+  /**
+   * Shadow mode: the candidate policy's network section, judged beside the enforced one
+   * for every connection (with the same approvals and trust), and what to do with a
+   * connection they judge differently (allow, ask or deny). Never changes the admission.
+   */
+  shadow?: {
+    network: () => NetworkPolicy | undefined;
+    differs: (d: ShadowAdmission) => void;
+  };
+}
+
+/** A connection the candidate policy would have admitted differently. */
+export interface ShadowAdmission {
+  host: string;
+  port: number;
+  callId: string;
+  enforced: Admission;
+  candidate: Admission;
+  /** The two policies' network.approval (what "ask" and "never" came from). */
+  enforcedApproval: string;
+  candidateApproval: string;
 }
 
 export interface RunEgress {
@@ -91,12 +113,34 @@ export async function startRunEgress(opts: RunEgressOptions): Promise<RunEgress>
 
   const admit = (host: string, port: number): Admission & { tag: string } => {
     const tag = call?.callId ?? "";
-    const a = admission(opts.network(), host, port, { approved, denied }, opts.trust);
+    const n = opts.network();
+    const a = admission(n, host, port, { approved, denied }, opts.trust);
     if (a.decision === "pending") {
       const key = hostKey(host, port);
       if (!asks.has(key)) asks.set(key, { host, port, callId: tag });
     }
+    shadowAdmit(n, host, port, tag, a);
     return { ...a, tag };
+  };
+
+  const shadowAdmit = (n: NetworkPolicy, host: string, port: number, tag: string, a: Admission) => {
+    try {
+      const cn = opts.shadow?.network();
+      if (cn === undefined) return;
+      const b = admission(cn, host, port, { approved, denied }, opts.trust);
+      if (admissionClass(a) === admissionClass(b)) return;
+      opts.shadow?.differs({
+        host,
+        port,
+        callId: tag,
+        enforced: a,
+        candidate: b,
+        enforcedApproval: n.approval,
+        candidateApproval: cn.approval,
+      });
+    } catch {
+      // shadow mode never affects a connection
+    }
   };
 
   const proxy = createEgressProxy({
@@ -156,6 +200,13 @@ export async function startRunEgress(opts: RunEgressOptions): Promise<RunEgress>
       return closing;
     },
   };
+}
+
+/** What an admission amounts to: the connection goes, waits for a person, or is refused. */
+export function admissionClass(a: Admission): "allow" | "ask" | "deny" {
+  if (a.decision === "pending") return "ask";
+  if (a.decision === "denied") return "deny";
+  return "allow";
 }
 
 /**

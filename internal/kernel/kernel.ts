@@ -154,7 +154,7 @@ export interface KernelRun {
 }
 
 /** A policy as one call's decision read it: the policy, whose it is, its file. */
-interface PolicyView {
+export interface PolicyView {
   policy: Policy;
   source: "tenant" | "server";
   path: string | undefined;
@@ -297,6 +297,12 @@ export interface Kernel {
     detected?: RunCommands,
     repo?: string,
   ): DecidedCall;
+  /**
+   * Shadow mode outside the kernel's calls (the egress proxy's connections): the enforced
+   * policy and the candidate as they are now, and the metric's tenant label; undefined
+   * without a candidate (or when asking for it fails: shadow mode never affects anything).
+   */
+  shadowSides?(): { enforced: PolicyView; candidate: PolicyView; tenant: string } | undefined;
 }
 
 /** Where a call runs, for the policy's approvedCommands (none without a repository). */
@@ -1147,7 +1153,17 @@ export function createKernel(opts: KernelOptions): Kernel {
     return "";
   }
 
-  return { handle, continueAfterApproval, decideCall };
+  function shadowSides() {
+    try {
+      const cand = opts.shadow?.();
+      if (cand === undefined) return undefined;
+      return { enforced: viewNow(), candidate: cand, tenant: opts.shadowTenant ?? "" };
+    } catch {
+      return undefined;
+    }
+  }
+
+  return { handle, continueAfterApproval, decideCall, shadowSides };
 }
 
 /** What approval.requested carries beyond the call when a reviewer asked a person. */

@@ -37,6 +37,7 @@ import { lookupSecret } from "../kernel/run-secrets.ts";
 import { PLACEHOLDER_PATTERN } from "../kernel/secrets.ts";
 import { argvLine } from "../tools/run-command.ts";
 import type { Drive } from "./drive.ts";
+import { egressShadow } from "./egress-shadow.ts";
 import type { Next } from "./run-driver.ts";
 
 /** The tool name of a network approval (its call is the one whose process asked). */
@@ -65,7 +66,7 @@ export function networkOf(p: Policy): NetworkPolicy {
 /** The network.request appends of each drive still in flight. */
 const inFlight = new WeakMap<Drive, Set<Promise<unknown>>>();
 
-function track(d: Drive, p: Promise<unknown>): void {
+export function track(d: Drive, p: Promise<unknown>): void {
   const set = inFlight.get(d) ?? new Set();
   inFlight.set(d, set);
   set.add(p);
@@ -99,6 +100,7 @@ export async function openEgress(d: Drive): Promise<void> {
   const trust = await d.deps.trustCounters?.(d.runId).catch(() => undefined);
   const limits = policy.network.limits;
   const o = d.deps.egress ?? {};
+  const shadow = egressShadow(d);
   d.egress = await startRunEgress({
     listen: at,
     network: () => networkOf(d.deps.policy()),
@@ -113,6 +115,7 @@ export async function openEgress(d: Drive): Promise<void> {
     credentials,
     ...(ca === undefined ? {} : { ca }),
     ...(trust === undefined ? {} : { trust }),
+    ...(shadow === undefined ? {} : { shadow }),
     ...o,
     record: (r) => {
       const value = create(NetworkRequestSchema, {
