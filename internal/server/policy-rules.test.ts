@@ -20,7 +20,8 @@ import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import type { Event } from "../gen/agentd/v1/events_pb.js";
+import { AgentdClient } from "../../clients/typescript/src/index.ts";
+import { type Event, PolicyChangeState } from "../gen/agentd/v1/events_pb.js";
 import { RunService } from "../gen/agentd/v1/run_service_pb.js";
 import { policyDigest } from "../kernel/policy-digest.ts";
 import { loadPolicyFile } from "../kernel/policy-loader.ts";
@@ -324,6 +325,21 @@ describe("rules from approvals", { timeout: 900_000 }, () => {
     assert.equal(d?.rule, "approvedCommands:echo hello@web");
     assert.notEqual(d?.policyDigest, firstDigest);
     assert.equal(d?.policyDigest, policyDigest(loadPolicyFile(tenantPolicy)));
+  });
+
+  it("the TypeScript SDK lists the applied change and cannot reject it", async () => {
+    const admin = new AgentdClient({ address: dev.url, token: ADMIN1 });
+    const listed = await admin.policyChanges();
+    assert.deepEqual(
+      listed.map((c) => [c.changeId, c.state]),
+      [[changeId, PolicyChangeState.APPLIED]],
+    );
+    assert.equal(listed[0]?.rule?.command, "echo hello");
+    assert.deepEqual(await admin.policyChanges({ pendingOnly: true }), []);
+    await assert.rejects(
+      admin.rejectPolicyChange(changeId, "too late"),
+      /already applied|FAILED_PRECONDITION|failed_precondition/i,
+    );
   });
 
   it("an applied change cannot be rejected, and every change survives a restart", async () => {

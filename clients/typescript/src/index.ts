@@ -3,7 +3,8 @@
  * create a run from a directory (packed as agentctl packs it: git's file list or the
  * .gitignore rules, links out of the tree left out; streamed with UploadWorkspace when it
  * is large); follow its events, resumed from the last seq after a dropped connection;
- * approve or deny; fetch artifacts (checked against their sha256).
+ * approve or deny (optionally proposing a rule); list, apply and reject policy changes;
+ * override a reviewer's verdict; fetch artifacts (checked against their sha256).
  *
  *   import { AgentdClient } from "@agentd/client";
  *   const agentd = new AgentdClient({ address: "http://127.0.0.1:7070", token });
@@ -15,11 +16,19 @@
  */
 import { createHash } from "node:crypto";
 import { followEvents } from "./follow.ts";
-import { ApprovalDecision, type Event, type RunBudget } from "./gen/agentd/v1/events_pb.js";
+import {
+  ApprovalDecision,
+  type Event,
+  ProposedRuleKind,
+  type ReviewOverridden,
+  type RunBudget,
+} from "./gen/agentd/v1/events_pb.js";
 import type {
+  ApplyPolicyChangeResponse,
   Approval,
   CreateRunRequest,
   DeleteRunResponse,
+  PolicyChange,
   PurgeTenantResponse,
   Run,
 } from "./gen/agentd/v1/run_service_pb.js";
@@ -34,7 +43,17 @@ export { PackError, packWorkspace } from "./pack.ts";
 export { type TlsProblem, tlsProblem } from "./tls-problem.ts";
 export { type ConnectOptions, createRunClient, isTransient, type RunClient } from "./transport.ts";
 export { INLINE_WORKSPACE_MAX, sendWorkspace } from "./upload.ts";
-export type { Approval, DeleteRunResponse, Event, PurgeTenantResponse, Run, RunBudget };
+export type {
+  ApplyPolicyChangeResponse,
+  Approval,
+  DeleteRunResponse,
+  Event,
+  PolicyChange,
+  PurgeTenantResponse,
+  ReviewOverridden,
+  Run,
+  RunBudget,
+};
 
 export interface CreateRunOptions
   extends Partial<
@@ -130,12 +149,63 @@ export class AgentdClient {
     return (await this.rpc.listApprovals({})).approvals;
   }
 
-  approve(approvalId: string, reason = ""): Promise<unknown> {
-    return this.rpc.resolveApproval({ approvalId, decision: ApprovalDecision.APPROVE, reason });
+  /**
+   * Approves. `rule`: also propose a rule from the approved call — "command" (its command
+   * family in the run's repository) or "host" (a network approval's host) — a pending
+   * policy change an admin applies (applyPolicyChange); the approval itself is a one-off.
+   */
+  approve(
+    approvalId: string,
+    reason = "",
+    opts: { rule?: "command" | "host" } = {},
+  ): Promise<unknown> {
+    const kind =
+      opts.rule === "command"
+        ? ProposedRuleKind.COMMAND
+        : opts.rule === "host"
+          ? ProposedRuleKind.HOST
+          : undefined;
+    return this.rpc.resolveApproval({
+      approvalId,
+      decision: ApprovalDecision.APPROVE,
+      reason,
+      ...(kind === undefined ? {} : { proposeRule: { kind } }),
+    });
   }
 
   deny(approvalId: string, reason: string): Promise<unknown> {
     return this.rpc.resolveApproval({ approvalId, decision: ApprovalDecision.DENY, reason });
+  }
+
+  /** Policy changes proposed from approvals, newest first (admin: `tenantId` names another tenant). */
+  async policyChanges(
+    opts: { tenantId?: string; pendingOnly?: boolean } = {},
+  ): Promise<PolicyChange[]> {
+    return (await this.rpc.listPolicyChanges(opts)).changes;
+  }
+
+  /** Writes a pending change into its tenant's policy file (admin); FAILED_PRECONDITION if the file changed since. */
+  applyPolicyChange(changeId: string): Promise<ApplyPolicyChangeResponse> {
+    return this.rpc.applyPolicyChange({ changeId });
+  }
+
+  /** Rejects a pending change (admin), recording why. */
+  async rejectPolicyChange(changeId: string, reason: string): Promise<PolicyChange | undefined> {
+    return (await this.rpc.rejectPolicyChange({ changeId, reason })).change;
+  }
+
+  /**
+   * Overrides the model reviewer's verdict on a call after the fact (approve role):
+   * "allow" or "deny", recorded as `reviewer.overridden` with `reason`.
+   */
+  async overrideReview(o: {
+    runId: string;
+    callId: string;
+    approvalId?: string;
+    verdict: "allow" | "deny";
+    reason: string;
+  }): Promise<ReviewOverridden | undefined> {
+    return (await this.rpc.overrideReview({ ...o, approvalId: o.approvalId ?? "" })).override;
   }
 
   cancel(runId: string, reason = ""): Promise<unknown> {
