@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { ulid } from "ulid";
+import { admission } from "../egress/run-egress.ts";
 import {
   ApprovalDecision,
   ApprovalRequestedSchema,
@@ -21,9 +22,12 @@ import {
   ToolCallSchema,
 } from "../gen/agentd/v1/events_pb.js";
 import { RunService } from "../gen/agentd/v1/run_service_pb.js";
+import { parsePolicy } from "../kernel/policy-loader.ts";
+import { RedisPolicyChangeStore } from "../policychanges/redis-store.ts";
 import { RedisRunQueue } from "../scheduler/redis-run-queue.ts";
 import { type Stack, startStack, TOKENS } from "../testing/api-fixtures.ts";
 import { assertGrpcError, GrpcRunClient, grpc } from "../testing/grpc-run-client.ts";
+import { networkOf } from "../worker/drive-egress.ts";
 
 let stack: Stack;
 let queue: RedisRunQueue;
@@ -62,6 +66,45 @@ async function pausedOn(command: string): Promise<{ runId: string; approvalId: s
   await append({
     case: "approvalRequested",
     value: create(ApprovalRequestedSchema, { approvalId, callId: "c1", tool: "process.run" }),
+  });
+  await append({
+    case: "runPaused",
+    value: create(RunPausedSchema, { reason: "approval", approvalId }),
+  });
+  await queue.release(claim, { outcome: "paused" });
+  return { runId: run.runId, approvalId };
+}
+
+/** A run paused on a network approval of host:port (the proxy's ask, as a drive records it). */
+async function pausedOnHost(
+  host: string,
+  port: number,
+): Promise<{ runId: string; approvalId: string }> {
+  const { run } = await stack.client.createRun({ prompt: "p", labels: { repo: "web" } });
+  assert.ok(run);
+  // Runs approved by earlier tests are back on the queue: claimed and put aside first.
+  let claim = await queue.claim("test-worker", { blockMs: 5000 });
+  while (claim !== undefined && claim.runId !== run.runId) {
+    await queue.release(claim, { outcome: "terminal" });
+    claim = await queue.claim("test-worker", { blockMs: 5000 });
+  }
+  assert.ok(claim !== undefined && claim.runId === run.runId);
+  const base = { runId: run.runId, sessionId: run.sessionId, fence: claim.lease.epoch };
+  const append = (payload: Parameters<typeof stack.log.append>[0]["payload"]) =>
+    stack.log.append({ ...base, payload });
+  await append({
+    case: "runStarted",
+    value: create(RunStartedSchema, { workerId: "test-worker", epoch: BigInt(base.fence) }),
+  });
+  const approvalId = `apr_${run.runId}_${ulid()}`;
+  await append({
+    case: "approvalRequested",
+    value: create(ApprovalRequestedSchema, {
+      approvalId,
+      callId: "c1",
+      tool: "network",
+      preview: { summary: `connect ${host}:${port}`, host, port },
+    }),
   });
   await append({
     case: "runPaused",
@@ -202,4 +245,35 @@ it("a rule: the approval names its change, stored in Redis, tenant-scoped, admin
   } finally {
     client.close();
   }
+});
+
+it("a host rule from a network approval: its change adds the exact host:port to network.allow, which then admits it", async () => {
+  const { runId, approvalId } = await pausedOnHost("registry.example.com", 443);
+  await resolve({
+    approvalId,
+    decision: ApprovalDecision.APPROVE,
+    proposeRule: { kind: ProposedRuleKind.HOST },
+  });
+  const resolved = (await stack.log.read(runId, 0)).find((e) => e.type === "approval.resolved");
+  assert.ok(resolved?.event.payload.case === "approvalResolved");
+  const changeId = resolved.event.payload.value.policyChangeId;
+  const { changes } = await stack.client.unary(RunService.method.listPolicyChanges, {});
+  const c = changes.find((x) => x.changeId === changeId);
+  assert.equal(c?.rule?.kind, ProposedRuleKind.HOST);
+  assert.equal(c?.rule?.host, "registry.example.com:443");
+  assert.match(c?.diff ?? "", /^\+.*registry\.example\.com:443/m);
+  // What applying would write: the stored file text, loaded as a policy, admits the host
+  // (the proxy's own admission) and nothing else it did not before.
+  const stored = await new RedisPolicyChangeStore({
+    client: stack.redis.client(),
+    prefix: "agentd:",
+  }).get(changeId);
+  assert.ok(stored !== undefined);
+  const parsed = parsePolicy(stored.newText, "acme.yaml");
+  assert.ok(parsed.ok, JSON.stringify(parsed.ok ? "" : parsed.errors));
+  const none = { approved: new Set<string>(), denied: new Set<string>() };
+  const n = networkOf(parsed.policy);
+  assert.equal(admission(n, "registry.example.com", 443, none).decision, "allowed");
+  assert.notEqual(admission(n, "registry.example.com", 80, none).decision, "allowed");
+  assert.notEqual(admission(n, "evil.registry.example.com", 443, none).decision, "allowed");
 });
