@@ -41,48 +41,17 @@ after(async () => {
   await stack?.stop();
 });
 
-/** A run (label repo=web) paused on an approval of `command`, as a worker leaves it. */
-async function pausedOn(command: string): Promise<{ runId: string; approvalId: string }> {
-  const { run } = await stack.client.createRun({ prompt: "p", labels: { repo: "web" } });
-  assert.ok(run);
-  const claim = await queue.claim("test-worker", { blockMs: 5000 });
-  assert.equal(claim?.runId, run.runId);
-  const base = { runId: run.runId, sessionId: run.sessionId, fence: claim.lease.epoch };
-  const append = (payload: Parameters<typeof stack.log.append>[0]["payload"]) =>
-    stack.log.append({ ...base, payload });
-  await append({
-    case: "runStarted",
-    value: create(RunStartedSchema, { workerId: "test-worker", epoch: BigInt(base.fence) }),
-  });
-  await append({
-    case: "toolCall",
-    value: create(ToolCallSchema, {
-      callId: "c1",
-      tool: "process.run",
-      inputJson: JSON.stringify({ command }),
-    }),
-  });
-  const approvalId = `apr_${run.runId}_${ulid()}`;
-  await append({
-    case: "approvalRequested",
-    value: create(ApprovalRequestedSchema, { approvalId, callId: "c1", tool: "process.run" }),
-  });
-  await append({
-    case: "runPaused",
-    value: create(RunPausedSchema, { reason: "approval", approvalId }),
-  });
-  await queue.release(claim, { outcome: "paused" });
-  return { runId: run.runId, approvalId };
-}
-
-/** A run paused on a network approval of host:port (the proxy's ask, as a drive records it). */
-async function pausedOnHost(
-  host: string,
-  port: number,
+/**
+ * A run (label repo=web) paused on the approval `requested` makes (its call's tool.call
+ * first when there is one), as a worker leaves it. Runs approved by earlier tests are back
+ * on the queue: they are claimed and put aside first.
+ */
+async function pausedWith(
+  requested: (approvalId: string) => { tool: string; preview?: Record<string, unknown> },
+  inputJson?: string,
 ): Promise<{ runId: string; approvalId: string }> {
   const { run } = await stack.client.createRun({ prompt: "p", labels: { repo: "web" } });
   assert.ok(run);
-  // Runs approved by earlier tests are back on the queue: claimed and put aside first.
   let claim = await queue.claim("test-worker", { blockMs: 5000 });
   while (claim !== undefined && claim.runId !== run.runId) {
     await queue.release(claim, { outcome: "terminal" });
@@ -97,14 +66,15 @@ async function pausedOnHost(
     value: create(RunStartedSchema, { workerId: "test-worker", epoch: BigInt(base.fence) }),
   });
   const approvalId = `apr_${run.runId}_${ulid()}`;
+  const r = requested(approvalId);
+  if (inputJson !== undefined)
+    await append({
+      case: "toolCall",
+      value: create(ToolCallSchema, { callId: "c1", tool: r.tool, inputJson }),
+    });
   await append({
     case: "approvalRequested",
-    value: create(ApprovalRequestedSchema, {
-      approvalId,
-      callId: "c1",
-      tool: "network",
-      preview: { summary: `connect ${host}:${port}`, host, port },
-    }),
+    value: create(ApprovalRequestedSchema, { approvalId, callId: "c1", ...r }),
   });
   await append({
     case: "runPaused",
@@ -113,6 +83,17 @@ async function pausedOnHost(
   await queue.release(claim, { outcome: "paused" });
   return { runId: run.runId, approvalId };
 }
+
+/** Paused on an approval of the process.run `command`. */
+const pausedOn = (command: string) =>
+  pausedWith(() => ({ tool: "process.run" }), JSON.stringify({ command }));
+
+/** Paused on a network approval of host:port (the proxy's ask, as a drive records it). */
+const pausedOnHost = (host: string, port: number) =>
+  pausedWith(() => ({
+    tool: "network",
+    preview: { summary: `connect ${host}:${port}`, host, port },
+  }));
 
 const resolve = (init: Record<string, unknown>, token: string = TOKENS.acme) =>
   stack.client.unary(RunService.method.resolveApproval, init as never, token);
