@@ -42,12 +42,12 @@ after(async () => {
 });
 
 /**
- * A run (label repo=web) paused on the approval `requested` makes (its call's tool.call
+ * A run (label repo=web) paused on the approval `requested` describes (its call's tool.call
  * first when there is one), as a worker leaves it. Runs approved by earlier tests are back
  * on the queue: they are claimed and put aside first.
  */
 async function pausedWith(
-  requested: (approvalId: string) => { tool: string; preview?: Record<string, unknown> },
+  requested: { tool: string; preview?: Record<string, unknown> },
   inputJson?: string,
 ): Promise<{ runId: string; approvalId: string }> {
   const { run } = await stack.client.createRun({ prompt: "p", labels: { repo: "web" } });
@@ -66,7 +66,7 @@ async function pausedWith(
     value: create(RunStartedSchema, { workerId: "test-worker", epoch: BigInt(base.fence) }),
   });
   const approvalId = `apr_${run.runId}_${ulid()}`;
-  const r = requested(approvalId);
+  const r = requested;
   if (inputJson !== undefined)
     await append({
       case: "toolCall",
@@ -86,14 +86,11 @@ async function pausedWith(
 
 /** Paused on an approval of the process.run `command`. */
 const pausedOn = (command: string) =>
-  pausedWith(() => ({ tool: "process.run" }), JSON.stringify({ command }));
+  pausedWith({ tool: "process.run" }, JSON.stringify({ command }));
 
 /** Paused on a network approval of host:port (the proxy's ask, as a drive records it). */
 const pausedOnHost = (host: string, port: number) =>
-  pausedWith(() => ({
-    tool: "network",
-    preview: { summary: `connect ${host}:${port}`, host, port },
-  }));
+  pausedWith({ tool: "network", preview: { summary: `connect ${host}:${port}`, host, port } });
 
 const resolve = (init: Record<string, unknown>, token: string = TOKENS.acme) =>
   stack.client.unary(RunService.method.resolveApproval, init as never, token);
