@@ -98,3 +98,58 @@ it("a link followed before the route listener was attached still shows its page"
   target.dispatchEvent(new Event("hashchange"));
   assert.deepEqual(seen, ["r 1", "approvals"]);
 });
+
+it("a run's reviewer verdicts, their overrides and a candidate's differences read as state lines", async () => {
+  const { create } = await import("@bufbuild/protobuf");
+  const { Decision, EventSchema } = await import("../gen/agentd/v1/events_pb.js");
+  const { EMPTY, fold } = await import("../console/src/timeline.ts");
+  const ev = (seq: number, type: string, payload: Record<string, unknown>) =>
+    create(EventSchema, { seq: BigInt(seq), type, payload: payload as never });
+  const t = fold(
+    EMPTY,
+    [
+      ev(1, "reviewer.verdict", {
+        case: "reviewerVerdict",
+        value: {
+          callId: "c1",
+          verdict: "ask",
+          modelVerdict: "allow",
+          confidence: 0.95,
+          model: "gpt-x",
+          reasoning: "looks fine",
+          note: "the policy needs a person for this call",
+        },
+      }),
+      ev(2, "reviewer.overridden", {
+        case: "reviewerOverridden",
+        value: {
+          callId: "c1",
+          previousVerdict: "allow",
+          verdict: "deny",
+          reason: "no",
+          overriddenBy: "alice",
+          attention: true,
+        },
+      }),
+      ev(3, "policy.shadow", {
+        case: "policyShadow",
+        value: {
+          callId: "c2",
+          tool: "network",
+          summary: "connect more.test:443",
+          enforced: { decision: Decision.PREVIEW_APPROVAL, rule: "network.approval=risk" },
+          candidate: { decision: Decision.AUTO, rule: "network.allow", policyFile: "next.yaml" },
+        },
+      }),
+    ],
+    () => undefined,
+  );
+  const lines = t.items.map((i) =>
+    i.kind === "state" ? `${i.type}|${i.alert === true}|${i.detail}` : i.kind,
+  );
+  assert.deepEqual(lines, [
+    "reviewer.verdict|false|call c1: the model reviewer (gpt-x) said allow at confidence 0.95; took effect: ask (the policy needs a person for this call). looks fine",
+    "reviewer.overridden|true|call c1: alice overrode the reviewer's allow with deny: no",
+    "policy.shadow|false|call c2 network: the candidate policy next.yaml would auto (network.allow); enforced: ask a person (network.approval=risk). connect more.test:443",
+  ]);
+});

@@ -1,15 +1,17 @@
 /**
  * A run's events folded into what a person reads: model text (deltas joined, replaced by
  * the complete message), tool calls with their decision, output and result, approvals with
- * their resolution, artifacts and state changes. Pure: the same events give the same items.
+ * their resolution, artifacts and state changes (the model reviewer's verdicts and their
+ * overrides, a shadow candidate's differences among them). Pure: the same events give the same items.
  */
-import type {
-  ApprovalRequested,
-  ApprovalResolved,
-  ArtifactEmitted,
-  Event,
-  PolicyDecision,
-  ToolResult,
+import {
+  type ApprovalRequested,
+  type ApprovalResolved,
+  type ArtifactEmitted,
+  Decision,
+  type Event,
+  type PolicyDecision,
+  type ToolResult,
 } from "../../gen/agentd/v1/events_pb.js";
 
 export type Item =
@@ -217,6 +219,40 @@ export function fold(
         });
         break;
       }
+      case "reviewerVerdict": {
+        const v = p.value;
+        const took = v.verdict === v.modelVerdict ? "" : `; took effect: ${v.verdict} (${v.note})`;
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `call ${v.callId}: the model reviewer (${v.model}) said ${v.modelVerdict || "nothing usable"} at confidence ${v.confidence}${took}. ${clip(v.reasoning, 300)}`,
+        });
+        break;
+      }
+      case "reviewerOverridden": {
+        const v = p.value;
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          alert: v.attention,
+          detail: `call ${v.callId}: ${v.overriddenBy} overrode the reviewer's ${v.previousVerdict} with ${v.verdict}: ${clip(v.reason, 300)}`,
+        });
+        break;
+      }
+      case "policyShadow": {
+        const v = p.value;
+        const side = (x: typeof v.enforced) =>
+          `${SHADOW_PATHS[x?.decision ?? 0] ?? "undecided"} (${x?.rule ?? ""})`;
+        items.push({
+          kind: "state",
+          key,
+          type: e.type,
+          detail: `call ${v.callId} ${v.tool}: the candidate policy ${v.candidate?.policyFile ?? ""} would ${side(v.candidate)}; enforced: ${side(v.enforced)}. ${clip(v.summary, 200)}`,
+        });
+        break;
+      }
       default:
         // usage.updated: GetRun's header shows the totals. tool.started: the call's item
         // already shows it running until its result comes.
@@ -224,4 +260,16 @@ export function fold(
     }
   }
   return { items, lastSeq };
+}
+
+/** A decision's path in a shadow record's words (Decision enum values). */
+const SHADOW_PATHS: Record<number, string> = {
+  [Decision.AUTO]: "auto",
+  [Decision.PREVIEW_AUTO]: "preview, auto",
+  [Decision.PREVIEW_APPROVAL]: "ask a person",
+  [Decision.DENY]: "deny",
+};
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}…`;
 }
