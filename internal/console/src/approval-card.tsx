@@ -1,12 +1,13 @@
 /**
  * One approval: what the call would do (summary, diff, argv, host:port) and, for a token
- * with the approve role, Approve / Deny with a reason (ResolveApproval). Without the role
- * the buttons are not rendered at all.
+ * with the approve role, Approve / Deny with a reason (ResolveApproval), and for a command
+ * or a host the option to propose a rule with the approval (an admin applies it). Without
+ * the role the buttons are not rendered at all.
  */
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 import type { Preview } from "../../gen/agentd/v1/events_pb.js";
-import { ApprovalDecision } from "../../gen/agentd/v1/events_pb.js";
+import { ApprovalDecision, ProposedRuleKind } from "../../gen/agentd/v1/events_pb.js";
 import { errorText } from "./api.ts";
 import { Diff } from "./diff.tsx";
 import { runHref } from "./route.ts";
@@ -36,6 +37,10 @@ export function ApprovalCard(props: {
   // A command's line exactly as it will run (the argv alone drops `;`, `&&`, `|`, `>`).
   const cmd = p === undefined ? undefined : commandFacts(p);
   const [reason, setReason] = useState("");
+  // A rule can come from an approved command (its family in the run's repository) or an
+  // approved host (network); the server derives it from the call, never from this page.
+  const ruleKind = a.tool === "network" ? "host" : a.tool === "process.run" ? "command" : undefined;
+  const [proposeRule, setProposeRule] = useState(false);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState("");
   const [done, setDone] = useState("");
@@ -46,8 +51,27 @@ export function ApprovalCard(props: {
     setBusy(true);
     setError("");
     try {
-      await session.api.resolveApproval({ approvalId: a.approvalId, decision, reason });
-      setDone(decision === ApprovalDecision.APPROVE ? "Approved." : "Denied.");
+      const withRule =
+        decision === ApprovalDecision.APPROVE && proposeRule && ruleKind !== undefined;
+      await session.api.resolveApproval({
+        approvalId: a.approvalId,
+        decision,
+        reason,
+        ...(withRule
+          ? {
+              proposeRule: {
+                kind: ruleKind === "host" ? ProposedRuleKind.HOST : ProposedRuleKind.COMMAND,
+              },
+            }
+          : {}),
+      });
+      setDone(
+        decision !== ApprovalDecision.APPROVE
+          ? "Denied."
+          : withRule
+            ? `Approved; a ${ruleKind} rule was proposed for an admin to apply.`
+            : "Approved.",
+      );
       props.onResolved?.();
     } catch (err) {
       setError(errorText(err));
@@ -151,6 +175,19 @@ export function ApprovalCard(props: {
             maxLength={4096}
             onInput={(e) => setReason(e.currentTarget.value)}
           />
+          {ruleKind !== undefined && (
+            <label class="propose-rule">
+              <input
+                type="checkbox"
+                data-testid="propose-rule"
+                checked={proposeRule}
+                onChange={(e) => setProposeRule(e.currentTarget.checked)}
+              />{" "}
+              {ruleKind === "host"
+                ? "Also propose a rule: allow this host (an admin applies it)"
+                : "Also propose a rule: allow this command family in this repository (an admin applies it)"}
+            </label>
+          )}
           <div class="actions">
             <button
               type="button"
