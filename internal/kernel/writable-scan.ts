@@ -30,7 +30,8 @@ export type WritableScan = Map<string, string>;
 // UNSAFE (the caller taints every root). /tmp/.agentd-home is root's, 01733, under the
 // agent: the sandbox user may make entries there but not list it, so it is pruned from the
 // walk of /tmp and its entries come after --agentd-homes (listed by the agent); unreadable
-// without that list: exit 3. Mounts under /proc and /sys are the kernel's (what Docker masks
+// without that list: exit 3. /tmp/.agentd-root (agentd's root marks, root's 0700) holds
+// nothing the sandbox user could write: pruned. Mounts under /proc and /sys are the kernel's (what Docker masks
 // there is root's), mqueue is wiped, not scanned (a queue's messages are in no file).
 const SCAN_SCRIPT = `
 set -f
@@ -56,6 +57,12 @@ p=
 if [ -d "$h" ] && [ ! -r "$h" ]; then
   [ "$listed" = 1 ] || exit 3
   p="-path $h -prune -o"
+fi
+# agentd's root marks (sandbox/root-marks.ts): root's, 0700, nothing of the sandbox user's
+# can be in it; pruned only when it is exactly that (made by anyone else, it is scanned).
+m=/tmp/.agentd-root
+if [ -d "$m" ] && [ ! -h "$m" ] && [ "$(stat -c %u:%a "$m")" = 0:700 ]; then
+  p="$p -path $m -prune -o"
 fi
 # Under docker exec this scan has a HOME and a pid file of its own (exec-scripts.ts): they
 # come and go with each scan and are no call's writes.

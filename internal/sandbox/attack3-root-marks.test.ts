@@ -9,6 +9,7 @@ import { execFileSync } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 import { ulid } from "ulid";
 import { isAgentdError } from "../errors.ts";
+import { scanWritable } from "../kernel/writable-scan.ts";
 import { testBoxSpec, testSandbox } from "../testing/docker.ts";
 import { isRecovering, markRecovering } from "../worker/recovery-marker.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "./port.ts";
@@ -62,6 +63,26 @@ for (const agent of [true, false]) {
       const r = await run(h, `test -e ${MARK_DIR}/recovering && echo seen || echo unseen`);
       assert.equal(r.stdout, "unseen\n");
       assert.equal(await isRecovering(h), true);
+      await h.destroy();
+    });
+
+    it("the containment scan passes over the marks (nothing of the sandbox user's is there)", async () => {
+      const h = await sandbox.create({ ...testBoxSpec(), runId: ulid() });
+      const roots = ["/workspace", "/tmp"];
+      const before = await scanWritable(h, roots);
+      assert.ok(before !== undefined, "the scan is sure (an unreadable directory would fail it)");
+      assert.ok(![...before.keys()].some((k) => k.startsWith(MARK_DIR)));
+      await markRecovering(h);
+      const after = await scanWritable(h, roots);
+      assert.ok(after !== undefined);
+      const moved = [...after].filter(([k, v]) => before.get(k) !== v).map(([k]) => k);
+      assert.deepEqual(
+        moved.filter(
+          (k) => !k.startsWith("/tmp/.agentd-exec") && !k.startsWith("/tmp/.agentd-home"),
+        ),
+        [],
+        "agentd's own mark is no write of a call",
+      );
       await h.destroy();
     });
 
