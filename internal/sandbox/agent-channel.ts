@@ -207,6 +207,13 @@ export class AgentChannel {
     });
     this.#send(frame("A", id));
     const exit = await this.#within(done, KILL_ALL_TIMEOUT_MS, "the sandbox agent did not kill");
+    // A newer agent owns the container (agent.c owns_container): another worker took the
+    // run over, and what runs there is its own — fenced, as any write of a stale owner is.
+    if (exit.code === 2)
+      throw new AgentdError(
+        "EFENCED",
+        "another worker owns this run's sandbox now (a newer agent runs there): nothing was killed",
+      );
     if (exit.code !== 0)
       throw new AgentdError("EIO", "the sandbox agent could not stop every process");
   }

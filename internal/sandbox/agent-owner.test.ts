@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
+import { isAgentdError } from "../errors.ts";
 import { testBoxSpec, testSandbox } from "../testing/docker.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "./port.ts";
 
@@ -62,6 +63,26 @@ it("the old owner's last call ending does not kill the new owner's call", async 
     assert.equal((await oldCall).exitCode, 0); // it ended alone in its agent: no kill-all
     const r = await call;
     assert.deepEqual([r.exitCode, r.stdout], [0, "survived\n"]);
+    old.detach?.();
+  } finally {
+    await found.destroy();
+  }
+});
+
+it("the old owner's kill-all is refused (fenced) and kills nothing of the new owner's", async () => {
+  const { old, found } = await twoOwners();
+  try {
+    const call = run(found, ": > started; sleep 2; echo survived");
+    await begun(found, "started");
+    await run(old, "true"); // a call of its own since the takeover: its handle is not quiet
+    await assert.rejects(old.killAll(), (err) => {
+      assert.ok(isAgentdError(err, "EFENCED"), String(err));
+      assert.match(err.message, /another worker owns this run's sandbox now/);
+      return true;
+    });
+    const r = await call;
+    assert.deepEqual([r.exitCode, r.stdout], [0, "survived\n"]);
+    await found.killAll(); // the owner's own is obeyed
     old.detach?.();
   } finally {
     await found.destroy();

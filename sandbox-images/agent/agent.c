@@ -729,7 +729,8 @@ static void handle_frame(char type, uint32_t id, const unsigned char *p, uint32_
       if (c) kill_call(c, F_KILLED);
       break;
     case 'A': {
-      unsigned char ok = kill_all() == 0 ? 0 : 1;
+      /* 2: another agent owns the container now: its calls are not this agentd's to kill. */
+      unsigned char ok = !owns_container() ? 2 : kill_all() == 0 ? 0 : 1;
       send_frame('a', id, &ok, 1);
       break;
     }
