@@ -3,13 +3,12 @@
  * command analysis does not see as emptying. `echo > src/a.ts` and `: > src/a.ts` are
  * destructive ("empties the file": highRiskCommand) and `cat empty.txt > src/a.ts` is
  * caught by the replace probe (an empty copy source); but
- *   - `cat > src/a.ts <<'EOF'` + an empty here-doc (`<<EOF`, `<<-EOF` alike),
- *   - `cat emp*.txt > src/a.ts` (the empty source named by a glob)
- * all leave src/a.ts empty and run on the reviewer's allow under the strict profile.
+ * `cat > src/a.ts <<'EOF'` with an empty here-doc (`<<EOF`, `<<-EOF` alike) writes what
+ * `: > src/a.ts` writes, and both forms leave src/a.ts empty and run on the reviewer's allow under the strict profile.
  *
  * Why it gets through: command-analysis.ts records no `destructive:` rule for a redirect
- * whose command reads an empty here-doc, and records no copySources/replaced entry for a
- * glob operand, so kernel.ts withReplacing() never probes
+ * whose command reads an empty here-doc (the here-doc's body is in the line: nothing
+ * to probe), and records no copySources/replaced entry for it, so kernel.ts withReplacing() never probes
  * (replace-probe.ts needsReplacingProbe() is false); person-facts.ts factsOf() finds no
  * fact and review-call.ts gate() takes the reviewer's allow.
  *
@@ -24,12 +23,8 @@ import { ORIGINAL, strictReviewerSuite } from "../../testing/strict-reviewer-run
 
 const suite = strictReviewerSuite();
 
-describe("attack4: a reviewer allow for a redirect that empties a file (strict)", () => {
-  for (const command of [
-    "cat > src/a.ts <<'EOF'\nEOF",
-    "cat <<-EOF > src/a.ts\nEOF",
-    "cat emp*.txt > src/a.ts",
-  ]) {
+describe("attack4: a reviewer allow for an empty here-doc redirected over a file (strict)", () => {
+  for (const command of ["cat > src/a.ts <<'EOF'\nEOF", "cat <<-EOF > src/a.ts\nEOF"]) {
     it(`${JSON.stringify(command)}: a person is asked and src/a.ts is intact`, async () => {
       const { run, kernel } = await suite.freshRun();
       const out = await kernel.handle(run, {
