@@ -46,7 +46,10 @@ it("a /tmp filled by the sandbox user before a takeover lets the old owner's age
   let found: SandboxHandle | undefined;
   try {
     // The run's own call, before the takeover: fill /tmp to the last byte.
-    const fill = await run(old, "dd if=/dev/zero of=/tmp/fill bs=64k 2>/dev/null; df /tmp | tail -1");
+    const fill = await run(
+      old,
+      "dd if=/dev/zero of=/tmp/fill bs=64k 2>/dev/null; df /tmp | tail -1",
+    );
     assert.match(fill.stdout, /100%/, "the sandbox user can fill /tmp");
     found = await sandbox.find(old.runId);
     assert.ok(found !== undefined, "the takeover finds the container");
