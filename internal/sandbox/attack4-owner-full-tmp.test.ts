@@ -67,3 +67,27 @@ it("a /tmp filled by the sandbox user before a takeover lets the old owner's age
     await (found ?? old).destroy();
   }
 });
+
+it("a /tmp filled before a takeover lets the old owner's last call ending kill the new owner's call", async () => {
+  const old = await sandbox.create(testBoxSpec());
+  let found: SandboxHandle | undefined;
+  try {
+    await run(old, "dd if=/dev/zero of=/tmp/fill bs=64k 2>/dev/null; true");
+    // The old owner's worker froze in the middle of this call; its agent lives on.
+    const oldCall = run(old, "sleep 1");
+    found = await sandbox.find(old.runId);
+    assert.ok(found !== undefined);
+    const call = run(found, ": > started; sleep 3; echo survived");
+    await begun(found, "started");
+    assert.equal((await oldCall).exitCode, 0);
+    const r = await call;
+    assert.deepEqual(
+      [r.exitCode, r.stdout],
+      [0, "survived\n"],
+      "the old owner's agent killed the new owner's call when its own last call ended",
+    );
+    old.detach?.();
+  } finally {
+    await (found ?? old).destroy();
+  }
+});
