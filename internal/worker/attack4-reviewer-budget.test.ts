@@ -18,6 +18,13 @@
  * What must hold: the reviewer's request carries a maximum from what is left of the run's
  * budget, and its reported usage is counted in the run's usage (so the run ends
  * ELIMIT_TOKENS rather than passing its budget).
+ *
+ * Second test, the wall budget ("a tool call's timeout is cut to the run's remaining wall
+ * time"): the reviewer is asked inside the call, under its own `reviewer.timeout` (30 s by
+ * default, up to 5 min), and the run's wall budget never reaches it: review-call.ts
+ * askModel aborts the request on its own timer only, not on the drive's call signal
+ * (drive.ts armWallBudget). A run with a 1 s wall budget waits on a slow reviewer (3 s
+ * here) and the reviewer's request is never cancelled when the budget runs out.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -41,6 +48,31 @@ import { callReply, queueRun, sayReply } from "../testing/worker-fixtures.ts";
 import { driveRun } from "./run-driver.ts";
 
 const REVIEW_TOKENS = 20_000;
+/** Whether each slow reviewer request was cancelled before it answered. */
+const slowCancelled: boolean[] = [];
+const slowReviewer = new MockLanguageModelV4({
+  modelId: "scripted-reviewer",
+  doGenerate: (options) =>
+    new Promise((resolve, reject) => {
+      const t = setTimeout(() => {
+        slowCancelled.push(false);
+        resolve({
+          content: [{ type: "text", text: verdictText("allow", 1, "fine") }],
+          finishReason: { unified: "stop", raw: "stop" },
+          usage: {
+            inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
+            outputTokens: { total: 5, text: 5, reasoning: undefined },
+          },
+          warnings: [],
+        });
+      }, 3_000);
+      options.abortSignal?.addEventListener("abort", () => {
+        clearTimeout(t);
+        slowCancelled.push(true);
+        reject(options.abortSignal?.reason);
+      });
+    }),
+});
 const BUDGET = 6_000;
 
 let dir: string;
@@ -148,5 +180,31 @@ it("the reviewer's tokens count toward the run's budget, and its request carries
     reviewerMaxima.map((m) => m !== undefined),
     reviewerMaxima.map(() => true),
     `reviewer requests without a maximum output: ${JSON.stringify(reviewerMaxima)}`,
+  );
+});
+
+it("the run's wall budget cuts a review short as it cuts a tool call", async () => {
+  const run = await queueRun(log, { prompt: "spend", budget: { maxWallMs: 1_000n } });
+  script = [callReply("w0", "process.run", { command: "echo 1" }), sayReply("done")];
+  const deps = stubDriverDeps(
+    { log, policy, sandbox, artifacts, baseURL: stub.baseURL },
+    {
+      kernel: createKernel({
+        log,
+        policy: () => policy,
+        secretProviders: [],
+        artifacts,
+        reviewerModel: (id) => (id === "scripted-reviewer" ? slowReviewer : undefined),
+      }),
+    },
+  );
+  await driveRun(deps, run.runId, await log.bumpEpoch(run.runId), new AbortController().signal);
+  const events = (await log.read(run.runId, 0)).map((e) => e.event);
+  const shown = projectRun(run.runId, events);
+  assert.equal(slowCancelled.length, 1, "the reviewer was asked once");
+  assert.deepEqual(
+    slowCancelled,
+    [true],
+    `the review ran to its end past the 1 s wall budget; the run ended ${shown.state} ${shown.error?.code ?? ""}`,
   );
 });
