@@ -137,20 +137,23 @@ export function formatPreview(
   if (raw === undefined) return ["(no preview)"];
   const p = escapeMessage(PreviewSchema, raw);
   const out: string[] = [];
-  if (p.summary !== "") out.push(st.bold(p.summary));
+  // Every row is one line: a line break the model put into a name, a command or a rule
+  // shows as ⏎, so nothing it writes starts a line of its own inside the box.
+  const row = (text: string) => text.replace(/\r\n|\r|\n/g, "⏎");
+  if (p.summary !== "") out.push(st.bold(row(p.summary)));
   if (p.files.length > 0) {
     const stat =
       p.hunks > 0 || p.linesAdded > 0 || p.linesRemoved > 0
         ? `  ${st.green(`+${p.linesAdded}`)} ${st.red(`-${p.linesRemoved}`)} in ${p.hunks} hunk${p.hunks === 1 ? "" : "s"}`
         : "";
-    out.push(`files: ${p.files.join(", ")}${stat}`);
+    out.push(`files: ${row(p.files.join(", "))}${stat}`);
   }
   // The line as it will run (separators, redirections and all), then its words.
   const line = commandLineOf(raw.summary);
-  if (line !== undefined) out.push(`command: ${line}`);
-  if (p.argv.length > 0) out.push(`argv: [${p.argv.map((a) => `"${a}"`).join(", ")}]`);
-  if (p.cwd !== "") out.push(`cwd:  ${p.cwd}`);
-  if (p.matchedRules.length > 0) out.push(`rules: ${p.matchedRules.join(", ")}`);
+  if (line !== undefined) out.push(`command: ${row(line)}`);
+  if (p.argv.length > 0) out.push(row(`argv: [${p.argv.map((a) => `"${a}"`).join(", ")}]`));
+  if (p.cwd !== "") out.push(row(`cwd:  ${p.cwd}`));
+  if (p.matchedRules.length > 0) out.push(row(`rules: ${p.matchedRules.join(", ")}`));
   if (p.diff !== "") {
     const lines = p.diff.replace(/\n$/, "").split("\n");
     const max = opts.maxDiffLines ?? MAX_DIFF_LINES;
