@@ -140,7 +140,10 @@ function baseName(w: ShellWord): string {
 
 function stdinFile(cmd: ShellCommand): string | undefined {
   const r = cmd.redirects.find((x) => x.op === "<" && (x.fd ?? 0) === 0);
-  return r?.target.text;
+  if (r !== undefined) return r.target.text;
+  // An empty here-document (`cat > f <<EOF` then `EOF`) is input of nothing, as /dev/null.
+  const doc = cmd.redirects.findLast((x) => (x.op === "<<" || x.op === "<<-") && (x.fd ?? 0) === 0);
+  return doc?.body === "" ? "/dev/null" : undefined;
 }
 
 /** True when the command writes nothing to standard output. */

@@ -42,6 +42,8 @@ export interface Redirect {
   /** File descriptor written before the operator (`2>x`), if any. */
   fd?: number;
   target: ShellWord;
+  /** `<<`, `<<-`: the here-document's body as read (lines joined by "\n"; "" when empty). */
+  body?: string;
 }
 
 export interface ShellCommand {
@@ -121,6 +123,8 @@ interface HereDoc {
   delimiter: string;
   strip: boolean;
   expands: boolean;
+  /** The redirection the body belongs to (its `body` is set once read). */
+  redirect: Redirect;
 }
 
 interface Parser {
@@ -352,6 +356,7 @@ function attachRedirect(
       delimiter: target.text,
       strip: op === "<<-",
       expands: !target.quoted,
+      redirect: r,
     });
     if (fd === 0) cmd.stdin = "heredoc";
   } else if (op === "<<<") {
@@ -378,6 +383,7 @@ function readHereDocs(p: Parser): void {
       lines.push(line);
     }
     const body = lines.join("\n");
+    h.redirect.body = body;
     // An unquoted delimiter expands the body: substitutions in it run.
     if (h.expands && /`|\$\(|\$\{|\$\[/.test(body)) {
       p.out.problems.push("substitution in a here-document");
