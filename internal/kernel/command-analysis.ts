@@ -47,7 +47,7 @@ export interface CommandAnalysis {
    * shell has emptied F before `cat` fails). Paths are workspace-relative, or absolute
    * outside /workspace. The kernel checks them in the container (replace-probe.ts).
    */
-  copySources: { from: string[]; to: string; missingEmpties: boolean; made?: string[] }[];
+  copySources: CopyGroup[];
   /** `mv SRC TARGET` pairs (paths as copySources): an existing non-empty TARGET is replaced. */
   moves: [string, string][];
   /**
@@ -55,6 +55,24 @@ export interface CommandAnalysis {
    * (`awk '…' > f`), with the program: replacing a non-empty uploaded file asks.
    */
   replaced: { program: string; to: string }[];
+}
+
+/** One group of copySources (see there). */
+export interface CopyGroup {
+  from: string[];
+  to: string;
+  missingEmpties: boolean;
+  /** Sources an earlier command of the line may have made: counted empty. */
+  made?: string[];
+  /**
+   * Sources the line names by a pattern (`cp emp*.txt f`): counted empty, and a directory
+   * target is replaced when it holds any non-empty file (the names are not known).
+   */
+  patterned?: boolean;
+  /** The target is not known at probe time (a pattern, or a link the line made first): replaced. */
+  unknownTarget?: boolean;
+  /** A recursive copy (`cp -r D T`): replaces when D holds an empty file and T is a directory. */
+  tree?: boolean;
 }
 
 export interface AnalysisOptions {
@@ -103,7 +121,17 @@ interface State {
   /** Script paths as written (relative ones resolved once all `cd`s of the line are known). */
   pendingScripts: { ran: Ran; path: string; fromRoot?: boolean; dirOnly?: boolean }[];
   /** Copy sources and moves as written, resolved like the scripts. */
-  pendingCopies: { from: string[]; to: string; missingEmpties: boolean; made: boolean[] }[];
+  pendingCopies: {
+    from: string[];
+    to: string;
+    missingEmpties: boolean;
+    made: boolean[];
+    patterned: boolean;
+    unknownTarget: boolean;
+    tree: boolean;
+  }[];
+  /** A link was made earlier on the line (`ln -s a f && cp e f`): later targets are unknown. */
+  linked: boolean;
   /** How many of out.words earlier commands of the line named (the current one's come after). */
   earlierWords: number;
   pendingMoves: [string, string][];
@@ -137,6 +165,7 @@ export function analyzeCommand(command: string, options: AnalysisOptions = {}): 
     writeTargets: [],
     pendingScripts: [],
     pendingCopies: [],
+    linked: false,
     pendingMoves: [],
     pendingReplaced: [],
     earlierWords: 0,
@@ -196,7 +225,7 @@ function command(cmd: ShellCommand, s: State, depth: number): void {
   if (emptied.inputs !== undefined) copies(emptied.inputs.from, emptied.inputs.to, s, true);
   else fedBack(cmd, s);
   const program = cmd.group ? "{ … }" : (cmd.words[0]?.text ?? "").slice(0, 40);
-  for (const t of emptied.unseen) if (literal(t)) s.pendingReplaced.push({ program, to: t.text });
+  for (const t of emptied.unseen) replacedBy(program, t, s);
   // `{ sh; } < s.sh`, `exec < s.sh; sh`: input for commands the redirection does not name.
   const bare = cmd.words.length === 0 || (cmd.words.length === 1 && cmd.words[0]?.text === "exec");
   if (bare && cmd.stdin !== undefined && cmd.stdin !== "pipe")
@@ -238,6 +267,8 @@ function simple(
   const inv: Invocation = { name, args, stdin, ...(stdinFile === undefined ? {} : { stdinFile }) };
   family?.(inv, effects(s, ran, depth, wrapped));
   if (family === undefined && ran.scripts.length === 0 && !READ_ONLY.has(name)) ran.writer = true;
+  // From here on a path may lead elsewhere than the probe sees it (`ln -s a f && cp e f`).
+  if (name === "ln" || name === "link") s.linked = true;
 }
 
 function effects(s: State, ran: Ran, depth: number, wrapped: number): Effects {
@@ -276,14 +307,19 @@ function effects(s: State, ran: Ran, depth: number, wrapped: number): Effects {
       s.writeTargets.push(target);
     },
     cd: (target) => cd(target, s),
-    copies: (sources, target) => {
-      copies(sources, target, s);
+    copies: (sources, target, opts) => {
+      copies(sources, target, s, false, opts?.tree === true);
       s.writeTargets.push(target);
     },
     moves: (source, target) => {
       s.writeTargets.push(target);
-      if (literal(source) && literal(target)) s.pendingMoves.push([source.text, target.text]);
+      if (patternOnly(source) || patternOnly(target) || s.linked)
+        s.out.destructive.push(
+          `mv ${source.text.slice(0, 80)} onto ${target.text.slice(0, 80)} (a path the line does not spell out, or through a link it made: may replace a file)`,
+        );
+      else if (literal(source) && literal(target)) s.pendingMoves.push([source.text, target.text]);
     },
+    replaces: (program, target) => replacedBy(program, target, s),
     configFromDirectory: () => s.pendingScripts.push({ ran, path: ran.name, dirOnly: true }),
   };
 }
@@ -367,16 +403,49 @@ function resolveScripts(s: State): void {
   }
 }
 
-/** A group of copy sources and its target; a path the line computes (a glob, `$F`) is not checked. */
+/**
+ * A group of copy sources and its target. A path the line computes (`$F`) is dynamic
+ * already (argument()); one named by a pattern (a glob, braces, `~`) is judged failing
+ * closed: pattern sources count as empty, a pattern target (or any target once the line
+ * made a link) as an existing file.
+ */
 function copies(
   sources: readonly ShellWord[],
   target: ShellWord,
   s: State,
   missingEmpties = false,
+  tree = false,
 ): void {
-  if (!sources.every(literal) || !literal(target)) return;
-  const made = sources.map((w) => madeEarlier(w, s));
-  s.pendingCopies.push({ from: sources.map((w) => w.text), to: target.text, missingEmpties, made });
+  if (![...sources, target].every((w) => literal(w) || patternOnly(w))) return;
+  const patterned = sources.some(patternOnly);
+  const made = sources.map((w) => patternOnly(w) || madeEarlier(w, s));
+  s.pendingCopies.push({
+    from: sources.map((w) => w.text),
+    to: target.text,
+    missingEmpties,
+    made,
+    patterned,
+    unknownTarget: patternOnly(target) || s.linked,
+    tree,
+  });
+}
+
+/** A word the shell expands against the file system only (no `$`, no substitution). */
+function patternOnly(w: ShellWord): boolean {
+  return w.expansions.length === 0 && !literal(w);
+}
+
+/**
+ * A workspace file a program fills with output the line does not show (`awk … > f`,
+ * `tar -cf f …`): probed; a pattern target, or one written through a link the line made,
+ * is judged as replaced.
+ */
+function replacedBy(program: string, target: ShellWord, s: State): void {
+  if (patternOnly(target) || (s.linked && literal(target)))
+    s.out.destructive.push(
+      `${program} … > ${target.text.slice(0, 80)} (a path the line does not spell out, or through a link it made: may replace a file with output the line does not show)`,
+    );
+  else if (literal(target)) s.pendingReplaced.push({ program, to: target.text });
 }
 
 /**
@@ -435,6 +504,9 @@ function resolveCopies(s: State): void {
         to,
         missingEmpties: group.missingEmpties,
         ...(made.length > 0 ? { made } : {}),
+        ...(group.patterned ? { patterned: true } : {}),
+        ...(group.unknownTarget ? { unknownTarget: true } : {}),
+        ...(group.tree ? { tree: true } : {}),
       });
     }
   }

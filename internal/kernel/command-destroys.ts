@@ -49,7 +49,10 @@ function cp(inv: Invocation, fx: Effects): void {
   const target = named ?? ops[ops.length - 1];
   const sources = named === undefined ? ops.slice(0, -1) : ops;
   if (target === undefined) return;
-  for (const w of sources) if (!EMPTY_SOURCES.has(w.text)) fx.copies([w], target);
+  const tree = inv.args.some((w) =>
+    /^(-[A-Za-z]*[rRa][A-Za-z]*|--recursive|--archive)$/.test(w.text),
+  );
+  for (const w of sources) if (!EMPTY_SOURCES.has(w.text)) fx.copies([w], target, { tree });
 }
 
 /**
@@ -81,6 +84,8 @@ export function archiverDestroys(inv: Invocation, fx: Effects): void {
   const words = inv.args.map((w) => w.text);
   if (inv.name === "tar" && words.some((w) => w === "--remove-files"))
     fx.destructive("tar --remove-files");
+  const archive = inv.name === "tar" ? createdArchive(inv.args) : undefined;
+  if (archive !== undefined) fx.replaces("tar", archive);
   if (inv.name === "zip" && words.some((w) => w === "--move" || /^-[A-Za-z]*m/.test(w)))
     fx.destructive("zip -m (deletes what it archives)");
 }
@@ -95,3 +100,31 @@ export const DESTROYING_FAMILIES: ReadonlyMap<string, Family> = new Map<string, 
     compressor,
   ]),
 ]);
+
+/**
+ * The archive `tar` creates (`-c`/`--create`, bundled `cf`/`-czf`, `-f F`, `-fF`, `--file=F`,
+ * `--file F`): its bytes are output the line does not show. Undefined when tar does not
+ * create, or writes to standard output (`-f -`).
+ */
+function createdArchive(args: readonly ShellWord[]): ShellWord | undefined {
+  const first = args[0]?.text ?? "";
+  const bundled = /^[A-Za-z]+$/.test(first); // old style: `tar cf F …`
+  const creates =
+    (bundled && first.includes("c")) ||
+    args.some((w) => w.text === "--create" || /^-[A-Za-z]*c[A-Za-z]*$/.test(w.text));
+  if (!creates) return undefined;
+  let file: ShellWord | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const w = args[i] as ShellWord;
+    const t = w.text;
+    if (t === "--file" || (/^-[A-Za-z]*f$/.test(t) && t !== "-f-")) file = args[i + 1];
+    else if (t.startsWith("--file="))
+      file = { ...w, text: t.slice(7), pattern: w.pattern.slice(7) };
+    else if (/^-[A-Za-z]*f./.test(t)) {
+      const at = t.indexOf("f") + 1;
+      file = { ...w, text: t.slice(at), pattern: w.pattern.slice(at) };
+    }
+  }
+  if (file === undefined && bundled && first.includes("f")) file = args[1];
+  return file === undefined || file.text === "-" ? undefined : file;
+}

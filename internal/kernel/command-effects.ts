@@ -39,8 +39,13 @@ export interface Effects {
   configFromDirectory(): void;
   /** The shell's directory changes (cd DIR; undefined: to somewhere the line does not show). */
   cd(target: ShellWord | undefined): void;
-  /** Files copied onto `target` (a file, or a directory), which is emptied when every one of them is empty. */
-  copies(sources: readonly ShellWord[], target: ShellWord): void;
+  /**
+   * Files copied onto `target` (a file, or a directory), which is emptied when every one of
+   * them is empty; `tree`: a recursive copy (a directory source's files land in the target).
+   */
+  copies(sources: readonly ShellWord[], target: ShellWord, opts?: { tree?: boolean }): void;
+  /** `program` fills `target` with output the line does not show (`tar -cf T …`). */
+  replaces(program: string, target: ShellWord): void;
   /** `mv SOURCE TARGET`: an existing TARGET (or TARGET/SOURCE's name, for a directory) is replaced. */
   moves(source: ShellWord, target: ShellWord): void;
 }

@@ -109,7 +109,22 @@ describe("copies and moves the container must judge", () => {
       of("cd src && cp ../e /workspace/x /tmp/y f").copySources.map((g) => g.from),
       [["/e"], ["e"], ["x"], ["x"], ["/tmp/y"], ["/tmp/y"]],
     );
-    assert.deepEqual(of("cp src/*.ts backup/").copySources, [], "a glob's files are not probed");
+    assert.deepEqual(
+      of("cp src/*.ts backup/").copySources,
+      [
+        {
+          from: ["src/*.ts"],
+          to: "backup/",
+          missingEmpties: false,
+          made: ["src/*.ts"],
+          patterned: true,
+        },
+      ],
+      "a glob's files are counted empty and the target judged whole (failing closed)",
+    );
+    assert.equal(of("cp e src/[a].ts").copySources[0]?.unknownTarget, true);
+    assert.equal(of("ln -s a.ts l && cp e l").copySources[0]?.unknownTarget, true);
+    assert.equal(of("cp -r d/. src/").copySources[0]?.tree, true);
     assert.deepEqual(of("cat a >> f").copySources, [], "an append empties nothing");
     assert.match(of("cd /tmp && cp e f").dynamic.join(), /directory the line does not show/);
   });

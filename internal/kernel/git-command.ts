@@ -263,6 +263,11 @@ function destructive(sub: string, rest: readonly ShellWord[]): string | undefine
       return has("--hard", "--merge", "--keep") ? "git reset --hard" : undefined;
     case "rm":
       return dry || has("--cached") ? undefined : "git rm";
+    case "mv":
+      // Without -f git refuses to move onto an existing file; with it, it replaces it.
+      return !dry && (has("--force") || words.some((w) => /^-[a-zA-Z]*f/.test(w)))
+        ? "git mv -f (replaces an existing file)"
+        : undefined;
     case "switch":
       return has("--discard-changes", "-f", "--force") ? "git switch --discard-changes" : undefined;
     case "branch":

@@ -14,7 +14,7 @@
  * workspace, or write anything.
  */
 import type { SandboxHandle } from "../sandbox/port.ts";
-import type { CommandAnalysis } from "./command-analysis.ts";
+import type { CommandAnalysis, CopyGroup } from "./command-analysis.ts";
 import type { Policy } from "./policy-schema.ts";
 import { type Assessment, impactFact } from "./risk.ts";
 
@@ -30,8 +30,11 @@ const MAX_QUERIES = 512;
  * Per query, one line. `e PATH`: null (it resolves to /dev/null), device (another
  * character device: /dev/zero, /dev/stdin…), empty (a regular file of 0 bytes), full, or
  * absent. `m SRC TARGET`: replaces (TARGET, or TARGET/SRC's name when TARGET is a
- * directory, is a non-empty regular file) or new. Relative paths are read from /workspace.
- * A copy group asks `e` for each source and `m` for its target; a move asks `m`.
+ * directory, is a non-empty regular file) or new. `d TARGET`: replaces when TARGET is a
+ * non-empty file, or a directory holding one (sources named by a pattern: their names are
+ * not known). `r SRC TARGET`: replaces when SRC is a directory holding an empty file and
+ * TARGET a directory (a recursive copy). Relative paths are read from /workspace. A copy
+ * group asks `e` for each source and `m` (or `d`) for its target; a move asks `m`.
  */
 const PROBE_SCRIPT = `cd /workspace 2>/dev/null || exit 3
 while [ $# -gt 0 ]; do
@@ -45,6 +48,12 @@ while [ $# -gt 0 ]; do
   m) s=$1; t=$2; shift 2
      if [ -d "$t" ]; then t="$t/\${s##*/}"; fi
      if [ -f "$t" ] && [ -s "$t" ]; then echo replaces; else echo new; fi;;
+  d) t=$1; shift
+     if [ -d "$t" ]; then
+       if [ -n "$(find "$t/" -maxdepth 1 -type f -size +0 2>/dev/null | head -n 1)" ]; then echo replaces; else echo new; fi
+     elif [ -f "$t" ] && [ -s "$t" ]; then echo replaces; else echo new; fi;;
+  r) s=$1; t=$2; shift 2
+     if [ -d "$s" ] && [ -d "$t" ] && [ -n "$(find "$s/" -type f -empty 2>/dev/null | head -n 1)" ]; then echo replaces; else echo new; fi;;
   *) exit 4;;
   esac
 done`;
@@ -84,11 +93,11 @@ export async function probeReplacing(
     ...moves.flat(),
     ...replaced.map((r) => r.to),
   ];
-  const queries =
-    groups.reduce((n, g) => n + g.from.length + 1, 0) + moves.length + replaced.length;
-  if (queries > MAX_QUERIES || paths.some((p) => p === "" || /[\n\r\0]/.test(p))) return all();
+  const queries = groups.reduce((n, g) => n + groupQueries(g).length, 0);
+  const total = queries + moves.length + replaced.length;
+  if (total > MAX_QUERIES || paths.some((p) => p === "" || /[\n\r\0]/.test(p))) return all();
   const argv = [
-    ...groups.flatMap((g) => [...g.from.flatMap((p) => ["e", p]), "m", g.from[0] ?? "", g.to]),
+    ...groups.flatMap((g) => groupQueries(g).flat()),
     ...moves.flatMap(([s, t]) => ["m", s, t]),
     ...replaced.flatMap((r) => ["e", r.to]),
   ];
@@ -101,30 +110,62 @@ export async function probeReplacing(
     });
     if (r.exitCode !== 0 || r.truncated || r.timedOut) throw new Error("probe failed");
     lines = r.stdout.split("\n").filter((l) => l !== "");
-    if (lines.length !== queries) throw new Error("probe answered out of step");
+    if (lines.length !== total) throw new Error("probe answered out of step");
   } catch {
     return all();
   }
   const reasons: string[] = [];
   let k = 0;
   for (const g of groups) {
-    const answers = g.from.map(() => lines[k++]);
-    const target = lines[k++];
-    // cp of a missing file fails and leaves the target, `cat missing > f` has emptied f; cp
-    // of any device destroys the target (nothing, or zeros without end), while a reader
-    // takes a finite part of one (`head -c 1M /dev/zero`).
-    // A source an earlier command of the line writes is unknown now: it counts as empty.
-    const made = new Set(g.made ?? []);
-    const empty = (a: string | undefined, i: number): boolean =>
-      made.has(g.from[i] ?? "") ||
-      a === "empty" ||
-      a === "null" ||
-      (g.missingEmpties ? a === "absent" : a === "device");
-    if (target === "replaces" && answers.every(empty)) reasons.push(emptyReason(g.from, g.to));
+    const answers = lines.slice(k, k + groupQueries(g).length);
+    k += answers.length;
+    const reason = groupReason(g, answers);
+    if (reason !== undefined) reasons.push(reason);
   }
   for (const [s, t] of moves) if (lines[k++] === "replaces") reasons.push(moveReason(s, t));
   for (const r of replaced) if (lines[k++] === "full") reasons.push(unseenReason(r.program, r.to));
   return { reasons };
+}
+
+/**
+ * The probe's queries for one copy group: `e` for each source, then the target: `m` (the
+ * target, or TARGET/NAME for a directory), `d` for pattern sources (whose names are not
+ * known: any non-empty file of a directory target counts), none when the target is unknown
+ * (counted replaced); a recursive copy adds `r` for its tree.
+ */
+function groupQueries(g: CopyGroup): string[][] {
+  const sources = g.from.map((p) => ["e", p]);
+  const target = g.unknownTarget
+    ? []
+    : g.patterned
+      ? [["d", g.to]]
+      : [["m", g.from[0] ?? "", g.to]];
+  const tree = g.tree ? [["r", g.from[0] ?? "", g.to]] : [];
+  return [...sources, ...target, ...tree];
+}
+
+/** Why the group empties or replaces a file, from its answers (in groupQueries' order). */
+function groupReason(g: CopyGroup, answers: readonly string[]): string | undefined {
+  // cp of a missing file fails and leaves the target, `cat missing > f` has emptied f; cp
+  // of any device destroys the target (nothing, or zeros without end), while a reader
+  // takes a finite part of one (`head -c 1M /dev/zero`).
+  // A source an earlier command of the line writes (or a pattern names) is unknown now:
+  // it counts as empty.
+  const made = new Set(g.made ?? []);
+  const empty = (a: string | undefined, i: number): boolean =>
+    made.has(g.from[i] ?? "") ||
+    a === "empty" ||
+    a === "null" ||
+    (g.missingEmpties ? a === "absent" : a === "device");
+  const n = g.from.length;
+  const target = g.unknownTarget ? "replaces" : answers[n];
+  if (target === "replaces" && answers.slice(0, n).every(empty)) return emptyReason(g.from, g.to);
+  if (g.tree && answers.at(-1) === "replaces") return treeReason(g.from[0] ?? "", g.to);
+  return undefined;
+}
+
+function treeReason(source: string, target: string): string {
+  return `copies the tree ${source.slice(0, 80)}, which holds empty files, into ${target.slice(0, 80)} (may empty files there)`;
 }
 
 function unseenReason(program: string, target: string): string {
