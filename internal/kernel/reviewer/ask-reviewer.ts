@@ -106,9 +106,30 @@ export async function askReviewer(
 
 /**
  * A repo.patch that deletes a file, or empties one (its diff leaves the file with no line:
- * a hunk `+0,0`, as `: > f` or `truncate -s0` do for a command): destructive.
+ * a hunk `+0,0`, as `: > f` or `truncate -s0` do for a command), or wipes it down to blank
+ * lines (as `echo > f`): destructive.
  */
 function destroysFile(pv: { summary: string; diff?: string }): boolean {
   if (pv.summary.startsWith("delete ")) return true;
-  return /^@@ -\d+(?:,\d+)? \+0,0 @@/m.test(pv.diff ?? "");
+  const diff = pv.diff ?? "";
+  return /^@@ -\d+(?:,\d+)? \+0,0 @@/m.test(diff) || diff.split(/^(?=@@ )/m).some(wipes);
+}
+
+/**
+ * A hunk from the file's first line that removes text, adds only blank lines and shows no
+ * context: nothing of the file is left around it (a whole file left blank). Fails closed
+ * for a hand-made diff without context: a person decides.
+ */
+function wipes(hunk: string): boolean {
+  if (!/^@@ -1(?:,\d+)? \+\d+(?:,\d+)? @@/.test(hunk)) return false;
+  const lines = hunk
+    .split("\n")
+    .slice(1)
+    .filter((l) => l !== "" && !l.startsWith("\\"));
+  const removed = lines.filter((l) => l.startsWith("-"));
+  return (
+    removed.some((l) => l.slice(1).trim() !== "") &&
+    !lines.some((l) => l.startsWith(" ")) &&
+    lines.filter((l) => l.startsWith("+")).every((l) => l.slice(1).trim() === "")
+  );
 }
