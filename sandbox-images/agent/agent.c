@@ -256,27 +256,35 @@ static int kill_all(void) {
  * The newest agent owns the container: a worker that takes a run over starts a second
  * agent, while the first owner's agent may live on (its worker frozen, or slow to notice
  * its lost lease). Only the owner kills every process of the sandbox user on its own (a
- * call that ended alone, agentd gone): an old owner's kill-all would cut the new owner's
- * calls short. Each agent writes its pid to OWNER_DIR/owner at start (a rename, so a
- * reader sees one whole pid). OWNER_DIR must be root's and closed to others, else no agent
- * trusts it and each behaves as the only one (uid 1000 cannot make it root's).
+ * call that ended alone, agentd gone) or on agentd's kill-all: an old owner's would cut
+ * the new owner's calls short. The record is OWNER_DIR/owner, OWNER_REC bytes (the pid,
+ * space-padded): the first agent makes it before any sandbox code runs, and each later
+ * agent overwrites it in place (one pwrite into a page the file has: a /tmp the sandbox
+ * filled cannot refuse it). OWNER_DIR must be root's and closed to others, else no agent
+ * trusts it and each behaves as the only one (uid 1000 cannot make it root's). A later
+ * agent that cannot claim exits (agentd then runs calls by docker exec).
  */
+#define OWNER_REC 16
+
 static void claim_container(void) {
   mkdir(OWNER_DIR, 0700);
   int fd = open(OWNER_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077) != 0) {
     if (fd >= 0) close(fd);
+    if (exit_on_eof) die("the container's ownership record cannot be trusted");
     return;
   }
-  char tmp[32], pid[24];
-  snprintf(tmp, sizeof tmp, "owner.%d", (int)getpid());
-  int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
-  int f = openat(fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (f < 0) { close(fd); return; }
-  int ok = write(f, pid, (size_t)n) == n;
-  close(f);
-  if (!ok || renameat(fd, tmp, fd, "owner") != 0) { unlinkat(fd, tmp, 0); close(fd); return; }
+  char rec[OWNER_REC + 1];
+  snprintf(rec, sizeof rec, "%*d\n", OWNER_REC - 1, (int)getpid());
+  int f = openat(fd, "owner", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int ok = f >= 0 && pwrite(f, rec, OWNER_REC, 0) == OWNER_REC;
+  if (f >= 0) close(f);
+  if (!ok) {
+    close(fd);
+    if (exit_on_eof) die("cannot claim the container");
+    return;
+  }
   owner_dir = fd;
 }
 
@@ -285,8 +293,8 @@ static int owns_container(void) {
   if (owner_dir < 0) return 1;
   int f = openat(owner_dir, "owner", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (f < 0) return 1;
-  char buf[24];
-  ssize_t r = read(f, buf, sizeof buf - 1);
+  char buf[OWNER_REC + 1];
+  ssize_t r = pread(f, buf, OWNER_REC, 0);
   close(f);
   if (r <= 0) return 1;
   buf[r] = 0;
