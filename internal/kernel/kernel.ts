@@ -92,6 +92,13 @@ export interface KernelRun {
   /** The run's token usage so far (kept by the worker), recorded in `run.paused`. */
   usage?: { inputTokens: number; outputTokens: number };
   /**
+   * The model reviewer's share of the run's budget (the drive's; absent: no limit, nothing
+   * counted): how much output a review may ask for given its prompt's estimated tokens (a
+   * string: why none is left, and the review is not asked), and the counting of a review's
+   * reported usage into the run's (recorded as usage.updated).
+   */
+  reviewBudget?: ReviewBudget;
+  /**
    * The drive's writer: every append goes through it (fence, the run's secret redaction,
    * the head this drive has seen), and it gates every execution. Without it (tests, the
    * benchmark) appends go to the log with `fence`, and only the call's own secrets are known.
@@ -174,6 +181,11 @@ export type CallOutcome =
   | { kind: "paused"; approvalId: string; preview: PreviewData };
 
 /** A preview as plain data (what approval.requested carries and the model receives). */
+export interface ReviewBudget {
+  allowance(promptTokens: number): number | undefined | string;
+  spent(usage: { inputTokens: number; outputTokens: number }): Promise<void>;
+}
+
 export interface PreviewData {
   summary: string;
   files?: string[];

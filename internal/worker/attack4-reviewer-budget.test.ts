@@ -16,8 +16,10 @@
  * usage shows only the agent model's share.
  *
  * What must hold: the reviewer's request carries a maximum from what is left of the run's
- * budget, and its reported usage is counted in the run's usage (so the run ends
- * ELIMIT_TOKENS rather than passing its budget).
+ * budget, and its reported usage is counted in the run's usage, so the run ends
+ * ELIMIT_TOKENS at the first check after it (as after a model step whose reported usage
+ * passed the budget: what a provider reports after the fact cannot be refused, only
+ * counted) instead of buying one review per call.
  *
  * Second test, the wall budget ("a tool call's timeout is cut to the run's remaining wall
  * time"): the reviewer is asked inside the call, under its own `reviewer.timeout` (30 s by
@@ -172,10 +174,9 @@ it("the reviewer's tokens count toward the run's budget, and its request carries
   const counted = Number(shown.usage?.inputTokens ?? 0n) + Number(shown.usage?.outputTokens ?? 0n);
   const agentCharged = charged.slice(first).reduce((a, b) => a + b, 0);
   const spent = agentCharged + verdicts * REVIEW_TOKENS;
-  assert.ok(
-    spent <= BUDGET,
-    `the run spent ${spent} tokens (${verdicts} reviews at ${REVIEW_TOKENS}, the agent model ${agentCharged}) against a ${BUDGET}-token budget; its usage shows ${counted}; it ended ${shown.state} ${shown.error?.code ?? ""}`,
-  );
+  assert.equal(verdicts, 1, `one review, then the budget binds; ${verdicts} were asked`);
+  assert.equal(shown.error?.code, "ELIMIT_TOKENS", `the run ended ${shown.state}`);
+  assert.ok(counted >= spent - 100, `its usage shows ${counted} of the ${spent} tokens spent`);
   assert.deepEqual(
     reviewerMaxima.map((m) => m !== undefined),
     reviewerMaxima.map(() => true),

@@ -27,6 +27,7 @@ import type { Drive } from "./drive.ts";
 import { openEgress } from "./drive-egress.ts";
 import { runImage } from "./drive-image.ts";
 import { chooseDriveImage } from "./drive-image-choice.ts";
+import { reviewBudget } from "./drive-usage.ts";
 import { isRecovering } from "./recovery-marker.ts";
 import { baseArchive, lastArtifact, SNAPSHOT } from "./run-artifacts.ts";
 import { type DriveContext, type Next, sandboxShape } from "./run-driver.ts";
@@ -118,6 +119,7 @@ export async function start(d: Drive): Promise<{ next: Next; ctx: DriveContext }
     sandbox: d.box,
     signal: d.callSignal,
     usage: d.usage,
+    reviewBudget: reviewBudget(d),
     writer: d.writer,
     workerId: d.deps.workerId,
     commands: config.value.commands,

@@ -13,6 +13,7 @@
 import { create } from "@bufbuild/protobuf";
 import { costMicros, priceFor } from "../engine/pricing.ts";
 import { UsageUpdatedSchema } from "../gen/agentd/v1/events_pb.js";
+import type { ReviewBudget } from "../kernel/kernel.ts";
 import type { Drive } from "./drive.ts";
 import { wallUsedMs } from "./run-counts.ts";
 import type { Next } from "./run-driver.ts";
@@ -170,4 +171,27 @@ export function outputAllowance(
   // Never without a maximum: above the ceiling a model's own limit can be far past what
   // the budget has left (32k to 128k output tokens).
   return { cap: Math.min(cap, ceiling) };
+}
+
+/**
+ * The model reviewer's share of the run's budget (KernelRun.reviewBudget): a review may ask
+ * for what a step could (outputAllowance, its prompt estimated by the caller; the agent
+ * model's prices), or is not asked when nothing is left; what the provider reports for
+ * it counts in the run's usage like a step's, recorded at once (usage.updated), so the
+ * next check ends the run at its budget.
+ */
+export function reviewBudget(d: Drive): ReviewBudget {
+  return {
+    allowance: (promptTokens) => {
+      const a = outputAllowance(d, promptTokens, Number.MAX_SAFE_INTEGER);
+      if (!("next" in a)) return a.cap;
+      const n = a.next;
+      return "message" in n ? n.message : "the run has no budget left for it";
+    },
+    spent: async (u) => {
+      d.usage.inputTokens += u.inputTokens;
+      d.usage.outputTokens += u.outputTokens;
+      await recordUsage(d);
+    },
+  };
 }

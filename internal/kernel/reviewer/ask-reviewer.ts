@@ -76,6 +76,8 @@ export async function askReviewer(
             config.personFor,
             call.tool === "repo.patch" && destroysFile(pv),
           ),
+          ...(run.reviewBudget === undefined ? {} : { budget: run.reviewBudget }),
+          ...(run.signal === undefined ? {} : { signal: run.signal }),
         });
   const reasoning = clipText(deps.redactor.text(outcome.reasoning), MAX_REVIEWER_TEXT);
   const note = clipText(deps.redactor.text(outcome.note), MAX_REVIEWER_TEXT);

@@ -9,7 +9,7 @@
  * signal, and never let the model's text change anything but the verdict.
  */
 import { generateText, type LanguageModel } from "ai";
-import type { PreviewData } from "../kernel.ts";
+import type { PreviewData, ReviewBudget } from "../kernel.ts";
 import { buildReviewerPrompt } from "./reviewer-prompt.ts";
 import type { PersonFact, ReviewerConfig } from "./reviewer-schema.ts";
 import { type ModelVerdict, parseVerdict } from "./reviewer-verdict.ts";
@@ -40,7 +40,14 @@ export interface ReviewRequest {
   preview: PreviewData;
   /** The call's personFor facts (person-facts.ts). */
   personFacts: readonly PersonFact[];
+  /** The run's budget for the review (KernelRun.reviewBudget); absent: none binds. */
+  budget?: ReviewBudget;
+  /** The call's signal: the run's wall budget, a cancel or a halt cut the review short. */
+  signal?: AbortSignal;
 }
+
+/** Most output a review is asked for: a verdict is one small JSON object. */
+export const MAX_REVIEW_OUTPUT = 1024;
 
 export async function reviewCall(r: ReviewRequest): Promise<ReviewOutcome> {
   const prompt = buildReviewerPrompt({
@@ -57,7 +64,18 @@ export async function reviewCall(r: ReviewRequest): Promise<ReviewOutcome> {
   };
   if (r.model === undefined)
     return { ...base, verdict: "ask", modelVerdict: "", note: "no reviewer model is configured" };
-  const answer = await askModel(r.model, prompt, r.config.timeout);
+  // About 3 characters a token: an estimate on the high side, so the budget is not passed.
+  const allowance = r.budget?.allowance(Math.ceil((prompt.system.length + prompt.user.length) / 3));
+  if (typeof allowance === "string")
+    return {
+      ...base,
+      verdict: "ask",
+      modelVerdict: "",
+      note: `not sent to the reviewer: ${allowance}`,
+    };
+  const maxOutputTokens = Math.min(allowance ?? MAX_REVIEW_OUTPUT, MAX_REVIEW_OUTPUT);
+  const answer = await askModel(r.model, prompt, r.config.timeout, maxOutputTokens, r.signal);
+  if (answer.usage !== undefined) await r.budget?.spent(answer.usage);
   if (answer.kind !== "text")
     return { ...base, verdict: "ask", modelVerdict: "", note: answer.note };
   const parsed = parseVerdict(answer.text);
@@ -106,32 +124,48 @@ function gate(
   return { verdict: v.verdict, note: "" };
 }
 
-type Answer = { kind: "text"; text: string } | { kind: "failed"; note: string };
+type Usage = { inputTokens: number; outputTokens: number };
+type Answer =
+  | { kind: "text"; text: string; usage?: Usage }
+  | { kind: "failed"; note: string; usage?: Usage };
 
-/** The model's text, or why there is none; never later than `timeoutMs`. */
+/**
+ * The model's text and reported usage, or why there is none; never later than `timeoutMs`
+ * nor past `signal` (the call's: the run's wall budget, a cancel), which abort the request.
+ */
 async function askModel(
   model: LanguageModel,
   prompt: { system: string; user: string },
   timeoutMs: number,
+  maxOutputTokens: number,
+  signal?: AbortSignal,
 ): Promise<Answer> {
   const abort = new AbortController();
   let timer: NodeJS.Timeout | undefined;
+  let stop: (() => void) | undefined;
   const timedOut = new Promise<Answer>((resolve) => {
     timer = setTimeout(() => {
       abort.abort(new Error("reviewer timeout"));
       resolve({ kind: "failed", note: `the reviewer did not answer within ${timeoutMs} ms` });
     }, timeoutMs);
+    stop = () => {
+      abort.abort(signal?.reason);
+      resolve({ kind: "failed", note: "the call was stopped while the reviewer was asked" });
+    };
+    if (signal?.aborted) stop();
+    else signal?.addEventListener("abort", stop, { once: true });
   });
   const asked = generateText({
     model,
     system: prompt.system,
     prompt: prompt.user,
     abortSignal: abort.signal,
+    maxOutputTokens,
     // One try: a retry would wait past the timeout's meaning; a person is the fallback.
     maxRetries: 0,
     temperature: 0,
   }).then(
-    (res): Answer => ({ kind: "text", text: res.text }),
+    (res): Answer => ({ kind: "text", text: res.text, usage: usageOf(res.usage) }),
     (err: unknown): Answer =>
       abort.signal.aborted
         ? { kind: "failed", note: `the reviewer did not answer within ${timeoutMs} ms` }
@@ -141,7 +175,13 @@ async function askModel(
     return await Promise.race([asked, timedOut]);
   } finally {
     clearTimeout(timer);
+    if (stop !== undefined) signal?.removeEventListener("abort", stop);
   }
+}
+
+/** What the provider reported (0 for what it did not). */
+function usageOf(u: { inputTokens?: number; outputTokens?: number } | undefined): Usage {
+  return { inputTokens: u?.inputTokens ?? 0, outputTokens: u?.outputTokens ?? 0 };
 }
 
 function describe(err: unknown): string {
