@@ -27,6 +27,9 @@ export function readsAsDotGit(name: string): boolean {
  * `symlink`: the entry is a symlink (git refuses a symlinked `.gitmodules`).
  */
 export function gitRefusal(path: string, symlink: boolean): string | undefined {
+  // Git for Windows refuses a path holding `\` (a separator there): the whole patch fails.
+  if (path.includes("\\"))
+    return "git on Windows refuses a name holding \\ (the patch would not apply there)";
   const parts = path.split("/");
   if (parts.some(readsAsDotGit)) return "git refuses this name (it reads as .git on some systems)";
   const last = (parts.at(-1) ?? "").replace(HFS_IGNORED, "").toLowerCase();

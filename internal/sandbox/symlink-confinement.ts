@@ -49,9 +49,12 @@ export function resolveLink(
     via.push(here);
     if (via.length > MAX_HOPS)
       return { inside: false, reason: "is a symlink loop or a chain too long", via };
-    if (target.startsWith("/")) return { inside: false, reason: "points to an absolute path", via };
+    // Read as Windows reads it too (Git for Windows keeps `\` in a link's target): a drive
+    // or a `\` start is absolute, `\` separates names.
+    if (/^([/\\]|[A-Za-z]:)/.test(target))
+      return { inside: false, reason: "points to an absolute path", via };
     stack.pop();
-    for (const part of target.split("/").reverse()) queue.push(part);
+    for (const part of target.split(/[/\\]/).reverse()) queue.push(part);
   }
   return { inside: true, via };
 }
