@@ -70,8 +70,26 @@ export interface EgressProxyOptions {
   connectTimeoutMs?: number;
   idleTimeoutMs?: number;
   onConnection?: (r: ConnectionRecord) => void;
+  /**
+   * Each connection's outcome once judged (admission, then the destination check on the
+   * addresses the name resolved to): for shadow mode. Never changes the outcome.
+   */
+  onDecided?: (d: DecidedConnection) => void;
   /** For a host whose tunnels must be intercepted (credentials), the interceptor. */
   intercept?: (host: string, port: number) => Interceptor | undefined;
+}
+
+/** A connection as judged: the admission's decision ("denied" when the check refused it). */
+export interface DecidedConnection {
+  host: string;
+  port: number;
+  tag: string;
+  decision: Admission["decision"];
+  reason?: string;
+  /** What the name resolved to. */
+  addresses: readonly string[];
+  /** Whether the name was resolved (false: refused by the admission before). */
+  resolved: boolean;
 }
 
 export interface EgressProxy {
@@ -116,7 +134,24 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
       return { reason: `more than ${maxTotalBytes} bytes in this run`, decision: "denied" };
     const a = admit(host, port);
     const tag = a.tag === undefined ? {} : { tag: a.tag };
-    if ("reason" in a) return { reason: a.reason, decision: a.decision, ...tag };
+    const decided = (d: { decision: Admission["decision"]; reason?: string }, at?: string[]) => {
+      try {
+        opts.onDecided?.({
+          host,
+          port,
+          tag: a.tag ?? "",
+          ...d,
+          addresses: at ?? [],
+          resolved: at !== undefined,
+        });
+      } catch {
+        // shadow mode never affects a connection
+      }
+    };
+    if ("reason" in a) {
+      decided({ decision: a.decision, reason: a.reason });
+      return { reason: a.reason, decision: a.decision, ...tag };
+    }
     let addresses: string[];
     try {
       addresses = net.isIP(host) !== 0 ? [host] : await resolve(host);
@@ -124,6 +159,7 @@ export function createEgressProxy(opts: EgressProxyOptions): EgressProxy {
       addresses = [];
     }
     const v = checkDestination(a.check, host, port, addresses);
+    decided(v.ok ? { decision: a.decision } : { decision: "denied", reason: v.reason }, addresses);
     return v.ok
       ? { address: addresses[0] as string, decision: a.decision, ...tag }
       : { reason: v.reason, decision: "denied", ...tag };

@@ -15,9 +15,20 @@
 import net from "node:net";
 import type { NetworkPolicy } from "../kernel/network-schema.ts";
 import { networkTrustKey, type TrustCounters } from "../kernel/trust.ts";
-import { type DestinationCheck, type HostRule, matchRule, parseHostRule } from "./destination.ts";
+import {
+  checkDestination,
+  type DestinationCheck,
+  type HostRule,
+  matchRule,
+  parseHostRule,
+} from "./destination.ts";
 import { intercept } from "./intercept.ts";
-import { type Admission, type ConnectionRecord, createEgressProxy } from "./proxy.ts";
+import {
+  type Admission,
+  type ConnectionRecord,
+  createEgressProxy,
+  type DecidedConnection,
+} from "./proxy.ts";
 import type { RunCa } from "./run-ca.ts";
 
 /** A host waiting for a person: the connection that asked, and the call whose process opened it. */
@@ -72,9 +83,17 @@ export interface RunEgressOptions {
    * connection they judge differently (allow, ask or deny). Never changes the admission.
    */
   shadow?: {
-    network: () => NetworkPolicy | undefined;
+    /** The candidate's network section, or its `sandbox.network: none` (no network at all). */
+    network: () => NetworkPolicy | "none" | undefined;
     differs: (d: ShadowAdmission) => void;
   };
+}
+
+/** One side's judgment of a connection: the admission's decision and the rule behind it. */
+export interface ShadowSideOutcome {
+  decision: Admission["decision"];
+  rule: string;
+  reason: string;
 }
 
 /** A connection the candidate policy would have admitted differently. */
@@ -82,11 +101,8 @@ export interface ShadowAdmission {
   host: string;
   port: number;
   callId: string;
-  enforced: Admission;
-  candidate: Admission;
-  /** The two policies' network.approval (what "ask" and "never" came from). */
-  enforcedApproval: string;
-  candidateApproval: string;
+  enforced: ShadowSideOutcome;
+  candidate: ShadowSideOutcome;
 }
 
 export interface RunEgress {
@@ -113,38 +129,28 @@ export async function startRunEgress(opts: RunEgressOptions): Promise<RunEgress>
 
   const admit = (host: string, port: number): Admission & { tag: string } => {
     const tag = call?.callId ?? "";
-    const n = opts.network();
-    const a = admission(n, host, port, { approved, denied }, opts.trust);
+    const a = admission(opts.network(), host, port, { approved, denied }, opts.trust);
     if (a.decision === "pending") {
       const key = hostKey(host, port);
       if (!asks.has(key)) asks.set(key, { host, port, callId: tag });
     }
-    shadowAdmit(n, host, port, tag, a);
     return { ...a, tag };
   };
 
-  const shadowAdmit = (n: NetworkPolicy, host: string, port: number, tag: string, a: Admission) => {
-    try {
-      const cn = opts.shadow?.network();
-      if (cn === undefined) return;
-      const b = admission(cn, host, port, { approved, denied }, opts.trust);
-      if (admissionClass(a) === admissionClass(b)) return;
-      opts.shadow?.differs({
-        host,
-        port,
-        callId: tag,
-        enforced: a,
-        candidate: b,
-        enforcedApproval: n.approval,
-        candidateApproval: cn.approval,
-      });
-    } catch {
-      // shadow mode never affects a connection
-    }
+  // After the enforced side's destination check: the candidate is judged the same way (its
+  // admission, then the same check on the same addresses), or refuses all under `none`.
+  const shadowDecided = (c: DecidedConnection): void => {
+    const cn = opts.shadow?.network();
+    if (cn === undefined) return;
+    const enforced = outcome(opts.network(), c.decision, c.reason);
+    const candidate = candidateOutcome(cn, c, { approved, denied }, opts.trust);
+    if (classOf(enforced.decision) === classOf(candidate.decision)) return;
+    opts.shadow?.differs({ host: c.host, port: c.port, callId: c.tag, enforced, candidate });
   };
 
   const proxy = createEgressProxy({
     admit,
+    ...(opts.shadow === undefined ? {} : { onDecided: shadowDecided }),
     maxConnections: opts.limits.concurrent,
     maxTotalConnections: opts.limits.connections,
     maxBytes: opts.limits.bytesPerConnection,
@@ -202,11 +208,51 @@ export async function startRunEgress(opts: RunEgressOptions): Promise<RunEgress>
   };
 }
 
-/** What an admission amounts to: the connection goes, waits for a person, or is refused. */
-export function admissionClass(a: Admission): "allow" | "ask" | "deny" {
-  if (a.decision === "pending") return "ask";
-  if (a.decision === "denied") return "deny";
+/** What a decision amounts to: the connection goes, waits for a person, or is refused. */
+function classOf(d: Admission["decision"]): "allow" | "ask" | "deny" {
+  if (d === "pending") return "ask";
+  if (d === "denied") return "deny";
   return "allow";
+}
+
+/** A side's outcome with the rule behind it, in the policy's words. */
+function outcome(
+  n: NetworkPolicy,
+  decision: Admission["decision"],
+  reason?: string,
+): ShadowSideOutcome {
+  const rule =
+    decision === "allowed"
+      ? "network.allow"
+      : decision === "approved"
+        ? "network:approved-in-run"
+        : decision === "trusted"
+          ? "network.trust"
+          : reason !== undefined && /address the policy does not name/.test(reason)
+            ? "network.private"
+            : `network.approval=${n.approval}`;
+  return { decision, rule, reason: reason ?? `the connection is admitted (${rule})` };
+}
+
+/** The candidate's judgment of a connection the enforced side judged as `c`. */
+function candidateOutcome(
+  cn: NetworkPolicy | "none",
+  c: DecidedConnection,
+  run: { approved: ReadonlySet<string>; denied: ReadonlySet<string> },
+  trust: TrustCounters | undefined,
+): ShadowSideOutcome {
+  if (cn === "none")
+    return {
+      decision: "denied",
+      rule: "sandbox.network=none",
+      reason: "the candidate gives the sandbox no network",
+    };
+  const b = admission(cn, c.host, c.port, run, trust);
+  if ("reason" in b) return outcome(cn, b.decision, b.reason);
+  // Refused before resolving on the enforced side: there are no addresses to check.
+  if (!c.resolved) return outcome(cn, b.decision);
+  const v = checkDestination(b.check, c.host, c.port, c.addresses);
+  return v.ok ? outcome(cn, b.decision) : outcome(cn, "denied", v.reason);
 }
 
 /**

@@ -7,8 +7,7 @@
  * Must never: change or delay a connection (the record is appended in the background and
  * awaited with the drive's other network records), or fail the drive for the candidate.
  */
-import type { Admission } from "../egress/proxy.ts";
-import type { RunEgressOptions } from "../egress/run-egress.ts";
+import type { RunEgressOptions, ShadowSideOutcome } from "../egress/run-egress.ts";
 import type { ControlPath, Decision } from "../kernel/decide.ts";
 import { countShadow, type ShadowRecord, shadowEvent } from "../kernel/shadow-record.ts";
 import type { Drive } from "./drive.ts";
@@ -20,7 +19,9 @@ export function egressShadow(d: Drive): RunEgressOptions["shadow"] | undefined {
   return {
     network: () => {
       const sides = d.deps.kernel.shadowSides?.();
-      return sides === undefined ? undefined : networkOf(sides.candidate.policy);
+      if (sides === undefined) return undefined;
+      const p = sides.candidate.policy;
+      return p.sandbox.network === "none" ? "none" : networkOf(p);
     },
     differs: (s) => {
       const sides = d.deps.kernel.shadowSides?.();
@@ -28,8 +29,8 @@ export function egressShadow(d: Drive): RunEgressOptions["shadow"] | undefined {
       const record: ShadowRecord = {
         callId: s.callId,
         tool: "network",
-        enforced: { ...sides.enforced, decision: decisionOf(s.enforced, s.enforcedApproval) },
-        candidate: { ...sides.candidate, decision: decisionOf(s.candidate, s.candidateApproval) },
+        enforced: { ...sides.enforced, decision: decisionOf(s.enforced) },
+        candidate: { ...sides.candidate, decision: decisionOf(s.candidate) },
         summary: `connect ${s.host}:${s.port}`.slice(0, 600),
         redact: (t) => t, // the writer redacts the run's secrets from every append
         tenant: sides.tenant,
@@ -44,7 +45,7 @@ export function egressShadow(d: Drive): RunEgressOptions["shadow"] | undefined {
   };
 }
 
-const PATH: Record<Admission["decision"], ControlPath> = {
+const PATH: Record<ShadowSideOutcome["decision"], ControlPath> = {
   allowed: "auto",
   approved: "auto",
   trusted: "auto",
@@ -52,15 +53,7 @@ const PATH: Record<Admission["decision"], ControlPath> = {
   denied: "deny",
 };
 
-/** A connection's admission as a decision (rule and reason in the policy's words). */
-function decisionOf(a: Admission, approval: string): Decision {
-  const rule = {
-    allowed: "network.allow",
-    approved: "network:approved-in-run",
-    trusted: "network.trust",
-    pending: `network.approval=${approval}`,
-    denied: `network.approval=${approval}`,
-  }[a.decision];
-  const reason = "reason" in a ? a.reason : `the connection is admitted (${rule})`;
-  return { path: PATH[a.decision], rule, reason, trustAdjustments: [] };
+/** A connection's outcome as a decision. */
+function decisionOf(o: ShadowSideOutcome): Decision {
+  return { path: PATH[o.decision], rule: o.rule, reason: o.reason, trustAdjustments: [] };
 }
