@@ -71,6 +71,7 @@ import type { SecretProvider } from "./secrets.ts";
 import { createSecretResolver } from "./secrets.ts";
 import { candidateDecision, decisionsDiffer, type ProbeFacts } from "./shadow-decision.ts";
 import { countShadow, type ShadowRecord, shadowEvent } from "./shadow-record.ts";
+import { withReviewerGate } from "./shadow-reviewer-gate.ts";
 import { WALL_BUDGET_ERROR, WALL_BUDGET_REASON } from "./stop-reason.ts";
 import type { TrustCounters } from "./trust.ts";
 
@@ -867,7 +868,8 @@ export function createKernel(opts: KernelOptions): Kernel {
           ...(run.repo === undefined ? {} : { scope: scopeOf(run.repo, call) }),
         },
       );
-      if (!decisionsDiffer(d.decision, decision)) return undefined;
+      const gated = withReviewerGate(d, decision, enforced.policy, cand.policy);
+      if (!decisionsDiffer(d.decision, gated)) return undefined;
       const cmd = d.assessment.command;
       const summary =
         cmd !== undefined
@@ -882,7 +884,7 @@ export function createKernel(opts: KernelOptions): Kernel {
           source: enforced.source,
           path: enforced.path,
         },
-        candidate: { decision, policy: cand.policy, source: cand.source, path: cand.path },
+        candidate: { decision: gated, policy: cand.policy, source: cand.source, path: cand.path },
         summary: summary.slice(0, 600),
         redact: (s) => redactor.text(s),
         tenant: opts.shadowTenant ?? "",
