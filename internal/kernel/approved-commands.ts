@@ -107,9 +107,11 @@ export function commandFamily(line: string, analysis?: CommandAnalysis): FamilyR
   if (sub === undefined) return { words: [program] };
   if (NO_SUBCOMMAND.has(sub))
     return { problem: `${program} ${sub} runs any package or code: no family of it is a rule` };
-  if (!SUBCOMMAND_RE.test(sub))
+  // A word without a letter (`chmod 644 f`, `kill 1234`) is an operand, not a subcommand:
+  // a family of it would cover `chmod 644 -R .` too.
+  if (!SUBCOMMAND_RE.test(sub) || !/[A-Za-z]/.test(sub))
     return {
-      problem: `${JSON.stringify(sub)} after ${program} is not a subcommand word (an option or a path)`,
+      problem: `${JSON.stringify(sub)} after ${program} is not a subcommand word (an option, a number or a path)`,
     };
   if (SCRIPT_RUNNERS.has(program) && (sub === "run" || sub === "run-script")) {
     if (script === undefined || !SUBCOMMAND_RE.test(script))

@@ -124,6 +124,8 @@ describe("deriveRule: commands", () => {
       "python -c 'print(1)'",
       "rm -rf build",
       "npm --prefix /tmp test",
+      "chmod 644 src/a.ts", // an operand, not a subcommand: `chmod 644` would cover `-R .`
+      "kill 1234",
     ])
       expectInvalid(() => derive({ command }, "web"), "propose_rule", command);
     expectInvalid(() => derive({ argv: ["npm", "test;rm"] }, "web"), "propose_rule", "argv");
