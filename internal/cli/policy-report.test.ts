@@ -94,7 +94,7 @@ describe("policy report summary", () => {
       ["auto>ask:1:would ask", "deny>auto:1:would allow"],
     );
     const text = renderReport(r, plain);
-    assert.match(text, /^6 call\(s\) in 3 run\(s\) since 1970-01-01T00:00:01Z/);
+    assert.match(text, /^6 call\(s\) or connection\(s\) in 3 run\(s\) since 1970-01-01T00:00:01Z/);
     assert.match(text, /auto → deny {2}4 {2}\(would deny\)/);
     assert.match(
       text,

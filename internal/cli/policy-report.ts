@@ -192,7 +192,7 @@ export function renderReport(r: PolicyReport, st: Style): string {
     return `${notRead}no policy.shadow events since ${since}: the candidate decided every call as the enforced policy did (or no candidate is set)\n`;
   const out = [
     st.bold(
-      `${r.total} call(s) in ${r.runs} run(s) since ${since} where the candidate policy decides differently`,
+      `${r.total} call(s) or connection(s) in ${r.runs} run(s) since ${since} where the candidate policy decides differently`,
     ),
   ];
   if (notRead !== "") out.push(notRead.trimEnd());

@@ -224,7 +224,7 @@ describe("shadow mode over agentd dev", { timeout: 1_200_000 }, () => {
       own[0]?.runId as string,
     ]);
     assert.equal(one.code, 0, one.err);
-    assert.match(one.out, /^2 call\(s\) in 1 run\(s\)/);
+    assert.match(one.out, /^2 call\(s\) or connection\(s\) in 1 run\(s\)/);
     assert.match(one.out, /→ ask/);
 
     const none = await agentctl("plain-token", ["policy", "report", "--since", "1h"]);
