@@ -314,6 +314,20 @@ function fixedFiles(inv: Invocation, fx: Effects): void {
   if (inv.name === "bundle" && inv.args[0]?.text === "exec") fx.run(inv.args.slice(1), inv.stdin);
   if ((inv.name === "pytest" || inv.name === "py.test") && inv.args.some((a) => a.text === "-p"))
     fx.dynamic("pytest -p loads a plugin");
+  const tool = ALIASES[inv.name] ?? inv.name;
+  // Scripts and settings files named on the line decide what runs, not the project's own.
+  if (
+    tool === "gradle" &&
+    inv.args.some((a) =>
+      /^(-I|--init-script|-b|--build-file|-c|--settings-file)(=|$)|^-I./.test(a.text),
+    )
+  )
+    fx.dynamic("gradle -I/-b/-c: a script or settings file of the line's choosing runs");
+  if (
+    tool === "mvn" &&
+    inv.args.some((a) => /^(-f|--file|-s|--settings|-gs|--global-settings)(=|$)/.test(a.text))
+  )
+    fx.dynamic("mvn -f/-s: a project or settings file of the line's choosing");
   fx.scriptFiles(undefined, files);
   fx.writer();
 }

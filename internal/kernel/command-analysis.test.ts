@@ -130,3 +130,19 @@ describe("commandMatches", () => {
     assert.ok(!commandMatches(c, "find -exec rm"));
   });
 });
+
+describe("build tools told to run a file of the line's choosing", () => {
+  it("gradle -I/-b/-c and mvn -f/-s are dynamic; ordinary flags are not", () => {
+    for (const line of [
+      "gradle build -I evil.gradle",
+      "./gradlew test --init-script=x.gradle",
+      "gradle -Ievil.gradle build",
+      "gradle build -b other.gradle",
+      "mvn test -s settings.xml",
+      "./mvnw -f /tmp/pom.xml test",
+    ])
+      assert.notDeepEqual(analyzeCommand(line, { cwd: "." }).dynamic, [], line);
+    for (const line of ["gradle build", "mvn test -Dtest=Foo", "./gradlew test --info"])
+      assert.deepEqual(analyzeCommand(line, { cwd: "." }).dynamic, [], line);
+  });
+});
