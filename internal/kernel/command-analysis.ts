@@ -267,8 +267,9 @@ function simple(
   const inv: Invocation = { name, args, stdin, ...(stdinFile === undefined ? {} : { stdinFile }) };
   family?.(inv, effects(s, ran, depth, wrapped));
   if (family === undefined && ran.scripts.length === 0 && !READ_ONLY.has(name)) ran.writer = true;
-  // From here on a path may lead elsewhere than the probe sees it (`ln -s a f && cp e f`).
-  if (name === "ln" || name === "link") s.linked = true;
+  // From here on a path may lead elsewhere than the probe sees it (`ln -s a f && cp e f`,
+  // `cp -l a f`, a rename: `mv a c && cp e c`): later targets are not known at probe time.
+  if (name === "ln" || name === "link" || name === "mv" || makesLinks(name, args)) s.linked = true;
 }
 
 function effects(s: State, ran: Ran, depth: number, wrapped: number): Effects {
@@ -428,6 +429,13 @@ function copies(
     unknownTarget: patternOnly(target) || s.linked,
     tree,
   });
+}
+
+/** `cp -l/-s/--link/--symbolic-link`, `git mv`: the line makes links or renames. */
+function makesLinks(name: string, args: readonly ShellWord[]): boolean {
+  if (name === "git") return args.some((a) => a.text === "mv");
+  if (name !== "cp") return false;
+  return args.some((a) => /^(-[A-Za-z]*[ls][A-Za-z]*|--link|--symbolic-link)$/.test(a.text));
 }
 
 /** A word the shell expands against the file system only (no `$`, no substitution). */

@@ -18,7 +18,14 @@ function targetDirectory(args: readonly ShellWord[]): ShellWord | undefined {
     if (w.text === "-t" || w.text === "--target-directory") return args[i + 1];
     if (w.text.startsWith("--target-directory="))
       return { ...w, text: w.text.slice(19), pattern: w.pattern.slice(19) };
-    if (/^-t./.test(w.text)) return { ...w, text: w.text.slice(2), pattern: w.pattern.slice(2) };
+    // A bundle as getopt reads it: `-vt DIR`, `-at DIR`, `-vtDIR` (t takes the rest or the next word).
+    const m = /^-[A-Za-z]*?t(.*)$/.exec(w.text);
+    if (m !== null && !w.text.startsWith("--")) {
+      const rest = m[1] as string;
+      if (rest === "") return args[i + 1];
+      const at = w.text.length - rest.length;
+      return { ...w, text: rest, pattern: w.pattern.slice(at) };
+    }
   }
   return undefined;
 }
@@ -111,15 +118,19 @@ function createdArchive(args: readonly ShellWord[]): ShellWord | undefined {
   const bundled = /^[A-Za-z]+$/.test(first); // old style: `tar cf F …`
   const creates =
     (bundled && first.includes("c")) ||
-    args.some((w) => w.text === "--create" || /^-[A-Za-z]*c[A-Za-z]*$/.test(w.text));
+    args.some((w) => /^--cr(e(a(te?)?)?)?$/.test(w.text) || /^-[A-Za-z]*c[A-Za-z]*$/.test(w.text));
   if (!creates) return undefined;
   let file: ShellWord | undefined;
   for (let i = 0; i < args.length; i++) {
     const w = args[i] as ShellWord;
     const t = w.text;
-    if (t === "--file" || (/^-[A-Za-z]*f$/.test(t) && t !== "-f-")) file = args[i + 1];
-    else if (t.startsWith("--file="))
-      file = { ...w, text: t.slice(7), pattern: w.pattern.slice(7) };
+    // GNU tar takes any unambiguous prefix of a long option (`--fil=F`, `--fi F`).
+    const long = /^--fi(le?)?(=|$)/.exec(t);
+    if (long !== null && long[2] === "") file = args[i + 1];
+    else if (long !== null) {
+      const at = long[0].length;
+      file = { ...w, text: t.slice(at), pattern: w.pattern.slice(at) };
+    } else if (/^-[A-Za-z]*f$/.test(t) && t !== "-f-") file = args[i + 1];
     else if (/^-[A-Za-z]*f./.test(t)) {
       const at = t.indexOf("f") + 1;
       file = { ...w, text: t.slice(at), pattern: w.pattern.slice(at) };

@@ -183,8 +183,15 @@ export type CallOutcome =
 
 /** A preview as plain data (what approval.requested carries and the model receives). */
 export interface ReviewBudget {
-  allowance(promptTokens: number): number | undefined | string;
-  spent(usage: { inputTokens: number; outputTokens: number }): Promise<void>;
+  allowance(promptTokens: number): Promise<number | undefined | string>;
+  /**
+   * Counts a review: what the provider reported, and where it reported nothing (0), the
+   * estimate (the prompt's, the answer's length) — as a model step is counted.
+   */
+  spent(
+    reported: { inputTokens: number; outputTokens: number },
+    estimate: { inputTokens: number; outputTokens: number },
+  ): Promise<void>;
 }
 
 export interface PreviewData {

@@ -49,11 +49,18 @@ while [ $# -gt 0 ]; do
      if [ -d "$t" ]; then t="$t/\${s##*/}"; fi
      if [ -f "$t" ] && [ -s "$t" ]; then echo replaces; else echo new; fi;;
   d) t=$1; shift
+     case $t in /*) ;; *) t=./$t ;; esac
      if [ -d "$t" ]; then
-       if [ -n "$(find "$t/" -maxdepth 1 -type f -size +0 2>/dev/null | head -n 1)" ]; then echo replaces; else echo new; fi
+       f=$(find "$t/" -maxdepth 1 -type f -size +0 2>/dev/null | head -n 1) || f=x
+       if [ -n "$f" ]; then echo replaces; else echo new; fi
      elif [ -f "$t" ] && [ -s "$t" ]; then echo replaces; else echo new; fi;;
   r) s=$1; t=$2; shift 2
-     if [ -d "$s" ] && [ -d "$t" ] && [ -n "$(find "$s/" -type f -empty 2>/dev/null | head -n 1)" ]; then echo replaces; else echo new; fi;;
+     case $s in /*) ;; *) s=./$s ;; esac
+     case $t in /*) ;; *) t=./$t ;; esac
+     if [ -d "$s" ] && [ -d "$t" ]; then
+       f=$(find "$s/" ( -type f -empty -o -type l -o -type c ) 2>/dev/null | head -n 1) || f=x
+       if [ -n "$f" ]; then echo replaces; else echo new; fi
+     else echo new; fi;;
   *) exit 4;;
   esac
 done`;
@@ -160,12 +167,14 @@ function groupReason(g: CopyGroup, answers: readonly string[]): string | undefin
   const n = g.from.length;
   const target = g.unknownTarget ? "replaces" : answers[n];
   if (target === "replaces" && answers.slice(0, n).every(empty)) return emptyReason(g.from, g.to);
-  if (g.tree && answers.at(-1) === "replaces") return treeReason(g.from[0] ?? "", g.to);
+  // A tree copied through a path the line made a link or a rename of: nothing is known of it.
+  if (g.tree && (g.unknownTarget || answers.at(-1) === "replaces"))
+    return treeReason(g.from[0] ?? "", g.to);
   return undefined;
 }
 
 function treeReason(source: string, target: string): string {
-  return `copies the tree ${source.slice(0, 80)}, which holds empty files, into ${target.slice(0, 80)} (may empty files there)`;
+  return `copies the tree ${source.slice(0, 80)}, which holds empty files or links, into ${target.slice(0, 80)} (may empty files there)`;
 }
 
 function unseenReason(program: string, target: string): string {

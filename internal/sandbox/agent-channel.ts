@@ -70,6 +70,8 @@ export class AgentChannel {
   #err = "";
   #lost: string | undefined;
   readonly #hello: Promise<void>;
+  /** The agent's protocol version, from its hello (1 until then). */
+  #version = 1;
   #helloSeen!: () => void;
   readonly #onEnd = new Set<(why: string) => void>();
   /**
@@ -218,6 +220,32 @@ export class AgentChannel {
       throw new AgentdError("EIO", "the sandbox agent could not stop every process");
   }
 
+  /** Whether the agent keeps agentd's marks (protocol 2: the `M` frame). */
+  get marks(): boolean {
+    return this.#version >= 2;
+  }
+
+  /**
+   * One of agentd's marks, kept by the agent (root) in its directory of root's: true when
+   * done (test: the mark is there). Throws when the agent cannot (its directory is not
+   * root's alone, a bad name).
+   */
+  async mark(name: string, op: "set" | "clear" | "test"): Promise<boolean> {
+    const id = this.#id();
+    const done = new Promise<Exit>((resolve, reject) => {
+      this.#calls.set(id, { onOutput: () => undefined, resolve, reject, unacked: 0 });
+    });
+    const code = { set: 0, clear: 1, test: 2 }[op];
+    this.#send(frame("M", id, Buffer.concat([Buffer.from([code]), Buffer.from(name, "latin1")])));
+    const exit = await this.#within(done, KILL_ALL_TIMEOUT_MS, "the sandbox agent did not answer");
+    if (exit.code === 0) return true;
+    if (exit.code === 1 && op === "test") return false;
+    throw new AgentdError(
+      "EIO",
+      `the sandbox agent cannot ${op} agentd's mark "${name}" (/tmp/.agentd-root is not root's alone)`,
+    );
+  }
+
   /** Streams the workspace archive into `tar -x` and waits until it is unpacked. */
   async unpack(source: WorkspaceSource, timeoutMs = 120_000): Promise<void> {
     await this.ready();
@@ -327,6 +355,8 @@ export class AgentChannel {
 
   #dispatch(type: string, id: number, payload: Buffer): void {
     if (type === "H") {
+      // "agentd-agent VERSION PID": version 2 keeps agentd's marks (mark()).
+      this.#version = Number(/^agentd-agent (\d+) /.exec(payload.toString("latin1"))?.[1] ?? 1);
       this.#helloSeen();
       return;
     }

@@ -548,7 +548,10 @@ export class DockerSandboxHandle implements SandboxHandle {
     }
   }
 
-  mark(name: MarkName, op: MarkOp): Promise<boolean> {
+  /** Through the agent when it keeps marks (no docker exec), else one `docker exec` as root. */
+  async mark(name: MarkName, op: MarkOp): Promise<boolean> {
+    const agent = await this.#agent();
+    if (agent?.marks === true) return this.#viaAgent(agent, () => agent.mark(name, op));
     return rootMark(this.#container, this.toolEnv ?? {}, name, op);
   }
 

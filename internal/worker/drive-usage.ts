@@ -15,6 +15,7 @@ import { costMicros, priceFor } from "../engine/pricing.ts";
 import { UsageUpdatedSchema } from "../gen/agentd/v1/events_pb.js";
 import type { ReviewBudget } from "../kernel/kernel.ts";
 import type { Drive } from "./drive.ts";
+import { addTenantDay, tenantDaySpent } from "./drive-tenant-day.ts";
 import { wallUsedMs } from "./run-counts.ts";
 import type { Next } from "./run-driver.ts";
 
@@ -182,16 +183,26 @@ export function outputAllowance(
  */
 export function reviewBudget(d: Drive): ReviewBudget {
   return {
-    allowance: (promptTokens) => {
+    allowance: async (promptTokens) => {
+      const day = await tenantDaySpent(d);
+      if (day !== undefined && "message" in day) return day.message;
       const a = outputAllowance(d, promptTokens, Number.MAX_SAFE_INTEGER);
       if (!("next" in a)) return a.cap;
       const n = a.next;
       return "message" in n ? n.message : "the run has no budget left for it";
     },
-    spent: async (u) => {
-      d.usage.inputTokens += u.inputTokens;
-      d.usage.outputTokens += u.outputTokens;
+    spent: async (reported, estimate) => {
+      const tokensBefore = d.usage.inputTokens + d.usage.outputTokens;
+      const costBefore = costOf(d);
+      d.usage.inputTokens += reported.inputTokens > 0 ? reported.inputTokens : estimate.inputTokens;
+      d.usage.outputTokens +=
+        reported.outputTokens > 0 ? reported.outputTokens : estimate.outputTokens;
       await recordUsage(d);
+      await addTenantDay(
+        d,
+        d.usage.inputTokens + d.usage.outputTokens - tokensBefore,
+        costOf(d) - costBefore,
+      );
     },
   };
 }

@@ -301,6 +301,39 @@ static int owns_container(void) {
   return atoi(buf) == (int)getpid();
 }
 
+/*
+ * agentd's marks (the workspace filled, a recovery under way) in OWNER_DIR, where uid 1000
+ * can neither make, remove nor see them. Payload: u8 op (0 set, 1 clear, 2 test), then the
+ * name (lowercase letters, at most 32). Answer: 0 done (test: there), 1 test: not there,
+ * 2 the directory is not trusted or the request is bad.
+ */
+static unsigned char mark(const unsigned char *p, uint32_t len) {
+  struct stat dir;
+  if (owner_dir < 0 || len < 2 || len > 33) return 2;
+  /* Still root's alone (a fault may have opened it since): else no answer is trusted. */
+  if (fstat(owner_dir, &dir) != 0 || dir.st_uid != 0 || (dir.st_mode & 077) != 0) return 2;
+  char name[34];
+  for (uint32_t i = 1; i < len; i++) {
+    if (p[i] < 'a' || p[i] > 'z') return 2;
+    name[i - 1] = (char)p[i];
+  }
+  name[len - 1] = 0;
+  if (strcmp(name, "owner") == 0) return 2;
+  if (p[0] == 0) {
+    int f = openat(owner_dir, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (f < 0) return 2;
+    close(f);
+    return 0;
+  }
+  if (p[0] == 1) return unlinkat(owner_dir, name, 0) == 0 || errno == ENOENT ? 0 : 2;
+  if (p[0] == 2) {
+    struct stat st;
+    if (fstatat(owner_dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 1 : 2;
+    return S_ISREG(st.st_mode) ? 0 : 2;
+  }
+  return 2;
+}
+
 /* ---------------------------------------------------------------- calls */
 
 static struct call *call_of(uint32_t id) {
@@ -742,6 +775,11 @@ static void handle_frame(char type, uint32_t id, const unsigned char *p, uint32_
       send_frame('a', id, &ok, 1);
       break;
     }
+    case 'M': {
+      unsigned char r = mark(p, len);
+      send_frame('a', id, &r, 1);
+      break;
+    }
     case 'P': send_frame('p', id, p, len); break;
     default: break; /* unknown frames are ignored: a newer agentd may send more */
   }
@@ -833,7 +871,7 @@ int main(int argc, char **argv, char **envp) {
   if (!inbuf) die("out of memory");
   for (int i = 0; i < MAX_CALLS; i++) calls[i].out = calls[i].err = calls[i].in = -1;
   char hello[64];
-  int hl = snprintf(hello, sizeof hello, "agentd-agent 1 %d", (int)getpid());
+  int hl = snprintf(hello, sizeof hello, "agentd-agent 2 %d", (int)getpid());
   send_frame('H', 0, hello, (size_t)hl);
 
   struct pollfd fds[3 + 3 * MAX_CALLS];

@@ -65,7 +65,8 @@ export async function reviewCall(r: ReviewRequest): Promise<ReviewOutcome> {
   if (r.model === undefined)
     return { ...base, verdict: "ask", modelVerdict: "", note: "no reviewer model is configured" };
   // About 3 characters a token: an estimate on the high side, so the budget is not passed.
-  const allowance = r.budget?.allowance(Math.ceil((prompt.system.length + prompt.user.length) / 3));
+  const promptTokens = Math.ceil((prompt.system.length + prompt.user.length) / 3);
+  const allowance = await r.budget?.allowance(promptTokens);
   if (typeof allowance === "string")
     return {
       ...base,
@@ -75,7 +76,12 @@ export async function reviewCall(r: ReviewRequest): Promise<ReviewOutcome> {
     };
   const maxOutputTokens = Math.min(allowance ?? MAX_REVIEW_OUTPUT, MAX_REVIEW_OUTPUT);
   const answer = await askModel(r.model, prompt, r.config.timeout, maxOutputTokens, r.signal);
-  if (answer.usage !== undefined) await r.budget?.spent(answer.usage);
+  // A request that failed or was cut short was sent: its prompt is counted all the same.
+  const said = answer.kind === "text" ? Math.ceil(answer.text.length / 4) : 0;
+  await r.budget?.spent(answer.usage ?? { inputTokens: 0, outputTokens: 0 }, {
+    inputTokens: promptTokens,
+    outputTokens: said,
+  });
   if (answer.kind !== "text")
     return { ...base, verdict: "ask", modelVerdict: "", note: answer.note };
   const parsed = parseVerdict(answer.text);
