@@ -6,6 +6,7 @@
  *
  * Must never: fake the sandbox, the kernel or the log (real Docker, the embedded log).
  */
+import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,6 +35,16 @@ export interface StrictReviewerSuite {
   freshRun(): Promise<{ run: KernelRun; kernel: Kernel }>;
   /** A workspace file's content as the container has it ("(missing: …)" when absent). */
   content(run: KernelRun, path: string): Promise<string>;
+  /**
+   * In a fresh run: `setup` first (when given; it must run, and leave src/a.ts as uploaded
+   * unless `setupKeeps` is false), then `command`, which must wait for a person with
+   * src/a.ts still as uploaded (the reviewer allowed it: only the kernel can stop it).
+   * `watch`: the file the message shows.
+   */
+  assertAsked(
+    command: string,
+    opts?: { setup?: string | undefined; watch?: string; setupKeeps?: boolean },
+  ): Promise<void>;
 }
 
 /** Registers the suite's before/after hooks (call at a test file's top level). */
@@ -91,6 +102,38 @@ export function strictReviewerSuite(): StrictReviewerSuite {
         reviewerModel: (id) => (id === "scripted-reviewer" ? reviewer.model : undefined),
       });
       return { run, kernel };
+    },
+    async assertAsked(command, opts = {}) {
+      const { run, kernel } = await this.freshRun();
+      if (opts.setup !== undefined) {
+        const first = await kernel.handle(run, {
+          callId: "c1",
+          tool: "process.run",
+          input: { command: opts.setup },
+        });
+        assert.equal(
+          first.kind,
+          "result",
+          `setup must run: ${JSON.stringify(first).slice(0, 200)}`,
+        );
+        if (opts.setupKeeps !== false) assert.equal(await this.content(run, "src/a.ts"), ORIGINAL);
+      }
+      const out = await kernel.handle(run, {
+        callId: "c2",
+        tool: "process.run",
+        input: { command },
+      });
+      const ps = (await theLog().read(run.runId, 0)).map((e) => e.event.payload);
+      const v = ps.findLast((p) => p.case === "reviewerVerdict");
+      const watch = opts.watch ?? "src/a.ts";
+      const seen = await this.content(run, watch);
+      assert.equal(
+        out.kind,
+        "paused",
+        `must wait for a person; got ${JSON.stringify(out).slice(0, 200)} (reviewer: ${v?.case === "reviewerVerdict" ? `${v.value.verdict} ${v.value.note}` : "none"}); ${watch} now ${JSON.stringify(seen)}`,
+      );
+      // Nothing ran: the file is still under its name, as uploaded.
+      assert.equal(await this.content(run, "src/a.ts"), ORIGINAL);
     },
     async content(run, path) {
       const r = await run.sandbox.exec({

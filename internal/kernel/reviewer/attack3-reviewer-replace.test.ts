@@ -15,9 +15,8 @@
  * lets a reviewer allow what it marks as requiring a person; whatever the model writes,
  * a destructive call waits for a person and the file is intact.
  */
-import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ORIGINAL, strictReviewerSuite } from "../../testing/strict-reviewer-run.ts";
+import { strictReviewerSuite } from "../../testing/strict-reviewer-run.ts";
 
 const suite = strictReviewerSuite();
 
@@ -31,25 +30,7 @@ describe("attack3: a reviewer allow for a call only the replace probe finds dest
     "sort empty.txt > src/a.ts",
   ]) {
     it(`${command}: a person is asked and src/a.ts is intact`, async () => {
-      const { run, kernel } = await suite.freshRun();
-      const out = await kernel.handle(run, {
-        callId: "c1",
-        tool: "process.run",
-        input: { command },
-      });
-      const ps = (await suite.log().read(run.runId, 0)).map((e) => e.event.payload);
-      const v = ps.find((p) => p.case === "reviewerVerdict");
-      assert.equal(
-        out.kind,
-        "paused",
-        `a destructive call must wait for a person; got ${JSON.stringify(out)} (reviewer: ${v?.case === "reviewerVerdict" ? `${v.value.verdict} ${v.value.note}` : "none"})`,
-      );
-      assert.equal(await suite.content(run, "src/a.ts"), ORIGINAL);
-      assert.equal(
-        ps.some((p) => p.case === "toolStarted"),
-        false,
-        "nothing started",
-      );
+      await suite.assertAsked(command);
     });
   }
 });

@@ -18,9 +18,8 @@
  * fact): a call that destroys a workspace file's content waits for a person, and the file
  * is intact.
  */
-import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ORIGINAL, strictReviewerSuite } from "../../testing/strict-reviewer-run.ts";
+import { strictReviewerSuite } from "../../testing/strict-reviewer-run.ts";
 
 const suite = strictReviewerSuite();
 
@@ -31,20 +30,7 @@ describe("attack4: a reviewer allow for an archive written over a source file (s
     "tar --create --file=src/a.ts x",
   ]) {
     it(`${command}: a person is asked and src/a.ts is intact`, async () => {
-      const { run, kernel } = await suite.freshRun();
-      const out = await kernel.handle(run, {
-        callId: "c1",
-        tool: "process.run",
-        input: { command },
-      });
-      const ps = (await suite.log().read(run.runId, 0)).map((e) => e.event.payload);
-      const v = ps.find((p) => p.case === "reviewerVerdict");
-      assert.equal(
-        out.kind,
-        "paused",
-        `overwriting src/a.ts must wait for a person; got ${JSON.stringify(out).slice(0, 300)} (reviewer: ${v?.case === "reviewerVerdict" ? `${v.value.verdict} ${v.value.note}` : "none"})`,
-      );
-      assert.equal(await suite.content(run, "src/a.ts"), ORIGINAL);
+      await suite.assertAsked(command);
     });
   }
 });

@@ -18,9 +18,8 @@
  * copying an empty file over one, do ask"): the call waits for a person and src/a.ts keeps
  * its content.
  */
-import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ORIGINAL, strictReviewerSuite } from "../../testing/strict-reviewer-run.ts";
+import { strictReviewerSuite } from "../../testing/strict-reviewer-run.ts";
 
 const suite = strictReviewerSuite();
 
@@ -32,21 +31,7 @@ describe("attack4: a reviewer allow for a copy or move whose operand is a glob (
     "mv src/[b].ts src/a.ts",
   ]) {
     it(`${command}: a person is asked and src/a.ts is intact`, async () => {
-      const { run, kernel } = await suite.freshRun();
-      const out = await kernel.handle(run, {
-        callId: "c1",
-        tool: "process.run",
-        input: { command },
-      });
-      const ps = (await suite.log().read(run.runId, 0)).map((e) => e.event.payload);
-      const v = ps.find((p) => p.case === "reviewerVerdict");
-      const content = await suite.content(run, "src/a.ts");
-      assert.equal(
-        out.kind,
-        "paused",
-        `destroying src/a.ts must wait for a person; got ${JSON.stringify(out).slice(0, 200)} (reviewer: ${v?.case === "reviewerVerdict" ? `${v.value.verdict} ${v.value.note}` : "none"}); src/a.ts now ${JSON.stringify(content)}`,
-      );
-      assert.equal(content, ORIGINAL);
+      await suite.assertAsked(command);
     });
   }
 });

@@ -18,9 +18,8 @@
  * a line that empties an existing workspace file waits for a person, and the file keeps
  * its content.
  */
-import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ORIGINAL, strictReviewerSuite } from "../../testing/strict-reviewer-run.ts";
+import { strictReviewerSuite } from "../../testing/strict-reviewer-run.ts";
 
 const suite = strictReviewerSuite();
 
@@ -31,21 +30,7 @@ describe("attack4: a reviewer allow for a write through a link made on the same 
     "ln -s a.ts src/l && sort -o src/l empty.txt",
   ]) {
     it(`${command}: a person is asked and src/a.ts is intact`, async () => {
-      const { run, kernel } = await suite.freshRun();
-      const out = await kernel.handle(run, {
-        callId: "c1",
-        tool: "process.run",
-        input: { command },
-      });
-      const ps = (await suite.log().read(run.runId, 0)).map((e) => e.event.payload);
-      const v = ps.find((p) => p.case === "reviewerVerdict");
-      const content = await suite.content(run, "src/a.ts");
-      assert.equal(
-        out.kind,
-        "paused",
-        `emptying src/a.ts must wait for a person; got ${JSON.stringify(out).slice(0, 200)} (reviewer: ${v?.case === "reviewerVerdict" ? `${v.value.verdict} ${v.value.note}` : "none"}); src/a.ts now ${JSON.stringify(content)}`,
-      );
-      assert.equal(content, ORIGINAL);
+      await suite.assertAsked(command);
     });
   }
 });
