@@ -3,9 +3,10 @@
  * is under way — kept in a directory of root's in /tmp (mode 0700, the one the agent makes
  * at start: agent.c OWNER_DIR): the sandbox user can neither make, remove nor see them, so
  * a run's process cannot get its container replaced on purpose (a bit told across a
- * takeover), and a restart empties the tmpfs with them. Written by one `docker exec` as
- * root, with the container's two capabilities (no file capability needed: root owns the
- * directory). Must never: follow a link or trust a directory that is not root's alone
+ * takeover), and a restart empties the tmpfs with them. The agent keeps them (its `M`
+ * frame: docker-handle.ts `mark`); this module is the way without one: one `docker exec`
+ * as root, with the container's two capabilities (no file capability needed: root owns
+ * the directory). Must never: follow a link or trust a directory that is not root's alone
  * (such a look fails, never answers), or run anything of the run's as root.
  */
 import type { Duplex } from "node:stream";
