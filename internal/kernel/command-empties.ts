@@ -118,11 +118,44 @@ function showsOutput(words: readonly ShellWord[], cmd: ShellCommand): boolean {
 function readerInputs(words: readonly ShellWord[], cmd: ShellCommand): ShellWord[] {
   const head = words[0];
   if (head === undefined || !READERS.has(baseName(head))) return [];
-  const operands = words.slice(1).filter((w) => !w.text.startsWith("-") && !/^\d+$/.test(w.text));
+  const takes = VALUE_OPTIONS[baseName(head)] ?? "";
+  const operands: ShellWord[] = [];
+  const args = words.slice(1);
+  for (let i = 0; i < args.length; i++) {
+    const t = (args[i] as ShellWord).text;
+    // `sort -t x`, `cut -d x`, `sort -T dir`: the next word is the option's value, no input.
+    if (/^-[A-Za-z]+$/.test(t) && takes.includes(t.at(-1) as string)) i++;
+    else if (!t.startsWith("-") && !/^\d+$/.test(t)) operands.push(args[i] as ShellWord);
+  }
   if (operands.length > 0) return operands;
   const r = cmd.redirects.find((x) => x.op === "<" && (x.fd ?? 0) === 0);
   return r === undefined ? [] : [r.target];
 }
+
+/**
+ * Short options whose value may be the next word, per reader (the last letter of a bundle
+ * takes it: `sort -rt x`). A value attached (`-tx`) is one word, left out as an option.
+ */
+const VALUE_OPTIONS: Record<string, string> = {
+  sort: "tkToSy",
+  cut: "dfbc",
+  head: "nc",
+  tail: "ncs",
+  uniq: "fsw",
+  fold: "w",
+  fmt: "wgp",
+  nl: "bdfhilnpsvw",
+  od: "AjNSstw",
+  xxd: "cglos",
+  hexdump: "enFs",
+  strings: "not",
+  expand: "t",
+  unexpand: "t",
+  paste: "d",
+  iconv: "fto",
+  base64: "w",
+  base32: "w",
+};
 
 /** The command behind simple wrappers and their options (`nice -n 5 true` → `true`). */
 function unwrapped(words: readonly ShellWord[]): readonly ShellWord[] {

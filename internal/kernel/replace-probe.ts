@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
      case $s in /*) ;; *) s=./$s ;; esac
      case $t in /*) ;; *) t=./$t ;; esac
      if [ -d "$s" ] && [ -d "$t" ]; then
-       f=$(find "$s/" ( -type f -empty -o -type l -o -type c ) 2>/dev/null | head -n 1) || f=x
+       f=$(find "$s/" \\( -type f -empty -o -type l -o -type c \\) 2>/dev/null | head -n 1) || f=x
        if [ -n "$f" ]; then echo replaces; else echo new; fi
      else echo new; fi;;
   *) exit 4;;
