@@ -266,6 +266,8 @@ static int kill_all(void) {
  */
 #define OWNER_REC 16
 
+static void take_ownership(void);
+
 static void claim_container(void) {
   mkdir(OWNER_DIR, 0700);
   int fd = open(OWNER_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -275,20 +277,49 @@ static void claim_container(void) {
     if (exit_on_eof) die("the container's ownership record cannot be trusted");
     return;
   }
-  char rec[OWNER_REC + 1];
-  snprintf(rec, sizeof rec, "%*d\n", OWNER_REC - 1, (int)getpid());
-  int f = openat(fd, "owner", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  int ok = f >= 0 && pwrite(f, rec, OWNER_REC, 0) == OWNER_REC;
-  if (f >= 0) close(f);
-  if (!ok) {
-    close(fd);
-    if (exit_on_eof) die("cannot claim the container");
-    return;
-  }
   owner_dir = fd;
+  /* The first agent claims at once; a later one when it first acts (take_ownership). */
+  if (!exit_on_eof) take_ownership();
 }
 
-/* 1 unless OWNER_DIR/owner names another agent (a later one: it owns the container now). */
+/*
+ * Writes this agent's pid into the record: at its first call or kill-all for a later agent
+ * (one started only to read a mark, by a look at the container, takes nothing from the
+ * agent of the drive that runs the run). A later agent that cannot claim exits.
+ */
+static void take_ownership(void) {
+  static int claimed;
+  if (claimed || owner_dir < 0) return;
+  char rec[OWNER_REC + 1];
+  snprintf(rec, sizeof rec, "%*d\n", OWNER_REC - 1, (int)getpid());
+  int f = openat(owner_dir, "owner", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int ok = f >= 0 && pwrite(f, rec, OWNER_REC, 0) == OWNER_REC;
+  if (f >= 0) close(f);
+  if (!ok && exit_on_eof) die("cannot claim the container");
+  claimed = ok;
+}
+
+/* 1 when `pid` is a live agent: its comm is agentd-agent and its real uid root's. */
+static int live_agent(int pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t r = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (r <= 0) return 0;
+  buf[r] = 0;
+  const char *st = strstr(buf, "\nState:\t");
+  const char *u = strstr(buf, "\nUid:\t");
+  return strncmp(buf, "Name:\tagentd-agent\n", 19) == 0 && !(st && st[8] == 'Z') && u &&
+         atoi(u + 6) == 0;
+}
+
+/*
+ * 1 unless OWNER_DIR/owner names another live agent (a later one: it owns the container
+ * now). An owner that is gone (a second agent that exited with its pipe) owns nothing:
+ * every agent left behaves as the only one, as before any takeover.
+ */
 static int owns_container(void) {
   if (owner_dir < 0) return 1;
   int f = openat(owner_dir, "owner", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -298,7 +329,8 @@ static int owns_container(void) {
   close(f);
   if (r <= 0) return 1;
   buf[r] = 0;
-  return atoi(buf) == (int)getpid();
+  int owner = atoi(buf);
+  return owner == (int)getpid() || !live_agent(owner);
 }
 
 /*
@@ -758,7 +790,7 @@ static void queue_stdin(struct call *c, const unsigned char *p, uint32_t len) {
 static void handle_frame(char type, uint32_t id, const unsigned char *p, uint32_t len) {
   struct call *c = call_of(id);
   switch (type) {
-    case 'S': start_call(id, p, len); break;
+    case 'S': take_ownership(); start_call(id, p, len); break;
     case 'I':
       if (c && len > 0) queue_stdin(c, p, len);
       break;
@@ -770,6 +802,7 @@ static void handle_frame(char type, uint32_t id, const unsigned char *p, uint32_
       if (c) kill_call(c, F_KILLED);
       break;
     case 'A': {
+      take_ownership();
       /* 2: another agent owns the container now: its calls are not this agentd's to kill. */
       unsigned char ok = !owns_container() ? 2 : kill_all() == 0 ? 0 : 1;
       send_frame('a', id, &ok, 1);
