@@ -60,7 +60,8 @@ test: build images image
 	@"$(ROOT)/scripts/ensure-compose.sh"
 	@"$(ROOT)/scripts/ensure-kubectl.sh"
 	@"$(ROOT)/scripts/ensure-chromium.sh" >/dev/null
-	node scripts/run-tests.ts
+	@"$(ROOT)/scripts/kubernetes/cluster.sh" up >/dev/null
+	@node scripts/run-tests.ts; rc=$$?; "$(ROOT)/scripts/kubernetes/cluster.sh" down; exit $$rc
 
 bench: build images image
 	@"$(ROOT)/scripts/ensure-redis.sh"

@@ -59,8 +59,33 @@ interface Pending {
   credited?: () => void;
 }
 
-export class AgentChannel {
-  readonly container: Docker.Container;
+/**
+ * What carries an agent's frames: a container's attached stdio (Docker's multiplexed
+ * stream, a Pod's attach WebSocket: kubernetes/attach-link.ts).
+ */
+export interface AgentLink<C> {
+  /** The container (or Pod) the agent runs in. */
+  readonly container: C;
+  /** Writes reach the agent's stdin; its stdout is read (pause/resume pace it). */
+  readonly io: Duplex;
+  /** Hands each piece of the agent's stdout and stderr to `f`, in order. */
+  split(io: Duplex, f: (name: OutputStreamName, chunk: Buffer) => void): void;
+  /** Removes the container (discard). */
+  remove(): Promise<void>;
+}
+
+/** Docker's link: the hijacked attach or exec stream, demultiplexed. */
+function dockerLink(container: Docker.Container, io: Duplex): AgentLink<Docker.Container> {
+  return {
+    container,
+    io,
+    split: demux,
+    remove: () => container.remove({ force: true, v: true }),
+  };
+}
+
+export class AgentChannel<C = Docker.Container> {
+  readonly container: C;
   /** When the container was started (ms since epoch). */
   readonly at: number;
   readonly #io: Duplex;
@@ -81,13 +106,16 @@ export class AgentChannel {
    */
   readonly ownEnv: Readonly<Record<string, string>>;
 
+  readonly #remove: () => Promise<void>;
+
   private constructor(
-    container: Docker.Container,
-    io: Duplex,
+    link: AgentLink<C>,
     at: number,
     ownEnv: Readonly<Record<string, string>> = {},
   ) {
-    this.container = container;
+    const io = link.io;
+    this.container = link.container;
+    this.#remove = link.remove;
     this.at = at;
     this.ownEnv = ownEnv;
     this.#io = io;
@@ -95,7 +123,7 @@ export class AgentChannel {
       this.#helloSeen = resolve;
     });
     this.#hello.catch(() => undefined);
-    demux(io, (name, chunk) => {
+    link.split(io, (name, chunk) => {
       if (name === "stderr") {
         if (this.#err.length < 4096) this.#err += chunk.toString("utf8");
         return;
@@ -117,8 +145,20 @@ export class AgentChannel {
     container: Docker.Container,
     at: number,
     ownEnv?: Readonly<Record<string, string>>,
-  ): Promise<AgentChannel> {
-    return attachThenStart(container, (io) => new AgentChannel(container, io, at, ownEnv));
+  ): Promise<AgentChannel<Docker.Container>> {
+    return attachThenStart(
+      container,
+      (io) => new AgentChannel(dockerLink(container, io), at, ownEnv),
+    );
+  }
+
+  /** The agent at the other end of `link`, already running (it says hello first). */
+  static over<C>(
+    link: AgentLink<C>,
+    at: number,
+    ownEnv?: Readonly<Record<string, string>>,
+  ): AgentChannel<C> {
+    return new AgentChannel(link, at, ownEnv);
   }
 
   /**
@@ -131,7 +171,7 @@ export class AgentChannel {
     path: string,
     at: number,
     ownEnv?: Readonly<Record<string, string>>,
-  ): Promise<AgentChannel> {
+  ): Promise<AgentChannel<Docker.Container>> {
     const exec = await container.exec({
       Cmd: [path, "--exit-on-eof"],
       User: "0:0",
@@ -140,7 +180,7 @@ export class AgentChannel {
       AttachStderr: true,
     });
     const io = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
-    return new AgentChannel(container, io, at, ownEnv);
+    return new AgentChannel(dockerLink(container, io), at, ownEnv);
   }
 
   alive(): boolean {
@@ -344,7 +384,7 @@ export class AgentChannel {
 
   async discard(): Promise<void> {
     this.#io.destroy();
-    await this.container.remove({ force: true, v: true }).catch(() => undefined);
+    await this.#remove().catch(() => undefined);
   }
 
   /** Called with the reason when the channel fails (once). */

@@ -34,7 +34,7 @@ export interface AgentExecResult extends ExecResult {
 
 /** `own`: agentd's own helper call (its pipes private to it: agent-protocol.ts). */
 export async function agentExec(
-  agent: AgentChannel,
+  agent: AgentChannel<unknown>,
   req: ExecRequest,
   own = false,
 ): Promise<AgentExecResult> {

@@ -34,11 +34,10 @@ import {
   RUN_SCRIPT,
   RUN_SCRIPT_STDIN,
 } from "./exec-scripts.ts";
+import { handleDiff } from "./handle-diff.ts";
 import type { DiffOptions, ExecRequest, ExecResult, SandboxHandle, WorkspaceDiff } from "./port.ts";
 import { OWNER_CHANGED, WORKSPACE } from "./port.ts";
 import { type MarkName, type MarkOp, rootMark } from "./root-marks.ts";
-import { readWorkspaceArchive, SANDBOX_EXPORT_LIMITS } from "./workspace-archive.ts";
-import { DEFAULT_MAX_PATCH_BYTES, diffWorkspace } from "./workspace-diff.ts";
 
 export const SANDBOX_USER = "1000:1000";
 
@@ -494,30 +493,8 @@ export class DockerSandboxHandle implements SandboxHandle {
       );
   }
 
-  async diff(opts: DiffOptions = {}): Promise<WorkspaceDiff> {
-    // A streamed base (the run's upload in the store) is scanned, never held.
-    const baseTar = opts.base === undefined ? (opts.baseTar ?? this.#opts.baseTar) : undefined;
-    if (opts.base === undefined && baseTar === undefined) {
-      throw new AgentdError(
-        "EVALIDATION",
-        "diff: no initial snapshot known for this sandbox; pass the base archive",
-      );
-    }
-    const base =
-      opts.base !== undefined
-        ? opts.base.size === 0
-          ? []
-          : opts.base
-        : baseTar === undefined || baseTar.byteLength === 0
-          ? []
-          : await readWorkspaceArchive(baseTar, SANDBOX_EXPORT_LIMITS);
-    return diffWorkspace({
-      base,
-      openExport: () => this.exportWorkspace(),
-      maxPatchBytes: opts.maxPatchBytes ?? DEFAULT_MAX_PATCH_BYTES,
-      ...(opts.redact === undefined ? {} : { redact: opts.redact }),
-      ...(opts.signal === undefined ? {} : { signal: opts.signal }),
-    });
+  diff(opts: DiffOptions = {}): Promise<WorkspaceDiff> {
+    return handleDiff(() => this.exportWorkspace(), opts, this.#opts.baseTar);
   }
 
   /** Throws (and the handle is lost from then on) when the container restarted or went. */

@@ -621,7 +621,7 @@ async function egressOfContainer(
 }
 
 /** The workspace to stream in, and the archive a later diff compares against (when in memory). */
-async function workspaceOf(
+export async function workspaceOf(
   spec: SandboxSpec,
 ): Promise<{ source: WorkspaceSource; baseTar?: Uint8Array }> {
   if (spec.workspace !== undefined) return { source: spec.workspace };

@@ -879,6 +879,27 @@ static int next_wait(int64_t t) {
   return w > 0x7fffffff ? 0x7fffffff : (int)w;
 }
 
+/*
+ * Kubernetes' emptyDirs are root's and world-writable (Docker's tmpfs are made uid 1000's, /tmp
+ * 1777): the first agent gives the sandbox user its workspace and cache (git refuses a
+ * repository another user owns) and /tmp its sticky bit (else uid 1000 could rename
+ * OWNER_DIR and HOME_ROOT away). Only a directory still root's is changed: an image's own
+ * or Docker's are left as they are.
+ */
+static void own_mounts(void) {
+  static const char *const sandbox_dirs[] = {"/workspace", "/cache"};
+  struct stat st;
+  for (size_t i = 0; i < sizeof sandbox_dirs / sizeof *sandbox_dirs; i++)
+    if (lstat(sandbox_dirs[i], &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+        (st.st_mode & 0777) == 0777) {
+      /* chmod first: once it is uid 1000's, root without CAP_FOWNER may not */
+      if (chmod(sandbox_dirs[i], 0755) == 0 && chown(sandbox_dirs[i], SANDBOX_UID, SANDBOX_GID) != 0)
+        chmod(sandbox_dirs[i], st.st_mode & 07777);
+    }
+  if (lstat("/tmp", &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & 0777) == 0777)
+    chmod("/tmp", 01777);
+}
+
 int main(int argc, char **argv, char **envp) {
   base_env = envp;
   exit_on_eof = argc > 1 && strcmp(argv[1], "--exit-on-eof") == 0;
@@ -897,6 +918,7 @@ int main(int argc, char **argv, char **envp) {
    * names) but cannot list them, remove others', or replace the directory itself (/tmp
    * is sticky), which would leave every later call without a HOME.
    */
+  if (!exit_on_eof) own_mounts();
   mkdir(HOME_ROOT, 01733);
   chmod(HOME_ROOT, 01733);
   claim_container();

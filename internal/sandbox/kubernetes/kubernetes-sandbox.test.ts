@@ -1,0 +1,143 @@
+/**
+ * The kubernetes driver on a real cluster (scripts/kubernetes/cluster.sh): a run's Pod is
+ * made hardened as pod-manifest.ts says (checked from inside the Pod, not only in the
+ * spec), runs calls as uid 1000 through an agent over pods/exec, takes the workspace in and
+ * gives it out, is found again by another handle (a worker's takeover), and a Pod that is
+ * deleted under it is a lost sandbox.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { ulid } from "ulid";
+import { sandboxImage, TEST_LIMITS } from "../../testing/docker.ts";
+import { loadImages, type TestNamespace, testNamespace } from "../../testing/kubernetes.ts";
+import { collect } from "../collect.ts";
+import type { ExecRequest, Sandbox, SandboxHandle } from "../port.ts";
+import { packWorkspace, readWorkspaceArchive } from "../workspace-archive.ts";
+import { createKubernetesSandbox } from "./kubernetes-sandbox.ts";
+import { podName } from "./pod-manifest.ts";
+
+let ns: TestNamespace;
+let sandbox: Sandbox;
+let box: SandboxHandle;
+let runId: string;
+const image = sandboxImage("base");
+const managed = `t${ulid().toLowerCase().slice(-8)}`;
+
+const run = (h: SandboxHandle, cmd: string, extra: Partial<ExecRequest> = {}) =>
+  h.exec({ argv: ["sh", "-c", cmd], timeoutMs: 20_000, maxOutputBytes: 64 * 1024, ...extra });
+
+before(async () => {
+  ns = await testNamespace("baseline");
+  await loadImages(image);
+  sandbox = createKubernetesSandbox({
+    kc: ns.kc,
+    namespace: ns.namespace,
+    managed,
+    imagePullPolicy: "Never",
+  });
+  runId = ulid();
+  box = await sandbox.create({
+    runId,
+    tenantId: "acme",
+    image,
+    limits: TEST_LIMITS,
+    network: "none",
+    workspaceTar: await packWorkspace([
+      { path: "hello.txt", type: "file", mode: 0o644, data: Buffer.from("hi\n") },
+    ]),
+  });
+});
+after(async () => {
+  await sandbox?.reap(() => false).catch(() => undefined);
+  await ns?.cleanup();
+});
+
+describe("kubernetes driver", () => {
+  it("runs calls as uid 1000 with no capabilities, no token, a read-only root, in the workspace it was given", async () => {
+    const r = await run(
+      box,
+      "id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; cat hello.txt; stat -c '%u %a' /workspace /tmp; ls /var/run/secrets/kubernetes.io 2>&1; touch /etc/x 2>&1; true",
+    );
+    assert.equal(r.exitCode, 0, r.stderr);
+    const lines = r.stdout.split("\n");
+    assert.equal(lines[0], "1000");
+    assert.match(r.stdout, /CapEff:\s+0000000000000000/);
+    assert.match(r.stdout, /NoNewPrivs:\s+1/);
+    assert.match(r.stdout, /Seccomp:\s+2/);
+    assert.match(r.stdout, /\nhi\n/);
+    assert.match(
+      r.stdout,
+      /\n1000 755\n0 1777\n/,
+      "the workspace is the sandbox user's, /tmp sticky",
+    );
+    assert.match(r.stdout, /No such file or directory/, "no service-account token");
+    assert.match(r.stdout, /Read-only file system/);
+  });
+
+  it("streams the workspace out and diffs it against the one it started from", async () => {
+    const w = await run(box, "printf 'new\\n' > added.txt && printf 'ho\\n' > hello.txt");
+    assert.equal(w.exitCode, 0, w.stderr);
+    const entries = await readWorkspaceArchive(await collect(box.exportWorkspace()));
+    const byPath = new Map(entries.map((e) => [e.path, e]));
+    assert.equal(byPath.get("added.txt")?.data?.toString(), "new\n");
+    const d = await box.diff();
+    assert.match(d.patch, /\+ho/);
+    assert.match(d.patch, /added\.txt/);
+  });
+
+  it("keeps calls apart: a timeout kills the call, stdin reaches it, output is capped", async () => {
+    const t = await run(box, "sleep 30", { timeoutMs: 500 });
+    assert.equal(t.timedOut, true);
+    const s = await box.exec({
+      argv: ["cat"],
+      timeoutMs: 10_000,
+      maxOutputBytes: 1024,
+      stdin: Buffer.from("through stdin"),
+    });
+    assert.equal(s.stdout, "through stdin");
+    const c = await run(box, "yes | head -c 100000", { maxOutputBytes: 1000 });
+    assert.equal(c.truncated, true);
+  });
+
+  it("is found again by another worker's handle, which works through an agent of its own", async () => {
+    const other = createKubernetesSandbox({ kc: ns.kc, namespace: ns.namespace, managed });
+    const found = await other.find(runId);
+    assert.ok(found, "the run's Pod is found");
+    const r = await run(found, "cat added.txt");
+    assert.equal(r.stdout, "new\n");
+    found.detach?.();
+    assert.equal(await other.find(ulid()), undefined, "another run has no Pod");
+    const stranger = createKubernetesSandbox({
+      kc: ns.kc,
+      namespace: ns.namespace,
+      managed: "other",
+    });
+    assert.equal(await stranger.find(runId), undefined, "another deployment's key finds nothing");
+  });
+
+  it("a Pod deleted under the handle is a lost sandbox, and find() says there is none", async () => {
+    const id = ulid();
+    const h = await sandbox.create({
+      runId: id,
+      tenantId: "acme",
+      image,
+      limits: TEST_LIMITS,
+      network: "none",
+    });
+    assert.equal(await h.lost?.(), false);
+    await ns.core.deleteNamespacedPod({
+      namespace: ns.namespace,
+      name: podName(managed, id),
+      gracePeriodSeconds: 0,
+    });
+    await assert.rejects(run(h, "sleep 60"), /lost|gone|closed/);
+    assert.equal(await h.lost?.(), true);
+    assert.equal(await sandbox.find(id), undefined);
+  });
+
+  it("destroy removes the Pod", async () => {
+    await box.destroy();
+    assert.equal(await box.lost?.(), true);
+    assert.equal(await sandbox.find(runId), undefined);
+  });
+});
