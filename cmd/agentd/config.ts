@@ -251,6 +251,21 @@ export const FLAGS = {
     help: "server: how often pending approvals past their expiry (policy approvals.expireAfter) are denied and their paused runs re-enqueued, so the model gets the denial; 0: only when an approval is looked at",
     def: "60000",
   },
+  "sandbox-driver": {
+    env: "AGENTD_SANDBOX_DRIVER",
+    help: "worker: where sandboxes run: docker (the engine DOCKER_HOST names) or kubernetes (one Pod per run in --k8s-namespace, through the API server of the in-cluster ServiceAccount or KUBECONFIG)",
+    def: "docker",
+  },
+  "k8s-namespace": {
+    env: "AGENTD_K8S_NAMESPACE",
+    help: "worker, kubernetes driver: the namespace of the sandbox Pods (the worker's Role must allow pods, pods/exec and networkpolicies there)",
+    def: "agentd-sandboxes",
+  },
+  "k8s-runtime-class": {
+    env: "AGENTD_K8S_RUNTIME_CLASS",
+    help: "worker, kubernetes driver: the RuntimeClass of sandbox Pods (for example gvisor); none: the cluster's default runtime",
+    def: undefined,
+  },
   "warm-sandboxes": {
     env: "AGENTD_WARM_SANDBOXES",
     help: "worker: started, empty sandboxes kept ready so a run only waits for its workspace to be copied in; 0 creates each one when a run starts",
@@ -406,6 +421,14 @@ export const ConfigSchema = z.object({
   "shutdown-grace-ms": z.coerce.number().int().min(100).max(3_600_000),
   "cancel-wait-ms": z.coerce.number().int().min(0).max(2_147_483_647),
   "warm-sandboxes": z.coerce.number().int().min(0).max(64),
+  "sandbox-driver": z.enum(["docker", "kubernetes"]),
+  "k8s-namespace": z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "a Kubernetes namespace name (RFC 1123 label)"),
+  "k8s-runtime-class": z
+    .string()
+    .regex(/^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/, "a RuntimeClass name (RFC 1123 subdomain)")
+    .optional(),
   "price-table": z.string().min(1).optional(),
 });
 

@@ -4,7 +4,6 @@
  * artifact store, authenticator, policy), starts the server, and stops it cleanly on
  * SIGTERM. SIGHUP re-reads the policy, the auth file and the TLS certificate.
  */
-import { egressProblem } from "../../internal/sandbox/egress-preflight.ts";
 import "./empty-env.ts"; // first: before the AI SDK loads
 import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { hostname } from "node:os";
@@ -88,8 +87,7 @@ import { RedisPolicyChangeStore } from "../../internal/policychanges/redis-store
 import { RunProjectionCache } from "../../internal/projections/run-cache.ts";
 import { connectRedis, createRedisClient } from "../../internal/redisconn/connect.ts";
 import { parseRedisUrl } from "../../internal/redisconn/redis-url.ts";
-import { connectDocker } from "../../internal/sandbox/docker-connect.ts";
-import { createDockerSandbox, type DockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
+import type { DockerSandbox } from "../../internal/sandbox/docker-sandbox.ts";
 import type { RunAdmission } from "../../internal/scheduler/admission.ts";
 import { MemoryWorkerPresence } from "../../internal/scheduler/memory-presence.ts";
 import { MemoryRunQueue } from "../../internal/scheduler/memory-run-queue.ts";
@@ -136,6 +134,7 @@ import { type Config, type FlagName, flagHelp, parseConfig, UsageError } from ".
 import { crashPointFrom } from "./crash-at.ts";
 import { startRetention } from "./retention.ts";
 import { reviewerModels } from "./reviewer-model.ts";
+import { openSandboxDriver } from "./sandbox-driver.ts";
 import { startTenantLimits } from "./tenant-limits.ts";
 
 const SERVER_FLAGS: FlagName[] = [
@@ -202,6 +201,9 @@ const WORKER_FLAGS: FlagName[] = [
   "cache-dir",
   "cache-max-bytes",
   "warm-sandboxes",
+  "sandbox-driver",
+  "k8s-namespace",
+  "k8s-runtime-class",
   "price-table",
   "redis-timeout-ms",
   "redis-tls-ca",
@@ -250,6 +252,9 @@ const DEV_FLAGS: FlagName[] = [
   "max-run-cost-usd",
   "max-run-wall-ms",
   "warm-sandboxes",
+  "sandbox-driver",
+  "k8s-namespace",
+  "k8s-runtime-class",
   "price-table",
   "shutdown-grace-ms",
   "export-config",
@@ -625,28 +630,14 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
   let reaper: NodeJS.Timeout | undefined;
   let beat: PresenceBeat | undefined;
   if (choice !== undefined) {
-    // DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH: a remote engine is checked now.
-    const engine = await connectDocker(process.env);
-    const docker = engine.docker;
-    logger.info({ engine: engine.describe }, "using the Docker engine");
-    // An allowlist policy this worker cannot enforce (its engine's bridges elsewhere, no
-    // iptables or no right to use it) stops it here, in one line, not each run at its start.
-    if (policy.current().sandbox.network === "allowlist") {
-      const problem = await egressProblem(docker);
-      if (problem !== undefined)
-        throw new AgentdError(
-          "EUNAVAILABLE",
-          `the policy says sandbox.network: allowlist, which this worker cannot enforce: ${problem}`,
-        );
-    }
     const workerId = `${hostname()}:${process.pid}`;
-    const boxes = createDockerSandbox({
-      docker,
-      warm: cfg["warm-sandboxes"],
-      poolOwner: workerId,
-      // Images without the agent (a run's own) get the policy image's, injected read-only.
-      agentSource: () => policy.current().sandbox.image,
+    const engine = await openSandboxDriver(cfg, {
+      workerId,
+      policy: () => policy.current(),
+      logger,
     });
+    logger.info({ sandbox: engine.describe }, "sandbox driver");
+    const boxes = engine.sandbox;
     sandbox = boxes;
     // Alive before its first warm container exists: others reap its pool once beats stop.
     beat = await startPresenceBeat(presence, workerId, cfg["lease-ttl-ms"], (err) =>

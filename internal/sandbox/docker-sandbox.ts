@@ -46,6 +46,7 @@ import { CONTROL_LOOP } from "./exec-scripts.ts";
 import { isFilled, LABEL_FILL_MARK, MARK_ROOT, markFilled } from "./fill-mark.ts";
 import { ensureImage } from "./image-pull.ts";
 import type {
+  PooledSandbox,
   ReapOptions,
   Sandbox,
   SandboxHandle,
@@ -104,15 +105,8 @@ type MainProcess =
   | { kind: "bundle"; volume: string }
   | { kind: "loop" };
 
-export interface DockerSandbox extends Sandbox {
-  /**
-   * Fills the warm pool for `shape` (no-op without `warm`); resolves when it is full. A
-   * worker calls it at start with its policy's shape, so even its first run starts warm.
-   */
-  prewarm(shape: SandboxShape): Promise<void>;
-  /** Removes this instance's idle warm containers and stops refilling. */
-  close(): Promise<void>;
-}
+/** The Docker adapter: a PooledSandbox (warm containers: warm-pool.ts). */
+export type DockerSandbox = PooledSandbox;
 
 /** Default size of /workspace (policy sandbox.workspaceSize). */
 export const DEFAULT_WORKSPACE_BYTES = 1024 ** 3;

@@ -234,6 +234,17 @@ export interface Sandbox {
   prepareImage?(ref: ImageReference, opts?: EnsureImageOptions): Promise<EnsuredImage>;
 }
 
+/** A sandbox adapter as a worker holds it: warm sandboxes kept ready, closed at its end. */
+export interface PooledSandbox extends Sandbox {
+  /**
+   * Fills the warm pool for `shape` (no-op without warm sandboxes); resolves when it is
+   * full. A worker calls it at start with its policy's shape, so its first run starts warm.
+   */
+  prewarm(shape: SandboxShape): Promise<void>;
+  /** Removes this instance's idle warm sandboxes and stops refilling. */
+  close(): Promise<void>;
+}
+
 /** Mount point of the workspace in every sandbox. */
 export const WORKSPACE = "/workspace";
 

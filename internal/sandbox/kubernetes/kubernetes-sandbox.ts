@@ -11,7 +11,7 @@ import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node"
 import { AgentdError, type ErrorCode } from "../../errors.ts";
 import { maxExportBytes, workspaceMount, workspaceOf } from "../docker-sandbox.ts";
 import { isFilled, MARK_ROOT, markFilled } from "../fill-mark.ts";
-import type { ReapOptions, Sandbox, SandboxHandle, SandboxSpec } from "../port.ts";
+import type { PooledSandbox, ReapOptions, SandboxHandle, SandboxSpec } from "../port.ts";
 import { PodHandle, type PodRef, podAgent } from "./pod-handle.ts";
 import {
   ANNOTATION_RUN,
@@ -41,7 +41,7 @@ export interface KubernetesSandboxOptions {
   labels?: Record<string, string>;
 }
 
-export function createKubernetesSandbox(o: KubernetesSandboxOptions): Sandbox {
+export function createKubernetesSandbox(o: KubernetesSandboxOptions): PooledSandbox {
   const core = o.kc.makeApiClient(CoreV1Api);
   const namespace = o.namespace ?? "agentd-sandboxes";
   const managed = o.managed ?? "agentd";
@@ -126,6 +126,10 @@ export function createKubernetesSandbox(o: KubernetesSandboxOptions): Sandbox {
       }
       return h;
     },
+
+    // Warm Pods: not yet (every run's Pod starts cold).
+    prewarm: async () => undefined,
+    close: async () => undefined,
 
     async reap(
       isLive: (runId: string) => Promise<boolean> | boolean,
