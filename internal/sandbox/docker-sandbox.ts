@@ -48,7 +48,6 @@ import { ensureImage } from "./image-pull.ts";
 import type {
   PooledSandbox,
   ReapOptions,
-  Sandbox,
   SandboxHandle,
   SandboxShape,
   SandboxSpec,
