@@ -6,15 +6,66 @@
  * deleted under it is a lost sandbox.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { after, before, describe, it } from "node:test";
+import { promisify } from "node:util";
 import { ulid } from "ulid";
 import { sandboxImage, TEST_LIMITS } from "../../testing/docker.ts";
-import { loadImages, type TestNamespace, testNamespace } from "../../testing/kubernetes.ts";
+import {
+  loadImages,
+  requireCluster,
+  type TestNamespace,
+  testNamespace,
+} from "../../testing/kubernetes.ts";
 import { collect } from "../collect.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "../port.ts";
 import { packWorkspace, readWorkspaceArchive } from "../workspace-archive.ts";
 import { createKubernetesSandbox } from "./kubernetes-sandbox.ts";
 import { podName } from "./pod-manifest.ts";
+import { waitRunning } from "./pod-wait.ts";
+
+const BB = "/usr/local/libexec/agentd/busybox";
+
+/** A Pod of the same namespace that is not a sandbox: a web server on 8080 and a shell. */
+async function controlPod(): Promise<{ ip: string; exec(cmd: string): Promise<string> }> {
+  await ns.core.createNamespacedPod({
+    namespace: ns.namespace,
+    body: {
+      metadata: { name: "control" },
+      spec: {
+        automountServiceAccountToken: false,
+        containers: [
+          {
+            name: "c",
+            image,
+            imagePullPolicy: "Never",
+            command: [BB, "httpd", "-f", "-p", "8080", "-h", "/"],
+          },
+        ],
+      },
+    },
+  });
+  const pod = await waitRunning(ns.kc, ns.namespace, "control", "c", 120_000);
+  const kubeconfig = await requireCluster();
+  return {
+    ip: pod.status?.podIP ?? "",
+    exec: async (cmd) =>
+      (
+        await promisify(execFile)("kubectl", [
+          "--kubeconfig",
+          kubeconfig,
+          "exec",
+          "-n",
+          ns.namespace,
+          "control",
+          "--",
+          "bash",
+          "-c",
+          cmd,
+        ])
+      ).stdout,
+  };
+}
 
 let ns: TestNamespace;
 let sandbox: Sandbox;
@@ -133,6 +184,27 @@ describe("kubernetes driver", () => {
     await assert.rejects(run(h, "sleep 60"), /lost|gone|closed/);
     assert.equal(await h.lost?.(), true);
     assert.equal(await sandbox.find(id), undefined);
+  });
+
+  it("reaches nothing on the cluster network, which a Pod beside it does reach", async () => {
+    const node = await ns.core.readNode({ name: "agentd-node" });
+    const nodeIp = node.status?.addresses?.find((a) => a.type === "InternalIP")?.address;
+    assert.ok(nodeIp);
+    const control = await controlPod();
+    const targets = [
+      ["the API server's Service", "10.96.0.1", 443],
+      ["the API server on the node", nodeIp, 6443],
+      ["the kubelet", nodeIp, 10250],
+      ["cluster DNS", "10.96.0.10", 53],
+      ["a Pod beside it", control.ip, 8080],
+    ] as const;
+    for (const [what, ip, port] of targets) {
+      const probe = `${BB} timeout 3 bash -c 'exec 3<>/dev/tcp/${ip}/${port}' && echo open || echo closed`;
+      const fromSandbox = await run(box, probe);
+      assert.equal(fromSandbox.stdout.trim(), "closed", `the sandbox reached ${what}`);
+      const fromControl = await control.exec(probe);
+      assert.equal(fromControl.trim(), "open", `a Pod without the sandbox label reaches ${what}`);
+    }
   });
 
   it("destroy removes the Pod", async () => {

@@ -13,6 +13,7 @@ import { maxExportBytes, workspaceMount, workspaceOf } from "../docker-sandbox.t
 import { isFilled, MARK_ROOT, markFilled } from "../fill-mark.ts";
 import type { PooledSandbox, ReapOptions, SandboxHandle, SandboxSpec } from "../port.ts";
 import { PodHandle, type PodRef, podAgent } from "./pod-handle.ts";
+import { ensureIsolation } from "./pod-isolation.ts";
 import {
   ANNOTATION_RUN,
   CONTAINER,
@@ -69,7 +70,18 @@ export function createKubernetesSandbox(o: KubernetesSandboxOptions): PooledSand
   const remove = (name: string) =>
     core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).catch(() => undefined);
 
+  /** The namespace's isolation, once per process (retried after a failure). */
+  let isolated: Promise<void> | undefined;
+  const isolation = (): Promise<void> => {
+    isolated ??= ensureIsolation(o.kc, namespace).catch((err: unknown) => {
+      isolated = undefined;
+      throw err;
+    });
+    return isolated;
+  };
+
   async function createPod(spec: SandboxSpec): Promise<V1Pod> {
+    await isolation();
     const name = podName(managed, spec.runId);
     const body = sandboxPod(spec, { name, runId: spec.runId, tenantId: spec.tenantId }, podOpts);
     try {

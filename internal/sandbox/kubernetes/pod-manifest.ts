@@ -16,6 +16,7 @@ import { CACHE_DIR } from "../cache-env.ts";
 import { DEFAULT_WORKSPACE_BYTES } from "../docker-sandbox.ts";
 import type { SandboxShape } from "../port.ts";
 import { WORKSPACE } from "../port.ts";
+import { SANDBOX_SELECTOR } from "./pod-isolation.ts";
 
 export const LABEL_RUN = "agentd.dev/run-id";
 export const LABEL_MANAGED = "agentd.dev/managed";
@@ -73,7 +74,7 @@ export function sandboxPod(
       namespace: o.namespace,
       labels: {
         ...o.labels,
-        "app.kubernetes.io/name": "agentd-sandbox",
+        ...SANDBOX_SELECTOR,
         [LABEL_MANAGED]: o.managed,
         ...(ids.runId === "" ? {} : { [LABEL_RUN]: runLabel(ids.runId) }),
         ...(ids.pool === undefined ? {} : { [LABEL_POOL]: ids.pool }),
