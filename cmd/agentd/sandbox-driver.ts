@@ -68,7 +68,7 @@ async function openDocker(
 
 async function openKubernetes(
   cfg: DriverConfig,
-  o: { policy: () => Policy },
+  o: { workerId: string; policy: () => Policy },
 ): Promise<OpenedSandbox> {
   if (o.policy().sandbox.network === "allowlist")
     throw new AgentdError(
@@ -87,6 +87,8 @@ async function openKubernetes(
   const sandbox = createKubernetesSandbox({
     kc,
     namespace,
+    warm: cfg["warm-sandboxes"],
+    poolOwner: o.workerId,
     ...(runtimeClass === undefined ? {} : { runtimeClassName: runtimeClass }),
   });
   return {

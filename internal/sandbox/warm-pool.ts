@@ -10,6 +10,14 @@ import type { ControlChannel } from "./control-channel.ts";
 /** A started container and its channel (the agent, or the control loop). */
 export type WarmContainer = ControlChannel | AgentChannel;
 
+/** What the pool needs of a warm sandbox (a Docker container's channel, a Pod's agent). */
+export interface Warm {
+  readonly container: { readonly id: string };
+  readonly at: number;
+  alive(): boolean;
+  discard(): Promise<void>;
+}
+
 import type { SandboxShape } from "./port.ts";
 
 /**
@@ -18,19 +26,19 @@ import type { SandboxShape } from "./port.ts";
  */
 export const WARM_MAX_AGE_MS = 10 * 60_000;
 
-export interface WarmPoolOptions {
+export interface WarmPoolOptions<W extends Warm = WarmContainer> {
   /** Ready containers kept per shape. 0: the pool is off. */
   target: number;
   /** Creates and starts one warm container of `shape`. */
-  make(shape: SandboxShape): Promise<WarmContainer>;
+  make(shape: SandboxShape): Promise<W>;
   now: () => number;
 }
 
-export interface WarmPool {
+export interface WarmPool<W extends Warm = WarmContainer> {
   /** Tops the pool of `shape` up (one fill at a time per shape); resolves when full. */
   fill(shape: SandboxShape): Promise<void>;
   /** A ready warm container for `shape`, if one young enough is there; refills behind. */
-  take(shape: SandboxShape): WarmContainer | undefined;
+  take(shape: SandboxShape): W | undefined;
   /** True for the ids of containers this pool made and did not hand out or remove. */
   owns(id: string): boolean;
   /** Removes the idle containers and stops refilling. */
@@ -46,13 +54,15 @@ const shapeKey = (s: SandboxShape): string =>
     s.userImage === true,
   ]);
 
-export function createWarmPool(opts: WarmPoolOptions): WarmPool {
-  const pool = new Map<string, WarmContainer[]>();
+export function createWarmPool<W extends Warm = WarmContainer>(
+  opts: WarmPoolOptions<W>,
+): WarmPool<W> {
+  const pool = new Map<string, W[]>();
   const filling = new Map<string, Promise<void>>();
   const mine = new Set<string>();
   let closed = false;
 
-  const discard = (w: WarmContainer): void => {
+  const discard = (w: W): void => {
     mine.delete(w.container.id);
     void w.discard();
   };
@@ -80,7 +90,7 @@ export function createWarmPool(opts: WarmPoolOptions): WarmPool {
     return p;
   }
 
-  function take(shape: SandboxShape): WarmContainer | undefined {
+  function take(shape: SandboxShape): W | undefined {
     if (opts.target <= 0 || closed) return undefined;
     const key = shapeKey(shape);
     // Runs of one worker share its policy's shape: another shape's containers are left
@@ -91,9 +101,9 @@ export function createWarmPool(opts: WarmPoolOptions): WarmPool {
       for (const w of idle) discard(w);
     }
     const ready = pool.get(key) ?? [];
-    let got: WarmContainer | undefined;
+    let got: W | undefined;
     while (got === undefined && ready.length > 0) {
-      const w = ready.shift() as ControlChannel;
+      const w = ready.shift() as W;
       if (opts.now() - w.at <= WARM_MAX_AGE_MS && w.alive()) {
         mine.delete(w.container.id);
         got = w;

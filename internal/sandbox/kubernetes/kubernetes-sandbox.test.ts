@@ -17,6 +17,7 @@ import {
   type TestNamespace,
   testNamespace,
 } from "../../testing/kubernetes.ts";
+import { until } from "../../testing/until.ts";
 import { collect } from "../collect.ts";
 import type { ExecRequest, Sandbox, SandboxHandle } from "../port.ts";
 import { packWorkspace, readWorkspaceArchive } from "../workspace-archive.ts";
@@ -205,6 +206,49 @@ describe("kubernetes driver", () => {
       const fromControl = await control.exec(probe);
       assert.equal(fromControl.trim(), "open", `a Pod without the sandbox label reaches ${what}`);
     }
+  });
+
+  it("hands a warm Pod to a run, which is then found by its label; a dead keeper's warm Pods are reaped", async () => {
+    const warm = createKubernetesSandbox({
+      kc: ns.kc,
+      namespace: ns.namespace,
+      managed,
+      imagePullPolicy: "Never",
+      warm: 1,
+      poolOwner: "host:1",
+    });
+    const shape = { image, limits: TEST_LIMITS, network: "none" as const };
+    await warm.prewarm(shape);
+    const id = ulid();
+    const h = await warm.create({
+      ...shape,
+      runId: id,
+      tenantId: "acme",
+      workspaceTar: await packWorkspace([
+        { path: "w.txt", type: "file", mode: 0o644, data: Buffer.from("warm\n") },
+      ]),
+    });
+    assert.match(h.id, new RegExp(`/agentd-${managed}-pool-`), "the run got the warm Pod");
+    const other = createKubernetesSandbox({ kc: ns.kc, namespace: ns.namespace, managed });
+    const found = await other.find(id);
+    assert.ok(found, "found by the run's label after the claim");
+    assert.equal((await run(found, "cat w.txt")).stdout, "warm\n");
+    found.detach?.();
+    // The pool refilled behind the take: that Pod is the keeper's, left alone while it lives.
+    const pods = async () =>
+      (
+        await ns.core.listNamespacedPod({
+          namespace: ns.namespace,
+          labelSelector: `agentd.dev/managed=${managed},agentd.dev/pool`,
+        })
+      ).items.filter((p) => p.metadata?.deletionTimestamp === undefined);
+    await until("the refill", async () => ((await pods()).length === 1 ? true : undefined));
+    await other.reap(() => true, { poolOwnerDead: async () => false });
+    assert.equal((await pods()).length, 1, "a live keeper's warm Pod stays");
+    await other.reap(() => true, { poolOwnerDead: async (owner) => owner === "host:1" });
+    assert.equal((await pods()).length, 0, "a dead keeper's warm Pod goes");
+    await h.destroy();
+    await warm.close();
   });
 
   it("destroy removes the Pod", async () => {

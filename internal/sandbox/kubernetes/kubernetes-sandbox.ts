@@ -7,24 +7,26 @@
  * Must never: touch a Pod without this deployment's managed label, hand out a Pod whose
  * workspace is not complete (the fill mark), or wait for a Pod past its start timeout.
  */
+import { randomUUID } from "node:crypto";
 import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { AgentdError, type ErrorCode } from "../../errors.ts";
+import { metrics } from "../../telemetry/metrics.ts";
+import type { AgentChannel } from "../agent-channel.ts";
 import { maxExportBytes, workspaceMount, workspaceOf } from "../docker-sandbox.ts";
 import { isFilled, MARK_ROOT, markFilled } from "../fill-mark.ts";
-import type { PooledSandbox, ReapOptions, SandboxHandle, SandboxSpec } from "../port.ts";
+import type { PooledSandbox, SandboxHandle, SandboxShape, SandboxSpec } from "../port.ts";
+import { createWarmPool } from "../warm-pool.ts";
+import { claimPod, podOfRun } from "./pod-claim.ts";
 import { PodHandle, type PodRef, podAgent } from "./pod-handle.ts";
 import { ensureIsolation } from "./pod-isolation.ts";
 import {
-  ANNOTATION_RUN,
   CONTAINER,
   DEFAULT_AGENT_PATH,
-  LABEL_MANAGED,
-  LABEL_RUN,
   type PodOptions,
   podName,
-  runLabel,
   sandboxPod,
 } from "./pod-manifest.ts";
+import { reapPods } from "./pod-reap.ts";
 import { waitRunning } from "./pod-wait.ts";
 
 export interface KubernetesSandboxOptions {
@@ -40,6 +42,11 @@ export interface KubernetesSandboxOptions {
   /** How long a Pod may take to run (scheduling, image pull); default 120 s. */
   startTimeoutMs?: number;
   labels?: Record<string, string>;
+  /** Warm Pods kept ready per shape (--warm-sandboxes); 0: every run's Pod starts cold. */
+  warm?: number;
+  /** The keeper of this instance's warm Pods (the worker id); reaped when it is dead. */
+  poolOwner?: string;
+  now?: () => number;
 }
 
 export function createKubernetesSandbox(o: KubernetesSandboxOptions): PooledSandbox {
@@ -47,6 +54,8 @@ export function createKubernetesSandbox(o: KubernetesSandboxOptions): PooledSand
   const namespace = o.namespace ?? "agentd-sandboxes";
   const managed = o.managed ?? "agentd";
   const agentPath = o.agentPath ?? DEFAULT_AGENT_PATH;
+  const poolOwner = o.poolOwner ?? randomUUID();
+  const now = o.now ?? Date.now;
   const podOpts: PodOptions = {
     namespace,
     managed,
@@ -65,7 +74,7 @@ export function createKubernetesSandbox(o: KubernetesSandboxOptions): PooledSand
   const refOf = (pod: V1Pod): PodRef => ({
     namespace,
     name: pod.metadata?.name ?? "",
-    uid: pod.metadata?.uid ?? "",
+    id: pod.metadata?.uid ?? "",
   });
   const remove = (name: string) =>
     core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).catch(() => undefined);
@@ -80,14 +89,64 @@ export function createKubernetesSandbox(o: KubernetesSandboxOptions): PooledSand
     return isolated;
   };
 
-  async function createPod(spec: SandboxSpec): Promise<V1Pod> {
+  /** Creates a Pod of `shape` (a run's when `runId` is set, else a warm one) and waits for it to run. */
+  async function startPod(
+    shape: SandboxShape,
+    ids: { runId: string; tenantId: string },
+  ): Promise<AgentChannel<PodRef>> {
     await isolation();
-    const name = podName(managed, spec.runId);
-    const body = sandboxPod(spec, { name, runId: spec.runId, tenantId: spec.tenantId }, podOpts);
+    const name = ids.runId === "" ? warmName(managed) : podName(managed, ids.runId);
+    const warm = ids.runId === "" ? { poolOwner } : {};
+    const body = sandboxPod(shape, { name, ...ids, ...warm }, podOpts);
+    let ref: PodRef;
     try {
-      return await core.createNamespacedPod({ namespace, body });
+      ref = refOf(await core.createNamespacedPod({ namespace, body }));
     } catch (err) {
-      throw apiError(err, `create the sandbox Pod of run ${spec.runId}`);
+      throw apiError(err, `create a sandbox Pod${ids.runId === "" ? "" : ` for run ${ids.runId}`}`);
+    }
+    try {
+      await waitRunning(o.kc, namespace, ref.name, CONTAINER, o.startTimeoutMs ?? 120_000);
+      return await podAgent({ kc: o.kc, agentPath }, ref, () => remove(ref.name));
+    } catch (err) {
+      await remove(ref.name);
+      throw err instanceof AgentdError ? err : apiError(err, `start the sandbox Pod ${ref.name}`);
+    }
+  }
+
+  const pool = createWarmPool<AgentChannel<PodRef>>({
+    target: o.warm ?? 0,
+    make: (shape) => startPod(shape, { runId: "", tenantId: "" }),
+    now,
+  });
+
+  /** The workspace into `agent`'s Pod, then the fill mark: a handle for the run. */
+  async function fill(agent: AgentChannel<PodRef>, spec: SandboxSpec): Promise<PodHandle> {
+    const { source, baseTar } = await workspaceOf(spec);
+    const ws = workspaceMount(spec);
+    await agent.unpack(source);
+    const h = new PodHandle(
+      agent.container,
+      spec.runId,
+      handleOpts(maxExportBytes(ws.size, ws.inodes), baseTar),
+      agent,
+    );
+    await markFilled(h);
+    return h;
+  }
+
+  /** A warm Pod, filled and given to the run; undefined when none is ready or it failed. */
+  async function fromPool(spec: SandboxSpec): Promise<SandboxHandle | undefined> {
+    const warm = spec.userImage === true ? undefined : pool.take(spec);
+    if (warm === undefined) return undefined;
+    try {
+      const h = await fill(warm, spec);
+      // The run's only once complete: a worker dying mid-fill leaves a warm Pod (reaped),
+      // never a run's Pod with half a workspace.
+      await claimPod(core, warm.container, spec.runId, spec.tenantId);
+      return h;
+    } catch {
+      await warm.discard();
+      return undefined;
     }
   }
 
@@ -95,41 +154,35 @@ export function createKubernetesSandbox(o: KubernetesSandboxOptions): PooledSand
     async create(spec: SandboxSpec): Promise<SandboxHandle> {
       if (spec.network === "egress")
         throw new AgentdError("EUNIMPLEMENTED", "network egress: not yet on the kubernetes driver");
-      const { source, baseTar } = await workspaceOf(spec);
-      const ws = workspaceMount(spec);
-      const created = await createPod(spec);
-      const ref = refOf(created);
+      const t0 = performance.now();
+      const took = (start: "warm" | "cold"): void =>
+        metrics.sandboxCreate.observe({ start }, (performance.now() - t0) / 1000);
+      const warm = await fromPool(spec);
+      if (warm !== undefined) {
+        took("warm");
+        return warm;
+      }
+      const agent = await startPod(spec, { runId: spec.runId, tenantId: spec.tenantId });
       try {
-        await waitRunning(o.kc, namespace, ref.name, CONTAINER, o.startTimeoutMs ?? 120_000);
-        const agent = await podAgent({ kc: o.kc, agentPath }, ref);
-        await agent.unpack(source);
-        const h = new PodHandle(
-          ref,
-          spec.runId,
-          handleOpts(maxExportBytes(ws.size, ws.inodes), baseTar),
-          agent,
-        );
-        await markFilled(h);
+        const h = await fill(agent, spec);
+        took("cold");
         return h;
       } catch (err) {
-        await remove(ref.name);
+        await agent.discard();
         throw err instanceof AgentdError
           ? err
-          : apiError(err, `start the sandbox of run ${spec.runId}`);
+          : apiError(err, `fill the sandbox of run ${spec.runId}`);
       }
     },
 
     async find(runId: string): Promise<SandboxHandle | undefined> {
-      let pod: V1Pod;
+      let pod: V1Pod | undefined;
       try {
-        pod = await core.readNamespacedPod({ namespace, name: podName(managed, runId) });
+        pod = await podOfRun(core, namespace, managed, runId);
       } catch (err) {
-        if ((err as { code?: number }).code === 404) return undefined;
         throw apiError(err, `find the sandbox of run ${runId}`);
       }
-      const meta = pod.metadata;
-      if (meta?.labels?.[LABEL_MANAGED] !== managed || meta.annotations?.[ANNOTATION_RUN] !== runId)
-        return undefined;
+      if (pod === undefined) return undefined;
       const ws = workspaceMount({ ...specOfPod(pod), limits: limitsOfPod(pod) });
       const h = new PodHandle(refOf(pod), runId, handleOpts(maxExportBytes(ws.size, ws.inodes)));
       if ((await h.lost()) || !(await isFilled(h, MARK_ROOT))) {
@@ -139,29 +192,17 @@ export function createKubernetesSandbox(o: KubernetesSandboxOptions): PooledSand
       return h;
     },
 
-    // Warm Pods: not yet (every run's Pod starts cold).
-    prewarm: async () => undefined,
-    close: async () => undefined,
+    prewarm: (shape) => (shape.network === "egress" ? Promise.resolve() : pool.fill(shape)),
+    close: () => pool.close(),
 
-    async reap(
-      isLive: (runId: string) => Promise<boolean> | boolean,
-      _opts?: ReapOptions,
-    ): Promise<string[]> {
-      const list = await core.listNamespacedPod({
-        namespace,
-        labelSelector: `${LABEL_MANAGED}=${managed}`,
-      });
-      const reaped: string[] = [];
-      for (const pod of list.items) {
-        const runId = pod.metadata?.annotations?.[ANNOTATION_RUN];
-        if (runId === undefined || pod.metadata?.labels?.[LABEL_RUN] !== runLabel(runId)) continue;
-        if (await isLive(runId)) continue;
-        await remove(pod.metadata?.name ?? "");
-        reaped.push(runId);
-      }
-      return reaped;
-    },
+    reap: (isLive, opts) =>
+      reapPods({ core, namespace, managed, owns: (uid) => pool.owns(uid), now }, isLive, opts),
   };
+}
+
+/** A warm Pod's name: the deployment's key and a random part. */
+function warmName(managed: string): string {
+  return podName(managed, `pool-${randomUUID().slice(0, 13)}`);
 }
 
 /** What find() needs of a Pod's shape: its workspace size (the emptyDir's limit). */

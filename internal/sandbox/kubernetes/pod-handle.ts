@@ -37,7 +37,7 @@ export interface PodRef {
   namespace: string;
   name: string;
   /** The Pod's uid: a Pod of the same name made later is another sandbox. */
-  uid: string;
+  id: string;
 }
 
 export interface PodHandleOptions {
@@ -50,17 +50,28 @@ export interface PodHandleOptions {
   egress?: { host: string; port: number };
 }
 
-/** Starts an agent of its own in the Pod and waits for its hello. */
+/**
+ * Starts an agent of its own in the Pod and waits for its hello; `remove` is what the
+ * channel's discard() does (deletes the Pod of a warm one).
+ */
 export async function podAgent(
   o: Pick<PodHandleOptions, "kc" | "agentPath">,
   pod: PodRef,
+  remove: () => Promise<unknown> = async () => undefined,
 ): Promise<AgentChannel<PodRef>> {
   const s = await openPodStream(
     o.kc,
     execPath(pod.namespace, pod.name, CONTAINER, [o.agentPath, "--exit-on-eof"]),
   );
   const agent = AgentChannel.over(
-    { container: pod, io: s.io, split: s.split, remove: async () => undefined },
+    {
+      container: pod,
+      io: s.io,
+      split: s.split,
+      remove: async () => {
+        await remove();
+      },
+    },
     Date.now(),
   );
   await agent.ready();
@@ -181,7 +192,7 @@ export class PodHandle implements SandboxHandle {
         namespace: this.#pod.namespace,
         name: this.#pod.name,
       });
-      return pod.metadata?.uid !== this.#pod.uid || podProgress(pod, CONTAINER) !== "running";
+      return pod.metadata?.uid !== this.#pod.id || podProgress(pod, CONTAINER) !== "running";
     } catch (err) {
       if ((err as { code?: number }).code === 404) return true;
       throw new AgentdError(
@@ -213,7 +224,7 @@ export class PodHandle implements SandboxHandle {
         namespace: this.#pod.namespace,
         name: this.#pod.name,
         gracePeriodSeconds: 0,
-        body: { preconditions: { uid: this.#pod.uid } },
+        body: { preconditions: { uid: this.#pod.id } },
       })
       .catch((err: { code?: number; message?: string }) => {
         // Gone already, or another Pod of that name (not ours to delete).

@@ -23,6 +23,8 @@ export const LABEL_MANAGED = "agentd.dev/managed";
 export const LABEL_POOL = "agentd.dev/pool";
 export const ANNOTATION_TENANT = "agentd.dev/tenant";
 export const ANNOTATION_RUN = "agentd.dev/run-id";
+/** A warm Pod's keeper (the worker id, host:pid): its Pods go when it is known dead. */
+export const ANNOTATION_POOL_OWNER = "agentd.dev/pool-owner";
 /** The agent in agentd's sandbox images (scripts/build-images.sh's label). */
 export const DEFAULT_AGENT_PATH = "/usr/local/libexec/agentd-agent";
 export const CONTAINER = "sandbox";
@@ -58,7 +60,7 @@ function emptyDir(name: string, bytes: number) {
 /** The Pod of `shape`, for run `runId` of `tenantId` (or a warm Pod: runId "", pool id). */
 export function sandboxPod(
   shape: SandboxShape,
-  ids: { name: string; runId: string; tenantId: string; pool?: string },
+  ids: { name: string; runId: string; tenantId: string; poolOwner?: string },
   o: PodOptions,
 ): V1Pod {
   const ws = Math.floor(shape.limits.workspaceBytes ?? DEFAULT_WORKSPACE_BYTES);
@@ -77,11 +79,12 @@ export function sandboxPod(
         ...SANDBOX_SELECTOR,
         [LABEL_MANAGED]: o.managed,
         ...(ids.runId === "" ? {} : { [LABEL_RUN]: runLabel(ids.runId) }),
-        ...(ids.pool === undefined ? {} : { [LABEL_POOL]: ids.pool }),
+        ...(ids.poolOwner === undefined ? {} : { [LABEL_POOL]: "warm" }),
       },
       annotations: {
         ...(ids.runId === "" ? {} : { [ANNOTATION_RUN]: ids.runId }),
         ...(ids.tenantId === "" ? {} : { [ANNOTATION_TENANT]: ids.tenantId }),
+        ...(ids.poolOwner === undefined ? {} : { [ANNOTATION_POOL_OWNER]: ids.poolOwner }),
       },
     },
     spec: {
