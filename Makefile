@@ -74,6 +74,7 @@ bench: build images image
 	node bench/runs.ts --runs 200
 	node bench/upload.ts
 	node bench/upload-throughput.ts
+	node bench/kubernetes.ts
 	node bench/workspace-diff.ts
 	node bench/create-run.ts
 	node bench/redis-failover.ts

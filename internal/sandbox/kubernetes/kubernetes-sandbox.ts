@@ -17,17 +17,11 @@ import { isFilled, MARK_ROOT, markFilled } from "../fill-mark.ts";
 import type { PooledSandbox, SandboxHandle, SandboxShape, SandboxSpec } from "../port.ts";
 import { createWarmPool } from "../warm-pool.ts";
 import { claimPod, podOfRun } from "./pod-claim.ts";
-import { PodHandle, type PodRef, podAgent } from "./pod-handle.ts";
+import { PodHandle, type PodRef } from "./pod-handle.ts";
 import { ensureIsolation } from "./pod-isolation.ts";
-import {
-  CONTAINER,
-  DEFAULT_AGENT_PATH,
-  type PodOptions,
-  podName,
-  sandboxPod,
-} from "./pod-manifest.ts";
+import { DEFAULT_AGENT_PATH, type PodOptions, podName, sandboxPod } from "./pod-manifest.ts";
 import { reapPods } from "./pod-reap.ts";
-import { waitRunning } from "./pod-wait.ts";
+import { agentWhenUp } from "./pod-start.ts";
 
 export interface KubernetesSandboxOptions {
   kc: KubeConfig;
@@ -105,8 +99,8 @@ export function createKubernetesSandbox(o: KubernetesSandboxOptions): PooledSand
       throw apiError(err, `create a sandbox Pod${ids.runId === "" ? "" : ` for run ${ids.runId}`}`);
     }
     try {
-      await waitRunning(o.kc, namespace, ref.name, CONTAINER, o.startTimeoutMs ?? 120_000);
-      return await podAgent({ kc: o.kc, agentPath }, ref, () => remove(ref.name));
+      const timeoutMs = o.startTimeoutMs ?? 120_000;
+      return await agentWhenUp({ kc: o.kc, agentPath, timeoutMs }, ref, () => remove(ref.name));
     } catch (err) {
       await remove(ref.name);
       throw err instanceof AgentdError ? err : apiError(err, `start the sandbox Pod ${ref.name}`);

@@ -53,6 +53,11 @@ export function runLabel(runId: string): string {
   return runId.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 63);
 }
 
+/** Cores as millicores (at least 10m): the API server refuses finer quantities. */
+function cpuQuantity(cores: number): string {
+  return `${Math.max(10, Math.round(cores * 1000))}m`;
+}
+
 function emptyDir(name: string, bytes: number) {
   return { name, emptyDir: { medium: "Memory", sizeLimit: `${Math.floor(bytes)}` } };
 }
@@ -118,9 +123,12 @@ export function sandboxPod(
             readOnlyRootFilesystem: true,
             capabilities: { drop: ["ALL"], add: ["SETUID", "SETGID", "CHOWN"] },
           },
+          // Memory is requested whole (the emptyDirs live in it: an overcommitted node
+          // would OOM a run's workspace); CPU a tenth of the limit, so that a node holds
+          // runs that mostly wait for their model rather than refusing them.
           resources: {
-            requests: { cpu: `${shape.limits.cpus}`, memory: `${memory}` },
-            limits: { cpu: `${shape.limits.cpus}`, memory: `${memory}` },
+            requests: { cpu: cpuQuantity(shape.limits.cpus / 10), memory: `${memory}` },
+            limits: { cpu: cpuQuantity(shape.limits.cpus), memory: `${memory}` },
           },
           volumeMounts: [
             { name: "workspace", mountPath: WORKSPACE },

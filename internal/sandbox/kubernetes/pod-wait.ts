@@ -53,6 +53,7 @@ export async function waitRunning(
   name: string,
   container: string,
   timeoutMs: number,
+  signal?: AbortSignal,
 ): Promise<V1Pod> {
   const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`;
   let abort: AbortController | undefined;
@@ -69,6 +70,11 @@ export async function waitRunning(
             ),
           ),
         timeoutMs,
+      );
+      signal?.addEventListener(
+        "abort",
+        () => reject(new AgentdError("ECANCELLED", "no longer waited for")),
+        { once: true },
       );
       const fail = (why: string) =>
         reject(new AgentdError("EUNAVAILABLE", `the sandbox Pod ${name} ${why}`));
