@@ -192,7 +192,10 @@ export class PodHandle implements SandboxHandle {
         namespace: this.#pod.namespace,
         name: this.#pod.name,
       });
-      return pod.metadata?.uid !== this.#pod.id || podProgress(pod, CONTAINER) !== "running";
+      if (pod.metadata?.uid !== this.#pod.id) return true;
+      // A status not yet reported (the kubelet's relist lags an agent that answers) is no loss.
+      const progress = podProgress(pod, CONTAINER);
+      return progress !== undefined && progress !== "running";
     } catch (err) {
       if ((err as { code?: number }).code === 404) return true;
       throw new AgentdError(
