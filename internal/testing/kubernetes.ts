@@ -5,6 +5,7 @@
  * own, deleted at the end. A cluster that cannot come up is a failure, never a skip.
  */
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -14,6 +15,13 @@ import { ulid } from "ulid";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const CLUSTER = join(root, "scripts", "kubernetes", "cluster.sh");
 const run = promisify(execFile);
+
+/** The host as the test cluster's Pods reach it: the Pod bridge's own address (cluster.sh). */
+export const HOST_FROM_PODS = "10.244.0.1";
+const K8S_VERSION = /^K8S_VERSION=(\S+)/m.exec(
+  readFileSync(join(root, "scripts", "kubernetes", "versions.sh"), "utf8"),
+)?.[1];
+export const HELM = join(root, ".tools", "kubernetes", String(K8S_VERSION), "bin", "helm");
 
 /** Brings the cluster up (idempotent) and returns its administrator's kubeconfig path. */
 export async function requireCluster(): Promise<string> {

@@ -42,8 +42,13 @@ export interface OpenAiStub {
   close(): Promise<void>;
 }
 
+/**
+ * `host`: the address to listen on (default loopback); a test cluster's Pods reach the
+ * stub on the cluster bridge's address (internal/testing/kubernetes.ts HOST_FROM_PODS).
+ */
 export async function startOpenAiStub(
   script: (req: StubRequest) => StubReply | Promise<StubReply>,
+  host = "127.0.0.1",
 ): Promise<OpenAiStub> {
   const requests: StubRequest[] = [];
   const server = createServer((req, res) => {
@@ -91,11 +96,11 @@ export async function startOpenAiStub(
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
+    server.listen(0, host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   return {
-    baseURL: `http://127.0.0.1:${port}/v1`,
+    baseURL: `http://${host}:${port}/v1`,
     requests,
     close: () =>
       new Promise<void>((resolve) => {

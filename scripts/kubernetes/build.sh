@@ -32,7 +32,13 @@ step "etcd and Kubernetes $K8S_VERSION (kube-apiserver, kube-controller-manager,
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
 step "helm $HELM_VERSION"
-GOBIN=$bin go install -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+# What helm's own Makefile sets: its version, and the Kubernetes version it renders for
+# when no cluster is asked (the minor of its client-go, 1.34 for helm 3.19).
+hl="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+for p in lint/rules chartutil; do
+  hl="$hl -X helm.sh/helm/v3/pkg/$p.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$p.k8sVersionMinor=$minor"
+done
+GOBIN=$bin go install -ldflags "$hl" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 step "kube-router $KUBE_ROUTER_VERSION (its NetworkPolicy firewall only)"
 GOBIN=$bin go install -ldflags "-s -w" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"
 step "coredns $COREDNS_VERSION (static: it runs in an image of one file)"
