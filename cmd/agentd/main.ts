@@ -636,7 +636,7 @@ async function serve(mode: Mode, argv: string[]): Promise<number> {
       policy: () => policy.current(),
       logger,
     });
-    logger.info({ sandbox: engine.describe }, "sandbox driver");
+    logger.info({ driver: cfg["sandbox-driver"], engine: engine.describe }, "sandbox driver ready");
     const boxes = engine.sandbox;
     sandbox = boxes;
     // Alive before its first warm container exists: others reap its pool once beats stop.

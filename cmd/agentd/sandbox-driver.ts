@@ -63,7 +63,7 @@ async function openDocker(
     // Images without the agent (a run's own) get the policy image's, injected read-only.
     agentSource: () => o.policy().sandbox.image,
   });
-  return { sandbox, ready: () => engine.ready(), describe: `docker ${engine.describe}` };
+  return { sandbox, ready: () => engine.ready(), describe: engine.describe };
 }
 
 async function openKubernetes(
@@ -98,6 +98,6 @@ async function openKubernetes(
         () => true,
         () => false,
       ),
-    describe: `kubernetes ${kc.getCurrentCluster()?.server ?? "in-cluster"} namespace ${namespace}`,
+    describe: `${kc.getCurrentCluster()?.server ?? "in-cluster"} namespace ${namespace}`,
   };
 }

@@ -15,7 +15,8 @@ import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { ulid } from "ulid";
 import { parseAllDocuments } from "yaml";
-import { RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
+import { ApprovalDecision } from "../../internal/gen/agentd/v1/events_pb.js";
+import { RunService, RunState } from "../../internal/gen/agentd/v1/run_service_pb.js";
 import { sha256Hex } from "../../internal/testing/agentd-process.ts";
 import { writeTestPolicy } from "../../internal/testing/cluster.ts";
 import { sandboxImage } from "../../internal/testing/docker.ts";
@@ -148,11 +149,14 @@ describe("the chart", () => {
 /** One process_run chosen by the prompt's kind; once answered, the model stops. */
 function model({ body }: StubRequest) {
   const messages = (body?.messages ?? []) as { role: string }[];
-  const kind = /chaos-(write|sleep)-/.exec(JSON.stringify(messages))?.[1];
+  const kind = /chaos-(write|sleep|approve)-/.exec(JSON.stringify(messages))?.[1];
   if (kind === undefined) return { status: 500, body: { error: { message: "stub: no script" } } };
   if (messages.some((m) => m.role === "tool")) return { chunks: textReply(["Done."]) };
-  const command =
-    kind === "write" ? "echo written > out.txt" : "echo added >> notes.txt && sleep 30";
+  const command = {
+    write: "echo written > out.txt",
+    sleep: "echo added >> notes.txt && sleep 30",
+    approve: "echo added >> config.yaml",
+  }[kind];
   const args = JSON.stringify({ command, timeoutMs: 120_000 });
   return { chunks: toolCallsReply([{ id: "call_1", name: "process_run", arguments: args }]) };
 }
@@ -311,6 +315,51 @@ describe("helm install with the kubernetes driver", () => {
       pods.every((p) => p.metadata.uid !== pod.metadata.uid) || pods.length === 0,
       "the run's Pod went with the run",
     );
+  });
+
+  it("an approval survives a rollout of the workers", { timeout: 300_000 }, async () => {
+    const { run } = await client.createRun({
+      prompt: `chaos-approve-${ulid()}`,
+      workspaceTar: await tarOf([{ name: "config.yaml", data: "a: 1\n" }]),
+    });
+    assert.ok(run);
+    const events = client.streamEvents({ runId: run.runId });
+    const asked = await until(
+      "the approval request",
+      async () => {
+        const e = events.events.find((x) => x.payload.case === "approvalRequested");
+        return e?.payload.case === "approvalRequested" ? e.payload.value : undefined;
+      },
+      {
+        capMs: 120_000,
+        detail: async () =>
+          `events: ${events.events.map((e) => (e.payload.case === "policyDecision" || e.payload.case === "toolCall" ? JSON.stringify(e.payload.value) : e.type)).join(" ")}`,
+      },
+    );
+    events.cancel();
+    await kubectl("rollout", "restart", `deployment/${release}-worker`, "-n", ns.namespace);
+    await kubectl(
+      "rollout",
+      "status",
+      `deployment/${release}-worker`,
+      "-n",
+      ns.namespace,
+      "--timeout=240s",
+    );
+    await client.unary(RunService.method.resolveApproval, {
+      approvalId: asked.approvalId,
+      decision: ApprovalDecision.APPROVE,
+      reason: "after the rollout",
+    });
+    const done = await terminal(run.runId);
+    assert.equal(done.state, RunState.COMPLETED, RunState[done.state]);
+    const after = client.streamEvents({ runId: run.runId });
+    const result = await until("the call's result", async () => {
+      const e = after.events.find((x) => x.payload.case === "toolResult");
+      return e?.payload.case === "toolResult" ? e.payload.value : undefined;
+    });
+    after.cancel();
+    assert.equal(result.ok, true, "the approved call ran on a worker of the new rollout");
   });
 
   it("helm uninstall leaves nothing of the release", { timeout: 300_000 }, async () => {
