@@ -372,15 +372,27 @@ describe("helm install with the kubernetes driver", () => {
           : undefined,
       { capMs: 180_000 },
     );
-    const left = await kubectl(
-      "get",
-      "all,secrets,configmaps,networkpolicies,pdb,serviceaccounts,roles,rolebindings",
-      "-n",
-      ns.namespace,
-      "-l",
-      `app.kubernetes.io/instance=${release}`,
-      "-o",
-      "name",
+    // A Deployment's Pods go after it (the garbage collector, then their grace period):
+    // everything of the release must be gone within the cap, nothing may stay.
+    const leftover = () =>
+      kubectl(
+        "get",
+        "all,secrets,configmaps,networkpolicies,pdb,serviceaccounts,roles,rolebindings",
+        "-n",
+        ns.namespace,
+        "-l",
+        `app.kubernetes.io/instance=${release}`,
+        "-o",
+        "name",
+      );
+    let left = "";
+    await until(
+      "every object of the release to go",
+      async () => {
+        left = (await leftover()).trim();
+        return left === "";
+      },
+      { capMs: 180_000, detail: () => left },
     );
     assert.equal(left.trim(), "");
     const pods = JSON.parse(await kubectl("get", "pods", "-n", ns.namespace, "-o", "json")).items;
