@@ -18,12 +18,17 @@ import { createWorkspaceUploader, DEFAULT_WORKSPACE_LIMITS } from "./workspace-u
 const dir = mkdtempSync(join(tmpdir(), "agentd-workspace-upload-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Fair slots of one permit, with the tenant of each grant in `grants`. */
-function noted(): { slots: FairSlots; grants: string[] } {
+/**
+ * Fair slots of one permit, with the tenant of each grant in `grants`; `granted(t)` resolves
+ * at the first grant to tenant `t` (in the grant's own turn, before its holder goes on).
+ */
+function noted(): { slots: FairSlots; grants: string[]; granted(t: string): Promise<void> } {
   const real = createFairSlots(1);
   const grants: string[] = [];
+  const waiters = new Map<string, () => void>();
   return {
     grants,
+    granted: (t) => new Promise<void>((resolve) => waiters.set(t, resolve)),
     slots: {
       get active() {
         return real.active;
@@ -34,6 +39,7 @@ function noted(): { slots: FairSlots; grants: string[] } {
       acquire: (tenantId, signal) =>
         real.acquire(tenantId, signal).then((release) => {
           grants.push(tenantId);
+          waiters.get(tenantId)?.();
           return release;
         }),
     },
@@ -51,17 +57,28 @@ async function* chunked(buf: Buffer, size: number): AsyncGenerator<Uint8Array> {
 
 describe("createWorkspaceUploader", () => {
   it("an inline archive takes a slot per chunk: another tenant's stream takes turns in between", async () => {
-    const { slots, grants } = noted();
+    const { slots, grants, granted } = noted();
     const uploader = createWorkspaceUploader(
       new FsArtifactStore(join(dir, "inline")),
       DEFAULT_WORKSPACE_LIMITS,
       slots,
     );
     const [inline, streamed] = await Promise.all([archive(4), archive(4)]);
-    const [a, b] = await Promise.all([
-      uploader.store(inline, { tenantId: "a" }),
-      uploader.storeStream(chunked(streamed, 256 * 1024), { tenantId: "b" }),
-    ]);
+    // b's stream has its first chunk in, then brings the rest once a's unpacking holds the
+    // slot: b then waits for it, whatever the machine's speed, and must get a turn.
+    const aStarted = granted("a");
+    async function* afterAStarts(): AsyncGenerator<Uint8Array> {
+      let first = true;
+      for await (const c of chunked(streamed, 256 * 1024)) {
+        yield c;
+        if (first) await aStarted;
+        first = false;
+      }
+    }
+    const bStarted = granted("b");
+    const bStream = uploader.storeStream(afterAStarts(), { tenantId: "b" });
+    await bStarted;
+    const [a, b] = await Promise.all([uploader.store(inline, { tenantId: "a" }), bStream]);
     assert.match(a.digest, /^[0-9a-f]{64}$/);
     assert.match(b.digest, /^[0-9a-f]{64}$/);
     const inlineGrants = grants.filter((t) => t === "a").length;
